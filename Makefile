@@ -1,0 +1,44 @@
+# echomq-bench. `make` lists the targets; `make bench` and `make test` do their own set-up.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+PROFILE ?= default
+RUN ?= $(shell ls -1d results/*/ 2>/dev/null | tail -n 1)
+
+.DEFAULT_GOAL := help
+.PHONY: help venv bench bench-micro test lint report clean
+
+help: ## list the targets
+	@echo "echomq-bench targets:"
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 22
+	@echo "  (PROFILE=smoke|default|stress; REDIS_URL=redis://... to use your own server)"
+
+venv: $(STAMP) ## create .venv and install the project into it
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "echomq-bench needs Python 3.11 or newer; set PYTHON=python3.11")'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+bench: $(STAMP) ## run every stage of PROFILE; results in results/<run-id>/
+	$(PY) -m bench run --profile $(PROFILE)
+
+bench-micro: $(STAMP) ## pytest-benchmark micro benchmarks of each script and cycle
+	$(PY) -m bench micro
+
+test: $(STAMP) ## run the tests against a real redis-server
+	$(PY) -m pytest
+
+lint: $(STAMP) ## ruff and mypy
+	$(VENV)/bin/ruff check bench tests
+	$(VENV)/bin/ruff format --check bench tests
+	$(VENV)/bin/mypy
+
+report: $(STAMP) ## write the report of RUN (default: the newest run)
+	$(PY) -m bench report $(RUN)
+
+clean: ## remove .venv and caches (results/ stays)
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -1,0 +1,1 @@
+"""echomq-bench: measures a Lua-scripted Redis job queue under load."""

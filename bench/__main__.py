@@ -1,0 +1,51 @@
+"""`python -m bench <command>`: run, report, compare, runs, race, sweep."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+
+from bench.errors import BenchError
+
+# command -> (module, function, one-line help). Each function takes argv, returns an exit code.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "run": ("bench.run", "main", "run a profile's stages and write results/<run-id>/"),
+    "report": ("bench.report", "report_main", "write report.md and plots for a run"),
+    "compare": ("bench.report", "compare_main", "compare two runs metric by metric"),
+    "runs": ("bench.report", "runs_main", "list the runs in results/"),
+    "sweep": ("bench.sweep_bench", "main", "the sweep-cost benchmark alone (pyperf)"),
+    "race": ("bench.race", "main", "the race audit alone"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: python -m bench <command> [options]", "", "commands:"]
+    lines += [f"  {name:<8} {text}" for name, (_, _, text) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(usage())
+        return 0
+    command, rest = args[0], args[1:]
+    if command not in COMMANDS:
+        print(f"echomq-bench: error: unknown command {command!r}; use one of {', '.join(COMMANDS)}",
+              file=sys.stderr)
+        return 2
+    module_name, function, _ = COMMANDS[command]
+    try:
+        handler: Callable[[list[str]], int] = getattr(importlib.import_module(module_name), function)
+        return handler(rest)
+    except BenchError as exc:
+        print(f"echomq-bench: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("echomq-bench: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,19 @@
+"""The one error type a user sees: a single line saying what is wrong and what to do."""
+
+
+class BenchError(Exception):
+    """A problem with the user's input or environment, reported as one line.
+
+    The command-line entry points print it as ``echomq-bench: error: <message>``
+    and exit non-zero; no traceback, since there is no bug to report.
+    """
+
+
+class ProtocolError(BenchError):
+    """A script answered with a negative code where the caller needed success."""
+
+    def __init__(self, script: str, code: int, job_id: str) -> None:
+        super().__init__(f"{script} returned {code} for job {job_id}")
+        self.script = script
+        self.code = code
+        self.job_id = job_id

@@ -1,0 +1,147 @@
+"""Key names of one queue. The only place the ``{queue}`` hash tag is built."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from bench.errors import BenchError
+
+# Letters, digits and . _ - only: no braces (they would break the hash tag) and
+# no glob characters (the queue's keys are found with SCAN MATCH <prefix>*).
+_QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+
+
+@dataclass(frozen=True)
+class QueueKeys:
+    """Every key of the queue ``name``; all share the hash tag ``{name}``."""
+
+    name: str
+
+    def __post_init__(self) -> None:
+        if not _QUEUE_NAME.match(self.name):
+            raise BenchError(
+                f"queue name {self.name!r} is not allowed; use 1-100 letters, digits, '.', '_' or '-'"
+            )
+
+    @property
+    def prefix(self) -> str:
+        return f"emq:{{{self.name}}}:"
+
+    def key(self, suffix: str) -> str:
+        return self.prefix + suffix
+
+    def job(self, job_id: str) -> str:
+        return self.prefix + job_id
+
+    def lock(self, job_id: str) -> str:
+        return f"{self.prefix}{job_id}:lock"
+
+    @property
+    def wait(self) -> str:
+        return self.key("wait")
+
+    @property
+    def active(self) -> str:
+        return self.key("active")
+
+    @property
+    def prioritized(self) -> str:
+        return self.key("prioritized")
+
+    @property
+    def events(self) -> str:
+        return self.key("events")
+
+    @property
+    def stalled(self) -> str:
+        return self.key("stalled")
+
+    @property
+    def limiter(self) -> str:
+        return self.key("limiter")
+
+    @property
+    def delayed(self) -> str:
+        return self.key("delayed")
+
+    @property
+    def paused(self) -> str:
+        return self.key("paused")
+
+    @property
+    def meta(self) -> str:
+        return self.key("meta")
+
+    @property
+    def pc(self) -> str:
+        return self.key("pc")
+
+    @property
+    def completed(self) -> str:
+        return self.key("completed")
+
+    @property
+    def failed(self) -> str:
+        return self.key("failed")
+
+    @property
+    def marker(self) -> str:
+        return self.key("marker")
+
+    @property
+    def stalled_check(self) -> str:
+        return self.key("stalled-check")
+
+    @property
+    def id_counter(self) -> str:
+        return self.key("id")
+
+    def metrics(self, target: str) -> str:
+        return self.key(f"metrics:{target}")
+
+    # KEYS lists in the order protocol.md gives each script.
+
+    def add_job_keys(self) -> list[str]:
+        return [self.wait, self.paused, self.meta, self.id_counter, self.events, self.marker]
+
+    def move_to_active_keys(self) -> list[str]:
+        return [*self._fetch_keys(), self.marker]
+
+    def move_to_finished_keys(self, job_id: str, target: str) -> list[str]:
+        return [
+            *self._fetch_keys(),
+            self.key(target),
+            self.job(job_id),
+            self.metrics(target),
+            self.marker,
+        ]
+
+    def sweep_keys(self) -> list[str]:
+        return [
+            self.stalled,
+            self.wait,
+            self.active,
+            self.failed,
+            self.stalled_check,
+            self.meta,
+            self.paused,
+            self.marker,
+        ]
+
+    def extend_lock_keys(self, job_id: str) -> list[str]:
+        return [self.lock(job_id), self.stalled]
+
+    def _fetch_keys(self) -> list[str]:
+        return [
+            self.wait,
+            self.active,
+            self.prioritized,
+            self.events,
+            self.stalled,
+            self.limiter,
+            self.delayed,
+            self.paused,
+            self.meta,
+            self.pc,
+        ]

