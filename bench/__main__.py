@@ -32,12 +32,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command, rest = args[0], args[1:]
     if command not in COMMANDS:
-        print(f"echomq-bench: error: unknown command {command!r}; use one of {', '.join(COMMANDS)}",
-              file=sys.stderr)
+        print(
+            f"echomq-bench: error: unknown command {command!r}; use one of {', '.join(COMMANDS)}",
+            file=sys.stderr,
+        )
         return 2
     module_name, function, _ = COMMANDS[command]
     try:
-        handler: Callable[[list[str]], int] = getattr(importlib.import_module(module_name), function)
+        handler: Callable[[list[str]], int] = getattr(
+            importlib.import_module(module_name), function
+        )
         return handler(rest)
     except BenchError as exc:
         print(f"echomq-bench: error: {exc}", file=sys.stderr)

@@ -49,8 +49,8 @@ def placements(queue: Queue) -> Counter[tuple[str, str]]:
         for job_id in client.lrange(key, 0, -1):
             found[(place, _text(job_id))] += 1
     for place, key in (("completed", keys.completed), ("failed", keys.failed)):
-        for job_id in client.zrange(key, 0, -1):
-            found[(place, _text(job_id))] += 1
+        for member in client.zrange(key, 0, -1):
+            found[(place, _text(member))] += 1
     return found
 
 

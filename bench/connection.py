@@ -65,7 +65,7 @@ class RedisSettings:
         it twice, or pile a second long sweep behind a first one. So retries are
         off, and a timeout surfaces as redis.TimeoutError for the caller to count.
         """
-        return CountingRedis.from_url(
+        client = CountingRedis.from_url(
             self.url,
             socket_timeout=self.socket_timeout_s,
             socket_connect_timeout=self.connect_timeout_s,
@@ -73,6 +73,8 @@ class RedisSettings:
             retry_on_error=[],
             health_check_interval=0,
         )
+        assert isinstance(client, CountingRedis)  # from_url builds cls
+        return client
 
 
 class CountingRedis(redis.Redis):

@@ -48,7 +48,11 @@ def summary(histogram: HdrHistogram) -> dict[str, int]:
     if histogram.get_total_count() == 0:
         return {**dict.fromkeys(PERCENTILES, 0), "max": 0, "count": 0}
     values = {name: int(histogram.get_value_at_percentile(p)) for name, p in PERCENTILES.items()}
-    return {**values, "max": int(histogram.get_max_value()), "count": int(histogram.get_total_count())}
+    return {
+        **values,
+        "max": int(histogram.get_max_value()),
+        "count": int(histogram.get_total_count()),
+    }
 
 
 def write_hdr(path: Path, histogram: HdrHistogram) -> None:

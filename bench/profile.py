@@ -50,7 +50,11 @@ class SweepOptions:
     sweep_sizes: tuple[int, ...] = field(default=(10, 100, 1000, 10_000, 100_000), metadata=_min(1))
     sweep_reps: int = field(default=5, metadata=_min(1))
     # variant:scenario:max_size, '*' for any scenario; bigger points are skipped with a reason
-    sweep_caps: tuple[str, ...] = ("atomic:all_stalled:10000", "atomic:mixed:30000", "app_side:*:10000")
+    sweep_caps: tuple[str, ...] = (
+        "atomic:all_stalled:10000",
+        "atomic:mixed:30000",
+        "app_side:*:10000",
+    )
     sweep_slice: int = field(default=1000, metadata=_min(1))
     probe_rate_hz: float = field(default=500.0, metadata=_min(1))
 
@@ -59,7 +63,13 @@ class SweepOptions:
 class RaceOptions:
     """Stage 3: the race audit."""
 
-    race_variants: tuple[str, ...] = ("atomic", "atomic_linear", "atomic_sliced", "app_side", "app_side_pipelined")
+    race_variants: tuple[str, ...] = (
+        "atomic",
+        "atomic_linear",
+        "atomic_sliced",
+        "app_side",
+        "app_side_pipelined",
+    )
     race_sweepers: tuple[int, ...] = field(default=(2, 8), metadata=_min(1))
     race_jobs: int = field(default=500, metadata=_min(1))
     race_delay_ms: tuple[float, ...] = field(default=(0.0, 2.0), metadata=_min(0))
@@ -111,14 +121,17 @@ def _scalar(kind: Any, raw: str, key: str, minimum: float | None) -> Any:
         value = int(text) if kind is int else float(text)
     except ValueError:
         what = "a whole number" if kind is int else "a number"
-        raise BenchError(f"profile key {key} = {text!r} is not {what}; fix it in the profile") from None
+        raise BenchError(
+            f"profile key {key} = {text!r} is not {what}; fix it in the profile"
+        ) from None
     if minimum is not None and value < minimum:
-        raise BenchError(f"profile key {key} = {text} is below its minimum {minimum:g}; use {minimum:g} or more")
+        raise BenchError(
+            f"profile key {key} = {text} is below its minimum {minimum:g}; use {minimum:g} or more"
+        )
     return value
 
 
-def parse_value(key: str, f: dataclasses.Field[Any], kind: Any, raw: str) -> Any:
-    minimum = f.metadata.get("min")
+def parse_value(key: str, kind: Any, raw: str, minimum: float | None = None) -> Any:
     if get_origin(kind) is tuple:
         item = get_args(kind)[0]
         items = [p for p in raw.strip().strip("[]").split(",") if p.strip()]
@@ -168,18 +181,22 @@ def load_profile(name_or_path: str) -> Profile:
     stages = STAGES
     for key, text in raw.items():
         if key == "stages":
-            stages = tuple(parse_value(key, field(default=()), tuple[str, ...], text))
+            stages = tuple(parse_value(key, tuple[str, ...], text))
             for stage in stages:
                 if stage not in STAGES:
-                    raise BenchError(f"profile stage {stage!r} is unknown; use some of {', '.join(STAGES)}")
+                    raise BenchError(
+                        f"profile stage {stage!r} is unknown; use some of {', '.join(STAGES)}"
+                    )
             continue
         if key in LOCUST_KEYS:
             continue
         if key not in known:
-            raise BenchError(f"{path.name}: unknown key {key!r}; known keys: {', '.join(sorted(known))}")
+            raise BenchError(
+                f"{path.name}: unknown key {key!r}; known keys: {', '.join(sorted(known))}"
+            )
         section, f = known[key]
         kind = get_type_hints(section)[f.name]
-        values[section][f.name] = parse_value(key, f, kind, text)
+        values[section][f.name] = parse_value(key, kind, text, f.metadata.get("min"))
     return Profile(
         name=path.stem,
         stages=stages,

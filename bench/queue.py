@@ -260,7 +260,9 @@ def _job_from_reply(reply: Any, token: str) -> Job | None:
     if not isinstance(reply, Sequence) or len(reply) < 2 or not isinstance(reply[0], list):
         return None
     flat = [_text(v) for v in reply[0]]
-    return Job(id=_text(reply[1]), fields=dict(zip(flat[::2], flat[1::2], strict=True)), token=token)
+    return Job(
+        id=_text(reply[1]), fields=dict(zip(flat[::2], flat[1::2], strict=True)), token=token
+    )
 
 
 def fetch_reply_info(reply: Any) -> tuple[int, int]:

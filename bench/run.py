@@ -37,7 +37,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench run", description=__doc__)
     parser.add_argument("--profile", default="default", help="profiles/<name>.conf, or a path")
     parser.add_argument(
-        "--stages", default=None, help=f"comma-separated, from {', '.join(STAGES)} (default: the profile's)"
+        "--stages",
+        default=None,
+        help=f"comma-separated, from {', '.join(STAGES)} (default: the profile's)",
     )
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders go")
     return parser.parse_args(argv)
@@ -54,13 +56,17 @@ def main(argv: list[str]) -> int:
                 raise BenchError(f"unknown stage {stage!r}; use some of {', '.join(STAGES)}")
     # Everything is checked before the server starts and the folder is made.
     runners = {stage: stage_runner(stage) for stage in stages}
-    run_dir = make_run_dir(profile.name, args.results)
-    started = dt.datetime.now().isoformat(timespec="seconds")
-    update_meta(run_dir, run_id=run_dir.name, started=started, complete=False, stages_done=[])
     progress = Progress()
     done: list[str] = []
+    run_dir: Path | None = None
     try:
+        # The server is checked before anything is written, so a bad REDIS_URL leaves no trace.
         with redis_for_run() as (settings, server):
+            run_dir = make_run_dir(profile.name, args.results)
+            started = dt.datetime.now().isoformat(timespec="seconds")
+            update_meta(
+                run_dir, run_id=run_dir.name, started=started, complete=False, stages_done=[]
+            )
             client = settings.connect()
             try:
                 probe = Queue.open(client, f"meta-{uuid.uuid4().hex[:8]}")
@@ -77,11 +83,13 @@ def main(argv: list[str]) -> int:
                 done.append(stage)
                 update_meta(run_dir, stages_done=done)
     except KeyboardInterrupt:
-        update_meta(run_dir, complete=False, reason="interrupted (Ctrl-C)", stages_done=done)
+        if run_dir is not None:
+            update_meta(run_dir, complete=False, reason="interrupted (Ctrl-C)", stages_done=done)
         print(f"echomq-bench: interrupted; partial results in {run_dir}", file=sys.stderr)
         return 130
     except BenchError as exc:
-        update_meta(run_dir, complete=False, reason=str(exc), stages_done=done)
+        if run_dir is not None:
+            update_meta(run_dir, complete=False, reason=str(exc), stages_done=done)
         raise
     finished = dt.datetime.now().isoformat(timespec="seconds")
     update_meta(run_dir, complete=True, reason=None, finished=finished)

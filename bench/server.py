@@ -16,8 +16,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from bench.connection import RedisSettings, redact_url
 from bench.errors import BenchError
@@ -41,6 +44,13 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
 
 
+def require_version(version: str, where: str) -> None:
+    if _version_tuple(version) < MIN_VERSION:
+        raise BenchError(
+            f"Redis at {where} is version {version}; the suite needs 6.2 or newer (LMOVE, ZPOPMIN)"
+        )
+
+
 def check_server(settings: RedisSettings) -> str:
     """Check a user's server is fit for a run; returns its version. Raises BenchError, one line."""
     where = settings.where
@@ -51,8 +61,12 @@ def check_server(settings: RedisSettings) -> str:
         memory = client.info("memory")
         cluster = client.info("cluster")
     except redis.AuthenticationError:
+        if urlsplit(settings.url).password is None:
+            raise BenchError(
+                f"Redis at {where} needs a password; put it in REDIS_URL (redis://:PASSWORD@host:port)"
+            ) from None
         raise BenchError(
-            f"Redis at {where} refused the credentials in REDIS_URL; fix the user or password"
+            f"Redis at {where} refused the password in REDIS_URL; fix the user or password"
         ) from None
     except redis.ResponseError as exc:
         if "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):
@@ -69,10 +83,7 @@ def check_server(settings: RedisSettings) -> str:
     finally:
         client.close()
     version = str(server.get("redis_version", "0.0"))
-    if _version_tuple(version) < MIN_VERSION:
-        raise BenchError(
-            f"Redis at {where} is version {version}; the suite needs 6.2 or newer (LMOVE, ZPOPMIN)"
-        )
+    require_version(version, where)
     policy = str(memory.get("maxmemory_policy", "noeviction"))
     if policy != "noeviction":
         raise BenchError(
@@ -153,13 +164,20 @@ class EmbeddedRedis:
             self.process = subprocess.Popen(
                 [
                     self.binary,
-                    "--port", str(self.port),
-                    "--bind", "127.0.0.1",
-                    "--save", "",
-                    "--appendonly", "no",
-                    "--dir", self._dir.name,
-                    "--logfile", str(self.log_path),
-                    "--maxmemory-policy", "noeviction",
+                    "--port",
+                    str(self.port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    self._dir.name,
+                    "--logfile",
+                    str(self.log_path),
+                    "--maxmemory-policy",
+                    "noeviction",
                     *self.extra_args,
                 ],
                 stdin=subprocess.DEVNULL,
@@ -178,7 +196,12 @@ class EmbeddedRedis:
 
     def _wait_ready(self) -> bool:
         deadline = time.monotonic() + START_DEADLINE_S
-        client = redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.5)
+        client = redis.Redis(
+            host="127.0.0.1",
+            port=self.port,
+            socket_connect_timeout=0.5,
+            retry=Retry(NoBackoff(), 0),
+        )
         try:
             while time.monotonic() < deadline:
                 if self.process is None or self.process.poll() is not None:
@@ -186,6 +209,8 @@ class EmbeddedRedis:
                 try:
                     if client.ping():
                         return True
+                except (redis.AuthenticationError, redis.ResponseError):
+                    return True  # it answered: asking for a password is being ready
                 except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
                     time.sleep(0.02)
             return False
@@ -193,11 +218,12 @@ class EmbeddedRedis:
             client.close()
 
     def version(self) -> str:
-        client = redis.Redis(host="127.0.0.1", port=self.port)
-        try:
-            return str(client.info("server")["redis_version"])
-        finally:
-            client.close()
+        # The binary says its version without needing the server's password.
+        out = subprocess.run([self.binary, "--version"], capture_output=True, text=True, timeout=10)
+        for part in out.stdout.split():
+            if part.startswith("v="):
+                return part[2:]
+        return "unknown"
 
     def _kill(self) -> None:
         if self.process is not None and self.process.poll() is None:

