@@ -158,8 +158,17 @@ def read_conf(path: Path) -> dict[str, str]:
     return pairs
 
 
-# Locust's own options that may stand in a profile beside ours (Locust reads them).
-LOCUST_KEYS = frozenset({"locustfile", "host", "loglevel", "csv", "html", "only-summary"})
+# Locust's own options that may stand in a profile beside ours, for a direct
+# `locust --config` run. `bench run` sets users, run time and processes itself
+# from the keys above, so it passes over these.
+LOCUST_KEYS = frozenset(
+    {
+        "locustfile", "host", "loglevel", "logfile", "csv", "csv-full-history", "html",
+        "only-summary", "headless", "autostart", "autoquit", "users", "spawn-rate", "run-time",
+        "processes", "master", "worker", "master-host", "master-port", "expect-workers",
+        "web-host", "web-port", "stop-timeout", "print-stats", "reset-stats", "tags", "exclude-tags",
+    }
+)  # fmt: skip
 
 
 def resolve_path(name_or_path: str) -> Path:
