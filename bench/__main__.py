@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "runs": ("bench.report", "runs_main", "list the runs in results/"),
     "sweep": ("bench.sweep_bench", "main", "the sweep-cost benchmark alone (pyperf)"),
     "race": ("bench.race", "main", "the race audit alone"),
+    "script-cost": ("bench.script_cost", "main", "Redis µs per call of each script, small queue"),
 }
 
 
