@@ -63,18 +63,15 @@ class SweepOptions:
 class RaceOptions:
     """Stage 3: the race audit."""
 
-    race_variants: tuple[str, ...] = (
-        "atomic",
-        "atomic_linear",
-        "atomic_sliced",
-        "app_side",
-        "app_side_pipelined",
-    )
-    race_sweepers: tuple[int, ...] = field(default=(2, 8), metadata=_min(1))
+    # sweep variants by name (bench/sweep.py SWEEPERS); "all" is every registered one
+    race_variants: tuple[str, ...] = ("all",)
+    race_sweepers: tuple[int, ...] = field(default=(2, 8), metadata=_min(2))  # 2..16 at once
     race_jobs: int = field(default=500, metadata=_min(1))
     race_delay_ms: tuple[float, ...] = field(default=(0.0, 2.0), metadata=_min(0))
     race_reps: int = field(default=3, metadata=_min(1))
     race_workers: int = field(default=2, metadata=_min(0))
+    # per run: past it the run stops and counts an error instead of hanging
+    race_deadline_s: float = field(default=60.0, metadata=_min(1))
 
 
 SECTIONS = (FinishFetchOptions, SweepOptions, RaceOptions)
