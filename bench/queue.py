@@ -89,9 +89,10 @@ class Job:
         return int(value) if isinstance(value, int | float) else None
 
 
-def job_payload(payload_bytes: int = 0) -> str:
-    """Job data: the enqueue time in µs, padded to about ``payload_bytes``."""
-    return json.dumps({"t_us": now_us(), "pad": "x" * max(0, payload_bytes)})
+def job_payload(payload_bytes: int = 0, enqueued_us: int | None = None) -> str:
+    """Job data: the enqueue time in µs (now, or ``enqueued_us``), padded to about ``payload_bytes``."""
+    t_us = now_us() if enqueued_us is None else enqueued_us
+    return json.dumps({"t_us": t_us, "pad": "x" * max(0, payload_bytes)})
 
 
 class Producer:
@@ -104,9 +105,7 @@ class Producer:
     def _args(self, data: str, job_id: str, priority: int, delay_ms: int) -> list[Any]:
         return [self.queue.keys.prefix, job_id, self.name, data, now_ms(), priority, delay_ms]
 
-    def add(
-        self, data: str | None = None, *, job_id: str = "", priority: int = 0, delay_ms: int = 0
-    ) -> str:
+    def add(self, data: str | None = None, *, job_id: str = "", priority: int = 0, delay_ms: int = 0) -> str:
         """Add one job; returns its id. An id that exists is an error (-5)."""
         payload = data if data is not None else job_payload()
         reply = self.queue.scripts.add_job(
@@ -116,8 +115,12 @@ class Producer:
             raise ProtocolError("addJob", reply, job_id)
         return _text(reply)
 
-    def add_batch(self, count: int, payload_bytes: int = 0) -> list[str]:
+    def add_batch(self, count: int, payload_bytes: int = 0, *, enqueued_us: int | None = None) -> list[str]:
         """Add ``count`` jobs in one pipeline (one round trip); returns their ids.
+
+        ``enqueued_us`` stamps the jobs with an intended enqueue time instead of
+        now: an open-loop producer behind schedule passes its slot's time, so
+        end-to-end latency includes the time spent behind (no coordinated omission).
 
         The pipeline calls EVALSHA with the known SHA: a pipeline holding a
         Script object would first send SCRIPT EXISTS, a second round trip.
@@ -128,7 +131,8 @@ class Producer:
         keys = self.queue.keys.add_job_keys()
         pipe = self.queue.client.pipeline(transaction=False)
         for _ in range(count):
-            pipe.evalsha(sha, len(keys), *keys, *self._args(job_payload(payload_bytes), "", 0, 0))
+            data = job_payload(payload_bytes, enqueued_us)
+            pipe.evalsha(sha, len(keys), *keys, *self._args(data, "", 0, 0))
         return [_text(r) for r in pipe.execute()]
 
 
@@ -165,9 +169,7 @@ class Worker:
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
-            raise BenchError(
-                f"unknown worker strategy {self.strategy!r}; use one of {', '.join(STRATEGIES)}"
-            )
+            raise BenchError(f"unknown worker strategy {self.strategy!r}; use one of {', '.join(STRATEGIES)}")
 
     def _new_token(self) -> str:
         # A token per fetch, so a lock can be traced to the fetch that took it.
@@ -260,9 +262,7 @@ def _job_from_reply(reply: Any, token: str) -> Job | None:
     if not isinstance(reply, Sequence) or len(reply) < 2 or not isinstance(reply[0], list):
         return None
     flat = [_text(v) for v in reply[0]]
-    return Job(
-        id=_text(reply[1]), fields=dict(zip(flat[::2], flat[1::2], strict=True)), token=token
-    )
+    return Job(id=_text(reply[1]), fields=dict(zip(flat[::2], flat[1::2], strict=True)), token=token)
 
 
 def fetch_reply_info(reply: Any) -> tuple[int, int]:
