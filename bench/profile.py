@@ -37,6 +37,17 @@ class FinishFetchOptions:
     warmup_s: float = field(default=2.0, metadata=_min(0))
     measure_s: float = field(default=10.0, metadata=_min(0.1))
     rtt_ms: tuple[float, ...] = field(default=(0.0, 1.0), metadata=_min(0))
+    # Locust processes per run (`--processes N` when above 1); one process is one core at most
+    loadgen_processes: int = field(default=1, metadata=_min(1))
+
+    def __post_init__(self) -> None:
+        from bench.queue import STRATEGIES  # here, so loading a profile stays light until checked
+
+        for strategy in self.strategies:
+            if strategy not in STRATEGIES:
+                raise BenchError(
+                    f"profile key strategies: unknown strategy {strategy!r}; use {', '.join(STRATEGIES)}"
+                )
 
 
 @dataclass(frozen=True)
@@ -118,9 +129,7 @@ def _scalar(kind: Any, raw: str, key: str, minimum: float | None) -> Any:
         value = int(text) if kind is int else float(text)
     except ValueError:
         what = "a whole number" if kind is int else "a number"
-        raise BenchError(
-            f"profile key {key} = {text!r} is not {what}; fix it in the profile"
-        ) from None
+        raise BenchError(f"profile key {key} = {text!r} is not {what}; fix it in the profile") from None
     if minimum is not None and value < minimum:
         raise BenchError(
             f"profile key {key} = {text} is below its minimum {minimum:g}; use {minimum:g} or more"
@@ -190,16 +199,12 @@ def load_profile(name_or_path: str) -> Profile:
             stages = tuple(parse_value(key, tuple[str, ...], text))
             for stage in stages:
                 if stage not in STAGES:
-                    raise BenchError(
-                        f"profile stage {stage!r} is unknown; use some of {', '.join(STAGES)}"
-                    )
+                    raise BenchError(f"profile stage {stage!r} is unknown; use some of {', '.join(STAGES)}")
             continue
         if key in LOCUST_KEYS:
             continue
         if key not in known:
-            raise BenchError(
-                f"{path.name}: unknown key {key!r}; known keys: {', '.join(sorted(known))}"
-            )
+            raise BenchError(f"{path.name}: unknown key {key!r}; known keys: {', '.join(sorted(known))}")
         section, f = known[key]
         kind = get_type_hints(section)[f.name]
         values[section][f.name] = parse_value(key, kind, text, f.metadata.get("min"))
