@@ -1,0 +1,376 @@
+"""The report's figures, drawn with matplotlib's Agg canvas and written atomically as PNG.
+
+Each function takes the loaded result frames (or merged histograms), writes one
+PNG into the run folder and returns a ``Plot`` (file name, title, caption), or
+None when the run has nothing to draw.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from hdrh.histogram import HdrHistogram
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter
+
+# Fixed colours so a variant looks the same in every figure.
+VARIANT_ORDER = (
+    "fused", "two_call", "atomic", "atomic_linear", "atomic_sliced", "app_side", "app_side_pipelined",
+)  # fmt: skip
+PALETTE = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    "#bcbd22", "#17becf",
+)  # fmt: skip
+DPI = 110
+# Percentiles marked on the latency curves, and the curve's finer points between them.
+MARKED_PERCENTILES = (50.0, 90.0, 99.0, 99.9)
+CURVE_PERCENTILES = tuple(100 * (1 - 10 ** (-k)) for k in np.linspace(math.log10(2), 3, 40))
+ANOMALIES = ("double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations")
+
+
+@dataclass(frozen=True)
+class Plot:
+    file: str
+    title: str
+    caption: str
+
+
+def colour(variant: str) -> str:
+    if variant in VARIANT_ORDER:
+        return PALETTE[VARIANT_ORDER.index(variant)]
+    return PALETTE[(len(VARIANT_ORDER) + sum(map(ord, variant))) % len(PALETTE)]
+
+
+def ordered(variants: Sequence[str]) -> list[str]:
+    known = [v for v in VARIANT_ORDER if v in variants]
+    return known + sorted(set(variants) - set(known))
+
+
+def save(figure: Figure, path: Path) -> None:
+    """Render to a temporary file beside ``path``, then rename: a reader never sees half a PNG."""
+    FigureCanvasAgg(figure)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            figure.savefig(handle, format="png", dpi=DPI)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _plain(value: float) -> str:
+    return f"{value:,.0f}" if value >= 1 else f"{value:g}"
+
+
+def plain_log_ticks(ax: Axes, axis: str = "y") -> None:
+    """Log-axis ticks as plain numbers (2,000 rather than 2e3); call after plotting.
+
+    On an axis spanning under two decades the minor ticks at 2 and 5 are labelled
+    too, so there is always more than one number to read off.
+    """
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    low, high = ax.get_ylim() if axis == "y" else ax.get_xlim()
+    narrow = low > 0 and math.log10(high / low) < 2
+
+    def minor(value: float, _: object) -> str:
+        lead = round(value / 10 ** math.floor(math.log10(value)), 6) if value > 0 else 0
+        return _plain(value) if narrow and lead in (2, 5) else ""
+
+    target.set_major_formatter(FuncFormatter(lambda v, _: _plain(v)))
+    target.set_minor_formatter(FuncFormatter(minor))
+
+
+def _point_label(workers: object, rtt_ms: object) -> str:
+    return f"{workers} workers\nrtt {rtt_ms} ms"
+
+
+def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
+    """Bars: mean jobs/s per variant at each workers/rtt point; whiskers min..max; dots each rep."""
+    needed = {"variant", "workers", "rtt_ms", "jobs_per_s"}
+    if frame.empty or not needed <= set(frame.columns) or frame["jobs_per_s"].isna().all():
+        return None
+    data = frame.dropna(subset=["jobs_per_s"])
+    points = sorted({(w, r) for w, r in zip(data["workers"], data["rtt_ms"], strict=True)})
+    variants = ordered(data["variant"].unique().tolist())
+    width = 0.8 / len(variants)
+    figure = Figure(figsize=(max(6.0, 1.6 * len(points) * len(variants)), 4.6), layout="constrained")
+    ax = figure.add_subplot()
+    saturated_shown = False
+    for i, variant in enumerate(variants):
+        for j, (workers, rtt) in enumerate(points):
+            reps = data[(data["variant"] == variant) & (data["workers"] == workers) & (data["rtt_ms"] == rtt)]
+            if reps.empty:
+                continue
+            x = j + (i - (len(variants) - 1) / 2) * width
+            values = reps["jobs_per_s"].astype(float)
+            mean = values.mean()
+            ax.bar(x, mean, width * 0.9, color=colour(variant), label=variant if j == 0 else None)
+            ax.errorbar(
+                x, mean, yerr=[[mean - values.min()], [values.max() - mean]], color="black", capsize=4
+            )
+            sat = reps["saturated"].fillna(False).astype(bool) if "saturated" in reps else None
+            ok = values[~sat] if sat is not None else values
+            ax.scatter([x] * len(ok), ok, color="black", s=12, zorder=3)
+            if sat is not None and sat.any():
+                label = None if saturated_shown else "saturated repetition"
+                ax.scatter(
+                    [x] * int(sat.sum()), values[sat], color="red", marker="x", s=40, zorder=4, label=label
+                )
+                saturated_shown = True
+            ax.annotate(f"{mean:,.0f}", (x, mean), textcoords="offset points", xytext=(0, 3),
+                        ha="center", va="bottom", fontsize=8)  # fmt: skip
+    for j, (workers, rtt) in enumerate(points):
+        at = data[(data["workers"] == workers) & (data["rtt_ms"] == rtt)]
+        means = at.groupby("variant")["jobs_per_s"].mean()
+        if {"fused", "two_call"} <= set(means.index) and means["two_call"] > 0:
+            top = float(means.max())
+            ax.annotate(f"fused/two_call = {means['fused'] / means['two_call']:.2f}", (j, top),
+                        textcoords="offset points", xytext=(0, 16), ha="center", fontsize=9,
+                        fontweight="bold")  # fmt: skip
+    ax.set_ylim(0, float(data["jobs_per_s"].max()) * 1.22)
+    ax.set_xticks(range(len(points)), [_point_label(w, r) for w, r in points])
+    ax.set_ylabel("jobs finished per second (jobs/s)")
+    ax.set_xlabel("point (workers, simulated round-trip time)")
+    n_reps = int(data.groupby(["variant", "workers", "rtt_ms"]).size().max())
+    title = "Throughput: fused against two_call"
+    ax.set_title(f"{title}\nbar = mean of {n_reps} repetitions, whisker = min..max, dot = one repetition")
+    ax.legend(loc="upper right", framealpha=0.95)
+    ax.grid(axis="y", alpha=0.3)
+    save(figure, out_dir / "finish_fetch_jobs.png")
+    caption = (
+        "Taller is better. Compare the bar heights of fused and two_call at each point; "
+        "a gap much wider than the whiskers is a real difference, overlapping whiskers are not."
+    )
+    return Plot("finish_fetch_jobs.png", title, caption)
+
+
+def _percentile_axis(ax: Axes) -> None:
+    """x = 1/(1-q) on a log scale: each 9 of the percentile takes the same width."""
+    ax.set_xscale("log")
+    ticks = [1 / (1 - p / 100) for p in MARKED_PERCENTILES]
+    ax.set_xticks(ticks, [f"p{p:g}" for p in MARKED_PERCENTILES])
+    ax.minorticks_off()
+    ax.set_xlabel("percentile")
+
+
+def latency_percentiles(histograms: Mapping[tuple[str, str], HdrHistogram], out_dir: Path) -> Plot | None:
+    """Cycle (and end-to-end) latency percentile curves per variant, from merged HDR histograms.
+
+    ``histograms`` maps (metric, variant) to the merge of every repetition's histogram.
+    """
+    metrics = [m for m in ("cycle", "e2e") if any(k[0] == m for k in histograms)]
+    if not metrics:
+        return None
+    figure = Figure(figsize=(6.0 * len(metrics), 4.6), layout="constrained")
+    axes = figure.subplots(1, len(metrics), squeeze=False)[0]
+    names = {"cycle": "worker cycle (finish + fetch)", "e2e": "end to end (enqueue to finish)"}
+    for ax, metric in zip(axes, metrics, strict=True):
+        variants = ordered([v for m, v in histograms if m == metric])
+        for variant in variants:
+            histogram = histograms[(metric, variant)]
+            if histogram.get_total_count() == 0:
+                continue
+            xs = [1 / (1 - p / 100) for p in CURVE_PERCENTILES]
+            ys = [histogram.get_value_at_percentile(p) for p in CURVE_PERCENTILES]
+            label = f"{variant} (n={histogram.get_total_count():,})"
+            ax.plot(xs, ys, color=colour(variant), label=label)
+            marks = [histogram.get_value_at_percentile(p) for p in MARKED_PERCENTILES]
+            ax.scatter([1 / (1 - p / 100) for p in MARKED_PERCENTILES], marks, color=colour(variant), s=18)
+        _percentile_axis(ax)
+        ax.set_yscale("log")
+        plain_log_ticks(ax)
+        ax.set_ylabel("latency (µs, log scale)")
+        ax.set_title(f"Latency percentiles: {names.get(metric, metric)}")
+        ax.grid(which="both", alpha=0.3)
+        ax.legend(loc="upper left")
+    caption = (
+        "Lower is better. Each line is every repetition's HDR histogram merged exactly; "
+        "read the gap between variants at p50 for the typical cycle and at p99/p99.9 for the tail."
+    )
+    return _saved(figure, out_dir, "finish_fetch_latency.png", "Cycle latency percentiles", caption)
+
+
+def latency_from_columns(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
+    """The same figure from the CSV's percentile columns, when the run has no HDR files."""
+    columns = {50.0: "cycle_p50_us", 90.0: "cycle_p90_us", 99.0: "cycle_p99_us", 99.9: "cycle_p999_us"}
+    present = {p: c for p, c in columns.items() if c in frame.columns and not frame[c].isna().all()}
+    if frame.empty or "variant" not in frame.columns or len(present) < 2:
+        return None
+    figure = Figure(figsize=(6.4, 4.6), layout="constrained")
+    ax = figure.add_subplot()
+    for variant in ordered(frame["variant"].unique().tolist()):
+        rows = frame[frame["variant"] == variant]
+        xs = [1 / (1 - p / 100) for p in present]
+        ys = [float(rows[c].median()) for c in present.values()]
+        ax.plot(xs, ys, marker="o", color=colour(variant), label=variant)
+    _percentile_axis(ax)
+    ax.set_yscale("log")
+    plain_log_ticks(ax)
+    ax.set_ylabel("latency (µs, log scale)")
+    ax.set_title("Cycle latency percentiles (median over repetitions of the CSV's columns)")
+    ax.grid(which="both", alpha=0.3)
+    ax.legend(loc="upper left")
+    caption = (
+        "Lower is better. This run has no HDR files, so each point is the median of the "
+        "repetitions' own percentiles (not an exact merge); read it for the shape only."
+    )
+    return _saved(figure, out_dir, "finish_fetch_latency.png", "Cycle latency percentiles", caption)
+
+
+def _per_scenario(
+    frame: pd.DataFrame, column: str, ylabel: str, title: str
+) -> tuple[Figure, list[tuple[Axes, pd.DataFrame]]] | None:
+    needed = {"variant", "scenario", "active_size", column}
+    if frame.empty or not needed <= set(frame.columns):
+        return None
+    data = frame.dropna(subset=[column, "active_size"])
+    data = data[(data[column] > 0) & (data["active_size"] > 0)]  # log axes
+    if data.empty:
+        return None
+    scenarios = [s for s in ("healthy", "mixed", "all_stalled") if s in set(data["scenario"])]
+    scenarios += sorted(set(data["scenario"]) - set(scenarios))
+    figure = Figure(figsize=(4.6 * len(scenarios) + 0.6, 4.6), layout="constrained")
+    axes = figure.subplots(1, len(scenarios), squeeze=False, sharey=True)[0]
+    panels = []
+    for ax, scenario in zip(axes, scenarios, strict=True):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(f"scenario: {scenario}")
+        ax.set_xlabel("active-list size (jobs, log scale)")
+        ax.grid(which="both", alpha=0.3)
+        panels.append((ax, data[data["scenario"] == scenario]))
+    axes[0].set_ylabel(ylabel)
+    figure.suptitle(title)
+    return figure, panels
+
+
+def _finish_panels(panels: list[tuple[Axes, pd.DataFrame]]) -> None:
+    for ax, _ in panels:
+        plain_log_ticks(ax, "x")
+        plain_log_ticks(ax, "y")
+    panels[0][0].legend(loc="upper left", fontsize=8)
+
+
+def sweep_time(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
+    """Sweep time against active-list size, log-log, one panel a scenario, one line a variant."""
+    title = "Sweep time against active-list size"
+    made = _per_scenario(frame, "sweep_ms_median", "sweep time (ms, median; log scale)", title)
+    if made is None:
+        return None
+    figure, panels = made
+    for ax, rows in panels:
+        for variant in ordered(rows["variant"].unique().tolist()):
+            line = rows[rows["variant"] == variant].sort_values("active_size")
+            stdev = line["sweep_ms_stdev"].fillna(0) if "sweep_ms_stdev" in line else None
+            ax.errorbar(line["active_size"], line["sweep_ms_median"], yerr=stdev, marker="o", ms=4,
+                        capsize=3, color=colour(variant), label=variant)  # fmt: skip
+    _finish_panels(panels)
+    caption = (
+        "Lower is better. On log-log axes a slope of 1 is linear in the list size and 2 is quadratic; "
+        "compare each variant's slope, then its height. Skipped points are left out (see the table)."
+    )
+    return _saved(figure, out_dir, "sweep_time.png", title, caption)
+
+
+def probe_max(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
+    """The probe client's worst latency during sweeps against size; red rings mark BUSY replies."""
+    title = "Other clients' worst wait during a sweep (probe max latency)"
+    made = _per_scenario(frame, "probe_max_us", "probe max latency (µs, log scale)", title)
+    if made is None:
+        return None
+    figure, panels = made
+    busy_shown = False
+    for ax, rows in panels:
+        ax.axhline(1000, color="grey", linestyle="--", linewidth=1)
+        ax.annotate("1 ms", (1, 1000), xycoords=("axes fraction", "data"), ha="right", va="bottom",
+                    fontsize=8, color="grey")  # fmt: skip
+        for variant in ordered(rows["variant"].unique().tolist()):
+            line = rows[rows["variant"] == variant].sort_values("active_size")
+            ax.plot(
+                line["active_size"],
+                line["probe_max_us"],
+                marker="o",
+                ms=4,
+                color=colour(variant),
+                label=variant,
+            )
+            if "probe_busy" in line:
+                busy = line[line["probe_busy"].fillna(0) > 0]
+                if not busy.empty:
+                    ax.scatter(busy["active_size"], busy["probe_max_us"], s=120, facecolors="none",
+                               edgecolors="red", label=None if busy_shown else "probe got BUSY")  # fmt: skip
+                    busy_shown = True
+    _finish_panels(panels)
+    caption = (
+        "Lower is better. This is how long another client waited at worst while the sweep ran: "
+        "an atomic sweep holds Redis for its whole call, so its line rises with size; "
+        "a line that stays near the 1 ms mark does not block others."
+    )
+    return _saved(figure, out_dir, "sweep_probe_max.png", title, caption)
+
+
+def race_anomalies(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
+    """Anomalies per 10,000 stalled jobs, per variant, one panel per simulated check-to-act delay."""
+    kinds = [k for k in ANOMALIES if k in frame.columns]
+    if frame.empty or not kinds or not {"variant", "delay_ms"} <= set(frame.columns):
+        return None
+    data = frame.copy()
+    reps = data["reps"].fillna(1) if "reps" in data else 1
+    data["_jobs"] = data["stalled_jobs"].fillna(0) * reps if "stalled_jobs" in data else 0
+    delays = sorted(data["delay_ms"].dropna().unique().tolist())
+    if not delays:
+        return None
+    figure = Figure(figsize=(max(6.0, 5.0 * len(delays)), 4.8), layout="constrained")
+    axes = figure.subplots(1, len(delays), squeeze=False, sharey=True)[0]
+    hatches = ("", "//", "..", "xx")
+    for ax, delay in zip(axes, delays, strict=True):
+        rows = data[data["delay_ms"] == delay]
+        variants = ordered(rows["variant"].unique().tolist())
+        width = 0.8 / len(kinds)
+        totals = []
+        for i, variant in enumerate(variants):
+            sub = rows[rows["variant"] == variant]
+            jobs = float(sub["_jobs"].sum())
+            total = 0
+            for k, kind in enumerate(kinds):
+                count = float(sub[kind].fillna(0).sum())
+                total += int(count)
+                per = count / jobs * 10_000 if jobs else 0.0
+                x = i + (k - (len(kinds) - 1) / 2) * width
+                ax.bar(x, per, width * 0.9, color=colour(variant), hatch=hatches[k % len(hatches)],
+                       edgecolor="black", linewidth=0.5)  # fmt: skip
+            totals.append(total)
+        labels = [f"{v}\n({t:,} in all)" for v, t in zip(variants, totals, strict=True)]
+        ax.set_xticks(range(len(variants)), labels)
+        ax.set_title(f"simulated check-to-act delay {delay:g} ms")
+        ax.set_xlabel("sweep variant")
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel("anomalies per 10,000 stalled jobs")
+    handles = [Patch(facecolor="white", edgecolor="black", hatch=hatches[k % len(hatches)],
+                     label=kind.replace("_", " ")) for k, kind in enumerate(kinds)]  # fmt: skip
+    axes[0].legend(handles=handles, loc="upper left", fontsize=8)
+    title = "Race anomalies per sweep variant"
+    figure.suptitle(f"{title} (one bar per kind; under each variant: the count over all its settings)")
+    caption = (
+        "Lower is better and zero is the goal: an atomic sweep must show no bar at all. "
+        "Bars for an app-side variant, growing with the delay, are its check-then-act gap biting."
+    )
+    return _saved(figure, out_dir, "race_anomalies.png", title, caption)
+
+
+def _saved(figure: Figure, out_dir: Path, name: str, title: str, caption: str) -> Plot:
+    save(figure, out_dir / name)
+    return Plot(name, title, caption)

@@ -1,0 +1,243 @@
+"""Writes the small run folders the report tests read: `python tests/data/make_fixtures.py`.
+
+Three runs, written with the suite's own writers (bench.results, bench.metrics)
+so their formats are exactly a real run's:
+
+- RUN_A: a complete smoke-like run, every stage, HDR histograms.
+- RUN_B: RUN_A with known changes, each chosen for one verdict (see CHANGES).
+- PARTIAL: an interrupted run: finish_fetch only, column e2e_p99_us missing,
+  one saturated repetition, one failed audit, no hdr/ folder.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.metrics import new_histogram, record_us, write_hdr
+from bench.results import (
+    FINISH_FETCH_COLUMNS,
+    HDR_DIR,
+    RACE_COLUMNS,
+    SWEEP_COST_COLUMNS,
+    hdr_name,
+    write_csv,
+    write_json,
+)
+
+HERE = Path(__file__).resolve().parent
+RUN_A = "20240501-100000-smoke"
+RUN_B = "20240502-100000-smoke"
+PARTIAL = "20240503-100000-default"
+
+# What RUN_B changes against RUN_A, and the verdict each change must get.
+# (stage, point, metric) -> verdict
+CHANGES = {
+    ("finish_fetch", "variant=fused workers=2 rtt_ms=0", "jobs_per_s"): "better",  # +10%, spreads apart
+    ("finish_fetch", "variant=two_call workers=2 rtt_ms=0", "jobs_per_s"): "same",  # +1%
+    ("finish_fetch", "variant=fused workers=2 rtt_ms=0", "cycle_p99_us"): "worse",  # +20%
+    ("finish_fetch", "variant=two_call workers=2 rtt_ms=0", "cycle_p99_us"): "unstable",  # cv 20%
+    ("finish_fetch", "variant=fused workers=2 rtt_ms=0", "server_us_per_job"): "same",  # +8%, spreads overlap
+    ("finish_fetch", "variant=two_call workers=2 rtt_ms=0", "server_us_per_job"): "same",  # +4%, apart
+    ("finish_fetch", "variant=fused workers=2 rtt_ms=0", "round_trips_per_job"): "same",  # equal
+    ("finish_fetch", "variant=fused workers=2 rtt_ms=1", "jobs_per_s"): "worse",  # -10%
+    # the atomic all-stalled sweep at 1,000 twice as fast: time, per-job time, Redis µs, hold, probe max
+    **{
+        ("sweep", "variant=atomic scenario=all_stalled active_size=1000", metric): "better"
+        for metric in ("sweep_ms_median", "us_per_active_job", "server_us", "hold_ms_max", "probe_max_us")
+    },
+    ("race", "variant=app_side sweepers=4 stalled_jobs=100 delay_ms=2", "double_recoveries"): "worse",
+    ("race", "variant=atomic sweepers=4 stalled_jobs=100 delay_ms=2", "double_recoveries"): "same",  # 0, 0
+    ("race", "variant=app_side sweepers=4 stalled_jobs=100 delay_ms=0", "lost_attempt_updates"): "worse",
+}
+
+STEADY = (1.0, 1.01, 0.99)  # a 1% spread over three repetitions
+
+
+def meta(run_id: str, **changes: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "run_id": run_id,
+        "profile": run_id.rsplit("-", 1)[1],
+        "started": f"{run_id[:4]}-{run_id[4:6]}-{run_id[6:8]}T10:00:00",
+        "finished": f"{run_id[:4]}-{run_id[4:6]}-{run_id[6:8]}T10:00:55",
+        "complete": True,
+        "reason": None,
+        "stages_done": ["finish_fetch", "sweep", "race", "report"],
+        "git_sha": "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678",
+        "git_dirty": False,
+        "redis_version": "7.2.4",
+        "redis_source": "PATH",
+        "redis_binary": "/usr/bin/redis-server",
+        "python": "3.11.2",
+        "redis_py": "5.0.1",
+        "hiredis": True,
+        "locust": "2.24.0",
+        "pyperf": "2.6.3",
+        "cpu_model": "Fixture CPU @ 2.00GHz",
+        "cores": 2,
+        "script_shas": {"moveToFinished-14.lua": "0" * 40},
+    }
+    base.update(changes)
+    return base
+
+
+def ff_rows(b: bool) -> list[dict[str, Any]]:
+    """finish_fetch.csv: fused and two_call, A B A B, at (2 workers, rtt 0) and (2 workers, rtt 1)."""
+    per_variant: dict[tuple[str, float], dict[str, list[float]]] = {
+        ("fused", 0): {
+            "jobs_per_s": [1100, 1111, 1089] if b else [1000, 1010, 990],
+            "server_us_per_job": [54, 58, 50] if b else [50, 54, 46],
+            "cycle_p99_us": [480, 484.8, 475.2] if b else [400, 404, 396],
+            "round_trips_per_job": [1.0, 1.0, 1.0],
+            "server_calls_per_job": [1.0, 1.0, 1.0],
+            "cycle_p50_us": [200 * s for s in STEADY],
+        },
+        ("two_call", 0): {
+            "jobs_per_s": [606, 612.06, 599.94] if b else [600, 606, 594],
+            "server_us_per_job": [72.8, 73.84, 71.76] if b else [70, 71, 69],
+            "cycle_p99_us": [500, 600, 400],
+            "round_trips_per_job": [2.0, 2.0, 2.0],
+            "server_calls_per_job": [2.0, 2.0, 2.0],
+            "cycle_p50_us": [330 * s for s in STEADY],
+        },
+        ("fused", 1): {
+            "jobs_per_s": [360, 363.6, 356.4] if b else [400, 404, 396],
+            "server_us_per_job": [50 * s for s in STEADY],
+            "cycle_p99_us": [2400 * s for s in STEADY],
+            "round_trips_per_job": [1.0, 1.0, 1.0],
+            "server_calls_per_job": [1.0, 1.0, 1.0],
+            "cycle_p50_us": [1200 * s for s in STEADY],
+        },
+        ("two_call", 1): {
+            "jobs_per_s": [220 * s for s in STEADY],
+            "server_us_per_job": [70 * s for s in STEADY],
+            "cycle_p99_us": [4600 * s for s in STEADY],
+            "round_trips_per_job": [2.0, 2.0, 2.0],
+            "server_calls_per_job": [2.0, 2.0, 2.0],
+            "cycle_p50_us": [2300 * s for s in STEADY],
+        },
+    }
+    rows = []
+    for rtt in (0, 1):
+        for rep in (1, 2, 3):
+            for variant in ("fused", "two_call"):
+                m = {k: v[rep - 1] for k, v in per_variant[(variant, rtt)].items()}
+                p50 = m["cycle_p50_us"]
+                rows.append({
+                    "variant": variant, "rep": rep, "workers": 2, "producers": 1, "rtt_ms": rtt,
+                    "duration_s": 1.5, "jobs": round(m["jobs_per_s"] * 1.5),
+                    "jobs_per_s": round(m["jobs_per_s"], 2),
+                    "round_trips_per_job": m["round_trips_per_job"],
+                    "server_calls_per_job": m["server_calls_per_job"],
+                    "server_us_per_job": round(m["server_us_per_job"], 2),
+                    "cycle_p50_us": round(p50), "cycle_p90_us": round(p50 * 1.4),
+                    "cycle_p99_us": round(m["cycle_p99_us"], 1), "cycle_p999_us": round(p50 * 4),
+                    "cycle_max_us": round(p50 * 10), "e2e_p50_us": round(p50 * 6),
+                    "e2e_p99_us": round(p50 * 20), "loadgen_cpu_pct": 60.0, "saturated": False,
+                    "audit_ok": True,
+                })  # fmt: skip
+    return rows
+
+
+def sweep_rows(b: bool) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for scenario in ("healthy", "all_stalled"):
+        for size in (10, 100, 1000):
+            for variant in ("atomic", "atomic_linear", "app_side"):
+                stalled = scenario == "all_stalled"
+                if variant == "app_side" and size > 100:
+                    why = "app_side capped at 100 by the profile (minutes per sweep)"
+                    rows.append(
+                        {"variant": variant, "scenario": scenario, "active_size": size, "skipped": why}
+                    )
+                    continue
+                if variant == "atomic":
+                    ms = 0.05 + (1.5e-5 * size * size if stalled else 0.003 * size)
+                    if b and stalled and size == 1000:
+                        ms = 7.0
+                    hold, trips = ms, 1
+                elif variant == "atomic_linear":
+                    ms = 0.05 + (0.0066 if stalled else 0.003) * size
+                    hold, trips = ms, 1
+                else:
+                    ms = 0.1 * (size + 1) * (2 if stalled else 1)
+                    hold, trips = 0.05, size + 1
+                rows.append({
+                    "variant": variant, "scenario": scenario, "active_size": size, "reps": 2,
+                    "sweep_ms_median": round(ms, 4), "sweep_ms_stdev": round(ms * 0.02, 5),
+                    "us_per_active_job": round(ms * 1000 / size, 3), "round_trips": trips,
+                    "server_us": round(ms * 900), "hold_ms_max": round(hold, 4),
+                    "probe_p99_us": 90, "probe_max_us": round(max(150.0, hold * 1000 + 60)),
+                    "probe_busy": 0, "skipped": "",
+                })  # fmt: skip
+    return rows
+
+
+def race_rows(b: bool) -> list[dict[str, Any]]:
+    counts: dict[tuple[str, float], tuple[int, int, int]] = {
+        ("atomic", 0): (0, 0, 0),
+        ("atomic", 2): (0, 0, 0),
+        ("app_side", 0): (1, 1 if b else 0, 0),
+        ("app_side", 2): (20 if b else 10, 8, 2),
+    }
+    return [
+        {"variant": v, "sweepers": 4, "stalled_jobs": 100, "delay_ms": d, "reps": 1,
+         "double_recoveries": c[0], "lost_attempt_updates": c[1], "requeued_after_finish": c[2],
+         "audit_violations": 0}
+        for (v, d), c in counts.items()
+    ]  # fmt: skip
+
+
+def write_histograms(run: Path, seed: int, slower: float) -> None:
+    rng = random.Random(seed)
+    for variant, centre in (("fused", 200.0), ("two_call", 330.0)):
+        for rep in (1, 2, 3):
+            for metric, scale in (("cycle", 1.0), ("e2e", 6.0)):
+                histogram = new_histogram()
+                for _ in range(2000):
+                    record_us(histogram, centre * scale * slower * rng.lognormvariate(0, 0.5))
+                write_hdr(run / HDR_DIR / hdr_name("finish_fetch", variant, rep, metric), histogram)
+
+
+def write_run(name: str, b: bool) -> None:
+    run = HERE / name
+    shutil.rmtree(run, ignore_errors=True)
+    (run / HDR_DIR).mkdir(parents=True)
+    write_json(run / "meta.json", meta(name, git_sha="f" * 40, redis_version="7.4.1") if b else meta(name))
+    write_csv(run / "finish_fetch.csv", FINISH_FETCH_COLUMNS, ff_rows(b))
+    write_csv(run / "sweep_cost.csv", SWEEP_COST_COLUMNS, sweep_rows(b))
+    write_csv(run / "race.csv", RACE_COLUMNS, race_rows(b))
+    write_histograms(run, seed=2 if b else 1, slower=1.0)
+
+
+def write_partial() -> None:
+    run = HERE / PARTIAL
+    shutil.rmtree(run, ignore_errors=True)
+    run.mkdir()
+    write_json(
+        run / "meta.json",
+        meta(
+            PARTIAL,
+            complete=False,
+            reason="interrupted (Ctrl-C)",
+            stages_done=["finish_fetch"],
+            finished=None,
+        ),
+    )
+    rows = [r for r in ff_rows(False) if r["rtt_ms"] == 0]
+    rows[3]["saturated"] = True  # two_call, rep 2
+    rows[4]["audit_ok"] = False  # fused, rep 3
+    columns = [c for c in FINISH_FETCH_COLUMNS if c != "e2e_p99_us"]
+    write_csv(run / "finish_fetch.csv", columns, [{c: r[c] for c in columns} for r in rows])
+
+
+if __name__ == "__main__":
+    write_run(RUN_A, b=False)
+    write_run(RUN_B, b=True)
+    write_partial()
+    print(f"wrote {RUN_A}, {RUN_B}, {PARTIAL} under {HERE}")

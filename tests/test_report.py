@@ -1,0 +1,265 @@
+"""report, compare and runs on the fixture runs of tests/data (made by tests/data/make_fixtures.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bench.__main__ import main as bench_main
+from bench.compare import Sample, compare_runs, verdict
+from bench.errors import BenchError
+from bench.report import compare_main, load_run, parse_hdr_name, report_main, runs_main, write_report
+from bench.results import FINISH_FETCH_COLUMNS, RACE_COLUMNS, SWEEP_COST_COLUMNS, hdr_name
+from tests.data.make_fixtures import CHANGES, PARTIAL, RUN_A, RUN_B
+
+DATA = Path(__file__).parent / "data"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+PLOTS = (
+    "finish_fetch_jobs.png",
+    "finish_fetch_latency.png",
+    "sweep_time.png",
+    "sweep_probe_max.png",
+    "race_anomalies.png",
+)
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    """A results/ folder holding copies of the fixture runs (the report writes into a run folder)."""
+    for name in (RUN_A, RUN_B, PARTIAL):
+        shutil.copytree(DATA / name, tmp_path / name)
+    return tmp_path
+
+
+def steady(mean: float, spread: float = 0.01) -> Sample:
+    return Sample.of([mean, mean * (1 + spread), mean * (1 - spread)])
+
+
+# ---- verdicts -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("b_over_a", "higher_is_better", "expected"),
+    [
+        (1.10, True, "better"),
+        (1.10, False, "worse"),
+        (0.90, True, "worse"),
+        (0.90, False, "better"),
+        (1.02, True, "same"),  # within 3%
+        (0.98, False, "same"),
+        (1.04, True, "same"),  # 3-5% with spreads apart: not claimed
+        (1.06, True, "better"),  # just beyond 5%, spreads apart
+        (0.94, False, "better"),
+    ],
+)
+def test_verdict_for_known_ratios(b_over_a: float, higher_is_better: bool, expected: str) -> None:
+    assert verdict(steady(100.0), steady(100.0 * b_over_a), higher_is_better) == expected
+
+
+def test_a_change_inside_the_spread_of_repetitions_is_same() -> None:
+    a = Sample.of([50, 54, 46])  # cv 8%
+    b = Sample.of([54, 58, 50])  # +8%, ranges overlap
+    assert a.cv is not None and a.cv < 0.10
+    assert verdict(a, b, higher_is_better=False) == "same"
+    # The same +8% with tight repetitions is a real change.
+    assert verdict(steady(50), steady(54), higher_is_better=False) == "worse"
+
+
+def test_a_coefficient_of_variation_over_ten_percent_is_unstable() -> None:
+    noisy = Sample.of([500, 600, 400])
+    assert noisy.cv == pytest.approx(0.2)
+    assert verdict(noisy, steady(1000), higher_is_better=True) == "unstable"
+    assert verdict(steady(1000), noisy, higher_is_better=True) == "unstable"
+    # 10% exactly is not "over 10%".
+    assert verdict(Sample.of([90, 100, 110]), Sample.of([90, 100, 110]), True) == "same"
+
+
+def test_counts_from_and_to_zero() -> None:
+    zero, some = Sample.of([0]), Sample.of([3])
+    assert verdict(zero, zero, higher_is_better=False) == "same"
+    assert verdict(zero, some, higher_is_better=False) == "worse"
+    assert verdict(some, zero, higher_is_better=False) == "better"
+
+
+def test_sweep_spread_comes_from_its_stdev() -> None:
+    a = Sample.with_stdev(10.0, 2.0)  # cv 20%
+    assert a.cv == pytest.approx(0.2)
+    assert verdict(a, Sample.with_stdev(20.0, 0.1), higher_is_better=False) == "unstable"
+    assert verdict(Sample.with_stdev(10.0, 0.5), Sample.with_stdev(10.8, 0.5), False) == "same"  # overlap
+    assert verdict(Sample.with_stdev(10.0, 0.1), Sample.with_stdev(10.8, 0.1), False) == "worse"
+
+
+# ---- compare on the fixture runs ------------------------------------------------------------
+
+
+def test_compare_gives_each_known_change_its_verdict() -> None:
+    a, b = load_run(DATA / RUN_A), load_run(DATA / RUN_B)
+    rows = compare_runs(a.frames, b.frames).rows.set_index(["stage", "point", "metric"])
+    for key, expected in CHANGES.items():
+        assert rows.loc[key, "verdict"] == expected, key
+    jobs = rows.loc[("finish_fetch", "variant=fused workers=2 rtt_ms=0", "jobs_per_s")]
+    assert jobs["a"] == pytest.approx(1000) and jobs["b"] == pytest.approx(1100)
+    assert jobs["ratio"] == pytest.approx(1.10)
+    # Nothing else changed between the two runs.
+    others = rows.drop(index=list(CHANGES))
+    assert set(others["verdict"]) == {"same"}, others[others["verdict"] != "same"]
+
+
+def test_compare_leaves_skipped_sweep_points_out_and_says_so() -> None:
+    a, b = load_run(DATA / RUN_A), load_run(DATA / RUN_B)
+    comparison = compare_runs(a.frames, b.frames)
+    sweep_points = set(comparison.rows.loc[comparison.rows["stage"] == "sweep", "point"])
+    assert "variant=app_side scenario=healthy active_size=1000" not in sweep_points
+    assert "variant=app_side scenario=healthy active_size=100" in sweep_points
+    assert any("skipped" in note for note in comparison.notes)
+
+
+def test_compare_cli_prints_the_table_and_fails_on_regression(
+    results: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [RUN_A, RUN_B, "--results", str(results)]
+    assert compare_main(argv) == 0
+    out = capsys.readouterr().out
+    assert "| stage | point | metric | A | B | B/A |" in out
+    assert "changed: redis_version: 7.2.4 -> 7.4.1" in out
+    assert "verdicts: better 6, worse 4" in out
+    assert compare_main([*argv, "--fail-on-regression"]) == 1
+    # Against itself nothing is worse, so CI passes.
+    assert compare_main([RUN_A, RUN_A, "--results", str(results), "--fail-on-regression"]) == 0
+
+
+def test_compare_with_a_partial_run_names_what_it_could_not_compare(
+    results: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert compare_main([RUN_A, PARTIAL, "--results", str(results), "--changed"]) == 0
+    out = capsys.readouterr().out
+    assert "note: sweep: absent from run B; not compared" in out
+    assert "note: finish_fetch: only in run A: variant=fused workers=2 rtt_ms=1" in out
+    assert "run B is INCOMPLETE: interrupted (Ctrl-C)" in out
+    assert "saturated in B" in out and "audit failed in B" in out
+    assert "e2e_p99_us" not in out  # the partial run lacks that column: no row for it
+
+
+# ---- report ---------------------------------------------------------------------------------
+
+
+def test_report_writes_markdown_and_valid_pngs(results: Path) -> None:
+    run = results / RUN_A
+    report = write_report(run)
+    text = report.read_text()
+    for plot in PLOTS:
+        data = (run / plot).read_bytes()
+        assert data.startswith(PNG_SIGNATURE), plot
+        assert len(data) > 10_000, plot  # a drawn figure, not an empty canvas
+        assert f"]({plot})" in text, plot
+    assert not list(run.glob(".*.png*")), "a temporary plot file was left behind"
+    # Every figure has its caption line; the meta and each stage's table are there.
+    assert text.count("![") == len(PLOTS)
+    assert text.count("\n*") >= len(PLOTS)
+    for expected in ("7.2.4 (PATH)", "a1b2c3d4e5f6", "| profile | smoke |", "Fixture CPU @ 2.00GHz, 2 cores"):
+        assert expected in text
+    assert "| status | complete |" in text
+    assert "Absent from this run" not in text
+    assert "**Skipped points (2)**" in text and "**skipped**: app_side capped at 100" in text
+    assert "| 2 | 0 | 1.67 |" in text  # fused/two_call ratio at workers 2, rtt 0
+    assert "| cycle | fused | 199 |" in text  # p50 of the merged histograms
+    assert "INCOMPLETE" not in text and "saturated**" not in text
+
+
+def test_a_partial_run_is_reported_with_what_it_has(results: Path) -> None:
+    run = results / PARTIAL
+    text = write_report(run).read_text()
+    assert "> **Incomplete run**: interrupted (Ctrl-C). Stages done: finish_fetch." in text
+    assert "stage sweep: sweep_cost.csv absent" in text
+    assert "stage race: race.csv absent" in text
+    assert "lacks column(s) e2e_p99_us" in text
+    assert "**1 repetition(s) saturated**" in text and "**saturated**" in text
+    assert "**Audit FAILED in 1 repetition(s)**" in text and "**FAILED**" in text
+    assert "| e2e_p99_us |" not in text
+    # No HDR files: the latency figure comes from the CSV's columns, and says so.
+    assert "No HDR files" in text
+    assert (run / "finish_fetch_latency.png").read_bytes().startswith(PNG_SIGNATURE)
+    assert not (run / "sweep_time.png").exists() and not (run / "race_anomalies.png").exists()
+
+
+def test_a_run_without_meta_is_reported_and_says_so(results: Path) -> None:
+    run = results / RUN_B
+    (run / "meta.json").unlink()
+    (run / "race.csv").write_text(",".join(RACE_COLUMNS) + "\n")  # a header and no rows
+    text = write_report(run).read_text()
+    assert "meta.json absent" in text
+    assert "**INCOMPLETE**" in text
+    assert "## Race audit" in text
+
+
+def test_a_folder_that_is_not_a_run_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "holiday-photos"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("not a run")
+    with pytest.raises(BenchError, match="not a run folder"):
+        load_run(folder)
+    assert bench_main(["report", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("echomq-bench: error:") and err.count("\n") == 1
+    assert not (folder / "report.md").exists()
+    with pytest.raises(BenchError, match="bench runs"):
+        report_main(["no-such-run", "--results", str(tmp_path)])
+
+
+def test_report_main_defaults_to_the_newest_run(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert report_main(["--results", str(results)]) == 0
+    assert capsys.readouterr().out.strip() == str(results / PARTIAL / "report.md")
+
+
+def test_columns_read_back_exactly(results: Path) -> None:
+    run = load_run(results / RUN_A)
+    expected = {"finish_fetch": FINISH_FETCH_COLUMNS, "sweep": SWEEP_COST_COLUMNS, "race": RACE_COLUMNS}
+    for stage, columns in expected.items():
+        assert tuple(run.frames[stage].columns) == columns
+    assert run.frames["finish_fetch"]["saturated"].dtype == "boolean"
+    assert pd.api.types.is_numeric_dtype(run.frames["sweep"]["active_size"])
+    assert len(run.hdr_files[("finish_fetch", "fused", "cycle")]) == 3
+
+
+def test_hdr_names_parse_as_results_writes_them() -> None:
+    assert parse_hdr_name(hdr_name("finish_fetch", "two_call", 12, "cycle")) == (
+        "finish_fetch", "two_call", 12, "cycle",
+    )  # fmt: skip
+    assert parse_hdr_name("finish_fetch__fused__rx__cycle.hdr") is None
+    assert parse_hdr_name("README.md") is None
+
+
+# ---- runs -----------------------------------------------------------------------------------
+
+
+def test_runs_lists_each_run_with_its_details(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (results / "not-a-run").mkdir()
+    meta = json.loads((results / RUN_B / "meta.json").read_text())
+    assert runs_main(["--results", str(results)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].split() == ["run", "profile", "date", "redis", "git", "stages", "status"]
+    assert [line.split()[0] for line in lines[1:]] == [RUN_A, RUN_B, PARTIAL]
+    row_b = lines[2]
+    assert "smoke" in row_b and "2024-05-02 10:00:00" in row_b and "7.4.1" in row_b
+    assert meta["git_sha"][:10] in row_b and "complete" in row_b
+    assert "INCOMPLETE: interrupted (Ctrl-C)" in lines[3]
+    assert "not-a-run" not in "\n".join(lines)
+
+
+def test_runs_on_an_empty_results_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert runs_main(["--results", str(tmp_path / "nothing-here")]) == 0
+    assert "no runs in" in capsys.readouterr().out
+
+
+def test_ratio_is_nan_only_when_both_are_zero() -> None:
+    a = {"race": pd.DataFrame([{"variant": "atomic", "sweepers": 2, "stalled_jobs": 10, "delay_ms": 0,
+                                "double_recoveries": 0}])}  # fmt: skip
+    rows = compare_runs(a, a).rows
+    assert len(rows) == 1 and math.isnan(rows.iloc[0]["ratio"]) and rows.iloc[0]["verdict"] == "same"
