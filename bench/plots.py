@@ -35,6 +35,7 @@ DPI = 110
 # Percentiles marked on the latency curves, and the curve's finer points between them.
 MARKED_PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 CURVE_PERCENTILES = tuple(100 * (1 - 10 ** (-k)) for k in np.linspace(math.log10(2), 3, 40))
+THOUSANDS = FuncFormatter(lambda v, _: f"{v:,.0f}")
 ANOMALIES = ("double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations")
 
 
@@ -143,6 +144,7 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     ax.set_ylim(0, float(data["jobs_per_s"].max()) * 1.22)
     ax.set_xticks(range(len(points)), [_point_label(w, r) for w, r in points])
     ax.set_ylabel("jobs finished per second (jobs/s)")
+    ax.yaxis.set_major_formatter(THOUSANDS)
     ax.set_xlabel("point (workers, simulated round-trip time)")
     n_reps = int(data.groupby(["variant", "workers", "rtt_ms"]).size().max())
     title = "Throughput: fused against two_call"
@@ -359,6 +361,7 @@ def race_anomalies(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
         ax.set_xlabel("sweep variant")
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylabel("anomalies per 10,000 stalled jobs")
+    axes[0].yaxis.set_major_formatter(THOUSANDS)
     handles = [Patch(facecolor="white", edgecolor="black", hatch=hatches[k % len(hatches)],
                      label=kind.replace("_", " ")) for k, kind in enumerate(kinds)]  # fmt: skip
     axes[0].legend(handles=handles, loc="upper left", fontsize=8)

@@ -216,7 +216,7 @@ def meta_section(data: RunData, in_run: bool) -> list[str]:
     meta = data.meta
     lines = [f"# echomq-bench run {data.run_id}", ""]
     if in_run and not meta.get("reason"):
-        status = "written as the run's last stage"
+        status = "complete so far (this report is the run's last stage)"
     elif data.complete:
         status = "complete"
     else:
@@ -228,12 +228,13 @@ def meta_section(data: RunData, in_run: bool) -> list[str]:
             "The numbers below cover only what was finished.",
             "",
         ]
+    finished = "(still running)" if in_run else "?"
     sha = str(meta.get("git_sha") or "unknown")[:12]
     redis = f"{meta.get('redis_version', 'unknown')} ({meta.get('redis_source', 'source unknown')})"
     rows = [
         ("status", status),
         ("profile", meta.get("profile")),
-        ("started / finished", f"{meta.get('started', '?')} / {meta.get('finished') or '?'}"),
+        ("started / finished", f"{meta.get('started', '?')} / {meta.get('finished') or finished}"),
         ("git", f"{sha}{' (dirty: uncommitted changes)' if meta.get('git_dirty') else ''}"),
         ("Redis", redis),
         ("machine", f"{meta.get('cpu_model', '?')}, {meta.get('cores', '?')} cores"),

@@ -13,7 +13,15 @@ import pytest
 from bench.__main__ import main as bench_main
 from bench.compare import Sample, compare_runs, verdict
 from bench.errors import BenchError
-from bench.report import compare_main, load_run, parse_hdr_name, report_main, runs_main, write_report
+from bench.report import (
+    compare_main,
+    load_run,
+    parse_hdr_name,
+    report_main,
+    run_stage,
+    runs_main,
+    write_report,
+)
 from bench.results import FINISH_FETCH_COLUMNS, RACE_COLUMNS, SWEEP_COST_COLUMNS, hdr_name
 from tests.data.make_fixtures import CHANGES, PARTIAL, RUN_A, RUN_B
 
@@ -263,3 +271,22 @@ def test_ratio_is_nan_only_when_both_are_zero() -> None:
                                 "double_recoveries": 0}])}  # fmt: skip
     rows = compare_runs(a, a).rows
     assert len(rows) == 1 and math.isnan(rows.iloc[0]["ratio"]) and rows.iloc[0]["verdict"] == "same"
+
+
+def test_run_stage_writes_the_report_of_a_run_still_in_progress(results: Path) -> None:
+    from bench.connection import RedisSettings
+    from bench.context import Progress, RunContext
+    from bench.profile import load_profile
+    from bench.server import ServerInfo
+
+    run = results / RUN_A
+    meta = json.loads((run / "meta.json").read_text())
+    meta.update(complete=False, reason=None, finished=None)  # as run.py leaves it until the end
+    (run / "meta.json").write_text(json.dumps(meta))
+    server = ServerInfo(url="redis://127.0.0.1:1", source="PATH", binary=None, version="7.2.4")
+    ctx = RunContext(load_profile("smoke"), RedisSettings.from_url(server.url), server, run, Progress())
+    run_stage(ctx)  # reads only the folder: no server is contacted
+    text = (run / "report.md").read_text()
+    assert "complete so far" in text and "(still running)" in text
+    assert "Incomplete run" not in text
+    assert all((run / plot).is_file() for plot in PLOTS)
