@@ -296,6 +296,12 @@ def finish_fetch_section(data: RunData) -> list[str]:
         plot = plots.latency_percentiles(histograms, data.path)
         table = [{"metric": m, "variant": v, **summary(h)} for (m, v), h in histograms.items()]
         lines += figure(plot, "no histograms")
+        points = frame[["workers", "rtt_ms"]].drop_duplicates()
+        if len(points) > 1:  # HDR file names carry variant and rep, not the workers/rtt point
+            lines += [
+                f"*The histograms are merged over all {len(points)} workers/rtt points of the run.*",
+                "",
+            ]
         lines += ["Merged HDR histograms (µs, all repetitions):", "", markdown_table(pd.DataFrame(table)), ""]
     else:
         lines += ["*No HDR files for finish_fetch; latency drawn from the CSV's percentile columns.*", ""]
