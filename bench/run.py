@@ -65,7 +65,12 @@ def main(argv: list[str]) -> int:
             run_dir = make_run_dir(profile.name, args.results)
             started = dt.datetime.now().isoformat(timespec="seconds")
             update_meta(
-                run_dir, run_id=run_dir.name, started=started, complete=False, stages_done=[]
+                run_dir,
+                run_id=run_dir.name,
+                started=started,
+                complete=False,
+                stages_planned=list(stages),
+                stages_done=[],
             )
             client = settings.connect()
             try:
