@@ -83,6 +83,8 @@ class RaceOptions:
     race_workers: int = field(default=2, metadata=_min(0))
     # per run: past it the run stops and counts an error instead of hanging
     race_deadline_s: float = field(default=60.0, metadata=_min(1))
+    # ids a sliced sweep visits a call in the race: below race-jobs, so a pass spans calls
+    race_slice: int = field(default=50, metadata=_min(1))
 
 
 SECTIONS = (FinishFetchOptions, SweepOptions, RaceOptions)

@@ -12,7 +12,9 @@ One run (one repetition of one setting), on a fresh queue:
 3. K sweeper threads, each on its own connection, start together at a barrier
    and sweep repeatedly until every stalled job has been reclaimed and the
    workers are done (the atomic sweeps thus honour their two passes: one sweep
-   marks, a later one moves). Past the deadline a run stops and counts an error.
+   marks, a later one moves; a sliced sweep gets a slice below N, so its passes
+   span calls that other sweepers' calls interleave with). Past the deadline a
+   run stops and counts an error.
 
 What is counted, summed over repetitions (occurrences, not jobs):
 
@@ -105,13 +107,18 @@ def extra_scripts(variants: Iterable[str]) -> tuple[str, ...]:
     return tuple(files)
 
 
-def make_sweeper(variant: str, queue: Queue, max_stalled: int, delay_ms: float) -> Sweeper:
+def make_sweeper(variant: str, queue: Queue, max_stalled: int, delay_ms: float, slice_size: int) -> Sweeper:
+    """A sweeper of ``variant``: with the simulated delay where it has a gap, and the
+    given slice where it sweeps in slices (so a pass spans calls that interleave)."""
     factory: Any = SWEEPERS[variant]
-    if has_gap(variant) and delay_ms > 0:
+    takes = inspect.signature(factory).parameters
+    options: dict[str, Any] = {"max_stalled": max_stalled}
+    if "act_delay" in takes and delay_ms > 0:
         pause_s = delay_ms / 1000.0
-        sweeper: Sweeper = factory(queue, max_stalled=max_stalled, act_delay=lambda: time.sleep(pause_s))
-    else:
-        sweeper = factory(queue, max_stalled=max_stalled)
+        options["act_delay"] = lambda: time.sleep(pause_s)
+    if "slice_size" in takes:
+        options["slice_size"] = slice_size
+    sweeper: Sweeper = factory(queue, **options)
     return sweeper
 
 
@@ -129,12 +136,14 @@ class RaceSetting:
     workers: int
     max_stalled: int = MAX_STALLED
     deadline_s: float = 60.0
+    slice_size: int = 50
 
     def label(self) -> str:
         delay = f"{self.delay_ms:g} ms" if has_gap(self.variant) else "none (atomic)"
+        sliced = "slice_size" in inspect.signature(SWEEPERS[self.variant]).parameters
         return (
             f"{self.variant} sweepers={self.sweepers} jobs={self.stalled_jobs} "
-            f"delay={delay} workers={self.workers}"
+            f"delay={delay} workers={self.workers}" + (f" slice={self.slice_size}" if sliced else "")
         )
 
 
@@ -148,6 +157,7 @@ class RacePlan:
     workers: int
     max_stalled: int = MAX_STALLED
     deadline_s: float = 60.0
+    slice_size: int = 50
 
     @classmethod
     def from_options(cls, options: RaceOptions, **overrides: Any) -> RacePlan:
@@ -159,6 +169,7 @@ class RacePlan:
             reps=options.race_reps,
             workers=options.race_workers,
             deadline_s=options.race_deadline_s,
+            slice_size=options.race_slice,
         )
         plan = dataclasses.replace(plan, **overrides)
         plan.check()
@@ -179,6 +190,7 @@ class RacePlan:
             ("reps", self.reps, 1),
             ("workers", self.workers, 0),
             ("max stalled", self.max_stalled, 0),
+            ("slice", self.slice_size, 1),
         ):
             if value < low:
                 raise BenchError(f"race {name} = {value} is below {low}; use {low} or more")
@@ -201,6 +213,7 @@ class RacePlan:
                             self.workers,
                             self.max_stalled,
                             self.deadline_s,
+                            self.slice_size,
                         )
                     )
         return cells
@@ -460,7 +473,13 @@ def run_once(settings: RedisSettings, setting: RaceSetting) -> Anomalies:
             return queue.with_client(own)
 
         sweepers = [
-            make_sweeper(setting.variant, on_own_connection(), setting.max_stalled, setting.delay_ms)
+            make_sweeper(
+                setting.variant,
+                on_own_connection(),
+                setting.max_stalled,
+                setting.delay_ms,
+                setting.slice_size,
+            )
             for _ in range(setting.sweepers)
         ]
         workers = [
@@ -643,6 +662,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--reps", help="repetitions of each setting")
     parser.add_argument("--workers", help="worker threads finishing jobs during the sweeps (0 = none)")
     parser.add_argument("--max-stalled", default=str(MAX_STALLED), help="low values test the failed path")
+    parser.add_argument("--slice", help="ids a sliced sweep visits a call (small: a pass spans calls)")
     parser.add_argument("--deadline-s", help="a run that has not reclaimed everything by then is an error")
     parser.add_argument("--results", default=str(RESULTS_DIR), help="where the run folder goes")
     return parser.parse_args(argv)
@@ -663,6 +683,8 @@ def plan_from_args(args: argparse.Namespace) -> tuple[str, RacePlan]:
         overrides["reps"] = _numbers("--reps", args.reps, int)[0]
     if args.workers:
         overrides["workers"] = _numbers("--workers", args.workers, int)[0]
+    if args.slice:
+        overrides["slice_size"] = _numbers("--slice", args.slice, int)[0]
     if args.deadline_s:
         overrides["deadline_s"] = _numbers("--deadline-s", args.deadline_s, float)[0]
     return profile.name, RacePlan.from_options(profile.race, **overrides)
