@@ -133,7 +133,11 @@ def load_run(path: Path) -> RunData:
     for stage, (name, columns) in STAGE_FILES.items():
         csv_path = path / name
         if not csv_path.is_file():
-            data.absent.append(f"stage {stage}: {name} absent")
+            planned = data.meta.get("stages_planned")
+            if isinstance(planned, list) and stage not in planned:
+                data.absent.append(f"stage {stage}: not part of this run (left out with --stages)")
+            else:
+                data.absent.append(f"stage {stage}: {name} absent")
             continue
         try:
             frame, missing = read_stage(csv_path, columns)
