@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.queue import Queue, _text, now_ms
+from bench.scripts import SCRIPT_FILES, script_source
 
 STALLED_REASON = "job stalled more than allowable limit"
 # Commands per pipeline in the pipelined sweep: bounds client memory at 1M ids.
@@ -175,8 +176,72 @@ class AppSidePipelinedSweeper(AppSideSweeper):
         return result
 
 
+def ensure_script(queue: Queue, file_name: str) -> None:
+    """Register and load a lua/ script on the queue's client when Queue.open was
+    not given it, so a sweeper works on any queue and no timed call pays a load."""
+    if file_name in SCRIPT_FILES.values() or file_name in queue.scripts.extra:
+        return
+    script = queue.client.register_script(script_source(file_name))
+    queue.client.script_load(script.script)
+    queue.scripts.extra[file_name] = script
+
+
+class AtomicLinearSweeper(AtomicSweeper):
+    """The same contract in one pass over active, whatever share of it stalled."""
+
+    name = "atomic_linear"
+    script_file = "moveStalledJobsToWaitLinear-8.lua"
+
+    def __init__(self, queue: Queue, max_stalled: int = 1, check_interval_ms: int = 0) -> None:
+        super().__init__(queue, max_stalled, check_interval_ms)
+        ensure_script(queue, self.script_file)
+
+
+# Ids of active one sliced call visits at most, unless told otherwise.
+DEFAULT_SLICE = 1000
+# Keys the sliced script keeps while a pass is spread over calls (after the prefix).
+SLICED_PASS_KEYS = ("stalled-prev", "stalled-pass")
+
+
+class AtomicSlicedSweeper(AtomicSweeper):
+    """The same contract with a bounded hold: each EVALSHA visits at most
+    ``slice_size`` ids of active; the sweep calls until the pass is done (a
+    reply of two elements). What it gives up is in the script's header."""
+
+    name = "atomic_sliced"
+    script_file = "moveStalledJobsToWaitSliced-8.lua"
+
+    def __init__(
+        self,
+        queue: Queue,
+        max_stalled: int = 1,
+        check_interval_ms: int = 0,
+        slice_size: int = DEFAULT_SLICE,
+    ) -> None:
+        super().__init__(queue, max_stalled, check_interval_ms)
+        self.slice_size = slice_size
+        ensure_script(queue, self.script_file)
+
+    def sweep(self) -> SweepResult:
+        before = self.queue.client.round_trips
+        result = SweepResult()
+        while True:
+            started = time.perf_counter()
+            reply = self._call((self.slice_size,))
+            result.longest_call_s = max(result.longest_call_s, time.perf_counter() - started)
+            result.calls += 1
+            result.failed.extend(_text(i) for i in reply[0])
+            result.moved.extend(_text(i) for i in reply[1])
+            if len(reply) < 3:  # the pass is done (or throttled)
+                break
+        result.round_trips = self.queue.client.round_trips - before
+        return result
+
+
 SWEEPERS: dict[str, type[Sweeper]] = {
     AtomicSweeper.name: AtomicSweeper,
+    AtomicLinearSweeper.name: AtomicLinearSweeper,
+    AtomicSlicedSweeper.name: AtomicSlicedSweeper,
     AppSideSweeper.name: AppSideSweeper,
     AppSidePipelinedSweeper.name: AppSidePipelinedSweeper,
 }
