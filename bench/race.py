@@ -382,11 +382,13 @@ class RaceLog:
         self.stop.set()
 
     def past_deadline(self) -> bool:
+        """True past the deadline; the first thread to see it counts one error and stops the run."""
         if time.monotonic() <= self.deadline:
             return False
         with self._lock:
-            left = len(self.remaining)
-        self.fail(f"deadline passed with {left} stalled jobs unreclaimed")
+            if not self.stop.is_set():
+                self.errors.append(f"deadline passed with {len(self.remaining)} stalled jobs unreclaimed")
+                self.stop.set()
         return True
 
     @property
