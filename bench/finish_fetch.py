@@ -1,0 +1,319 @@
+"""Stage 1 of `python -m bench run`: finish-then-fetch, fused against two_call, under Locust.
+
+For each (workers, rtt_ms) point the strategies run alternately, A B A B, for
+the profile's repetitions. Each run is a headless Locust subprocess
+(bench/locustfile.py; a subprocess keeps gevent's monkey-patching out of this
+process) on a fresh queue, audited and deleted after. Results: one row a run
+in finish_fetch.csv, the merged histograms under hdr/, Locust's own CSVs and
+the run's summary JSON and log beside them, and a short table on stdout.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import metrics
+from bench.audit import AuditResult, audit, server_run_id
+from bench.connection import RedisSettings
+from bench.context import RunContext
+from bench.errors import BenchError
+from bench.loadstats import issued_job_ids
+from bench.profile import FinishFetchOptions
+from bench.queue import Queue
+from bench.results import FINISH_FETCH_COLUMNS, HDR_DIR, hdr_name, update_meta, write_csv
+from bench.results import read_json as read_summary
+
+STAGE = "finish_fetch"
+LOCUSTFILE = Path(__file__).resolve().with_name("locustfile.py")
+REPO = LOCUSTFILE.parent.parent
+STARTUP_ALLOWANCE_S = 60.0  # Locust's start, the workers' connect and the final reports
+RTT_LABEL = "simulated: the client waits rtt_ms (gevent.sleep) before each round trip; loopback otherwise"
+
+
+@dataclass(frozen=True)
+class Point:
+    """One load point: how many worker users, and the simulated round-trip time."""
+
+    workers: int
+    rtt_ms: float
+
+    @property
+    def label(self) -> str:
+        return f"w{self.workers}-rtt{self.rtt_ms:g}"
+
+
+@dataclass
+class RunResult:
+    strategy: str
+    point: Point
+    rep: int
+    summary: dict[str, Any]
+    audit: AuditResult
+    files: Path  # the prefix of the run's Locust CSVs, summary and log
+
+    @property
+    def variant_id(self) -> str:
+        """The name the run's histograms go under: strategy and point (hdr names have no point)."""
+        return f"{self.strategy}-{self.point.label}"
+
+
+def locust_command(
+    opts: FinishFetchOptions, strategy: str, point: Point, queue: str, prefix: Path
+) -> list[str]:
+    """The headless Locust command line of one run; every value as a Locust option."""
+    users = opts.producers + point.workers
+    command = [
+        sys.executable, "-m", "locust", "-f", str(LOCUSTFILE),
+        "--headless", "--only-summary", "--loglevel", "INFO",
+        "-u", str(users), "-r", str(max(users, 10) * 10),  # all spawned well inside the warm-up
+        "--csv", str(prefix),
+        "--summary-json", f"{prefix}_summary.json",
+        "--queue", queue,
+        "--strategy", strategy,
+        "--workers", str(point.workers),
+        "--rtt-ms", f"{point.rtt_ms:g}",
+        "--producers", str(opts.producers),
+        "--batch-size", str(opts.batch_size),
+        "--payload-bytes", str(opts.payload_bytes),
+        "--target-rate", f"{opts.target_rate:g}",
+        "--warmup-s", f"{opts.warmup_s:g}",
+        "--measure-s", f"{opts.measure_s:g}",
+    ]  # fmt: skip
+    if opts.loadgen_processes > 1:
+        command += ["--processes", str(opts.loadgen_processes)]
+    return command
+
+
+def run_locust(
+    settings: RedisSettings, opts: FinishFetchOptions, strategy: str, point: Point, queue: str, prefix: Path
+) -> dict[str, Any]:
+    """Run one headless Locust run to its end; returns its summary. A failed run is a BenchError."""
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    summary_path = Path(f"{prefix}_summary.json")
+    log_path = Path(f"{prefix}.log")
+    summary_path.unlink(missing_ok=True)
+    env = {**os.environ, "REDIS_URL": settings.url, "PYTHONPATH": _pythonpath()}
+    timeout = opts.warmup_s + opts.measure_s + STARTUP_ALLOWANCE_S
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            locust_command(opts, strategy, point, queue, prefix),
+            cwd=REPO,
+            env=env,  # the URL (and any password) goes by environment, not argv
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            code = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise BenchError(
+                f"Locust run {prefix.name} did not end within {timeout:.0f}s; see {log_path}"
+            ) from None
+    if not summary_path.exists():
+        raise BenchError(
+            f"Locust run {prefix.name} failed (exit {code}): {_last_error(log_path)}; see {log_path}"
+        )
+    summary = read_summary(summary_path)
+    summary["exit_code"] = code
+    return summary
+
+
+def _pythonpath() -> str:
+    existing = os.environ.get("PYTHONPATH", "")
+    return f"{REPO}{os.pathsep}{existing}" if existing else str(REPO)
+
+
+def _last_error(log_path: Path) -> str:
+    lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
+    for line in reversed(lines):
+        if "error" in line.lower() or "exception" in line.lower():
+            return line[-300:]
+    return lines[-1][-300:] if lines else "no output"
+
+
+def run_once(
+    settings: RedisSettings, opts: FinishFetchOptions, strategy: str, point: Point, rep: int, folder: Path
+) -> RunResult:
+    """One run on a fresh queue: Locust, then the audit, then the queue's keys deleted."""
+    name = f"ff-{strategy}-{uuid.uuid4().hex[:10]}"
+    prefix = folder / f"{STAGE}__{strategy}-{point.label}__r{rep}"
+    client = settings.connect()
+    try:
+        queue = Queue.open(client, name)
+        run_id = server_run_id(queue)
+        try:
+            summary = run_locust(settings, opts, strategy, point, name, prefix)
+            # Locust has exited: nothing moves the queue now, so the audit is exact.
+            result = audit(queue, issued_job_ids(queue), run_id)
+        finally:
+            queue.delete()
+    finally:
+        client.close()
+    return RunResult(strategy, point, rep, summary, result, prefix)
+
+
+def _round(value: Any, digits: int) -> Any:
+    return round(float(value), digits) if value is not None else None
+
+
+def csv_row(run: RunResult, opts: FinishFetchOptions) -> dict[str, Any]:
+    """The run's row of finish_fetch.csv (FINISH_FETCH_COLUMNS)."""
+    s = run.summary
+    d = s["derived"]
+    cycle = s["percentiles_us"].get("cycle", {})
+    e2e = s["percentiles_us"].get("e2e", {})
+    row = {
+        "variant": run.strategy,
+        "rep": run.rep,
+        "workers": run.point.workers,
+        "producers": opts.producers,
+        "rtt_ms": run.point.rtt_ms,
+        "duration_s": _round(s["window_s"], 3),
+        "jobs": d["jobs"],
+        "jobs_per_s": _round(d["jobs_per_s"], 1),
+        "round_trips_per_job": _round(d["round_trips_per_job"], 4),
+        "server_calls_per_job": _round(d["server_calls_per_job"], 4),
+        "server_us_per_job": _round(d["server_us_per_job"], 2),
+        "cycle_p50_us": cycle.get("p50"),
+        "cycle_p90_us": cycle.get("p90"),
+        "cycle_p99_us": cycle.get("p99"),
+        "cycle_p999_us": cycle.get("p999"),
+        "cycle_max_us": cycle.get("max"),
+        "e2e_p50_us": e2e.get("p50"),
+        "e2e_p99_us": e2e.get("p99"),
+        "loadgen_cpu_pct": _round(d["loadgen_cpu_pct"], 1),
+        "saturated": bool(d["saturated"]),
+        "audit_ok": run.audit.ok and bool(s.get("complete", False)),
+    }
+    assert tuple(row) == FINISH_FETCH_COLUMNS
+    return row
+
+
+def _metric_file_name(metric: str) -> str:
+    # "call:moveToFinished+fetch" -> "call-moveToFinished-fetch": safe in a file name, no "__"
+    return "".join(ch if ch.isalnum() else "-" for ch in metric).strip("-")
+
+
+def write_histograms(run_dir: Path, run: RunResult) -> None:
+    for metric, encoded in run.summary["histograms"].items():
+        name = hdr_name(STAGE, run.variant_id, run.rep, _metric_file_name(metric))
+        metrics.write_hdr(run_dir / HDR_DIR / name, metrics.decode(encoded))
+
+
+# --- the table -----------------------------------------------------------------------------
+
+TABLE_METRICS = (
+    ("jobs/s", "jobs_per_s", "{:.0f}"),
+    ("rt/job", "round_trips_per_job", "{:.2f}"),
+    ("cycle p50 µs", "cycle_p50_us", "{:.0f}"),
+    ("cycle p99 µs", "cycle_p99_us", "{:.0f}"),
+    ("redis µs/job", "server_us_per_job", "{:.1f}"),
+)
+
+
+def _median_spread(values: Sequence[float], form: str) -> str:
+    if not values:
+        return "-"
+    middle = form.format(statistics.median(values))
+    if len(values) == 1:
+        return middle
+    return f"{middle} [{form.format(min(values))}-{form.format(max(values))}]"
+
+
+def table(rows: Sequence[dict[str, Any]], strategies: Sequence[str]) -> str:
+    """Median over repetitions [min-max]; the ratio row pairs the runs of one A B round."""
+    header = ["workers", "rtt ms*", "strategy", *(name for name, _, _ in TABLE_METRICS), "saturated", "audit"]
+    lines = [header]
+    points = sorted({(r["workers"], r["rtt_ms"]) for r in rows})
+    for workers, rtt in points:
+        here = [r for r in rows if r["workers"] == workers and r["rtt_ms"] == rtt]
+        by_strategy = {
+            s: sorted((r for r in here if r["variant"] == s), key=lambda r: r["rep"]) for s in strategies
+        }
+        for strategy, runs in by_strategy.items():
+            cells = [
+                _median_spread([float(r[key]) for r in runs if r[key] is not None], form)
+                for _, key, form in TABLE_METRICS
+            ]
+            saturated = sum(1 for r in runs if r["saturated"])
+            audited = sum(1 for r in runs if r["audit_ok"])
+            lines.append(
+                [
+                    str(workers),
+                    f"{rtt:g}",
+                    strategy,
+                    *cells,
+                    f"{saturated}/{len(runs)}",
+                    f"ok {audited}/{len(runs)}",
+                ]
+            )
+        if len(strategies) == 2:
+            a, b = (by_strategy[s] for s in strategies)
+            cells = []
+            for _, key, _ in TABLE_METRICS:
+                ratios = [
+                    float(x[key]) / float(y[key])
+                    for x, y in zip(a, b, strict=False)
+                    if x[key] is not None and y[key] not in (None, 0)
+                ]
+                cells.append(_median_spread(ratios, "{:.2f}"))
+            lines.append(["", "", f"{strategies[0]}/{strategies[1]}", *cells, "", ""])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    text = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in lines]
+    return "\n".join(
+        [
+            "finish-then-fetch: median of the repetitions [min-max]; ratios pair the runs of each A B round",
+            *text,
+            "* rtt is simulated (the client sleeps before each round trip); redis µs/job counts every "
+            "client-sent command in the window, producers' addJob included",
+        ]
+    )
+
+
+def run_stage(ctx: RunContext) -> None:
+    opts = ctx.profile.finish_fetch
+    strategies = list(dict.fromkeys(opts.strategies))
+    points = [Point(w, rtt) for w in opts.workers for rtt in opts.rtt_ms]
+    update_meta(
+        ctx.run_dir, finish_fetch={"rtt_ms": RTT_LABEL, "hdr_variant": "<strategy>-w<workers>-rtt<rtt_ms>"}
+    )
+    rows: list[dict[str, Any]] = []
+    total = len(points) * opts.repetitions * len(strategies)
+    for point in points:
+        for rep in range(1, opts.repetitions + 1):
+            for strategy in strategies:  # A B A B: drift on a shared machine hits both alike
+                ctx.progress(f"run {len(rows) + 1}/{total}: {strategy} {point.label} rep {rep}")
+                run = run_once(ctx.settings, opts, strategy, point, rep, ctx.run_dir)
+                row = csv_row(run, opts)
+                rows.append(row)
+                write_histograms(ctx.run_dir, run)
+                write_csv(ctx.run_dir / "finish_fetch.csv", FINISH_FETCH_COLUMNS, rows)
+                ctx.progress(_progress_line(run, row))
+    ctx.progress.done()
+    print(table(rows, strategies))
+
+
+def _progress_line(run: RunResult, row: dict[str, Any]) -> str:
+    notes = []
+    if row["saturated"]:
+        notes.append("saturated: " + "; ".join(run.summary["derived"]["saturated_because"]))
+    if not row["audit_ok"]:
+        notes.append(f"AUDIT FAILED: {run.audit.verdict}")
+    errors = run.summary["derived"].get("errors", 0)
+    if errors:
+        notes.append(f"{errors} failed calls (see {run.files}.log)")
+    tail = f" ({'; '.join(notes)})" if notes else ""
+    return (
+        f"{run.strategy} {run.point.label} rep {run.rep}: {row['jobs_per_s']:.0f} jobs/s, "
+        f"{row['round_trips_per_job']:.2f} rt/job, cycle p50 {row['cycle_p50_us']} µs{tail}"
+    )

@@ -1,0 +1,276 @@
+"""What a Locust run measures, and how it reaches one summary: no Locust import here.
+
+Each Locust process that runs users keeps a ``Recorder``: HdrHistograms in µs
+and plain counters, recording only inside the measured window. It hands its
+data over as deltas (encoded histograms, counter increments), each tagged with
+the window's epoch. The process that runs the test (Locust's master, or the
+only process) adds every delta of the current epoch into an ``Aggregate``, so
+the merged histogram holds exactly the sum of the parts, however many
+processes sent them. ``build_summary`` turns that into the run's summary file,
+the same whether the run had one process or many.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from hdrh.histogram import HdrHistogram
+
+from bench import metrics
+from bench.metrics import CommandStats
+from bench.queue import Queue, _text
+
+SUMMARY_KIND = "echomq-finish-fetch"
+SUMMARY_VERSION = 1
+
+# A run is marked saturated when the generator, not Redis, set the pace:
+# a process that runs users busier than this share of one core, or an open-loop
+# producer that added less than this share of the offered rate.
+SATURATED_CPU_PCT = 90.0
+SATURATED_RATE_SHARE = 0.9
+
+
+class Recorder:
+    """One process's measurements, recorded only while a window is open."""
+
+    def __init__(self) -> None:
+        self.epoch = 0
+        self.measuring = False
+        self._histograms: dict[str, HdrHistogram] = {}
+        self._counters: Counter[str] = Counter()
+        self._mark_cpu = time.process_time()
+        self._mark_wall = time.perf_counter()
+
+    def reset(self, epoch: int) -> None:
+        """Open the window ``epoch``: drop everything recorded before it."""
+        self.epoch = epoch
+        self._histograms.clear()
+        self._counters.clear()
+        self._mark_cpu = time.process_time()
+        self._mark_wall = time.perf_counter()
+        self.measuring = True
+
+    def freeze(self) -> None:
+        """Close the window: nothing recorded after this counts."""
+        if self.measuring:
+            self._accrue_time()
+            self.measuring = False
+
+    def record(self, metric: str, value_us: float) -> None:
+        if self.measuring:
+            histogram = self._histograms.get(metric)
+            if histogram is None:
+                histogram = self._histograms[metric] = metrics.new_histogram()
+            metrics.record_us(histogram, value_us)
+
+    def count(self, name: str, amount: int = 1) -> None:
+        if self.measuring:
+            self._counters[name] += amount
+
+    def take(self) -> dict[str, Any]:
+        """Everything recorded since the last take, encoded; the recorder starts again from empty."""
+        if self.measuring:
+            self._accrue_time()
+        delta = {
+            "epoch": self.epoch,
+            "histograms": {
+                name: metrics.encode(h) for name, h in self._histograms.items() if h.get_total_count()
+            },
+            "counters": dict(self._counters),
+        }
+        self._histograms.clear()
+        self._counters.clear()
+        return delta
+
+    def _accrue_time(self) -> None:
+        # The process's own CPU and the window's wall time, as counters, so the
+        # deltas of one process add up to its whole window.
+        cpu, wall = time.process_time(), time.perf_counter()
+        self._counters["cpu_us"] += int((cpu - self._mark_cpu) * 1e6)
+        self._counters["window_us"] += int((wall - self._mark_wall) * 1e6)
+        self._mark_cpu, self._mark_wall = cpu, wall
+
+
+@dataclass
+class ProcessTotals:
+    """What one process sent in the current window: its counters and its histogram counts."""
+
+    role: str
+    counters: Counter[str] = field(default_factory=Counter)
+    counts: Counter[str] = field(default_factory=Counter)
+    final: bool = False
+
+
+class Aggregate:
+    """The run's merged measurements: the deltas of the current epoch from every process."""
+
+    def __init__(self) -> None:
+        self.epoch = 0
+        self.histograms: dict[str, HdrHistogram] = {}
+        self.counters: Counter[str] = Counter()
+        self.processes: dict[str, ProcessTotals] = {}
+        self.stale_reports = 0
+
+    def reset(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.histograms.clear()
+        self.counters.clear()
+        self.processes.clear()
+        self.stale_reports = 0
+
+    def absorb(self, process: str, role: str, delta: dict[str, Any], final: bool = False) -> bool:
+        """Add one delta; a delta of an older epoch (sent before the reset reached it) is dropped."""
+        if delta.get("epoch") != self.epoch:
+            self.stale_reports += 1
+            return False
+        totals = self.processes.setdefault(process, ProcessTotals(role))
+        for name, encoded in delta.get("histograms", {}).items():
+            part = metrics.decode(encoded)
+            totals.counts[name] += part.get_total_count()
+            merged = self.histograms.get(name)
+            if merged is None:
+                merged = self.histograms[name] = metrics.new_histogram()
+            merged.add(part)
+        counters = Counter({k: int(v) for k, v in delta.get("counters", {}).items()})
+        totals.counters.update(counters)
+        self.counters.update(counters)
+        totals.final = totals.final or final
+        return True
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """One run's load, as the locustfile ran it (single values, not a profile's lists)."""
+
+    strategy: str
+    workers: int
+    producers: int
+    batch_size: int
+    payload_bytes: int
+    target_rate: float
+    warmup_s: float
+    measure_s: float
+    rtt_ms: float
+    queue: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy,
+            "workers": self.workers,
+            "producers": self.producers,
+            "batch_size": self.batch_size,
+            "payload_bytes": self.payload_bytes,
+            "target_rate": self.target_rate,
+            "warmup_s": self.warmup_s,
+            "measure_s": self.measure_s,
+            "rtt_ms": self.rtt_ms,
+            "rtt_simulated": True,  # the client sleeps rtt_ms before each round trip
+            "queue": self.queue,
+        }
+
+
+def _per(numerator: float, denominator: float) -> float:
+    return numerator / denominator if denominator else 0.0
+
+
+def derive(
+    run: RunSettings,
+    aggregate: Aggregate,
+    window_s: float,
+    server: CommandStats | None,
+    redis_cpu_s: float | None,
+) -> dict[str, Any]:
+    """The run's headline figures, and whether the generator was the limit."""
+    c = aggregate.counters
+    jobs = c["jobs"]
+    server_side = metrics.client_side(server) if server is not None else None
+    busiest = 0.0
+    cpu_s_total = 0.0
+    for totals in aggregate.processes.values():
+        cpu_s_total += totals.counters["cpu_us"] / 1e6
+        if totals.role != "master":  # the master runs no users
+            busiest = max(busiest, 100.0 * _per(totals.counters["cpu_us"], totals.counters["window_us"]))
+    added_per_s = _per(c["jobs_added"], window_s)
+    reasons = []
+    if busiest >= SATURATED_CPU_PCT:
+        reasons.append(f"a load process used {busiest:.0f}% of a core")
+    if run.target_rate > 0 and added_per_s < SATURATED_RATE_SHARE * run.target_rate:
+        reasons.append(f"added {added_per_s:.0f} jobs/s of {run.target_rate:g} offered")
+    return {
+        "jobs": jobs,
+        "jobs_per_s": _per(jobs, window_s),
+        "added_per_s": added_per_s,
+        "offered_per_s": run.target_rate,
+        "round_trips_per_job": _per(c["worker_round_trips"], jobs),
+        "producer_round_trips_per_job": _per(c["producer_round_trips"], jobs),
+        # every client-sent command in the window (producers' addJob included), per job finished
+        "server_calls_per_job": _per(server_side.total_calls, jobs) if server_side else None,
+        "server_us_per_job": _per(server_side.total_usec, jobs) if server_side else None,
+        # the same calls less the producers' addJob calls, which the producers counted themselves
+        "worker_server_calls_per_job": (
+            _per(server_side.total_calls - c["producer_calls"], jobs) if server_side else None
+        ),
+        "loadgen_cpu_pct": 100.0 * _per(cpu_s_total, window_s),
+        "busiest_process_cpu_pct": busiest,
+        "redis_cpu_pct": 100.0 * _per(redis_cpu_s, window_s) if redis_cpu_s is not None else None,
+        "simulated_rtt_mean_ms": _per(c["rtt_slept_us"], c["rtt_sleeps"]) / 1000,
+        "errors": c["errors"],
+        "saturated": bool(reasons),
+        "saturated_because": reasons,
+    }
+
+
+def build_summary(
+    run: RunSettings,
+    aggregate: Aggregate,
+    window_s: float,
+    server: CommandStats | None,
+    redis_cpu_s: float | None,
+    mode: str,
+    missing_processes: list[str],
+) -> dict[str, Any]:
+    """The run's summary file: settings, merged histograms, per-process parts, headline figures."""
+    return {
+        "kind": SUMMARY_KIND,
+        "version": SUMMARY_VERSION,
+        "mode": mode,
+        "settings": run.as_dict(),
+        "window_s": window_s,
+        "complete": not missing_processes,
+        "missing_processes": missing_processes,
+        "stale_reports_dropped": aggregate.stale_reports,
+        "histograms": {name: metrics.encode(h) for name, h in sorted(aggregate.histograms.items())},
+        "percentiles_us": {name: metrics.summary(h) for name, h in sorted(aggregate.histograms.items())},
+        "counters": dict(sorted(aggregate.counters.items())),
+        "server": ({"calls": dict(server.calls), "usec": dict(server.usec)} if server is not None else None),
+        "processes": [
+            {
+                "id": pid,
+                "role": t.role,
+                "final": t.final,
+                "counters": dict(sorted(t.counters.items())),
+                "counts": dict(sorted(t.counts.items())),
+            }
+            for pid, t in sorted(aggregate.processes.items())
+        ],
+        "derived": derive(run, aggregate, window_s, server, redis_cpu_s),
+    }
+
+
+def issued_job_ids(queue: Queue) -> list[str]:
+    """Every id the server handed out on this queue: 1..the id counter.
+
+    The audit takes these as the jobs produced, so a producer stopped between
+    sending a batch and reading its reply cannot make a job look unknown.
+    """
+    raw = queue.client.get(queue.keys.id_counter)
+    last = int(_text(raw)) if raw is not None else 0
+    return [str(i) for i in range(1, last + 1)]
+
+
+def redis_cpu_seconds(info: dict[str, Any]) -> float:
+    """used_cpu_sys + used_cpu_user from INFO cpu."""
+    return float(info.get("used_cpu_sys", 0.0)) + float(info.get("used_cpu_user", 0.0))
