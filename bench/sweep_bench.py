@@ -1,0 +1,314 @@
+"""Stage 2, sweep cost against active-list size: a pyperf benchmark.
+
+`python -m bench run` calls ``run_stage``; `python -m bench sweep` calls ``main``.
+Both run pyperf as a subprocess (it spawns worker processes and owns argv),
+one pyperf run a size, against a queue the stage builds and grows through the
+protocol client (bench/sweep_scenario.py).
+
+`python -m bench.sweep_bench` is that pyperf program: each point (variant,
+scenario, size) is one ``bench_time_func`` benchmark, registered in a fixed
+order (bench/sweep_plan.py). The time function (bench/sweep_worker.py) times
+the sweep calls only, and writes what pyperf does not measure to side files,
+which the stage merges with pyperf's values into sweep_cost.csv
+(bench/sweep_summary.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import pyperf
+
+from bench.connection import RedisSettings
+from bench.context import RunContext
+from bench.errors import BenchError
+from bench.profile import SweepOptions, load_profile, option_key, parse_value
+from bench.queue import Queue
+from bench.results import RESULTS_DIR, SWEEP_COST_COLUMNS, make_run_dir, read_json, update_meta, write_csv
+from bench.scripts import script_source
+from bench.sweep import SWEEPERS
+from bench.sweep_plan import Point, plan, pyperf_options
+from bench.sweep_scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_count
+from bench.sweep_summary import (
+    PYPERF_DIR,
+    SIDE_DIR,
+    SizeOutcome,
+    fmt,
+    make_row,
+    merge_pyperf,
+    side_summary,
+    slope_text,
+    slopes,
+    table,
+)
+from bench.sweep_worker import SWEEP_TIMEOUT_S, PointBench
+
+REPO = Path(__file__).resolve().parent.parent
+URL_ENV = "EMQ_SWEEP_REDIS_URL"  # the workers' Redis URL: in the environment, not on argv
+PYPERF_LOG = "sweep_pyperf.log"
+CSV_NAME = "sweep_cost.csv"
+
+
+def _add_point_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--queue", required=True, help="the queue holding the snapshot")
+    parser.add_argument("--size", type=int, required=True)
+    parser.add_argument("--points", required=True, help="variant:scenario,... in order")
+    parser.add_argument("--side-dir", required=True)
+    parser.add_argument("--slice", type=int, default=1000)
+    parser.add_argument("--probe-rate-hz", type=float, default=500.0)
+
+
+def _forward_point_args(cmd: list[str], args: argparse.Namespace) -> None:
+    """pyperf's hook: pass our options on to each worker it spawns."""
+    cmd.extend(["--queue", args.queue, "--size", str(args.size), "--points", args.points])
+    cmd.extend(["--side-dir", args.side_dir, "--slice", str(args.slice)])
+    cmd.extend(["--probe-rate-hz", str(args.probe_rate_hz)])
+
+
+def point_main() -> None:
+    """`python -m bench.sweep_bench`: the pyperf program for one size's points."""
+    runner = pyperf.Runner(program_args=("-m", "bench.sweep_bench"), add_cmdline_args=_forward_point_args)
+    _add_point_args(runner.argparser)
+    args = runner.parse_args()
+    url = os.environ.get(URL_ENV)
+    if not url:
+        raise BenchError(f"{URL_ENV} is not set; run the sweep through `python -m bench sweep`")
+    bench = PointBench(
+        RedisSettings.from_url(url),
+        args.queue,
+        Path(args.side_dir),
+        slice_size=args.slice,
+        probe_rate_hz=args.probe_rate_hz,
+        warmups=args.warmups or 0,
+    )
+    try:
+        for spec in args.points.split(","):
+            variant, scenario = spec.split(":")
+            point = Point(variant, scenario, args.size)
+            metadata = {
+                "sweep_variant": variant,
+                "sweep_scenario": scenario,
+                "active_size": args.size,
+                "stalled_jobs": stalled_count(args.size, scenario),
+                "max_stalled": BENCH_MAX_STALLED,
+                "sweep_slice": args.slice,
+                "probe_rate_hz": args.probe_rate_hz,
+            }
+            runner.bench_time_func(point.name, bench.time_point, point, metadata=metadata)
+    finally:
+        bench.close()
+
+
+_RESULT_LINE = re.compile(r"^(sweep/[^:\s]+): (.*)$")
+
+
+def run_pyperf(
+    settings: RedisSettings,
+    queue_name: str,
+    size: int,
+    points: Sequence[Point],
+    options: SweepOptions,
+    run_dir: Path,
+    on_result: Callable[[str, str], None],
+) -> SizeOutcome:
+    """Run the pyperf program for one size; ``on_result(name, pyperf's line)`` per point done."""
+    json_path = run_dir / PYPERF_DIR / f"sweep_{size}.json"
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.unlink(missing_ok=True)
+    cmd = [
+        sys.executable, "-m", "bench.sweep_bench",
+        "--queue", queue_name, "--size", str(size),
+        "--points", ",".join(f"{p.variant}:{p.scenario}" for p in points),
+        "--side-dir", str(run_dir / SIDE_DIR), "--slice", str(options.sweep_slice),
+        "--probe-rate-hz", str(options.probe_rate_hz),
+        "--inherit-environ", URL_ENV, "-o", str(json_path),
+        *pyperf_options(size, options.sweep_reps),
+    ]  # fmt: skip
+    env = {**os.environ, URL_ENV: settings.url, "PYTHONUNBUFFERED": "1"}
+    with open(run_dir / PYPERF_LOG, "a") as log:
+        log.write(f"$ {' '.join(cmd)}\n")
+        process = subprocess.Popen(
+            cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        assert process.stdout is not None
+        for line in process.stdout:
+            log.write(line)
+            log.flush()
+            match = _RESULT_LINE.match(line.strip())
+            if match:
+                on_result(match.group(1), match.group(2))
+        code = process.wait()
+    outcome = SizeOutcome()
+    if json_path.exists():
+        for bench in pyperf.BenchmarkSuite.load(str(json_path)).get_benchmarks():
+            outcome.values[bench.get_name()] = list(bench.get_values())
+    if code != 0:
+        outcome.failure = f"pyperf exited with {code} before this point; see {PYPERF_LOG}"
+    return outcome
+
+
+def point_line(run_dir: Path, point: Point, pyperf_line: str) -> str:
+    """The progress line for a point pyperf has finished."""
+    side = side_summary(run_dir, point)
+    note = f"; ERROR {'; '.join(side.errors)}" if side.errors else ""
+    return (
+        f"{point.variant} {point.scenario} {point.size:,}: {pyperf_line}; "
+        f"hold {fmt(side.hold_ms_max, 3)} ms, probe max {fmt(side.probe_max_us)} µs, "
+        f"{side.probe.busy} BUSY{note}"
+    )
+
+
+def script_shas(variants: Sequence[str]) -> dict[str, str]:
+    """The SHA1 (as Redis names it) of each atomic variant's script."""
+    files = {v: getattr(SWEEPERS[v], "script_file", None) for v in variants}
+    return {v: hashlib.sha1(script_source(f).encode()).hexdigest() for v, f in files.items() if f}
+
+
+@dataclass
+class PointProgress:
+    """A progress line a point, numbered: measured, skipped or failed."""
+
+    progress: Callable[[str], None]
+    total: int
+    done: int = 0
+
+    def __call__(self, text: str) -> None:
+        self.done += 1
+        self.progress(f"[{self.done}/{self.total}] {text}")
+
+
+def measure_size(
+    ctx: RunContext, scenario: ScenarioQueue, size: int, points: list[Point], tell: PointProgress
+) -> SizeOutcome:
+    """Grow the snapshot to ``size`` jobs and run pyperf over ``points``."""
+    ctx.progress(f"building {size:,} active jobs through the protocol")
+    scenario.grow(size)
+    by_name = {p.name: p for p in points}
+
+    def finished(name: str, line: str) -> None:
+        if name in by_name:
+            tell(point_line(ctx.run_dir, by_name[name], line))
+
+    settings = dataclasses.replace(ctx.settings, socket_timeout_s=SWEEP_TIMEOUT_S)
+    return run_pyperf(
+        settings, scenario.queue.keys.name, size, points, ctx.profile.sweep, ctx.run_dir, finished
+    )
+
+
+def run_stage(ctx: RunContext) -> None:
+    """The sweep stage: every point of the profile, into sweep_cost.csv; then the table and slopes."""
+    options = ctx.profile.sweep
+    planned = plan(options)
+    tell = PointProgress(ctx.progress, len(planned))
+    client = dataclasses.replace(ctx.settings, socket_timeout_s=SWEEP_TIMEOUT_S).connect()
+    scenario = ScenarioQueue(Queue.open(client, f"sweep-{uuid.uuid4().hex[:8]}"), [])
+    rows: list[dict[str, Any]] = []
+    try:
+        for size in sorted(set(options.sweep_sizes)):
+            at_size = [p for p in planned if p.point.size == size]
+            for skipped in (p for p in at_size if p.skipped):
+                point = skipped.point
+                tell(f"{point.variant} {point.scenario} {size:,}: skipped, {skipped.skipped}")
+            to_run = [p.point for p in at_size if not p.skipped]
+            outcome = measure_size(ctx, scenario, size, to_run, tell) if to_run else None
+            rows.extend(make_row(ctx.run_dir, p, outcome) for p in at_size)
+            write_csv(ctx.run_dir / CSV_NAME, SWEEP_COST_COLUMNS, rows)
+    finally:
+        scenario.queue.delete()
+        client.close()
+    merge_pyperf(ctx.run_dir)
+    fits = slopes(rows)
+    errors = [r for r in rows if r["skipped"].startswith("error:")]
+    print(table(rows))
+    print(slope_text(fits))
+    if errors:
+        print(f"\n{len(errors)} sweep point(s) failed; their rows in {CSV_NAME} say why:", file=sys.stderr)
+        for r in errors:
+            print(f"  {r['variant']} {r['scenario']} {r['active_size']}: {r['skipped']}", file=sys.stderr)
+    sizes = sorted(set(options.sweep_sizes))
+    update_meta(
+        ctx.run_dir,
+        sweep_script_shas=script_shas(options.sweep_variants),
+        sweep_slopes=fits,
+        sweep_errors=len(errors),
+        sweep_pyperf={str(size): pyperf_options(size, options.sweep_reps) for size in sizes},
+    )
+
+
+# ---------------------------------------------------------------- `python -m bench sweep`
+
+
+OVERRIDES = (
+    "sweep_sizes",
+    "sweep_variants",
+    "sweep_scenarios",
+    "sweep_reps",
+    "sweep_caps",
+    "sweep_slice",
+    "probe_rate_hz",
+)
+
+
+def override(options: SweepOptions, values: dict[str, str | None]) -> SweepOptions:
+    """The profile's sweep options with command-line values, checked as the profile's are."""
+    hints = get_type_hints(SweepOptions)
+    fields_by_name = {f.name: f for f in dataclasses.fields(SweepOptions)}
+    changes = {
+        name: parse_value(option_key(name), hints[name], raw, fields_by_name[name].metadata.get("min"))
+        for name, raw in values.items()
+        if raw is not None
+    }
+    return dataclasses.replace(options, **changes)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m bench sweep`: the sweep stage alone, into its own run folder."""
+    from bench.meta import collect_meta
+    from bench.server import redis_for_run
+
+    parser = argparse.ArgumentParser(prog="python -m bench sweep", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--profile", default="default", help="profiles/<name>.conf, or a path")
+    for name in OVERRIDES:
+        parser.add_argument(
+            f"--{option_key(name).removeprefix('sweep-')}",
+            dest=name,
+            default=None,
+            help=f"overrides the profile's {option_key(name)} (comma-separated lists)",
+        )
+    parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders go")
+    args = parser.parse_args(argv)
+    profile = load_profile(args.profile)
+    options = override(profile.sweep, {name: getattr(args, name) for name in OVERRIDES})
+    plan(options)  # every input checked before a server starts
+    profile = dataclasses.replace(profile, sweep=options)
+    with redis_for_run() as (settings, server):
+        run_dir = make_run_dir(profile.name, args.results)
+        client = settings.connect()
+        try:
+            shas = Queue.open(client, f"meta-{uuid.uuid4().hex[:8]}").scripts.shas()
+        finally:
+            client.close()
+        update_meta(run_dir, **collect_meta(profile.name, server, shas), stages_done=[])
+        ctx = RunContext(profile, settings, server, run_dir)
+        ctx.progress.stage = "sweep"
+        run_stage(ctx)
+        ctx.progress.done()
+        update_meta(run_dir, stages_done=["sweep"], complete=True)
+    print(f"results: {run_dir}")
+    failed = read_json(run_dir / "meta.json").get("sweep_errors", 0)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    point_main()

@@ -1,0 +1,103 @@
+"""Which sweep points run, in which order, and with which pyperf settings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bench.errors import BenchError
+from bench.profile import SweepOptions
+from bench.sweep import SWEEPERS
+from bench.sweep_scenario import SCENARIOS
+
+# Why a variant gets slow enough to be capped (a capped row's `skipped` says it).
+SLOW_BECAUSE = {
+    "atomic": "one LREM scan of active per reclaimed id makes it quadratic",
+    "app_side": "one round trip per command, about five per stalled job",
+}
+# Below this size a point runs inside the pyperf process (--in-process): a worker
+# process's start (~0.5 s of imports) would cost more than the point's sweeps.
+IN_PROCESS_BELOW = 10_000
+WARMUP_BELOW = 100_000  # a warm-up value costs a whole sweep: skipped where that is seconds
+
+
+@dataclass(frozen=True)
+class Point:
+    variant: str
+    scenario: str
+    size: int
+
+    @property
+    def name(self) -> str:
+        """pyperf's benchmark name."""
+        return f"sweep/{self.variant}/{self.scenario}/{self.size}"
+
+    @property
+    def slug(self) -> str:
+        """A file-name-safe name."""
+        return f"{self.variant}.{self.scenario}.{self.size}"
+
+
+@dataclass(frozen=True)
+class PlannedPoint:
+    point: Point
+    skipped: str | None = None  # why it is not measured
+
+
+def parse_caps(caps: Sequence[str]) -> dict[tuple[str, str], tuple[int, str]]:
+    """``variant:scenario:max_size`` ('*' for every scenario) -> {(variant, scenario): (max, entry)}."""
+    parsed: dict[tuple[str, str], tuple[int, str]] = {}
+    for entry in caps:
+        parts = [p.strip() for p in entry.strip().split(":")]
+        if len(parts) != 3 or not parts[2].isdigit():
+            raise BenchError(
+                f"sweep-caps entry {entry!r} is not variant:scenario:max_size; e.g. atomic:all_stalled:10000"
+            )
+        variant, scenario, limit = parts
+        if variant not in SWEEPERS:
+            raise BenchError(f"sweep-caps entry {entry!r}: unknown variant; use one of {', '.join(SWEEPERS)}")
+        if scenario != "*" and scenario not in SCENARIOS:
+            raise BenchError(
+                f"sweep-caps entry {entry!r}: unknown scenario; use '*' or one of {', '.join(SCENARIOS)}"
+            )
+        for each in SCENARIOS if scenario == "*" else (scenario,):
+            parsed[(variant, each)] = (int(limit), entry.strip())
+    return parsed
+
+
+def plan(options: SweepOptions) -> list[PlannedPoint]:
+    """Every point in the order it runs: size ascending, then scenario, then variant."""
+    for variant in options.sweep_variants:
+        if variant not in SWEEPERS:
+            raise BenchError(f"unknown sweep variant {variant!r}; use some of {', '.join(SWEEPERS)}")
+    for scenario in options.sweep_scenarios:
+        if scenario not in SCENARIOS:
+            raise BenchError(f"unknown sweep scenario {scenario!r}; use some of {', '.join(SCENARIOS)}")
+    caps = parse_caps(options.sweep_caps)
+    planned = []
+    for size in sorted(set(options.sweep_sizes)):
+        for scenario in options.sweep_scenarios:
+            for variant in options.sweep_variants:
+                skipped = None
+                limit, entry = caps.get((variant, scenario), (0, ""))
+                if entry and size > limit:
+                    skipped = f"over the cap {entry}: {SLOW_BECAUSE.get(variant, 'capped by the profile')}"
+                planned.append(PlannedPoint(Point(variant, scenario, size), skipped))
+    return planned
+
+
+def loops_for(size: int) -> int:
+    """Sweeps timed per pyperf value: several at small sizes, where one sweep is ~100 µs."""
+    return max(1, min(20, 1000 // size))
+
+
+def pyperf_options(size: int, reps: int) -> list[str]:
+    """``reps`` values a point from one run; pyperf's default (20 processes x 3
+    values) would take hours, as each timed sweep needs its own restored state.
+    What is measured is Redis's work, so one process a point is enough, and
+    below IN_PROCESS_BELOW the points share the pyperf process."""
+    options = ["--processes", "1", "--values", str(reps)]
+    options += ["--warmups", "1" if size < WARMUP_BELOW else "0", "--loops", str(loops_for(size))]
+    if size < IN_PROCESS_BELOW:
+        options.append("--in-process")
+    return options

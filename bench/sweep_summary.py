@@ -1,0 +1,196 @@
+"""sweep_cost.csv from pyperf's values and the side files; the table and the slopes printed."""
+
+from __future__ import annotations
+
+import glob
+import io
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyperf
+
+from bench.metrics import decode, summary, write_hdr
+from bench.probe import ProbeWindow, empty_window
+from bench.results import HDR_DIR, SWEEP_COST_COLUMNS, hdr_name, read_json, write_atomic
+from bench.sweep_plan import PlannedPoint, Point
+
+PYPERF_DIR = "pyperf"  # one pyperf JSON a size
+PYPERF_JSON = "sweep_pyperf.json"  # every size's, merged
+SIDE_DIR = "sweep_side"
+
+
+@dataclass
+class SizeOutcome:
+    """One pyperf run's results: values (seconds a sweep) per benchmark name, and a failure."""
+
+    values: dict[str, list[float]] = field(default_factory=dict)
+    failure: str | None = None
+
+
+def load_side(run_dir: Path, point: Point) -> list[dict[str, Any]]:
+    """Every timed value's side record for ``point``, from each worker process."""
+    values: list[dict[str, Any]] = []
+    for path in sorted(glob.glob(str(run_dir / SIDE_DIR / f"{glob.escape(point.slug)}.*.json"))):
+        values.extend(read_json(Path(path))["values"])
+    return values
+
+
+def _median(values: Sequence[float]) -> float | str:
+    return statistics.median(values) if values else ""
+
+
+@dataclass
+class SideSummary:
+    """A point's side measurements over all its timed values."""
+
+    values: int
+    round_trips: float | str
+    server_us: float | str
+    hold_ms_max: float | str
+    probe: ProbeWindow
+    errors: list[str]
+
+    @property
+    def probe_p99_us(self) -> int | str:
+        return summary(self.probe.histogram)["p99"] if self.probe.sent else ""
+
+    @property
+    def probe_max_us(self) -> int | str:
+        return summary(self.probe.histogram)["max"] if self.probe.sent else ""
+
+
+def side_summary(run_dir: Path, point: Point) -> SideSummary:
+    side = load_side(run_dir, point)
+    probe = empty_window()
+    for record in side:
+        window = ProbeWindow(decode(record["probe_hdr"]), record["probe_busy"], record["probe_errors"])
+        window.sent = record["probe_sent"]
+        probe.add(window)
+    return SideSummary(
+        values=len(side),
+        round_trips=_median([n for r in side for n in r["round_trips"]]),
+        server_us=_median([n for r in side for n in r["server_us"]]),
+        hold_ms_max=round(max(r["hold_s"] for r in side) * 1e3, 4) if side else "",
+        probe=probe,
+        errors=sorted({e for record in side for e in record["errors"]}),
+    )
+
+
+def make_row(run_dir: Path, planned: PlannedPoint, outcome: SizeOutcome | None) -> dict[str, Any]:
+    """One sweep_cost.csv row (and the point's probe histogram under hdr/)."""
+    point = planned.point
+    row: dict[str, Any] = dict.fromkeys(SWEEP_COST_COLUMNS, "")
+    row.update(variant=point.variant, scenario=point.scenario, active_size=point.size)
+    if planned.skipped:
+        row["skipped"] = planned.skipped
+        return row
+    values = outcome.values.get(point.name, []) if outcome else []
+    side = side_summary(run_dir, point)
+    errors = list(side.errors)
+    if not values:
+        errors.insert(0, outcome.failure if outcome and outcome.failure else "pyperf wrote no values")
+    else:
+        median_s = statistics.median(values)
+        row.update(
+            reps=len(values),
+            sweep_ms_median=round(median_s * 1e3, 4),
+            sweep_ms_stdev=round(statistics.stdev(values) * 1e3, 4) if len(values) > 1 else 0.0,
+            us_per_active_job=round(median_s * 1e6 / point.size, 4),
+        )
+    if side.values:
+        write_hdr(run_dir / HDR_DIR / hdr_name("sweep", point.slug, 0, "probe"), side.probe.histogram)
+        row.update(
+            round_trips=side.round_trips,
+            server_us=side.server_us,
+            hold_ms_max=side.hold_ms_max,
+            probe_p99_us=side.probe_p99_us,
+            probe_max_us=side.probe_max_us,
+            probe_busy=side.probe.busy,
+        )
+    if errors:
+        row["skipped"] = "error: " + "; ".join(errors)
+    return row
+
+
+def fmt(value: Any, digits: int = 2) -> str:
+    if value == "" or value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def table(rows: Sequence[dict[str, Any]]) -> str:
+    """Per size: each variant's sweep ms, µs per job, hold and the probe's max."""
+    lines: list[str] = []
+    header = (
+        f"  {'variant':<20}{'scenario':<13}{'sweep ms':>11}{'µs/job':>9}{'hold ms':>10}"
+        f"{'probe max µs':>14}  note"
+    )
+    for size in sorted({int(r["active_size"]) for r in rows}):
+        lines += ["", f"active size {size:,}", header]
+        for r in (r for r in rows if int(r["active_size"]) == size):
+            note = r["skipped"] if len(r["skipped"]) < 70 else r["skipped"][:67] + "..."
+            lines.append(
+                f"  {r['variant']:<20}{r['scenario']:<13}{fmt(r['sweep_ms_median'], 3):>11}"
+                f"{fmt(r['us_per_active_job']):>9}{fmt(r['hold_ms_max'], 3):>10}"
+                f"{fmt(r['probe_max_us']):>14}  {note}"
+            )
+    return "\n".join(lines)
+
+
+def slopes(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Least-squares slope of log(sweep time) on log(size) per variant and scenario
+    (1 = linear, 2 = quadratic), over all sizes and over the two largest."""
+    import numpy as np  # lazily: workers never need it
+
+    fits: dict[str, dict[str, float]] = {}
+    pairs = sorted({(r["variant"], r["scenario"]) for r in rows})
+    for variant, scenario in pairs:
+        points = sorted(
+            (int(r["active_size"]), float(r["sweep_ms_median"]))
+            for r in rows
+            if r["variant"] == variant and r["scenario"] == scenario and r["sweep_ms_median"] != ""
+        )
+        points = [(size, ms) for size, ms in points if ms > 0]
+        if len(points) < 2:
+            continue
+        x = np.log([size for size, _ in points])
+        y = np.log([ms for _, ms in points])
+        top = float((y[-1] - y[-2]) / (x[-1] - x[-2]))
+        fits[f"{variant}/{scenario}"] = {
+            "slope": round(float(np.polyfit(x, y, 1)[0]), 3),
+            "slope_top_two": round(top, 3),
+            "from_size": points[0][0],
+            "to_size": points[-1][0],
+        }
+    return fits
+
+
+def slope_text(fits: dict[str, dict[str, float]]) -> str:
+    lines = ["", "slope of log(sweep time) on log(active size) (1 linear, 2 quadratic):"]
+    for name, fit in fits.items():
+        variant, scenario = name.split("/")
+        lines.append(
+            f"  {variant:<20}{scenario:<13}{fit['slope']:>6.2f} over {fit['from_size']:,}..{fit['to_size']:,}"
+            f"   {fit['slope_top_two']:>5.2f} between the two largest"
+        )
+    return "\n".join(lines)
+
+
+def merge_pyperf(run_dir: Path) -> None:
+    """Every size's pyperf JSON in one suite: sweep_pyperf.json (`python -m pyperf show` reads it)."""
+    suite: pyperf.BenchmarkSuite | None = None
+    for path in sorted((run_dir / PYPERF_DIR).glob("sweep_*.json")):
+        for bench in pyperf.BenchmarkSuite.load(str(path)).get_benchmarks():
+            if suite is None:
+                suite = pyperf.BenchmarkSuite([bench])
+            else:
+                suite.add_benchmark(bench)
+    if suite is not None:
+        text = io.StringIO()
+        suite.dump(text)
+        write_atomic(run_dir / PYPERF_JSON, text.getvalue())

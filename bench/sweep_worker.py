@@ -1,0 +1,180 @@
+"""Inside pyperf's run: time the sweeps, and measure what pyperf does not.
+
+pyperf calls ``PointBench.time_point(loops, point)`` and gets back the time of
+the sweep calls alone: each sweep starts from a scenario restored untimed.
+Around each sweep the bench also takes round trips, Redis µs (commandstats),
+the longest single call (the hold), the probe's view, and the check that every
+stalled job ended in wait or failed exactly once, and writes them, per timed
+value, to a side file the stage merges.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from bench.connection import CountingRedis, RedisSettings
+from bench.errors import BenchError
+from bench.metrics import CommandStats, client_side, encode
+from bench.probe import Probe, ProbeWindow, empty_window
+from bench.queue import Queue
+from bench.results import write_json
+from bench.sweep import SWEEPERS, AtomicSlicedSweeper, Sweeper, SweepResult
+from bench.sweep_plan import Point
+from bench.sweep_scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_share
+
+# No sweep call may time out and so be cut short; the client never re-sends one.
+# 10 minutes is beyond the largest capped point (the protocol sweep at 30,000 stalled ids).
+SWEEP_TIMEOUT_S = 600.0
+
+
+def make_sweeper(variant: str, queue: Queue, slice_size: int) -> Sweeper:
+    if variant == AtomicSlicedSweeper.name:
+        return AtomicSlicedSweeper(queue, max_stalled=BENCH_MAX_STALLED, slice_size=slice_size)
+    return SWEEPERS[variant](queue, max_stalled=BENCH_MAX_STALLED)
+
+
+def sweep_server_us(delta: CommandStats) -> int:
+    """Redis µs of the sweep's own commands: its EVALSHAs when it used scripts (the
+    commands inside are counted in them), else every command; never the probe's PINGs."""
+    scripted = client_side(delta, ("evalsha", "eval"))
+    if scripted.total_calls:
+        return scripted.total_usec
+    return delta.total_usec - delta.usec.get("ping", 0)
+
+
+@dataclass
+class ValueRecord:
+    """What one pyperf value (``loops`` sweeps) measured beside the time."""
+
+    sweep_s: list[float] = field(default_factory=list)
+    round_trips: list[int] = field(default_factory=list)
+    calls: list[int] = field(default_factory=list)
+    server_us: list[int] = field(default_factory=list)
+    hold_s: float = 0.0
+    probe: ProbeWindow = field(default_factory=empty_window)
+    errors: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "sweep_s": self.sweep_s,
+            "round_trips": self.round_trips,
+            "calls": self.calls,
+            "server_us": self.server_us,
+            "hold_s": self.hold_s,
+            "probe_hdr": encode(self.probe.histogram),
+            "probe_busy": self.probe.busy,
+            "probe_errors": self.probe.errors,
+            "probe_sent": self.probe.sent,
+            "errors": self.errors,
+        }
+
+
+@dataclass
+class Connected:
+    """What every point of this process shares: one connection, one snapshot, one probe."""
+
+    client: CountingRedis
+    scenario: ScenarioQueue
+    probe: Probe
+
+
+class PointBench:
+    """The time function pyperf calls, for any point of one size."""
+
+    def __init__(self, settings: RedisSettings, queue_name: str, side_dir: Path, **options: Any) -> None:
+        self.settings = RedisSettings.from_url(settings.url, socket_timeout_s=SWEEP_TIMEOUT_S)
+        self.queue_name = queue_name
+        self.side_dir = side_dir
+        self.slice_size: int = options.get("slice_size", 1000)
+        self.probe_rate_hz: float = options.get("probe_rate_hz", 500.0)
+        self.warmups: int = options.get("warmups", 0)
+        self.connected: Connected | None = None
+        self.sweepers: dict[str, Sweeper] = {}
+        self.current: Point | None = None  # the point whose locks are in place
+        self.calls: Counter[Point] = Counter()
+        self.records: dict[Point, list[dict[str, Any]]] = {}
+
+    def _connect(self) -> Connected:
+        if self.connected is None:
+            probe = Probe(self.settings, self.probe_rate_hz).start()  # forked before any connection
+            client = self.settings.connect()
+            scenario = ScenarioQueue.attach(Queue.open(client, self.queue_name))
+            self.connected = Connected(client, scenario, probe)
+        return self.connected
+
+    def time_point(self, loops: int, point: Point) -> float:
+        """pyperf's time function: ``loops`` sweeps, each from a fresh restore; only the sweeps are timed."""
+        connected = self._connect()
+        if len(connected.scenario.ids) != point.size:
+            raise BenchError(f"the snapshot holds {len(connected.scenario.ids)} jobs, not {point.size}")
+        if point.variant not in self.sweepers:
+            queue = connected.scenario.queue
+            self.sweepers[point.variant] = make_sweeper(point.variant, queue, self.slice_size)
+        stalled = stalled_share(connected.scenario.ids, point.scenario)
+        record = ValueRecord()
+        total = sum(self._one_sweep(connected, point, stalled, record) for _ in range(loops))
+        self.calls[point] += 1
+        if self.calls[point] > self.warmups:
+            values = self.records.setdefault(point, [])
+            values.append(record.as_json())
+            path = self.side_dir / f"{point.slug}.{os.getpid()}.json"
+            write_json(path, {"point": point.name, "loops": loops, "values": values})
+        return total
+
+    def _one_sweep(
+        self, connected: Connected, point: Point, stalled: list[str], record: ValueRecord
+    ) -> float:
+        """Restore (untimed), sweep (timed), measure and check (untimed); returns the sweep's time."""
+        client, probe = connected.client, connected.probe
+        connected.scenario.restore(stalled, locks=self.current != point)
+        self.current = point
+        before = CommandStats.read(client)
+        probe.begin()
+        result: SweepResult | None = None
+        started = time.perf_counter()
+        try:
+            result = self.sweepers[point.variant].sweep()
+        except redis.TimeoutError:
+            record.errors.append(f"a sweep call timed out after {SWEEP_TIMEOUT_S:.0f}s (not re-sent)")
+        except redis.RedisError as exc:
+            record.errors.append(f"the sweep failed: {str(exc).splitlines()[0]}")
+        elapsed = time.perf_counter() - started
+        record.probe.add(probe.end())
+        if result is None:
+            self._wait_for_redis(client)
+            self.current = None  # restore everything next time
+            return elapsed
+        record.sweep_s.append(elapsed)
+        record.round_trips.append(result.round_trips)
+        record.calls.append(result.calls)
+        record.server_us.append(sweep_server_us(CommandStats.read(client).since(before)))
+        record.hold_s = max(record.hold_s, result.longest_call_s)
+        problem = connected.scenario.check(stalled, result)
+        if problem:
+            record.errors.append(f"check failed: {problem}")
+        return elapsed
+
+    @staticmethod
+    def _wait_for_redis(client: CountingRedis) -> None:
+        """After a failed sweep: wait until Redis answers again (a script may still be running)."""
+        deadline = time.monotonic() + SWEEP_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                client.ping()
+                return
+            except redis.RedisError:
+                time.sleep(0.1)
+        raise BenchError(f"Redis did not answer for {SWEEP_TIMEOUT_S:.0f}s after a failed sweep")
+
+    def close(self) -> None:
+        if self.connected is not None:
+            self.connected.probe.close()
+            self.connected.client.close()
+            self.connected = None
