@@ -57,7 +57,7 @@ from bench.connection import CountingRedis, RedisSettings
 from bench.context import Progress, RunContext
 from bench.errors import BenchError
 from bench.meta import collect_meta
-from bench.profile import RaceOptions, load_profile
+from bench.profile import Profile, RaceOptions, load_profile
 from bench.queue import Producer, Queue, Worker, WorkerOptions
 from bench.results import RACE_COLUMNS, RESULTS_DIR, make_run_dir, update_meta, write_csv
 from bench.scripts import SCRIPT_FILES
@@ -624,6 +624,11 @@ def plan_record(plan: RacePlan) -> dict[str, Any]:
         "live_jobs": plan.stalled_jobs if plan.workers else 0,
         "delay": "simulated: a sleep between check and act; none for atomic sweeps",
     }
+
+
+def check_profile(profile: Profile) -> None:
+    """Refuse bad race settings before any stage of a run starts."""
+    RacePlan.from_options(profile.race)
 
 
 def run_stage(ctx: RunContext) -> None:

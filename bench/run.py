@@ -13,7 +13,7 @@ from pathlib import Path
 from bench.context import Progress, RunContext
 from bench.errors import BenchError
 from bench.meta import collect_meta
-from bench.profile import STAGES, load_profile
+from bench.profile import STAGES, Profile, load_profile
 from bench.queue import Queue
 from bench.results import RESULTS_DIR, make_run_dir, update_meta
 from bench.server import redis_for_run
@@ -27,8 +27,16 @@ STAGE_MODULES = {
 }
 
 
-def stage_runner(stage: str) -> Callable[[RunContext], None]:
+def stage_runner(stage: str, profile: Profile) -> Callable[[RunContext], None]:
+    """The stage's run_stage, after its optional check_profile(profile) passed.
+
+    Every stage checks its settings before the first one starts, so a bad
+    value in the last stage's keys fails the run at once, not minutes in.
+    """
     module = importlib.import_module(STAGE_MODULES[stage])
+    check = getattr(module, "check_profile", None)
+    if check is not None:
+        check(profile)
     runner: Callable[[RunContext], None] = module.run_stage
     return runner
 
@@ -55,7 +63,7 @@ def main(argv: list[str]) -> int:
             if stage not in STAGES:
                 raise BenchError(f"unknown stage {stage!r}; use some of {', '.join(STAGES)}")
     # Everything is checked before the server starts and the folder is made.
-    runners = {stage: stage_runner(stage) for stage in stages}
+    runners = {stage: stage_runner(stage, profile) for stage in stages}
     progress = Progress()
     done: list[str] = []
     run_dir: Path | None = None
