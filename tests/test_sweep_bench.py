@@ -1,0 +1,169 @@
+"""The sweep-cost benchmark: its plan, its probe, its rows, and its entry point with tiny settings."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.errors import BenchError
+from bench.metrics import encode, new_histogram, record_us
+from bench.probe import Probe
+from bench.profile import SweepOptions
+from bench.results import SWEEP_COST_COLUMNS
+from bench.sweep_bench import main
+from bench.sweep_plan import PlannedPoint, Point, plan, pyperf_options
+from bench.sweep_summary import SIDE_DIR, SizeOutcome, make_row, slopes
+
+# Spins inside Redis for ARGV[1] ms (by Redis's clock): a stand-in for a long sweep.
+SPIN = """
+local t = redis.call('TIME')
+local start = t[1] * 1000000 + t[2]
+local i = 0
+while true do
+  i = i + 1
+  if i % 1000 == 0 then
+    local n = redis.call('TIME')
+    if n[1] * 1000000 + n[2] - start > tonumber(ARGV[1]) * 1000 then return i end
+  end
+end
+"""
+
+
+def test_plan_runs_sizes_then_scenarios_then_variants_and_says_why_it_skips():
+    options = SweepOptions(
+        sweep_variants=("atomic", "app_side"),
+        sweep_scenarios=("healthy", "all_stalled"),
+        sweep_sizes=(100, 10),
+        sweep_caps=("atomic:all_stalled:10", "app_side:*:50"),
+    )
+    planned = plan(options)
+    assert [(p.point.size, p.point.scenario, p.point.variant) for p in planned] == [
+        (10, "healthy", "atomic"), (10, "healthy", "app_side"),
+        (10, "all_stalled", "atomic"), (10, "all_stalled", "app_side"),
+        (100, "healthy", "atomic"), (100, "healthy", "app_side"),
+        (100, "all_stalled", "atomic"), (100, "all_stalled", "app_side"),
+    ]  # fmt: skip
+    skipped = {(p.point.size, p.point.scenario, p.point.variant): p.skipped for p in planned if p.skipped}
+    assert set(skipped) == {
+        (100, "healthy", "app_side"),
+        (100, "all_stalled", "atomic"),
+        (100, "all_stalled", "app_side"),
+    }
+    assert "quadratic" in skipped[(100, "all_stalled", "atomic")]
+    assert "app_side:*:50" in skipped[(100, "healthy", "app_side")]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"sweep_variants": ("atomic", "nope")}, "unknown sweep variant 'nope'"),
+        ({"sweep_scenarios": ("sunny",)}, "unknown sweep scenario 'sunny'"),
+        ({"sweep_caps": ("atomic:10000",)}, "not variant:scenario:max_size"),
+        ({"sweep_caps": ("atomic:rainy:10",)}, "unknown scenario"),
+    ],
+)
+def test_bad_sweep_settings_are_one_line_errors(change, message):
+    with pytest.raises(BenchError, match=message):
+        plan(SweepOptions(**change))
+
+
+def test_pyperf_is_never_left_at_its_default_of_many_processes():
+    small, large = pyperf_options(10, 3), pyperf_options(100_000, 3)
+    assert small[:4] == large[:4] == ["--processes", "1", "--values", "3"]
+    assert "--in-process" in small and "--in-process" not in large
+    assert large[large.index("--warmups") + 1] == "0" and large[large.index("--loops") + 1] == "1"
+
+
+def test_slope_is_one_for_linear_and_two_for_quadratic():
+    rows = [
+        {"variant": v, "scenario": "s", "active_size": n, "sweep_ms_median": t}
+        for n in (10, 100, 1000)
+        for v, t in (("lin", n * 0.01), ("quad", n * n * 1e-4))
+    ]
+    fits = slopes(rows)
+    assert fits["lin/s"]["slope"] == pytest.approx(1.0)
+    assert fits["quad/s"]["slope"] == pytest.approx(2.0)
+    assert fits["quad/s"]["slope_top_two"] == pytest.approx(2.0)
+
+
+def test_a_point_whose_check_failed_says_so_in_its_row(tmp_path: Path):
+    point = Point("atomic_linear", "mixed", 10)
+    histogram = new_histogram()
+    record_us(histogram, 250)
+    side = {
+        "sweep_s": [0.001], "round_trips": [1], "calls": [1], "server_us": [400], "hold_s": 0.0012,
+        "probe_hdr": encode(histogram), "probe_busy": 0, "probe_errors": 0, "probe_sent": 1,
+        "errors": ["check failed: 1 stalled jobs reclaimed twice"],
+    }  # fmt: skip
+    (tmp_path / SIDE_DIR).mkdir()
+    (tmp_path / SIDE_DIR / f"{point.slug}.1.json").write_text(json.dumps({"values": [side]}))
+    row = make_row(tmp_path, PlannedPoint(point), SizeOutcome({point.name: [0.001, 0.003]}))
+    assert row["skipped"] == "error: check failed: 1 stalled jobs reclaimed twice"
+    assert row["sweep_ms_median"] == pytest.approx(2.0) and row["us_per_active_job"] == pytest.approx(200.0)
+    assert row["hold_ms_max"] == pytest.approx(1.2) and row["probe_max_us"] == 250
+    missing = make_row(
+        tmp_path, PlannedPoint(Point("atomic", "mixed", 10)), SizeOutcome(failure="pyperf died")
+    )
+    assert missing["skipped"] == "error: pyperf died" and missing["sweep_ms_median"] == ""
+
+
+def test_the_probe_counts_busy_replies_and_carries_on(client, settings):
+    old = client.config_get("busy-reply-threshold")["busy-reply-threshold"]
+    client.config_set("busy-reply-threshold", 50)
+    try:
+        with Probe(settings, 200) as probe:
+            probe.begin()
+            client.eval(SPIN, 0, 300)  # 300 ms in one script: past the 50 ms threshold
+            held = probe.end()
+            probe.begin()
+            client.ping()
+            after = probe.end()
+    finally:
+        client.config_set("busy-reply-threshold", old)
+    assert held.busy > 0 and held.errors == 0
+    # Measured from each PING's due time: a PING due when the script began waited past the threshold.
+    assert held.histogram.get_max_value() >= 40_000
+    assert after.busy == 0 and after.errors == 0 and after.sent >= 1
+
+
+def test_the_probe_counts_every_ping_due_during_a_stall(client, settings):
+    with Probe(settings, 200) as probe:
+        probe.begin()
+        client.eval(SPIN, 0, 200)  # under the busy threshold: the PINGs wait
+        held = probe.end()
+    assert held.busy == 0
+    assert held.sent >= 30  # ~40 due in 200 ms, each sent and recorded, none skipped
+    assert held.histogram.get_max_value() >= 100_000
+
+
+def test_the_sweep_command_writes_every_column(tmp_path: Path, settings, monkeypatch, capsys):
+    monkeypatch.setenv("REDIS_URL", settings.url)
+    code = main(
+        [
+            "--profile", "smoke", "--sizes", "5", "--reps", "1",
+            "--variants", "atomic_linear,app_side", "--scenarios", "mixed,healthy",
+            "--caps", "app_side:mixed:1", "--results", str(tmp_path),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    [run_dir] = list(tmp_path.iterdir())
+    with open(run_dir / "sweep_cost.csv") as handle:
+        reader = csv.DictReader(handle)
+        assert tuple(reader.fieldnames or ()) == SWEEP_COST_COLUMNS
+        rows = {(r["variant"], r["scenario"]): r for r in reader}
+    assert set(rows) == {(v, s) for v in ("atomic_linear", "app_side") for s in ("mixed", "healthy")}
+    assert rows[("app_side", "mixed")]["skipped"].startswith("over the cap app_side:mixed:1")
+    measured = [r for key, r in rows.items() if key != ("app_side", "mixed")]
+    for row in measured:
+        assert row["skipped"] == "", row
+        assert all(row[c] != "" for c in SWEEP_COST_COLUMNS if c != "skipped"), row
+        assert row["reps"] == "1" and row["probe_busy"] == "0"
+    assert float(rows[("atomic_linear", "mixed")]["round_trips"]) == 1.0
+    assert (run_dir / "sweep_pyperf.json").exists()
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["sweep_errors"] == 0 and "atomic_linear/mixed" not in meta["sweep_slopes"]  # one size
+    printed = capsys.readouterr().out
+    assert "active size 5" in printed and "slope of log(sweep time)" in printed
