@@ -27,7 +27,9 @@ bench: $(STAMP) ## run every stage of PROFILE; results in results/<run-id>/
 	$(PY) -m bench run --profile $(PROFILE)
 
 bench-micro: $(STAMP) ## pytest-benchmark micro benchmarks of each script and cycle
-	$(PY) -m bench micro
+	@dir="$${EMQ_RESULTS_DIR:-results}/$$(date +%Y%m%d-%H%M%S)-micro"; mkdir -p "$$dir" && \
+	$(PY) -m pytest tests/micro -q -p no:cacheprovider --benchmark-enable \
+		--benchmark-json="$$dir/micro.json" && echo "results: $$dir/micro.json"
 
 test: $(STAMP) ## run the tests against a real redis-server
 	$(PY) -m pytest

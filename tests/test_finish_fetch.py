@@ -1,0 +1,144 @@
+"""Finish-then-fetch under Locust, against the real redis-server: short headless runs."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import metrics
+from bench.connection import RedisSettings
+from bench.context import RunContext
+from bench.finish_fetch import LOCUSTFILE, REPO, Point, run_once, run_stage
+from bench.loadstats import Aggregate, Recorder
+from bench.profile import PROFILES_DIR, FinishFetchOptions, Profile
+from bench.results import FINISH_FETCH_COLUMNS, HDR_DIR
+from bench.server import EmbeddedRedis, ServerInfo
+
+# Short runs: long enough for a few thousand jobs, short enough for the suite.
+QUICK = FinishFetchOptions(
+    repetitions=1, workers=(2,), rtt_ms=(0.0,), batch_size=20, payload_bytes=20, warmup_s=0.3, measure_s=1.0
+)
+
+
+def test_the_stage_runs_both_strategies_and_writes_every_file(
+    tmp_path: Path, settings: RedisSettings, redis_server: EmbeddedRedis, capsys: pytest.CaptureFixture[str]
+):
+    server = ServerInfo(redis_server.url, redis_server.source, redis_server.binary, redis_server.version())
+    run_stage(RunContext(Profile("quick", finish_fetch=QUICK), settings, server, tmp_path))
+
+    with (tmp_path / "finish_fetch.csv").open() as handle:
+        reader = csv.DictReader(handle)
+        assert tuple(reader.fieldnames or ()) == FINISH_FETCH_COLUMNS
+        rows = {row["variant"]: row for row in reader}
+    assert set(rows) == {"fused", "two_call"}
+    for variant, row in rows.items():
+        assert all(row[c] != "" for c in FINISH_FETCH_COLUMNS), row
+        assert int(row["jobs"]) > 100, row
+        assert row["audit_ok"] == "True", row
+        for metric in ("cycle", "e2e"):
+            assert (tmp_path / HDR_DIR / f"finish_fetch__{variant}-w2-rtt0__r1__{metric}.hdr").is_file()
+        prefix = tmp_path / f"finish_fetch__{variant}-w2-rtt0__r1"
+        for suffix in ("_stats.csv", "_stats_history.csv", "_summary.json"):
+            assert Path(f"{prefix}{suffix}").is_file()
+    # Round trips per job, counted at the client: the first fetch and idle waits add a little.
+    assert 0.95 <= float(rows["fused"]["round_trips_per_job"]) <= 1.2
+    assert 1.95 <= float(rows["two_call"]["round_trips_per_job"]) <= 2.3
+    table = capsys.readouterr().out
+    assert "fused/two_call" in table and "jobs/s" in table
+
+
+def test_two_processes_merge_their_histograms_exactly(tmp_path: Path, settings: RedisSettings):
+    opts = dataclasses.replace(QUICK, loadgen_processes=2, producers=1)
+    run = run_once(settings, opts, "fused", Point(workers=3, rtt_ms=0.0), 1, tmp_path)
+    summary = run.summary
+    assert summary["mode"] == "distributed" and summary["complete"], summary["missing_processes"]
+    parts = [p["counts"].get("cycle", 0) for p in summary["processes"]]
+    assert sum(1 for n in parts if n > 0) == 2, summary["processes"]  # both processes ran workers
+    merged = metrics.decode(summary["histograms"]["cycle"]).get_total_count()
+    assert merged == sum(parts) == summary["counters"]["jobs"] > 0
+    assert run.audit.ok, run.audit.verdict
+
+
+def test_open_loop_at_an_unreachable_rate_is_marked_saturated(tmp_path: Path, settings: RedisSettings):
+    opts = dataclasses.replace(QUICK, target_rate=10_000_000.0)
+    run = run_once(settings, opts, "two_call", Point(workers=1, rtt_ms=0.0), 1, tmp_path)
+    derived = run.summary["derived"]
+    assert derived["saturated"], derived
+    assert any("offered" in reason for reason in derived["saturated_because"])
+    assert derived["added_per_s"] < 10_000_000.0 * 0.9
+    assert run.audit.ok, run.audit.verdict
+
+
+def test_a_window_drops_deltas_sent_before_its_reset_and_merges_the_rest_exactly():
+    early, late = Recorder(), Recorder()
+    early.reset(epoch=1)
+    early.record("cycle", 100)
+    stale = early.take()
+    for recorder in (early, late):
+        recorder.reset(epoch=2)
+    for value in (50, 60, 70):
+        early.record("cycle", value)
+    late.record("cycle", 80)
+    aggregate = Aggregate()
+    aggregate.reset(epoch=2)
+    assert not aggregate.absorb("a", "worker", stale)
+    assert aggregate.absorb("a", "worker", early.take()) and aggregate.absorb("b", "worker", late.take())
+    assert aggregate.histograms["cycle"].get_total_count() == 4 and aggregate.stale_reports == 1
+    assert aggregate.processes["a"].counts["cycle"] == 3
+
+
+def _one_line_error(result: subprocess.CompletedProcess[str], marker: str, *words: str) -> None:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode != 0
+    assert len(lines) == 1 and marker in lines[0], result.stderr
+    assert all(word in lines[0] for word in words), lines[0]
+
+
+def test_an_unknown_strategy_in_a_profile_is_a_one_line_error(tmp_path: Path):
+    conf = tmp_path / "bad.conf"
+    conf.write_text("strategies = fused, sideways\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "bench", "run", "--profile", str(conf), "--results", str(tmp_path / "out")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    _one_line_error(result, "echomq-bench: error:", "sideways")
+    assert not (tmp_path / "out").exists()  # checked before any folder is made
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "words"),
+    [
+        ("--strategy", "sideways", ("--strategy", "sideways")),
+        ("--workers", "two", ("--workers", "whole number")),
+    ],
+)
+def test_a_bad_locust_option_is_a_one_line_error(option: str, value: str, words: tuple[str, ...]):
+    result = subprocess.run(
+        [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), option, value, "--list"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    _one_line_error(result, "error: argument", *words)  # argparse names the program after its entry
+
+
+def test_locust_accepts_every_key_of_every_profile():
+    for conf in sorted(PROFILES_DIR.glob("*.conf")):
+        result = subprocess.run(
+            [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--config", str(conf), "--list"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 0, f"{conf.name}: {result.stderr}"
+        assert "WorkerUser" in result.stdout and "ProducerUser" in result.stdout
