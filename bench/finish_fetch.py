@@ -218,21 +218,23 @@ TABLE_METRICS = (
     ("cycle p50 µs", "cycle_p50_us", "{:.0f}"),
     ("cycle p99 µs", "cycle_p99_us", "{:.0f}"),
     ("redis µs/job", "server_us_per_job", "{:.1f}"),
+    ("loadgen cpu µs/job", "loadgen_cpu_us_per_job", "{:.0f}"),  # the harness's own cost
 )
 
 
-def _median_spread(values: Sequence[float], form: str) -> str:
+def _median_spread(values: Sequence[float], form: str, spread: bool = True) -> str:
     if not values:
         return "-"
     middle = form.format(statistics.median(values))
-    if len(values) == 1:
+    if len(values) == 1 or not spread:
         return middle
     return f"{middle} [{form.format(min(values))}-{form.format(max(values))}]"
 
 
 def table(rows: Sequence[dict[str, Any]], strategies: Sequence[str]) -> str:
-    """Median over repetitions [min-max]; the ratio row pairs the runs of one A B round."""
-    header = ["workers", "rtt ms*", "strategy", *(name for name, _, _ in TABLE_METRICS), "saturated", "audit"]
+    """Medians over repetitions; a ratio row pairs the runs of each A B round, [min-max] of the pairs."""
+    names = [name for name, _, _ in TABLE_METRICS]
+    header = ["workers", "rtt ms*", "slept ms", "strategy", *names, "saturated", "audit"]
     lines = [header]
     points = sorted({(r["workers"], r["rtt_ms"]) for r in rows})
     for workers, rtt in points:
@@ -241,16 +243,19 @@ def table(rows: Sequence[dict[str, Any]], strategies: Sequence[str]) -> str:
             s: sorted((r for r in here if r["variant"] == s), key=lambda r: r["rep"]) for s in strategies
         }
         for strategy, runs in by_strategy.items():
+            # the spread of jobs/s here; of every metric in the ratio row
             cells = [
-                _median_spread([float(r[key]) for r in runs if r[key] is not None], form)
-                for _, key, form in TABLE_METRICS
+                _median_spread([float(r[key]) for r in runs if r[key] is not None], form, spread=i == 0)
+                for i, (_, key, form) in enumerate(TABLE_METRICS)
             ]
             saturated = sum(1 for r in runs if r["saturated"])
             audited = sum(1 for r in runs if r["audit_ok"])
+            slept = [float(r["rtt_slept_ms"]) for r in runs if r.get("rtt_slept_ms")]
             lines.append(
                 [
                     str(workers),
                     f"{rtt:g}",
+                    _median_spread(slept, "{:.2f}", spread=False) if slept else "-",
                     strategy,
                     *cells,
                     f"{saturated}/{len(runs)}",
@@ -267,15 +272,15 @@ def table(rows: Sequence[dict[str, Any]], strategies: Sequence[str]) -> str:
                     if x[key] is not None and y[key] not in (None, 0)
                 ]
                 cells.append(_median_spread(ratios, "{:.2f}"))
-            lines.append(["", "", f"{strategies[0]}/{strategies[1]}", *cells, "", ""])
+            lines.append(["", "", "", f"{strategies[0]}/{strategies[1]}", *cells, "", ""])
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     text = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in lines]
     return "\n".join(
         [
-            "finish-then-fetch: median of the repetitions [min-max]; ratios pair the runs of each A B round",
+            "finish-then-fetch: medians of the repetitions; ratios pair the runs of each A B round [min-max]",
             *text,
-            "* rtt is simulated (the client sleeps before each round trip); redis µs/job counts every "
-            "client-sent command in the window, producers' addJob included",
+            "* rtt is simulated: the client sleeps rtt ms before each round trip (slept: the mean it took); "
+            "redis µs/job counts every client-sent command in the window, producers' addJob included",
         ]
     )
 
@@ -287,7 +292,8 @@ def run_stage(ctx: RunContext) -> None:
     update_meta(
         ctx.run_dir, finish_fetch={"rtt_ms": RTT_LABEL, "hdr_variant": "<strategy>-w<workers>-rtt<rtt_ms>"}
     )
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []  # finish_fetch.csv
+    shown: list[dict[str, Any]] = []  # the same, and what only the table shows
     total = len(points) * opts.repetitions * len(strategies)
     for point in points:
         for rep in range(1, opts.repetitions + 1):
@@ -296,11 +302,19 @@ def run_stage(ctx: RunContext) -> None:
                 run = run_once(ctx.settings, opts, strategy, point, rep, ctx.run_dir)
                 row = csv_row(run, opts)
                 rows.append(row)
+                derived = run.summary["derived"]
+                shown.append(
+                    {
+                        **row,
+                        "rtt_slept_ms": derived["simulated_rtt_mean_ms"],
+                        "loadgen_cpu_us_per_job": derived["loadgen_cpu_us_per_job"],
+                    }
+                )
                 write_histograms(ctx.run_dir, run)
                 write_csv(ctx.run_dir / "finish_fetch.csv", FINISH_FETCH_COLUMNS, rows)
                 ctx.progress(_progress_line(run, row))
     ctx.progress.done()
-    print(table(rows, strategies))
+    print(table(shown, strategies))
 
 
 def _progress_line(run: RunResult, row: dict[str, Any]) -> str:

@@ -214,6 +214,7 @@ def derive(
             _per(server_side.total_calls - c["producer_calls"], jobs) if server_side else None
         ),
         "loadgen_cpu_pct": 100.0 * _per(cpu_s_total, window_s),
+        "loadgen_cpu_us_per_job": _per(cpu_s_total * 1e6, jobs),
         "busiest_process_cpu_pct": busiest,
         "redis_cpu_pct": 100.0 * _per(redis_cpu_s, window_s) if redis_cpu_s is not None else None,
         "simulated_rtt_mean_ms": _per(c["rtt_slept_us"], c["rtt_sleeps"]) / 1000,
