@@ -11,6 +11,7 @@ the run's summary JSON and log beside them, and a short table on stdout.
 from __future__ import annotations
 
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -88,8 +89,18 @@ def locust_command(
         "--measure-s", f"{opts.measure_s:g}",
     ]  # fmt: skip
     if opts.loadgen_processes > 1:
-        command += ["--processes", str(opts.loadgen_processes)]
+        # A port of its own on loopback: runs (or other suites) on the default 5557 cannot collide.
+        port = str(_free_port())
+        command += ["--processes", str(opts.loadgen_processes), "--master-bind-host", "127.0.0.1"]
+        command += ["--master-bind-port", port, "--master-host", "127.0.0.1", "--master-port", port]
     return command
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def run_locust(

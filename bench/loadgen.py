@@ -18,6 +18,7 @@ process with gevent, so nothing else in the suite imports this module).
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import time
@@ -26,6 +27,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, get_type_hints
 
+import configargparse
 import gevent
 from locust import User, constant, events
 from locust.env import Environment
@@ -79,7 +81,6 @@ def _checked(key: str, kind: Any, minimum: float | None) -> Callable[[str], str]
     Text, because Locust's web UI sends custom options back as text: the values
     are converted when a test starts (``run_settings``).
     """
-    import argparse
 
     def check(raw: str) -> str:
         try:
@@ -93,8 +94,6 @@ def _checked(key: str, kind: Any, minimum: float | None) -> Callable[[str], str]
 
 def add_options(parser: Any) -> None:
     """Register every profile key, and the locustfile's own options, with Locust's parser."""
-    import configargparse
-
     for key, (section, f) in known_keys().items():
         kind = get_type_hints(section)[f.name]
         shown = section is FinishFetchOptions and key in SHOWN_KEYS
@@ -289,6 +288,8 @@ class Controller:
         assert run is not None
         self.window = None
         self.started_at = time.perf_counter()
+        if self.client is not None:  # a second test from the web UI
+            self.client.close()
         self.client = Current.redis.connect()
         self.timers = [gevent.spawn_later(run.warmup_s, self.reset)]
         options = environment.parsed_options
@@ -304,7 +305,8 @@ class Controller:
     def reset(self, **_: Any) -> None:
         """Start a new window: every process drops what it has and counts from now."""
         runner = self.environment.runner
-        assert runner is not None and self.client is not None
+        if runner is None or self.client is None:
+            return  # the web UI's reset button before any test: nothing to reset
         self.epoch += 1
         self.aggregate.reset(self.epoch)
         self.own.reset(self.epoch)
