@@ -2,22 +2,27 @@
 
 A child process on its own connection sends PING at a fixed rate inside a
 window the caller opens and closes, and records each reply's latency in an
-HdrHistogram (µs). Latency runs from the time the PING was due, not the time
-it was sent, so a stall counts for every PING that should have gone out during
-it (coordinated omission). A ``BUSY`` reply (a script past Redis's busy
-threshold) is counted, as are timeouts and connection errors, and the probe
-carries on. The child, not a thread, so the sweeping process's own Python work
-never delays a PING.
+HdrHistogram (µs). It is open-loop: each PING goes out when it is due, without
+waiting for the replies before it (they are pipelined on the connection and a
+reader thread takes them in order), so a PING waits only for what holds Redis
+when it arrives, never for the probe's own earlier PINGs. Latency runs from the
+time a PING was due, not the time it went out, so a late probe counts against
+the result, not for it (coordinated omission). A ``BUSY`` reply (a script past
+Redis's busy threshold) is counted, as are timeouts and connection errors, and
+the probe carries on. A child process, not a thread of the sweeping process, so
+the sweeper's own Python work never delays a PING.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import multiprocessing
 import sys
+import threading
 import time
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection as Pipe
 from types import TracebackType
 from typing import Any
 
@@ -52,59 +57,102 @@ def empty_window() -> ProbeWindow:
     return ProbeWindow(new_histogram())
 
 
-def _ping(client: redis.Redis, window: ProbeWindow) -> bool:
-    """One PING; False when the connection should be replaced."""
-    try:
-        client.ping()
-    except redis.ResponseError as exc:
-        if str(exc).startswith("BUSY"):
-            window.busy += 1
-        else:
-            window.errors += 1
-    except (redis.TimeoutError, redis.ConnectionError, OSError):
-        window.errors += 1
-        return False
-    return True
+class _OpenLoopPinger:
+    """Sends PINGs on one connection without waiting; a reader thread takes the replies in order."""
+
+    def __init__(self, settings: RedisSettings) -> None:
+        self.settings = settings
+        self.client = settings.connect()
+        self.conn: Any = self.client.connection_pool.get_connection()
+        self.conn.connect()
+        self.due: collections.deque[float] = collections.deque()  # due times of PINGs in flight
+        self.in_flight = threading.Semaphore(0)
+        self.window = empty_window()
+        self.drained = threading.Condition()
+        self.broken = False
+        threading.Thread(target=self._read_replies, daemon=True).start()
+
+    def send(self, due: float) -> None:
+        if self.broken:
+            self.window.errors += 1
+            return
+        self.due.append(due)
+        try:
+            self.conn.send_command("PING")
+        except (redis.RedisError, OSError):
+            self.due.pop()
+            self.window.errors += 1
+            self.broken = True
+            return
+        self.window.sent += 1
+        self.in_flight.release()
+
+    def _read_replies(self) -> None:
+        while True:
+            self.in_flight.acquire()
+            try:
+                self.conn.read_response()
+            except redis.ResponseError as exc:
+                if str(exc).startswith("BUSY"):
+                    self.window.busy += 1
+                else:
+                    self.window.errors += 1
+            except (redis.RedisError, OSError):
+                self.window.errors += 1  # and each reply still owed fails the same way
+                self.broken = True
+            due = self.due.popleft()
+            record_us(self.window.histogram, (time.perf_counter() - due) * 1e6)
+            with self.drained:
+                self.drained.notify_all()
+
+    def finish_window(self) -> ProbeWindow:
+        """Wait for every reply owed, then hand the window over (and mend a broken connection)."""
+        deadline = time.monotonic() + PROBE_TIMEOUT_S
+        with self.drained:
+            while self.due and time.monotonic() < deadline:
+                self.drained.wait(0.05)
+        window, self.window = self.window, empty_window()
+        if self.broken and not self.due:  # the reader has failed every PING owed: reconnect
+            with contextlib.suppress(redis.RedisError, OSError):
+                self.conn.disconnect()
+                self.conn.connect()
+                self.broken = False
+        return window
+
+    def close(self) -> None:
+        with contextlib.suppress(redis.RedisError, OSError):
+            self.conn.disconnect()
+        self.client.close()
 
 
-def _run_window(
-    client: redis.Redis, settings: RedisSettings, pipe: Connection, rate_hz: float
-) -> ProbeWindow:
-    """PING on schedule until told to end, then drain the PINGs due before the end."""
-    window = empty_window()
+def _run_window(pinger: _OpenLoopPinger, pipe: Pipe, rate_hz: float) -> ProbeWindow:
+    """PING on schedule until told to end, including those due before the end."""
     interval = 1.0 / rate_hz
     start = time.perf_counter()
     pipe.send(_BEGIN)  # the schedule has started
-    end_at: float | None = None
     due_index = 0
     while True:
         due = start + due_index * interval
-        if end_at is None:
-            wait = due - time.perf_counter()
-            if pipe.poll(max(0.0, wait)):
-                pipe.recv()
-                end_at = time.perf_counter()
-        if end_at is not None and due > end_at:
-            return window
-        if not _ping(client, window):
-            client.close()
-            client = settings.connect()
-        record_us(window.histogram, (time.perf_counter() - due) * 1e6)
-        window.sent += 1
+        if pipe.poll(max(0.0, due - time.perf_counter())):
+            pipe.recv()
+            end_at = time.perf_counter()
+            while due <= end_at:  # due before the end but not yet sent: the probe was late
+                pinger.send(due)
+                due_index += 1
+                due = start + due_index * interval
+            return pinger.finish_window()
+        pinger.send(due)
         due_index += 1
 
 
-def _probe_main(settings: RedisSettings, rate_hz: float, pipe: Connection) -> None:
-    client = settings.connect()
-    client.ping()
+def _probe_main(settings: RedisSettings, rate_hz: float, pipe: Pipe) -> None:
+    pinger = _OpenLoopPinger(settings)
+    pinger.client.ping()
     pipe.send("ready")
-    while True:
-        command = pipe.recv()
-        if command == _QUIT:
-            client.close()
-            return
-        window = _run_window(client, settings, pipe, rate_hz)
+    while pipe.recv() != _QUIT:
+        window = _run_window(pinger, pipe, rate_hz)
         pipe.send((encode(window.histogram), window.busy, window.errors, window.sent))
+    pinger.close()
 
 
 class Probe:
@@ -113,7 +161,7 @@ class Probe:
     def __init__(self, settings: RedisSettings, rate_hz: float) -> None:
         self.settings = RedisSettings(settings.url, PROBE_TIMEOUT_S, settings.connect_timeout_s)
         self.rate_hz = rate_hz
-        self._pipe: Connection | None = None
+        self._pipe: Pipe | None = None
         self._process: Any = None  # a multiprocessing Process of the chosen start method
 
     def start(self) -> Probe:

@@ -33,7 +33,7 @@ import pyperf
 from bench.connection import RedisSettings
 from bench.context import RunContext
 from bench.errors import BenchError
-from bench.profile import SweepOptions, load_profile, option_key, parse_value
+from bench.profile import Profile, SweepOptions, load_profile, option_key, parse_value
 from bench.queue import Queue
 from bench.results import RESULTS_DIR, SWEEP_COST_COLUMNS, make_run_dir, read_json, update_meta, write_csv
 from bench.scripts import script_source
@@ -204,6 +204,11 @@ def measure_size(
     return run_pyperf(
         settings, scenario.queue.keys.name, size, points, ctx.profile.sweep, ctx.run_dir, finished
     )
+
+
+def check_profile(profile: Profile) -> None:
+    """Before any stage starts: the sweep keys name known variants, scenarios and caps."""
+    plan(profile.sweep)
 
 
 def run_stage(ctx: RunContext) -> None:

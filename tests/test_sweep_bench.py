@@ -167,3 +167,12 @@ def test_the_sweep_command_writes_every_column(tmp_path: Path, settings, monkeyp
     assert meta["sweep_errors"] == 0 and "atomic_linear/mixed" not in meta["sweep_slopes"]  # one size
     printed = capsys.readouterr().out
     assert "active size 5" in printed and "slope of log(sweep time)" in printed
+
+
+def test_a_run_checks_the_sweep_keys_before_any_stage_starts():
+    from bench.profile import Profile
+    from bench.sweep_bench import check_profile
+
+    check_profile(Profile("ok"))
+    with pytest.raises(BenchError, match="sweep-caps entry"):
+        check_profile(Profile("bad", sweep=SweepOptions(sweep_caps=("atomic:*",))))
