@@ -18,6 +18,7 @@ import sys
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from bench.connection import RedisSettings
 from bench.context import RunContext
 from bench.errors import BenchError
 from bench.loadstats import issued_job_ids
-from bench.profile import FinishFetchOptions
+from bench.profile import FinishFetchOptions, Profile
 from bench.queue import Queue
 from bench.results import FINISH_FETCH_COLUMNS, HDR_DIR, hdr_name, update_meta, write_csv
 from bench.results import read_json as read_summary
@@ -296,9 +297,18 @@ def table(rows: Sequence[dict[str, Any]], strategies: Sequence[str]) -> str:
     )
 
 
+def check_profile(profile: Profile) -> None:
+    """Before any stage starts: Locust is there (found, not imported: no gevent patching here)."""
+    if find_spec("locust") is None:
+        raise BenchError("Locust is not installed; run `make venv` (or pip install -e .)")
+    strategies = profile.finish_fetch.strategies
+    if len(set(strategies)) != len(strategies):
+        raise BenchError(f"profile key strategies names one twice ({', '.join(strategies)}); list each once")
+
+
 def run_stage(ctx: RunContext) -> None:
     opts = ctx.profile.finish_fetch
-    strategies = list(dict.fromkeys(opts.strategies))
+    strategies = list(opts.strategies)
     points = [Point(w, rtt) for w in opts.workers for rtt in opts.rtt_ms]
     update_meta(
         ctx.run_dir, finish_fetch={"rtt_ms": RTT_LABEL, "hdr_variant": "<strategy>-w<workers>-rtt<rtt_ms>"}
