@@ -29,7 +29,7 @@
   then failed past the max, else wait or paused); otherwise marks it (SADD
   stalled) and puts it back at the left end, order kept (LPUSH). No call
   scans active, so a call costs O(slice) however long active is. When the
-  count is visited, stalled-prev and stalled-pass are deleted.
+  count is visited, stalled-prev and stalled-pass are deleted (UNLINK).
 
   What it gives up against the single-call sweep:
   - A pass is not one instant; workers run between its calls.
@@ -122,7 +122,9 @@ if #moved > 0 and not isPaused then
 end
 
 if toVisit <= 0 then
-  redis.call("DEL", prevKey, passKey)
+  -- UNLINK: stalled-prev may still hold every id of a long list, and freeing
+  -- it here would be one O(N) step; Redis frees it off the main thread.
+  redis.call("UNLINK", prevKey, passKey)
   return {failed, moved}
 end
 redis.call("SET", passKey, toVisit)
