@@ -47,6 +47,8 @@ class Plot:
 
 
 def colour(variant: str) -> str:
+    # "fused-w4-rtt0" (a strategy at one load point) takes its strategy's colour
+    variant = variant.split("-", 1)[0] if variant.split("-", 1)[0] in VARIANT_ORDER else variant
     if variant in VARIANT_ORDER:
         return PALETTE[VARIANT_ORDER.index(variant)]
     return PALETTE[(len(VARIANT_ORDER) + sum(map(ord, variant))) % len(PALETTE)]
@@ -80,15 +82,18 @@ def plain_log_ticks(ax: Axes, axis: str = "y") -> None:
     """Log-axis ticks as plain numbers (2,000 rather than 2e3); call after plotting.
 
     On an axis spanning under two decades the minor ticks at 2 and 5 are labelled
-    too, so there is always more than one number to read off.
+    too, and under one decade every minor tick, so there is always more than one
+    number to read off.
     """
     target = ax.yaxis if axis == "y" else ax.xaxis
     low, high = ax.get_ylim() if axis == "y" else ax.get_xlim()
-    narrow = low > 0 and math.log10(high / low) < 2
+    decades = math.log10(high / low) if low > 0 else 99.0
 
     def minor(value: float, _: object) -> str:
         lead = round(value / 10 ** math.floor(math.log10(value)), 6) if value > 0 else 0
-        return _plain(value) if narrow and lead in (2, 5) else ""
+        if decades < 1:  # under one decade: label every minor tick
+            return _plain(value)
+        return _plain(value) if decades < 2 and lead in (2, 5) else ""
 
     target.set_major_formatter(FuncFormatter(lambda v, _: _plain(v)))
     target.set_minor_formatter(FuncFormatter(minor))
