@@ -14,6 +14,7 @@ from bench.sweep_scenario import SCENARIOS
 SLOW_BECAUSE = {
     "atomic": "one LREM scan of active per reclaimed id makes it quadratic",
     "app_side": "one round trip per command, about five per stalled job",
+    "app_side_pipelined": "each LREM scans active past the live jobs: quadratic once a share stalls",
 }
 # Below this size a point runs inside the pyperf process (--in-process): a worker
 # process's start (~0.5 s of imports) would cost more than the point's sweeps.
