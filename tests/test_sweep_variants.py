@@ -75,6 +75,31 @@ def test_never_reclaimed_while_its_lock_lives(queue: Queue, variant: str):
         result = sweeper.sweep()
         assert result.moved == [] and result.failed == []
     assert sorted(ids(queue.client.lrange(queue.keys.active, 0, -1))) == sorted(j.id for j in jobs)
+    assert set(ids(queue.client.smembers(queue.keys.stalled))) == {j.id for j in jobs}  # marked again
+
+
+@pytest.mark.parametrize("variant", ATOMIC)
+def test_a_job_finished_after_marking_is_not_reclaimed(queue: Queue, variant: str):
+    [job] = fetch(queue, 1)
+    sweeper = atomic(queue, variant)
+    sweeper.sweep()
+    Worker(queue).finish(job, fetch_next=False)
+    result = sweeper.sweep()
+    assert result.moved == [] and result.failed == []
+    assert queue.client.llen(queue.keys.wait) == 0
+    assert ids(queue.client.zrange(queue.keys.completed, 0, -1)) == [job.id]
+
+
+@pytest.mark.parametrize("variant", ATOMIC)
+def test_marks_100000_active_ids_without_an_unpack_error(queue: Queue, variant: str):
+    client, keys = queue.client, queue.keys
+    pipe = client.pipeline(transaction=False)
+    for start in range(0, 100_000, 10_000):
+        pipe.rpush(keys.active, *range(start, start + 10_000))
+    pipe.execute()
+    result = atomic(queue, variant).sweep()
+    assert result.moved == [] and client.scard(keys.stalled) == 100_000
+    assert client.llen(keys.active) == 100_000
 
 
 @pytest.mark.parametrize("variant", ATOMIC)
