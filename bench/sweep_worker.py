@@ -142,7 +142,7 @@ class PointBench:
         try:
             result = self.sweepers[point.variant].sweep()
         except redis.TimeoutError:
-            record.errors.append(f"a sweep call timed out after {SWEEP_TIMEOUT_S:.0f}s (not re-sent)")
+            record.errors.append(f"a sweep call timed out after {SWEEP_TIMEOUT_S:g} s (not re-sent)")
         except redis.RedisError as exc:
             record.errors.append(f"the sweep failed: {str(exc).splitlines()[0]}")
         elapsed = time.perf_counter() - started

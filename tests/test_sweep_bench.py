@@ -176,3 +176,38 @@ def test_a_run_checks_the_sweep_keys_before_any_stage_starts():
     check_profile(Profile("ok"))
     with pytest.raises(BenchError, match="sweep-caps entry"):
         check_profile(Profile("bad", sweep=SweepOptions(sweep_caps=("atomic:*",))))
+
+
+def test_a_sweep_that_times_out_is_an_error_and_is_never_sent_again(settings, client, tmp_path, monkeypatch):
+    import uuid
+
+    from bench import sweep_worker
+    from bench.queue import Queue
+    from bench.sweep import Sweeper, SweepResult
+    from bench.sweep_scenario import ScenarioQueue
+
+    class SpinningSweeper(Sweeper):
+        """A 'sweep' that holds Redis for 400 ms and counts how often it ran."""
+
+        name = "atomic"
+
+        def sweep(self) -> SweepResult:
+            self.queue.client.eval("redis.call('INCR', KEYS[1])" + SPIN, 1, self.queue.keys.key("runs"), 400)
+            return SweepResult(calls=1)
+
+    scenario = ScenarioQueue.build(Queue.open(client, f"t-{uuid.uuid4().hex[:10]}"), 5)
+    monkeypatch.setattr(sweep_worker, "SWEEP_TIMEOUT_S", 0.15)
+    bench = sweep_worker.PointBench(settings, scenario.queue.keys.name, tmp_path, probe_rate_hz=50)
+    try:
+        connected = bench._connect()
+        bench.sweepers["atomic"] = SpinningSweeper(connected.scenario.queue)
+        bench.time_point(1, Point("atomic", "healthy", 5))
+    finally:
+        bench.close()
+        runs = client.get(scenario.queue.keys.key("runs"))
+        scenario.queue.delete()
+    assert runs == b"1"  # sent once, never again after the timeout
+    [side] = tmp_path.glob("atomic.healthy.5.*.json")
+    [value] = json.loads(side.read_text())["values"]
+    assert value["errors"] == ["a sweep call timed out after 0.15 s (not re-sent)"]
+    assert value["sweep_s"] == []  # a failed sweep's time is not a measurement
