@@ -127,7 +127,7 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     """Per size: each variant's sweep ms, µs per job, hold and the probe's max."""
     lines: list[str] = []
     header = (
-        f"  {'variant':<20}{'scenario':<13}{'sweep ms':>11}{'µs/job':>9}{'hold ms':>10}"
+        f"  {'variant':<20}{'scenario':<13}{'sweep ms':>12}{'µs/job':>10}{'hold ms':>12}"
         f"{'probe max µs':>14}  note"
     )
     for size in sorted({int(r["active_size"]) for r in rows}):
@@ -135,8 +135,8 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
         for r in (r for r in rows if int(r["active_size"]) == size):
             note = r["skipped"] if len(r["skipped"]) < 70 else r["skipped"][:67] + "..."
             lines.append(
-                f"  {r['variant']:<20}{r['scenario']:<13}{fmt(r['sweep_ms_median'], 3):>11}"
-                f"{fmt(r['us_per_active_job']):>9}{fmt(r['hold_ms_max'], 3):>10}"
+                f"  {r['variant']:<20}{r['scenario']:<13}{fmt(r['sweep_ms_median'], 3):>12}"
+                f"{fmt(r['us_per_active_job']):>10}{fmt(r['hold_ms_max'], 3):>12}"
                 f"{fmt(r['probe_max_us']):>14}  {note}"
             )
     return "\n".join(lines)
