@@ -8,8 +8,6 @@ None when the run has nothing to draw.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +20,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
+
+from bench.results import write_atomic_with
 
 # Fixed colours so a variant looks the same in every figure.
 VARIANT_ORDER = (
@@ -60,18 +60,9 @@ def ordered(variants: Sequence[str]) -> list[str]:
 
 
 def save(figure: Figure, path: Path) -> None:
-    """Render to a temporary file beside ``path``, then rename: a reader never sees half a PNG."""
+    """Render to PNG atomically: a reader never sees half a picture."""
     FigureCanvasAgg(figure)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            figure.savefig(handle, format="png", dpi=DPI)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic_with(path, lambda handle: figure.savefig(handle, format="png", dpi=DPI))
 
 
 def _plain(value: float) -> str:

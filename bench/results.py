@@ -8,9 +8,9 @@ import io
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from bench.errors import BenchError
 
@@ -64,19 +64,25 @@ def make_run_dir(profile: str, root: Path | None = None) -> Path:
     return path
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write to a temporary file beside ``path``, then rename it into place."""
+def write_atomic_with(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Let ``write`` fill a temporary file beside ``path``, then rename it into place:
+    a reader (report, pandas, an image viewer) never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", newline="") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temporary file, then rename)."""
+    write_atomic_with(path, lambda handle: handle.write(text.encode()))
 
 
 def write_csv(path: Path, columns: Iterable[str], rows: Iterable[Mapping[str, Any]]) -> None:

@@ -22,44 +22,24 @@
   active list has stalled the sweep is quadratic in its length
   (moveStalledJobsToWaitLinear-8.lua keeps the contract in one pass).
 ]]
--- @include "addEvent"
--- @include "reclaimJob"
+-- @include "sweepCommon"
 -- @include "markActive"
 
-local maxStalled = tonumber(ARGV[1])
-local prefix = ARGV[2]
-local now = tonumber(ARGV[3])
-local interval = tonumber(ARGV[4]) or 0
-local k = {
-  stalled = KEYS[1], wait = KEYS[2], active = KEYS[3], failed = KEYS[4],
-  meta = KEYS[6], paused = KEYS[7], marker = KEYS[8],
-  events = prefix .. "events",
-}
-
-if interval > 0 then
-  if redis.call("EXISTS", KEYS[5]) == 1 then
-    return {{}, {}}
-  end
-  redis.call("SET", KEYS[5], now, "PX", interval)
+local args, k = sweepArgs()
+if throttled(k, args) then
+  return {{}, {}}
 end
 
 local isPaused = redis.call("HGET", k.meta, "paused") == "1"
-local failed, moved = {}, {}
-local marked = redis.call("SMEMBERS", k.stalled)
-for _, jobId in ipairs(marked) do
-  if redis.call("EXISTS", prefix .. jobId .. ":lock") == 0
+local reclaimed = {}
+for _, jobId in ipairs(redis.call("SMEMBERS", k.stalled)) do
+  if redis.call("EXISTS", args.prefix .. jobId .. ":lock") == 0
       and redis.call("LREM", k.active, 1, jobId) > 0 then
-    if reclaimJob(k, prefix, jobId, now, maxStalled, isPaused) then
-      failed[#failed + 1] = jobId
-    else
-      moved[#moved + 1] = jobId
-    end
+    reclaimed[#reclaimed + 1] = jobId
   end
 end
+local failed, moved = reclaimAll(k, args, reclaimed, isPaused)
 redis.call("DEL", k.stalled)
-if #moved > 0 and not isPaused then
-  redis.call("ZADD", k.marker, 0, "0")
-end
 
 markActive(k.active, k.stalled)
 return {failed, moved}

@@ -24,28 +24,16 @@
   rewriting a long list. The rewritten list is also what the mark pass marks,
   so active is read once in all.
 ]]
--- @include "addEvent"
--- @include "reclaimJob"
+-- @include "sweepCommon"
 -- @include "markActive"
 -- @include "batched"
 
 local FEW_LREM = 16
 
-local maxStalled = tonumber(ARGV[1])
-local prefix = ARGV[2]
-local now = tonumber(ARGV[3])
-local interval = tonumber(ARGV[4]) or 0
-local k = {
-  stalled = KEYS[1], wait = KEYS[2], active = KEYS[3], failed = KEYS[4],
-  meta = KEYS[6], paused = KEYS[7], marker = KEYS[8],
-  events = prefix .. "events",
-}
-
-if interval > 0 then
-  if redis.call("EXISTS", KEYS[5]) == 1 then
-    return {{}, {}}
-  end
-  redis.call("SET", KEYS[5], now, "PX", interval)
+local args, k = sweepArgs()
+local prefix = args.prefix
+if throttled(k, args) then
+  return {{}, {}}
 end
 
 local isPaused = redis.call("HGET", k.meta, "paused") == "1"
@@ -87,20 +75,14 @@ elseif lockCount > 0 then
 end
 
 -- Step 3: reclaim, in the order the protocol script visits them.
-local failed, moved = {}, {}
+local reclaimed = {}
 for _, jobId in ipairs(marked) do
   if removed[jobId] then
-    if reclaimJob(k, prefix, jobId, now, maxStalled, isPaused) then
-      failed[#failed + 1] = jobId
-    else
-      moved[#moved + 1] = jobId
-    end
+    reclaimed[#reclaimed + 1] = jobId
   end
 end
+local failed, moved = reclaimAll(k, args, reclaimed, isPaused)
 redis.call("DEL", k.stalled)
-if #moved > 0 and not isPaused then
-  redis.call("ZADD", k.marker, 0, "0")
-end
 
 -- Mark pass: every id now in active.
 if kept then

@@ -50,31 +50,20 @@
   - Two keys beyond KEYS, built from the prefix (same hash tag):
     stalled-prev and stalled-pass.
 ]]
--- @include "addEvent"
--- @include "reclaimJob"
+-- @include "sweepCommon"
 -- @include "batched"
 
-local maxStalled = tonumber(ARGV[1])
-local prefix = ARGV[2]
-local now = tonumber(ARGV[3])
-local interval = tonumber(ARGV[4]) or 0
+local args, k = sweepArgs()
+local prefix = args.prefix
 local slice = math.max(1, tonumber(ARGV[5]) or 1000)
-local k = {
-  stalled = KEYS[1], wait = KEYS[2], active = KEYS[3], failed = KEYS[4],
-  meta = KEYS[6], paused = KEYS[7], marker = KEYS[8],
-  events = prefix .. "events",
-}
 local prevKey = prefix .. "stalled-prev"
 local passKey = prefix .. "stalled-pass"
 
 local toVisit = tonumber(redis.call("GET", passKey))
 if not toVisit then
   -- A new pass: the throttle, then the previous pass's marks set aside.
-  if interval > 0 then
-    if redis.call("EXISTS", KEYS[5]) == 1 then
-      return {{}, {}}
-    end
-    redis.call("SET", KEYS[5], now, "PX", interval)
+  if throttled(k, args) then
+    return {{}, {}}
   end
   if redis.call("EXISTS", k.stalled) == 1 then
     redis.call("RENAME", k.stalled, prevKey)
@@ -103,13 +92,7 @@ if visited then
   -- RPOP gave the rightmost first; LPUSH in that order keeps their order.
   batched("LPUSH", k.active, kept)
   batched("SADD", k.stalled, kept)
-  for _, jobId in ipairs(reclaim) do
-    if reclaimJob(k, prefix, jobId, now, maxStalled, isPaused) then
-      failed[#failed + 1] = jobId
-    else
-      moved[#moved + 1] = jobId
-    end
-  end
+  failed, moved = reclaimAll(k, args, reclaim, isPaused)
   toVisit = toVisit - #visited
   if #visited < take then
     toVisit = 0 -- active ran out before the count: jobs left it meanwhile
@@ -117,10 +100,6 @@ if visited then
 else
   toVisit = 0
 end
-if #moved > 0 and not isPaused then
-  redis.call("ZADD", k.marker, 0, "0")
-end
-
 if toVisit <= 0 then
   -- UNLINK: stalled-prev may still hold every id of a long list, and freeing
   -- it here would be one O(N) step; Redis frees it off the main thread.

@@ -1,0 +1,47 @@
+-- What the three atomic sweeps share: reading ARGV and KEYS, the throttle,
+-- and reclaiming a list of ids in order.
+-- @include "reclaimJob"
+
+-- The sweep's arguments, and its keys by name (events is built from the prefix).
+local function sweepArgs()
+  local prefix = ARGV[2]
+  local args = {
+    maxStalled = tonumber(ARGV[1]), prefix = prefix, now = tonumber(ARGV[3]),
+    interval = tonumber(ARGV[4]) or 0,
+  }
+  local k = {
+    stalled = KEYS[1], wait = KEYS[2], active = KEYS[3], failed = KEYS[4],
+    check = KEYS[5], meta = KEYS[6], paused = KEYS[7], marker = KEYS[8],
+    events = prefix .. "events",
+  }
+  return args, k
+end
+
+-- True when a sweep ran within the check interval; otherwise opens a new one.
+local function throttled(k, args)
+  if args.interval <= 0 then
+    return false
+  end
+  if redis.call("EXISTS", k.check) == 1 then
+    return true
+  end
+  redis.call("SET", k.check, args.now, "PX", args.interval)
+  return false
+end
+
+-- Reclaims each id (already out of active), in order; wakes a worker when
+-- any went to wait. Returns the ids moved to failed and those moved to wait.
+local function reclaimAll(k, args, ids, isPaused)
+  local failed, moved = {}, {}
+  for _, jobId in ipairs(ids) do
+    if reclaimJob(k, args.prefix, jobId, args.now, args.maxStalled, isPaused) then
+      failed[#failed + 1] = jobId
+    else
+      moved[#moved + 1] = jobId
+    end
+  end
+  if #moved > 0 and not isPaused then
+    redis.call("ZADD", k.marker, 0, "0")
+  end
+  return failed, moved
+end
