@@ -24,13 +24,17 @@ class AuditResult:
     duplicated: list[str] = field(default_factory=list)  # in two places, or twice in one list
     unknown: list[str] = field(default_factory=list)  # found, never produced
     server_restarted: bool = False
+    server_unreachable: str = ""  # why the queue could not be read at all (the server is gone)
 
     @property
     def ok(self) -> bool:
-        return not (self.missing or self.duplicated or self.unknown or self.server_restarted)
+        lost_server = self.server_restarted or bool(self.server_unreachable)
+        return not (self.missing or self.duplicated or self.unknown or lost_server)
 
     @property
     def verdict(self) -> str:
+        if self.server_unreachable:
+            return f"not audited: {self.server_unreachable}"
         if self.server_restarted:
             return "server restarted: its data is gone, so jobs cannot be counted lost or kept"
         if self.ok:

@@ -10,20 +10,26 @@ the run's summary JSON and log beside them, and a short table on stdout.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import statistics
 import subprocess
 import sys
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+import redis
+
 from bench import metrics
 from bench.audit import AuditResult, audit, server_run_id
+from bench.children import reap_group, spawn, stop_group
 from bench.connection import RedisSettings
 from bench.context import RunContext
 from bench.errors import BenchError
@@ -37,6 +43,10 @@ STAGE = "finish_fetch"
 LOCUSTFILE = Path(__file__).resolve().with_name("locustfile.py")
 REPO = LOCUSTFILE.parent.parent
 STARTUP_ALLOWANCE_S = 60.0  # Locust's start, the workers' connect and the final reports
+# After Ctrl-C, Locust gets this long to collect the last reports and write its summary
+# (its master waits up to 10 s for a worker's last delta), then its process group is killed.
+INTERRUPT_GRACE_S = 15.0
+INTERRUPTED = "interrupted (Ctrl-C)"
 RTT_LABEL = "simulated: the client waits rtt_ms (gevent.sleep) before each round trip; loopback otherwise"
 
 
@@ -60,6 +70,16 @@ class RunResult:
     summary: dict[str, Any]
     audit: AuditResult
     files: Path  # the prefix of the run's Locust CSVs, summary and log
+
+    @property
+    def stopped(self) -> str | None:
+        """Why the run stopped before its end (Locust's own reason, or the audit's), if it did."""
+        reason = self.summary.get("aborted")
+        if reason:
+            return str(reason)
+        if self.audit.server_restarted or self.audit.server_unreachable:
+            return self.audit.verdict
+        return None
 
     @property
     def variant_id(self) -> str:
@@ -88,6 +108,7 @@ def locust_command(
         "--target-rate", f"{opts.target_rate:g}",
         "--warmup-s", f"{opts.warmup_s:g}",
         "--measure-s", f"{opts.measure_s:g}",
+        "--socket-timeout-s", f"{opts.socket_timeout_s:g}",
     ]  # fmt: skip
     if opts.loadgen_processes > 1:
         # A port of its own on loopback: runs (or other suites) on the default 5557 cannot collide.
@@ -107,15 +128,22 @@ def _free_port() -> int:
 def run_locust(
     settings: RedisSettings, opts: FinishFetchOptions, strategy: str, point: Point, queue: str, prefix: Path
 ) -> dict[str, Any]:
-    """Run one headless Locust run to its end; returns its summary. A failed run is a BenchError."""
+    """Run one headless Locust run to its end; returns its summary. A failed run is a BenchError.
+
+    Locust runs in a process group of its own: Ctrl-C here is passed on to it
+    as SIGINT, it writes what it measured (``aborted`` says why it stopped),
+    and the summary comes back marked ``interrupted``; its group is killed
+    when it does not end in time. No Locust process outlives this call.
+    """
     prefix.parent.mkdir(parents=True, exist_ok=True)
     summary_path = Path(f"{prefix}_summary.json")
     log_path = Path(f"{prefix}.log")
     summary_path.unlink(missing_ok=True)
     env = {**os.environ, "REDIS_URL": settings.url, "PYTHONPATH": _pythonpath()}
     timeout = opts.warmup_s + opts.measure_s + STARTUP_ALLOWANCE_S
+    interrupted = False
     with log_path.open("w") as log:
-        process = subprocess.Popen(
+        process = spawn(
             locust_command(opts, strategy, point, queue, prefix),
             cwd=REPO,
             env=env,  # the URL (and any password) goes by environment, not argv
@@ -126,23 +154,46 @@ def run_locust(
         try:
             code = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            stop_group(process, signal.SIGKILL, 0)
             raise BenchError(
                 f"Locust run {prefix.name} did not end within {timeout:.0f}s; see {log_path}"
             ) from None
+        except KeyboardInterrupt:
+            interrupted = True
+            code = stop_group(process, signal.SIGINT, INTERRUPT_GRACE_S)
+        finally:
+            reap_group(process)  # forked Locust workers too, whatever happened
     if not summary_path.exists():
+        if interrupted:
+            raise KeyboardInterrupt  # stopped before its window opened: nothing measured
+        stopped = _stop_reason(log_path)
+        if stopped:
+            raise BenchError(
+                f"Locust run {prefix.name} stopped before measuring anything: {stopped}; see {log_path}"
+            )
         raise BenchError(
             f"Locust run {prefix.name} failed (exit {code}): {_last_error(log_path)}; see {log_path}"
         )
     summary = read_summary(summary_path)
     summary["exit_code"] = code
+    if interrupted:
+        summary["aborted"] = INTERRUPTED
+        summary["complete"] = False
     return summary
 
 
 def _pythonpath() -> str:
     existing = os.environ.get("PYTHONPATH", "")
     return f"{REPO}{os.pathsep}{existing}" if existing else str(REPO)
+
+
+def _stop_reason(log_path: Path) -> str | None:
+    """Why the locustfile stopped the run early (Redis gone, restarted), when its log says so."""
+    marker = "echomq: stopping the run early: "
+    for line in reversed(log_path.read_text(errors="replace").splitlines()):
+        if marker in line:
+            return line.split(marker, 1)[1].strip()
+    return None
 
 
 def _last_error(log_path: Path) -> str:
@@ -156,7 +207,11 @@ def _last_error(log_path: Path) -> str:
 def run_once(
     settings: RedisSettings, opts: FinishFetchOptions, strategy: str, point: Point, rep: int, folder: Path
 ) -> RunResult:
-    """One run on a fresh queue: Locust, then the audit, then the queue's keys deleted."""
+    """One run on a fresh queue: Locust, then the audit, then the queue's keys deleted.
+
+    A server that restarted or went away is an audit that says so, not an exception:
+    the run's summary still holds what was measured before.
+    """
     name = f"ff-{strategy}-{uuid.uuid4().hex[:10]}"
     prefix = folder / f"{STAGE}__{strategy}-{point.label}__r{rep}"
     client = settings.connect()
@@ -166,12 +221,21 @@ def run_once(
         try:
             summary = run_locust(settings, opts, strategy, point, name, prefix)
             # Locust has exited: nothing moves the queue now, so the audit is exact.
-            result = audit(queue, issued_job_ids(queue), run_id)
+            result = _audit_after(queue, run_id, settings.where)
         finally:
-            queue.delete()
+            with contextlib.suppress(redis.RedisError):  # a server gone has nothing left to delete
+                queue.delete()
     finally:
         client.close()
     return RunResult(strategy, point, rep, summary, result, prefix)
+
+
+def _audit_after(queue: Queue, run_id: str, where: str) -> AuditResult:
+    try:
+        return audit(queue, issued_job_ids(queue), run_id)
+    except redis.RedisError as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return AuditResult(0, {}, server_unreachable=f"Redis at {where} unreachable ({reason})")
 
 
 def _round(value: Any, digits: int) -> Any:
@@ -315,6 +379,7 @@ def run_stage(ctx: RunContext) -> None:
     )
     rows: list[dict[str, Any]] = []  # finish_fetch.csv
     shown: list[dict[str, Any]] = []  # the same, and what only the table shows
+    errors: Counter[str] = Counter()  # failed calls by kind, over every run: meta.json
     total = len(points) * opts.repetitions * len(strategies)
     for point in points:
         for rep in range(1, opts.repetitions + 1):
@@ -333,20 +398,41 @@ def run_stage(ctx: RunContext) -> None:
                 )
                 write_histograms(ctx.run_dir, run)
                 write_csv(ctx.run_dir / "finish_fetch.csv", FINISH_FETCH_COLUMNS, rows)
+                errors.update(derived.get("errors_by_kind", {}))
+                update_meta(ctx.run_dir, finish_fetch_errors=dict(sorted(errors.items())))
                 ctx.progress(_progress_line(run, row))
+                _stop_if_stopped(run, ctx.run_dir)
     ctx.progress.done()
     print(table(shown, strategies))
+    if errors:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(errors.items()))
+        total = sum(errors.values())
+        print(f"finish_fetch: {total} calls failed ({kinds}); see the runs' logs", file=sys.stderr)
+
+
+def _stop_if_stopped(run: RunResult, run_dir: Path) -> None:
+    """End the stage when a run stopped early: its row is written already, marked audit_ok false."""
+    reason = run.stopped
+    if reason is None:
+        return
+    if reason == INTERRUPTED:
+        raise KeyboardInterrupt
+    which = f"{run.strategy} {run.point.label} rep {run.rep}"
+    raise BenchError(f"finish_fetch run {which} stopped: {reason}; what it measured is in {run_dir}")
 
 
 def _progress_line(run: RunResult, row: dict[str, Any]) -> str:
     notes = []
     if row["saturated"]:
         notes.append("saturated: " + "; ".join(run.summary["derived"]["saturated_because"]))
+    if run.stopped:
+        notes.append(f"STOPPED EARLY: {run.stopped}")
     if not row["audit_ok"]:
         notes.append(f"AUDIT FAILED: {run.audit.verdict}")
     errors = run.summary["derived"].get("errors", 0)
     if errors:
-        notes.append(f"{errors} failed calls (see {run.files}.log)")
+        kinds = ", ".join(f"{n} {k}" for k, n in run.summary["derived"].get("errors_by_kind", {}).items())
+        notes.append(f"{errors} failed calls: {kinds or 'kinds not recorded'} (see {run.files}.log)")
     tail = f" ({'; '.join(notes)})" if notes else ""
     return (
         f"{run.strategy} {run.point.label} rep {run.rep}: {row['jobs_per_s']:.0f} jobs/s, "

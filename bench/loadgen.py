@@ -19,8 +19,10 @@ process with gevent, so nothing else in the suite imports this module).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import fields
@@ -29,6 +31,7 @@ from typing import Any, ClassVar, TypeVar, get_type_hints
 
 import configargparse
 import gevent
+import redis
 from locust import User, constant, events
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
@@ -36,10 +39,12 @@ from locust.runners import MasterRunner, WorkerRunner
 from bench.connection import CountingRedis, RedisSettings
 from bench.errors import BenchError
 from bench.loadstats import (
+    ERROR_PREFIX,
     Aggregate,
     Recorder,
     RunSettings,
     build_summary,
+    error_kind,
     issued_job_ids,
     redis_cpu_seconds,
 )
@@ -53,6 +58,12 @@ log = logging.getLogger("echomq")
 
 DEFAULT_QUEUE = "emq-locust"
 FINAL_REPORT_WAIT_S = 10.0  # how long the master waits for each process's last delta
+RECONNECT_BACKOFF_S = 0.05  # a user pauses this long after a connection error (a refused connect is instant)
+WATCH_INTERVAL_S = 0.25  # how often the controller checks the server is there and the same
+UNREACHABLE_ABORT_S = 2.0  # Redis unreachable this long stops the run (a dropped connection is not that)
+CONTROL_TIMEOUT_S = 30.0  # the controller's own socket timeout: a paused server is waited for
+EXIT_STOPPED = 3  # Locust's exit code when the run stopped early (Redis gone or restarted)
+EXIT_INTERRUPTED = 130  # ... when Ctrl-C (SIGINT) stopped it
 
 # Profile keys this locustfile uses, shown in Locust's web UI; the rest are accepted but hidden.
 SHOWN_KEYS = frozenset(
@@ -149,16 +160,24 @@ def run_settings(options: Any) -> RunSettings:
         measure_s=profile.measure_s,
         rtt_ms=profile.rtt_ms[0],
         queue=getattr(options, "queue", None) or DEFAULT_QUEUE,
+        socket_timeout_s=profile.socket_timeout_s,
     )
 
 
-def redis_settings(environment: Environment) -> RedisSettings:
+def redis_settings(environment: Environment, socket_timeout_s: float = 30.0) -> RedisSettings:
     options = environment.parsed_options
     url = getattr(options, "redis_url", "") or ""
     host = environment.host or ""
     if not url and host.startswith(("redis://", "rediss://", "unix://")):
         url = host
-    return RedisSettings.from_url(url) if url else RedisSettings()
+    settings = RedisSettings.from_url(url) if url else RedisSettings()
+    return dataclasses.replace(settings, socket_timeout_s=socket_timeout_s)
+
+
+def control_settings() -> RedisSettings:
+    """The controller's connection: the load's server, with a timeout that outlasts a pause."""
+    timeout = max(Current.redis.socket_timeout_s, CONTROL_TIMEOUT_S)
+    return dataclasses.replace(Current.redis, socket_timeout_s=timeout)
 
 
 def summary_path(options: Any) -> Path | None:
@@ -223,8 +242,11 @@ class RedisUser(User):
             self.simulate_rtt()
             return call(*args, **kwargs)
         except Exception as exc:
+            # Counted by kind, and raised: Locust logs it and the task starts over. Never re-sent
+            # (the client has no retries): a script that may have run must not run twice.
             exception = exc
             RECORDER.count("errors")
+            RECORDER.count(ERROR_PREFIX + error_kind(exc))
             raise
         finally:
             elapsed = time.perf_counter() - started
@@ -239,6 +261,9 @@ class RedisUser(User):
                 exception=exception,
                 context={},
             )
+            if isinstance(exception, redis.ConnectionError):
+                # A refused connect fails at once: do not spin (and flood the log) while Redis is away.
+                gevent.sleep(RECONNECT_BACKOFF_S)
 
 
 # --- the measured window -------------------------------------------------------------------
@@ -257,7 +282,13 @@ def _process_id(environment: Environment) -> str:
 
 
 class Controller:
-    """Runs the window on the master (or the only process): warm-up, reset, end, summary."""
+    """Runs the window on the master (or the only process): warm-up, reset, end, summary.
+
+    It also watches the server: Redis unreachable for UNREACHABLE_ABORT_S, or
+    restarted (a new run_id: without persistence its data is gone), stops the
+    run early, as does Ctrl-C. A run stopped early still writes what it
+    measured, with ``complete: false`` and the reason in ``aborted``.
+    """
 
     def __init__(self, environment: Environment) -> None:
         self.environment = environment
@@ -273,6 +304,9 @@ class Controller:
         self.expected: set[str] = set()
         self.timers: list[gevent.Greenlet] = []
         self.client: CountingRedis | None = None
+        self.run_id: str | None = None  # the server's, at the test's start
+        self.aborted: str | None = None  # why the run stopped early
+        self.server_error: str | None = None  # why the server's own figures are missing
 
         events_ = environment.events
         events_.test_start.add_listener(self.on_test_start)
@@ -290,8 +324,13 @@ class Controller:
         self.started_at = time.perf_counter()
         if self.client is not None:  # a second test from the web UI
             self.client.close()
-        self.client = Current.redis.connect()
-        self.timers = [gevent.spawn_later(run.warmup_s, self.reset)]
+        self.client = control_settings().connect()
+        self.aborted = self.server_error = None
+        try:  # the server's identity now, so a restart from here on is seen (else the watcher takes it)
+            self.run_id = str(self.client.info("server")["run_id"])
+        except redis.RedisError:
+            self.run_id = None
+        self.timers = [gevent.spawn_later(run.warmup_s, self.reset), gevent.spawn(self.watch_server)]
         options = environment.parsed_options
         if options is not None and options.headless and not options.run_time:
             # With no --run-time, a headless run ends itself after warm-up + measure.
@@ -302,6 +341,68 @@ class Controller:
         assert self.environment.runner is not None
         self.environment.runner.quit()
 
+    def abort(self, reason: str, exit_code: int = EXIT_STOPPED) -> None:
+        """Stop the run early: what was measured is still written, marked incomplete."""
+        if self.aborted is not None:
+            return
+        self.aborted = reason
+        self.environment.process_exit_code = exit_code
+        log.error("echomq: stopping the run early: %s", reason)
+        self._quit()
+
+    def on_sigint(self) -> None:
+        """Ctrl-C: stop the run as an interrupted one (instead of Locust's plain KeyboardInterrupt);
+        a second Ctrl-C exits at once."""
+        if self.aborted is not None:
+            log.error("echomq: interrupted again: exiting now, without a summary")
+            os._exit(EXIT_INTERRUPTED)
+        self.abort("interrupted (SIGINT)", EXIT_INTERRUPTED)
+
+    def watch_server(self) -> None:
+        """Stop the run when Redis is gone past a grace period, or restarted (a new run_id)."""
+        client = control_settings().connect()  # its own connection: never behind the controller's
+        where = Current.redis.where
+        down_since: float | None = None
+        try:
+            while True:
+                try:
+                    run_id = str(client.info("server")["run_id"])
+                except (redis.BusyLoadingError, redis.TimeoutError, redis.ResponseError):
+                    down_since = None  # there, only slow or busy: the users count their own timeouts
+                    gevent.sleep(WATCH_INTERVAL_S)
+                    continue
+                except redis.ConnectionError as exc:
+                    now = time.monotonic()
+                    down_since = down_since if down_since is not None else now
+                    if now - down_since >= UNREACHABLE_ABORT_S:
+                        self.abort(
+                            f"Redis at {where} unreachable for {UNREACHABLE_ABORT_S:g}s: {_first_line(exc)}"
+                        )
+                        return
+                    gevent.sleep(WATCH_INTERVAL_S)
+                    continue
+                down_since = None
+                if self.run_id is None:
+                    self.run_id = run_id
+                elif run_id != self.run_id:
+                    self.abort(
+                        f"Redis at {where} restarted during the run (new run_id): "
+                        "without persistence its data is gone"
+                    )
+                    return
+                gevent.sleep(WATCH_INTERVAL_S)
+        finally:
+            client.close()
+
+    def _server_figures(self) -> tuple[CommandStats, float] | None:
+        """commandstats and Redis CPU seconds now; None (and the reason kept) when Redis is away."""
+        assert self.client is not None
+        try:
+            return CommandStats.read(self.client), redis_cpu_seconds(self.client.info("cpu"))
+        except redis.RedisError as exc:
+            self.server_error = f"{error_kind(exc)}: {_first_line(exc)}"
+            return None
+
     def reset(self, **_: Any) -> None:
         """Start a new window: every process drops what it has and counts from now."""
         runner = self.environment.runner
@@ -310,8 +411,9 @@ class Controller:
         self.epoch += 1
         self.aggregate.reset(self.epoch)
         self.own.reset(self.epoch)
-        self.stats_before = CommandStats.read(self.client)
-        self.redis_cpu = (redis_cpu_seconds(self.client.info("cpu")), 0.0)
+        figures = self._server_figures()
+        self.stats_before = figures[0] if figures else None
+        self.redis_cpu = (figures[1], 0.0) if figures else None
         runner.stats.reset_all()
         self.window = (time.perf_counter(), 0.0)
         runner.send_message("emq_reset", {"epoch": self.epoch})
@@ -333,9 +435,12 @@ class Controller:
         if self.window is None or self.client is None:
             return
         self.window = (self.window[0], time.perf_counter())
-        self.stats_after = CommandStats.read(self.client)
-        assert self.redis_cpu is not None
-        self.redis_cpu = (self.redis_cpu[0], redis_cpu_seconds(self.client.info("cpu")))
+        figures = self._server_figures()
+        self.stats_after = figures[0] if figures else None
+        if self.redis_cpu is not None and figures is not None:
+            self.redis_cpu = (self.redis_cpu[0], figures[1])
+        else:
+            self.redis_cpu = None
         self.own.freeze()
         runner = environment.runner
         assert runner is not None
@@ -350,12 +455,22 @@ class Controller:
         final = {pid for pid, t in self.aggregate.processes.items() if t.final}
         return sorted(self.expected - final)
 
+    def _awaited(self) -> bool:
+        """Whether a process whose final delta is missing is still there to send it."""
+        missing = set(self._missing())
+        if not missing or not self.distributed:
+            return bool(missing)
+        runner = self.environment.runner
+        assert isinstance(runner, MasterRunner)
+        return bool(missing & {c.id for c in runner.clients.all})
+
     def on_test_stop(self, environment: Environment, **_: Any) -> None:
         if self.window is None:
-            log.warning("echomq: the test stopped during warm-up; nothing was measured")
+            why = f" ({self.aborted})" if self.aborted else ""
+            log.warning("echomq: the test stopped during warm-up%s; nothing was measured", why)
             return
         deadline = time.monotonic() + FINAL_REPORT_WAIT_S
-        while self._missing() and time.monotonic() < deadline:
+        while self._awaited() and time.monotonic() < deadline:
             gevent.sleep(0.02)
         if self.distributed:
             self.aggregate.absorb(_process_id(environment), "master", self.own.take(), final=True)
@@ -379,10 +494,12 @@ class Controller:
             mode="distributed" if self.distributed else "local",
             missing_processes=self._missing(),
         )
+        summary["aborted"] = self.aborted
+        summary["complete"] = summary["complete"] and self.aborted is None
+        summary["server_error"] = self.server_error
         if not self.distributed:
             # Every user of this process has stopped: the queue is still, so the audit is exact.
-            result = self.audit()
-            summary["audit"] = {"ok": result.ok, "verdict": result.verdict, "counts": result.counts}
+            summary["audit"] = self.audit()
         d = summary["derived"]
         log.info(
             "echomq: %s: %d jobs in %.1fs = %.0f jobs/s, %.2f round trips/job, cycle p50 %s µs%s",
@@ -394,16 +511,31 @@ class Controller:
             summary["percentiles_us"].get("cycle", {}).get("p50", "-"),
             ", SATURATED: " + "; ".join(d["saturated_because"]) if d["saturated"] else "",
         )
+        if d["errors"]:
+            kinds = ", ".join(f"{n} {kind}" for kind, n in d["errors_by_kind"].items())
+            log.warning("echomq: %d calls failed in the window (%s)", d["errors"], kinds)
         path = summary_path(environment.parsed_options)
         if path is not None:
             write_json(path, summary)
+        if self.aborted:
+            log.error("echomq: run stopped early: %s; what it measured is in %s", self.aborted, path)
 
-    def audit(self) -> Any:
+    def audit(self) -> dict[str, Any]:
+        """The queue audit as the summary holds it; a restart or an absent server says so."""
         from bench.audit import audit
 
         assert self.client is not None and Current.run is not None
-        queue = Queue.open(self.client, Current.run.queue)
-        return audit(queue, issued_job_ids(queue))
+        try:
+            queue = Queue.open(self.client, Current.run.queue)
+            result = audit(queue, issued_job_ids(queue), self.run_id)
+        except redis.RedisError as exc:
+            return {"ok": False, "verdict": f"not audited: Redis unreachable ({_first_line(exc)})"}
+        return {"ok": result.ok, "verdict": result.verdict, "counts": result.counts}
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def install_load_side(environment: Environment) -> None:
@@ -451,7 +583,7 @@ def read_settings(environment: Environment) -> RunSettings:
     """Read the options (again: the web UI may have changed them) for this process's users."""
     run = run_settings(environment.parsed_options)
     Current.run = run
-    Current.redis = redis_settings(environment)
+    Current.redis = redis_settings(environment, run.socket_timeout_s)
     return run
 
 
@@ -473,6 +605,19 @@ def _on_init(environment: Environment, **_: Any) -> None:
     environment.events.test_start.add_listener(on_test_start)
     role = _role(environment)
     if role != "worker":
-        Controller(environment)
+        controller = Controller(environment)
+        # Ctrl-C ends the run as an interrupted one, summary written; in place of a KeyboardInterrupt.
+        gevent.signal_handler(signal.SIGINT, controller.on_sigint)
+    if role == "worker":
+        gevent.signal_handler(signal.SIGINT, _worker_sigint)
     if role != "master":
         install_load_side(environment)
+
+
+def _worker_sigint() -> None:
+    """A worker leaves the first Ctrl-C to its master, which ends the run and asks for the last
+    deltas (the terminal sends SIGINT to every process of Locust); a second one exits at once."""
+    if getattr(_worker_sigint, "seen", False):
+        os._exit(EXIT_INTERRUPTED)
+    _worker_sigint.seen = True  # type: ignore[attr-defined]
+    log.info("echomq: Ctrl-C: the master ends the run; press it again to leave now")

@@ -17,9 +17,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import redis
 from hdrh.histogram import HdrHistogram
 
 from bench import metrics
+from bench.errors import ProtocolError
 from bench.metrics import CommandStats
 from bench.queue import Queue, _text
 
@@ -31,6 +33,25 @@ SUMMARY_VERSION = 1
 # producer that added less than this share of the offered rate.
 SATURATED_CPU_PCT = 90.0
 SATURATED_RATE_SHARE = 0.9
+
+ERROR_PREFIX = "errors:"  # a counter a kind of failed call: errors:timeout, errors:connection, ...
+
+
+def error_kind(exc: BaseException) -> str:
+    """The kind a failed call is counted under in the summary's ``errors_by_kind``."""
+    if isinstance(exc, redis.TimeoutError):
+        return "timeout"  # the reply did not come within the socket timeout; the call is not re-sent
+    if isinstance(exc, redis.exceptions.NoScriptError):
+        return "noscript"  # SCRIPT FLUSH or a restart dropped the script
+    if isinstance(exc, redis.BusyLoadingError):
+        return "loading"
+    if isinstance(exc, redis.ConnectionError):
+        return "connection"  # dropped (CLIENT KILL) or refused (server gone)
+    if isinstance(exc, redis.ResponseError):
+        return "busy" if str(exc).startswith("BUSY") else "response"
+    if isinstance(exc, ProtocolError):
+        return "protocol"  # a script answered with a negative code (e.g. the job is gone)
+    return type(exc).__name__
 
 
 class Recorder:
@@ -155,6 +176,7 @@ class RunSettings:
     measure_s: float
     rtt_ms: float
     queue: str
+    socket_timeout_s: float = 30.0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -169,6 +191,7 @@ class RunSettings:
             "rtt_ms": self.rtt_ms,
             "rtt_simulated": True,  # the client sleeps rtt_ms before each round trip
             "queue": self.queue,
+            "socket_timeout_s": self.socket_timeout_s,
         }
 
 
@@ -219,9 +242,16 @@ def derive(
         "redis_cpu_pct": 100.0 * _per(redis_cpu_s, window_s) if redis_cpu_s is not None else None,
         "simulated_rtt_mean_ms": _per(c["rtt_slept_us"], c["rtt_sleeps"]) / 1000,
         "errors": c["errors"],
+        "errors_by_kind": errors_by_kind(c),
         "saturated": bool(reasons),
         "saturated_because": reasons,
     }
+
+
+def errors_by_kind(counters: Counter[str]) -> dict[str, int]:
+    """The errors:<kind> counters as {kind: count}."""
+    found = sorted((k, v) for k, v in counters.items() if k.startswith(ERROR_PREFIX))
+    return {k.removeprefix(ERROR_PREFIX): v for k, v in found}
 
 
 def build_summary(

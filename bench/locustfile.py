@@ -15,6 +15,7 @@ saturation) goes to --summary-json, or <--csv prefix>_summary.json.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from importlib.util import find_spec
@@ -25,6 +26,7 @@ if find_spec("bench") is None:  # run from a checkout that is not installed
 
 import gevent
 from locust import task
+from redis.exceptions import NoScriptError, RedisError
 
 from bench.errors import ProtocolError
 from bench.loadgen import RECORDER, RedisUser
@@ -58,15 +60,22 @@ class ProducerUser(RedisUser):
         # end-to-end latency includes the time it spent behind.
         slot_us = now_us() - int((time.perf_counter() - slot) * 1e6)
         n = self.load.batch_size
-        ids = self.timed(
-            "PIPELINE",
-            f"addJob x{n}",
-            self.producer.add_batch,
-            n,
-            self.load.payload_bytes,
-            enqueued_us=slot_us,
-            size=n,
-        )
+        try:
+            ids = self.timed(
+                "PIPELINE",
+                f"addJob x{n}",
+                self.producer.add_batch,
+                n,
+                self.load.payload_bytes,
+                enqueued_us=slot_us,
+                size=n,
+            )
+        except NoScriptError:
+            # SCRIPT FLUSH dropped addJob (the pipeline sends its known SHA, so redis-py does not
+            # reload it): load it for the next batch. This one is counted failed, not re-sent.
+            with contextlib.suppress(RedisError):  # if this fails too, the next batch says so
+                self.queue.scripts.load(self.client)
+            raise
         RECORDER.record("enqueue", (time.perf_counter() - slot) * 1e6)
         RECORDER.count("jobs_added", len(ids))
         RECORDER.count("producer_calls", n)

@@ -39,6 +39,8 @@ class FinishFetchOptions:
     rtt_ms: tuple[float, ...] = field(default=(0.0, 1.0), metadata=_min(0))
     # Locust processes per run (`--processes N` when above 1); one process is one core at most
     loadgen_processes: int = field(default=1, metadata=_min(1))
+    # the load's Redis clients wait this long for a reply; a slower call is counted as a timeout, not re-sent
+    socket_timeout_s: float = field(default=30.0, metadata=_min(0.01))
 
     def __post_init__(self) -> None:
         from bench.queue import STRATEGIES  # here, so loading a profile stays light until checked

@@ -10,6 +10,8 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import redis
+
 from bench.context import Progress, RunContext
 from bench.errors import BenchError
 from bench.meta import collect_meta
@@ -104,6 +106,15 @@ def main(argv: list[str]) -> int:
         if run_dir is not None:
             update_meta(run_dir, complete=False, reason=str(exc), stages_done=done)
         raise
+    except redis.RedisError as exc:
+        # A stage that met a server gone, restarted or too slow, and did not say so itself:
+        # still one line, and the run folder says it is incomplete.
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        reason = f"Redis failed during {progress.stage or 'set-up'}: {type(exc).__name__}: {first}"
+        if run_dir is not None:
+            update_meta(run_dir, complete=False, reason=reason, stages_done=done)
+        where = f"; partial results in {run_dir}" if run_dir is not None else ""
+        raise BenchError(reason + where) from None
     finished = dt.datetime.now().isoformat(timespec="seconds")
     update_meta(run_dir, complete=True, reason=None, finished=finished)
     print(f"results: {run_dir}")

@@ -161,30 +161,7 @@ class EmbeddedRedis:
         self._dir = tempfile.TemporaryDirectory(prefix="echomq-redis-")
         for _attempt in range(3):  # a free port can be taken between probe and bind
             self.port = _free_port()
-            self.process = subprocess.Popen(
-                [
-                    self.binary,
-                    "--port",
-                    str(self.port),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--dir",
-                    self._dir.name,
-                    "--logfile",
-                    str(self.log_path),
-                    "--maxmemory-policy",
-                    "noeviction",
-                    *self.extra_args,
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-            )
+            self._spawn()
             if self._wait_ready():
                 return self
             self._kill()
@@ -192,6 +169,50 @@ class EmbeddedRedis:
         raise BenchError(
             f"embedded redis-server ({self.binary}) did not answer PING within "
             f"{START_DEADLINE_S:.0f}s; see its log, or set REDIS_URL"
+        )
+
+    def kill(self) -> None:
+        """SIGKILL the server, as a crash would (fault tests)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=5)
+
+    def restart(self) -> None:
+        """A new server on the same port after a crash: without persistence, it starts empty."""
+        self.kill()
+        self._kill()
+        self._spawn()
+        if not self._wait_ready():
+            raise BenchError(f"embedded redis-server did not restart on port {self.port}")
+
+    def _spawn(self) -> None:
+        assert self._dir is not None
+        self.process = subprocess.Popen(
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                self._dir.name,
+                "--logfile",
+                str(self.log_path),
+                "--maxmemory-policy",
+                "noeviction",
+                *self.extra_args,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            # Its own process group: a terminal's Ctrl-C reaches the run, which stops the
+            # server after the stage has written what it measured (not before).
+            start_new_session=True,
         )
 
     def _wait_ready(self) -> bool:

@@ -20,6 +20,7 @@ import dataclasses
 import hashlib
 import os
 import re
+import signal
 import subprocess
 import sys
 import uuid
@@ -30,6 +31,7 @@ from typing import Any, get_type_hints
 
 import pyperf
 
+from bench.children import reap_group, spawn, stop_group
 from bench.connection import RedisSettings
 from bench.context import RunContext
 from bench.errors import BenchError
@@ -58,6 +60,7 @@ REPO = Path(__file__).resolve().parent.parent
 URL_ENV = "EMQ_SWEEP_REDIS_URL"  # the workers' Redis URL: in the environment, not on argv
 PYPERF_LOG = "sweep_pyperf.log"
 CSV_NAME = "sweep_cost.csv"
+PYPERF_STOP_GRACE_S = 5.0
 
 
 def _add_point_args(parser: argparse.ArgumentParser) -> None:
@@ -138,17 +141,23 @@ def run_pyperf(
     env = {**os.environ, URL_ENV: settings.url, "PYTHONUNBUFFERED": "1"}
     with open(run_dir / PYPERF_LOG, "a") as log:
         log.write(f"$ {' '.join(cmd)}\n")
-        process = subprocess.Popen(
-            cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        assert process.stdout is not None
-        for line in process.stdout:
-            log.write(line)
-            log.flush()
-            match = _RESULT_LINE.match(line.strip())
-            if match:
-                on_result(match.group(1), match.group(2))
-        code = process.wait()
+        # pyperf, its workers and their probes form one process group: on Ctrl-C (or any
+        # error here) the group gets SIGINT, a few seconds, then SIGKILL; none is left behind.
+        process = spawn(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            assert process.stdout is not None
+            for line in process.stdout:
+                log.write(line)
+                log.flush()
+                match = _RESULT_LINE.match(line.strip())
+                if match:
+                    on_result(match.group(1), match.group(2))
+            code = process.wait()
+        except BaseException:
+            stop_group(process, signal.SIGINT, PYPERF_STOP_GRACE_S)
+            raise
+        finally:
+            reap_group(process)
     outcome = SizeOutcome()
     if json_path.exists():
         for bench in pyperf.BenchmarkSuite.load(str(json_path)).get_benchmarks():

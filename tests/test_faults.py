@@ -1,0 +1,399 @@
+"""Faults injected while the finish_fetch load stage runs, against a real redis-server.
+
+Each test starts `python -m bench run --stages finish_fetch` (what `make bench`
+runs) on a tiny profile, pointed by REDIS_URL at a server the test owns, waits
+until Locust's measured window is open, injects one fault and checks what a
+user would: the exit code, the one line that says what happened, the files
+(meta.json, finish_fetch.csv, the run's summary), the errors counted by kind,
+and that no process of the run is left.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from bench.children import group_alive
+from bench.keys import QueueKeys
+from bench.server import EmbeddedRedis
+from tests.helpers import wait_until
+
+REPO = Path(__file__).resolve().parent.parent
+WINDOW_OPEN = "window 1 opened"  # Locust's log line once warm-up is over and measuring began
+START_DEADLINE_S = 30.0  # python + Locust start on a busy 2-core machine
+END_DEADLINE_S = 40.0  # the run ends, or finishes its window, within this after the fault
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def tiny_profile(folder: Path, measure_s: float, **keys: Any) -> Path:
+    """One finish_fetch run (fused, one repetition): long enough to inject a fault in its window."""
+    lines = {
+        "stages": "finish_fetch",
+        "strategies": "fused",
+        "repetitions": 1,
+        "workers": 2,
+        "producers": 1,
+        "batch-size": 20,
+        "payload-bytes": 20,
+        "warmup-s": 0.3,
+        "measure-s": measure_s,
+        "rtt-ms": 0,
+        **{key.replace("_", "-"): value for key, value in keys.items()},
+    }
+    path = folder / "tiny.conf"
+    path.write_text("".join(f"{key} = {value}\n" for key, value in lines.items()))
+    return path
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def descendants(pid: int) -> set[int]:
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children_of(todo.pop()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+@dataclass
+class BenchRun:
+    """`python -m bench run` in a session of its own, its output in files the test can poll."""
+
+    folder: Path
+    profile: Path
+    redis_url: str | None
+    process: subprocess.Popen[bytes] = field(init=False)
+    family: set[int] = field(default_factory=set)  # every process of the run seen while it ran
+
+    def __post_init__(self) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+        if self.redis_url:
+            env["REDIS_URL"] = self.redis_url
+        self.results = self.folder / "results"
+        command = [sys.executable, "-m", "bench", "run", "--profile", str(self.profile)]
+        command += ["--results", str(self.results)]
+        self.process = subprocess.Popen(
+            command,
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=(self.folder / "stdout.txt").open("wb"),
+            stderr=(self.folder / "stderr.txt").open("wb"),
+            start_new_session=True,  # its own group, as a shell gives a foreground job
+        )
+
+    @property
+    def run_dir(self) -> Path:
+        found = [p for p in self.results.iterdir() if p.is_dir()] if self.results.exists() else []
+        assert len(found) == 1, found
+        return found[0]
+
+    def _window_open(self) -> bool:
+        assert self.process.poll() is None, f"the run ended early:\n{self.stderr}"
+        logs = list(self.results.glob("*/finish_fetch__*.log")) if self.results.exists() else []
+        return any(WINDOW_OPEN in log.read_text(errors="replace") for log in logs)
+
+    def wait_for_window(self) -> None:
+        """Until Locust measures; then note every process of the run, to check none outlives it."""
+        wait_until(self._window_open, START_DEADLINE_S, "Locust's measured window to open")
+        self.family = descendants(self.process.pid) | {self.process.pid}
+        assert len(self.family) >= 2, "Locust should be running under the run"
+
+    def finish(self) -> int:
+        code = self.process.wait(timeout=END_DEADLINE_S)
+        deadline = time.monotonic() + 5
+        while any(pid_alive(p) for p in self.family) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        left = sorted(p for p in self.family if pid_alive(p))
+        assert not left, f"processes of the run left behind: {left}"
+        return code
+
+    @property
+    def stderr(self) -> str:
+        return (self.folder / "stderr.txt").read_text(errors="replace")
+
+    def last_line(self) -> str:
+        assert "Traceback" not in self.stderr, self.stderr
+        lines = self.stderr.strip().splitlines()
+        assert lines, "nothing on stderr"
+        errors = [line for line in lines if line.startswith("echomq-bench:")]
+        assert errors == [lines[-1]], f"one closing line expected:\n{self.stderr}"
+        return lines[-1]
+
+    def meta(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.run_dir / "meta.json").read_text())
+        return data
+
+    def rows(self) -> list[dict[str, str]]:
+        with (self.run_dir / "finish_fetch.csv").open() as handle:
+            return list(csv.DictReader(handle))
+
+    def summary(self) -> dict[str, Any]:
+        (path,) = self.run_dir.glob("finish_fetch__*_summary.json")
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
+
+
+@pytest.fixture
+def server() -> Iterator[EmbeddedRedis]:
+    """A server of this test's own, so it can be killed, restarted or paused."""
+    with EmbeddedRedis() as own:
+        yield own
+
+
+@pytest.fixture
+def admin(server: EmbeddedRedis) -> Iterator[redis.Redis]:
+    """The test's own connection to that server (CLIENT KILL skips it)."""
+    client = redis.Redis(port=server.port, socket_timeout=30)
+    yield client
+    client.close()
+
+
+def jobs_issued(admin: redis.Redis) -> int:
+    """The id counter of the run's queue: grows while producers add jobs."""
+    keys = list(admin.scan_iter(match="emq:{ff-*}:id"))
+    return int(admin.get(keys[0]) or 0) if keys else 0
+
+
+def assert_carried_on(admin: redis.Redis) -> None:
+    """Jobs are still being added after the fault: the run went on, it did not stall."""
+    before = jobs_issued(admin)
+    wait_until(lambda: jobs_issued(admin) > before, 15, "producers to add jobs after the fault")
+
+
+def assert_completed_with(run: BenchRun, code: int, kinds: set[str]) -> dict[str, int]:
+    """A run that carried on: exit 0, complete, audited, the errors counted by the kinds given."""
+    assert code == 0, run.stderr
+    assert run.meta()["complete"] is True and run.meta()["stages_done"] == ["finish_fetch"]
+    (row,) = run.rows()
+    assert row["audit_ok"] == "True" and int(row["jobs"]) > 0, row
+    summary = run.summary()
+    by_kind: dict[str, int] = summary["derived"]["errors_by_kind"]
+    assert set(by_kind) == kinds, by_kind
+    assert run.meta()["finish_fetch_errors"] == by_kind
+    assert summary["derived"]["errors"] == sum(by_kind.values())
+    return by_kind
+
+
+def assert_stopped(run: BenchRun, code: int, *words: str) -> str:
+    """A run that ended early: exit 2, one closing line, meta.json incomplete with the reason,
+    and the row of what it measured written."""
+    assert code == 2, run.stderr
+    line = run.last_line()
+    assert line.startswith("echomq-bench: error: finish_fetch run fused w2-rtt0 rep 1 stopped:"), line
+    assert all(word in line for word in words), line
+    meta = run.meta()
+    assert meta["complete"] is False and meta["stages_done"] == []
+    assert all(word in meta["reason"] for word in words), meta["reason"]
+    (row,) = run.rows()
+    assert row["audit_ok"] == "False" and int(row["jobs"]) > 0, row
+    summary = run.summary()
+    assert summary["complete"] is False and all(word in summary["aborted"] for word in words)
+    return line
+
+
+def test_sigkill_of_redis_ends_the_run_with_what_it_measured(tmp_path: Path, server: EmbeddedRedis):
+    run = BenchRun(tmp_path, tiny_profile(tmp_path, measure_s=30), server.url)
+    run.wait_for_window()
+    server.kill()
+    code = run.finish()  # well before the 30 s window: the controller gives up after 2 s unreachable
+    assert_stopped(run, code, f"Redis at 127.0.0.1:{server.port} unreachable")
+    summary = run.summary()
+    assert summary["derived"]["errors_by_kind"].get("connection", 0) >= 1, summary["derived"]
+    assert run.meta()["finish_fetch_errors"]["connection"] >= 1
+    assert summary["audit"]["verdict"].startswith("not audited: Redis unreachable")
+
+
+def test_a_restart_on_the_same_port_ends_the_run_and_the_audit_says_the_data_is_gone(
+    tmp_path: Path, server: EmbeddedRedis
+):
+    run = BenchRun(tmp_path, tiny_profile(tmp_path, measure_s=30), server.url)
+    run.wait_for_window()
+    server.restart()
+    code = run.finish()
+    assert_stopped(run, code, "restarted", "its data is gone")
+    summary = run.summary()
+    # The audit neither counts the jobs lost nor calls them conserved.
+    assert summary["audit"]["ok"] is False
+    assert summary["audit"]["verdict"].startswith("server restarted"), summary["audit"]
+    assert "missing" not in summary["audit"]["verdict"]
+
+
+def test_script_flush_is_counted_and_the_run_carries_on(
+    tmp_path: Path, server: EmbeddedRedis, admin: redis.Redis
+):
+    run = BenchRun(tmp_path, tiny_profile(tmp_path, measure_s=3), server.url)
+    run.wait_for_window()
+    admin.script_flush()
+    assert_carried_on(admin)  # the producer loaded addJob again; the workers' scripts reload themselves
+    by_kind = assert_completed_with(run, run.finish(), {"noscript"})
+    assert by_kind["noscript"] >= 1
+    assert admin.dbsize() == 0  # the run deleted its queue's keys, as after any run
+
+
+def test_client_kill_drops_the_workers_connections_and_the_run_carries_on(
+    tmp_path: Path, server: EmbeddedRedis, admin: redis.Redis
+):
+    # An open-loop trickle: the workers wait for jobs in BZPOPMIN, so the kill drops calls in flight.
+    run = BenchRun(tmp_path, tiny_profile(tmp_path, measure_s=3, target_rate=200), server.url)
+    run.wait_for_window()
+    killed = admin.client_kill_filter(_type="normal")  # every client but this one
+    assert killed >= 4  # 3 Locust users and the controller, at least
+    assert_carried_on(admin)  # each client reconnects on its next call
+    by_kind = assert_completed_with(run, run.finish(), {"connection"})
+    assert by_kind["connection"] >= 1
+    assert admin.dbsize() == 0
+
+
+def test_client_pause_holds_every_client_for_two_seconds_and_the_run_carries_on(
+    tmp_path: Path, server: EmbeddedRedis, admin: redis.Redis
+):
+    run = BenchRun(tmp_path, tiny_profile(tmp_path, measure_s=3.5), server.url)
+    run.wait_for_window()
+    admin.client_pause(2000)
+    assert_carried_on(admin)
+    # Within the 30 s socket timeout a pause is only a slow reply: nothing fails.
+    assert_completed_with(run, run.finish(), set())
+    assert admin.dbsize() == 0
+
+
+BUSY_LUA = "local t = redis.call('TIME'); local stop = t[1] * 1e6 + t[2] + ARGV[1] * 1e3 " + (
+    "repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] >= stop; return 1"
+)
+
+
+def test_a_call_longer_than_the_socket_timeout_is_counted_once_and_never_resent(
+    tmp_path: Path, server: EmbeddedRedis, admin: redis.Redis
+):
+    # The load's clients wait 0.3 s for a reply; a script from another client holds Redis 1.2 s
+    # (below Redis's 5 s busy threshold), so the calls in flight run late and time out.
+    profile = tiny_profile(tmp_path, measure_s=3, socket_timeout_s=0.3)
+    run = BenchRun(tmp_path, profile, server.url)
+    run.wait_for_window()
+    admin.eval(BUSY_LUA, 0, 1200)
+    assert_carried_on(admin)
+    # Only timeouts: a timed-out moveToFinished sent again would fail (the job is no longer
+    # active) and count as a protocol error; a re-sent addJob batch would break the audit.
+    by_kind = assert_completed_with(run, run.finish(), {"timeout"})
+    assert by_kind["timeout"] >= 1
+    assert run.summary()["settings"]["socket_timeout_s"] == 0.3
+
+
+def test_ctrl_c_during_bench_run_keeps_what_was_measured_and_leaves_no_process(tmp_path: Path):
+    # No REDIS_URL: the run starts its own redis-server, which must not outlive it either.
+    run = BenchRun(tmp_path, tiny_profile(tmp_path, measure_s=30), None)
+    run.wait_for_window()
+    names = {Path(f"/proc/{p}/comm").read_text().strip() for p in run.family if pid_alive(p)}
+    assert "redis-server" in names, names
+    os.killpg(run.process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does to the foreground job
+    code = run.finish()
+    assert code == 130, run.stderr
+    assert run.last_line() == f"echomq-bench: interrupted; partial results in {run.run_dir}"
+    meta = run.meta()
+    assert meta["complete"] is False and meta["reason"] == "interrupted (Ctrl-C)"
+    (row,) = run.rows()  # the interrupted repetition's measurements, marked unaudited
+    assert int(row["jobs"]) > 0 and row["audit_ok"] == "False", row
+    assert run.summary()["aborted"] == "interrupted (SIGINT)"
+    # `report` shows the run as incomplete, with the reason.
+    report = subprocess.run(
+        [sys.executable, "-m", "bench", "report", str(run.run_dir)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert report.returncode == 0, report.stderr
+    text = (run.run_dir / "report.md").read_text()
+    assert "Incomplete run" in text and "interrupted (Ctrl-C)" in text
+
+
+def test_ctrl_c_during_a_headless_locust_run_writes_its_summary_and_stops_every_process(
+    tmp_path: Path, server: EmbeddedRedis, admin: redis.Redis
+):
+    summary_path = tmp_path / "run_summary.json"
+    command = [sys.executable, "-m", "locust", "-f", "bench/locustfile.py", "--headless"]
+    command += ["--only-summary", "--processes", "2", "--workers", "2", "--warmup-s", "0.3"]
+    command += ["--measure-s", "30", "--summary-json", str(summary_path), "--queue", "ctrl-c"]
+    log_path = tmp_path / "locust.txt"
+    env = {**os.environ, "REDIS_URL": server.url}
+    with log_path.open("wb") as log:
+        locust = subprocess.Popen(
+            command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        wait_until(lambda: WINDOW_OPEN in log_path.read_text(), START_DEADLINE_S, "the window to open")
+        done = QueueKeys("ctrl-c").completed
+        measured_from = admin.zcard(done)
+        wait_until(lambda: admin.zcard(done) > measured_from + 100, 15, "jobs done in the window")
+        family = descendants(locust.pid)
+        assert len(family) >= 2, "two Locust worker processes"
+        os.killpg(locust.pid, signal.SIGINT)  # the terminal sends it to master and workers alike
+        code = locust.wait(timeout=END_DEADLINE_S)
+    finally:
+        if locust.poll() is None:
+            os.killpg(locust.pid, signal.SIGKILL)
+            locust.wait()
+    assert code == 130
+    said = [line for line in log_path.read_text().splitlines() if "echomq: run stopped early" in line]
+    assert len(said) == 1 and "interrupted (SIGINT)" in said[0], said
+    summary = json.loads(summary_path.read_text())
+    assert summary["complete"] is False and summary["aborted"] == "interrupted (SIGINT)"
+    assert summary["derived"]["jobs"] > 0 and summary["missing_processes"] == []
+    wait_until(lambda: not group_alive(locust.pid), 5, "Locust's processes to be gone")
+    assert not any(pid_alive(p) for p in family)
+
+
+def test_redis_killed_during_warm_up_still_ends_with_one_line(tmp_path: Path, server: EmbeddedRedis):
+    # Before the window: nothing measured, so no row; still bounded, one line, meta incomplete.
+    run = BenchRun(tmp_path, tiny_profile(tmp_path, measure_s=30, warmup_s=30), server.url)
+
+    def warming_up() -> bool:
+        logs = list(run.results.glob("*/finish_fetch__*.log")) if run.results.exists() else []
+        return any("then measuring" in log.read_text(errors="replace") for log in logs)
+
+    wait_until(warming_up, START_DEADLINE_S, "Locust's warm-up to begin")
+    run.family = descendants(run.process.pid) | {run.process.pid}
+    server.kill()
+    code = run.finish()
+    assert code == 2, run.stderr
+    line = run.last_line()
+    assert line.startswith(
+        "echomq-bench: error: Locust run finish_fetch__fused-w2-rtt0__r1 stopped before"
+    ), line
+    assert "unreachable" in line
+    assert run.meta()["complete"] is False and "unreachable" in run.meta()["reason"]
