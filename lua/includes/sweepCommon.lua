@@ -2,7 +2,7 @@
 -- and reclaiming a list of ids in order.
 -- @include "reclaimJob"
 
--- The sweep's arguments, and its keys by name (events is built from the prefix).
+-- The sweep's arguments, and its keys by name.
 local function sweepArgs()
   local prefix = ARGV[2]
   local args = {
@@ -12,7 +12,6 @@ local function sweepArgs()
   local k = {
     stalled = KEYS[1], wait = KEYS[2], active = KEYS[3], failed = KEYS[4],
     check = KEYS[5], meta = KEYS[6], paused = KEYS[7], marker = KEYS[8],
-    events = prefix .. "events",
   }
   return args, k
 end
