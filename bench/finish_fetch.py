@@ -380,6 +380,7 @@ def run_stage(ctx: RunContext) -> None:
     rows: list[dict[str, Any]] = []  # finish_fetch.csv
     shown: list[dict[str, Any]] = []  # the same, and what only the table shows
     errors: Counter[str] = Counter()  # failed calls by kind, over every run: meta.json
+    audits: dict[str, str] = {}  # the verdict of each run whose audit did not pass: meta.json
     total = len(points) * opts.repetitions * len(strategies)
     for point in points:
         for rep in range(1, opts.repetitions + 1):
@@ -399,7 +400,13 @@ def run_stage(ctx: RunContext) -> None:
                 write_histograms(ctx.run_dir, run)
                 write_csv(ctx.run_dir / "finish_fetch.csv", FINISH_FETCH_COLUMNS, rows)
                 errors.update(derived.get("errors_by_kind", {}))
-                update_meta(ctx.run_dir, finish_fetch_errors=dict(sorted(errors.items())))
+                if not row["audit_ok"]:
+                    audits[f"{run.variant_id} r{run.rep}"] = _audit_note(run)
+                update_meta(
+                    ctx.run_dir,
+                    finish_fetch_errors=dict(sorted(errors.items())),
+                    finish_fetch_audit_failures=audits,
+                )
                 ctx.progress(_progress_line(run, row))
                 _stop_if_stopped(run, ctx.run_dir)
     ctx.progress.done()
@@ -408,6 +415,15 @@ def run_stage(ctx: RunContext) -> None:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(errors.items()))
         total = sum(errors.values())
         print(f"finish_fetch: {total} calls failed ({kinds}); see the runs' logs", file=sys.stderr)
+
+
+def _audit_note(run: RunResult) -> str:
+    """Why the run's audit_ok is false, in the audit's own words."""
+    if not run.audit.ok:
+        return run.audit.verdict
+    missing = ", ".join(run.summary.get("missing_processes") or [])
+    cut = run.stopped or (f"no final report from {missing}" if missing else "the summary is incomplete")
+    return f"cut short ({cut}); the queue itself: {run.audit.verdict}"
 
 
 def _stop_if_stopped(run: RunResult, run_dir: Path) -> None:

@@ -288,9 +288,19 @@ def finish_fetch_section(data: RunData) -> list[str]:
     if saturated:
         lines += [f"> **{saturated} repetition(s) saturated**: the load generator, not Redis, was the limit; "
                   "their jobs/s understate what Redis can do.", ""]  # fmt: skip
-    if failed:
+    verdicts = data.meta.get("finish_fetch_audit_failures") or {}
+    if failed and verdicts:  # the audit's own words: a restart or a gone server is not a lost job
+        lines += [f"> **Audit not passed in {failed} repetition(s)**; those repetitions' numbers are "
+                  "not valid:", *(f"> - {run}: {verdict}" for run, verdict in sorted(verdicts.items())),
+                  ""]  # fmt: skip
+    elif failed:
         lines += [f"> **Audit FAILED in {failed} repetition(s)**: jobs lost or duplicated; "
                   "those repetitions' numbers are not valid.", ""]  # fmt: skip
+    errors = data.meta.get("finish_fetch_errors") or {}
+    if errors:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(errors.items()))
+        lines += [f"> **{sum(errors.values())} calls failed** in the measured windows ({kinds}); "
+                  "each run's summary counts them by kind, its log has the tracebacks.", ""]  # fmt: skip
     lines += _finish_fetch_summary(frame)
     lines += figure(plots.jobs_per_s(frame, data.path), "no jobs_per_s values")
     histograms, bad = merged_histograms(data, "finish_fetch")

@@ -169,6 +169,19 @@ class BenchRun:
         return data
 
 
+def report(run_dir: Path) -> str:
+    """`python -m bench report` on a run folder; the report.md it wrote."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "report", str(run_dir)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return (run_dir / "report.md").read_text()
+
+
 @pytest.fixture
 def server() -> Iterator[EmbeddedRedis]:
     """A server of this test's own, so it can be killed, restarted or paused."""
@@ -206,6 +219,7 @@ def assert_completed_with(run: BenchRun, code: int, kinds: set[str]) -> dict[str
     by_kind: dict[str, int] = summary["derived"]["errors_by_kind"]
     assert set(by_kind) == kinds, by_kind
     assert run.meta()["finish_fetch_errors"] == by_kind
+    assert run.meta()["finish_fetch_audit_failures"] == {}
     assert summary["derived"]["errors"] == sum(by_kind.values())
     return by_kind
 
@@ -237,6 +251,8 @@ def test_sigkill_of_redis_ends_the_run_with_what_it_measured(tmp_path: Path, ser
     assert summary["derived"]["errors_by_kind"].get("connection", 0) >= 1, summary["derived"]
     assert run.meta()["finish_fetch_errors"]["connection"] >= 1
     assert summary["audit"]["verdict"].startswith("not audited: Redis unreachable")
+    (verdict,) = run.meta()["finish_fetch_audit_failures"].values()
+    assert verdict.startswith(f"not audited: Redis at 127.0.0.1:{server.port} unreachable"), verdict
 
 
 def test_a_restart_on_the_same_port_ends_the_run_and_the_audit_says_the_data_is_gone(
@@ -252,6 +268,12 @@ def test_a_restart_on_the_same_port_ends_the_run_and_the_audit_says_the_data_is_
     assert summary["audit"]["ok"] is False
     assert summary["audit"]["verdict"].startswith("server restarted"), summary["audit"]
     assert "missing" not in summary["audit"]["verdict"]
+    (verdict,) = run.meta()["finish_fetch_audit_failures"].values()
+    assert verdict.startswith("server restarted: its data is gone"), verdict
+    # `report` shows the run incomplete, and the audit's words rather than "jobs lost".
+    text = report(run.run_dir)
+    assert "Incomplete run" in text and "server restarted: its data is gone" in text
+    assert "jobs lost or duplicated" not in text
 
 
 def test_script_flush_is_counted_and_the_run_carries_on(
@@ -329,17 +351,8 @@ def test_ctrl_c_during_bench_run_keeps_what_was_measured_and_leaves_no_process(t
     (row,) = run.rows()  # the interrupted repetition's measurements, marked unaudited
     assert int(row["jobs"]) > 0 and row["audit_ok"] == "False", row
     assert run.summary()["aborted"] == "interrupted (SIGINT)"
-    # `report` shows the run as incomplete, with the reason.
-    report = subprocess.run(
-        [sys.executable, "-m", "bench", "report", str(run.run_dir)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert report.returncode == 0, report.stderr
-    text = (run.run_dir / "report.md").read_text()
-    assert "Incomplete run" in text and "interrupted (Ctrl-C)" in text
+    (note,) = meta["finish_fetch_audit_failures"].values()
+    assert note.startswith("cut short (interrupted (Ctrl-C)); the queue itself: ok"), note
 
 
 def test_ctrl_c_during_a_headless_locust_run_writes_its_summary_and_stops_every_process(
@@ -397,3 +410,34 @@ def test_redis_killed_during_warm_up_still_ends_with_one_line(tmp_path: Path, se
     ), line
     assert "unreachable" in line
     assert run.meta()["complete"] is False and "unreachable" in run.meta()["reason"]
+
+
+def test_ctrl_c_during_the_sweep_stage_stops_pyperf_its_worker_and_the_probe(tmp_path: Path):
+    profile = tmp_path / "sweep.conf"
+    profile.write_text(
+        "stages = sweep\nsweep-variants = atomic, app_side\nsweep-scenarios = healthy\n"
+        "sweep-sizes = 1000, 10000\nsweep-reps = 2\n"
+    )
+    run = BenchRun(tmp_path, profile, None)
+
+    def sweeping() -> list[int]:
+        """pyperf, its worker and the worker's probe: three processes of bench.sweep_bench."""
+        assert run.process.poll() is None, f"the run ended early:\n{run.stderr}"
+        found = []
+        for pid in descendants(run.process.pid):
+            try:
+                if b"bench.sweep_bench" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.append(pid)
+            except OSError:
+                continue
+        return found
+
+    wait_until(lambda: len(sweeping()) >= 3, START_DEADLINE_S, "pyperf, a worker and a probe")
+    run.family = descendants(run.process.pid) | {run.process.pid}
+    os.killpg(run.process.pid, signal.SIGINT)
+    code = run.finish()
+    assert code == 130, run.stderr
+    assert run.last_line() == f"echomq-bench: interrupted; partial results in {run.run_dir}"
+    meta = run.meta()
+    assert meta["complete"] is False and meta["reason"] == "interrupted (Ctrl-C)"
+    assert meta["stages_done"] == []
