@@ -291,9 +291,15 @@ def test_script_flush_is_counted_and_the_run_carries_on(
 def test_client_kill_drops_the_workers_connections_and_the_run_carries_on(
     tmp_path: Path, server: EmbeddedRedis, admin: redis.Redis
 ):
-    # An open-loop trickle: the workers wait for jobs in BZPOPMIN, so the kill drops calls in flight.
-    run = BenchRun(tmp_path, tiny_profile(tmp_path, measure_s=3, target_rate=200), server.url)
+    # An open-loop trickle (a batch a second): the workers wait for jobs in BZPOPMIN, so the kill
+    # drops calls in flight, and each must be counted, not re-sent.
+    run = BenchRun(tmp_path, tiny_profile(tmp_path, measure_s=3, target_rate=20), server.url)
     run.wait_for_window()
+
+    def a_worker_blocked() -> bool:
+        return any(c["cmd"] == "bzpopmin" and "b" in c["flags"] for c in admin.client_list())
+
+    wait_until(a_worker_blocked, 10, "a worker blocked in BZPOPMIN")
     killed = admin.client_kill_filter(_type="normal")  # every client but this one
     assert killed >= 4  # 3 Locust users and the controller, at least
     assert_carried_on(admin)  # each client reconnects on its next call
