@@ -63,7 +63,7 @@ if lockCount > FEW_LREM then
     end
   end
   if #kept < #active then
-    redis.call("DEL", k.active)
+    redis.call("UNLINK", k.active) -- freed off the main thread: no O(N) free in the hold
     batched("RPUSH", k.active, kept)
   end
 elseif lockCount > 0 then
@@ -82,7 +82,7 @@ for _, jobId in ipairs(marked) do
   end
 end
 local failed, moved = reclaimAll(k, args, reclaimed, isPaused)
-redis.call("DEL", k.stalled)
+redis.call("UNLINK", k.stalled)
 
 -- Mark pass: every id now in active.
 if kept then

@@ -1,5 +1,5 @@
 -- What the three atomic sweeps share: reading ARGV and KEYS, the throttle,
--- and reclaiming a list of ids in order.
+-- and reclaiming a list of ids in order (reclaimJob).
 -- @include "reclaimJob"
 
 -- The sweep's arguments, and its keys by name.
@@ -26,21 +26,4 @@ local function throttled(k, args)
   end
   redis.call("SET", k.check, args.now, "PX", args.interval)
   return false
-end
-
--- Reclaims each id (already out of active), in order; wakes a worker when
--- any went to wait. Returns the ids moved to failed and those moved to wait.
-local function reclaimAll(k, args, ids, isPaused)
-  local failed, moved = {}, {}
-  for _, jobId in ipairs(ids) do
-    if reclaimJob(k, args.prefix, jobId, args.now, args.maxStalled, isPaused) then
-      failed[#failed + 1] = jobId
-    else
-      moved[#moved + 1] = jobId
-    end
-  end
-  if #moved > 0 and not isPaused then
-    redis.call("ZADD", k.marker, 0, "0")
-  end
-  return failed, moved
 end
