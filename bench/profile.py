@@ -68,7 +68,7 @@ class SweepOptions:
         "atomic:mixed:30000",
         "app_side:*:10000",
     )
-    sweep_slice: int = field(default=1000, metadata=_min(1))
+    sweep_slice: int = field(default=100, metadata=_min(1))
     probe_rate_hz: float = field(default=500.0, metadata=_min(1))
 
 

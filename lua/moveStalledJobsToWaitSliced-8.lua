@@ -11,7 +11,7 @@
   ARGV[3] timestamp (ms)
   ARGV[4] check interval ms (0 = no throttle: every call sweeps)
   ARGV[5] slice: at most this many ids of active are visited a call
-          (optional; default 1000)
+          (optional; default 100: about 1 ms of Redis a call)
 
   Returns {<ids moved to failed>, <ids moved to wait>} when a call ends the
   pass, and {{}, {}} when throttled, as moveStalledJobsToWait-8.lua does. A
@@ -55,7 +55,7 @@
 
 local args, k = sweepArgs()
 local prefix = args.prefix
-local slice = math.max(1, tonumber(ARGV[5]) or 1000)
+local slice = math.max(1, tonumber(ARGV[5]) or 100)
 local prevKey = prefix .. "stalled-prev"
 local passKey = prefix .. "stalled-pass"
 
