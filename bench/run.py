@@ -109,7 +109,7 @@ def main(argv: list[str]) -> int:
     except redis.RedisError as exc:
         # A stage that met a server gone, restarted or too slow, and did not say so itself:
         # still one line, and the run folder says it is incomplete.
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        first = str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip() else ""
         reason = f"Redis failed during {progress.stage or 'set-up'}: {type(exc).__name__}: {first}"
         if run_dir is not None:
             update_meta(run_dir, complete=False, reason=reason, stages_done=done)

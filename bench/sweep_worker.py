@@ -32,6 +32,7 @@ from bench.sweep_scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_share
 # No sweep call may time out and so be cut short; the client never re-sends one.
 # 10 minutes is beyond the largest capped point (the protocol sweep at 30,000 stalled ids).
 SWEEP_TIMEOUT_S = 600.0
+UNREACHABLE_S = 5.0  # refused connections this long after a failed sweep: the server is gone
 
 
 def make_sweeper(variant: str, queue: Queue, slice_size: int) -> Sweeper:
@@ -163,14 +164,27 @@ class PointBench:
 
     @staticmethod
     def _wait_for_redis(client: CountingRedis) -> None:
-        """After a failed sweep: wait until Redis answers again (a script may still be running)."""
+        """After a failed sweep: wait until Redis answers again (a script may still be running).
+
+        A refused connection is not a busy server but a gone one: past UNREACHABLE_S of
+        those, give up at once instead of waiting out the sweep timeout."""
         deadline = time.monotonic() + SWEEP_TIMEOUT_S
+        refused_since: float | None = None
         while time.monotonic() < deadline:
             try:
                 client.ping()
                 return
-            except redis.RedisError:
-                time.sleep(0.1)
+            except (redis.TimeoutError, redis.BusyLoadingError, redis.ResponseError):
+                refused_since = None  # there, but busy
+            except redis.ConnectionError as exc:
+                now = time.monotonic()
+                refused_since = now if refused_since is None else refused_since
+                if now - refused_since >= UNREACHABLE_S:
+                    raise BenchError(
+                        f"Redis unreachable for {UNREACHABLE_S:g}s after a failed sweep: "
+                        f"{str(exc).splitlines()[0]}"
+                    ) from None
+            time.sleep(0.1)
         raise BenchError(f"Redis did not answer for {SWEEP_TIMEOUT_S:.0f}s after a failed sweep")
 
     def close(self) -> None:

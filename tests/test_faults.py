@@ -418,28 +418,50 @@ def test_redis_killed_during_warm_up_still_ends_with_one_line(tmp_path: Path, se
     assert run.meta()["complete"] is False and "unreachable" in run.meta()["reason"]
 
 
-def test_ctrl_c_during_the_sweep_stage_stops_pyperf_its_worker_and_the_probe(tmp_path: Path):
-    profile = tmp_path / "sweep.conf"
+def sweep_run(folder: Path, redis_url: str | None) -> BenchRun:
+    """The sweep stage alone, on sizes that keep pyperf busy for several seconds."""
+    profile = folder / "sweep.conf"
     profile.write_text(
         "stages = sweep\nsweep-variants = atomic, app_side\nsweep-scenarios = healthy\n"
         "sweep-sizes = 1000, 10000\nsweep-reps = 2\n"
     )
-    run = BenchRun(tmp_path, profile, None)
+    return BenchRun(folder, profile, redis_url)
 
-    def sweeping() -> list[int]:
-        """pyperf, its worker and the worker's probe: three processes of bench.sweep_bench."""
+
+def wait_for_sweep_processes(run: BenchRun) -> None:
+    """Until pyperf, its worker and the worker's probe (all bench.sweep_bench) run; then note them."""
+
+    def sweeping() -> int:
         assert run.process.poll() is None, f"the run ended early:\n{run.stderr}"
-        found = []
+        found = 0
         for pid in descendants(run.process.pid):
             try:
-                if b"bench.sweep_bench" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    found.append(pid)
+                found += b"bench.sweep_bench" in Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue
         return found
 
-    wait_until(lambda: len(sweeping()) >= 3, START_DEADLINE_S, "pyperf, a worker and a probe")
+    wait_until(lambda: sweeping() >= 3, START_DEADLINE_S, "pyperf, a worker and a probe")
     run.family = descendants(run.process.pid) | {run.process.pid}
+
+
+def test_sigkill_of_redis_during_the_sweep_stage_ends_it_in_seconds(tmp_path: Path, server: EmbeddedRedis):
+    # The sweep worker waits for a busy Redis after a failed sweep; a refused one is gone, not busy.
+    run = sweep_run(tmp_path, server.url)
+    wait_for_sweep_processes(run)
+    server.kill()
+    code = run.finish()
+    assert code == 2, run.stderr
+    line = run.last_line()
+    assert line.startswith("echomq-bench: error: Redis failed during sweep: ConnectionError"), line
+    assert f"partial results in {run.run_dir}" in line
+    meta = run.meta()
+    assert meta["complete"] is False and meta["reason"].startswith("Redis failed during sweep")
+
+
+def test_ctrl_c_during_the_sweep_stage_stops_pyperf_its_worker_and_the_probe(tmp_path: Path):
+    run = sweep_run(tmp_path, None)
+    wait_for_sweep_processes(run)
     os.killpg(run.process.pid, signal.SIGINT)
     code = run.finish()
     assert code == 130, run.stderr
