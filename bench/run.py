@@ -100,7 +100,8 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         if run_dir is not None:
             update_meta(run_dir, complete=False, reason="interrupted (Ctrl-C)", stages_done=done)
-        print(f"echomq-bench: interrupted; partial results in {run_dir}", file=sys.stderr)
+        where = f"partial results in {run_dir}" if run_dir is not None else "nothing was written"
+        print(f"echomq-bench: interrupted; {where}", file=sys.stderr)
         return 130
     except BenchError as exc:
         if run_dir is not None:
