@@ -604,11 +604,14 @@ def _on_init(environment: Environment, **_: Any) -> None:
     # Added first, so the settings are read before the Controller's test_start listener runs.
     environment.events.test_start.add_listener(on_test_start)
     role = _role(environment)
+    # Headless, Ctrl-C ends the run as an interrupted one, summary written, in place of a
+    # KeyboardInterrupt (with the web UI, Locust's own Ctrl-C handling stays: it quits).
+    headless = bool(getattr(environment.parsed_options, "headless", False))
     if role != "worker":
         controller = Controller(environment)
-        # Ctrl-C ends the run as an interrupted one, summary written; in place of a KeyboardInterrupt.
-        gevent.signal_handler(signal.SIGINT, controller.on_sigint)
-    if role == "worker":
+        if headless:
+            gevent.signal_handler(signal.SIGINT, controller.on_sigint)
+    elif headless:
         gevent.signal_handler(signal.SIGINT, _worker_sigint)
     if role != "master":
         install_load_side(environment)
