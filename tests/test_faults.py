@@ -299,12 +299,14 @@ def test_client_kill_drops_the_workers_connections_and_the_run_carries_on(
     def a_worker_blocked() -> bool:
         return any(c["cmd"] == "bzpopmin" and "b" in c["flags"] for c in admin.client_list())
 
-    wait_until(a_worker_blocked, 10, "a worker blocked in BZPOPMIN")
-    killed = admin.client_kill_filter(_type="normal")  # every client but this one
-    assert killed >= 4  # 3 Locust users and the controller, at least
+    # Twice: a worker's 50 ms wait may end between CLIENT LIST and CLIENT KILL (rarely, under load).
+    for kill in range(2):
+        wait_until(a_worker_blocked, 10, "a worker blocked in BZPOPMIN")
+        killed = admin.client_kill_filter(_type="normal")  # every client but this one
+        assert kill > 0 or killed >= 4  # 3 Locust users and the controller, at least
     assert_carried_on(admin)  # each client reconnects on its next call
     by_kind = assert_completed_with(run, run.finish(), {"connection"})
-    assert by_kind["connection"] >= 1
+    assert by_kind["connection"] >= 1  # each counted once: the client has no retries
     assert admin.dbsize() == 0
 
 
