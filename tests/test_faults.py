@@ -128,9 +128,16 @@ class BenchRun:
         logs = list(self.results.glob("*/finish_fetch__*.log")) if self.results.exists() else []
         return any(WINDOW_OPEN in log.read_text(errors="replace") for log in logs)
 
-    def wait_for_window(self) -> None:
-        """Until Locust measures; then note every process of the run, to check none outlives it."""
+    def wait_for_window(self, jobs: int = 20) -> None:
+        """Until Locust measures and has finished ``jobs`` jobs in its window; then note every
+        process of the run, to check none outlives it."""
         wait_until(self._window_open, START_DEADLINE_S, "Locust's measured window to open")
+        client = redis.Redis.from_url(self.meta()["redis_url"])
+        try:
+            start = finished_jobs(client)
+            wait_until(lambda: finished_jobs(client) >= start + jobs, 15, f"{jobs} jobs in the window")
+        finally:
+            client.close()
         self.family = descendants(self.process.pid) | {self.process.pid}
         assert len(self.family) >= 2, "Locust should be running under the run"
 
@@ -195,6 +202,11 @@ def admin(server: EmbeddedRedis) -> Iterator[redis.Redis]:
     client = redis.Redis(port=server.port, socket_timeout=30)
     yield client
     client.close()
+
+
+def finished_jobs(client: redis.Redis) -> int:
+    """Jobs completed so far on the run's finish_fetch queues."""
+    return sum(int(client.zcard(key)) for key in client.scan_iter(match="emq:{ff-*}:completed"))
 
 
 def jobs_issued(admin: redis.Redis) -> int:
