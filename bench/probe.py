@@ -145,13 +145,19 @@ def _run_window(pinger: _OpenLoopPinger, pipe: Pipe, rate_hz: float) -> ProbeWin
         due_index += 1
 
 
-def _probe_main(settings: RedisSettings, rate_hz: float, pipe: Pipe) -> None:
+def _probe_main(settings: RedisSettings, rate_hz: float, pipe: Pipe, sweeper_end: Pipe) -> None:
+    # The fork copied the sweeper's end of the pipe: closed here, so the sweeper's death is an
+    # EOF, and the probe leaves with it instead of waiting for a command forever.
+    sweeper_end.close()
     pinger = _OpenLoopPinger(settings)
     pinger.client.ping()
     pipe.send("ready")
-    while pipe.recv() != _QUIT:
-        window = _run_window(pinger, pipe, rate_hz)
-        pipe.send((encode(window.histogram), window.busy, window.errors, window.sent))
+    try:
+        while pipe.recv() != _QUIT:
+            window = _run_window(pinger, pipe, rate_hz)
+            pipe.send((encode(window.histogram), window.busy, window.errors, window.sent))
+    except (EOFError, OSError):
+        pass  # the sweeping process is gone
     pinger.close()
 
 
@@ -170,7 +176,7 @@ class Probe:
         context: Any = multiprocessing.get_context(method)
         parent, child = context.Pipe()
         self._process = context.Process(
-            target=_probe_main, args=(self.settings, self.rate_hz, child), daemon=True
+            target=_probe_main, args=(self.settings, self.rate_hz, child, parent), daemon=True
         )
         self._process.start()
         child.close()

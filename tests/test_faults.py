@@ -483,3 +483,32 @@ def test_ctrl_c_during_the_sweep_stage_stops_pyperf_its_worker_and_the_probe(tmp
     meta = run.meta()
     assert meta["complete"] is False and meta["reason"] == "interrupted (Ctrl-C)"
     assert meta["stages_done"] == []
+
+
+SWEEPER_WITH_A_PROBE = """
+import sys, time
+from bench.connection import RedisSettings
+from bench.probe import Probe
+probe = Probe(RedisSettings.from_url(sys.argv[1]), 100).start()
+probe.begin()
+print(probe._process.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_probe_leaves_when_its_sweeping_process_is_killed(server: EmbeddedRedis):
+    # SIGKILL runs no clean-up in the sweeper: the probe must see the pipe close and exit by itself.
+    sweeper = subprocess.Popen(
+        [sys.executable, "-c", SWEEPER_WITH_A_PROBE, server.url], cwd=REPO, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert sweeper.stdout is not None
+        probe_pid = int(sweeper.stdout.readline())
+        assert pid_alive(probe_pid)
+        sweeper.kill()
+        sweeper.wait(timeout=10)
+        wait_until(lambda: not pid_alive(probe_pid), 10, "the orphaned probe to exit")
+    finally:
+        if sweeper.poll() is None:
+            sweeper.kill()
+            sweeper.wait()
