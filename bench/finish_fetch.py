@@ -234,7 +234,7 @@ def _audit_after(queue: Queue, run_id: str, where: str) -> AuditResult:
     try:
         return audit(queue, issued_job_ids(queue), run_id)
     except redis.RedisError as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        reason = str(exc).splitlines()[0].rstrip(".") if str(exc) else type(exc).__name__
         return AuditResult(0, {}, server_unreachable=f"Redis at {where} unreachable ({reason})")
 
 

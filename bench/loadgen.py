@@ -535,7 +535,7 @@ class Controller:
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return text.splitlines()[0].rstrip(".") if text else type(exc).__name__
 
 
 def install_load_side(environment: Environment) -> None:
