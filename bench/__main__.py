@@ -40,9 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module_name, function, _ = COMMANDS[command]
     try:
-        handler: Callable[[list[str]], int] = getattr(
-            importlib.import_module(module_name), function
-        )
+        handler: Callable[[list[str]], int] = getattr(importlib.import_module(module_name), function)
         return handler(rest)
     except BenchError as exc:
         print(f"echomq-bench: error: {exc}", file=sys.stderr)

@@ -18,9 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def _git(*args: str) -> str:
     try:
-        out = subprocess.run(
-            ["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10, check=True
-        )
+        out = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10, check=True)
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""

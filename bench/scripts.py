@@ -78,9 +78,7 @@ class Scripts:
 
 def load_scripts(client: redis.Redis, extra_files: tuple[str, ...] = ()) -> Scripts:
     """Register every protocol script (and ``extra_files`` from lua/) and load them."""
-    registered = {
-        name: client.register_script(script_source(f)) for name, f in SCRIPT_FILES.items()
-    }
+    registered = {name: client.register_script(script_source(f)) for name, f in SCRIPT_FILES.items()}
     extra = {f: client.register_script(script_source(f)) for f in extra_files}
     scripts = Scripts(extra=extra, **registered)
     scripts.load(client)
