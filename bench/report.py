@@ -33,6 +33,7 @@ from bench.results import (
     SWEEP_COST_COLUMNS,
     write_atomic,
 )
+from bench.sweep_summary import slopes
 
 # stage -> (file, columns of design.md)
 STAGE_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -401,25 +402,21 @@ def sweep_section(data: RunData) -> list[str]:
 
 
 def _slopes(frame: pd.DataFrame) -> pd.DataFrame:
-    """Least-squares slope over every size, and the slope between the two largest sizes.
-
-    A fixed per-call cost flattens the small sizes, so the last step shows the
-    growth at scale (linear or quadratic) more plainly than the fit over all.
-    """
-    rows = []
-    for (variant, scenario), group in frame.groupby(["variant", "scenario"]):
-        points = group[(group["sweep_ms_median"] > 0) & (group["active_size"] > 0)]
-        points = points.sort_values("active_size").drop_duplicates("active_size")
-        if len(points) < 2:
-            continue
-        x = points["active_size"].astype(float).map(math.log10)
-        y = points["sweep_ms_median"].astype(float).map(math.log10)
-        slope = float(((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum())
-        last = float((y.iloc[-1] - y.iloc[-2]) / (x.iloc[-1] - x.iloc[-2]))
-        sizes = f"{fmt(points['active_size'].iloc[0])}..{fmt(points['active_size'].iloc[-1])}"
-        rows.append({"variant": variant, "scenario": scenario, "sizes": sizes,
-                     "slope (all sizes)": slope, "slope (two largest)": last})  # fmt: skip
-    return pd.DataFrame(rows)
+    """The stage's own fit (sweep_summary.slopes) as a table: over every size, and
+    between the two largest, where the growth at scale shows most plainly."""
+    rows: list[dict[str, Any]] = [
+        {str(k): ("" if pd.isna(v) else v) for k, v in record.items()}
+        for record in frame[["variant", "scenario", "active_size", "sweep_ms_median"]].to_dict("records")
+    ]
+    table = []
+    for key, fit in slopes(rows).items():
+        variant, scenario = key.split("/", 1)
+        table.append({
+            "variant": variant, "scenario": scenario,
+            "sizes": f"{fmt(fit['from_size'])}..{fmt(fit['to_size'])}",
+            "slope (all sizes)": fit["slope"], "slope (two largest)": fit["slope_top_two"],
+        })  # fmt: skip
+    return pd.DataFrame(table)
 
 
 def race_section(data: RunData) -> list[str]:
