@@ -52,13 +52,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.audit import AuditResult, audit, placements, server_run_id
+from bench.audit import audit, server_run_id
 from bench.connection import CountingRedis, RedisSettings
 from bench.context import Progress, RunContext
 from bench.errors import BenchError
 from bench.meta import collect_meta
 from bench.profile import Profile, RaceOptions, load_profile
 from bench.queue import Producer, Queue, Worker, WorkerOptions
+from bench.race_count import Anomalies, count_anomalies, read_state
 from bench.results import RACE_COLUMNS, RESULTS_DIR, make_run_dir, update_meta, write_csv
 from bench.scripts import SCRIPT_FILES
 from bench.server import redis_for_run
@@ -217,106 +218,6 @@ class RacePlan:
                         )
                     )
         return cells
-
-
-# --- counting ---------------------------------------------------------------------------
-
-
-@dataclass
-class Anomalies:
-    """The counts of one run, or of several summed."""
-
-    double_recoveries: int = 0
-    lost_attempt_updates: int = 0
-    requeued_after_finish: int = 0
-    audit_violations: int = 0
-    # How they were found, and what happened: for the notes, not race.csv.
-    double_by_returns: int = 0
-    double_by_state: int = 0
-    unrecovered: int = 0
-    errors: int = 0
-    reclaimed: int = 0  # distinct stalled jobs reclaimed
-    finished: int = 0  # successful finishes by the workers
-    sweeps: int = 0
-
-    def __add__(self, other: Anomalies) -> Anomalies:
-        return Anomalies(
-            **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in dataclasses.fields(self)}
-        )
-
-    @property
-    def total(self) -> int:
-        return (
-            self.double_recoveries
-            + self.lost_attempt_updates
-            + self.requeued_after_finish
-            + self.audit_violations
-        )
-
-
-@dataclass
-class QueueState:
-    """The final state: how often each (place, id) occurs, and each job's ``atm``."""
-
-    places: Counter[tuple[str, str]]
-    atm: dict[str, int]
-
-
-def read_state(queue: Queue, job_ids: Iterable[str]) -> QueueState:
-    ids = list(job_ids)
-    pipe = queue.client.pipeline(transaction=False)
-    for job_id in ids:
-        pipe.hget(queue.keys.job(job_id), "atm")
-    values = pipe.execute() if ids else []
-    return QueueState(placements(queue), {j: int(v or 0) for j, v in zip(ids, values, strict=True)})
-
-
-def count_anomalies(
-    state: QueueState,
-    audited: AuditResult,
-    reclaims: Counter[str],
-    finishes: Counter[str],
-    fetched_finished: int = 0,
-) -> Anomalies:
-    """The four counts of race.csv from what the threads saw and what the queue holds.
-
-    ``reclaims``: times each id came back from a sweep (moved or failed);
-    ``finishes``: successful worker finishes per id; ``fetched_finished``: fetches
-    of a job that already had ``finishedOn``.
-    """
-    wait: Counter[str] = Counter()
-    failed: set[str] = set()
-    completed: set[str] = set()
-    for (place, job_id), times in state.places.items():
-        if place == "wait":
-            wait[job_id] += times
-        elif place == "failed":
-            failed.add(job_id)
-        elif place == "completed":
-            completed.add(job_id)
-
-    def state_doubles(job_id: str) -> int:
-        return max(0, wait[job_id] + (job_id in failed) - 1)
-
-    def requeued(job_id: str) -> int:
-        return wait[job_id] if job_id in completed else 0
-
-    seen = set(wait) | failed | completed | set(reclaims)
-    by_returns = sum(n - 1 for n in reclaims.values() if n > 1)
-    by_state = sum(state_doubles(j) for j in seen)
-    lost = sum(max(0, reclaims[j] + finishes[j] - state.atm.get(j, 0)) for j in set(reclaims) | set(finishes))
-    unexplained = [
-        j for j in audited.duplicated if state_doubles(j) == 0 and requeued(j) == 0 and reclaims[j] < 2
-    ]
-    return Anomalies(
-        double_recoveries=max(by_returns, by_state),
-        lost_attempt_updates=lost,
-        requeued_after_finish=sum(requeued(j) for j in completed) + fetched_finished,
-        audit_violations=len(audited.missing) + len(audited.unknown) + len(unexplained),
-        double_by_returns=by_returns,
-        double_by_state=by_state,
-        finished=sum(finishes.values()),
-    )
 
 
 # --- one run ----------------------------------------------------------------------------

@@ -18,12 +18,11 @@ from bench.race import (
     RaceLog,
     RacePlan,
     RaceSetting,
-    count_anomalies,
     has_gap,
-    read_state,
     run_once,
     variant_names,
 )
+from bench.race_count import count_anomalies, read_state
 from bench.results import RACE_COLUMNS
 from bench.server import EmbeddedRedis
 from bench.sweep import SWEEPERS
