@@ -23,6 +23,7 @@ import dataclasses
 import logging
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import fields
@@ -52,6 +53,7 @@ from bench.metrics import CommandStats
 from bench.profile import FinishFetchOptions, known_keys, option_key, parse_value
 from bench.queue import STRATEGIES, Queue
 from bench.results import write_json
+from bench.server import check_server
 
 T = TypeVar("T")
 log = logging.getLogger("echomq")
@@ -604,6 +606,8 @@ def _on_init(environment: Environment, **_: Any) -> None:
     # Added first, so the settings are read before the Controller's test_start listener runs.
     environment.events.test_start.add_listener(on_test_start)
     role = _role(environment)
+    if getattr(environment.parsed_options, "headless", False) and role != "worker":
+        _check_server_or_exit()
     # Headless, Ctrl-C ends the run as an interrupted one, summary written, in place of a
     # KeyboardInterrupt (with the web UI, Locust's own Ctrl-C handling stays: it quits).
     headless = bool(getattr(environment.parsed_options, "headless", False))
@@ -615,6 +619,20 @@ def _on_init(environment: Environment, **_: Any) -> None:
         gevent.signal_handler(signal.SIGINT, _worker_sigint)
     if role != "master":
         install_load_side(environment)
+
+
+def _check_server_or_exit() -> None:
+    """Headless: a Redis that cannot serve the run is one line and exit 2, before any user starts
+    (instead of a traceback from every user)."""
+    try:
+        check_server(
+            Current.redis,
+            unreachable_remedy="start it, or point REDIS_URL or --redis-url at one "
+            "(`python -m bench run` starts its own)",
+        )
+    except BenchError as exc:
+        sys.stderr.write(f"echomq-bench: error: {exc}\n")
+        sys.exit(2)
 
 
 def _worker_sigint() -> None:

@@ -52,7 +52,10 @@ def require_version(version: str, where: str) -> None:
         )
 
 
-def check_server(settings: RedisSettings) -> str:
+UNREACHABLE_REMEDY = "start it, or fix or unset REDIS_URL"
+
+
+def check_server(settings: RedisSettings, unreachable_remedy: str = UNREACHABLE_REMEDY) -> str:
     """Check a user's server is fit for a run; returns its version. Raises BenchError, one line."""
     where = settings.where
     # A short read timeout for the check: a server that does not answer (or a plain one that never
@@ -88,7 +91,7 @@ def check_server(settings: RedisSettings) -> str:
                 "the server may not speak TLS: use redis:// for a plain server"
             ) from None
         raise BenchError(
-            f"cannot reach Redis at {where} (REDIS_URL): {reason}; start it, or fix or unset REDIS_URL"
+            f"cannot reach Redis at {where}: {reason.rstrip('.')}; {unreachable_remedy}"
         ) from None
     finally:
         client.close()

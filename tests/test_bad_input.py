@@ -131,3 +131,20 @@ def test_an_unknown_variant_or_stage_is_one_line_before_any_server_or_folder(
     assert_one_line(bench([*args, "--profile", "smoke", "--results", str(results)], server.url), *words)
     assert not results.exists()
     assert keys_of(server) == [b"user:key"]
+
+
+def test_headless_locust_without_a_reachable_redis_is_one_line_not_a_traceback(tmp_path: Path):
+    closed = EmbeddedRedis()  # a port that was free a moment ago: nothing listens there now
+    closed.start()
+    url = closed.url
+    closed.stop()
+    env = {**os.environ, "REDIS_URL": url}
+    result = subprocess.run(
+        [sys.executable, "-m", "locust", "-f", str(REPO / "bench" / "locustfile.py"),
+         "--config", str(REPO / "profiles" / "smoke.conf"), "--headless", "--strategy", "fused"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    errors = [line for line in result.stderr.splitlines() if line.startswith("echomq-bench: error: ")]
+    assert result.returncode == 2, result.stderr
+    assert len(errors) == 1 and "cannot reach Redis at 127.0.0.1:" in errors[0], result.stderr
+    assert "--redis-url" in errors[0] and "Traceback" not in result.stderr
