@@ -164,6 +164,17 @@ def _percentile_axis(ax: Axes) -> None:
     ax.set_xlabel("percentile")
 
 
+def _latency_axes(ax: Axes, title: str) -> None:
+    """Percentiles across, µs up on a log scale; call after plotting the curves."""
+    _percentile_axis(ax)
+    ax.set_yscale("log")
+    plain_log_ticks(ax)
+    ax.set_ylabel("latency (µs, log scale)")
+    ax.set_title(title)
+    ax.grid(which="both", alpha=0.3)
+    ax.legend(loc="upper left")
+
+
 def latency_percentiles(histograms: Mapping[tuple[str, str], HdrHistogram], out_dir: Path) -> Plot | None:
     """Cycle (and end-to-end) latency percentile curves per variant, from merged HDR histograms.
 
@@ -187,13 +198,7 @@ def latency_percentiles(histograms: Mapping[tuple[str, str], HdrHistogram], out_
             ax.plot(xs, ys, color=colour(variant), label=label)
             marks = [histogram.get_value_at_percentile(p) for p in MARKED_PERCENTILES]
             ax.scatter([1 / (1 - p / 100) for p in MARKED_PERCENTILES], marks, color=colour(variant), s=18)
-        _percentile_axis(ax)
-        ax.set_yscale("log")
-        plain_log_ticks(ax)
-        ax.set_ylabel("latency (µs, log scale)")
-        ax.set_title(f"Latency percentiles: {names.get(metric, metric)}")
-        ax.grid(which="both", alpha=0.3)
-        ax.legend(loc="upper left")
+        _latency_axes(ax, f"Latency percentiles: {names.get(metric, metric)}")
     caption = (
         "Lower is better. Each line is every repetition's HDR histogram merged exactly; "
         "read the gap between variants at p50 for the typical cycle and at p99/p99.9 for the tail."
@@ -214,13 +219,7 @@ def latency_from_columns(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
         xs = [1 / (1 - p / 100) for p in present]
         ys = [float(rows[c].median()) for c in present.values()]
         ax.plot(xs, ys, marker="o", color=colour(variant), label=variant)
-    _percentile_axis(ax)
-    ax.set_yscale("log")
-    plain_log_ticks(ax)
-    ax.set_ylabel("latency (µs, log scale)")
-    ax.set_title("Cycle latency percentiles (median over repetitions of the CSV's columns)")
-    ax.grid(which="both", alpha=0.3)
-    ax.legend(loc="upper left")
+    _latency_axes(ax, "Cycle latency percentiles (median over repetitions of the CSV's columns)")
     caption = (
         "Lower is better. This run has no HDR files, so each point is the median of the "
         "repetitions' own percentiles (not an exact merge); read it for the shape only."

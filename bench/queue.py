@@ -263,10 +263,3 @@ def _job_from_reply(reply: Any, token: str) -> Job | None:
         return None
     flat = [_text(v) for v in reply[0]]
     return Job(id=_text(reply[1]), fields=dict(zip(flat[::2], flat[1::2], strict=True)), token=token)
-
-
-def fetch_reply_info(reply: Any) -> tuple[int, int]:
-    """(limiter ms, next delayed due) from a fetch-step reply that took no job."""
-    if isinstance(reply, Sequence) and len(reply) == 4 and not isinstance(reply[0], list):
-        return int(reply[2]), int(reply[3])
-    return 0, 0

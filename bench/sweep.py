@@ -116,12 +116,17 @@ class AppSideSweeper(Sweeper):
         result.longest_call_s = max(result.longest_call_s, time.perf_counter() - started)
         return reply
 
+    def _snapshot(self, result: SweepResult) -> list[str]:
+        """LRANGE active: the loop works from this copy, which is where its gaps come from."""
+        reply = self._timed(result, self.queue.client.lrange, self.queue.keys.active, 0, -1)
+        return [_text(i) for i in reply]
+
     def sweep(self) -> SweepResult:
         client = self.queue.client
         keys = self.queue.keys
         before = client.round_trips
         result = SweepResult()
-        active = [_text(i) for i in self._timed(result, client.lrange, keys.active, 0, -1)]
+        active = self._snapshot(result)
         for job_id in active:
             if self._timed(result, client.exists, keys.lock(job_id)):
                 continue
@@ -160,7 +165,7 @@ class AppSidePipelinedSweeper(AppSideSweeper):
         keys = self.queue.keys
         before = client.round_trips
         result = SweepResult()
-        active = [_text(i) for i in self._timed(result, client.lrange, keys.active, 0, -1)]
+        active = self._snapshot(result)
         exists = self._chunked(result, active, lambda p, j: p.exists(keys.lock(j)))
         lockless = [j for j, e in zip(active, exists, strict=True) if not e]
         atms = self._chunked(result, lockless, lambda p, j: p.hget(keys.job(j), "atm"))
