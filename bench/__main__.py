@@ -11,11 +11,11 @@ from bench.errors import BenchError
 # command -> (module, function, one-line help). Each function takes argv, returns an exit code.
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "run": ("bench.run", "main", "run a profile's stages and write results/<run-id>/"),
-    "report": ("bench.report", "report_main", "write report.md and plots for a run"),
-    "compare": ("bench.report", "compare_main", "compare two runs metric by metric"),
-    "runs": ("bench.report", "runs_main", "list the runs in results/"),
-    "sweep": ("bench.sweep_bench", "main", "the sweep-cost benchmark alone (pyperf)"),
-    "race": ("bench.race", "main", "the race audit alone"),
+    "report": ("bench.report.markdown", "report_main", "write report.md and plots for a run"),
+    "compare": ("bench.report.markdown", "compare_main", "compare two runs metric by metric"),
+    "runs": ("bench.report.markdown", "runs_main", "list the runs in results/"),
+    "sweep": ("bench.sweep_cost.stage", "main", "the sweep-cost benchmark alone (pyperf)"),
+    "race": ("bench.race.stage", "main", "the race audit alone"),
     "script-cost": ("bench.script_cost", "main", "Redis µs per call of each script, small queue"),
 }
 

@@ -9,6 +9,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -16,21 +17,82 @@ from bench.errors import BenchError
 
 RESULTS_DIR = Path(os.environ.get("EMQ_RESULTS_DIR", "results"))
 
-FINISH_FETCH_COLUMNS = (
-    "variant", "rep", "workers", "producers", "rtt_ms", "duration_s", "jobs", "jobs_per_s",
-    "round_trips_per_job", "server_calls_per_job", "server_us_per_job",
-    "cycle_p50_us", "cycle_p90_us", "cycle_p99_us", "cycle_p999_us", "cycle_max_us",
-    "e2e_p50_us", "e2e_p99_us", "loadgen_cpu_pct", "saturated", "audit_ok",
-)  # fmt: skip
-SWEEP_COST_COLUMNS = (
-    "variant", "scenario", "active_size", "reps", "sweep_ms_median", "sweep_ms_stdev",
-    "us_per_active_job", "round_trips", "server_us", "hold_ms_max", "probe_p99_us",
-    "probe_max_us", "probe_busy", "skipped",
-)  # fmt: skip
-RACE_COLUMNS = (
-    "variant", "sweepers", "stalled_jobs", "delay_ms", "reps", "double_recoveries",
-    "lost_attempt_updates", "requeued_after_finish", "audit_violations",
-)  # fmt: skip
+# One frozen dataclass a CSV: its field names, in order, are the file's columns.
+# A value that was not measured (a skipped point) is None and written as "".
+
+
+@dataclass(frozen=True)
+class FinishFetchRow:
+    variant: str
+    rep: int
+    workers: int
+    producers: int
+    rtt_ms: float
+    duration_s: float | None
+    jobs: int | None
+    jobs_per_s: float | None
+    round_trips_per_job: float | None
+    server_calls_per_job: float | None
+    server_us_per_job: float | None
+    cycle_p50_us: int | None
+    cycle_p90_us: int | None
+    cycle_p99_us: int | None
+    cycle_p999_us: int | None
+    cycle_max_us: int | None
+    e2e_p50_us: int | None
+    e2e_p99_us: int | None
+    loadgen_cpu_pct: float | None
+    saturated: bool
+    audit_ok: bool
+
+
+@dataclass(frozen=True)
+class SweepCostRow:
+    variant: str
+    scenario: str
+    active_size: int
+    reps: int | None = None
+    sweep_ms_median: float | None = None
+    sweep_ms_stdev: float | None = None
+    us_per_active_job: float | None = None
+    round_trips: int | None = None
+    server_us: int | None = None
+    hold_ms_max: float | None = None
+    probe_p99_us: int | None = None
+    probe_max_us: int | None = None
+    probe_busy: int | None = None
+    skipped: str = ""
+
+
+@dataclass(frozen=True)
+class RaceRow:
+    variant: str
+    sweepers: int
+    stalled_jobs: int
+    delay_ms: float | str
+    reps: int
+    double_recoveries: int
+    lost_attempt_updates: int
+    requeued_after_finish: int
+    audit_violations: int
+
+
+Row = FinishFetchRow | SweepCostRow | RaceRow
+
+
+def columns_of(row_type: type[Row]) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(row_type))
+
+
+FINISH_FETCH_COLUMNS = columns_of(FinishFetchRow)
+SWEEP_COST_COLUMNS = columns_of(SweepCostRow)
+RACE_COLUMNS = columns_of(RaceRow)
+
+
+def row_dict(row: Row) -> dict[str, Any]:
+    """A row as the CSV writer takes it: None (not measured) becomes an empty cell."""
+    return {name: ("" if value is None else value) for name, value in asdict(row).items()}
+
 
 # Encoded HdrHistograms: hdr/<stage>__<variant>__r<rep>__<metric>.hdr, one
 # base64 line (HdrHistogram's own encoding), values in µs.

@@ -12,20 +12,20 @@ from pathlib import Path
 
 import redis
 
-from bench.context import Progress, RunContext
 from bench.errors import BenchError
-from bench.meta import collect_meta
-from bench.profile import STAGES, Profile, load_profile
-from bench.queue import Queue
+from bench.harness.context import Progress, RunContext
+from bench.harness.meta import collect_meta
+from bench.harness.profile import STAGES, Profile, load_profile
+from bench.harness.server import redis_for_run
+from bench.protocol.queue import Queue
 from bench.results import RESULTS_DIR, make_run_dir, update_meta
-from bench.server import redis_for_run
 
 # Each stage is a module with run_stage(ctx: RunContext) -> None.
 STAGE_MODULES = {
-    "finish_fetch": "bench.finish_fetch",
-    "sweep": "bench.sweep_bench",
-    "race": "bench.race",
-    "report": "bench.report",
+    "finish_fetch": "bench.finish_fetch.stage",
+    "sweep": "bench.sweep_cost.stage",
+    "race": "bench.race.stage",
+    "report": "bench.report.markdown",
 }
 
 

@@ -11,11 +11,11 @@ import argparse
 import uuid
 from collections.abc import Callable
 
-from bench.connection import CountingRedis
-from bench.metrics import CommandStats
-from bench.queue import Job, Producer, Queue, Worker
-from bench.server import redis_for_run
-from bench.sweep import AtomicSweeper
+from bench.harness.server import redis_for_run
+from bench.protocol.commandstats import CommandStats
+from bench.protocol.connection import CountingRedis
+from bench.protocol.queue import Job, Producer, Queue, Worker
+from bench.protocol.sweep import AtomicSweeper
 
 
 def _measure(client: CountingRedis, action: Callable[[], object], calls: int) -> tuple[int, float]:

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.connection import CountingRedis, RedisSettings
-from bench.queue import Queue
-from bench.server import EmbeddedRedis
+from bench.harness.server import EmbeddedRedis
+from bench.protocol.connection import CountingRedis, RedisSettings
+from bench.protocol.queue import Queue
 
 
 @pytest.fixture(scope="session")

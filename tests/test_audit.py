@@ -1,7 +1,7 @@
 """The audit against hand-built queue states whose right answer is known."""
 
-from bench.audit import audit, server_run_id
-from bench.queue import Producer, Queue, Worker
+from bench.protocol.audit import audit, server_run_id
+from bench.protocol.queue import Producer, Queue, Worker
 
 
 def test_a_clean_run_passes(queue: Queue):

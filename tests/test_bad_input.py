@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from bench.server import EmbeddedRedis
+from bench.harness.server import EmbeddedRedis
 
 REPO = Path(__file__).resolve().parent.parent
 

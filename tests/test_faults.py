@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 import redis
 
-from bench.children import group_alive
-from bench.keys import QueueKeys
-from bench.server import EmbeddedRedis
+from bench.harness.children import group_alive
+from bench.harness.server import EmbeddedRedis
+from bench.protocol.keys import QueueKeys
 from tests.helpers import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
@@ -443,14 +443,14 @@ def sweep_run(folder: Path, redis_url: str | None) -> BenchRun:
 
 
 def wait_for_sweep_processes(run: BenchRun) -> None:
-    """Until pyperf, its worker and the worker's probe (all bench.sweep_bench) run; then note them."""
+    """Until pyperf, its worker and the worker's probe (all bench.sweep_cost.stage) run; then note them."""
 
     def sweeping() -> int:
         assert run.process.poll() is None, f"the run ended early:\n{run.stderr}"
         found = 0
         for pid in descendants(run.process.pid):
             try:
-                found += b"bench.sweep_bench" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                found += b"bench.sweep_cost.stage" in Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue
         return found
@@ -487,8 +487,8 @@ def test_ctrl_c_during_the_sweep_stage_stops_pyperf_its_worker_and_the_probe(tmp
 
 SWEEPER_WITH_A_PROBE = """
 import sys, time
-from bench.connection import RedisSettings
-from bench.probe import Probe
+from bench.protocol.connection import RedisSettings
+from bench.sweep_cost.probe import Probe
 probe = Probe(RedisSettings.from_url(sys.argv[1]), 100).start()
 probe.begin()
 print(probe._process.pid, flush=True)

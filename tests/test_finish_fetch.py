@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from bench import metrics
-from bench.connection import RedisSettings
-from bench.context import RunContext
-from bench.finish_fetch import LOCUSTFILE, REPO, Point, run_once, run_stage
-from bench.loadstats import Aggregate, Recorder
-from bench.profile import PROFILES_DIR, FinishFetchOptions, Profile
+from bench import hdr
+from bench.finish_fetch.loadstats import Aggregate, Recorder
+from bench.finish_fetch.stage import LOCUSTFILE, REPO, Point, run_once, run_stage
+from bench.harness.context import RunContext
+from bench.harness.profile import PROFILES_DIR, FinishFetchOptions, Profile
+from bench.harness.server import EmbeddedRedis, ServerInfo
+from bench.protocol.connection import RedisSettings
 from bench.results import FINISH_FETCH_COLUMNS, HDR_DIR
-from bench.server import EmbeddedRedis, ServerInfo
 
 # Short runs: long enough for a few thousand jobs, short enough for the suite.
 QUICK = FinishFetchOptions(
@@ -59,7 +59,7 @@ def test_two_processes_merge_their_histograms_exactly(tmp_path: Path, settings: 
     assert summary["mode"] == "distributed" and summary["complete"], summary["missing_processes"]
     parts = [p["counts"].get("cycle", 0) for p in summary["processes"]]
     assert sum(1 for n in parts if n > 0) == 2, summary["processes"]  # both processes ran workers
-    merged = metrics.decode(summary["histograms"]["cycle"]).get_total_count()
+    merged = hdr.decode(summary["histograms"]["cycle"]).get_total_count()
     assert merged == sum(parts) == summary["counters"]["jobs"] > 0
     assert run.audit.ok, run.audit.verdict
 

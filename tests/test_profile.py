@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench.errors import BenchError
-from bench.profile import PROFILES_DIR, load_profile
+from bench.harness.profile import PROFILES_DIR, load_profile
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in PROFILES_DIR.glob("*.conf")))

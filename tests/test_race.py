@@ -10,11 +10,14 @@ from pathlib import Path
 import pytest
 
 from bench.__main__ import main as bench_main
-from bench.audit import audit
-from bench.connection import RedisSettings
 from bench.errors import BenchError
-from bench.queue import Producer, Queue
-from bench.race import (
+from bench.harness.server import EmbeddedRedis
+from bench.protocol.audit import audit
+from bench.protocol.connection import RedisSettings
+from bench.protocol.queue import Producer, Queue
+from bench.protocol.sweep import SWEEPERS
+from bench.race.count import count_anomalies, read_state
+from bench.race.stage import (
     RaceLog,
     RacePlan,
     RaceSetting,
@@ -22,10 +25,7 @@ from bench.race import (
     run_once,
     variant_names,
 )
-from bench.race_count import count_anomalies, read_state
 from bench.results import RACE_COLUMNS
-from bench.server import EmbeddedRedis
-from bench.sweep import SWEEPERS
 
 ATOMIC = [name for name in SWEEPERS if not has_gap(name)]
 WITH_GAP = [name for name in SWEEPERS if has_gap(name)]

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from bench.__main__ import main as bench_main
-from bench.compare import Sample, compare_runs, verdict
 from bench.errors import BenchError
-from bench.report import (
+from bench.report.compare import Sample, compare_runs, verdict
+from bench.report.markdown import (
     compare_main,
     load_run,
     parse_hdr_name,
@@ -274,10 +274,10 @@ def test_ratio_is_nan_only_when_both_are_zero() -> None:
 
 
 def test_run_stage_writes_the_report_of_a_run_still_in_progress(results: Path) -> None:
-    from bench.connection import RedisSettings
-    from bench.context import Progress, RunContext
-    from bench.profile import load_profile
-    from bench.server import ServerInfo
+    from bench.harness.context import Progress, RunContext
+    from bench.harness.profile import load_profile
+    from bench.harness.server import ServerInfo
+    from bench.protocol.connection import RedisSettings
 
     run = results / RUN_A
     meta = json.loads((run / "meta.json").read_text())

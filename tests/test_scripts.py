@@ -7,9 +7,9 @@ import time
 import pytest
 from redis.crc import key_slot
 
-from bench.keys import QueueKeys
-from bench.queue import Job, Producer, Queue, Worker, WorkerOptions, now_ms
-from bench.scripts import SCRIPT_FILES, numkeys, script_source
+from bench.protocol.keys import QueueKeys
+from bench.protocol.queue import Job, Producer, Queue, Worker, WorkerOptions, now_ms
+from bench.protocol.scripts import SCRIPT_FILES, numkeys, script_source
 from tests.helpers import ids
 
 

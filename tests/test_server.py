@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from bench.connection import RedisSettings, redact_url
 from bench.errors import BenchError
-from bench.server import EmbeddedRedis, check_server, redis_for_run, require_version
+from bench.harness.server import EmbeddedRedis, check_server, redis_for_run, require_version
+from bench.protocol.connection import RedisSettings, redact_url
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -142,6 +142,6 @@ def test_a_server_that_exits_at_start_says_why_in_one_line():
 
 
 def test_embedded_ports_leave_room_for_the_cluster_bus():
-    from bench.server import HIGHEST_PORT, _free_port
+    from bench.harness.server import HIGHEST_PORT, _free_port
 
     assert all(_free_port() <= HIGHEST_PORT for _ in range(50))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.queue import Job, Producer, Queue, Worker, WorkerOptions, now_ms
-from bench.sweep import AppSidePipelinedSweeper, AppSideSweeper, AtomicSweeper
+from bench.protocol.queue import Job, Producer, Queue, Worker, WorkerOptions, now_ms
+from bench.protocol.sweep import AppSidePipelinedSweeper, AppSideSweeper, AtomicSweeper
 from tests.helpers import ids
 
 

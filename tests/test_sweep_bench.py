@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from bench.errors import BenchError
-from bench.metrics import encode, new_histogram, record_us
-from bench.probe import Probe
-from bench.profile import SweepOptions
+from bench.harness.profile import SweepOptions
+from bench.hdr import encode, new_histogram, record_us
 from bench.results import SWEEP_COST_COLUMNS
-from bench.sweep_bench import main
-from bench.sweep_plan import PlannedPoint, Point, plan, pyperf_options
-from bench.sweep_summary import SIDE_DIR, SizeOutcome, make_row, slopes
+from bench.sweep_cost.plan import PlannedPoint, Point, plan, pyperf_options
+from bench.sweep_cost.probe import Probe
+from bench.sweep_cost.stage import main
+from bench.sweep_cost.summary import SIDE_DIR, SizeOutcome, make_row, slopes
 
 # Spins inside Redis for ARGV[1] ms (by Redis's clock): a stand-in for a long sweep.
 SPIN = """
@@ -172,8 +172,8 @@ def test_the_sweep_command_writes_every_column(tmp_path: Path, settings, monkeyp
 
 
 def test_a_run_checks_the_sweep_keys_before_any_stage_starts():
-    from bench.profile import Profile
-    from bench.sweep_bench import check_profile
+    from bench.harness.profile import Profile
+    from bench.sweep_cost.stage import check_profile
 
     check_profile(Profile("ok"))
     with pytest.raises(BenchError, match="sweep-caps entry"):
@@ -183,10 +183,10 @@ def test_a_run_checks_the_sweep_keys_before_any_stage_starts():
 def test_a_sweep_that_times_out_is_an_error_and_is_never_sent_again(settings, client, tmp_path, monkeypatch):
     import uuid
 
-    from bench import sweep_worker
-    from bench.queue import Queue
-    from bench.sweep import Sweeper, SweepResult
-    from bench.sweep_scenario import ScenarioQueue
+    from bench.protocol.queue import Queue
+    from bench.protocol.sweep import Sweeper, SweepResult
+    from bench.sweep_cost import timing as sweep_worker
+    from bench.sweep_cost.scenario import ScenarioQueue
 
     class SpinningSweeper(Sweeper):
         """A 'sweep' that holds Redis for 400 ms and counts how often it ran."""

@@ -7,9 +7,8 @@ from collections import Counter
 
 import pytest
 
-from bench.probe import Probe
-from bench.queue import Job, Producer, Queue, Worker, WorkerOptions, now_ms
-from bench.sweep import (
+from bench.protocol.queue import Job, Producer, Queue, Worker, WorkerOptions, now_ms
+from bench.protocol.sweep import (
     SWEEPERS,
     AtomicLinearSweeper,
     AtomicSlicedSweeper,
@@ -17,7 +16,8 @@ from bench.sweep import (
     Sweeper,
     ensure_script,
 )
-from bench.sweep_scenario import BENCH_MAX_STALLED, SCENARIOS, ScenarioQueue, stalled_share
+from bench.sweep_cost.probe import Probe
+from bench.sweep_cost.scenario import BENCH_MAX_STALLED, SCENARIOS, ScenarioQueue, stalled_share
 
 ATOMIC = ("atomic", "atomic_linear", "atomic_sliced")
 STALLED_REASON = "job stalled more than allowable limit"

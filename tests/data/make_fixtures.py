@@ -19,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.metrics import new_histogram, record_us, write_hdr
+from bench.hdr import new_histogram, record_us, write_hdr
 from bench.results import (
     FINISH_FETCH_COLUMNS,
     HDR_DIR,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bench.queue import Job, Producer, Queue, Worker
+from bench.protocol.queue import Job, Producer, Queue, Worker
 
 ROUNDS = 2000
 WARMUP_ROUNDS = 100

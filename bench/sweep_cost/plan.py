@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.errors import BenchError
-from bench.profile import SweepOptions
-from bench.sweep import SWEEPERS
-from bench.sweep_scenario import SCENARIOS
+from bench.harness.profile import SweepOptions
+from bench.protocol.sweep import SWEEPERS
+from bench.sweep_cost.scenario import SCENARIOS
 
 # Why a variant gets slow enough to be capped (a capped row's `skipped` says it).
 SLOW_BECAUSE = {

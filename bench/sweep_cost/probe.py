@@ -29,8 +29,8 @@ from typing import Any
 import redis
 from hdrh.histogram import HdrHistogram
 
-from bench.connection import RedisSettings
-from bench.metrics import decode, encode, new_histogram, record_us
+from bench.hdr import decode, encode, new_histogram, record_us
+from bench.protocol.connection import RedisSettings
 
 PROBE_TIMEOUT_S = 60.0  # a PING waits this long at most (Redis answers BUSY after 5 s)
 START_DEADLINE_S = 30.0

@@ -22,8 +22,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from bench.connection import RedisSettings, redact_url
 from bench.errors import BenchError
+from bench.protocol.connection import RedisSettings, redact_url
 
 MIN_VERSION = (6, 2)
 START_DEADLINE_S = 15.0

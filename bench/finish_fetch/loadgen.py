@@ -37,9 +37,8 @@ from locust import User, constant, events
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
-from bench.connection import CountingRedis, RedisSettings
 from bench.errors import BenchError
-from bench.loadstats import (
+from bench.finish_fetch.loadstats import (
     ERROR_PREFIX,
     Aggregate,
     Recorder,
@@ -49,11 +48,12 @@ from bench.loadstats import (
     issued_job_ids,
     redis_cpu_seconds,
 )
-from bench.metrics import CommandStats
-from bench.profile import FinishFetchOptions, known_keys, option_key, parse_value
-from bench.queue import STRATEGIES, Queue
+from bench.harness.profile import FinishFetchOptions, known_keys, option_key, parse_value
+from bench.harness.server import check_server
+from bench.protocol.commandstats import CommandStats
+from bench.protocol.connection import CountingRedis, RedisSettings
+from bench.protocol.queue import STRATEGIES, Queue
 from bench.results import write_json
-from bench.server import check_server
 
 T = TypeVar("T")
 log = logging.getLogger("echomq")
@@ -524,7 +524,7 @@ class Controller:
 
     def audit(self) -> dict[str, Any]:
         """The queue audit as the summary holds it; a restart or an absent server says so."""
-        from bench.audit import audit
+        from bench.protocol.audit import audit
 
         assert self.client is not None and Current.run is not None
         try:

@@ -12,10 +12,10 @@ from typing import Any
 
 import pyperf
 
-from bench.metrics import decode, summary, write_hdr
-from bench.probe import ProbeWindow, empty_window
+from bench.hdr import decode, summary, write_hdr
 from bench.results import HDR_DIR, SWEEP_COST_COLUMNS, hdr_name, read_json, write_atomic
-from bench.sweep_plan import PlannedPoint, Point
+from bench.sweep_cost.plan import PlannedPoint, Point
+from bench.sweep_cost.probe import ProbeWindow, empty_window
 
 PYPERF_DIR = "pyperf"  # one pyperf JSON a size
 PYPERF_JSON = "sweep_pyperf.json"  # every size's, merged

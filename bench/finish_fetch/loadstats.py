@@ -20,10 +20,10 @@ from typing import Any
 import redis
 from hdrh.histogram import HdrHistogram
 
-from bench import metrics
+from bench import hdr
 from bench.errors import ProtocolError
-from bench.metrics import CommandStats
-from bench.queue import Queue, _text
+from bench.protocol.commandstats import CommandStats, client_side
+from bench.protocol.queue import Queue, _text
 
 SUMMARY_KIND = "echomq-finish-fetch"
 SUMMARY_VERSION = 1
@@ -84,8 +84,8 @@ class Recorder:
         if self.measuring:
             histogram = self._histograms.get(metric)
             if histogram is None:
-                histogram = self._histograms[metric] = metrics.new_histogram()
-            metrics.record_us(histogram, value_us)
+                histogram = self._histograms[metric] = hdr.new_histogram()
+            hdr.record_us(histogram, value_us)
 
     def count(self, name: str, amount: int = 1) -> None:
         if self.measuring:
@@ -98,7 +98,7 @@ class Recorder:
         delta = {
             "epoch": self.epoch,
             "histograms": {
-                name: metrics.encode(h) for name, h in self._histograms.items() if h.get_total_count()
+                name: hdr.encode(h) for name, h in self._histograms.items() if h.get_total_count()
             },
             "counters": dict(self._counters),
         }
@@ -149,11 +149,11 @@ class Aggregate:
             return False
         totals = self.processes.setdefault(process, ProcessTotals(role))
         for name, encoded in delta.get("histograms", {}).items():
-            part = metrics.decode(encoded)
+            part = hdr.decode(encoded)
             totals.counts[name] += part.get_total_count()
             merged = self.histograms.get(name)
             if merged is None:
-                merged = self.histograms[name] = metrics.new_histogram()
+                merged = self.histograms[name] = hdr.new_histogram()
             merged.add(part)
         counters = Counter({k: int(v) for k, v in delta.get("counters", {}).items()})
         totals.counters.update(counters)
@@ -209,7 +209,7 @@ def derive(
     """The run's headline figures, and whether the generator was the limit."""
     c = aggregate.counters
     jobs = c["jobs"]
-    server_side = metrics.client_side(server) if server is not None else None
+    server_side = client_side(server) if server is not None else None
     busiest = 0.0
     cpu_s_total = 0.0
     for totals in aggregate.processes.values():
@@ -273,8 +273,8 @@ def build_summary(
         "complete": not missing_processes,
         "missing_processes": missing_processes,
         "stale_reports_dropped": aggregate.stale_reports,
-        "histograms": {name: metrics.encode(h) for name, h in sorted(aggregate.histograms.items())},
-        "percentiles_us": {name: metrics.summary(h) for name, h in sorted(aggregate.histograms.items())},
+        "histograms": {name: hdr.encode(h) for name, h in sorted(aggregate.histograms.items())},
+        "percentiles_us": {name: hdr.summary(h) for name, h in sorted(aggregate.histograms.items())},
         "counters": dict(sorted(aggregate.counters.items())),
         "server": ({"calls": dict(server.calls), "usec": dict(server.usec)} if server is not None else None),
         "processes": [

@@ -19,15 +19,16 @@ from typing import Any
 
 import redis
 
-from bench.connection import CountingRedis, RedisSettings
 from bench.errors import BenchError
-from bench.metrics import CommandStats, client_side, encode
-from bench.probe import Probe, ProbeWindow, empty_window
-from bench.queue import Queue
+from bench.hdr import encode
+from bench.protocol.commandstats import CommandStats, client_side
+from bench.protocol.connection import CountingRedis, RedisSettings
+from bench.protocol.queue import Queue
+from bench.protocol.sweep import SWEEPERS, AtomicSlicedSweeper, Sweeper, SweepResult
 from bench.results import write_json
-from bench.sweep import SWEEPERS, AtomicSlicedSweeper, Sweeper, SweepResult
-from bench.sweep_plan import Point
-from bench.sweep_scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_share
+from bench.sweep_cost.plan import Point
+from bench.sweep_cost.probe import Probe, ProbeWindow, empty_window
+from bench.sweep_cost.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_share
 
 # No sweep call may time out and so be cut short; the client never re-sends one.
 # 10 minutes is beyond the largest capped point (the protocol sweep at 30,000 stalled ids).

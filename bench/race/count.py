@@ -7,8 +7,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from bench.audit import AuditResult, placements
-from bench.queue import Queue
+from bench.protocol.audit import AuditResult, placements
+from bench.protocol.queue import Queue
 
 
 @dataclass

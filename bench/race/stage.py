@@ -26,7 +26,7 @@ What is counted, summed over repetitions (occurrences, not jobs):
 - requeued_after_finish: copies of a finished job put back to work: a
   completed job's copies still in wait at the end, plus fetches of a job that
   already carried ``finishedOn``.
-- audit_violations: what bench.audit finds that the columns above do not
+- audit_violations: what bench.protocol.audit finds that the columns above do not
   explain (a job in no place, an unknown id, a job in two places that was
   neither double-recovered nor requeued), plus stalled jobs still unreclaimed
   at the deadline and errors in a sweeper or worker thread.
@@ -52,18 +52,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.audit import audit, server_run_id
-from bench.connection import CountingRedis, RedisSettings
-from bench.context import Progress, RunContext
 from bench.errors import BenchError
-from bench.meta import collect_meta
-from bench.profile import Profile, RaceOptions, load_profile
-from bench.queue import Producer, Queue, Worker, WorkerOptions
-from bench.race_count import Anomalies, count_anomalies, read_state
+from bench.harness.context import Progress, RunContext
+from bench.harness.meta import collect_meta
+from bench.harness.profile import Profile, RaceOptions, load_profile
+from bench.harness.server import redis_for_run
+from bench.protocol.audit import audit, server_run_id
+from bench.protocol.connection import CountingRedis, RedisSettings
+from bench.protocol.queue import Producer, Queue, Worker, WorkerOptions
+from bench.protocol.scripts import SCRIPT_FILES
+from bench.protocol.sweep import SWEEPERS, Sweeper, SweepResult
+from bench.race.count import Anomalies, count_anomalies, read_state
 from bench.results import RACE_COLUMNS, RESULTS_DIR, make_run_dir, update_meta, write_csv
-from bench.scripts import SCRIPT_FILES
-from bench.server import redis_for_run
-from bench.sweep import SWEEPERS, Sweeper, SweepResult
 
 # High enough that every reclaimed job goes to wait (the failed path is counted too, if asked for).
 MAX_STALLED = 1000

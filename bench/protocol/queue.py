@@ -9,10 +9,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from bench.connection import CountingRedis
 from bench.errors import BenchError, ProtocolError
-from bench.keys import QueueKeys
-from bench.scripts import Scripts, load_scripts
+from bench.protocol.connection import CountingRedis
+from bench.protocol.keys import QueueKeys
+from bench.protocol.scripts import Scripts, load_scripts
 
 Strategy = Literal["fused", "two_call"]
 STRATEGIES: tuple[Strategy, ...] = ("fused", "two_call")

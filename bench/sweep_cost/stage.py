@@ -5,7 +5,7 @@ Both run pyperf as a subprocess (it spawns worker processes and owns argv),
 one pyperf run a size, against a queue the stage builds and grows through the
 protocol client (bench/sweep_scenario.py).
 
-`python -m bench.sweep_bench` is that pyperf program: each point (variant,
+`python -m bench.sweep_cost.stage` is that pyperf program: each point (variant,
 scenario, size) is one ``bench_time_func`` benchmark, registered in a fixed
 order (bench/sweep_plan.py). The time function (bench/sweep_worker.py) times
 the sweep calls only, and writes what pyperf does not measure to side files,
@@ -31,18 +31,19 @@ from typing import Any, get_type_hints
 
 import pyperf
 
-from bench.children import reap_group, spawn, stop_group
-from bench.connection import RedisSettings
-from bench.context import RunContext
 from bench.errors import BenchError
-from bench.profile import Profile, SweepOptions, load_profile, option_key, parse_value
-from bench.queue import Queue
+from bench.harness.children import reap_group, spawn, stop_group
+from bench.harness.context import RunContext
+from bench.harness.profile import Profile, SweepOptions, load_profile, option_key, parse_value
+from bench.paths import REPO
+from bench.protocol.connection import RedisSettings
+from bench.protocol.queue import Queue
+from bench.protocol.scripts import script_source
+from bench.protocol.sweep import SWEEPERS
 from bench.results import RESULTS_DIR, SWEEP_COST_COLUMNS, make_run_dir, read_json, update_meta, write_csv
-from bench.scripts import script_source
-from bench.sweep import SWEEPERS
-from bench.sweep_plan import Point, plan, pyperf_options
-from bench.sweep_scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_count
-from bench.sweep_summary import (
+from bench.sweep_cost.plan import Point, plan, pyperf_options
+from bench.sweep_cost.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_count
+from bench.sweep_cost.summary import (
     PYPERF_DIR,
     SIDE_DIR,
     SizeOutcome,
@@ -54,9 +55,8 @@ from bench.sweep_summary import (
     slopes,
     table,
 )
-from bench.sweep_worker import SWEEP_TIMEOUT_S, PointBench
+from bench.sweep_cost.timing import SWEEP_TIMEOUT_S, PointBench
 
-REPO = Path(__file__).resolve().parent.parent
 URL_ENV = "EMQ_SWEEP_REDIS_URL"  # the workers' Redis URL: in the environment, not on argv
 PYPERF_LOG = "sweep_pyperf.log"
 CSV_NAME = "sweep_cost.csv"
@@ -80,8 +80,10 @@ def _forward_point_args(cmd: list[str], args: argparse.Namespace) -> None:
 
 
 def point_main() -> None:
-    """`python -m bench.sweep_bench`: the pyperf program for one size's points."""
-    runner = pyperf.Runner(program_args=("-m", "bench.sweep_bench"), add_cmdline_args=_forward_point_args)
+    """`python -m bench.sweep_cost.stage`: the pyperf program for one size's points."""
+    runner = pyperf.Runner(
+        program_args=("-m", "bench.sweep_cost.stage"), add_cmdline_args=_forward_point_args
+    )
     _add_point_args(runner.argparser)
     args = runner.parse_args()
     url = os.environ.get(URL_ENV)
@@ -130,7 +132,7 @@ def run_pyperf(
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.unlink(missing_ok=True)
     cmd = [
-        sys.executable, "-m", "bench.sweep_bench",
+        sys.executable, "-m", "bench.sweep_cost.stage",
         "--queue", queue_name, "--size", str(size),
         "--points", ",".join(f"{p.variant}:{p.scenario}" for p in points),
         "--side-dir", str(run_dir / SIDE_DIR), "--slice", str(options.sweep_slice),
@@ -288,8 +290,8 @@ def override(options: SweepOptions, values: dict[str, str | None]) -> SweepOptio
 
 def main(argv: list[str]) -> int:
     """`python -m bench sweep`: the sweep stage alone, into its own run folder."""
-    from bench.meta import collect_meta
-    from bench.server import redis_for_run
+    from bench.harness.meta import collect_meta
+    from bench.harness.server import redis_for_run
 
     parser = argparse.ArgumentParser(prog="python -m bench sweep", description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", default="default", help="profiles/<name>.conf, or a path")

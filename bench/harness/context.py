@@ -7,9 +7,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.connection import RedisSettings
-from bench.profile import Profile
-from bench.server import ServerInfo
+from bench.harness.profile import Profile
+from bench.harness.server import ServerInfo
+from bench.protocol.connection import RedisSettings
 
 
 @dataclass

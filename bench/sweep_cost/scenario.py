@@ -16,8 +16,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from bench.errors import BenchError
-from bench.queue import Producer, Queue, _text, now_ms
-from bench.sweep import SLICED_PASS_KEYS, AtomicSweeper, SweepResult
+from bench.protocol.queue import Producer, Queue, _text, now_ms
+from bench.protocol.sweep import SLICED_PASS_KEYS, AtomicSweeper, SweepResult
 
 SCENARIOS = ("healthy", "all_stalled", "mixed")
 MIXED_EVERY = 10  # mixed: every 10th job of active, 10%, has lost its lock

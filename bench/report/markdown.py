@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench import plots
-from bench.compare import STAGE_KEYS, Comparison, compare_runs, samples
-from bench.context import RunContext
 from bench.errors import BenchError
-from bench.metrics import merge, read_hdr, summary
+from bench.harness.context import RunContext
+from bench.hdr import merge, read_hdr, summary
+from bench.report import plots
+from bench.report.compare import STAGE_KEYS, Comparison, compare_runs, samples
 from bench.results import (
     FINISH_FETCH_COLUMNS,
     HDR_DIR,
@@ -33,7 +33,7 @@ from bench.results import (
     SWEEP_COST_COLUMNS,
     write_atomic,
 )
-from bench.sweep_summary import slopes
+from bench.sweep_cost.summary import slopes
 
 # stage -> (file, columns of design.md)
 STAGE_FILES: dict[str, tuple[str, tuple[str, ...]]] = {

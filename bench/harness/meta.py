@@ -11,9 +11,8 @@ from typing import Any
 
 from redis.utils import HIREDIS_AVAILABLE
 
-from bench.server import ServerInfo
-
-REPO = Path(__file__).resolve().parent.parent
+from bench.harness.server import ServerInfo
+from bench.paths import REPO
 
 
 def _git(*args: str) -> str:

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from bench.queue import Queue, _text
+from bench.protocol.queue import Queue, _text
 
 PLACES = ("wait", "active", "completed", "failed")
 

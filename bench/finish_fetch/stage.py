@@ -27,21 +27,20 @@ from typing import Any
 
 import redis
 
-from bench import metrics
-from bench.audit import AuditResult, audit, server_run_id
-from bench.children import reap_group, spawn, stop_group
-from bench.connection import RedisSettings
-from bench.context import RunContext
+from bench import hdr
 from bench.errors import BenchError
-from bench.loadstats import issued_job_ids
-from bench.profile import FinishFetchOptions, Profile
-from bench.queue import Queue
+from bench.finish_fetch.loadstats import issued_job_ids
+from bench.harness.children import reap_group, spawn, stop_group
+from bench.harness.context import RunContext
+from bench.harness.profile import FinishFetchOptions, Profile
+from bench.paths import LOCUSTFILE, REPO
+from bench.protocol.audit import AuditResult, audit, server_run_id
+from bench.protocol.connection import RedisSettings
+from bench.protocol.queue import Queue
 from bench.results import FINISH_FETCH_COLUMNS, HDR_DIR, hdr_name, update_meta, write_csv
 from bench.results import read_json as read_summary
 
 STAGE = "finish_fetch"
-LOCUSTFILE = Path(__file__).resolve().with_name("locustfile.py")
-REPO = LOCUSTFILE.parent.parent
 STARTUP_ALLOWANCE_S = 60.0  # Locust's start, the workers' connect and the final reports
 # After Ctrl-C, Locust gets this long to collect the last reports and write its summary
 # (its master waits up to 10 s for a worker's last delta), then its process group is killed.
@@ -283,7 +282,7 @@ def _metric_file_name(metric: str) -> str:
 def write_histograms(run_dir: Path, run: RunResult) -> None:
     for metric, encoded in run.summary["histograms"].items():
         name = hdr_name(STAGE, run.variant_id, run.rep, _metric_file_name(metric))
-        metrics.write_hdr(run_dir / HDR_DIR / name, metrics.decode(encoded))
+        hdr.write_hdr(run_dir / HDR_DIR / name, hdr.decode(encoded))
 
 
 # --- the table -----------------------------------------------------------------------------

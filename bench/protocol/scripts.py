@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
 import redis
 from redis.commands.core import Script
 
-LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
+from bench.paths import LUA_DIR
+
 _INCLUDE = re.compile(r'^-- @include "([A-Za-z0-9_]+)"\s*$', re.MULTILINE)
 
 # The protocol's scripts, by the name the client uses, and their files.

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from bench.errors import BenchError
-
-PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
+from bench.paths import PROFILES_DIR
 
 
 def _min(value: float) -> dict[str, float]:
@@ -43,7 +42,7 @@ class FinishFetchOptions:
     socket_timeout_s: float = field(default=30.0, metadata=_min(0.01))
 
     def __post_init__(self) -> None:
-        from bench.queue import STRATEGIES  # here, so loading a profile stays light until checked
+        from bench.protocol.queue import STRATEGIES  # here, so loading a profile stays light until checked
 
         for strategy in self.strategies:
             if strategy not in STRATEGIES:

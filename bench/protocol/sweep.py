@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.queue import Queue, _text, now_ms
-from bench.scripts import SCRIPT_FILES, script_source
+from bench.protocol.queue import Queue, _text, now_ms
+from bench.protocol.scripts import SCRIPT_FILES, script_source
 
 STALLED_REASON = "job stalled more than allowable limit"
 # Commands per pipeline in the pipelined sweep: bounds client memory at 1M ids.

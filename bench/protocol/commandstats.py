@@ -1,0 +1,58 @@
+"""The server's own count of calls and µs per command (INFO commandstats), and deltas of it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+
+@dataclass(frozen=True)
+class CommandStats:
+    """INFO commandstats at one moment: calls and µs per command, as the server counts them."""
+
+    calls: Mapping[str, int]
+    usec: Mapping[str, int]
+
+    @classmethod
+    def read(cls, client: redis.Redis) -> CommandStats:
+        raw: Mapping[str, Any] = client.info("commandstats")
+        calls: dict[str, int] = {}
+        usec: dict[str, int] = {}
+        for key, value in raw.items():
+            name = key.removeprefix("cmdstat_")
+            calls[name] = int(value["calls"])
+            usec[name] = int(value["usec"])
+        return cls(calls, usec)
+
+    def since(self, earlier: CommandStats, exclude: tuple[str, ...] = ("info",)) -> CommandStats:
+        """The calls and µs between ``earlier`` and this snapshot, per command."""
+        names = set(self.calls) - set(exclude)
+        return CommandStats(
+            {n: self.calls[n] - earlier.calls.get(n, 0) for n in names},
+            {n: self.usec[n] - earlier.usec.get(n, 0) for n in names},
+        )
+
+    @property
+    def total_calls(self) -> int:
+        return sum(self.calls.values())
+
+    @property
+    def total_usec(self) -> int:
+        return sum(self.usec.values())
+
+
+# Commands a client sends itself. Redis also counts the commands a script runs
+# inside (and their µs are already inside the EVALSHA's), so per-job figures
+# take only these.
+CLIENT_COMMANDS = ("evalsha", "eval", "bzpopmin", "script|load", "script", "ping")
+
+
+def client_side(stats: CommandStats, names: tuple[str, ...] = CLIENT_COMMANDS) -> CommandStats:
+    """Only the commands a client sent, not those run inside scripts."""
+    return CommandStats(
+        {n: c for n, c in stats.calls.items() if n in names},
+        {n: u for n, u in stats.usec.items() if n in names},
+    )
