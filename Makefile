@@ -42,6 +42,7 @@ lint: $(STAMP) ## ruff and mypy
 	$(VENV)/bin/ruff check bench tests
 	$(VENV)/bin/ruff format --check bench tests
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 report: $(STAMP) ## write the report of RUN (default: the newest run)
 	$(PY) -m bench report $(RUN)

@@ -6,7 +6,7 @@ import importlib
 import sys
 from collections.abc import Callable
 
-from bench.errors import BenchError
+from bench.errors import BenchError, Interrupted
 
 # command -> (module, function, one-line help). Each function takes argv, returns an exit code.
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -45,6 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         print(f"echomq-bench: error: {exc}", file=sys.stderr)
         return 2
+    except Interrupted as exc:
+        # On a line of its own: a progress line may be half-written on the terminal.
+        newline = "\n" if sys.stderr.isatty() else ""
+        print(f"{newline}echomq-bench: {exc}", file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         print("echomq-bench: interrupted", file=sys.stderr)
         return 130

@@ -17,3 +17,9 @@ class ProtocolError(BenchError):
         self.script = script
         self.code = code
         self.job_id = job_id
+
+
+class Interrupted(Exception):
+    """Ctrl-C, after the run folder was marked: the entry point prints the line and exits 130."""
+
+    exit_code = 130

@@ -1,4 +1,4 @@
-"""Where the suite's own files are: the repository (or installed package) root, lua/, profiles/."""
+"""Where the suite's own files are: lua/ and profiles/ in a checkout, or inside an installed wheel."""
 
 from __future__ import annotations
 
@@ -6,6 +6,15 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
 REPO = PACKAGE.parent
-LUA_DIR = REPO / "lua"
-PROFILES_DIR = REPO / "profiles"
+
+
+def _shipped(name: str) -> Path:
+    # A wheel puts lua/ and profiles/ inside the package; a checkout (or an
+    # editable install) keeps them beside it.
+    inside = PACKAGE / name
+    return inside if inside.is_dir() else REPO / name
+
+
+LUA_DIR = _shipped("lua")
+PROFILES_DIR = _shipped("profiles")
 LOCUSTFILE = PACKAGE / "locustfile.py"

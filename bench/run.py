@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import importlib
-import sys
-import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-
-import redis
 
 from bench.errors import BenchError
 from bench.harness.context import Progress, RunContext
-from bench.harness.meta import collect_meta
 from bench.harness.profile import STAGES, Profile, load_profile
-from bench.harness.server import redis_for_run
-from bench.protocol.queue import Queue
-from bench.results import RESULTS_DIR, make_run_dir, update_meta
+from bench.harness.run_folder import open_run
+from bench.results import RESULTS_DIR
 
 # Each stage is a module with run_stage(ctx: RunContext) -> None.
 STAGE_MODULES = {
@@ -55,68 +48,31 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def execute(
+    profile: Profile, stages: Sequence[str], results_root: Path, extra_scripts: Sequence[str] = ()
+) -> int:
+    """Run ``stages`` of ``profile`` into one new run folder; every stage is checked first."""
+    for stage in stages:
+        if stage not in STAGES:
+            raise BenchError(f"unknown stage {stage!r}; use some of {', '.join(STAGES)}")
+    # Everything is checked before the server starts and the folder is made.
+    runners = {stage: stage_runner(stage, profile) for stage in stages}
+    progress = Progress()
+    with open_run(profile, stages, results_root, extra_scripts, progress) as run:
+        for stage, runner in runners.items():
+            progress.stage = stage
+            progress("starting")
+            runner(run.ctx)
+            progress.done()
+            run.stage_done(stage)
+    print(f"results: {run.ctx.run_dir}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     profile = load_profile(args.profile)
     stages = profile.stages
     if args.stages:
         stages = tuple(s.strip() for s in args.stages.split(",") if s.strip())
-        for stage in stages:
-            if stage not in STAGES:
-                raise BenchError(f"unknown stage {stage!r}; use some of {', '.join(STAGES)}")
-    # Everything is checked before the server starts and the folder is made.
-    runners = {stage: stage_runner(stage, profile) for stage in stages}
-    progress = Progress()
-    done: list[str] = []
-    run_dir: Path | None = None
-    try:
-        # The server is checked before anything is written, so a bad REDIS_URL leaves no trace.
-        with redis_for_run() as (settings, server):
-            run_dir = make_run_dir(profile.name, args.results)
-            started = dt.datetime.now().isoformat(timespec="seconds")
-            update_meta(
-                run_dir,
-                run_id=run_dir.name,
-                started=started,
-                complete=False,
-                stages_planned=list(stages),
-                stages_done=[],
-            )
-            client = settings.connect()
-            try:
-                probe = Queue.open(client, f"meta-{uuid.uuid4().hex[:8]}")
-                shas = probe.scripts.shas()
-            finally:
-                client.close()
-            update_meta(run_dir, **collect_meta(profile.name, server, shas))
-            ctx = RunContext(profile, settings, server, run_dir, progress)
-            for stage, runner in runners.items():
-                progress.stage = stage
-                progress("starting")
-                runner(ctx)
-                progress.done()
-                done.append(stage)
-                update_meta(run_dir, stages_done=done)
-    except KeyboardInterrupt:
-        if run_dir is not None:
-            update_meta(run_dir, complete=False, reason="interrupted (Ctrl-C)", stages_done=done)
-        where = f"partial results in {run_dir}" if run_dir is not None else "nothing was written"
-        print(f"echomq-bench: interrupted; {where}", file=sys.stderr)
-        return 130
-    except BenchError as exc:
-        if run_dir is not None:
-            update_meta(run_dir, complete=False, reason=str(exc), stages_done=done)
-        raise
-    except redis.RedisError as exc:
-        # A stage that met a server gone, restarted or too slow, and did not say so itself:
-        # still one line, and the run folder says it is incomplete.
-        first = str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip() else ""
-        reason = f"Redis failed during {progress.stage or 'set-up'}: {type(exc).__name__}: {first}"
-        if run_dir is not None:
-            update_meta(run_dir, complete=False, reason=reason, stages_done=done)
-        where = f"; partial results in {run_dir}" if run_dir is not None else ""
-        raise BenchError(reason + where) from None
-    finished = dt.datetime.now().isoformat(timespec="seconds")
-    update_meta(run_dir, complete=True, reason=None, finished=finished)
-    print(f"results: {run_dir}")
-    return 0
+    return execute(profile, stages, args.results)

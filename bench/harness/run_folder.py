@@ -1,0 +1,108 @@
+"""open_run(): the one way a command makes a run folder, fills meta.json and closes it.
+
+Every entry point that writes results (`bench run`, `bench sweep`, `bench race`)
+goes through it, so each run folder has the same meta.json (run_id, start and
+finish, stages planned and done, the server, the client libraries, the script
+SHAs) and ends the same way: complete, interrupted, or failed with a reason.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+from bench.errors import BenchError, Interrupted
+from bench.harness.context import Progress, RunContext
+from bench.harness.meta import collect_meta
+from bench.harness.profile import Profile
+from bench.harness.server import redis_for_run
+from bench.protocol.queue import Queue
+from bench.results import make_run_dir, update_meta
+
+
+@dataclass
+class OpenRun:
+    """What the body of ``with open_run(...)`` gets: the context, and where to record progress."""
+
+    ctx: RunContext
+    stages_done: list[str] = field(default_factory=list)
+
+    def stage_done(self, stage: str) -> None:
+        self.stages_done.append(stage)
+        update_meta(self.ctx.run_dir, stages_done=self.stages_done)
+
+
+def _now() -> str:
+    return dt.datetime.now().isoformat(timespec="seconds")
+
+
+def _script_shas(ctx_settings_connect: redis.Redis, extra_scripts: Iterable[str]) -> dict[str, str]:
+    queue = Queue.open(ctx_settings_connect, f"meta-{uuid.uuid4().hex[:8]}", tuple(extra_scripts))
+    return queue.scripts.shas()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0].rstrip(".") if text else ""
+
+
+@contextmanager
+def open_run(
+    profile: Profile,
+    stages: Iterable[str],
+    results_root: Path,
+    extra_scripts: Iterable[str] = (),
+    progress: Progress | None = None,
+) -> Iterator[OpenRun]:
+    """Start the server (or check REDIS_URL), make results/<run-id>/, and close it honestly.
+
+    The server is checked before the folder is made, so a bad REDIS_URL leaves
+    no trace. Ctrl-C marks the folder interrupted and exits 130 with one line;
+    a BenchError or a Redis failure marks it incomplete with the reason.
+    """
+    planned = list(stages)
+    progress = progress or Progress()
+    run: OpenRun | None = None
+    try:
+        with redis_for_run() as (settings, server):
+            run_dir = make_run_dir(profile.name, results_root)
+            update_meta(
+                run_dir,
+                run_id=run_dir.name,
+                started=_now(),
+                complete=False,
+                stages_planned=planned,
+                stages_done=[],
+            )
+            client = settings.connect()
+            try:
+                shas = _script_shas(client, extra_scripts)
+            finally:
+                client.close()
+            update_meta(run_dir, **collect_meta(profile.name, server, shas))
+            run = OpenRun(RunContext(profile, settings, server, run_dir, progress))
+            yield run
+            update_meta(run_dir, complete=True, reason=None, finished=_now())
+    except KeyboardInterrupt:
+        if run is not None:
+            update_meta(run.ctx.run_dir, complete=False, reason="interrupted (Ctrl-C)", finished=_now())
+        where = f"partial results in {run.ctx.run_dir}" if run is not None else "nothing was written"
+        raise Interrupted(f"interrupted; {where}") from None
+    except BenchError as exc:
+        if run is not None:
+            update_meta(run.ctx.run_dir, complete=False, reason=str(exc), finished=_now())
+        raise
+    except redis.RedisError as exc:
+        # A stage that met a server gone, restarted or too slow, and did not say so itself:
+        # still one line, and the run folder says it is incomplete.
+        reason = f"Redis failed during {progress.stage or 'set-up'}: {type(exc).__name__}: {_first_line(exc)}"
+        if run is not None:
+            update_meta(run.ctx.run_dir, complete=False, reason=reason, finished=_now())
+        where = f"; partial results in {run.ctx.run_dir}" if run is not None else ""
+        raise BenchError(reason + where) from None
