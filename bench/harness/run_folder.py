@@ -22,6 +22,7 @@ from bench.harness.context import Progress, RunContext
 from bench.harness.meta import collect_meta
 from bench.harness.profile import Profile
 from bench.harness.server import redis_for_run
+from bench.protocol.connection import CountingRedis
 from bench.protocol.queue import Queue
 from bench.results import make_run_dir, update_meta
 
@@ -42,8 +43,8 @@ def _now() -> str:
     return dt.datetime.now().isoformat(timespec="seconds")
 
 
-def _script_shas(ctx_settings_connect: redis.Redis, extra_scripts: Iterable[str]) -> dict[str, str]:
-    queue = Queue.open(ctx_settings_connect, f"meta-{uuid.uuid4().hex[:8]}", tuple(extra_scripts))
+def _script_shas(client: CountingRedis, extra_scripts: Iterable[str]) -> dict[str, str]:
+    queue = Queue.open(client, f"meta-{uuid.uuid4().hex[:8]}", tuple(extra_scripts))
     return queue.scripts.shas()
 
 
