@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import math
+import shutil
+from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from bench.fits import loglog_fit, paired_ratio
+from bench.report.render import write_report
+from tests.data.make_fixtures import RUN_A
+
+DATA = Path(__file__).parent / "data"
 
 
 def test_loglog_slope_is_one_for_linear_and_two_for_quadratic() -> None:
@@ -39,3 +46,18 @@ def test_paired_ratio_leaves_out_pairs_it_cannot_divide() -> None:
     ratio = paired_ratio([(1.0, 0), (None, 2.0), ("", 1.0), (4.0, 2.0), (math.nan, 1.0)])
     assert ratio is not None and (ratio.median, ratio.pairs) == (2.0, 1)
     assert paired_ratio([(1.0, 0), (None, None)]) is None
+
+
+def test_the_report_shows_the_median_of_pairs_not_the_ratio_of_means(tmp_path: Path) -> None:
+    run = tmp_path / RUN_A
+    shutil.copytree(DATA / RUN_A, run)
+    csv = run / "finish_fetch.csv"
+    frame = pd.read_csv(csv)
+    point = (frame["workers"] == 2) & (frame["rtt_ms"] == 0)
+    fused = point & (frame["variant"] == "fused")
+    two = point & (frame["variant"] == "two_call")
+    frame.loc[fused, "jobs_per_s"] = [1200.0, 900.0, 600.0]
+    frame.loc[two, "jobs_per_s"] = [400.0, 600.0, 600.0]  # pairs 3.0, 1.5, 1.0; means 900/533
+    frame.to_csv(csv, index=False)
+    text = write_report(run).read_text()
+    assert "| 2 | 0 | 1.50 | [1.00-3.00] | 3 |" in text
