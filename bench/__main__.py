@@ -11,9 +11,9 @@ from bench.errors import BenchError, Interrupted
 # command -> (module, function, one-line help). Each function takes argv, returns an exit code.
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "run": ("bench.run", "main", "run a profile's stages and write results/<run-id>/"),
-    "report": ("bench.report.markdown", "report_main", "write report.md and plots for a run"),
-    "compare": ("bench.report.markdown", "compare_main", "compare two runs metric by metric"),
-    "runs": ("bench.report.markdown", "runs_main", "list the runs in results/"),
+    "report": ("bench.report.cli", "report_main", "write report.md and plots for a run"),
+    "compare": ("bench.report.cli", "compare_main", "compare two runs metric by metric"),
+    "runs": ("bench.report.cli", "runs_main", "list the runs in results/"),
     "sweep": ("bench.sweep_cost.stage", "main", "the sweep-cost benchmark alone (pyperf)"),
     "race": ("bench.race.stage", "main", "the race audit alone"),
     "script-cost": ("bench.script_cost", "main", "Redis µs per call of each script, small queue"),

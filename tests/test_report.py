@@ -12,16 +12,10 @@ import pytest
 
 from bench.__main__ import main as bench_main
 from bench.errors import BenchError
+from bench.report.cli import compare_main, report_main, runs_main
 from bench.report.compare import Sample, compare_runs, verdict
-from bench.report.markdown import (
-    compare_main,
-    load_run,
-    parse_hdr_name,
-    report_main,
-    run_stage,
-    runs_main,
-    write_report,
-)
+from bench.report.load import load_run, parse_hdr_name
+from bench.report.render import write_report
 from bench.results import FINISH_FETCH_COLUMNS, RACE_COLUMNS, SWEEP_COST_COLUMNS, hdr_name
 from tests.data.make_fixtures import CHANGES, PARTIAL, RUN_A, RUN_B
 
@@ -278,6 +272,7 @@ def test_run_stage_writes_the_report_of_a_run_still_in_progress(results: Path) -
     from bench.harness.profile import load_profile
     from bench.harness.server import ServerInfo
     from bench.protocol.connection import RedisSettings
+    from bench.run import report_stage as run_stage
 
     run = results / RUN_A
     meta = json.loads((run / "meta.json").read_text())

@@ -30,6 +30,7 @@ import redis
 from bench import hdr
 from bench.errors import BenchError
 from bench.finish_fetch.loadstats import issued_job_ids
+from bench.fits import paired_ratio
 from bench.harness.children import reap_group, spawn, stop_group
 from bench.harness.context import RunContext
 from bench.harness.profile import FinishFetchOptions, Profile
@@ -341,12 +342,8 @@ def table(rows: Sequence[dict[str, Any]], strategies: Sequence[str]) -> str:
             a, b = (by_strategy[s] for s in strategies)
             cells = []
             for _, key, _ in TABLE_METRICS:
-                ratios = [
-                    float(x[key]) / float(y[key])
-                    for x, y in zip(a, b, strict=False)
-                    if x[key] is not None and y[key] not in (None, 0)
-                ]
-                cells.append(_median_spread(ratios, "{:.2f}"))
+                ratio = paired_ratio((x[key], y[key]) for x, y in zip(a, b, strict=False))
+                cells.append(ratio.text("{:.2f}") if ratio else "-")
             lines.append(["", "", "", f"{strategies[0]}/{strategies[1]}", *cells, "", ""])
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     text = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in lines]

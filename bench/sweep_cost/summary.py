@@ -12,6 +12,7 @@ from typing import Any
 
 import pyperf
 
+from bench.fits import loglog_fit
 from bench.hdr import decode, summary, write_hdr
 from bench.results import HDR_DIR, SWEEP_COST_COLUMNS, hdr_name, read_json, write_atomic
 from bench.sweep_cost.plan import PlannedPoint, Point
@@ -145,27 +146,21 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 def slopes(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """Least-squares slope of log(sweep time) on log(size) per variant and scenario
     (1 = linear, 2 = quadratic), over all sizes and over the two largest."""
-    import numpy as np  # lazily: workers never need it
-
     fits: dict[str, dict[str, float]] = {}
     pairs = sorted({(r["variant"], r["scenario"]) for r in rows})
     for variant, scenario in pairs:
-        points = sorted(
-            (int(r["active_size"]), float(r["sweep_ms_median"]))
+        fit = loglog_fit(
+            (r["active_size"], r["sweep_ms_median"])
             for r in rows
-            if r["variant"] == variant and r["scenario"] == scenario and r["sweep_ms_median"] != ""
+            if r["variant"] == variant and r["scenario"] == scenario
         )
-        points = [(size, ms) for size, ms in points if ms > 0]
-        if len(points) < 2:
+        if fit is None:
             continue
-        x = np.log([size for size, _ in points])
-        y = np.log([ms for _, ms in points])
-        top = float((y[-1] - y[-2]) / (x[-1] - x[-2]))
         fits[f"{variant}/{scenario}"] = {
-            "slope": round(float(np.polyfit(x, y, 1)[0]), 3),
-            "slope_top_two": round(top, 3),
-            "from_size": points[0][0],
-            "to_size": points[-1][0],
+            "slope": round(fit.slope, 3),
+            "slope_top_two": round(fit.slope_top_two, 3),
+            "from_size": int(fit.from_x),
+            "to_size": int(fit.to_x),
         }
     return fits
 

@@ -1,0 +1,89 @@
+"""Two small fits both the stages and the report print: log-log slopes and paired A/B ratios.
+
+A pure leaf (the standard library only): the stage's terminal table and the
+report must compute the same number the same way, so neither owns it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+def _number(value: object) -> float | None:
+    """A finite float, or None for a blank, missing or NaN cell."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+@dataclass(frozen=True)
+class LogLogFit:
+    """Slope of log(y) on log(x): 1 is linear growth, 2 quadratic."""
+
+    slope: float  # least squares over every point
+    slope_top_two: float  # between the two largest x, where growth at scale shows most plainly
+    from_x: float
+    to_x: float
+
+
+def loglog_fit(points: Iterable[tuple[object, object]]) -> LogLogFit | None:
+    """The fit of (x, y) points; those with a blank or non-positive value are left out.
+
+    None when fewer than two distinct x remain: there is no slope to draw.
+    """
+    kept = sorted(
+        (x, y)
+        for x, y in ((_number(x), _number(y)) for x, y in points)
+        if x is not None and y is not None and x > 0 and y > 0
+    )
+    if len({x for x, _ in kept}) < 2:
+        return None
+    logs_x = [math.log(x) for x, _ in kept]
+    logs_y = [math.log(y) for _, y in kept]
+    dx = logs_x[-1] - logs_x[-2]
+    top = (logs_y[-1] - logs_y[-2]) / dx if dx else math.nan  # two points at the same largest x
+    slope = statistics.linear_regression(logs_x, logs_y).slope
+    return LogLogFit(slope=slope, slope_top_two=top, from_x=kept[0][0], to_x=kept[-1][0])
+
+
+@dataclass(frozen=True)
+class PairedRatio:
+    """A/B over the repetitions run as pairs (A B A B): the median of the pair ratios and their range.
+
+    Pairing cancels the drift of a shared machine between rounds; a ratio of
+    means would let one slow round move both sides' means unevenly.
+    """
+
+    median: float
+    lo: float
+    hi: float
+    pairs: int
+
+    def text(self, form: str = "{:.2f}") -> str:
+        """``median [min-max]``; the median alone for a single pair."""
+        middle = form.format(self.median)
+        if self.pairs == 1:
+            return middle
+        return f"{middle} [{form.format(self.lo)}-{form.format(self.hi)}]"
+
+
+def paired_ratio(pairs: Iterable[tuple[object, object]]) -> PairedRatio | None:
+    """The ratio a/b of each (a, b) pair; a pair with a blank side or b = 0 is left out.
+
+    None when no pair is left.
+    """
+    ratios = [
+        a / b
+        for a, b in ((_number(a), _number(b)) for a, b in pairs)
+        if a is not None and b is not None and b != 0
+    ]
+    if not ratios:
+        return None
+    return PairedRatio(statistics.median(ratios), min(ratios), max(ratios), len(ratios))

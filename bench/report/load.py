@@ -1,0 +1,165 @@
+"""A run folder as the report reads it: meta.json, the stage CSVs with their types, hdr/*.hdr.
+
+Reads only what the folder holds. A folder from an older or partial run loads
+with what it has, and ``RunData.absent`` says what is not there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bench.errors import BenchError
+from bench.hdr import merge, read_hdr
+from bench.results import (
+    FINISH_FETCH_COLUMNS,
+    HDR_DIR,
+    RACE_COLUMNS,
+    RESULTS_DIR,
+    SWEEP_COST_COLUMNS,
+)
+
+# stage -> (file, columns of design.md)
+STAGE_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "finish_fetch": ("finish_fetch.csv", FINISH_FETCH_COLUMNS),
+    "sweep": ("sweep_cost.csv", SWEEP_COST_COLUMNS),
+    "race": ("race.csv", RACE_COLUMNS),
+}
+TEXT_COLUMNS = frozenset({"variant", "scenario", "skipped"})
+BOOL_COLUMNS = frozenset({"saturated", "audit_ok"})
+
+
+def parse_hdr_name(name: str) -> tuple[str, str, int, str] | None:
+    """hdr/<stage>__<variant>__r<rep>__<metric>.hdr (results.hdr_name) -> its four parts."""
+    parts = name.removesuffix(".hdr").split("__")
+    if len(parts) != 4 or not re.fullmatch(r"r\d+", parts[2]) or not name.endswith(".hdr"):
+        return None
+    return parts[0], parts[1], int(parts[2][1:]), parts[3]
+
+
+@dataclass
+class RunData:
+    """One run folder as loaded: meta, a frame per stage present, and what is absent."""
+
+    path: Path
+    meta: dict[str, Any]
+    frames: dict[str, pd.DataFrame]
+    missing_columns: dict[str, list[str]] = field(default_factory=dict)
+    absent: list[str] = field(default_factory=list)  # one line each: what the report cannot show
+    hdr_files: dict[tuple[str, str, str], list[Path]] = field(default_factory=dict)
+
+    @property
+    def run_id(self) -> str:
+        return str(self.meta.get("run_id") or self.path.name)
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.meta.get("complete"))
+
+
+def resolve_run(name: str, results: Path | None = None) -> Path:
+    """A run folder given as a path or as a run id under results/."""
+    path = Path(name)
+    if path.is_dir():
+        return path
+    candidate = (results or RESULTS_DIR) / name
+    if candidate.is_dir():
+        return candidate
+    raise BenchError(f"no run folder {name!r} (nor {candidate}); `python -m bench runs` lists the runs")
+
+
+def is_run(path: Path) -> bool:
+    return (path / "meta.json").is_file() or any((path / f).is_file() for f, _ in STAGE_FILES.values())
+
+
+def _bool(value: object) -> object:
+    text = str(value).strip().lower()
+    return True if text in ("true", "1", "yes") else False if text in ("false", "0", "no") else pd.NA
+
+
+def _skipped(value: object) -> str:
+    text = "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value).strip()
+    return "" if text.lower() in ("", "false", "0", "nan", "none") else text
+
+
+def read_stage(path: Path, columns: tuple[str, ...]) -> tuple[pd.DataFrame, list[str]]:
+    """A stage CSV with its types fixed; missing columns are added empty and returned."""
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    missing = [c for c in columns if c not in frame.columns]
+    for column in missing:
+        frame[column] = ""
+    for column in frame.columns:
+        if column == "skipped":
+            frame[column] = frame[column].map(_skipped)
+        elif column in TEXT_COLUMNS:
+            frame[column] = frame[column].astype(str)
+        elif column in BOOL_COLUMNS:
+            frame[column] = frame[column].map(_bool).astype("boolean")
+        else:
+            frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    return frame, missing
+
+
+def load_run(path: Path) -> RunData:
+    """Load a run folder; a folder with neither meta.json nor a result CSV is a BenchError."""
+    if not path.is_dir():
+        raise BenchError(f"{path} is not a folder; give a run folder or a run id")
+    if not is_run(path):
+        raise BenchError(f"{path} is not a run folder (no meta.json, no result CSV); give results/<run-id>")
+    data = RunData(path, {}, {})
+    meta_path = path / "meta.json"
+    if meta_path.is_file():
+        try:
+            data.meta = json.loads(meta_path.read_text())
+        except (OSError, ValueError) as exc:
+            data.absent.append(f"meta.json unreadable ({exc}); machine, Redis and git details unknown")
+    else:
+        data.absent.append("meta.json absent: machine, Redis and git details unknown")
+    for stage, (name, columns) in STAGE_FILES.items():
+        csv_path = path / name
+        if not csv_path.is_file():
+            planned = data.meta.get("stages_planned")
+            if isinstance(planned, list) and stage not in planned:
+                data.absent.append(f"stage {stage}: not part of this run (left out with --stages)")
+            else:
+                data.absent.append(f"stage {stage}: {name} absent")
+            continue
+        try:
+            frame, missing = read_stage(csv_path, columns)
+        except (OSError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+            data.absent.append(f"stage {stage}: {name} unreadable ({exc.__class__.__name__}: {exc})")
+            continue
+        data.frames[stage] = frame
+        if missing:
+            data.missing_columns[stage] = missing
+            data.absent.append(f"stage {stage}: {name} lacks column(s) {', '.join(missing)}")
+    for hdr in sorted((path / HDR_DIR).glob("*.hdr")):
+        parsed = parse_hdr_name(hdr.name)
+        if parsed:
+            stage, variant, _, metric = parsed
+            data.hdr_files.setdefault((stage, variant, metric), []).append(hdr)
+    return data
+
+
+def merged_histograms(data: RunData, stage: str) -> tuple[dict[tuple[str, str], Any], list[str]]:
+    """(metric, variant) -> the merge of every repetition's histogram; and the files that failed."""
+    merged: dict[tuple[str, str], Any] = {}
+    bad: list[str] = []
+    for (hdr_stage, variant, metric), files in sorted(data.hdr_files.items()):
+        if hdr_stage != stage:
+            continue
+        histograms = []
+        for file in files:
+            try:
+                histograms.append(read_hdr(file))
+            except Exception:  # a torn or foreign file must not stop the report
+                bad.append(file.name)
+        if histograms:
+            merged[(metric, variant)] = merge(histograms)
+    return merged, bad
