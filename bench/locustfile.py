@@ -29,7 +29,7 @@ from locust import task
 from redis.exceptions import NoScriptError, RedisError
 
 from bench.errors import ProtocolError
-from bench.finish_fetch.loadgen import RECORDER, RedisUser
+from bench.finish_fetch.window import RECORDER, RedisUser
 from bench.protocol.queue import Job, Producer, Worker, now_us
 
 IDLE_WAIT_S = 0.05  # a worker with nothing to do blocks on the marker this long at most
