@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from bench.harness.context import RunContext
 from bench.harness.profile import PROFILES_DIR, FinishFetchOptions, Profile
 from bench.harness.server import EmbeddedRedis, ServerInfo
 from bench.protocol.connection import RedisSettings
+from bench.protocol.queue import Queue
 from bench.results import FINISH_FETCH_COLUMNS, HDR_DIR
 
 # Short runs: long enough for a few thousand jobs, short enough for the suite.
@@ -72,6 +74,21 @@ def test_open_loop_at_an_unreachable_rate_is_marked_saturated(tmp_path: Path, se
     assert any("offered" in reason for reason in derived["saturated_because"])
     assert derived["added_per_s"] < 10_000_000.0 * 0.9
     assert run.audit.ok, run.audit.verdict
+
+
+def test_a_run_that_ends_during_warm_up_writes_a_summary_that_says_so(
+    tmp_path: Path, settings: RedisSettings, queue: Queue
+):
+    summary_path = tmp_path / "summary.json"
+    command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary"]
+    command += ["--warmup-s", "60", "--run-time", "1s", "--summary-json", str(summary_path)]
+    command += ["--queue", queue.keys.name, "--redis-url", settings.url]  # the fixture deletes its keys
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(summary_path.read_text())
+    assert summary["measured"] is False and summary["complete"] is False, summary
+    assert summary["aborted"] == "the test stopped during warm-up"
+    assert summary["settings"]["warmup_s"] == 60
 
 
 def test_a_window_drops_deltas_sent_before_its_reset_and_merges_the_rest_exactly():

@@ -30,6 +30,7 @@ import redis
 from bench import hdr
 from bench.errors import BenchError
 from bench.finish_fetch.loadstats import issued_job_ids
+from bench.finish_fetch.summary import SUMMARY_KIND, SUMMARY_VERSION
 from bench.harness.children import reap_group, spawn, stop_group
 from bench.harness.context import RunContext
 from bench.harness.profile import FinishFetchOptions, Profile
@@ -162,18 +163,22 @@ def run_locust(
             code = stop_group(process, signal.SIGINT, INTERRUPT_GRACE_S)
         finally:
             reap_group(process)  # forked Locust workers too, whatever happened
-    if not summary_path.exists():
+    if not summary_path.exists():  # it never reached the end of a test: it failed, or was killed
         if interrupted:
-            raise KeyboardInterrupt  # stopped before its window opened: nothing measured
-        stopped = _stop_reason(log_path)
-        if stopped:
-            raise BenchError(
-                f"Locust run {prefix.name} stopped before measuring anything: {stopped}; see {log_path}"
-            )
+            raise KeyboardInterrupt
         raise BenchError(
             f"Locust run {prefix.name} failed (exit {code}): {_last_error(log_path)}; see {log_path}"
         )
     summary = read_summary(summary_path)
+    if summary.get("kind") != SUMMARY_KIND or summary.get("version") != SUMMARY_VERSION:
+        raise BenchError(f"{summary_path} is not a finish_fetch summary of version {SUMMARY_VERSION}")
+    if not summary["measured"]:
+        if interrupted:
+            raise KeyboardInterrupt  # stopped before its window opened: nothing measured
+        raise BenchError(
+            f"Locust run {prefix.name} stopped before measuring anything: {summary['aborted']}; "
+            f"see {log_path}"
+        )
     summary["exit_code"] = code
     if interrupted:
         summary["aborted"] = INTERRUPTED
@@ -186,16 +191,8 @@ def _pythonpath() -> str:
     return f"{REPO}{os.pathsep}{existing}" if existing else str(REPO)
 
 
-def _stop_reason(log_path: Path) -> str | None:
-    """Why the locustfile stopped the run early (Redis gone, restarted), when its log says so."""
-    marker = "echomq: stopping the run early: "
-    for line in reversed(log_path.read_text(errors="replace").splitlines()):
-        if marker in line:
-            return line.split(marker, 1)[1].strip()
-    return None
-
-
 def _last_error(log_path: Path) -> str:
+    """A crashed run wrote no summary: the last line of its log that names an error."""
     lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
     for line in reversed(lines):
         if "error" in line.lower() or "exception" in line.lower():

@@ -25,7 +25,6 @@ from bench.finish_fetch.current import RECORDER, Current, control_settings
 from bench.finish_fetch.loadstats import (
     Aggregate,
     Recorder,
-    build_summary,
     error_kind,
     first_line,
     issued_job_ids,
@@ -33,10 +32,10 @@ from bench.finish_fetch.loadstats import (
 )
 from bench.finish_fetch.options import summary_path
 from bench.finish_fetch.server_watch import ServerWatch
+from bench.finish_fetch.summary import build_summary, unmeasured_summary, write_summary
 from bench.protocol.commandstats import CommandStats
 from bench.protocol.connection import CountingRedis
 from bench.protocol.queue import Queue
-from bench.results import write_json
 
 log = logging.getLogger("echomq")
 
@@ -202,60 +201,43 @@ class Controller:
         return bool(missing & {c.id for c in runner.clients.all})
 
     def on_test_stop(self, environment: Environment, **_: Any) -> None:
+        path = summary_path(environment.parsed_options)
         if self.window is None:
-            why = f" ({self.aborted})" if self.aborted else ""
-            log.warning("echomq: the test stopped during warm-up%s; nothing was measured", why)
+            # Stopped before the window opened: the summary still says why (stage.py reads it).
+            assert Current.run is not None
+            write_summary(unmeasured_summary(Current.run, self._mode(), self.aborted), path)
             return
         deadline = time.monotonic() + FINAL_REPORT_WAIT_S
         while self._awaited() and time.monotonic() < deadline:
             gevent.sleep(0.02)
         if self.distributed:
             self.aggregate.absorb(_process_id(environment), "master", self.own.take(), final=True)
-        self.write_summary(environment)
+        write_summary(self.summary(), path)
         self.window = None
 
-    def write_summary(self, environment: Environment) -> None:
+    def _mode(self) -> str:
+        return "distributed" if self.distributed else "local"
+
+    def summary(self) -> dict[str, Any]:
+        """The closed window's summary: merged parts, the server's deltas, why it ended early."""
         run = Current.run
-        assert run is not None and self.window is not None and self.client is not None
-        window_s = self.window[1] - self.window[0]
+        assert run is not None and self.window is not None
         server = None
         if self.stats_before is not None and self.stats_after is not None:
             server = self.stats_after.since(self.stats_before)
-        redis_cpu_s = self.redis_cpu[1] - self.redis_cpu[0] if self.redis_cpu else None
-        summary = build_summary(
+        return build_summary(
             run,
             self.aggregate,
-            window_s,
+            self.window[1] - self.window[0],
             server,
-            redis_cpu_s,
-            mode="distributed" if self.distributed else "local",
+            self.redis_cpu[1] - self.redis_cpu[0] if self.redis_cpu else None,
+            mode=self._mode(),
             missing_processes=self._missing(),
+            aborted=self.aborted,
+            server_error=self.server_error,
+            # One process: every user has stopped, the queue is still, so the audit is exact.
+            audit=None if self.distributed else self.audit(),
         )
-        summary["aborted"] = self.aborted
-        summary["complete"] = summary["complete"] and self.aborted is None
-        summary["server_error"] = self.server_error
-        if not self.distributed:
-            # Every user of this process has stopped: the queue is still, so the audit is exact.
-            summary["audit"] = self.audit()
-        d = summary["derived"]
-        log.info(
-            "echomq: %s: %d jobs in %.1fs = %.0f jobs/s, %.2f round trips/job, cycle p50 %s µs%s",
-            run.strategy,
-            d["jobs"],
-            window_s,
-            d["jobs_per_s"],
-            d["round_trips_per_job"],
-            summary["percentiles_us"].get("cycle", {}).get("p50", "-"),
-            ", SATURATED: " + "; ".join(d["saturated_because"]) if d["saturated"] else "",
-        )
-        if d["errors"]:
-            kinds = ", ".join(f"{n} {kind}" for kind, n in d["errors_by_kind"].items())
-            log.warning("echomq: %d calls failed in the window (%s)", d["errors"], kinds)
-        path = summary_path(environment.parsed_options)
-        if path is not None:
-            write_json(path, summary)
-        if self.aborted:
-            log.error("echomq: run stopped early: %s; what it measured is in %s", self.aborted, path)
 
     def audit(self) -> dict[str, Any]:
         """The queue audit as the summary holds it; a restart or an absent server says so."""
