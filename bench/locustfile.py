@@ -29,12 +29,16 @@ from locust import task
 from redis.exceptions import NoScriptError, RedisError
 
 from bench.errors import ProtocolError
-from bench.finish_fetch.loadgen import RECORDER, RedisUser
+from bench.finish_fetch import hooks
+from bench.finish_fetch.current import RECORDER
+from bench.finish_fetch.user import RedisUser
 from bench.protocol.queue import Job, Producer, Worker, now_us
 
 IDLE_WAIT_S = 0.05  # a worker with nothing to do blocks on the marker this long at most
 BACKLOG_BATCHES = 10  # closed loop: producers keep the wait list below this many batches
 BACKLOG_POLL_S = 0.002
+
+hooks.install()  # the options, the user counts, the measured window (bench/finish_fetch/)
 
 
 class ProducerUser(RedisUser):

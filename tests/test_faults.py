@@ -430,6 +430,10 @@ def test_redis_killed_during_warm_up_still_ends_with_one_line(tmp_path: Path, se
     ), line
     assert "unreachable" in line
     assert run.meta()["complete"] is False and "unreachable" in run.meta()["reason"]
+    summary = run.summary()  # the load side's own word for why, which the line above repeats
+    assert summary["measured"] is False and summary["complete"] is False, summary
+    assert f"Redis at 127.0.0.1:{server.port} unreachable" in summary["aborted"], summary
+    assert summary["aborted"] in line
 
 
 def sweep_run(folder: Path, redis_url: str | None) -> BenchRun:

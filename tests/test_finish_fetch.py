@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -12,12 +13,16 @@ import pytest
 
 from bench import hdr
 from bench.finish_fetch.loadstats import Aggregate, Recorder
-from bench.finish_fetch.stage import LOCUSTFILE, REPO, Point, run_once, run_stage
+from bench.finish_fetch.locust_run import Point, run_once
+from bench.finish_fetch.stage import run_stage
+from bench.finish_fetch.table import TableRow, table
 from bench.harness.context import RunContext
 from bench.harness.profile import PROFILES_DIR, FinishFetchOptions, Profile
 from bench.harness.server import EmbeddedRedis, ServerInfo
+from bench.paths import LOCUSTFILE, REPO
 from bench.protocol.connection import RedisSettings
-from bench.results import FINISH_FETCH_COLUMNS, HDR_DIR
+from bench.protocol.queue import Queue
+from bench.results import FINISH_FETCH_COLUMNS, HDR_DIR, FinishFetchRow
 
 # Short runs: long enough for a few thousand jobs, short enough for the suite.
 QUICK = FinishFetchOptions(
@@ -72,6 +77,21 @@ def test_open_loop_at_an_unreachable_rate_is_marked_saturated(tmp_path: Path, se
     assert any("offered" in reason for reason in derived["saturated_because"])
     assert derived["added_per_s"] < 10_000_000.0 * 0.9
     assert run.audit.ok, run.audit.verdict
+
+
+def test_a_run_that_ends_during_warm_up_writes_a_summary_that_says_so(
+    tmp_path: Path, settings: RedisSettings, queue: Queue
+):
+    summary_path = tmp_path / "summary.json"
+    command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary"]
+    command += ["--warmup-s", "60", "--run-time", "1s", "--summary-json", str(summary_path)]
+    command += ["--queue", queue.keys.name, "--redis-url", settings.url]  # the fixture deletes its keys
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(summary_path.read_text())
+    assert summary["measured"] is False and summary["complete"] is False, summary
+    assert summary["aborted"] == "the test stopped during warm-up"
+    assert summary["settings"]["warmup_s"] == 60
 
 
 def test_a_window_drops_deltas_sent_before_its_reset_and_merges_the_rest_exactly():
@@ -142,3 +162,28 @@ def test_locust_accepts_every_key_of_every_profile():
         )
         assert result.returncode == 0, f"{conf.name}: {result.stderr}"
         assert "WorkerUser" in result.stdout and "ProducerUser" in result.stdout
+
+
+def test_the_table_shows_medians_and_pairs_each_a_b_round_into_a_ratio():
+    base = FinishFetchRow(
+        variant="fused", rep=1, workers=2, producers=1, rtt_ms=0.0, duration_s=1.0, jobs=100,
+        jobs_per_s=100.0, round_trips_per_job=1.0, server_calls_per_job=1.0, server_us_per_job=10.0,
+        cycle_p50_us=50, cycle_p90_us=60, cycle_p99_us=70, cycle_p999_us=80, cycle_max_us=90,
+        e2e_p50_us=100, e2e_p99_us=200, loadgen_cpu_pct=50.0, saturated=False, audit_ok=True,
+    )  # fmt: skip
+
+    def run(variant: str, rep: int, jobs_per_s: float) -> TableRow:
+        row = dataclasses.replace(base, variant=variant, rep=rep, jobs_per_s=jobs_per_s)
+        return TableRow(row, rtt_slept_ms=0.0, loadgen_cpu_us_per_job=30.0)
+
+    rounds = [
+        run("fused", 1, 200.0),
+        run("two_call", 1, 100.0),
+        run("fused", 2, 300.0),
+        run("two_call", 2, 100.0),
+    ]
+    lines = table(rounds, ["fused", "two_call"]).splitlines()
+    (fused,) = [line for line in lines if line.startswith("2 ") and " fused " in line]
+    assert "250 [200-300]" in fused and "ok 2/2" in fused
+    (ratio,) = [line for line in lines if "fused/two_call" in line]
+    assert ratio.split()[1:3] == ["2.50", "[2.00-3.00]"]  # jobs/s: the median and spread of 2 and 3

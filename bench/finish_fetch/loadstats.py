@@ -1,4 +1,4 @@
-"""What a Locust run measures, and how it reaches one summary: no Locust import here.
+"""What a Locust run measures, and how the parts of many processes merge: no Locust import here.
 
 Each Locust process that runs users keeps a ``Recorder``: HdrHistograms in µs
 and plain counters, recording only inside the measured window. It hands its
@@ -6,8 +6,7 @@ data over as deltas (encoded histograms, counter increments), each tagged with
 the window's epoch. The process that runs the test (Locust's master, or the
 only process) adds every delta of the current epoch into an ``Aggregate``, so
 the merged histogram holds exactly the sum of the parts, however many
-processes sent them. ``build_summary`` turns that into the run's summary file,
-the same whether the run had one process or many.
+processes sent them (summary.py turns that into the run's summary file).
 """
 
 from __future__ import annotations
@@ -22,17 +21,7 @@ from hdrh.histogram import HdrHistogram
 
 from bench import hdr
 from bench.errors import ProtocolError
-from bench.protocol.commandstats import CommandStats, client_side
 from bench.protocol.queue import Queue, _text
-
-SUMMARY_KIND = "echomq-finish-fetch"
-SUMMARY_VERSION = 1
-
-# A run is marked saturated when the generator, not Redis, set the pace:
-# a process that runs users busier than this share of one core, or an open-loop
-# producer that added less than this share of the offered rate.
-SATURATED_CPU_PCT = 90.0
-SATURATED_RATE_SHARE = 0.9
 
 ERROR_PREFIX = "errors:"  # a counter a kind of failed call: errors:timeout, errors:connection, ...
 
@@ -52,6 +41,12 @@ def error_kind(exc: BaseException) -> str:
     if isinstance(exc, ProtocolError):
         return "protocol"  # a script answered with a negative code (e.g. the job is gone)
     return type(exc).__name__
+
+
+def first_line(exc: BaseException) -> str:
+    """An error's first line, for a one-line reason (its type's name when it says nothing)."""
+    text = str(exc).strip()
+    return text.splitlines()[0].rstrip(".") if text else type(exc).__name__
 
 
 class Recorder:
@@ -193,102 +188,6 @@ class RunSettings:
             "queue": self.queue,
             "socket_timeout_s": self.socket_timeout_s,
         }
-
-
-def _per(numerator: float, denominator: float) -> float:
-    return numerator / denominator if denominator else 0.0
-
-
-def derive(
-    run: RunSettings,
-    aggregate: Aggregate,
-    window_s: float,
-    server: CommandStats | None,
-    redis_cpu_s: float | None,
-) -> dict[str, Any]:
-    """The run's headline figures, and whether the generator was the limit."""
-    c = aggregate.counters
-    jobs = c["jobs"]
-    server_side = client_side(server) if server is not None else None
-    busiest = 0.0
-    cpu_s_total = 0.0
-    for totals in aggregate.processes.values():
-        cpu_s_total += totals.counters["cpu_us"] / 1e6
-        if totals.role != "master":  # the master runs no users
-            busiest = max(busiest, 100.0 * _per(totals.counters["cpu_us"], totals.counters["window_us"]))
-    added_per_s = _per(c["jobs_added"], window_s)
-    reasons = []
-    if busiest >= SATURATED_CPU_PCT:
-        reasons.append(f"a load process used {busiest:.0f}% of a core")
-    if run.target_rate > 0 and added_per_s < SATURATED_RATE_SHARE * run.target_rate:
-        reasons.append(f"added {added_per_s:.0f} jobs/s of {run.target_rate:g} offered")
-    return {
-        "jobs": jobs,
-        "jobs_per_s": _per(jobs, window_s),
-        "added_per_s": added_per_s,
-        "offered_per_s": run.target_rate,
-        "round_trips_per_job": _per(c["worker_round_trips"], jobs),
-        "producer_round_trips_per_job": _per(c["producer_round_trips"], jobs),
-        # every client-sent command in the window (producers' addJob included), per job finished
-        "server_calls_per_job": _per(server_side.total_calls, jobs) if server_side else None,
-        "server_us_per_job": _per(server_side.total_usec, jobs) if server_side else None,
-        # the same calls less the producers' addJob calls, which the producers counted themselves
-        "worker_server_calls_per_job": (
-            _per(server_side.total_calls - c["producer_calls"], jobs) if server_side else None
-        ),
-        "loadgen_cpu_pct": 100.0 * _per(cpu_s_total, window_s),
-        "loadgen_cpu_us_per_job": _per(cpu_s_total * 1e6, jobs),
-        "busiest_process_cpu_pct": busiest,
-        "redis_cpu_pct": 100.0 * _per(redis_cpu_s, window_s) if redis_cpu_s is not None else None,
-        "simulated_rtt_mean_ms": _per(c["rtt_slept_us"], c["rtt_sleeps"]) / 1000,
-        "errors": c["errors"],
-        "errors_by_kind": errors_by_kind(c),
-        "saturated": bool(reasons),
-        "saturated_because": reasons,
-    }
-
-
-def errors_by_kind(counters: Counter[str]) -> dict[str, int]:
-    """The errors:<kind> counters as {kind: count}."""
-    found = sorted((k, v) for k, v in counters.items() if k.startswith(ERROR_PREFIX))
-    return {k.removeprefix(ERROR_PREFIX): v for k, v in found}
-
-
-def build_summary(
-    run: RunSettings,
-    aggregate: Aggregate,
-    window_s: float,
-    server: CommandStats | None,
-    redis_cpu_s: float | None,
-    mode: str,
-    missing_processes: list[str],
-) -> dict[str, Any]:
-    """The run's summary file: settings, merged histograms, per-process parts, headline figures."""
-    return {
-        "kind": SUMMARY_KIND,
-        "version": SUMMARY_VERSION,
-        "mode": mode,
-        "settings": run.as_dict(),
-        "window_s": window_s,
-        "complete": not missing_processes,
-        "missing_processes": missing_processes,
-        "stale_reports_dropped": aggregate.stale_reports,
-        "histograms": {name: hdr.encode(h) for name, h in sorted(aggregate.histograms.items())},
-        "percentiles_us": {name: hdr.summary(h) for name, h in sorted(aggregate.histograms.items())},
-        "counters": dict(sorted(aggregate.counters.items())),
-        "server": ({"calls": dict(server.calls), "usec": dict(server.usec)} if server is not None else None),
-        "processes": [
-            {
-                "id": pid,
-                "role": t.role,
-                "final": t.final,
-                "counters": dict(sorted(t.counters.items())),
-                "counts": dict(sorted(t.counts.items())),
-            }
-            for pid, t in sorted(aggregate.processes.items())
-        ],
-        "derived": derive(run, aggregate, window_s, server, redis_cpu_s),
-    }
 
 
 def issued_job_ids(queue: Queue) -> list[str]:

@@ -1,0 +1,38 @@
+"""What the users, the window and the hooks of one Locust process share: the run's settings
+(read again at each test start) and the process's Recorder."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from locust.env import Environment
+
+from bench.finish_fetch.loadstats import Recorder, RunSettings
+from bench.finish_fetch.options import redis_settings, run_settings
+from bench.protocol.connection import RedisSettings
+
+CONTROL_TIMEOUT_S = 30.0  # the controller's own socket timeout: a paused server is waited for
+
+# Each process's measurements (one Recorder a process; users write to it).
+RECORDER = Recorder()
+
+
+class Current:
+    """What every user of this process reads when it starts: set at each test start."""
+
+    run: RunSettings | None = None
+    redis: RedisSettings = RedisSettings()
+
+
+def read_settings(environment: Environment) -> RunSettings:
+    """Read the options (again: the web UI may have changed them) for this process's users."""
+    run = run_settings(environment.parsed_options)
+    Current.run = run
+    Current.redis = redis_settings(environment, run.socket_timeout_s)
+    return run
+
+
+def control_settings() -> RedisSettings:
+    """The controller's connection: the load's server, with a timeout that outlasts a pause."""
+    timeout = max(Current.redis.socket_timeout_s, CONTROL_TIMEOUT_S)
+    return dataclasses.replace(Current.redis, socket_timeout_s=timeout)

@@ -1,0 +1,59 @@
+"""What one run leaves in the run folder: its row of finish_fetch.csv, and its histograms."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bench import hdr
+from bench.finish_fetch.locust_run import STAGE, RunResult
+from bench.harness.profile import FinishFetchOptions
+from bench.results import HDR_DIR, FinishFetchRow, hdr_name
+
+
+def _round(value: Any, digits: int) -> float | None:
+    return round(float(value), digits) if value is not None else None
+
+
+def csv_row(run: RunResult, opts: FinishFetchOptions) -> FinishFetchRow:
+    """The run's row of finish_fetch.csv; audit_ok only when the queue audit passed and
+    every process's last report arrived (a run cut short is not audited as whole)."""
+    s = run.summary
+    d = s["derived"]
+    cycle = s["percentiles_us"].get("cycle", {})
+    e2e = s["percentiles_us"].get("e2e", {})
+    return FinishFetchRow(
+        variant=run.strategy,
+        rep=run.rep,
+        workers=run.point.workers,
+        producers=opts.producers,
+        rtt_ms=run.point.rtt_ms,
+        duration_s=_round(s["window_s"], 3),
+        jobs=d["jobs"],
+        jobs_per_s=_round(d["jobs_per_s"], 1),
+        round_trips_per_job=_round(d["round_trips_per_job"], 4),
+        server_calls_per_job=_round(d["server_calls_per_job"], 4),
+        server_us_per_job=_round(d["server_us_per_job"], 2),
+        cycle_p50_us=cycle.get("p50"),
+        cycle_p90_us=cycle.get("p90"),
+        cycle_p99_us=cycle.get("p99"),
+        cycle_p999_us=cycle.get("p999"),
+        cycle_max_us=cycle.get("max"),
+        e2e_p50_us=e2e.get("p50"),
+        e2e_p99_us=e2e.get("p99"),
+        loadgen_cpu_pct=_round(d["loadgen_cpu_pct"], 1),
+        saturated=bool(d["saturated"]),
+        audit_ok=run.audit.ok and bool(s.get("complete", False)),
+    )
+
+
+def _metric_file_name(metric: str) -> str:
+    # "call:moveToFinished+fetch" -> "call-moveToFinished-fetch": safe in a file name, no "__"
+    return "".join(ch if ch.isalnum() else "-" for ch in metric).strip("-")
+
+
+def write_histograms(run_dir: Path, run: RunResult) -> None:
+    """Each merged histogram of the run as hdr/finish_fetch__<variant id>__r<rep>__<metric>.hdr."""
+    for metric, encoded in run.summary["histograms"].items():
+        name = hdr_name(STAGE, run.variant_id, run.rep, _metric_file_name(metric))
+        hdr.write_hdr(run_dir / HDR_DIR / name, hdr.decode(encoded))

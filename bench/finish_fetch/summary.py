@@ -1,0 +1,186 @@
+"""The run's summary file: built from the window's merged figures, logged, and written.
+
+The summary is the load side's whole answer to whoever started the run
+(stage.py reads nothing else): the merged histograms, the counters, the
+server's commandstats delta, the headline figures, whether the run is
+complete, and, when it stopped early, why (``aborted``). A run stopped before
+its window opened still writes one, with ``measured: false`` and the reason.
+No Locust import here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bench import hdr
+from bench.finish_fetch.loadstats import ERROR_PREFIX, Aggregate, RunSettings
+from bench.protocol.commandstats import CommandStats, client_side
+from bench.results import write_json
+
+log = logging.getLogger("echomq")
+
+SUMMARY_KIND = "echomq-finish-fetch"
+SUMMARY_VERSION = 2  # 2: ``measured``, and a summary even when nothing was measured
+
+# A run is marked saturated when the generator, not Redis, set the pace:
+# a process that runs users busier than this share of one core, or an open-loop
+# producer that added less than this share of the offered rate.
+SATURATED_CPU_PCT = 90.0
+SATURATED_RATE_SHARE = 0.9
+WARM_UP_ONLY = "the test stopped during warm-up"  # the reason when nothing else stopped it
+
+
+def _per(numerator: float, denominator: float) -> float:
+    return numerator / denominator if denominator else 0.0
+
+
+def derive(
+    run: RunSettings,
+    aggregate: Aggregate,
+    window_s: float,
+    server: CommandStats | None,
+    redis_cpu_s: float | None,
+) -> dict[str, Any]:
+    """The run's headline figures, and whether the generator was the limit."""
+    c = aggregate.counters
+    jobs = c["jobs"]
+    server_side = client_side(server) if server is not None else None
+    busiest = 0.0
+    cpu_s_total = 0.0
+    for totals in aggregate.processes.values():
+        cpu_s_total += totals.counters["cpu_us"] / 1e6
+        if totals.role != "master":  # the master runs no users
+            busiest = max(busiest, 100.0 * _per(totals.counters["cpu_us"], totals.counters["window_us"]))
+    added_per_s = _per(c["jobs_added"], window_s)
+    reasons = []
+    if busiest >= SATURATED_CPU_PCT:
+        reasons.append(f"a load process used {busiest:.0f}% of a core")
+    if run.target_rate > 0 and added_per_s < SATURATED_RATE_SHARE * run.target_rate:
+        reasons.append(f"added {added_per_s:.0f} jobs/s of {run.target_rate:g} offered")
+    return {
+        "jobs": jobs,
+        "jobs_per_s": _per(jobs, window_s),
+        "added_per_s": added_per_s,
+        "offered_per_s": run.target_rate,
+        "round_trips_per_job": _per(c["worker_round_trips"], jobs),
+        "producer_round_trips_per_job": _per(c["producer_round_trips"], jobs),
+        # every client-sent command in the window (producers' addJob included), per job finished
+        "server_calls_per_job": _per(server_side.total_calls, jobs) if server_side else None,
+        "server_us_per_job": _per(server_side.total_usec, jobs) if server_side else None,
+        # the same calls less the producers' addJob calls, which the producers counted themselves
+        "worker_server_calls_per_job": (
+            _per(server_side.total_calls - c["producer_calls"], jobs) if server_side else None
+        ),
+        "loadgen_cpu_pct": 100.0 * _per(cpu_s_total, window_s),
+        "loadgen_cpu_us_per_job": _per(cpu_s_total * 1e6, jobs),
+        "busiest_process_cpu_pct": busiest,
+        "redis_cpu_pct": 100.0 * _per(redis_cpu_s, window_s) if redis_cpu_s is not None else None,
+        "simulated_rtt_mean_ms": _per(c["rtt_slept_us"], c["rtt_sleeps"]) / 1000,
+        "errors": c["errors"],
+        "errors_by_kind": errors_by_kind(c),
+        "saturated": bool(reasons),
+        "saturated_because": reasons,
+    }
+
+
+def errors_by_kind(counters: Counter[str]) -> dict[str, int]:
+    """The errors:<kind> counters as {kind: count}."""
+    found = sorted((k, v) for k, v in counters.items() if k.startswith(ERROR_PREFIX))
+    return {k.removeprefix(ERROR_PREFIX): v for k, v in found}
+
+
+def build_summary(
+    run: RunSettings,
+    aggregate: Aggregate,
+    window_s: float,
+    server: CommandStats | None,
+    redis_cpu_s: float | None,
+    mode: str,
+    missing_processes: list[str],
+    *,
+    aborted: str | None = None,
+    server_error: str | None = None,
+    audit: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The run's summary: settings, merged histograms, per-process parts, headline figures.
+
+    ``aborted`` says why the window ended early (the run is then incomplete),
+    ``server_error`` why the server's own figures are missing, ``audit`` the
+    queue's audit when this process could take it (a run of one process).
+    """
+    summary: dict[str, Any] = {
+        "kind": SUMMARY_KIND,
+        "version": SUMMARY_VERSION,
+        "mode": mode,
+        "settings": run.as_dict(),
+        "measured": True,
+        "window_s": window_s,
+        "complete": not missing_processes and aborted is None,
+        "aborted": aborted,
+        "missing_processes": missing_processes,
+        "stale_reports_dropped": aggregate.stale_reports,
+        "server_error": server_error,
+        "histograms": {name: hdr.encode(h) for name, h in sorted(aggregate.histograms.items())},
+        "percentiles_us": {name: hdr.summary(h) for name, h in sorted(aggregate.histograms.items())},
+        "counters": dict(sorted(aggregate.counters.items())),
+        "server": ({"calls": dict(server.calls), "usec": dict(server.usec)} if server is not None else None),
+        "processes": [
+            {
+                "id": pid,
+                "role": t.role,
+                "final": t.final,
+                "counters": dict(sorted(t.counters.items())),
+                "counts": dict(sorted(t.counts.items())),
+            }
+            for pid, t in sorted(aggregate.processes.items())
+        ],
+        "derived": derive(run, aggregate, window_s, server, redis_cpu_s),
+    }
+    if audit is not None:
+        summary["audit"] = audit
+    return summary
+
+
+def unmeasured_summary(run: RunSettings, mode: str, aborted: str | None) -> dict[str, Any]:
+    """The summary of a run that stopped before its window opened: no figures, only why."""
+    return {
+        "kind": SUMMARY_KIND,
+        "version": SUMMARY_VERSION,
+        "mode": mode,
+        "settings": run.as_dict(),
+        "measured": False,
+        "complete": False,
+        "aborted": aborted or WARM_UP_ONLY,
+    }
+
+
+def write_summary(summary: dict[str, Any], path: Path | None) -> None:
+    """Log the run's headline (or why nothing was measured) and write the summary to ``path``."""
+    if summary["measured"]:
+        _log_headline(summary)
+    else:
+        log.warning("echomq: nothing was measured: %s", summary["aborted"])
+    if path is not None:
+        write_json(path, summary)
+    if summary["measured"] and summary["aborted"]:
+        log.error("echomq: run stopped early: %s; what it measured is in %s", summary["aborted"], path)
+
+
+def _log_headline(summary: dict[str, Any]) -> None:
+    d = summary["derived"]
+    log.info(
+        "echomq: %s: %d jobs in %.1fs = %.0f jobs/s, %.2f round trips/job, cycle p50 %s µs%s",
+        summary["settings"]["strategy"],
+        d["jobs"],
+        summary["window_s"],
+        d["jobs_per_s"],
+        d["round_trips_per_job"],
+        summary["percentiles_us"].get("cycle", {}).get("p50", "-"),
+        ", SATURATED: " + "; ".join(d["saturated_because"]) if d["saturated"] else "",
+    )
+    if d["errors"]:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in d["errors_by_kind"].items())
+        log.warning("echomq: %d calls failed in the window (%s)", d["errors"], kinds)
