@@ -1,16 +1,10 @@
 """Stage 2, sweep cost against active-list size: a pyperf benchmark.
 
 `python -m bench run` calls ``run_stage``; `python -m bench sweep` calls ``main``.
-Both run pyperf as a subprocess (it spawns worker processes and owns argv),
-one pyperf run a size, against a queue the stage builds and grows through the
-protocol client (bench/sweep_scenario.py).
-
-`python -m bench.sweep_cost.stage` is that pyperf program: each point (variant,
-scenario, size) is one ``bench_time_func`` benchmark, registered in a fixed
-order (bench/sweep_plan.py). The time function (bench/sweep_worker.py) times
-the sweep calls only, and writes what pyperf does not measure to side files,
-which the stage merges with pyperf's values into sweep_cost.csv
-(bench/sweep_summary.py).
+Both run the pyperf program (bench/sweep_cost/pyperf_program.py) as a
+subprocess, one pyperf run a size, against a queue the stage builds and grows
+through the protocol client (bench/sweep_cost/scenario.py), and merge pyperf's
+values with the side files into sweep_cost.csv (bench/sweep_cost/summary.py).
 """
 
 from __future__ import annotations
@@ -31,7 +25,6 @@ from typing import Any, get_type_hints
 
 import pyperf
 
-from bench.errors import BenchError
 from bench.harness.children import reap_group, spawn, stop_group
 from bench.harness.context import RunContext
 from bench.harness.profile import Profile, SweepOptions, load_profile, option_key, parse_value
@@ -42,7 +35,8 @@ from bench.protocol.scripts import script_source
 from bench.protocol.sweep import SWEEPERS
 from bench.results import RESULTS_DIR, SWEEP_COST_COLUMNS, make_run_dir, read_json, update_meta, write_csv
 from bench.sweep_cost.plan import Point, plan, pyperf_options
-from bench.sweep_cost.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_count
+from bench.sweep_cost.pyperf_program import PROGRAM, URL_ENV
+from bench.sweep_cost.scenario import ScenarioQueue
 from bench.sweep_cost.summary import (
     PYPERF_DIR,
     SIDE_DIR,
@@ -55,64 +49,11 @@ from bench.sweep_cost.summary import (
     slopes,
     table,
 )
-from bench.sweep_cost.timing import SWEEP_TIMEOUT_S, PointBench
+from bench.sweep_cost.timing import SWEEP_TIMEOUT_S
 
-URL_ENV = "EMQ_SWEEP_REDIS_URL"  # the workers' Redis URL: in the environment, not on argv
 PYPERF_LOG = "sweep_pyperf.log"
 CSV_NAME = "sweep_cost.csv"
 PYPERF_STOP_GRACE_S = 5.0
-
-
-def _add_point_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--queue", required=True, help="the queue holding the snapshot")
-    parser.add_argument("--size", type=int, required=True)
-    parser.add_argument("--points", required=True, help="variant:scenario,... in order")
-    parser.add_argument("--side-dir", required=True)
-    parser.add_argument("--slice", type=int, default=1000)
-    parser.add_argument("--probe-rate-hz", type=float, default=500.0)
-
-
-def _forward_point_args(cmd: list[str], args: argparse.Namespace) -> None:
-    """pyperf's hook: pass our options on to each worker it spawns."""
-    cmd.extend(["--queue", args.queue, "--size", str(args.size), "--points", args.points])
-    cmd.extend(["--side-dir", args.side_dir, "--slice", str(args.slice)])
-    cmd.extend(["--probe-rate-hz", str(args.probe_rate_hz)])
-
-
-def point_main() -> None:
-    """`python -m bench.sweep_cost.stage`: the pyperf program for one size's points."""
-    runner = pyperf.Runner(
-        program_args=("-m", "bench.sweep_cost.stage"), add_cmdline_args=_forward_point_args
-    )
-    _add_point_args(runner.argparser)
-    args = runner.parse_args()
-    url = os.environ.get(URL_ENV)
-    if not url:
-        raise BenchError(f"{URL_ENV} is not set; run the sweep through `python -m bench sweep`")
-    bench = PointBench(
-        RedisSettings.from_url(url),
-        args.queue,
-        Path(args.side_dir),
-        slice_size=args.slice,
-        probe_rate_hz=args.probe_rate_hz,
-        warmups=args.warmups or 0,
-    )
-    try:
-        for spec in args.points.split(","):
-            variant, scenario = spec.split(":")
-            point = Point(variant, scenario, args.size)
-            metadata = {
-                "sweep_variant": variant,
-                "sweep_scenario": scenario,
-                "active_size": args.size,
-                "stalled_jobs": stalled_count(args.size, scenario),
-                "max_stalled": BENCH_MAX_STALLED,
-                "sweep_slice": args.slice,
-                "probe_rate_hz": args.probe_rate_hz,
-            }
-            runner.bench_time_func(point.name, bench.time_point, point, metadata=metadata)
-    finally:
-        bench.close()
 
 
 _RESULT_LINE = re.compile(r"^(sweep/[^:\s]+): (.*)$")
@@ -132,7 +73,7 @@ def run_pyperf(
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.unlink(missing_ok=True)
     cmd = [
-        sys.executable, "-m", "bench.sweep_cost.stage",
+        sys.executable, "-m", PROGRAM,
         "--queue", queue_name, "--size", str(size),
         "--points", ",".join(f"{p.variant}:{p.scenario}" for p in points),
         "--side-dir", str(run_dir / SIDE_DIR), "--slice", str(options.sweep_slice),
@@ -324,7 +265,3 @@ def main(argv: list[str]) -> int:
     print(f"results: {run_dir}")
     failed = read_json(run_dir / "meta.json").get("sweep_errors", 0)
     return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    point_main()
