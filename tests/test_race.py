@@ -17,14 +17,8 @@ from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Producer, Queue
 from bench.protocol.sweep import SWEEPERS
 from bench.race.count import count_anomalies, read_state
-from bench.race.stage import (
-    RaceLog,
-    RacePlan,
-    RaceSetting,
-    has_gap,
-    run_once,
-    variant_names,
-)
+from bench.race.plan import RacePlan, RaceSetting, has_gap, variant_names
+from bench.race.run import RaceLog, run_once
 from bench.results import RACE_COLUMNS
 
 ATOMIC = [name for name in SWEEPERS if not has_gap(name)]
