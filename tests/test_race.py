@@ -15,9 +15,9 @@ from bench.harness.server import EmbeddedRedis
 from bench.protocol.audit import audit
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Producer, Queue
-from bench.protocol.sweep import SWEEPERS
+from bench.protocol.sweep import SWEEPERS, has_gap
 from bench.race.count import count_anomalies, read_state
-from bench.race.plan import RacePlan, RaceSetting, has_gap, variant_names
+from bench.race.plan import RacePlan, RaceSetting, variant_names
 from bench.race.run import RaceLog, run_once
 from bench.results import RACE_COLUMNS
 

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import inspect
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from bench.errors import BenchError
 from bench.harness.profile import RaceOptions
-from bench.protocol.queue import Queue
 from bench.protocol.scripts import SCRIPT_FILES
-from bench.protocol.sweep import SWEEPERS, Sweeper
+from bench.protocol.sweep import SWEEPERS, has_gap, is_sliced
 
 # High enough that every reclaimed job goes to wait (the failed path is counted too, if asked for).
 MAX_STALLED = 1000
@@ -36,11 +33,6 @@ def variant_names(requested: Iterable[str]) -> tuple[str, ...]:
     return tuple(names)
 
 
-def has_gap(variant: str) -> bool:
-    """True when the sweep checks and acts in separate round trips (it takes an ``act_delay``)."""
-    return "act_delay" in inspect.signature(SWEEPERS[variant]).parameters
-
-
 def extra_scripts(variants: Iterable[str]) -> tuple[str, ...]:
     """Script files the variants need beyond the protocol's own."""
     protocol = set(SCRIPT_FILES.values())
@@ -50,21 +42,6 @@ def extra_scripts(variants: Iterable[str]) -> tuple[str, ...]:
         if isinstance(script, str) and script not in protocol and script not in files:
             files.append(script)
     return tuple(files)
-
-
-def make_sweeper(variant: str, queue: Queue, max_stalled: int, delay_ms: float, slice_size: int) -> Sweeper:
-    """A sweeper of ``variant``: with the simulated delay where it has a gap, and the
-    given slice where it sweeps in slices (so a pass spans calls that interleave)."""
-    factory: Any = SWEEPERS[variant]
-    takes = inspect.signature(factory).parameters
-    options: dict[str, Any] = {"max_stalled": max_stalled}
-    if "act_delay" in takes and delay_ms > 0:
-        pause_s = delay_ms / 1000.0
-        options["act_delay"] = lambda: time.sleep(pause_s)
-    if "slice_size" in takes:
-        options["slice_size"] = slice_size
-    sweeper: Sweeper = factory(queue, **options)
-    return sweeper
 
 
 @dataclass(frozen=True)
@@ -82,7 +59,7 @@ class RaceSetting:
 
     def label(self) -> str:
         delay = f"{self.delay_ms:g} ms" if has_gap(self.variant) else "none (atomic)"
-        sliced = "slice_size" in inspect.signature(SWEEPERS[self.variant]).parameters
+        sliced = is_sliced(self.variant)
         return (
             f"{self.variant} sweepers={self.sweepers} jobs={self.stalled_jobs} "
             f"delay={delay} workers={self.workers}" + (f" slice={self.slice_size}" if sliced else "")

@@ -22,9 +22,9 @@ from bench.errors import BenchError
 from bench.protocol.audit import audit, server_run_id
 from bench.protocol.connection import CountingRedis, RedisSettings
 from bench.protocol.queue import Producer, Queue, Worker, WorkerOptions
-from bench.protocol.sweep import Sweeper, SweepResult
+from bench.protocol.sweep import Sweeper, SweepResult, make_sweeper
 from bench.race.count import Anomalies, count_anomalies, read_state
-from bench.race.plan import RaceSetting, extra_scripts, make_sweeper
+from bench.race.plan import RaceSetting, extra_scripts
 
 STALL_LOCK_MS = 1  # the crashed worker's lock: gone almost at once
 WORKER_LOCK_MS = 60_000  # a live worker's lock never expires during a run
@@ -187,9 +187,9 @@ def run_once(settings: RedisSettings, setting: RaceSetting) -> Anomalies:
             make_sweeper(
                 setting.variant,
                 on_own_connection(),
-                setting.max_stalled,
-                setting.delay_ms,
-                setting.slice_size,
+                max_stalled=setting.max_stalled,
+                act_delay_ms=setting.delay_ms,
+                slice_size=setting.slice_size,
             )
             for _ in range(setting.sweepers)
         ]

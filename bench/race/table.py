@@ -6,8 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.protocol.sweep import has_gap
 from bench.race.count import Anomalies
-from bench.race.plan import RacePlan, RaceSetting, has_gap
+from bench.race.plan import RacePlan, RaceSetting
 
 
 @dataclass

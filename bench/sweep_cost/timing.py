@@ -24,7 +24,7 @@ from bench.hdr import encode
 from bench.protocol.commandstats import CommandStats, client_side
 from bench.protocol.connection import CountingRedis, RedisSettings
 from bench.protocol.queue import Queue
-from bench.protocol.sweep import SWEEPERS, AtomicSlicedSweeper, Sweeper, SweepResult
+from bench.protocol.sweep import Sweeper, SweepResult, make_sweeper
 from bench.results import write_json
 from bench.sweep_cost.plan import Point
 from bench.sweep_cost.probe import Probe, ProbeWindow, empty_window
@@ -34,12 +34,6 @@ from bench.sweep_cost.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_
 # 10 minutes is beyond the largest capped point (the protocol sweep at 30,000 stalled ids).
 SWEEP_TIMEOUT_S = 600.0
 UNREACHABLE_S = 5.0  # refused connections this long after a failed sweep: the server is gone
-
-
-def make_sweeper(variant: str, queue: Queue, slice_size: int) -> Sweeper:
-    if variant == AtomicSlicedSweeper.name:
-        return AtomicSlicedSweeper(queue, max_stalled=BENCH_MAX_STALLED, slice_size=slice_size)
-    return SWEEPERS[variant](queue, max_stalled=BENCH_MAX_STALLED)
 
 
 def sweep_server_us(delta: CommandStats) -> int:
@@ -118,7 +112,9 @@ class PointBench:
             raise BenchError(f"the snapshot holds {len(connected.scenario.ids)} jobs, not {point.size}")
         if point.variant not in self.sweepers:
             queue = connected.scenario.queue
-            self.sweepers[point.variant] = make_sweeper(point.variant, queue, self.slice_size)
+            self.sweepers[point.variant] = make_sweeper(
+                point.variant, queue, max_stalled=BENCH_MAX_STALLED, slice_size=self.slice_size
+            )
         stalled = stalled_share(connected.scenario.ids, point.scenario)
         record = ValueRecord()
         total = sum(self._one_sweep(connected, point, stalled, record) for _ in range(loops))
