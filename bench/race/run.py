@@ -27,6 +27,7 @@ from bench.race.count import Anomalies, count_anomalies, read_state
 from bench.race.plan import RaceSetting, extra_scripts
 
 STALL_LOCK_MS = 1  # the crashed worker's lock: gone almost at once
+STALL_CHUNK = 1000  # jobs a pipeline while stalling
 WORKER_LOCK_MS = 60_000  # a live worker's lock never expires during a run
 JOIN_GRACE_S = 35.0  # beyond the deadline: one socket timeout (30 s) and a margin
 
@@ -141,15 +142,17 @@ def stall_jobs(queue: Queue, count: int) -> list[str]:
     """``count`` jobs fetched under a 1 ms lock and left: in active, their locks expired."""
     ids: list[str] = []
     producer = Producer(queue)
-    for start in range(0, count, 1000):
-        ids.extend(producer.add_batch(min(1000, count - start)))
     crashed = Worker(queue, "two_call", WorkerOptions(lock_ms=STALL_LOCK_MS))
-    fetched = [crashed.fetch() for _ in ids]
-    if {j.id for j in fetched if j is not None} != set(ids):
+    fetched: list[str] = []
+    for start in range(0, count, STALL_CHUNK):
+        ids.extend(producer.add_batch(min(STALL_CHUNK, count - start)))
+        fetched.extend(job.id for job in crashed.fetch_batch(min(STALL_CHUNK, count - start)))
+    if set(fetched) != set(ids):
         raise BenchError(f"queue {queue.keys.name} was not empty: could not stall exactly {count} jobs")
     deadline = time.monotonic() + 5.0
     while any(
-        queue.client.exists(*(queue.keys.lock(j) for j in ids[s : s + 1000])) for s in range(0, count, 1000)
+        queue.client.exists(*(queue.keys.lock(j) for j in ids[s : s + STALL_CHUNK]))
+        for s in range(0, count, STALL_CHUNK)
     ):
         if time.monotonic() > deadline:
             raise BenchError("the 1 ms locks of the stalled jobs did not expire within 5 s")
