@@ -35,7 +35,7 @@ from bench.protocol.scripts import script_source
 from bench.protocol.sweep import SWEEPERS
 from bench.results import RESULTS_DIR, SWEEP_COST_COLUMNS, make_run_dir, read_json, update_meta, write_csv
 from bench.sweep_cost.plan import Point, plan, pyperf_options
-from bench.sweep_cost.pyperf_program import PROGRAM, URL_ENV
+from bench.sweep_cost.pyperf_program import URL_ENV, ProgramSettings
 from bench.sweep_cost.scenario import ScenarioQueue
 from bench.sweep_cost.summary import (
     PYPERF_DIR,
@@ -72,15 +72,15 @@ def run_pyperf(
     json_path = run_dir / PYPERF_DIR / f"sweep_{size}.json"
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.unlink(missing_ok=True)
-    cmd = [
-        sys.executable, "-m", PROGRAM,
-        "--queue", queue_name, "--size", str(size),
-        "--points", ",".join(f"{p.variant}:{p.scenario}" for p in points),
-        "--side-dir", str(run_dir / SIDE_DIR), "--slice", str(options.sweep_slice),
-        "--probe-rate-hz", str(options.probe_rate_hz),
-        "--inherit-environ", URL_ENV, "-o", str(json_path),
-        *pyperf_options(size, options.sweep_reps),
-    ]  # fmt: skip
+    program = ProgramSettings(
+        queue=queue_name,
+        size=size,
+        points=tuple((p.variant, p.scenario) for p in points),
+        side_dir=run_dir / SIDE_DIR,
+        slice_size=options.sweep_slice,
+        probe_rate_hz=options.probe_rate_hz,
+    )
+    cmd = program.command(json_path, pyperf_options(size, options.sweep_reps))
     env = {**os.environ, URL_ENV: settings.url, "PYTHONUNBUFFERED": "1"}
     with open(run_dir / PYPERF_LOG, "a") as log:
         log.write(f"$ {' '.join(cmd)}\n")

@@ -24,10 +24,10 @@ from bench.hdr import encode
 from bench.protocol.commandstats import CommandStats, client_side
 from bench.protocol.connection import CountingRedis, RedisSettings
 from bench.protocol.queue import Queue
-from bench.protocol.sweep import Sweeper, SweepResult, make_sweeper
+from bench.protocol.sweep import DEFAULT_SLICE, Sweeper, SweepResult, make_sweeper
 from bench.results import write_json
 from bench.sweep_cost.plan import Point
-from bench.sweep_cost.probe import Probe, ProbeWindow, empty_window
+from bench.sweep_cost.probe import DEFAULT_RATE_HZ, Probe, ProbeWindow, empty_window
 from bench.sweep_cost.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_share
 
 # No sweep call may time out and so be cut short; the client never re-sends one.
@@ -84,13 +84,22 @@ class Connected:
 class PointBench:
     """The time function pyperf calls, for any point of one size."""
 
-    def __init__(self, settings: RedisSettings, queue_name: str, side_dir: Path, **options: Any) -> None:
+    def __init__(
+        self,
+        settings: RedisSettings,
+        queue_name: str,
+        side_dir: Path,
+        *,
+        slice_size: int = DEFAULT_SLICE,
+        probe_rate_hz: float = DEFAULT_RATE_HZ,
+        warmups: int = 0,
+    ) -> None:
         self.settings = RedisSettings.from_url(settings.url, socket_timeout_s=SWEEP_TIMEOUT_S)
         self.queue_name = queue_name
         self.side_dir = side_dir
-        self.slice_size: int = options.get("slice_size", 1000)
-        self.probe_rate_hz: float = options.get("probe_rate_hz", 500.0)
-        self.warmups: int = options.get("warmups", 0)
+        self.slice_size = slice_size
+        self.probe_rate_hz = probe_rate_hz
+        self.warmups = warmups  # pyperf's warm-up values: timed, but not side-recorded
         self.connected: Connected | None = None
         self.sweepers: dict[str, Sweeper] = {}
         self.current: Point | None = None  # the point whose locks are in place
