@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from bench.errors import BenchError
 from bench.harness.profile import RaceOptions
 from bench.protocol.scripts import SCRIPT_FILES
 from bench.protocol.sweep import SWEEPERS, has_gap, is_sliced
 
-# High enough that every reclaimed job goes to wait (the failed path is counted too, if asked for).
-MAX_STALLED = 1000
+# The profile's defaults are the plan's: one place for each.
+_DEFAULTS = RaceOptions()
 SWEEPERS_MIN, SWEEPERS_MAX = 2, 16
 ALL = "all"
 
@@ -53,9 +51,9 @@ class RaceSetting:
     stalled_jobs: int
     delay_ms: float
     workers: int
-    max_stalled: int = MAX_STALLED
-    deadline_s: float = 60.0
-    slice_size: int = 50
+    max_stalled: int = _DEFAULTS.race_max_stalled
+    deadline_s: float = _DEFAULTS.race_deadline_s
+    slice_size: int = _DEFAULTS.race_slice
 
     def label(self) -> str:
         delay = f"{self.delay_ms:g} ms" if has_gap(self.variant) else "none (atomic)"
@@ -74,12 +72,13 @@ class RacePlan:
     delays_ms: tuple[float, ...]
     reps: int
     workers: int
-    max_stalled: int = MAX_STALLED
-    deadline_s: float = 60.0
-    slice_size: int = 50
+    max_stalled: int = _DEFAULTS.race_max_stalled
+    deadline_s: float = _DEFAULTS.race_deadline_s
+    slice_size: int = _DEFAULTS.race_slice
 
     @classmethod
-    def from_options(cls, options: RaceOptions, **overrides: Any) -> RacePlan:
+    def from_options(cls, options: RaceOptions) -> RacePlan:
+        """The profile's race keys as a plan, checked."""
         plan = cls(
             variants=variant_names(options.race_variants),
             sweepers=options.race_sweepers,
@@ -87,10 +86,10 @@ class RacePlan:
             delays_ms=options.race_delay_ms,
             reps=options.race_reps,
             workers=options.race_workers,
+            max_stalled=options.race_max_stalled,
             deadline_s=options.race_deadline_s,
             slice_size=options.race_slice,
         )
-        plan = dataclasses.replace(plan, **overrides)
         plan.check()
         return plan
 

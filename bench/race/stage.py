@@ -39,33 +39,29 @@ gap, so it runs at delay 0 only.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from bench.errors import BenchError
 from bench.harness.context import Progress, RunContext
 from bench.harness.meta import collect_meta
-from bench.harness.profile import Profile, load_profile
+from bench.harness.overrides import SectionFlags
+from bench.harness.profile import Profile, RaceOptions
 from bench.harness.server import redis_for_run
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Queue
 from bench.protocol.sweep import SWEEPERS
 from bench.race.plan import (
     ALL,
-    MAX_STALLED,
     SWEEPERS_MAX,
     SWEEPERS_MIN,
     RacePlan,
     extra_scripts,
-    variant_names,
 )
 from bench.race.run import run_once
 from bench.race.table import RaceRow, format_table
-from bench.results import RACE_COLUMNS, RESULTS_DIR, make_run_dir, update_meta, write_csv
+from bench.results import RACE_COLUMNS, make_run_dir, update_meta, write_csv
 
 
 def run_plan(settings: RedisSettings, plan: RacePlan, progress: Callable[[str], None]) -> list[RaceRow]:
@@ -110,66 +106,35 @@ def run_stage(ctx: RunContext) -> None:
 # --- python -m bench race ---------------------------------------------------------------
 
 
-def _numbers(flag: str, text: str, kind: type[int] | type[float]) -> tuple[Any, ...]:
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    try:
-        values = tuple(kind(p) for p in parts)
-    except ValueError:
-        what = "whole numbers" if kind is int else "numbers"
-        raise BenchError(f"{flag} {text!r}: give {what}, comma-separated (e.g. 2,8)") from None
-    if not values:
-        raise BenchError(f"{flag} is empty; give at least one value")
-    return values
-
-
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench race",
-        description="The race audit alone: K sweepers of one variant at once over N stalled jobs. "
-        "Settings default to the profile's race keys.",
-    )
-    parser.add_argument("--profile", default="default", help="profiles/<name>.conf, or a path")
-    parser.add_argument("--variants", help=f"comma-separated, from {ALL}, {', '.join(SWEEPERS)}")
-    parser.add_argument("--sweepers", help=f"concurrent sweepers, {SWEEPERS_MIN}..{SWEEPERS_MAX}, e.g. 2,8")
-    parser.add_argument("--jobs", help="stalled jobs per run (N)")
-    parser.add_argument("--delay-ms", help="simulated delay between check and act, e.g. 0,2")
-    parser.add_argument("--reps", help="repetitions of each setting")
-    parser.add_argument("--workers", help="worker threads finishing jobs during the sweeps (0 = none)")
-    parser.add_argument("--max-stalled", default=str(MAX_STALLED), help="low values test the failed path")
-    parser.add_argument("--slice", help="ids a sliced sweep visits a call (small: a pass spans calls)")
-    parser.add_argument("--deadline-s", help="a run that has not reclaimed everything by then is an error")
-    parser.add_argument("--results", default=str(RESULTS_DIR), help="where the run folder goes")
-    return parser.parse_args(argv)
-
-
-def plan_from_args(args: argparse.Namespace) -> tuple[str, RacePlan]:
-    profile = load_profile(args.profile)
-    overrides: dict[str, Any] = {"max_stalled": _numbers("--max-stalled", args.max_stalled, int)[0]}
-    if args.variants:
-        overrides["variants"] = variant_names(p.strip() for p in args.variants.split(",") if p.strip())
-    if args.sweepers:
-        overrides["sweepers"] = _numbers("--sweepers", args.sweepers, int)
-    if args.jobs:
-        overrides["stalled_jobs"] = _numbers("--jobs", args.jobs, int)[0]
-    if args.delay_ms:
-        overrides["delays_ms"] = _numbers("--delay-ms", args.delay_ms, float)
-    if args.reps:
-        overrides["reps"] = _numbers("--reps", args.reps, int)[0]
-    if args.workers:
-        overrides["workers"] = _numbers("--workers", args.workers, int)[0]
-    if args.slice:
-        overrides["slice_size"] = _numbers("--slice", args.slice, int)[0]
-    if args.deadline_s:
-        overrides["deadline_s"] = _numbers("--deadline-s", args.deadline_s, float)[0]
-    return profile.name, RacePlan.from_options(profile.race, **overrides)
+FLAGS = SectionFlags(
+    RaceOptions,
+    prefix="race-",
+    helps={
+        "race_variants": f"from {ALL}, {', '.join(SWEEPERS)}",
+        "race_sweepers": f"concurrent sweepers, {SWEEPERS_MIN}..{SWEEPERS_MAX}, e.g. 2,8",
+        "race_jobs": "stalled jobs per run (N)",
+        "race_delay_ms": "simulated delay between check and act, e.g. 0,2",
+        "race_reps": "repetitions of each setting",
+        "race_workers": "worker threads finishing jobs during the sweeps (0 = none)",
+        "race_deadline_s": "a run that has not reclaimed everything by then is an error",
+        "race_slice": "ids a sliced sweep visits a call (small: a pass spans calls)",
+        "race_max_stalled": "reclaims before a job goes to failed; low values test the failed path",
+    },
+)
 
 
 def main(argv: list[str]) -> int:
-    args = parse_args(argv)
-    profile_name, plan = plan_from_args(args)  # every input checked before a server starts
-    progress = Progress(stage="race")
+    """`python -m bench race`: the race stage alone, into its own run folder."""
+    parser = FLAGS.parser(
+        "python -m bench race",
+        "The race audit alone: K sweepers of one variant at once over N stalled jobs. "
+        "Settings default to the profile's race keys.",
+    )
+    args = parser.parse_args(argv)
+    profile = FLAGS.profile(args)
+    plan = RacePlan.from_options(profile.race)  # every input checked before a server starts
     with redis_for_run() as (settings, server):
-        run_dir = make_run_dir(profile_name, Path(args.results))
+        run_dir = make_run_dir(profile.name, args.results)
         client = settings.connect()
         try:
             shas = Queue.open(
@@ -182,13 +147,9 @@ def main(argv: list[str]) -> int:
             run_id=run_dir.name,
             complete=False,
             stages_done=[],
-            race=plan_record(plan),
-            **collect_meta(profile_name, server, shas),
+            **collect_meta(profile.name, server, shas),
         )
-        rows = run_plan(settings, plan, progress)
-        progress.done()
-        write_csv(run_dir / "race.csv", RACE_COLUMNS, [r.csv_row() for r in rows])
+        run_stage(RunContext(profile, settings, server, run_dir, Progress(stage="race")))
         update_meta(run_dir, complete=True, stages_done=["race"])
-    print(format_table(rows, plan))
     print(f"results: {run_dir}")
     return 0

@@ -9,7 +9,6 @@ values with the side files into sweep_cost.csv (bench/sweep_cost/summary.py).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import os
@@ -21,19 +20,20 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any
 
 import pyperf
 
 from bench.harness.children import reap_group, spawn, stop_group
 from bench.harness.context import RunContext
-from bench.harness.profile import Profile, SweepOptions, load_profile, option_key, parse_value
+from bench.harness.overrides import SectionFlags
+from bench.harness.profile import Profile, SweepOptions
 from bench.paths import REPO
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Queue
 from bench.protocol.scripts import script_source
 from bench.protocol.sweep import SWEEPERS
-from bench.results import RESULTS_DIR, SWEEP_COST_COLUMNS, make_run_dir, read_json, update_meta, write_csv
+from bench.results import SWEEP_COST_COLUMNS, make_run_dir, read_json, update_meta, write_csv
 from bench.sweep_cost.plan import Point, plan, pyperf_options
 from bench.sweep_cost.pyperf_program import URL_ENV, ProgramSettings
 from bench.sweep_cost.scenario import ScenarioQueue
@@ -206,27 +206,7 @@ def run_stage(ctx: RunContext) -> None:
 # ---------------------------------------------------------------- `python -m bench sweep`
 
 
-OVERRIDES = (
-    "sweep_sizes",
-    "sweep_variants",
-    "sweep_scenarios",
-    "sweep_reps",
-    "sweep_caps",
-    "sweep_slice",
-    "probe_rate_hz",
-)
-
-
-def override(options: SweepOptions, values: dict[str, str | None]) -> SweepOptions:
-    """The profile's sweep options with command-line values, checked as the profile's are."""
-    hints = get_type_hints(SweepOptions)
-    fields_by_name = {f.name: f for f in dataclasses.fields(SweepOptions)}
-    changes = {
-        name: parse_value(option_key(name), hints[name], raw, fields_by_name[name].metadata.get("min"))
-        for name, raw in values.items()
-        if raw is not None
-    }
-    return dataclasses.replace(options, **changes)
+FLAGS = SectionFlags(SweepOptions, prefix="sweep-")
 
 
 def main(argv: list[str]) -> int:
@@ -234,21 +214,10 @@ def main(argv: list[str]) -> int:
     from bench.harness.meta import collect_meta
     from bench.harness.server import redis_for_run
 
-    parser = argparse.ArgumentParser(prog="python -m bench sweep", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--profile", default="default", help="profiles/<name>.conf, or a path")
-    for name in OVERRIDES:
-        parser.add_argument(
-            f"--{option_key(name).removeprefix('sweep-')}",
-            dest=name,
-            default=None,
-            help=f"overrides the profile's {option_key(name)} (comma-separated lists)",
-        )
-    parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders go")
+    parser = FLAGS.parser("python -m bench sweep", __doc__.split("\n\n")[0])
     args = parser.parse_args(argv)
-    profile = load_profile(args.profile)
-    options = override(profile.sweep, {name: getattr(args, name) for name in OVERRIDES})
-    plan(options)  # every input checked before a server starts
-    profile = dataclasses.replace(profile, sweep=options)
+    profile = FLAGS.profile(args)
+    plan(profile.sweep)  # every input checked before a server starts
     with redis_for_run() as (settings, server):
         run_dir = make_run_dir(profile.name, args.results)
         client = settings.connect()
