@@ -12,12 +12,12 @@ import pytest
 from bench.errors import BenchError
 from bench.harness.profile import SweepOptions
 from bench.hdr import encode, new_histogram, record_us
-from bench.results import SWEEP_COST_COLUMNS
+from bench.results import SWEEP_COST_COLUMNS, SweepCostRow, row_dict
 from bench.sweep_cost.plan import PlannedPoint, Point, plan, pyperf_options
 from bench.sweep_cost.probe import Probe
 from bench.sweep_cost.pyperf_program import PROGRAM, ProgramSettings, forward_settings
 from bench.sweep_cost.stage import main
-from bench.sweep_cost.summary import SIDE_DIR, SizeOutcome, make_row, slopes
+from bench.sweep_cost.summary import SIDE_DIR, SizeOutcome, make_row, slopes, sweep_cost_row
 
 # Spins inside Redis for ARGV[1] ms (by Redis's clock): a stand-in for a long sweep.
 SPIN = """
@@ -137,6 +137,16 @@ def test_a_point_whose_check_failed_says_so_in_its_row(tmp_path: Path):
         tmp_path, PlannedPoint(Point("atomic", "mixed", 10)), SizeOutcome(failure="pyperf died")
     )
     assert missing["skipped"] == "error: pyperf died" and missing["sweep_ms_median"] == ""
+
+
+def test_a_skipped_point_is_a_typed_row_with_nothing_measured(tmp_path: Path):
+    why = "over the cap atomic:all_stalled:10"
+    planned = PlannedPoint(Point("atomic", "all_stalled", 100_000), skipped=why)
+    row = sweep_cost_row(tmp_path, planned, None)
+    assert row == SweepCostRow("atomic", "all_stalled", 100_000, skipped=why)
+    written = row_dict(row)
+    assert tuple(written) == SWEEP_COST_COLUMNS and written == make_row(tmp_path, planned, None)
+    assert [c for c, v in written.items() if v != ""] == ["variant", "scenario", "active_size", "skipped"]
 
 
 def test_the_probe_counts_busy_replies_and_carries_on(client, settings):

@@ -60,24 +60,24 @@ from bench.race.plan import (
     extra_scripts,
 )
 from bench.race.run import run_once
-from bench.race.table import RaceRow, format_table
-from bench.results import RACE_COLUMNS, make_run_dir, update_meta, write_csv
+from bench.race.table import RaceOutcome, format_table
+from bench.results import RACE_COLUMNS, make_run_dir, row_dict, update_meta, write_csv
 
 
-def run_plan(settings: RedisSettings, plan: RacePlan, progress: Callable[[str], None]) -> list[RaceRow]:
+def run_plan(settings: RedisSettings, plan: RacePlan, progress: Callable[[str], None]) -> list[RaceOutcome]:
     """Every setting, ``reps`` times, alternating: rep 1 of each setting, then rep 2, ..."""
-    rows = {cell: RaceRow(cell) for cell in plan.settings()}
+    outcomes = {cell: RaceOutcome(cell) for cell in plan.settings()}
     for rep in range(1, plan.reps + 1):
-        for cell, row in rows.items():
+        for cell, outcome in outcomes.items():
             found = run_once(settings, cell)
-            row.reps += 1
-            row.counts = row.counts + found
+            outcome.reps += 1
+            outcome.counts = outcome.counts + found
             progress(
                 f"{cell.label()} rep {rep}/{plan.reps}: double {found.double_recoveries}, "
                 f"lost {found.lost_attempt_updates}, requeued {found.requeued_after_finish}, "
                 f"audit {found.audit_violations} ({found.sweeps} sweeps, {found.finished} finished)"
             )
-    return list(rows.values())
+    return list(outcomes.values())
 
 
 def plan_record(plan: RacePlan) -> dict[str, Any]:
@@ -97,10 +97,10 @@ def check_profile(profile: Profile) -> None:
 def run_stage(ctx: RunContext) -> None:
     plan = RacePlan.from_options(ctx.profile.race)
     update_meta(ctx.run_dir, race=plan_record(plan))
-    rows = run_plan(ctx.settings, plan, ctx.progress)
-    write_csv(ctx.run_dir / "race.csv", RACE_COLUMNS, [r.csv_row() for r in rows])
+    outcomes = run_plan(ctx.settings, plan, ctx.progress)
+    write_csv(ctx.run_dir / "race.csv", RACE_COLUMNS, [row_dict(o.row()) for o in outcomes])
     ctx.progress.done()
-    print(format_table(rows, plan))
+    print(format_table(outcomes, plan))
 
 
 # --- python -m bench race ---------------------------------------------------------------

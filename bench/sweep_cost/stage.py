@@ -20,7 +20,6 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pyperf
 
@@ -33,7 +32,15 @@ from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Queue
 from bench.protocol.scripts import script_source
 from bench.protocol.sweep import SWEEPERS
-from bench.results import SWEEP_COST_COLUMNS, make_run_dir, read_json, update_meta, write_csv
+from bench.results import (
+    SWEEP_COST_COLUMNS,
+    SweepCostRow,
+    make_run_dir,
+    read_json,
+    row_dict,
+    update_meta,
+    write_csv,
+)
 from bench.sweep_cost.plan import Point, plan, pyperf_options
 from bench.sweep_cost.pyperf_program import URL_ENV, ProgramSettings
 from bench.sweep_cost.scenario import ScenarioQueue
@@ -42,11 +49,11 @@ from bench.sweep_cost.summary import (
     SIDE_DIR,
     SizeOutcome,
     fmt,
-    make_row,
     merge_pyperf,
     side_summary,
     slope_text,
     slopes,
+    sweep_cost_row,
     table,
 )
 from bench.sweep_cost.timing import SWEEP_TIMEOUT_S
@@ -170,7 +177,7 @@ def run_stage(ctx: RunContext) -> None:
     tell = PointProgress(ctx.progress, len(planned))
     client = dataclasses.replace(ctx.settings, socket_timeout_s=SWEEP_TIMEOUT_S).connect()
     scenario = ScenarioQueue(Queue.open(client, f"sweep-{uuid.uuid4().hex[:8]}"), [])
-    rows: list[dict[str, Any]] = []
+    rows: list[SweepCostRow] = []
     try:
         for size in sorted(set(options.sweep_sizes)):
             at_size = [p for p in planned if p.point.size == size]
@@ -179,20 +186,20 @@ def run_stage(ctx: RunContext) -> None:
                 tell(f"{point.variant} {point.scenario} {size:,}: skipped, {skipped.skipped}")
             to_run = [p.point for p in at_size if not p.skipped]
             outcome = measure_size(ctx, scenario, size, to_run, tell) if to_run else None
-            rows.extend(make_row(ctx.run_dir, p, outcome) for p in at_size)
-            write_csv(ctx.run_dir / CSV_NAME, SWEEP_COST_COLUMNS, rows)
+            rows.extend(sweep_cost_row(ctx.run_dir, p, outcome) for p in at_size)
+            write_csv(ctx.run_dir / CSV_NAME, SWEEP_COST_COLUMNS, map(row_dict, rows))
     finally:
         scenario.queue.delete()
         client.close()
     merge_pyperf(ctx.run_dir)
-    fits = slopes(rows)
-    errors = [r for r in rows if r["skipped"].startswith("error:")]
+    fits = slopes([row_dict(r) for r in rows])
+    errors = [r for r in rows if r.skipped.startswith("error:")]
     print(table(rows))
     print(slope_text(fits))
     if errors:
         print(f"\n{len(errors)} sweep point(s) failed; their rows in {CSV_NAME} say why:", file=sys.stderr)
         for r in errors:
-            print(f"  {r['variant']} {r['scenario']} {r['active_size']}: {r['skipped']}", file=sys.stderr)
+            print(f"  {r.variant} {r.scenario} {r.active_size}: {r.skipped}", file=sys.stderr)
     sizes = sorted(set(options.sweep_sizes))
     update_meta(
         ctx.run_dir,
