@@ -1,11 +1,18 @@
-"""One run of a race setting: stalled jobs, K sweeper threads and W worker threads at once, then the counts.
+"""One run of a race setting (one repetition), on a fresh queue, then its counts:
 
 1. N jobs are fetched under a 1 ms lock and left there: stalled (in active, lock expired).
 2. With workers, N more "live" jobs wait; W Worker threads, each on its own
-   connection, fetch and finish them while the sweeps run.
+   connection, fetch and finish them (real locks) while the sweeps run. They
+   take exactly N jobs, from the right of wait, where the live jobs are: an
+   app-side sweep LPUSHes what it reclaims to the left, so a job it requeues
+   stays visible in wait at the end (an atomic sweep RPUSHes to the right, and
+   the workers also take and finish the jobs it reclaimed).
 3. K sweeper threads, each on its own connection, start together at a barrier
    and sweep repeatedly until every stalled job has been reclaimed and the
-   workers are done. Past the deadline a run stops and counts an error.
+   workers are done (the atomic sweeps thus honour their two passes: one sweep
+   marks, a later one moves; a sliced sweep gets a slice below N, so its passes
+   span calls that other sweepers' calls interleave with). Past the deadline a
+   run stops and counts an error.
 """
 
 from __future__ import annotations

@@ -1,22 +1,8 @@
 """The race audit: K sweepers of one variant at once over N stalled jobs, counting what their gaps do.
 
-One run (one repetition of one setting), on a fresh queue:
-
-1. N jobs are fetched under a 1 ms lock and left there: stalled (in active, lock expired).
-2. With workers, N more "live" jobs wait; W Worker threads, each on its own
-   connection, fetch and finish them (real locks) while the sweeps run. They
-   take exactly N jobs, from the right of wait, where the live jobs are: an
-   app-side sweep LPUSHes what it reclaims to the left, so a job it requeues
-   stays visible in wait at the end (an atomic sweep RPUSHes to the right, and
-   the workers also take and finish the jobs it reclaimed).
-3. K sweeper threads, each on its own connection, start together at a barrier
-   and sweep repeatedly until every stalled job has been reclaimed and the
-   workers are done (the atomic sweeps thus honour their two passes: one sweep
-   marks, a later one moves; a sliced sweep gets a slice below N, so its passes
-   span calls that other sweepers' calls interleave with). Past the deadline a
-   run stops and counts an error.
-
-What is counted, summed over repetitions (occurrences, not jobs):
+Each setting runs ``reps`` times, alternating, each run on a fresh queue
+(bench/race/run.py). What is counted, summed over repetitions (occurrences,
+not jobs; bench/race/count.py):
 
 - double_recoveries: reclaims of a job beyond its first. Counted from the
   sweepers' own returns and from the final state (copies in wait plus failed
@@ -32,9 +18,9 @@ What is counted, summed over repetitions (occurrences, not jobs):
   at the deadline and errors in a sweeper or worker thread.
 
 The delay between a sweeper's check and its act is simulated (a sleep) and
-applies only to variants with such a gap (their constructor takes
-``act_delay``). An atomic sweep checks and acts inside one script: it has no
-gap, so it runs at delay 0 only.
+applies only to variants with such a gap (bench.protocol.sweep.has_gap). An
+atomic sweep checks and acts inside one script: it has no gap, so it runs at
+delay 0 only.
 """
 
 from __future__ import annotations
