@@ -55,8 +55,8 @@ class SweepCostRow:
     sweep_ms_median: float | None = None
     sweep_ms_stdev: float | None = None
     us_per_active_job: float | None = None
-    round_trips: int | None = None
-    server_us: int | None = None
+    round_trips: float | None = None  # medians over the sweeps
+    server_us: float | None = None
     hold_ms_max: float | None = None
     probe_p99_us: int | None = None
     probe_max_us: int | None = None

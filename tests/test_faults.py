@@ -447,14 +447,14 @@ def sweep_run(folder: Path, redis_url: str | None) -> BenchRun:
 
 
 def wait_for_sweep_processes(run: BenchRun) -> None:
-    """Until pyperf, its worker and the worker's probe (all bench.sweep_cost.stage) run; then note them."""
+    """Until pyperf, its worker and the worker's probe (all the pyperf program) run; then note them."""
 
     def sweeping() -> int:
         assert run.process.poll() is None, f"the run ended early:\n{run.stderr}"
         found = 0
         for pid in descendants(run.process.pid):
             try:
-                found += b"bench.sweep_cost.stage" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                found += b"bench.sweep_cost.pyperf_program" in Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue
         return found

@@ -15,17 +15,12 @@ from bench.harness.server import EmbeddedRedis
 from bench.protocol.audit import audit
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Producer, Queue
-from bench.protocol.sweep import SWEEPERS
-from bench.race.count import count_anomalies, read_state
-from bench.race.stage import (
-    RaceLog,
-    RacePlan,
-    RaceSetting,
-    has_gap,
-    run_once,
-    variant_names,
-)
-from bench.results import RACE_COLUMNS
+from bench.protocol.sweep import SWEEPERS, has_gap
+from bench.race.count import Anomalies, count_anomalies, read_state
+from bench.race.plan import RacePlan, RaceSetting, variant_names
+from bench.race.run import RaceLog, run_once
+from bench.race.table import RaceOutcome
+from bench.results import RACE_COLUMNS, RaceRow, row_dict
 
 ATOMIC = [name for name in SWEEPERS if not has_gap(name)]
 WITH_GAP = [name for name in SWEEPERS if has_gap(name)]
@@ -89,6 +84,20 @@ def test_the_counters_against_a_hand_built_state(queue: Queue):
     assert found.requeued_after_finish == 1 + 2  # 4 in completed and wait, plus two fetches
     assert found.audit_violations == 3  # 5 missing, 99 unknown, 6 in two places unexplained
     assert found.finished == 3
+
+
+def test_an_outcome_is_one_race_csv_row_of_its_counts_summed_over_reps():
+    setting = RaceSetting("app_side", sweepers=2, stalled_jobs=10, delay_ms=1.0, workers=0)
+    counts = Anomalies(double_recoveries=3, audit_violations=1) + Anomalies(lost_attempt_updates=2)
+    outcome = RaceOutcome(setting, reps=2, counts=counts)
+    row = outcome.row()
+    assert isinstance(row, RaceRow)
+    assert row_dict(row) == {
+        "variant": "app_side", "sweepers": 2, "stalled_jobs": 10, "delay_ms": 1.0, "reps": 2,
+        "double_recoveries": 3, "lost_attempt_updates": 2, "requeued_after_finish": 0, "audit_violations": 1,
+    }  # fmt: skip
+    assert tuple(row_dict(row)) == RACE_COLUMNS
+    assert outcome.per_10k == 10_000 * 6 / 20
 
 
 def run_reps(settings: RedisSettings, setting: RaceSetting, reps: int):

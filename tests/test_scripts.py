@@ -311,6 +311,23 @@ def test_batch_add_is_one_round_trip(queue: Queue):
     assert len(set(added)) == 25 and queue.client.llen(queue.keys.wait) == 25
 
 
+def test_batch_fetch_is_one_round_trip_and_locks_each_job_under_its_own_token(queue: Queue):
+    added = Producer(queue).add_batch(5)
+    worker = Worker(queue, options=WorkerOptions(lock_ms=20_000))
+    before = queue.client.round_trips
+    jobs = worker.fetch_batch(7)  # two more than wait holds
+    assert queue.client.round_trips - before == 1
+    assert [j.id for j in jobs] == added  # oldest first, as single fetches take them
+    assert len({j.token for j in jobs}) == 5
+    for job in jobs:
+        assert queue.client.get(queue.keys.lock(job.id)).decode() == job.token
+        assert 0 < queue.client.pttl(queue.keys.lock(job.id)) <= 20_000
+        assert job.fields["ats"] == "1"
+    assert ids(queue.client.lrange(queue.keys.active, 0, -1)) == list(reversed(added))
+    assert queue.client.llen(queue.keys.wait) == 0
+    assert worker.fetch_batch(3) == [] and worker.fetch_batch(0) == []
+
+
 def test_idle_worker_blocks_on_the_marker_and_wakes_on_add(queue: Queue, settings):
     waiter_client = settings.connect()
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 from pathlib import Path
@@ -11,11 +12,12 @@ import pytest
 from bench.errors import BenchError
 from bench.harness.profile import SweepOptions
 from bench.hdr import encode, new_histogram, record_us
-from bench.results import SWEEP_COST_COLUMNS
+from bench.results import SWEEP_COST_COLUMNS, SweepCostRow, row_dict
 from bench.sweep_cost.plan import PlannedPoint, Point, plan, pyperf_options
 from bench.sweep_cost.probe import Probe
+from bench.sweep_cost.pyperf_program import PROGRAM, ProgramSettings, forward_settings
 from bench.sweep_cost.stage import main
-from bench.sweep_cost.summary import SIDE_DIR, SizeOutcome, make_row, slopes
+from bench.sweep_cost.summary import SIDE_DIR, SizeOutcome, make_row, slopes, sweep_cost_row
 
 # Spins inside Redis for ARGV[1] ms (by Redis's clock): a stand-in for a long sweep.
 SPIN = """
@@ -77,6 +79,33 @@ def test_pyperf_is_never_left_at_its_default_of_many_processes():
     assert large[large.index("--warmups") + 1] == "0" and large[large.index("--loops") + 1] == "1"
 
 
+def test_the_pyperf_program_reads_back_the_argv_it_is_given_and_forwards_it_whole(tmp_path: Path):
+    points = (("atomic", "mixed"), ("app_side", "healthy"))
+    settings = ProgramSettings("q-1", 1000, points, tmp_path, slice_size=7, probe_rate_hz=250.0)
+    parser = argparse.ArgumentParser()
+    ProgramSettings.add_arguments(parser)
+    args = parser.parse_args(settings.argv())
+    assert ProgramSettings.from_args(args) == settings
+    forwarded: list[str] = []
+    forward_settings(forwarded, args)  # what each pyperf worker is started with
+    assert forwarded == settings.argv()
+    names = [p.name for p in settings.point_list()]
+    assert names == ["sweep/atomic/mixed/1000", "sweep/app_side/healthy/1000"]
+    command = settings.command(tmp_path / "out.json", ["--values", "3"])
+    assert command[1:3] == ["-m", PROGRAM] and command[-2:] == ["--values", "3"]
+
+
+def test_one_default_slice_and_probe_rate_from_the_profile_to_the_time_function(tmp_path: Path):
+    from bench.protocol.connection import RedisSettings
+    from bench.sweep_cost.timing import PointBench
+
+    profile = SweepOptions()
+    program = ProgramSettings("q", 10, (), tmp_path)
+    bench = PointBench(RedisSettings.from_url("redis://localhost:1"), "q", tmp_path)  # connects lazily
+    assert profile.sweep_slice == program.slice_size == bench.slice_size == 100
+    assert profile.probe_rate_hz == program.probe_rate_hz == bench.probe_rate_hz
+
+
 def test_slope_is_one_for_linear_and_two_for_quadratic():
     rows = [
         {"variant": v, "scenario": "s", "active_size": n, "sweep_ms_median": t}
@@ -108,6 +137,16 @@ def test_a_point_whose_check_failed_says_so_in_its_row(tmp_path: Path):
         tmp_path, PlannedPoint(Point("atomic", "mixed", 10)), SizeOutcome(failure="pyperf died")
     )
     assert missing["skipped"] == "error: pyperf died" and missing["sweep_ms_median"] == ""
+
+
+def test_a_skipped_point_is_a_typed_row_with_nothing_measured(tmp_path: Path):
+    why = "over the cap atomic:all_stalled:10"
+    planned = PlannedPoint(Point("atomic", "all_stalled", 100_000), skipped=why)
+    row = sweep_cost_row(tmp_path, planned, None)
+    assert row == SweepCostRow("atomic", "all_stalled", 100_000, skipped=why)
+    written = row_dict(row)
+    assert tuple(written) == SWEEP_COST_COLUMNS and written == make_row(tmp_path, planned, None)
+    assert [c for c, v in written.items() if v != ""] == ["variant", "scenario", "active_size", "skipped"]
 
 
 def test_the_probe_counts_busy_replies_and_carries_on(client, settings):

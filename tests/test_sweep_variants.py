@@ -7,14 +7,20 @@ from collections import Counter
 
 import pytest
 
+from bench.errors import BenchError
+from bench.protocol import sweep as sweep_module
 from bench.protocol.queue import Job, Producer, Queue, Worker, WorkerOptions, now_ms
 from bench.protocol.sweep import (
     SWEEPERS,
+    AppSideSweeper,
     AtomicLinearSweeper,
     AtomicSlicedSweeper,
     AtomicSweeper,
     Sweeper,
     ensure_script,
+    has_gap,
+    is_sliced,
+    make_sweeper,
 )
 from bench.sweep_cost.probe import Probe
 from bench.sweep_cost.scenario import BENCH_MAX_STALLED, SCENARIOS, ScenarioQueue, stalled_share
@@ -391,3 +397,27 @@ def test_the_check_names_a_double_reclaim(small_scenario):
     small_scenario.queue.client.rpush(small_scenario.queue.keys.wait, stalled[0])  # a second recovery
     problem = small_scenario.check(stalled, result)
     assert problem is not None and "1 stalled jobs reclaimed twice" in problem
+
+
+@pytest.mark.parametrize("variant", list(SWEEPERS))
+def test_make_sweeper_gives_each_variant_only_what_applies_to_it(
+    queue: Queue, variant: str, monkeypatch: pytest.MonkeyPatch
+):
+    pauses: list[float] = []
+    monkeypatch.setattr(sweep_module.time, "sleep", pauses.append)
+    sweeper = make_sweeper(variant, queue, max_stalled=7, act_delay_ms=3.0, slice_size=11)
+    assert type(sweeper) is SWEEPERS[variant] and sweeper.max_stalled == 7
+    assert (getattr(sweeper, "slice_size", None) == 11) == is_sliced(variant)
+    assert isinstance(sweeper, AppSideSweeper) == has_gap(variant)
+    if isinstance(sweeper, AppSideSweeper):
+        sweeper.act_delay()
+        assert pauses == [0.003]  # the simulated pause between check and act
+        undelayed = make_sweeper(variant, queue, act_delay_ms=0.0)
+        assert isinstance(undelayed, AppSideSweeper)
+        undelayed.act_delay()
+        assert pauses == [0.003]  # no pause asked, none taken
+
+
+def test_make_sweeper_refuses_an_unknown_variant_naming_the_known(queue: Queue):
+    with pytest.raises(BenchError, match=r"unknown sweep variant 'sideways'.*atomic_sliced"):
+        make_sweeper("sideways", queue)

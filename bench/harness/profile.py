@@ -75,7 +75,7 @@ class SweepOptions:
 class RaceOptions:
     """Stage 3: the race audit."""
 
-    # sweep variants by name (bench/sweep.py SWEEPERS); "all" is every registered one
+    # sweep variants by name (bench/protocol/sweep.py SWEEPERS); "all" is every registered one
     race_variants: tuple[str, ...] = ("all",)
     race_sweepers: tuple[int, ...] = field(default=(2, 8), metadata=_min(2))  # 2..16 at once
     race_jobs: int = field(default=500, metadata=_min(1))
@@ -86,6 +86,8 @@ class RaceOptions:
     race_deadline_s: float = field(default=60.0, metadata=_min(1))
     # ids a sliced sweep visits a call in the race: below race-jobs, so a pass spans calls
     race_slice: int = field(default=50, metadata=_min(1))
+    # reclaims of a job before it goes to failed: high, so every reclaim goes to wait; low tests failed
+    race_max_stalled: int = field(default=1000, metadata=_min(0))
 
 
 SECTIONS = (FinishFetchOptions, SweepOptions, RaceOptions)
@@ -116,40 +118,60 @@ def known_keys() -> dict[str, tuple[type, dataclasses.Field[Any]]]:
     return keys
 
 
-def _scalar(kind: Any, raw: str, key: str, minimum: float | None) -> Any:
+@dataclass(frozen=True)
+class _Where:
+    """Where a value came from, as an error names it: a profile key, or a command-line flag."""
+
+    name: str  # "profile key sweep-sizes" or "--sizes"
+    joiner: str  # between the name and the value
+    fix: str
+
+    @classmethod
+    def of(cls, key: str, flag: str | None) -> _Where:
+        if flag:
+            return cls(flag, " ", "fix it on the command line")
+        return cls(f"profile key {key}", " = ", "fix it in the profile")
+
+
+def _scalar(kind: Any, raw: str, where: _Where, minimum: float | None) -> Any:
     text = raw.strip()
     if kind is str:
         if not text:
-            raise BenchError(f"profile key {key} is empty; give it a value")
+            raise BenchError(f"{where.name} is empty; give it a value")
         return text
     if kind is bool:
         if text.lower() in ("1", "true", "yes", "on"):
             return True
         if text.lower() in ("0", "false", "no", "off"):
             return False
-        raise BenchError(f"profile key {key} = {text!r} is not true or false")
+        raise BenchError(f"{where.name}{where.joiner}{text!r} is not true or false")
     try:
         value = int(text) if kind is int else float(text)
     except ValueError:
         what = "a whole number" if kind is int else "a number"
-        raise BenchError(f"profile key {key} = {text!r} is not {what}; fix it in the profile") from None
+        raise BenchError(f"{where.name}{where.joiner}{text!r} is not {what}; {where.fix}") from None
     if minimum is not None and value < minimum:
         raise BenchError(
-            f"profile key {key} = {text} is below its minimum {minimum:g}; use {minimum:g} or more"
+            f"{where.name}{where.joiner}{text} is below its minimum {minimum:g}; use {minimum:g} or more"
         )
     return value
 
 
-def parse_value(key: str, kind: Any, raw: str, minimum: float | None = None) -> Any:
+def parse_value(
+    key: str, kind: Any, raw: str, minimum: float | None = None, *, flag: str | None = None
+) -> Any:
+    """``raw`` as profile key ``key`` of type ``kind`` holds it; errors name ``flag`` when it
+    came from the command line instead."""
+    where = _Where.of(key, flag)
     if get_origin(kind) is tuple:
         item = get_args(kind)[0]
         items = [p for p in raw.strip().strip("[]").split(",") if p.strip()]
         if not items:
-            raise BenchError(f"profile key {key} is empty; give at least one value")
-        return tuple(_scalar(item, p, key, minimum) for p in items)
+            raise BenchError(f"{where.name} is empty; give at least one value")
+        return tuple(_scalar(item, p, where, minimum) for p in items)
     if get_origin(kind) in (Union, types.UnionType):
         kind = next(a for a in get_args(kind) if a is not type(None))
-    return _scalar(kind, raw, key, minimum)
+    return _scalar(kind, raw, where, minimum)
 
 
 def read_conf(path: Path) -> dict[str, str]:

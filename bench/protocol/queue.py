@@ -179,15 +179,33 @@ class Worker:
     def _limiter_args(self) -> list[int]:
         return [self.options.limiter_max, self.options.limiter_ms]
 
+    def _fetch_args(self, token: str) -> list[Any]:
+        """moveToActive's ARGV, spelled once for a single fetch and a batch."""
+        return [self.queue.keys.prefix, now_ms(), token, self.options.lock_ms, *self._limiter_args()]
+
     def fetch(self) -> Job | None:
         """moveToActive: take the next job and lock it; None when there is none."""
         token = self._new_token()
-        keys = self.queue.keys
         reply = self.queue.scripts.move_to_active(
-            keys.move_to_active_keys(),
-            [keys.prefix, now_ms(), token, self.options.lock_ms, *self._limiter_args()],
+            self.queue.keys.move_to_active_keys(), self._fetch_args(token)
         )
         return _job_from_reply(reply, token)
+
+    def fetch_batch(self, count: int) -> list[Job]:
+        """moveToActive ``count`` times in one pipeline (one round trip); the jobs taken,
+        in order, each under its own token: fewer than ``count`` when wait ran short.
+
+        As in Producer.add_batch, the pipeline calls EVALSHA with the known SHA."""
+        if count <= 0:
+            return []
+        sha = self.queue.scripts.move_to_active.sha
+        keys = self.queue.keys.move_to_active_keys()
+        tokens = [self._new_token() for _ in range(count)]
+        pipe = self.queue.client.pipeline(transaction=False)
+        for token in tokens:
+            pipe.evalsha(sha, len(keys), *keys, *self._fetch_args(token))
+        jobs = (_job_from_reply(reply, token) for reply, token in zip(pipe.execute(), tokens, strict=True))
+        return [job for job in jobs if job is not None]
 
     def finish(
         self,

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.errors import BenchError
 from bench.protocol.queue import Queue, _text, now_ms
 from bench.protocol.scripts import SCRIPT_FILES, script_source
 
@@ -251,3 +252,39 @@ SWEEPERS: dict[str, type[Sweeper]] = {
     AppSideSweeper.name: AppSideSweeper,
     AppSidePipelinedSweeper.name: AppSidePipelinedSweeper,
 }
+
+
+def has_gap(variant: str) -> bool:
+    """True when the sweep checks and acts in separate round trips (a pause can go between)."""
+    return issubclass(sweeper_class(variant), AppSideSweeper)
+
+
+def is_sliced(variant: str) -> bool:
+    """True when the sweep's pass is spread over calls of a bounded slice."""
+    return issubclass(sweeper_class(variant), AtomicSlicedSweeper)
+
+
+def sweeper_class(variant: str) -> type[Sweeper]:
+    if variant not in SWEEPERS:
+        raise BenchError(f"unknown sweep variant {variant!r}; use one of {', '.join(SWEEPERS)}")
+    return SWEEPERS[variant]
+
+
+def make_sweeper(
+    variant: str,
+    queue: Queue,
+    *,
+    max_stalled: int = 1,
+    act_delay_ms: float = 0.0,
+    slice_size: int = DEFAULT_SLICE,
+) -> Sweeper:
+    """A sweeper of ``variant`` on ``queue``, given what applies to it: a simulated pause
+    of ``act_delay_ms`` between check and act where it has that gap, ``slice_size``
+    where it sweeps in slices; every other variant ignores them."""
+    factory = sweeper_class(variant)
+    if issubclass(factory, AppSideSweeper) and act_delay_ms > 0:
+        pause_s = act_delay_ms / 1000.0
+        return factory(queue, max_stalled, act_delay=lambda: time.sleep(pause_s))
+    if issubclass(factory, AtomicSlicedSweeper):
+        return factory(queue, max_stalled, slice_size=slice_size)
+    return factory(queue, max_stalled)

@@ -32,6 +32,7 @@ from hdrh.histogram import HdrHistogram
 from bench.hdr import decode, encode, new_histogram, record_us
 from bench.protocol.connection import RedisSettings
 
+DEFAULT_RATE_HZ = 500.0  # PINGs a second, unless the profile says otherwise
 PROBE_TIMEOUT_S = 60.0  # a PING waits this long at most (Redis answers BUSY after 5 s)
 START_DEADLINE_S = 30.0
 _BEGIN, _END, _QUIT = "begin", "end", "quit"

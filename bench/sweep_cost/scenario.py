@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from bench.errors import BenchError
-from bench.protocol.queue import Producer, Queue, _text, now_ms
+from bench.protocol.queue import Producer, Queue, Worker, WorkerOptions, _text
 from bench.protocol.sweep import SLICED_PASS_KEYS, AtomicSweeper, SweepResult
 
 SCENARIOS = ("healthy", "all_stalled", "mixed")
@@ -99,18 +99,10 @@ class ScenarioQueue:
         return self
 
     def _fetch(self, count: int) -> None:
-        """moveToActive ``count`` times in one pipeline (the known SHA: no SCRIPT EXISTS)."""
-        keys = self.queue.keys
-        script_keys = keys.move_to_active_keys()
-        sha = self.queue.scripts.move_to_active.sha
-        pipe = self.queue.client.pipeline(transaction=False)
-        for _ in range(count):
-            pipe.evalsha(
-                sha, len(script_keys), *script_keys, keys.prefix, now_ms(), LOCK_TOKEN, LOCK_MS, 0, 0
-            )
-        taken = sum(1 for reply in pipe.execute() if isinstance(reply[0], list))
-        if taken != count:
-            raise BenchError(f"fetched {taken} of {count} jobs while building the sweep snapshot")
+        """moveToActive ``count`` times in one pipeline, under a lock that outlives the run."""
+        taken = Worker(self.queue, options=WorkerOptions(lock_ms=LOCK_MS)).fetch_batch(count)
+        if len(taken) != count:
+            raise BenchError(f"fetched {len(taken)} of {count} jobs while building the sweep snapshot")
 
     def restore(self, stalled: Sequence[str], locks: bool = True) -> None:
         """Back to the snapshot: wait and failed empty, active and marks as built.

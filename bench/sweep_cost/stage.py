@@ -1,21 +1,14 @@
 """Stage 2, sweep cost against active-list size: a pyperf benchmark.
 
 `python -m bench run` calls ``run_stage``; `python -m bench sweep` calls ``main``.
-Both run pyperf as a subprocess (it spawns worker processes and owns argv),
-one pyperf run a size, against a queue the stage builds and grows through the
-protocol client (bench/sweep_scenario.py).
-
-`python -m bench.sweep_cost.stage` is that pyperf program: each point (variant,
-scenario, size) is one ``bench_time_func`` benchmark, registered in a fixed
-order (bench/sweep_plan.py). The time function (bench/sweep_worker.py) times
-the sweep calls only, and writes what pyperf does not measure to side files,
-which the stage merges with pyperf's values into sweep_cost.csv
-(bench/sweep_summary.py).
+Both run the pyperf program (bench/sweep_cost/pyperf_program.py) as a
+subprocess, one pyperf run a size, against a queue the stage builds and grows
+through the protocol client (bench/sweep_cost/scenario.py), and merge pyperf's
+values with the side files into sweep_cost.csv (bench/sweep_cost/summary.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import os
@@ -27,92 +20,47 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_type_hints
 
 import pyperf
 
-from bench.errors import BenchError
 from bench.harness.children import reap_group, spawn, stop_group
 from bench.harness.context import RunContext
-from bench.harness.profile import Profile, SweepOptions, load_profile, option_key, parse_value
+from bench.harness.overrides import SectionFlags
+from bench.harness.profile import Profile, SweepOptions
 from bench.paths import REPO
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Queue
 from bench.protocol.scripts import script_source
 from bench.protocol.sweep import SWEEPERS
-from bench.results import RESULTS_DIR, SWEEP_COST_COLUMNS, make_run_dir, read_json, update_meta, write_csv
+from bench.results import (
+    SWEEP_COST_COLUMNS,
+    SweepCostRow,
+    make_run_dir,
+    read_json,
+    row_dict,
+    update_meta,
+    write_csv,
+)
 from bench.sweep_cost.plan import Point, plan, pyperf_options
-from bench.sweep_cost.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_count
+from bench.sweep_cost.pyperf_program import URL_ENV, ProgramSettings
+from bench.sweep_cost.scenario import ScenarioQueue
 from bench.sweep_cost.summary import (
     PYPERF_DIR,
     SIDE_DIR,
     SizeOutcome,
     fmt,
-    make_row,
     merge_pyperf,
     side_summary,
     slope_text,
     slopes,
+    sweep_cost_row,
     table,
 )
-from bench.sweep_cost.timing import SWEEP_TIMEOUT_S, PointBench
+from bench.sweep_cost.timing import SWEEP_TIMEOUT_S
 
-URL_ENV = "EMQ_SWEEP_REDIS_URL"  # the workers' Redis URL: in the environment, not on argv
 PYPERF_LOG = "sweep_pyperf.log"
 CSV_NAME = "sweep_cost.csv"
 PYPERF_STOP_GRACE_S = 5.0
-
-
-def _add_point_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--queue", required=True, help="the queue holding the snapshot")
-    parser.add_argument("--size", type=int, required=True)
-    parser.add_argument("--points", required=True, help="variant:scenario,... in order")
-    parser.add_argument("--side-dir", required=True)
-    parser.add_argument("--slice", type=int, default=1000)
-    parser.add_argument("--probe-rate-hz", type=float, default=500.0)
-
-
-def _forward_point_args(cmd: list[str], args: argparse.Namespace) -> None:
-    """pyperf's hook: pass our options on to each worker it spawns."""
-    cmd.extend(["--queue", args.queue, "--size", str(args.size), "--points", args.points])
-    cmd.extend(["--side-dir", args.side_dir, "--slice", str(args.slice)])
-    cmd.extend(["--probe-rate-hz", str(args.probe_rate_hz)])
-
-
-def point_main() -> None:
-    """`python -m bench.sweep_cost.stage`: the pyperf program for one size's points."""
-    runner = pyperf.Runner(
-        program_args=("-m", "bench.sweep_cost.stage"), add_cmdline_args=_forward_point_args
-    )
-    _add_point_args(runner.argparser)
-    args = runner.parse_args()
-    url = os.environ.get(URL_ENV)
-    if not url:
-        raise BenchError(f"{URL_ENV} is not set; run the sweep through `python -m bench sweep`")
-    bench = PointBench(
-        RedisSettings.from_url(url),
-        args.queue,
-        Path(args.side_dir),
-        slice_size=args.slice,
-        probe_rate_hz=args.probe_rate_hz,
-        warmups=args.warmups or 0,
-    )
-    try:
-        for spec in args.points.split(","):
-            variant, scenario = spec.split(":")
-            point = Point(variant, scenario, args.size)
-            metadata = {
-                "sweep_variant": variant,
-                "sweep_scenario": scenario,
-                "active_size": args.size,
-                "stalled_jobs": stalled_count(args.size, scenario),
-                "max_stalled": BENCH_MAX_STALLED,
-                "sweep_slice": args.slice,
-                "probe_rate_hz": args.probe_rate_hz,
-            }
-            runner.bench_time_func(point.name, bench.time_point, point, metadata=metadata)
-    finally:
-        bench.close()
 
 
 _RESULT_LINE = re.compile(r"^(sweep/[^:\s]+): (.*)$")
@@ -131,15 +79,15 @@ def run_pyperf(
     json_path = run_dir / PYPERF_DIR / f"sweep_{size}.json"
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.unlink(missing_ok=True)
-    cmd = [
-        sys.executable, "-m", "bench.sweep_cost.stage",
-        "--queue", queue_name, "--size", str(size),
-        "--points", ",".join(f"{p.variant}:{p.scenario}" for p in points),
-        "--side-dir", str(run_dir / SIDE_DIR), "--slice", str(options.sweep_slice),
-        "--probe-rate-hz", str(options.probe_rate_hz),
-        "--inherit-environ", URL_ENV, "-o", str(json_path),
-        *pyperf_options(size, options.sweep_reps),
-    ]  # fmt: skip
+    program = ProgramSettings(
+        queue=queue_name,
+        size=size,
+        points=tuple((p.variant, p.scenario) for p in points),
+        side_dir=run_dir / SIDE_DIR,
+        slice_size=options.sweep_slice,
+        probe_rate_hz=options.probe_rate_hz,
+    )
+    cmd = program.command(json_path, pyperf_options(size, options.sweep_reps))
     env = {**os.environ, URL_ENV: settings.url, "PYTHONUNBUFFERED": "1"}
     with open(run_dir / PYPERF_LOG, "a") as log:
         log.write(f"$ {' '.join(cmd)}\n")
@@ -229,7 +177,7 @@ def run_stage(ctx: RunContext) -> None:
     tell = PointProgress(ctx.progress, len(planned))
     client = dataclasses.replace(ctx.settings, socket_timeout_s=SWEEP_TIMEOUT_S).connect()
     scenario = ScenarioQueue(Queue.open(client, f"sweep-{uuid.uuid4().hex[:8]}"), [])
-    rows: list[dict[str, Any]] = []
+    rows: list[SweepCostRow] = []
     try:
         for size in sorted(set(options.sweep_sizes)):
             at_size = [p for p in planned if p.point.size == size]
@@ -238,20 +186,20 @@ def run_stage(ctx: RunContext) -> None:
                 tell(f"{point.variant} {point.scenario} {size:,}: skipped, {skipped.skipped}")
             to_run = [p.point for p in at_size if not p.skipped]
             outcome = measure_size(ctx, scenario, size, to_run, tell) if to_run else None
-            rows.extend(make_row(ctx.run_dir, p, outcome) for p in at_size)
-            write_csv(ctx.run_dir / CSV_NAME, SWEEP_COST_COLUMNS, rows)
+            rows.extend(sweep_cost_row(ctx.run_dir, p, outcome) for p in at_size)
+            write_csv(ctx.run_dir / CSV_NAME, SWEEP_COST_COLUMNS, map(row_dict, rows))
     finally:
         scenario.queue.delete()
         client.close()
     merge_pyperf(ctx.run_dir)
-    fits = slopes(rows)
-    errors = [r for r in rows if r["skipped"].startswith("error:")]
+    fits = slopes([row_dict(r) for r in rows])
+    errors = [r for r in rows if r.skipped.startswith("error:")]
     print(table(rows))
     print(slope_text(fits))
     if errors:
         print(f"\n{len(errors)} sweep point(s) failed; their rows in {CSV_NAME} say why:", file=sys.stderr)
         for r in errors:
-            print(f"  {r['variant']} {r['scenario']} {r['active_size']}: {r['skipped']}", file=sys.stderr)
+            print(f"  {r.variant} {r.scenario} {r.active_size}: {r.skipped}", file=sys.stderr)
     sizes = sorted(set(options.sweep_sizes))
     update_meta(
         ctx.run_dir,
@@ -265,27 +213,7 @@ def run_stage(ctx: RunContext) -> None:
 # ---------------------------------------------------------------- `python -m bench sweep`
 
 
-OVERRIDES = (
-    "sweep_sizes",
-    "sweep_variants",
-    "sweep_scenarios",
-    "sweep_reps",
-    "sweep_caps",
-    "sweep_slice",
-    "probe_rate_hz",
-)
-
-
-def override(options: SweepOptions, values: dict[str, str | None]) -> SweepOptions:
-    """The profile's sweep options with command-line values, checked as the profile's are."""
-    hints = get_type_hints(SweepOptions)
-    fields_by_name = {f.name: f for f in dataclasses.fields(SweepOptions)}
-    changes = {
-        name: parse_value(option_key(name), hints[name], raw, fields_by_name[name].metadata.get("min"))
-        for name, raw in values.items()
-        if raw is not None
-    }
-    return dataclasses.replace(options, **changes)
+FLAGS = SectionFlags(SweepOptions, prefix="sweep-")
 
 
 def main(argv: list[str]) -> int:
@@ -293,21 +221,10 @@ def main(argv: list[str]) -> int:
     from bench.harness.meta import collect_meta
     from bench.harness.server import redis_for_run
 
-    parser = argparse.ArgumentParser(prog="python -m bench sweep", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--profile", default="default", help="profiles/<name>.conf, or a path")
-    for name in OVERRIDES:
-        parser.add_argument(
-            f"--{option_key(name).removeprefix('sweep-')}",
-            dest=name,
-            default=None,
-            help=f"overrides the profile's {option_key(name)} (comma-separated lists)",
-        )
-    parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders go")
+    parser = FLAGS.parser("python -m bench sweep", __doc__.split("\n\n")[0])
     args = parser.parse_args(argv)
-    profile = load_profile(args.profile)
-    options = override(profile.sweep, {name: getattr(args, name) for name in OVERRIDES})
-    plan(options)  # every input checked before a server starts
-    profile = dataclasses.replace(profile, sweep=options)
+    profile = FLAGS.profile(args)
+    plan(profile.sweep)  # every input checked before a server starts
     with redis_for_run() as (settings, server):
         run_dir = make_run_dir(profile.name, args.results)
         client = settings.connect()
@@ -324,7 +241,3 @@ def main(argv: list[str]) -> int:
     print(f"results: {run_dir}")
     failed = read_json(run_dir / "meta.json").get("sweep_errors", 0)
     return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    point_main()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import glob
 import io
 import statistics
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ import pyperf
 
 from bench.fits import loglog_fit
 from bench.hdr import decode, summary, write_hdr
-from bench.results import HDR_DIR, SWEEP_COST_COLUMNS, hdr_name, read_json, write_atomic
+from bench.results import HDR_DIR, SweepCostRow, hdr_name, read_json, row_dict, write_atomic
 from bench.sweep_cost.plan import PlannedPoint, Point
 from bench.sweep_cost.probe import ProbeWindow, empty_window
 
@@ -39,28 +39,28 @@ def load_side(run_dir: Path, point: Point) -> list[dict[str, Any]]:
     return values
 
 
-def _median(values: Sequence[float]) -> float | str:
-    return statistics.median(values) if values else ""
+def _median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
 
 
 @dataclass
 class SideSummary:
-    """A point's side measurements over all its timed values."""
+    """A point's side measurements over all its timed values (None: no value recorded)."""
 
     values: int
-    round_trips: float | str
-    server_us: float | str
-    hold_ms_max: float | str
+    round_trips: float | None
+    server_us: float | None
+    hold_ms_max: float | None
     probe: ProbeWindow
     errors: list[str]
 
     @property
-    def probe_p99_us(self) -> int | str:
-        return summary(self.probe.histogram)["p99"] if self.probe.sent else ""
+    def probe_p99_us(self) -> int | None:
+        return summary(self.probe.histogram)["p99"] if self.probe.sent else None
 
     @property
-    def probe_max_us(self) -> int | str:
-        return summary(self.probe.histogram)["max"] if self.probe.sent else ""
+    def probe_max_us(self) -> int | None:
+        return summary(self.probe.histogram)["max"] if self.probe.sent else None
 
 
 def side_summary(run_dir: Path, point: Point) -> SideSummary:
@@ -74,20 +74,18 @@ def side_summary(run_dir: Path, point: Point) -> SideSummary:
         values=len(side),
         round_trips=_median([n for r in side for n in r["round_trips"]]),
         server_us=_median([n for r in side for n in r["server_us"]]),
-        hold_ms_max=round(max(r["hold_s"] for r in side) * 1e3, 4) if side else "",
+        hold_ms_max=round(max(r["hold_s"] for r in side) * 1e3, 4) if side else None,
         probe=probe,
         errors=sorted({e for record in side for e in record["errors"]}),
     )
 
 
-def make_row(run_dir: Path, planned: PlannedPoint, outcome: SizeOutcome | None) -> dict[str, Any]:
-    """One sweep_cost.csv row (and the point's probe histogram under hdr/)."""
+def sweep_cost_row(run_dir: Path, planned: PlannedPoint, outcome: SizeOutcome | None) -> SweepCostRow:
+    """One point's sweep_cost.csv row (and its probe histogram under hdr/)."""
     point = planned.point
-    row: dict[str, Any] = dict.fromkeys(SWEEP_COST_COLUMNS, "")
-    row.update(variant=point.variant, scenario=point.scenario, active_size=point.size)
+    row = SweepCostRow(variant=point.variant, scenario=point.scenario, active_size=point.size)
     if planned.skipped:
-        row["skipped"] = planned.skipped
-        return row
+        return replace(row, skipped=planned.skipped)
     values = outcome.values.get(point.name, []) if outcome else []
     side = side_summary(run_dir, point)
     errors = list(side.errors)
@@ -95,7 +93,8 @@ def make_row(run_dir: Path, planned: PlannedPoint, outcome: SizeOutcome | None) 
         errors.insert(0, outcome.failure if outcome and outcome.failure else "pyperf wrote no values")
     else:
         median_s = statistics.median(values)
-        row.update(
+        row = replace(
+            row,
             reps=len(values),
             sweep_ms_median=round(median_s * 1e3, 4),
             sweep_ms_stdev=round(statistics.stdev(values) * 1e3, 4) if len(values) > 1 else 0.0,
@@ -103,7 +102,8 @@ def make_row(run_dir: Path, planned: PlannedPoint, outcome: SizeOutcome | None) 
         )
     if side.values:
         write_hdr(run_dir / HDR_DIR / hdr_name("sweep", point.slug, 0, "probe"), side.probe.histogram)
-        row.update(
+        row = replace(
+            row,
             round_trips=side.round_trips,
             server_us=side.server_us,
             hold_ms_max=side.hold_ms_max,
@@ -111,9 +111,12 @@ def make_row(run_dir: Path, planned: PlannedPoint, outcome: SizeOutcome | None) 
             probe_max_us=side.probe_max_us,
             probe_busy=side.probe.busy,
         )
-    if errors:
-        row["skipped"] = "error: " + "; ".join(errors)
-    return row
+    return replace(row, skipped="error: " + "; ".join(errors)) if errors else row
+
+
+def make_row(run_dir: Path, planned: PlannedPoint, outcome: SizeOutcome | None) -> dict[str, Any]:
+    """The same row as sweep_cost.csv holds it: a value not measured is an empty cell."""
+    return row_dict(sweep_cost_row(run_dir, planned, outcome))
 
 
 def fmt(value: Any, digits: int = 2) -> str:
@@ -124,26 +127,26 @@ def fmt(value: Any, digits: int = 2) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
-def table(rows: Sequence[dict[str, Any]]) -> str:
+def table(rows: Sequence[SweepCostRow]) -> str:
     """Per size: each variant's sweep ms, µs per job, hold and the probe's max."""
     lines: list[str] = []
     header = (
         f"  {'variant':<20}{'scenario':<13}{'sweep ms':>12}{'µs/job':>10}{'hold ms':>12}"
         f"{'probe max µs':>14}  note"
     )
-    for size in sorted({int(r["active_size"]) for r in rows}):
+    for size in sorted({r.active_size for r in rows}):
         lines += ["", f"active size {size:,}", header]
-        for r in (r for r in rows if int(r["active_size"]) == size):
-            note = r["skipped"] if len(r["skipped"]) < 70 else r["skipped"][:67] + "..."
+        for r in (r for r in rows if r.active_size == size):
+            note = r.skipped if len(r.skipped) < 70 else r.skipped[:67] + "..."
             lines.append(
-                f"  {r['variant']:<20}{r['scenario']:<13}{fmt(r['sweep_ms_median'], 3):>12}"
-                f"{fmt(r['us_per_active_job']):>10}{fmt(r['hold_ms_max'], 3):>12}"
-                f"{fmt(r['probe_max_us']):>14}  {note}"
+                f"  {r.variant:<20}{r.scenario:<13}{fmt(r.sweep_ms_median, 3):>12}"
+                f"{fmt(r.us_per_active_job):>10}{fmt(r.hold_ms_max, 3):>12}"
+                f"{fmt(r.probe_max_us):>14}  {note}"
             )
     return "\n".join(lines)
 
 
-def slopes(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
+def slopes(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
     """Least-squares slope of log(sweep time) on log(size) per variant and scenario
     (1 = linear, 2 = quadratic), over all sizes and over the two largest."""
     fits: dict[str, dict[str, float]] = {}

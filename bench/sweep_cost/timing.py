@@ -24,22 +24,16 @@ from bench.hdr import encode
 from bench.protocol.commandstats import CommandStats, client_side
 from bench.protocol.connection import CountingRedis, RedisSettings
 from bench.protocol.queue import Queue
-from bench.protocol.sweep import SWEEPERS, AtomicSlicedSweeper, Sweeper, SweepResult
+from bench.protocol.sweep import DEFAULT_SLICE, Sweeper, SweepResult, make_sweeper
 from bench.results import write_json
 from bench.sweep_cost.plan import Point
-from bench.sweep_cost.probe import Probe, ProbeWindow, empty_window
+from bench.sweep_cost.probe import DEFAULT_RATE_HZ, Probe, ProbeWindow, empty_window
 from bench.sweep_cost.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_share
 
 # No sweep call may time out and so be cut short; the client never re-sends one.
 # 10 minutes is beyond the largest capped point (the protocol sweep at 30,000 stalled ids).
 SWEEP_TIMEOUT_S = 600.0
 UNREACHABLE_S = 5.0  # refused connections this long after a failed sweep: the server is gone
-
-
-def make_sweeper(variant: str, queue: Queue, slice_size: int) -> Sweeper:
-    if variant == AtomicSlicedSweeper.name:
-        return AtomicSlicedSweeper(queue, max_stalled=BENCH_MAX_STALLED, slice_size=slice_size)
-    return SWEEPERS[variant](queue, max_stalled=BENCH_MAX_STALLED)
 
 
 def sweep_server_us(delta: CommandStats) -> int:
@@ -90,13 +84,22 @@ class Connected:
 class PointBench:
     """The time function pyperf calls, for any point of one size."""
 
-    def __init__(self, settings: RedisSettings, queue_name: str, side_dir: Path, **options: Any) -> None:
+    def __init__(
+        self,
+        settings: RedisSettings,
+        queue_name: str,
+        side_dir: Path,
+        *,
+        slice_size: int = DEFAULT_SLICE,
+        probe_rate_hz: float = DEFAULT_RATE_HZ,
+        warmups: int = 0,
+    ) -> None:
         self.settings = RedisSettings.from_url(settings.url, socket_timeout_s=SWEEP_TIMEOUT_S)
         self.queue_name = queue_name
         self.side_dir = side_dir
-        self.slice_size: int = options.get("slice_size", 1000)
-        self.probe_rate_hz: float = options.get("probe_rate_hz", 500.0)
-        self.warmups: int = options.get("warmups", 0)
+        self.slice_size = slice_size
+        self.probe_rate_hz = probe_rate_hz
+        self.warmups = warmups  # pyperf's warm-up values: timed, but not side-recorded
         self.connected: Connected | None = None
         self.sweepers: dict[str, Sweeper] = {}
         self.current: Point | None = None  # the point whose locks are in place
@@ -118,7 +121,9 @@ class PointBench:
             raise BenchError(f"the snapshot holds {len(connected.scenario.ids)} jobs, not {point.size}")
         if point.variant not in self.sweepers:
             queue = connected.scenario.queue
-            self.sweepers[point.variant] = make_sweeper(point.variant, queue, self.slice_size)
+            self.sweepers[point.variant] = make_sweeper(
+                point.variant, queue, max_stalled=BENCH_MAX_STALLED, slice_size=self.slice_size
+            )
         stalled = stalled_share(connected.scenario.ids, point.scenario)
         record = ValueRecord()
         total = sum(self._one_sweep(connected, point, stalled, record) for _ in range(loops))

@@ -1,0 +1,81 @@
+"""Profile keys from the command line: `python -m bench sweep --sizes 10,100` is the
+profile's sweep-sizes for this run, checked as the profile's own value would be.
+
+A one-stage command (`bench sweep`, `bench race`) takes its section's keys as
+flags, the section's prefix dropped (``sweep-sizes`` is ``--sizes``,
+``race-delay-ms`` is ``--delay-ms``), beside ``--profile`` and ``--results``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Generic, TypeVar, get_origin, get_type_hints
+
+from bench.harness.profile import (
+    FinishFetchOptions,
+    Profile,
+    RaceOptions,
+    SweepOptions,
+    load_profile,
+    option_key,
+    parse_value,
+)
+from bench.results import RESULTS_DIR
+
+Section = TypeVar("Section", FinishFetchOptions, SweepOptions, RaceOptions)
+
+
+@dataclass(frozen=True)
+class SectionFlags(Generic[Section]):
+    """One profile section's keys as command-line flags."""
+
+    section: type[Section]
+    prefix: str = ""  # dropped from each key to make its flag
+    helps: Mapping[str, str] = field(default_factory=dict)  # by field name, where the default won't do
+
+    def flag(self, name: str) -> str:
+        return "--" + option_key(name).removeprefix(self.prefix)
+
+    def parser(self, prog: str, description: str) -> argparse.ArgumentParser:
+        """``--profile``, a flag for each key of the section, and ``--results``."""
+        parser = argparse.ArgumentParser(prog=prog, description=description)
+        parser.add_argument("--profile", default="default", help="profiles/<name>.conf, or a path")
+        hints = get_type_hints(self.section)
+        for f in fields(self.section):
+            key, flag = option_key(f.name), self.flag(f.name)
+            text = self.helps.get(f.name, f"the profile's {key}")
+            text += ", comma-separated" if get_origin(hints[f.name]) is tuple else ""
+            text += f" (overrides {key})" if f.name in self.helps else ""
+            metavar = flag.removeprefix("--").upper().replace("-", "_")
+            parser.add_argument(flag, dest=f.name, default=None, metavar=metavar, help=text)
+        parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders go")
+        return parser
+
+    def apply(self, options: Section, args: argparse.Namespace) -> Section:
+        """``options`` with each flag given, parsed and checked as its profile key is."""
+        hints = get_type_hints(self.section)
+        changes = {
+            f.name: parse_value(
+                option_key(f.name), hints[f.name], raw, f.metadata.get("min"), flag=self.flag(f.name)
+            )
+            for f in fields(self.section)
+            if (raw := getattr(args, f.name, None)) is not None
+        }
+        return dataclasses.replace(options, **changes)
+
+    def profile(self, args: argparse.Namespace) -> Profile:
+        """The profile ``--profile`` names, its section overridden by the flags given."""
+        profile = load_profile(args.profile)
+        attribute = _profile_attribute(self.section)
+        changes: dict[str, Any] = {attribute: self.apply(getattr(profile, attribute), args)}
+        return dataclasses.replace(profile, **changes)
+
+
+def _profile_attribute(section: type) -> str:
+    """The Profile field that holds ``section``."""
+    hints = get_type_hints(Profile)
+    return next(f.name for f in fields(Profile) if hints[f.name] is section)

@@ -1,0 +1,137 @@
+"""The race audit's plan: which variants, how many sweepers, which delays, and the settings they make."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from bench.errors import BenchError
+from bench.harness.profile import RaceOptions
+from bench.protocol.scripts import SCRIPT_FILES
+from bench.protocol.sweep import SWEEPERS, has_gap, is_sliced
+
+# The profile's defaults are the plan's: one place for each.
+_DEFAULTS = RaceOptions()
+SWEEPERS_MIN, SWEEPERS_MAX = 2, 16
+ALL = "all"
+
+
+def variant_names(requested: Iterable[str]) -> tuple[str, ...]:
+    """The requested variants, checked against the sweep registry; ``all`` is every one in it."""
+    names: list[str] = []
+    for name in requested:
+        if name == ALL:
+            names.extend(v for v in SWEEPERS if v not in names)
+        elif name not in SWEEPERS:
+            raise BenchError(f"unknown race variant {name!r}; choose from {ALL}, {', '.join(SWEEPERS)}")
+        elif name not in names:
+            names.append(name)
+    if not names:
+        raise BenchError(f"no race variant given; choose from {ALL}, {', '.join(SWEEPERS)}")
+    return tuple(names)
+
+
+def extra_scripts(variants: Iterable[str]) -> tuple[str, ...]:
+    """Script files the variants need beyond the protocol's own."""
+    protocol = set(SCRIPT_FILES.values())
+    files: list[str] = []
+    for variant in variants:
+        script = getattr(SWEEPERS[variant], "script_file", None)
+        if isinstance(script, str) and script not in protocol and script not in files:
+            files.append(script)
+    return tuple(files)
+
+
+@dataclass(frozen=True)
+class RaceSetting:
+    """One cell of the plan: run ``reps`` times, its counts summed into one race.csv row."""
+
+    variant: str
+    sweepers: int
+    stalled_jobs: int
+    delay_ms: float
+    workers: int
+    max_stalled: int = _DEFAULTS.race_max_stalled
+    deadline_s: float = _DEFAULTS.race_deadline_s
+    slice_size: int = _DEFAULTS.race_slice
+
+    def label(self) -> str:
+        delay = f"{self.delay_ms:g} ms" if has_gap(self.variant) else "none (atomic)"
+        sliced = is_sliced(self.variant)
+        return (
+            f"{self.variant} sweepers={self.sweepers} jobs={self.stalled_jobs} "
+            f"delay={delay} workers={self.workers}" + (f" slice={self.slice_size}" if sliced else "")
+        )
+
+
+@dataclass(frozen=True)
+class RacePlan:
+    variants: tuple[str, ...]
+    sweepers: tuple[int, ...]
+    stalled_jobs: int
+    delays_ms: tuple[float, ...]
+    reps: int
+    workers: int
+    max_stalled: int = _DEFAULTS.race_max_stalled
+    deadline_s: float = _DEFAULTS.race_deadline_s
+    slice_size: int = _DEFAULTS.race_slice
+
+    @classmethod
+    def from_options(cls, options: RaceOptions) -> RacePlan:
+        """The profile's race keys as a plan, checked."""
+        plan = cls(
+            variants=variant_names(options.race_variants),
+            sweepers=options.race_sweepers,
+            stalled_jobs=options.race_jobs,
+            delays_ms=options.race_delay_ms,
+            reps=options.race_reps,
+            workers=options.race_workers,
+            max_stalled=options.race_max_stalled,
+            deadline_s=options.race_deadline_s,
+            slice_size=options.race_slice,
+        )
+        plan.check()
+        return plan
+
+    def check(self) -> None:
+        for k in self.sweepers:
+            if not SWEEPERS_MIN <= k <= SWEEPERS_MAX:
+                raise BenchError(
+                    f"race sweepers = {k} is outside {SWEEPERS_MIN}..{SWEEPERS_MAX}; "
+                    "a race needs two or more sweepers at once"
+                )
+        for delay in self.delays_ms:
+            if delay < 0:
+                raise BenchError(f"race delay {delay:g} ms is negative; use 0 or more")
+        for name, value, low in (
+            ("jobs", self.stalled_jobs, 1),
+            ("reps", self.reps, 1),
+            ("workers", self.workers, 0),
+            ("max stalled", self.max_stalled, 0),
+            ("slice", self.slice_size, 1),
+        ):
+            if value < low:
+                raise BenchError(f"race {name} = {value} is below {low}; use {low} or more")
+        if self.deadline_s <= 0:
+            raise BenchError(f"race deadline {self.deadline_s:g} s must be above 0")
+
+    def settings(self) -> list[RaceSetting]:
+        """Every setting; an atomic variant has no gap to delay, so it runs once, at delay 0."""
+        cells: list[RaceSetting] = []
+        for k in self.sweepers:
+            for variant in self.variants:
+                delays = self.delays_ms if has_gap(variant) else (0.0,)
+                for delay in dict.fromkeys(delays):
+                    cells.append(
+                        RaceSetting(
+                            variant,
+                            k,
+                            self.stalled_jobs,
+                            delay,
+                            self.workers,
+                            self.max_stalled,
+                            self.deadline_s,
+                            self.slice_size,
+                        )
+                    )
+        return cells
