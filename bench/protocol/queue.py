@@ -1,24 +1,38 @@
-"""The protocol client: a queue handle, a producer, and a worker with two strategies."""
+"""The protocol client: a queue handle, a producer, and a worker with two strategies.
+
+Every call is built by the queue's protocol (bench/protocol/protocol.py), so
+the same Producer and Worker drive any protocol registered there.
+"""
 
 from __future__ import annotations
 
 import json
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from bench.errors import BenchError, ProtocolError
 from bench.protocol.connection import CountingRedis
 from bench.protocol.keys import QueueKeys
+from bench.protocol.protocol import (
+    JOB_EXISTS,
+    JOB_MISSING,
+    LOCK_MISMATCH,
+    LOCK_MISSING,
+    NOT_ACTIVE,
+    QueueProtocol,
+    ScriptCall,
+    protocol_named,
+)
+from bench.protocol.protocol import text as _text
 from bench.protocol.scripts import Scripts, load_scripts
 
 Strategy = Literal["fused", "two_call"]
 STRATEGIES: tuple[Strategy, ...] = ("fused", "two_call")
 
-# Return codes of moveToFinished (protocol.md).
-JOB_MISSING, LOCK_MISSING, NOT_ACTIVE, LOCK_MISMATCH, JOB_EXISTS = -1, -2, -3, -6, -5
+__all__ = ["JOB_EXISTS", "JOB_MISSING", "LOCK_MISMATCH", "LOCK_MISSING", "NOT_ACTIVE"]
 
 
 def now_ms() -> int:
@@ -29,25 +43,39 @@ def now_us() -> int:
     return time.time_ns() // 1000
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 @dataclass
 class Queue:
-    """One queue on one client: its keys and its loaded scripts."""
+    """One queue on one client: its protocol, its keys and its loaded scripts."""
 
     client: CountingRedis
     keys: QueueKeys
     scripts: Scripts
+    protocol: QueueProtocol
 
     @classmethod
-    def open(cls, client: CountingRedis, name: str, extra_scripts: tuple[str, ...] = ()) -> Queue:
-        return cls(client, QueueKeys(name), load_scripts(client, extra_scripts))
+    def open(
+        cls,
+        client: CountingRedis,
+        name: str,
+        extra_scripts: tuple[str, ...] = (),
+        protocol: str | QueueProtocol = "echomq",
+    ) -> Queue:
+        proto = protocol_named(protocol) if isinstance(protocol, str) else protocol
+        scripts = load_scripts(client, extra_scripts, proto.script_sources())
+        return cls(client, proto.keys(name), scripts, proto)
 
     def with_client(self, client: CountingRedis) -> Queue:
         """The same queue on another connection (scripts re-registered on it)."""
-        return Queue.open(client, self.keys.name, tuple(self.scripts.extra))
+        return Queue.open(client, self.keys.name, tuple(self.scripts.extra), self.protocol)
+
+    def call(self, call: ScriptCall) -> Any:
+        """Send one call (EVALSHA; redis-py loads the script again after a NOSCRIPT)."""
+        return self.scripts.by_step(call.script)(call.keys, call.args)
+
+    def pipeline_call(self, pipe: Any, call: ScriptCall) -> None:
+        """Queue one call on a pipeline. EVALSHA with the known SHA: a pipeline holding a
+        Script object would first send SCRIPT EXISTS, a second round trip."""
+        pipe.evalsha(self.scripts.by_step(call.script).sha, len(call.keys), *call.keys, *call.args)
 
     def pause(self, paused: bool = True) -> None:
         self.client.hset(self.keys.meta, "paused", "1" if paused else "0")
@@ -102,18 +130,25 @@ class Producer:
         self.queue = queue
         self.name = name
 
-    def _args(self, data: str, job_id: str, priority: int, delay_ms: int) -> list[Any]:
-        return [self.queue.keys.prefix, job_id, self.name, data, now_ms(), priority, delay_ms]
+    def _call(self, data: str, job_id: str, priority: int, delay_ms: int) -> ScriptCall:
+        return self.queue.protocol.add_job(
+            self.queue.keys,
+            name=self.name,
+            data=data,
+            job_id=job_id,
+            priority=priority,
+            delay_ms=delay_ms,
+            now_ms=now_ms(),
+        )
 
     def add(self, data: str | None = None, *, job_id: str = "", priority: int = 0, delay_ms: int = 0) -> str:
         """Add one job; returns its id. An id that exists is an error (-5)."""
         payload = data if data is not None else job_payload()
-        reply = self.queue.scripts.add_job(
-            self.queue.keys.add_job_keys(), self._args(payload, job_id, priority, delay_ms)
-        )
-        if isinstance(reply, int) and reply == JOB_EXISTS:
-            raise ProtocolError("addJob", reply, job_id)
-        return _text(reply)
+        reply = self.queue.call(self._call(payload, job_id, priority, delay_ms))
+        added = self.queue.protocol.read_added(reply, job_id)
+        if added.code < 0:
+            raise ProtocolError("addJob", added.code, job_id)
+        return added.job_id
 
     def add_batch(self, count: int, payload_bytes: int = 0, *, enqueued_us: int | None = None) -> list[str]:
         """Add ``count`` jobs in one pipeline (one round trip); returns their ids.
@@ -127,13 +162,10 @@ class Producer:
         """
         if count <= 0:
             return []
-        sha = self.queue.scripts.add_job.sha
-        keys = self.queue.keys.add_job_keys()
         pipe = self.queue.client.pipeline(transaction=False)
         for _ in range(count):
-            data = job_payload(payload_bytes, enqueued_us)
-            pipe.evalsha(sha, len(keys), *keys, *self._args(data, "", 0, 0))
-        return [_text(r) for r in pipe.execute()]
+            self.queue.pipeline_call(pipe, self._call(job_payload(payload_bytes, enqueued_us), "", 0, 0))
+        return [self.queue.protocol.read_added(r, "").job_id for r in pipe.execute()]
 
 
 @dataclass
@@ -176,20 +208,19 @@ class Worker:
         self._fetches += 1
         return f"{self.worker_id}:{self._fetches}"
 
-    def _limiter_args(self) -> list[int]:
-        return [self.options.limiter_max, self.options.limiter_ms]
+    def _fetch_call(self, token: str) -> ScriptCall:
+        return self.queue.protocol.move_to_active(
+            self.queue.keys, token=token, options=self.options, now_ms=now_ms()
+        )
 
-    def _fetch_args(self, token: str) -> list[Any]:
-        """moveToActive's ARGV, spelled once for a single fetch and a batch."""
-        return [self.queue.keys.prefix, now_ms(), token, self.options.lock_ms, *self._limiter_args()]
+    def _job(self, reply: Any, token: str) -> Job | None:
+        fetched = self.queue.protocol.read_fetched(reply)
+        return Job(fetched[0], fetched[1], token) if fetched is not None else None
 
     def fetch(self) -> Job | None:
         """moveToActive: take the next job and lock it; None when there is none."""
         token = self._new_token()
-        reply = self.queue.scripts.move_to_active(
-            self.queue.keys.move_to_active_keys(), self._fetch_args(token)
-        )
-        return _job_from_reply(reply, token)
+        return self._job(self.queue.call(self._fetch_call(token)), token)
 
     def fetch_batch(self, count: int) -> list[Job]:
         """moveToActive ``count`` times in one pipeline (one round trip); the jobs taken,
@@ -198,13 +229,11 @@ class Worker:
         As in Producer.add_batch, the pipeline calls EVALSHA with the known SHA."""
         if count <= 0:
             return []
-        sha = self.queue.scripts.move_to_active.sha
-        keys = self.queue.keys.move_to_active_keys()
         tokens = [self._new_token() for _ in range(count)]
         pipe = self.queue.client.pipeline(transaction=False)
         for token in tokens:
-            pipe.evalsha(sha, len(keys), *keys, *self._fetch_args(token))
-        jobs = (_job_from_reply(reply, token) for reply, token in zip(pipe.execute(), tokens, strict=True))
+            self.queue.pipeline_call(pipe, self._fetch_call(token))
+        jobs = (self._job(reply, token) for reply, token in zip(pipe.execute(), tokens, strict=True))
         return [job for job in jobs if job is not None]
 
     def finish(
@@ -216,28 +245,20 @@ class Worker:
         value: str = "ok",
     ) -> FinishOutcome:
         """moveToFinished. With ``fetch_next`` the next job comes back locked with the same token."""
-        target = "failed" if failed else "completed"
-        keys = self.queue.keys
-        reply = self.queue.scripts.move_to_finished(
-            keys.move_to_finished_keys(job.id, target),
-            [
-                job.id,
-                now_ms(),
-                "failedReason" if failed else "returnvalue",
-                value,
-                target,
-                1 if fetch_next else 0,
-                keys.prefix,
-                job.token,
-                self.options.lock_ms,
-                self.options.keep,
-                self.options.metrics_minutes,
-                *self._limiter_args(),
-            ],
+        call = self.queue.protocol.move_to_finished(
+            self.queue.keys,
+            job,
+            fetch_next=fetch_next,
+            failed=failed,
+            value=value,
+            options=self.options,
+            now_ms=now_ms(),
         )
-        if isinstance(reply, int):
-            return FinishOutcome(None, reply)
-        return FinishOutcome(_job_from_reply(reply, job.token))
+        reply = self.queue.call(call)
+        code = self.queue.protocol.finish_code(reply)
+        if code < 0:
+            return FinishOutcome(None, code)
+        return FinishOutcome(self._job(reply, job.token))
 
     def complete_and_next(self, job: Job, want_next: bool = True) -> Job | None:
         """Finish ``job`` and, when ``want_next``, get the next one by this worker's strategy."""
@@ -254,10 +275,8 @@ class Worker:
         return self.queue.client.bzpopmin(self.queue.keys.marker, timeout=timeout_s) is not None
 
     def extend_lock(self, job: Job) -> bool:
-        reply = self.queue.scripts.extend_lock(
-            self.queue.keys.extend_lock_keys(job.id), [job.token, self.options.lock_ms, job.id]
-        )
-        return int(reply) == 1
+        call = self.queue.protocol.extend_lock(self.queue.keys, job, options=self.options)
+        return self.queue.protocol.lock_extended(self.queue.call(call))
 
     def run(self, max_jobs: int, idle_timeout_s: float = 0.2) -> int:
         """Process up to ``max_jobs``; stops when the queue stays empty. Returns jobs finished."""
@@ -273,11 +292,3 @@ class Worker:
             job = self.complete_and_next(job, want_next=done + 1 < max_jobs)
             done += 1
         return done
-
-
-def _job_from_reply(reply: Any, token: str) -> Job | None:
-    """A fetch-step reply ``{fields, id, 0, 0}``; None when no job was taken."""
-    if not isinstance(reply, Sequence) or len(reply) < 2 or not isinstance(reply[0], list):
-        return None
-    flat = [_text(v) for v in reply[0]]
-    return Job(id=_text(reply[1]), fields=dict(zip(flat[::2], flat[1::2], strict=True)), token=token)

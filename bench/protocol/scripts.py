@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 
@@ -63,6 +64,13 @@ class Scripts:
         named = {name: getattr(self, name).sha for name in SCRIPT_FILES}
         return {**named, **{name: s.sha for name, s in self.extra.items()}}
 
+    def by_step(self, step: str) -> Script:
+        """A protocol step's script (``add_job``...), or an extra script by its file name."""
+        if step in SCRIPT_FILES:
+            script: Script = getattr(self, step)
+            return script
+        return self.extra[step]
+
     def by_file(self, file_name: str) -> Script:
         for name, known in SCRIPT_FILES.items():
             if known == file_name:
@@ -76,9 +84,14 @@ class Scripts:
             script.sha = client.script_load(script.script)
 
 
-def load_scripts(client: redis.Redis, extra_files: tuple[str, ...] = ()) -> Scripts:
-    """Register every protocol script (and ``extra_files`` from lua/) and load them."""
-    registered = {name: client.register_script(script_source(f)) for name, f in SCRIPT_FILES.items()}
+def load_scripts(
+    client: redis.Redis, extra_files: tuple[str, ...] = (), sources: Mapping[str, str] | None = None
+) -> Scripts:
+    """Register a protocol's five scripts (``sources``, by step; default lua/'s) and
+    ``extra_files`` from lua/, and load them."""
+    if sources is None:
+        sources = {name: script_source(f) for name, f in SCRIPT_FILES.items()}
+    registered = {name: client.register_script(sources[name]) for name in SCRIPT_FILES}
     extra = {f: client.register_script(script_source(f)) for f in extra_files}
     scripts = Scripts(extra=extra, **registered)
     scripts.load(client)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.errors import BenchError
+from bench.protocol.protocol import ScriptCall
 from bench.protocol.queue import Queue, _text, now_ms
 from bench.protocol.scripts import SCRIPT_FILES, script_source
 
@@ -52,22 +53,27 @@ class AtomicSweeper(Sweeper):
         super().__init__(queue, max_stalled)
         self.check_interval_ms = check_interval_ms
 
+    # True for the protocol's own sweep step: its call and reply come from the queue's
+    # protocol. The linear and sliced forms are extra scripts of lua/ with the same KEYS.
+    protocol_step = True
+
     def _call(self, extra_args: tuple[Any, ...] = ()) -> Any:
-        keys = self.queue.keys
-        script = self.queue.scripts.by_file(self.script_file)
-        return script(
-            keys.sweep_keys(),
-            [self.max_stalled, keys.prefix, now_ms(), self.check_interval_ms, *extra_args],
+        call = self.queue.protocol.sweep(
+            self.queue.keys, max_stalled=self.max_stalled, now_ms=now_ms(), interval_ms=self.check_interval_ms
         )
+        if not self.protocol_step:
+            call = ScriptCall(self.script_file, call.keys, [*call.args, *extra_args])
+        return self.queue.call(call)
 
     def sweep(self) -> SweepResult:
         before = self.queue.client.round_trips
         started = time.perf_counter()
         reply = self._call()
         took = time.perf_counter() - started
+        failed, moved = self.queue.protocol.read_swept(reply)
         return SweepResult(
-            failed=[_text(i) for i in reply[0]],
-            moved=[_text(i) for i in reply[1]],
+            failed=failed,
+            moved=moved,
             round_trips=self.queue.client.round_trips - before,
             calls=1,
             longest_call_s=took,
@@ -197,6 +203,7 @@ class AtomicLinearSweeper(AtomicSweeper):
 
     name = "atomic_linear"
     script_file = "moveStalledJobsToWaitLinear-8.lua"
+    protocol_step = False
 
     def __init__(self, queue: Queue, max_stalled: int = 1, check_interval_ms: int = 0) -> None:
         super().__init__(queue, max_stalled, check_interval_ms)
@@ -217,6 +224,7 @@ class AtomicSlicedSweeper(AtomicSweeper):
 
     name = "atomic_sliced"
     script_file = "moveStalledJobsToWaitSliced-8.lua"
+    protocol_step = False
 
     def __init__(
         self,

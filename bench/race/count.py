@@ -55,7 +55,7 @@ def read_state(queue: Queue, job_ids: Iterable[str]) -> QueueState:
     ids = list(job_ids)
     pipe = queue.client.pipeline(transaction=False)
     for job_id in ids:
-        pipe.hget(queue.keys.job(job_id), "atm")
+        pipe.hget(queue.keys.job(job_id), queue.protocol.attempts_field)
     values = pipe.execute() if ids else []
     return QueueState(placements(queue), {j: int(v or 0) for j, v in zip(ids, values, strict=True)})
 

@@ -1,0 +1,207 @@
+"""A queue protocol: where its scripts come from, its key layout, and how each step's call is built.
+
+The stages never build KEYS or ARGV themselves: a Producer, Worker or Sweeper
+asks its queue's protocol for a ``ScriptCall`` (script, KEYS, ARGV) and for the
+meaning of the reply. So a stage drives every protocol the same way, and adding
+one (BullMQ's own scripts, a variant of ours) is one class here, registered in
+``PROTOCOLS``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from bench.errors import BenchError
+from bench.protocol.keys import QueueKeys
+from bench.protocol.scripts import SCRIPT_FILES, script_source
+
+if TYPE_CHECKING:
+    from bench.protocol.queue import Job, WorkerOptions
+
+# Return codes of moveToFinished and addJob (protocol.md).
+JOB_MISSING, LOCK_MISSING, NOT_ACTIVE, LOCK_MISMATCH, JOB_EXISTS = -1, -2, -3, -6, -5
+
+# The five steps every protocol provides, by the name its Scripts object uses.
+STEPS = ("add_job", "move_to_active", "move_to_finished", "sweep", "extend_lock")
+
+
+def text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass(frozen=True)
+class ScriptCall:
+    """One EVALSHA to send: the step's script, its KEYS and its ARGV."""
+
+    script: str  # one of STEPS, or an extra script's file name
+    keys: list[str]
+    args: list[Any]
+
+
+@dataclass(frozen=True)
+class Added:
+    """addJob's reply read: the id, or a refusal code."""
+
+    job_id: str
+    code: int = 0
+
+
+class QueueProtocol(ABC):
+    """One protocol's scripts, keys, argument builders and reply readers."""
+
+    name: ClassVar[str]
+    # The hash field a sweep increments when it reclaims a job (the race counters read it).
+    attempts_field: ClassVar[str] = "atm"
+
+    @abstractmethod
+    def keys(self, queue_name: str) -> QueueKeys:
+        """The queue's key names (one hash tag, so one cluster slot)."""
+
+    @abstractmethod
+    def script_sources(self) -> Mapping[str, str]:
+        """The full source Redis runs for each of STEPS."""
+
+    def version(self) -> str | None:
+        """The version of the code the scripts come from (None: this repository's)."""
+        return None
+
+    @abstractmethod
+    def add_job(
+        self, keys: QueueKeys, *, name: str, data: str, job_id: str, priority: int, delay_ms: int, now_ms: int
+    ) -> ScriptCall: ...
+
+    @abstractmethod
+    def read_added(self, reply: Any, job_id: str) -> Added: ...
+
+    @abstractmethod
+    def move_to_active(
+        self, keys: QueueKeys, *, token: str, options: WorkerOptions, now_ms: int
+    ) -> ScriptCall: ...
+
+    @abstractmethod
+    def move_to_finished(
+        self,
+        keys: QueueKeys,
+        job: Job,
+        *,
+        fetch_next: bool,
+        failed: bool,
+        value: str,
+        options: WorkerOptions,
+        now_ms: int,
+    ) -> ScriptCall: ...
+
+    @abstractmethod
+    def read_fetched(self, reply: Any) -> tuple[str, dict[str, str]] | None:
+        """A fetch-step reply as (id, job fields); None when no job was taken."""
+
+    def finish_code(self, reply: Any) -> int:
+        """A negative code when moveToFinished refused; else 0."""
+        return int(reply) if isinstance(reply, int) and reply < 0 else 0
+
+    @abstractmethod
+    def extend_lock(self, keys: QueueKeys, job: Job, *, options: WorkerOptions) -> ScriptCall: ...
+
+    def lock_extended(self, reply: Any) -> bool:
+        return int(reply) == 1
+
+    @abstractmethod
+    def sweep(self, keys: QueueKeys, *, max_stalled: int, now_ms: int, interval_ms: int) -> ScriptCall: ...
+
+    @abstractmethod
+    def read_swept(self, reply: Any) -> tuple[list[str], list[str]]:
+        """A sweep's reply as (ids moved to failed, ids moved to wait)."""
+
+
+class EchoMQ(QueueProtocol):
+    """The clean-room scripts in lua/, as protocol.md specifies them."""
+
+    name = "echomq"
+
+    def keys(self, queue_name: str) -> QueueKeys:
+        return QueueKeys(queue_name)
+
+    def script_sources(self) -> Mapping[str, str]:
+        return {step: script_source(SCRIPT_FILES[step]) for step in STEPS}
+
+    def add_job(
+        self, keys: QueueKeys, *, name: str, data: str, job_id: str, priority: int, delay_ms: int, now_ms: int
+    ) -> ScriptCall:
+        return ScriptCall(
+            "add_job", keys.add_job_keys(), [keys.prefix, job_id, name, data, now_ms, priority, delay_ms]
+        )
+
+    def read_added(self, reply: Any, job_id: str) -> Added:
+        if isinstance(reply, int) and reply == JOB_EXISTS:
+            return Added(job_id, reply)
+        return Added(text(reply))
+
+    def move_to_active(
+        self, keys: QueueKeys, *, token: str, options: WorkerOptions, now_ms: int
+    ) -> ScriptCall:
+        return ScriptCall(
+            "move_to_active",
+            keys.move_to_active_keys(),
+            [keys.prefix, now_ms, token, options.lock_ms, options.limiter_max, options.limiter_ms],
+        )
+
+    def move_to_finished(
+        self,
+        keys: QueueKeys,
+        job: Job,
+        *,
+        fetch_next: bool,
+        failed: bool,
+        value: str,
+        options: WorkerOptions,
+        now_ms: int,
+    ) -> ScriptCall:
+        target = "failed" if failed else "completed"
+        return ScriptCall(
+            "move_to_finished",
+            keys.move_to_finished_keys(job.id, target),
+            [
+                job.id,
+                now_ms,
+                "failedReason" if failed else "returnvalue",
+                value,
+                target,
+                1 if fetch_next else 0,
+                keys.prefix,
+                job.token,
+                options.lock_ms,
+                options.keep,
+                options.metrics_minutes,
+                options.limiter_max,
+                options.limiter_ms,
+            ],
+        )
+
+    def read_fetched(self, reply: Any) -> tuple[str, dict[str, str]] | None:
+        # {fields, id, 0, 0} when a job was taken; {0, 0, ...} or a code when not.
+        if not isinstance(reply, Sequence) or len(reply) < 2 or not isinstance(reply[0], list):
+            return None
+        flat = [text(v) for v in reply[0]]
+        return text(reply[1]), dict(zip(flat[::2], flat[1::2], strict=True))
+
+    def extend_lock(self, keys: QueueKeys, job: Job, *, options: WorkerOptions) -> ScriptCall:
+        return ScriptCall("extend_lock", keys.extend_lock_keys(job.id), [job.token, options.lock_ms, job.id])
+
+    def sweep(self, keys: QueueKeys, *, max_stalled: int, now_ms: int, interval_ms: int) -> ScriptCall:
+        return ScriptCall("sweep", keys.sweep_keys(), [max_stalled, keys.prefix, now_ms, interval_ms])
+
+    def read_swept(self, reply: Any) -> tuple[list[str], list[str]]:
+        return [text(i) for i in reply[0]], [text(i) for i in reply[1]]
+
+
+PROTOCOLS: dict[str, QueueProtocol] = {"echomq": EchoMQ()}
+
+
+def protocol_named(name: str) -> QueueProtocol:
+    try:
+        return PROTOCOLS[name]
+    except KeyError:
+        raise BenchError(f"unknown protocol {name!r}; use one of {', '.join(PROTOCOLS)}") from None
