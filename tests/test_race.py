@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import time
 from collections import Counter
 from pathlib import Path
@@ -156,3 +157,7 @@ def test_the_race_command_writes_race_csv_and_a_table(
     assert rows[0]["double_recoveries"] == "0" and rows[0]["audit_violations"] == "0"
     out = capsys.readouterr().out
     assert "per_10k" in out and "simulated" in out
+    # open_run(): the same meta.json as `bench run` writes (run_id, start, finish, stages)
+    meta = json.loads((csv_path.parent / "meta.json").read_text())
+    assert meta["run_id"] == csv_path.parent.name and meta["complete"] is True
+    assert meta["stages_planned"] == meta["stages_done"] == ["race"] and meta["finished"]

@@ -206,6 +206,9 @@ def test_the_sweep_command_writes_every_column(tmp_path: Path, settings, monkeyp
     assert (run_dir / "sweep_pyperf.json").exists()
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["sweep_errors"] == 0 and "atomic_linear/mixed" not in meta["sweep_slopes"]  # one size
+    # open_run(): a run_id (so `bench runs` dates it), and the folder closed as complete
+    assert meta["run_id"] == run_dir.name and meta["complete"] is True and meta["finished"]
+    assert meta["stages_planned"] == meta["stages_done"] == ["sweep"]
     printed = capsys.readouterr().out
     assert "active size 5" in printed and "slope of log(sweep time)" in printed
 

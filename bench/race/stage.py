@@ -26,17 +26,14 @@ delay 0 only.
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 from bench.harness.context import Progress, RunContext
-from bench.harness.meta import collect_meta
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import Profile, RaceOptions
-from bench.harness.server import redis_for_run
+from bench.harness.run_folder import open_run
 from bench.protocol.connection import RedisSettings
-from bench.protocol.queue import Queue
 from bench.protocol.sweep import SWEEPERS
 from bench.race.plan import (
     ALL,
@@ -47,7 +44,7 @@ from bench.race.plan import (
 )
 from bench.race.run import run_once
 from bench.race.table import RaceOutcome, format_table
-from bench.results import RACE_COLUMNS, make_run_dir, row_dict, update_meta, write_csv
+from bench.results import RACE_COLUMNS, row_dict, update_meta, write_csv
 
 
 def run_plan(settings: RedisSettings, plan: RacePlan, progress: Callable[[str], None]) -> list[RaceOutcome]:
@@ -119,23 +116,10 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     profile = FLAGS.profile(args)
     plan = RacePlan.from_options(profile.race)  # every input checked before a server starts
-    with redis_for_run() as (settings, server):
-        run_dir = make_run_dir(profile.name, args.results)
-        client = settings.connect()
-        try:
-            shas = Queue.open(
-                client, f"meta-{uuid.uuid4().hex[:8]}", extra_scripts(plan.variants)
-            ).scripts.shas()
-        finally:
-            client.close()
-        update_meta(
-            run_dir,
-            run_id=run_dir.name,
-            complete=False,
-            stages_done=[],
-            **collect_meta(profile.name, server, shas),
-        )
-        run_stage(RunContext(profile, settings, server, run_dir, Progress(stage="race")))
-        update_meta(run_dir, complete=True, stages_done=["race"])
-    print(f"results: {run_dir}")
+    with open_run(
+        profile, ["race"], args.results, extra_scripts(plan.variants), Progress(stage="race")
+    ) as run:
+        run_stage(run.ctx)
+        run.stage_done("race")
+    print(f"results: {run.ctx.run_dir}")
     return 0

@@ -24,9 +24,10 @@ from pathlib import Path
 import pyperf
 
 from bench.harness.children import reap_group, spawn, stop_group
-from bench.harness.context import RunContext
+from bench.harness.context import Progress, RunContext
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import Profile, SweepOptions
+from bench.harness.run_folder import open_run
 from bench.paths import REPO
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Queue
@@ -35,7 +36,6 @@ from bench.protocol.sweep import SWEEPERS
 from bench.results import (
     SWEEP_COST_COLUMNS,
     SweepCostRow,
-    make_run_dir,
     read_json,
     row_dict,
     update_meta,
@@ -218,26 +218,15 @@ FLAGS = SectionFlags(SweepOptions, prefix="sweep-")
 
 def main(argv: list[str]) -> int:
     """`python -m bench sweep`: the sweep stage alone, into its own run folder."""
-    from bench.harness.meta import collect_meta
-    from bench.harness.server import redis_for_run
-
     parser = FLAGS.parser("python -m bench sweep", __doc__.split("\n\n")[0])
     args = parser.parse_args(argv)
     profile = FLAGS.profile(args)
     plan(profile.sweep)  # every input checked before a server starts
-    with redis_for_run() as (settings, server):
-        run_dir = make_run_dir(profile.name, args.results)
-        client = settings.connect()
-        try:
-            shas = Queue.open(client, f"meta-{uuid.uuid4().hex[:8]}").scripts.shas()
-        finally:
-            client.close()
-        update_meta(run_dir, **collect_meta(profile.name, server, shas), stages_done=[])
-        ctx = RunContext(profile, settings, server, run_dir)
-        ctx.progress.stage = "sweep"
-        run_stage(ctx)
-        ctx.progress.done()
-        update_meta(run_dir, stages_done=["sweep"], complete=True)
+    with open_run(profile, ["sweep"], args.results, progress=Progress(stage="sweep")) as run:
+        run_stage(run.ctx)
+        run.ctx.progress.done()
+        run.stage_done("sweep")
+    run_dir = run.ctx.run_dir
     print(f"results: {run_dir}")
     failed = read_json(run_dir / "meta.json").get("sweep_errors", 0)
     return 1 if failed else 0
