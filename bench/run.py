@@ -14,6 +14,7 @@ import redis
 
 from bench.errors import BenchError
 from bench.harness.context import Progress, RunContext
+from bench.harness.machine import MachineCheck, check_machine
 from bench.harness.meta import collect_meta
 from bench.harness.profile import STAGES, Profile, load_profile
 from bench.harness.server import redis_for_run
@@ -52,7 +53,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help=f"comma-separated, from {', '.join(STAGES)} (default: the profile's)",
     )
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders go")
+    parser.add_argument(
+        "--quiet-machine",
+        action="store_true",
+        help="do not start when other work is using the CPU (for CI-like use)",
+    )
     return parser.parse_args(argv)
+
+
+def machine_before_run(quiet_machine: bool) -> MachineCheck:
+    """A second's look at the machine before anything starts: a warning line when other work is
+    using the CPU, or (with --quiet-machine) a one-line error before any folder is made."""
+    check = check_machine()
+    if check.contended:
+        if quiet_machine:
+            raise BenchError(f"the machine is not quiet ({check.culprits()}); --quiet-machine: not starting")
+        print(f"echomq-bench: warning: {check.warning()}", file=sys.stderr)
+    return check
 
 
 def main(argv: list[str]) -> int:
@@ -66,6 +83,7 @@ def main(argv: list[str]) -> int:
                 raise BenchError(f"unknown stage {stage!r}; use some of {', '.join(STAGES)}")
     # Everything is checked before the server starts and the folder is made.
     runners = {stage: stage_runner(stage, profile) for stage in stages}
+    machine = machine_before_run(args.quiet_machine)
     progress = Progress()
     done: list[str] = []
     run_dir: Path | None = None
@@ -88,7 +106,7 @@ def main(argv: list[str]) -> int:
                 shas = probe.scripts.shas()
             finally:
                 client.close()
-            update_meta(run_dir, **collect_meta(profile.name, server, shas))
+            update_meta(run_dir, **collect_meta(profile.name, server, shas), machine_before=machine.as_meta())
             ctx = RunContext(profile, settings, server, run_dir, progress)
             for stage, runner in runners.items():
                 progress.stage = stage
