@@ -13,6 +13,7 @@ from pathlib import Path
 import redis
 
 from bench.errors import BenchError
+from bench.harness.calibration import calibrate
 from bench.harness.context import Progress, RunContext
 from bench.harness.machine import MachineCheck, check_machine
 from bench.harness.meta import collect_meta
@@ -62,13 +63,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def machine_before_run(quiet_machine: bool) -> MachineCheck:
-    """A second's look at the machine before anything starts: a warning line when other work is
-    using the CPU, or (with --quiet-machine) a one-line error before any folder is made."""
+    """A second's look at the machine before anything is measured; with --quiet-machine a busy
+    machine is a one-line error, before any folder is made."""
     check = check_machine()
-    if check.contended:
-        if quiet_machine:
-            raise BenchError(f"the machine is not quiet ({check.culprits()}); --quiet-machine: not starting")
-        print(f"echomq-bench: warning: {check.warning()}", file=sys.stderr)
+    if check.contended and quiet_machine:
+        raise BenchError(f"the machine is not quiet ({check.culprits()}); --quiet-machine: not starting")
     return check
 
 
@@ -83,14 +82,16 @@ def main(argv: list[str]) -> int:
                 raise BenchError(f"unknown stage {stage!r}; use some of {', '.join(STAGES)}")
     # Everything is checked before the server starts and the folder is made.
     runners = {stage: stage_runner(stage, profile) for stage in stages}
-    machine = machine_before_run(args.quiet_machine)
     progress = Progress()
     done: list[str] = []
     run_dir: Path | None = None
     try:
         # The server is checked before anything is written, so a bad REDIS_URL leaves no trace.
         with redis_for_run() as (settings, server):
+            machine = machine_before_run(args.quiet_machine)
             run_dir = make_run_dir(profile.name, args.results)
+            if machine.warning():  # after the folder: an error about it stays the only line
+                print(f"warning: {machine.warning()}", file=sys.stderr)
             started = dt.datetime.now().isoformat(timespec="seconds")
             update_meta(
                 run_dir,
@@ -104,9 +105,15 @@ def main(argv: list[str]) -> int:
             try:
                 probe = Queue.open(client, f"meta-{uuid.uuid4().hex[:8]}")
                 shas = probe.scripts.shas()
+                calibration = calibrate(client)
             finally:
                 client.close()
-            update_meta(run_dir, **collect_meta(profile.name, server, shas), machine_before=machine.as_meta())
+            update_meta(
+                run_dir,
+                **collect_meta(profile.name, server, shas),
+                machine_before=machine.as_meta(),
+                calibration=calibration.as_meta(),
+            )
             ctx = RunContext(profile, settings, server, run_dir, progress)
             for stage, runner in runners.items():
                 progress.stage = stage

@@ -24,7 +24,7 @@ from bench.errors import BenchError
 from bench.harness.context import RunContext
 from bench.hdr import merge, read_hdr, summary
 from bench.report import plots
-from bench.report.compare import STAGE_KEYS, Comparison, compare_runs, samples
+from bench.report.compare import STAGE_KEYS, VERDICTS, Comparison, compare_runs, context_lines, samples
 from bench.results import (
     FINISH_FETCH_COLUMNS,
     HDR_DIR,
@@ -42,7 +42,7 @@ STAGE_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
     "race": ("race.csv", RACE_COLUMNS),
 }
 TEXT_COLUMNS = frozenset({"variant", "scenario", "skipped"})
-BOOL_COLUMNS = frozenset({"saturated", "audit_ok"})
+BOOL_COLUMNS = frozenset({"saturated", "audit_ok", "contended"})
 
 
 def parse_hdr_name(name: str) -> tuple[str, str, int, str] | None:
@@ -484,7 +484,7 @@ def compare_markdown(a: RunData, b: RunData, comparison: Comparison, changed_onl
     for run, name in ((a, "A"), (b, "B")):
         if not run.complete:
             lines.append(f"run {name} is INCOMPLETE: {run.meta.get('reason') or 'no reason recorded'}")
-    lines.append("")
+    lines += ["", *context_lines(a.meta, b.meta), ""]
     rows = comparison.rows.copy()
     if changed_only:  # rows with a note (saturated, audit failed) stay: their numbers are suspect
         keep = (rows["verdict"] != "same") | (rows["note"] != "")
@@ -499,7 +499,7 @@ def compare_markdown(a: RunData, b: RunData, comparison: Comparison, changed_onl
         rows = rows.rename(columns={"a": "A", "b": "B", "ratio": "B/A", "cv_a": "cv A", "cv_b": "cv B"})
     lines += [markdown_table(rows), ""]
     lines += [f"note: {n}" for n in comparison.notes]
-    counts = ", ".join(f"{v} {comparison.count(v)}" for v in ("better", "worse", "same", "unstable"))
+    counts = ", ".join(f"{v} {comparison.count(v)}" for v in VERDICTS)
     lines.append(f"verdicts: {counts}")
     return "\n".join(lines) + "\n"
 
