@@ -174,7 +174,7 @@ def test_the_own_pids_are_exactly_the_run_family_and_new_children_count(sleepers
             spawner.stdin.write("\n")  # a child born during the window
             spawner.stdin.flush()
             second = int(spawner.stdout.readline())
-            wait_until(lambda: second in watch._tracker.seen, what="the new child to be scanned")
+            wait_until(lambda: second in watch.counted_so_far(), what="the new child to be scanned")
         sample = watch.sample
         assert sample is not None
         # The spawner, its two children and the first sleeper; not the other sleeper, not pytest.

@@ -194,6 +194,11 @@ class MachineWatch:
             with self._lock:
                 self._tracker.scan()
 
+    def counted_so_far(self) -> frozenset[int]:
+        """The pids counted as own up to the last scan (while the window is still open)."""
+        with self._lock:
+            return self._tracker.pids()
+
     def stop(self) -> MachineSample:
         assert self._thread is not None, "stop() before start()"
         self._stop.set()
