@@ -57,11 +57,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help=f"comma-separated, from {', '.join(STAGES)} (default: the profile's)",
     )
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders go")
+    parser.add_argument(
+        "--quiet-machine",
+        action="store_true",
+        help="do not start when other work is using the CPU (for CI-like use)",
+    )
     return parser.parse_args(argv)
 
 
 def execute(
-    profile: Profile, stages: Sequence[str], results_root: Path, extra_scripts: Sequence[str] = ()
+    profile: Profile,
+    stages: Sequence[str],
+    results_root: Path,
+    extra_scripts: Sequence[str] = (),
+    quiet_machine: bool = False,
 ) -> int:
     """Run ``stages`` of ``profile`` into one new run folder; every stage is checked first."""
     for stage in stages:
@@ -70,7 +79,7 @@ def execute(
     # Everything is checked before the server starts and the folder is made.
     runners = {stage: stage_runner(stage, profile) for stage in stages}
     progress = Progress()
-    with open_run(profile, stages, results_root, extra_scripts, progress) as run:
+    with open_run(profile, stages, results_root, extra_scripts, progress, quiet_machine) as run:
         for stage, runner in runners.items():
             progress.stage = stage
             progress("starting")
@@ -87,4 +96,4 @@ def main(argv: list[str]) -> int:
     stages = profile.stages
     if args.stages:
         stages = tuple(s.strip() for s in args.stages.split(",") if s.strip())
-    return execute(profile, stages, args.results)
+    return execute(profile, stages, args.results, quiet_machine=args.quiet_machine)

@@ -84,8 +84,11 @@ def test_a_coefficient_of_variation_over_ten_percent_is_unstable() -> None:
 def test_counts_from_and_to_zero() -> None:
     zero, some = Sample.of([0]), Sample.of([3])
     assert verdict(zero, zero, higher_is_better=False) == "same"
-    assert verdict(zero, some, higher_is_better=False) == "worse"
-    assert verdict(some, zero, higher_is_better=False) == "better"
+    # A count the code fixes (exact) is judged on one value; a measured one is not.
+    assert verdict(zero, some, higher_is_better=False, exact=True) == "worse"
+    assert verdict(some, zero, higher_is_better=False, exact=True) == "better"
+    assert verdict(zero, some, higher_is_better=False) == "no spread"
+    assert verdict(some, zero, higher_is_better=False) == "no spread"
 
 
 def test_sweep_spread_comes_from_its_stdev() -> None:
@@ -129,7 +132,7 @@ def test_compare_cli_prints_the_table_and_fails_on_regression(
     out = capsys.readouterr().out
     assert "| stage | point | metric | A | B | B/A |" in out
     assert "changed: redis_version: 7.2.4 -> 7.4.1" in out
-    assert "verdicts: better 6, worse 4" in out
+    assert "verdicts: better 3, worse 2" in out
     assert compare_main([*argv, "--fail-on-regression"]) == 1
     # Against itself nothing is worse, so CI passes.
     assert compare_main([RUN_A, RUN_A, "--results", str(results), "--fail-on-regression"]) == 0

@@ -12,6 +12,7 @@ from typing import Any
 from redis.utils import HIREDIS_AVAILABLE
 
 from bench.harness.server import ServerInfo
+from bench.harness.system import system_view
 from bench.paths import REPO
 
 
@@ -28,6 +29,23 @@ def _version(package: str) -> str | None:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
         return None
+
+
+def installed_packages() -> dict[str, str]:
+    """Every distribution installed beside the suite, name (lower case) -> version."""
+    found: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            found[str(name).lower().replace("_", "-")] = dist.version
+    return dict(sorted(found.items()))
+
+
+def machine_watch(server: ServerInfo) -> str:
+    """What the contention guard can see: a server of the user's may run on another machine."""
+    if server.source == "REDIS_URL":
+        return "client side only: the REDIS_URL server's machine is not watched"
+    return "client and the embedded redis-server, on this machine"
 
 
 def cpu_model() -> str:
@@ -59,4 +77,7 @@ def collect_meta(profile: str, server: ServerInfo, script_shas: dict[str, str]) 
         "cores": os.cpu_count(),
         "platform": platform.platform(),
         "script_shas": script_shas,
+        "packages": installed_packages(),
+        "system": system_view(),
+        "machine_watch": machine_watch(server),
     }

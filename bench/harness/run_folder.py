@@ -9,6 +9,7 @@ SHAs) and ends the same way: complete, interrupted, or failed with a reason.
 from __future__ import annotations
 
 import datetime as dt
+import sys
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -18,7 +19,9 @@ from pathlib import Path
 import redis
 
 from bench.errors import BenchError, Interrupted
+from bench.harness.calibration import calibrate
 from bench.harness.context import Progress, RunContext
+from bench.harness.machine import MachineCheck, check_machine
 from bench.harness.meta import collect_meta
 from bench.harness.profile import Profile
 from bench.harness.server import redis_for_run
@@ -53,6 +56,15 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0].rstrip(".") if text else ""
 
 
+def machine_before_run(quiet_machine: bool) -> MachineCheck:
+    """A second's look at the machine before anything is measured; with --quiet-machine a busy
+    machine is a one-line error, before any folder is made."""
+    check = check_machine()
+    if check.contended and quiet_machine:
+        raise BenchError(f"the machine is not quiet ({check.culprits()}); --quiet-machine: not starting")
+    return check
+
+
 @contextmanager
 def open_run(
     profile: Profile,
@@ -60,6 +72,7 @@ def open_run(
     results_root: Path,
     extra_scripts: Iterable[str] = (),
     progress: Progress | None = None,
+    quiet_machine: bool = False,
 ) -> Iterator[OpenRun]:
     """Start the server (or check REDIS_URL), make results/<run-id>/, and close it honestly.
 
@@ -72,7 +85,10 @@ def open_run(
     run: OpenRun | None = None
     try:
         with redis_for_run() as (settings, server):
+            machine = machine_before_run(quiet_machine)
             run_dir = make_run_dir(profile.name, results_root)
+            if machine.warning():  # after the folder: an error about it stays the only line
+                print(f"warning: {machine.warning()}", file=sys.stderr)
             update_meta(
                 run_dir,
                 run_id=run_dir.name,
@@ -84,9 +100,15 @@ def open_run(
             client = settings.connect()
             try:
                 shas = _script_shas(client, extra_scripts)
+                calibration = calibrate(client)
             finally:
                 client.close()
-            update_meta(run_dir, **collect_meta(profile.name, server, shas))
+            update_meta(
+                run_dir,
+                **collect_meta(profile.name, server, shas),
+                machine_before=machine.as_meta(),
+                calibration=calibration.as_meta(),
+            )
             run = OpenRun(RunContext(profile, settings, server, run_dir, progress))
             yield run
             update_meta(run_dir, complete=True, reason=None, finished=_now())

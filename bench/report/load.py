@@ -32,7 +32,7 @@ STAGE_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
     "race": ("race.csv", RACE_COLUMNS),
 }
 TEXT_COLUMNS = frozenset({"variant", "scenario", "skipped"})
-BOOL_COLUMNS = frozenset({"saturated", "audit_ok"})
+BOOL_COLUMNS = frozenset({"saturated", "audit_ok", "contended"})
 
 
 def parse_hdr_name(name: str) -> tuple[str, str, int, str] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from bench.report.compare import Comparison
+from bench.report.compare import VERDICTS, Comparison, context_lines
 from bench.report.load import RunData, load_run
 from bench.report.markdown import markdown_table, percent
 from bench.report.sections import finish_fetch_section, meta_section, race_section, sweep_section
@@ -37,7 +37,7 @@ def compare_markdown(a: RunData, b: RunData, comparison: Comparison, changed_onl
     for run, name in ((a, "A"), (b, "B")):
         if not run.complete:
             lines.append(f"run {name} is INCOMPLETE: {run.meta.get('reason') or 'no reason recorded'}")
-    lines.append("")
+    lines += ["", *context_lines(a.meta, b.meta), ""]
     rows = comparison.rows.copy()
     if changed_only:  # rows with a note (saturated, audit failed) stay: their numbers are suspect
         keep = (rows["verdict"] != "same") | (rows["note"] != "")
@@ -52,7 +52,7 @@ def compare_markdown(a: RunData, b: RunData, comparison: Comparison, changed_onl
         rows = rows.rename(columns={"a": "A", "b": "B", "ratio": "B/A", "cv_a": "cv A", "cv_b": "cv B"})
     lines += [markdown_table(rows), ""]
     lines += [f"note: {n}" for n in comparison.notes]
-    counts = ", ".join(f"{v} {comparison.count(v)}" for v in ("better", "worse", "same", "unstable"))
+    counts = ", ".join(f"{v} {comparison.count(v)}" for v in VERDICTS)
     lines.append(f"verdicts: {counts}")
     return "\n".join(lines) + "\n"
 
