@@ -105,6 +105,19 @@ class Profile:
 STAGES = ("finish_fetch", "sweep", "race", "report")
 
 
+def resolved(profile: Profile) -> dict[str, Any]:
+    """The profile as the run used it, every key with its value, defaults included (meta.json)."""
+    record: dict[str, Any] = {"name": profile.name, "stages": list(profile.stages)}
+    for f in fields(Profile):
+        section = getattr(profile, f.name)
+        if isinstance(section, SECTIONS):
+            record[f.name] = {
+                option_key(k): list(v) if isinstance(v, tuple) else v
+                for k, v in dataclasses.asdict(section).items()
+            }
+    return record
+
+
 def option_key(field_name: str) -> str:
     return field_name.replace("_", "-")
 
