@@ -39,7 +39,7 @@ def test_the_stage_runs_both_strategies_and_writes_every_file(
     with (tmp_path / "finish_fetch.csv").open() as handle:
         reader = csv.DictReader(handle)
         assert tuple(reader.fieldnames or ()) == FINISH_FETCH_COLUMNS
-        rows = {row["variant"]: row for row in reader}
+        rows = {row["strategy"]: row for row in reader}
     assert set(rows) == {"fused", "two_call"}
     for variant, row in rows.items():
         assert all(row[c] != "" for c in FINISH_FETCH_COLUMNS), row
@@ -166,14 +166,16 @@ def test_locust_accepts_every_key_of_every_profile():
 
 def test_the_table_shows_medians_and_pairs_each_a_b_round_into_a_ratio():
     base = FinishFetchRow(
-        variant="fused", rep=1, workers=2, producers=1, rtt_ms=0.0, duration_s=1.0, jobs=100,
+        run_id="r", protocol="echomq", profile="quick", strategy="fused", rep=1, workers=2, producers=1,
+        rtt_ms=0.0, batch_size=20, payload_bytes=20, target_rate=0.0, warmup_s=0.3, measure_s=1.0,
+        duration_s=1.0, jobs=100,
         jobs_per_s=100.0, round_trips_per_job=1.0, server_calls_per_job=1.0, server_us_per_job=10.0,
         cycle_p50_us=50, cycle_p90_us=60, cycle_p99_us=70, cycle_p999_us=80, cycle_max_us=90,
         e2e_p50_us=100, e2e_p99_us=200, loadgen_cpu_pct=50.0, saturated=False, audit_ok=True,
     )  # fmt: skip
 
     def run(variant: str, rep: int, jobs_per_s: float) -> TableRow:
-        row = dataclasses.replace(base, variant=variant, rep=rep, jobs_per_s=jobs_per_s)
+        row = dataclasses.replace(base, strategy=variant, rep=rep, jobs_per_s=jobs_per_s)
         return TableRow(row, rtt_slept_ms=0.0, loadgen_cpu_us_per_job=30.0)
 
     rounds = [

@@ -104,7 +104,7 @@ def test_compare_gives_each_known_change_its_verdict() -> None:
     rows = compare_runs(a.frames, b.frames).rows.set_index(["stage", "point", "metric"])
     for key, expected in CHANGES.items():
         assert rows.loc[key, "verdict"] == expected, key
-    jobs = rows.loc[("finish_fetch", "variant=fused workers=2 rtt_ms=0", "jobs_per_s")]
+    jobs = rows.loc[("finish_fetch", "strategy=fused workers=2 rtt_ms=0", "jobs_per_s")]
     assert jobs["a"] == pytest.approx(1000) and jobs["b"] == pytest.approx(1100)
     assert jobs["ratio"] == pytest.approx(1.10)
     # Nothing else changed between the two runs.
@@ -141,7 +141,7 @@ def test_compare_with_a_partial_run_names_what_it_could_not_compare(
     assert compare_main([RUN_A, PARTIAL, "--results", str(results), "--changed"]) == 0
     out = capsys.readouterr().out
     assert "note: sweep: absent from run B; not compared" in out
-    assert "note: finish_fetch: only in run A: variant=fused workers=2 rtt_ms=1" in out
+    assert "note: finish_fetch: only in run A: strategy=fused workers=2 rtt_ms=1" in out
     assert "run B is INCOMPLETE: interrupted (Ctrl-C)" in out
     assert "saturated in B" in out and "audit failed in B" in out
     assert "e2e_p99_us" not in out  # the partial run lacks that column: no row for it

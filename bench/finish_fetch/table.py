@@ -49,7 +49,7 @@ def table(runs: Sequence[TableRow], strategies: Sequence[str]) -> str:
     for workers, rtt in points:
         here = [r for r in runs if r.row.workers == workers and r.row.rtt_ms == rtt]
         by_strategy = {
-            s: sorted((r for r in here if r.row.variant == s), key=lambda r: r.row.rep) for s in strategies
+            s: sorted((r for r in here if r.row.strategy == s), key=lambda r: r.row.rep) for s in strategies
         }
         for strategy, of_strategy in by_strategy.items():
             # the spread of jobs/s here; of every metric in the ratio row

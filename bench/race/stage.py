@@ -47,7 +47,7 @@ from bench.race.plan import (
 )
 from bench.race.run import run_once
 from bench.race.table import RaceOutcome, format_table
-from bench.results import RACE_COLUMNS, make_run_dir, row_dict, update_meta, write_csv
+from bench.results import RACE_COLUMNS, RunIds, make_run_dir, row_dict, update_meta, write_csv
 
 
 def run_plan(settings: RedisSettings, plan: RacePlan, progress: Callable[[str], None]) -> list[RaceOutcome]:
@@ -84,7 +84,8 @@ def run_stage(ctx: RunContext) -> None:
     plan = RacePlan.from_options(ctx.profile.race)
     update_meta(ctx.run_dir, race=plan_record(plan))
     outcomes = run_plan(ctx.settings, plan, ctx.progress)
-    write_csv(ctx.run_dir / "race.csv", RACE_COLUMNS, [row_dict(o.row()) for o in outcomes])
+    ids = RunIds(ctx.run_dir.name, ctx.profile.name)
+    write_csv(ctx.run_dir / "race.csv", RACE_COLUMNS, [row_dict(o.row(ids)) for o in outcomes])
     ctx.progress.done()
     print(format_table(outcomes, plan))
 
@@ -133,7 +134,7 @@ def main(argv: list[str]) -> int:
             run_id=run_dir.name,
             complete=False,
             stages_done=[],
-            **collect_meta(profile.name, server, shas),
+            **collect_meta(profile, server, shas),
         )
         run_stage(RunContext(profile, settings, server, run_dir, Progress(stage="race")))
         update_meta(run_dir, complete=True, stages_done=["race"])

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from bench.protocol.sweep import has_gap
 from bench.race.count import Anomalies
 from bench.race.plan import RacePlan, RaceSetting
-from bench.results import RaceRow
+from bench.results import RaceRow, RunIds
 
 
 @dataclass
@@ -19,14 +19,20 @@ class RaceOutcome:
     reps: int = 0
     counts: Anomalies = field(default_factory=Anomalies)
 
-    def row(self) -> RaceRow:
+    def row(self, ids: RunIds) -> RaceRow:
         """Its race.csv row."""
         s, c = self.setting, self.counts
         return RaceRow(
+            run_id=ids.run_id,
+            protocol=ids.protocol,
+            profile=ids.profile,
             variant=s.variant,
             sweepers=s.sweepers,
             stalled_jobs=s.stalled_jobs,
             delay_ms=s.delay_ms,
+            workers=s.workers,
+            slice_size=s.slice_size,
+            max_stalled=s.max_stalled,
             reps=self.reps,
             double_recoveries=c.double_recoveries,
             lost_attempt_updates=c.lost_attempt_updates,

@@ -37,7 +37,7 @@ SAME_WITHIN = 0.03
 CLAIM_BEYOND = 0.05
 
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
-    "finish_fetch": ("variant", "workers", "rtt_ms"),
+    "finish_fetch": ("strategy", "workers", "rtt_ms"),
     "sweep": ("variant", "scenario", "active_size"),
     "race": ("variant", "sweepers", "stalled_jobs", "delay_ms"),
 }

@@ -96,19 +96,20 @@ def _point_label(workers: object, rtt_ms: object) -> str:
 
 def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     """Bars: mean jobs/s per variant at each workers/rtt point; whiskers min..max; dots each rep."""
-    needed = {"variant", "workers", "rtt_ms", "jobs_per_s"}
+    needed = {"strategy", "workers", "rtt_ms", "jobs_per_s"}
     if frame.empty or not needed <= set(frame.columns) or frame["jobs_per_s"].isna().all():
         return None
     data = frame.dropna(subset=["jobs_per_s"])
     points = sorted({(w, r) for w, r in zip(data["workers"], data["rtt_ms"], strict=True)})
-    variants = ordered(data["variant"].unique().tolist())
+    variants = ordered(data["strategy"].unique().tolist())
     width = 0.8 / len(variants)
     figure = Figure(figsize=(max(6.0, 1.6 * len(points) * len(variants)), 4.6), layout="constrained")
     ax = figure.add_subplot()
     saturated_shown = False
     for i, variant in enumerate(variants):
         for j, (workers, rtt) in enumerate(points):
-            reps = data[(data["variant"] == variant) & (data["workers"] == workers) & (data["rtt_ms"] == rtt)]
+            here = (data["strategy"] == variant) & (data["workers"] == workers) & (data["rtt_ms"] == rtt)
+            reps = data[here]
             if reps.empty:
                 continue
             x = j + (i - (len(variants) - 1) / 2) * width
@@ -131,7 +132,7 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
                         ha="center", va="bottom", fontsize=8)  # fmt: skip
     for j, (workers, rtt) in enumerate(points):
         at = data[(data["workers"] == workers) & (data["rtt_ms"] == rtt)]
-        means = at.groupby("variant")["jobs_per_s"].mean()
+        means = at.groupby("strategy")["jobs_per_s"].mean()
         if {"fused", "two_call"} <= set(means.index) and means["two_call"] > 0:
             top = float(means.max())
             ax.annotate(f"fused/two_call = {means['fused'] / means['two_call']:.2f}", (j, top),
@@ -142,7 +143,7 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     ax.set_ylabel("jobs finished per second (jobs/s)")
     ax.yaxis.set_major_formatter(THOUSANDS)
     ax.set_xlabel("point (workers, simulated round-trip time)")
-    n_reps = int(data.groupby(["variant", "workers", "rtt_ms"]).size().max())
+    n_reps = int(data.groupby(["strategy", "workers", "rtt_ms"]).size().max())
     title = "Throughput: fused against two_call"
     ax.set_title(f"{title}\nbar = mean of {n_reps} repetitions, whisker = min..max, dot = one repetition")
     ax.legend(loc="upper right", framealpha=0.95)
@@ -210,12 +211,12 @@ def latency_from_columns(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     """The same figure from the CSV's percentile columns, when the run has no HDR files."""
     columns = {50.0: "cycle_p50_us", 90.0: "cycle_p90_us", 99.0: "cycle_p99_us", 99.9: "cycle_p999_us"}
     present = {p: c for p, c in columns.items() if c in frame.columns and not frame[c].isna().all()}
-    if frame.empty or "variant" not in frame.columns or len(present) < 2:
+    if frame.empty or "strategy" not in frame.columns or len(present) < 2:
         return None
     figure = Figure(figsize=(6.4, 4.6), layout="constrained")
     ax = figure.add_subplot()
-    for variant in ordered(frame["variant"].unique().tolist()):
-        rows = frame[frame["variant"] == variant]
+    for variant in ordered(frame["strategy"].unique().tolist()):
+        rows = frame[frame["strategy"] == variant]
         xs = [1 / (1 - p / 100) for p in present]
         ys = [float(rows[c].median()) for c in present.values()]
         ax.plot(xs, ys, marker="o", color=colour(variant), label=variant)

@@ -83,7 +83,7 @@ def finish_fetch_section(data: RunData) -> list[str]:
         lines += [f"*Unreadable HDR files left out: {', '.join(bad)}.*", ""]
     if histograms:
         plot = plots.latency_percentiles(histograms, data.path)
-        table = [{"metric": m, "variant": v, **summary(h)} for (m, v), h in histograms.items()]
+        table = [{"metric": m, "strategy": v, **summary(h)} for (m, v), h in histograms.items()]
         lines += figure(plot, "no histograms")
         points = frame[["workers", "rtt_ms"]].drop_duplicates()
         if len(points) > 1:  # HDR file names carry variant and rep, not the workers/rtt point
@@ -103,7 +103,7 @@ def _finish_fetch_summary(frame: pd.DataFrame) -> list[str]:
     keys = STAGE_KEYS["finish_fetch"]
     points = samples("finish_fetch", frame)
     if not points:
-        return ["*No points: the key columns (variant, workers, rtt_ms) are missing.*", ""]
+        return ["*No points: the key columns (strategy, workers, rtt_ms) are missing.*", ""]
     rows = []
     for key, metrics in points.items():
         jobs = metrics.get("jobs_per_s")
@@ -130,12 +130,12 @@ def _finish_fetch_summary(frame: pd.DataFrame) -> list[str]:
 def _fused_ratios(frame: pd.DataFrame) -> pd.DataFrame:
     """Per point: the median of the repetition-paired fused/two_call ratios, with their min-max
     (bench.fits.paired_ratio, as the stage's terminal table prints it)."""
-    if not {"fused", "two_call"} <= set(frame["variant"]) or frame["rep"].isna().all():
+    if not {"fused", "two_call"} <= set(frame["strategy"]) or frame["rep"].isna().all():
         return pd.DataFrame()
     rows = []
     for (workers, rtt), group in frame.groupby(["workers", "rtt_ms"], dropna=False):
-        fused = group[group["variant"] == "fused"].set_index("rep")["jobs_per_s"]
-        two = group[group["variant"] == "two_call"].set_index("rep")["jobs_per_s"]
+        fused = group[group["strategy"] == "fused"].set_index("rep")["jobs_per_s"]
+        two = group[group["strategy"] == "two_call"].set_index("rep")["jobs_per_s"]
         if fused.empty or two.empty:
             continue
         pairs = pd.concat([fused.rename("a"), two.rename("b")], axis=1, join="inner")  # same rep, one pair

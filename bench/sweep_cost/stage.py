@@ -34,6 +34,7 @@ from bench.protocol.scripts import script_source
 from bench.protocol.sweep import SWEEPERS
 from bench.results import (
     SWEEP_COST_COLUMNS,
+    RunIds,
     SweepCostRow,
     make_run_dir,
     read_json,
@@ -178,6 +179,7 @@ def run_stage(ctx: RunContext) -> None:
     client = dataclasses.replace(ctx.settings, socket_timeout_s=SWEEP_TIMEOUT_S).connect()
     scenario = ScenarioQueue(Queue.open(client, f"sweep-{uuid.uuid4().hex[:8]}"), [])
     rows: list[SweepCostRow] = []
+    ids = RunIds(ctx.run_dir.name, ctx.profile.name)
     try:
         for size in sorted(set(options.sweep_sizes)):
             at_size = [p for p in planned if p.point.size == size]
@@ -186,7 +188,7 @@ def run_stage(ctx: RunContext) -> None:
                 tell(f"{point.variant} {point.scenario} {size:,}: skipped, {skipped.skipped}")
             to_run = [p.point for p in at_size if not p.skipped]
             outcome = measure_size(ctx, scenario, size, to_run, tell) if to_run else None
-            rows.extend(sweep_cost_row(ctx.run_dir, p, outcome) for p in at_size)
+            rows.extend(sweep_cost_row(ctx.run_dir, p, outcome, ids, options) for p in at_size)
             write_csv(ctx.run_dir / CSV_NAME, SWEEP_COST_COLUMNS, map(row_dict, rows))
     finally:
         scenario.queue.delete()
@@ -232,7 +234,7 @@ def main(argv: list[str]) -> int:
             shas = Queue.open(client, f"meta-{uuid.uuid4().hex[:8]}").scripts.shas()
         finally:
             client.close()
-        update_meta(run_dir, **collect_meta(profile.name, server, shas), stages_done=[])
+        update_meta(run_dir, **collect_meta(profile, server, shas), stages_done=[])
         ctx = RunContext(profile, settings, server, run_dir)
         ctx.progress.stage = "sweep"
         run_stage(ctx)

@@ -13,8 +13,9 @@ from typing import Any
 import pyperf
 
 from bench.fits import loglog_fit
+from bench.harness.profile import SweepOptions
 from bench.hdr import decode, summary, write_hdr
-from bench.results import HDR_DIR, SweepCostRow, hdr_name, read_json, row_dict, write_atomic
+from bench.results import HDR_DIR, RunIds, SweepCostRow, hdr_name, read_json, row_dict, write_atomic
 from bench.sweep_cost.plan import PlannedPoint, Point
 from bench.sweep_cost.probe import ProbeWindow, empty_window
 
@@ -80,10 +81,21 @@ def side_summary(run_dir: Path, point: Point) -> SideSummary:
     )
 
 
-def sweep_cost_row(run_dir: Path, planned: PlannedPoint, outcome: SizeOutcome | None) -> SweepCostRow:
+def sweep_cost_row(
+    run_dir: Path, planned: PlannedPoint, outcome: SizeOutcome | None, ids: RunIds, options: SweepOptions
+) -> SweepCostRow:
     """One point's sweep_cost.csv row (and its probe histogram under hdr/)."""
     point = planned.point
-    row = SweepCostRow(variant=point.variant, scenario=point.scenario, active_size=point.size)
+    row = SweepCostRow(
+        run_id=ids.run_id,
+        protocol=ids.protocol,
+        profile=ids.profile,
+        variant=point.variant,
+        scenario=point.scenario,
+        active_size=point.size,
+        slice_size=options.sweep_slice,
+        probe_rate_hz=options.probe_rate_hz,
+    )
     if planned.skipped:
         return replace(row, skipped=planned.skipped)
     values = outcome.values.get(point.name, []) if outcome else []
@@ -114,9 +126,11 @@ def sweep_cost_row(run_dir: Path, planned: PlannedPoint, outcome: SizeOutcome | 
     return replace(row, skipped="error: " + "; ".join(errors)) if errors else row
 
 
-def make_row(run_dir: Path, planned: PlannedPoint, outcome: SizeOutcome | None) -> dict[str, Any]:
+def make_row(
+    run_dir: Path, planned: PlannedPoint, outcome: SizeOutcome | None, ids: RunIds, options: SweepOptions
+) -> dict[str, Any]:
     """The same row as sweep_cost.csv holds it: a value not measured is an empty cell."""
-    return row_dict(sweep_cost_row(run_dir, planned, outcome))
+    return row_dict(sweep_cost_row(run_dir, planned, outcome, ids, options))
 
 
 def fmt(value: Any, digits: int = 2) -> str:
