@@ -164,6 +164,11 @@ def row_dict(row: Row) -> dict[str, Any]:
     return out
 
 
+# A run folder holds our own files at its top (meta.json, the CSVs, report.md and its
+# plots) and each tool's raw files in a subfolder of its own.
+LOCUST_DIR = "locust"  # Locust's per-repetition CSVs, each run's summary JSON and log
+PYPERF_DIR = "pyperf"  # pyperf's JSON a size, every size's merged, its log, the side records
+
 # Encoded HdrHistograms: hdr/<stage>__<variant>__r<rep>__<metric>.hdr, one
 # base64 line (HdrHistogram's own encoding), values in µs.
 HDR_DIR = "hdr"

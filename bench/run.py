@@ -10,7 +10,7 @@ from pathlib import Path
 from bench.errors import BenchError
 from bench.harness.context import Progress, RunContext
 from bench.harness.profile import STAGES, Profile, load_profile
-from bench.harness.run_folder import open_run
+from bench.harness.run_folder import mark_complete, open_run
 from bench.results import RESULTS_DIR
 
 # Each stage is a module with run_stage(ctx: RunContext) -> None; the report is not one (below).
@@ -24,11 +24,15 @@ STAGE_MODULES = {
 def report_stage(ctx: RunContext) -> None:
     """The run's last stage: report.md from the folder as it stands.
 
-    It lives here, not in the report, so the report never imports the harness.
+    Every stage before it is done, so the run is complete as of now: meta.json
+    says so with the finish time before the report is written, and the report
+    says it too (a report that fails marks the run incomplete again). It lives
+    here, not in the report, so the report never imports the harness.
     """
     from bench.report.render import write_report  # pandas and matplotlib only when reporting
 
-    report = write_report(ctx.run_dir, in_run=True)
+    mark_complete(ctx.run_dir)
+    report = write_report(ctx.run_dir)
     ctx.progress(f"wrote {report}")
 
 
@@ -68,7 +72,9 @@ def execute(
         if stage not in STAGES:
             raise BenchError(f"unknown stage {stage!r}; use some of {', '.join(STAGES)}")
     # Everything is checked before the server starts and the folder is made.
-    runners = {stage: stage_runner(stage, profile) for stage in stages}
+    # In the suite's order, whatever the order given: the report comes last, after what it reports.
+    ordered = sorted(dict.fromkeys(stages), key=STAGES.index)
+    runners = {stage: stage_runner(stage, profile) for stage in ordered}
     progress = Progress()
     with open_run(profile, stages, results_root, extra_scripts, progress) as run:
         for stage, runner in runners.items():

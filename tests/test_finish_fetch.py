@@ -22,7 +22,7 @@ from bench.harness.server import EmbeddedRedis, ServerInfo
 from bench.paths import LOCUSTFILE, REPO
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Queue
-from bench.results import FINISH_FETCH_COLUMNS, HDR_DIR, FinishFetchRow
+from bench.results import FINISH_FETCH_COLUMNS, HDR_DIR, LOCUST_DIR, FinishFetchRow
 
 # Short runs: long enough for a few thousand jobs, short enough for the suite.
 QUICK = FinishFetchOptions(
@@ -47,7 +47,7 @@ def test_the_stage_runs_both_strategies_and_writes_every_file(
         assert row["audit_ok"] == "True", row
         for metric in ("cycle", "e2e"):
             assert (tmp_path / HDR_DIR / f"finish_fetch__{variant}-w2-rtt0__r1__{metric}.hdr").is_file()
-        prefix = tmp_path / f"finish_fetch__{variant}-w2-rtt0__r1"
+        prefix = tmp_path / LOCUST_DIR / f"{variant}-w2-rtt0__r1"
         for suffix in ("_stats.csv", "_stats_history.csv", "_summary.json"):
             assert Path(f"{prefix}{suffix}").is_file()
     # Round trips per job, counted at the client: the first fetch and idle waits add a little.

@@ -267,7 +267,7 @@ def test_ratio_is_nan_only_when_both_are_zero() -> None:
     assert len(rows) == 1 and math.isnan(rows.iloc[0]["ratio"]) and rows.iloc[0]["verdict"] == "same"
 
 
-def test_run_stage_writes_the_report_of_a_run_still_in_progress(results: Path) -> None:
+def test_the_in_run_report_says_complete_with_the_finish_time(results: Path) -> None:
     from bench.harness.context import Progress, RunContext
     from bench.harness.profile import load_profile
     from bench.harness.server import ServerInfo
@@ -282,6 +282,7 @@ def test_run_stage_writes_the_report_of_a_run_still_in_progress(results: Path) -
     ctx = RunContext(load_profile("smoke"), RedisSettings.from_url(server.url), server, run, Progress())
     run_stage(ctx)  # reads only the folder: no server is contacted
     text = (run / "report.md").read_text()
-    assert "complete so far" in text and "(still running)" in text
-    assert "Incomplete run" not in text
+    finished = json.loads((run / "meta.json").read_text())["finished"]
+    assert finished and "| status | complete |" in text and f" / {finished} |" in text
+    assert "Incomplete run" not in text and "still running" not in text and "INCOMPLETE" not in text
     assert all((run / plot).is_file() for plot in PLOTS)

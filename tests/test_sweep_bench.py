@@ -213,7 +213,10 @@ def test_the_sweep_command_writes_every_column(tmp_path: Path, settings, monkeyp
         assert all(row[c] != "" for c in SWEEP_COST_COLUMNS if c != "skipped"), row
         assert row["reps"] == "1" and row["probe_busy"] == "0.0"  # a float column: empty when unmeasured
     assert float(rows[("atomic_linear", "mixed")]["round_trips"]) == 1.0
-    assert (run_dir / "sweep_pyperf.json").exists()
+    assert (run_dir / "pyperf" / "sweep_pyperf.json").exists() and (
+        run_dir / "pyperf" / "sweep_5.json"
+    ).exists()
+    assert not (run_dir / "sweep_pyperf.log").exists() and (run_dir / "pyperf" / "sweep_pyperf.log").exists()
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["sweep_errors"] == 0 and "atomic_linear/mixed" not in meta["sweep_slopes"]  # one size
     printed = capsys.readouterr().out

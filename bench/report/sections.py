@@ -14,12 +14,10 @@ from bench.report.load import RunData, merged_histograms
 from bench.report.markdown import figure, flag_rows, fmt, markdown_table, missing_note, percent, present
 
 
-def meta_section(data: RunData, in_run: bool) -> list[str]:
+def meta_section(data: RunData) -> list[str]:
     meta = data.meta
     lines = [f"# echomq-bench run {data.run_id}", ""]
-    if in_run and not meta.get("reason"):
-        status = "complete so far (this report is the run's last stage)"
-    elif data.complete:
+    if data.complete:
         status = "complete"
     else:
         status = "**INCOMPLETE**"
@@ -30,7 +28,7 @@ def meta_section(data: RunData, in_run: bool) -> list[str]:
             "The numbers below cover only what was finished.",
             "",
         ]
-    finished = "(still running)" if in_run else "?"
+    finished = "?"
     sha = str(meta.get("git_sha") or "unknown")[:12]
     redis = f"{meta.get('redis_version', 'unknown')} ({meta.get('redis_source', 'source unknown')})"
     rows = [

@@ -33,6 +33,7 @@ from bench.protocol.queue import Queue
 from bench.protocol.scripts import script_source
 from bench.protocol.sweep import SWEEPERS
 from bench.results import (
+    PYPERF_DIR,
     SWEEP_COST_COLUMNS,
     RunIds,
     SweepCostRow,
@@ -46,7 +47,6 @@ from bench.sweep_cost.plan import Point, plan, pyperf_options
 from bench.sweep_cost.pyperf_program import URL_ENV, ProgramSettings
 from bench.sweep_cost.scenario import ScenarioQueue
 from bench.sweep_cost.summary import (
-    PYPERF_DIR,
     SIDE_DIR,
     SizeOutcome,
     fmt,
@@ -59,7 +59,7 @@ from bench.sweep_cost.summary import (
 )
 from bench.sweep_cost.timing import SWEEP_TIMEOUT_S
 
-PYPERF_LOG = "sweep_pyperf.log"
+PYPERF_LOG = f"{PYPERF_DIR}/sweep_pyperf.log"
 CSV_NAME = "sweep_cost.csv"
 PYPERF_STOP_GRACE_S = 5.0
 
@@ -90,6 +90,7 @@ def run_pyperf(
     )
     cmd = program.command(json_path, pyperf_options(size, options.sweep_reps))
     env = {**os.environ, URL_ENV: settings.url, "PYTHONUNBUFFERED": "1"}
+    (run_dir / PYPERF_LOG).parent.mkdir(parents=True, exist_ok=True)
     with open(run_dir / PYPERF_LOG, "a") as log:
         log.write(f"$ {' '.join(cmd)}\n")
         # pyperf, its workers and their probes form one process group: on Ctrl-C (or any

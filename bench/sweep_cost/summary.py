@@ -15,13 +15,21 @@ import pyperf
 from bench.fits import loglog_fit
 from bench.harness.profile import SweepOptions
 from bench.hdr import decode, summary, write_hdr
-from bench.results import HDR_DIR, RunIds, SweepCostRow, hdr_name, read_json, row_dict, write_atomic
+from bench.results import (
+    HDR_DIR,
+    PYPERF_DIR,
+    RunIds,
+    SweepCostRow,
+    hdr_name,
+    read_json,
+    row_dict,
+    write_atomic,
+)
 from bench.sweep_cost.plan import PlannedPoint, Point
 from bench.sweep_cost.probe import ProbeWindow, empty_window
 
-PYPERF_DIR = "pyperf"  # one pyperf JSON a size
-PYPERF_JSON = "sweep_pyperf.json"  # every size's, merged
-SIDE_DIR = "sweep_side"
+PYPERF_JSON = f"{PYPERF_DIR}/sweep_pyperf.json"  # every size's, merged (one a size beside it)
+SIDE_DIR = f"{PYPERF_DIR}/side"  # what each timed value saw besides its time
 
 
 @dataclass
@@ -196,7 +204,10 @@ def slope_text(fits: dict[str, dict[str, float]]) -> str:
 def merge_pyperf(run_dir: Path) -> None:
     """Every size's pyperf JSON in one suite: sweep_pyperf.json (`python -m pyperf show` reads it)."""
     suite: pyperf.BenchmarkSuite | None = None
-    for path in sorted((run_dir / PYPERF_DIR).glob("sweep_*.json")):
+    sizes = (
+        p for p in (run_dir / PYPERF_DIR).glob("sweep_*.json") if p.stem.removeprefix("sweep_").isdigit()
+    )
+    for path in sorted(sizes):
         for bench in pyperf.BenchmarkSuite.load(str(path)).get_benchmarks():
             if suite is None:
                 suite = pyperf.BenchmarkSuite([bench])
