@@ -131,7 +131,7 @@ def test_a_point_whose_check_failed_says_so_in_its_row(tmp_path: Path):
         "probe_hdr": encode(histogram), "probe_busy": 0, "probe_errors": 0, "probe_sent": 1,
         "errors": ["check failed: 1 stalled jobs reclaimed twice"],
     }  # fmt: skip
-    (tmp_path / SIDE_DIR).mkdir()
+    (tmp_path / SIDE_DIR).mkdir(parents=True)
     (tmp_path / SIDE_DIR / f"{point.slug}.1.json").write_text(json.dumps({"values": [side]}))
     row = make_row(tmp_path, PlannedPoint(point), SizeOutcome({point.name: [0.001, 0.003]}), IDS, OPTIONS)
     assert row["skipped"] == "error: check failed: 1 stalled jobs reclaimed twice"
@@ -213,10 +213,9 @@ def test_the_sweep_command_writes_every_column(tmp_path: Path, settings, monkeyp
         assert all(row[c] != "" for c in SWEEP_COST_COLUMNS if c != "skipped"), row
         assert row["reps"] == "1" and row["probe_busy"] == "0.0"  # a float column: empty when unmeasured
     assert float(rows[("atomic_linear", "mixed")]["round_trips"]) == 1.0
-    assert (run_dir / "pyperf" / "sweep_pyperf.json").exists() and (
-        run_dir / "pyperf" / "sweep_5.json"
-    ).exists()
-    assert not (run_dir / "sweep_pyperf.log").exists() and (run_dir / "pyperf" / "sweep_pyperf.log").exists()
+    raw = run_dir / "pyperf"  # pyperf's own files in a folder of their own
+    assert (raw / "sweep_pyperf.json").exists() and (raw / "sweep_5.json").exists()
+    assert (raw / "sweep_pyperf.log").exists() and not (run_dir / "sweep_pyperf.log").exists()
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["sweep_errors"] == 0 and "atomic_linear/mixed" not in meta["sweep_slopes"]  # one size
     printed = capsys.readouterr().out
