@@ -86,14 +86,15 @@ def test_an_unknown_key_suggests_the_nearest_one(tmp_path: Path, key: str, near:
     conf.write_text(f"{key} = 1\n")
     with pytest.raises(BenchError) as caught:
         load_profile(str(conf))
-    assert str(caught.value) == f"typo.conf: unknown key {key!r}; did you mean {near!r}?"
+    assert str(caught.value).startswith(f"typo.conf: unknown key {key!r}; did you mean {near!r}? known keys:")
 
 
 def test_an_unknown_key_with_nothing_near_lists_the_keys(tmp_path: Path):
     conf = tmp_path / "odd.conf"
     conf.write_text("colour = blue\n")
-    with pytest.raises(BenchError, match=r"unknown key 'colour'; known keys: .*measure-s"):
+    with pytest.raises(BenchError, match=r"unknown key 'colour'; known keys: .*measure-s") as caught:
         load_profile(str(conf))
+    assert "did you mean" not in str(caught.value)
 
 
 def test_the_resolved_profile_holds_every_key_with_its_value():

@@ -247,9 +247,8 @@ def _unknown_key(path: Path, key: str, known: Iterable[str]) -> BenchError:
         )
     names = sorted({*known, "stages"})
     near = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
-    if near:
-        return BenchError(f"{path.name}: unknown key {key!r}; did you mean {near[0]!r}?")
-    return BenchError(f"{path.name}: unknown key {key!r}; known keys: {', '.join(names)}")
+    guess = f"did you mean {near[0]!r}? " if near else ""
+    return BenchError(f"{path.name}: unknown key {key!r}; {guess}known keys: {', '.join(names)}")
 
 
 def resolve_path(name_or_path: str) -> Path:
