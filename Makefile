@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 bench: $(STAMP) ## run every stage of PROFILE; results in results/<run-id>/
-	$(PY) -m bench run --profile $(PROFILE)
+	@$(PY) -m bench run --profile $(PROFILE)
 
 bench-micro: $(STAMP) ## pytest-benchmark micro benchmarks of each script and cycle
 	@dir="$${EMQ_RESULTS_DIR:-results}/$$(date +%Y%m%d-%H%M%S)-micro"; mkdir -p "$$dir" && \
@@ -45,7 +45,7 @@ lint: $(STAMP) ## ruff and mypy
 	$(VENV)/bin/lint-imports
 
 report: $(STAMP) ## write the report of RUN (default: the newest run)
-	$(PY) -m bench report $(RUN)
+	@$(PY) -m bench report $(RUN)
 
 clean: ## remove .venv and caches (results/ stays)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -43,16 +43,25 @@ def main(argv: list[str] | None = None) -> int:
         handler: Callable[[list[str]], int] = getattr(importlib.import_module(module_name), function)
         return handler(rest)
     except BenchError as exc:
+        _end_progress_line()
         print(f"echomq-bench: error: {exc}", file=sys.stderr)
         return 2
     except Interrupted as exc:
-        # On a line of its own: a progress line may be half-written on the terminal.
-        newline = "\n" if sys.stderr.isatty() else ""
-        print(f"{newline}echomq-bench: {exc}", file=sys.stderr)
+        _end_progress_line()
+        print(f"echomq-bench: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
+        _end_progress_line()
         print("echomq-bench: interrupted", file=sys.stderr)
         return 130
+
+
+def _end_progress_line() -> None:
+    """Our one line goes on a line of its own, after a progress line the terminal may still hold
+    (and the ^C the terminal echoed there)."""
+    progress = sys.modules.get("bench.harness.progress")  # only a command that showed progress
+    if progress is not None:
+        progress.end_open_line()
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench.errors import BenchError
-from bench.harness.context import Progress, RunContext
+from bench.harness.context import RunContext
 from bench.harness.profile import STAGES, Profile, load_profile
+from bench.harness.progress import Progress, StagePlan
 from bench.harness.run_folder import mark_complete, open_run
 from bench.results import RESULTS_DIR
 
@@ -33,7 +34,18 @@ def report_stage(ctx: RunContext) -> None:
 
     mark_complete(ctx.run_dir)
     report = write_report(ctx.run_dir)
-    ctx.progress(f"wrote {report}")
+    ctx.progress.step(f"wrote {report}")
+
+
+REPORT_SECONDS = 10.0  # the report's plots, for the run's ETA
+
+
+def stage_estimate(stage: str, profile: Profile) -> tuple[float, ...]:
+    """The seconds each point of ``stage`` should take (its point_seconds), for the run's ETA."""
+    if stage == "report":
+        return (REPORT_SECONDS,)
+    estimate = getattr(importlib.import_module(STAGE_MODULES[stage]), "point_seconds", None)
+    return tuple(estimate(profile)) if estimate is not None else ()
 
 
 def stage_runner(stage: str, profile: Profile) -> Callable[[RunContext], None]:
@@ -75,7 +87,7 @@ def execute(
     # In the suite's order, whatever the order given: the report comes last, after what it reports.
     ordered = sorted(dict.fromkeys(stages), key=STAGES.index)
     runners = {stage: stage_runner(stage, profile) for stage in ordered}
-    progress = Progress()
+    progress = Progress([StagePlan(stage, stage_estimate(stage, profile)) for stage in ordered])
     with open_run(profile, stages, results_root, extra_scripts, progress) as run:
         for stage, runner in runners.items():
             progress.stage = stage

@@ -185,7 +185,11 @@ def test_the_table_shows_medians_and_pairs_each_a_b_round_into_a_ratio():
         run("two_call", 2, 100.0),
     ]
     lines = table(rounds, ["fused", "two_call"]).splitlines()
-    (fused,) = [line for line in lines if line.startswith("2 ") and " fused " in line]
-    assert "250 [200-300]" in fused and "ok 2/2" in fused
-    (ratio,) = [line for line in lines if "fused/two_call" in line]
-    assert ratio.split()[1:3] == ["2.50", "[2.00-3.00]"]  # jobs/s: the median and spread of 2 and 3
+    (jobs,) = [line for line in lines if line.split()[:1] == ["jobs/s"]]
+    assert jobs.split()[1:] == ["250", "[200-300]", "100", "[100-100]", "2.50", "[2.00-3.00]"]
+    (audit,) = [line for line in lines if line.split()[:1] == ["audit"]]
+    assert audit.split()[1:] == ["ok", "2/2", "ok", "2/2"]
+    point = next(i for i, line in enumerate(lines) if line.startswith("workers 2, rtt 0 ms*"))
+    assert lines[point + 1].split() == ["fused", "two_call", "fused/two_call"]  # the point's columns
+    for width in (100, 80):
+        assert max(map(len, table(rounds, ["fused", "two_call"], width).splitlines())) <= width

@@ -35,6 +35,17 @@ def check_profile(profile: Profile) -> None:
         raise BenchError(f"profile key strategies names one twice ({', '.join(strategies)}); list each once")
 
 
+# Beyond its window, a run spends this long starting Locust, stopping it and auditing the queue.
+RUN_OVERHEAD_S = 3.0
+
+
+def point_seconds(profile: Profile) -> tuple[float, ...]:
+    """The seconds each run of the stage should take, in order: for the run's ETA."""
+    opts = profile.finish_fetch
+    runs = len(opts.workers) * len(opts.rtt_ms) * opts.repetitions * len(opts.strategies)
+    return (opts.warmup_s + opts.measure_s + RUN_OVERHEAD_S,) * runs
+
+
 def run_stage(ctx: RunContext) -> None:
     opts = ctx.profile.finish_fetch
     strategies = list(opts.strategies)
@@ -69,7 +80,7 @@ def run_stage(ctx: RunContext) -> None:
                     finish_fetch_errors=dict(sorted(errors.items())),
                     finish_fetch_audit_failures=audits,
                 )
-                ctx.progress(_progress_line(run, row))
+                ctx.progress.step(_progress_line(run, row))
                 _stop_if_stopped(run, ctx.run_dir)
     ctx.progress.done()
     print(table(shown, strategies))

@@ -30,10 +30,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from bench.harness.context import Progress, RunContext
+from bench.harness.context import RunContext
 from bench.harness.meta import collect_meta
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import Profile, RaceOptions
+from bench.harness.progress import Progress, StagePlan
 from bench.harness.server import redis_for_run
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Queue
@@ -75,6 +76,19 @@ def plan_record(plan: RacePlan) -> dict[str, Any]:
     }
 
 
+RUN_OVERHEAD_S = 0.3  # a run's set-up: N jobs stalled, the threads started, the audit
+
+
+def point_seconds(profile: Profile) -> tuple[float, ...]:
+    """The seconds each run of the stage should take, in order: for the run's ETA. A sweeper with
+    a gap waits its delay once a job, so a pass takes about N x delay."""
+    plan = RacePlan.from_options(profile.race)
+    per_run = [
+        RUN_OVERHEAD_S + cell.stalled_jobs * (cell.delay_ms / 1000 + 50e-6) for cell in plan.settings()
+    ]
+    return tuple(per_run) * plan.reps
+
+
 def check_profile(profile: Profile) -> None:
     """Refuse bad race settings before any stage of a run starts."""
     RacePlan.from_options(profile.race)
@@ -83,7 +97,7 @@ def check_profile(profile: Profile) -> None:
 def run_stage(ctx: RunContext) -> None:
     plan = RacePlan.from_options(ctx.profile.race)
     update_meta(ctx.run_dir, race=plan_record(plan))
-    outcomes = run_plan(ctx.settings, plan, ctx.progress)
+    outcomes = run_plan(ctx.settings, plan, ctx.progress.step)
     ids = RunIds(ctx.run_dir.name, ctx.profile.name)
     write_csv(ctx.run_dir / "race.csv", RACE_COLUMNS, [row_dict(o.row(ids)) for o in outcomes])
     ctx.progress.done()
@@ -136,7 +150,8 @@ def main(argv: list[str]) -> int:
             stages_done=[],
             **collect_meta(profile, server, shas),
         )
-        run_stage(RunContext(profile, settings, server, run_dir, Progress(stage="race")))
+        progress = Progress([StagePlan("race", point_seconds(profile))], stage="race")
+        run_stage(RunContext(profile, settings, server, run_dir, progress))
         update_meta(run_dir, complete=True, stages_done=["race"])
     print(f"results: {run_dir}")
     return 0

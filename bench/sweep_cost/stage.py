@@ -27,6 +27,7 @@ from bench.harness.children import reap_group, spawn, stop_group
 from bench.harness.context import RunContext
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import Profile, SweepOptions
+from bench.harness.progress import Progress, StagePlan
 from bench.paths import REPO
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Queue
@@ -43,7 +44,7 @@ from bench.results import (
     update_meta,
     write_csv,
 )
-from bench.sweep_cost.plan import Point, plan, pyperf_options
+from bench.sweep_cost.plan import IN_PROCESS_BELOW, Point, loops_for, plan, pyperf_options
 from bench.sweep_cost.pyperf_program import URL_ENV, ProgramSettings
 from bench.sweep_cost.scenario import ScenarioQueue
 from bench.sweep_cost.summary import (
@@ -138,7 +139,7 @@ def script_shas(variants: Sequence[str]) -> dict[str, str]:
 
 @dataclass
 class PointProgress:
-    """A progress line a point, numbered: measured, skipped or failed."""
+    """A progress line a point: measured, skipped or failed (the progress line counts them)."""
 
     progress: Callable[[str], None]
     total: int
@@ -146,7 +147,7 @@ class PointProgress:
 
     def __call__(self, text: str) -> None:
         self.done += 1
-        self.progress(f"[{self.done}/{self.total}] {text}")
+        self.progress(text)
 
 
 def measure_size(
@@ -167,6 +168,38 @@ def measure_size(
     )
 
 
+# Rough µs of Redis time a sweep spends per active job, to estimate the run's ETA (the
+# progress line corrects it by the pace it sees); the README's table has measured ones.
+US_PER_JOB = {"app_side": 300.0, "app_side_pipelined": 40.0}
+QUADRATIC = {"atomic", "app_side_pipelined"}  # their cost per job grows with the stalled share
+PROCESS_START_S = 0.8  # a pyperf worker process, at sizes it does not run in-process
+
+
+def _point_estimate(point: Point, reps: int) -> float:
+    us = US_PER_JOB.get(point.variant, 8.0)
+    if point.variant in QUADRATIC and point.scenario != "healthy":
+        us += point.size * (0.015 if point.scenario == "all_stalled" else 0.007)
+    sweeps = (reps + 1) * loops_for(point.size)
+    # each timed sweep first restores its state (about as long as a cheap sweep)
+    seconds = sweeps * point.size * (us + 8.0) / 1e6
+    return seconds + (PROCESS_START_S if point.size >= IN_PROCESS_BELOW else 0.05)
+
+
+def point_seconds(profile: Profile) -> tuple[float, ...]:
+    """The seconds each point of the stage should take, in the order they run: for the run's ETA."""
+    options = profile.sweep
+    planned = plan(options)
+    estimates: list[float] = []
+    for size in sorted(set(options.sweep_sizes)):
+        at_size = [p for p in planned if p.point.size == size]
+        estimates += [0.0 for p in at_size if p.skipped]
+        measured = [p.point for p in at_size if not p.skipped]
+        build = size * 30e-6  # growing the active list to this size, once a size
+        estimates += [_point_estimate(p, options.sweep_reps) + (build if i == 0 else 0.0)
+                      for i, p in enumerate(measured)]  # fmt: skip
+    return tuple(estimates)
+
+
 def check_profile(profile: Profile) -> None:
     """Before any stage starts: the sweep keys name known variants, scenarios and caps."""
     plan(profile.sweep)
@@ -176,7 +209,7 @@ def run_stage(ctx: RunContext) -> None:
     """The sweep stage: every point of the profile, into sweep_cost.csv; then the table and slopes."""
     options = ctx.profile.sweep
     planned = plan(options)
-    tell = PointProgress(ctx.progress, len(planned))
+    tell = PointProgress(ctx.progress.step, len(planned))
     client = dataclasses.replace(ctx.settings, socket_timeout_s=SWEEP_TIMEOUT_S).connect()
     scenario = ScenarioQueue(Queue.open(client, f"sweep-{uuid.uuid4().hex[:8]}"), [])
     rows: list[SweepCostRow] = []
@@ -236,8 +269,8 @@ def main(argv: list[str]) -> int:
         finally:
             client.close()
         update_meta(run_dir, **collect_meta(profile, server, shas), stages_done=[])
-        ctx = RunContext(profile, settings, server, run_dir)
-        ctx.progress.stage = "sweep"
+        progress = Progress([StagePlan("sweep", point_seconds(profile))], stage="sweep")
+        ctx = RunContext(profile, settings, server, run_dir, progress)
         run_stage(ctx)
         ctx.progress.done()
         update_meta(run_dir, stages_done=["sweep"], complete=True)

@@ -8,12 +8,14 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from textwrap import indent
 from typing import Any
 
 import pyperf
 
 from bench.fits import loglog_fit
 from bench.harness.profile import SweepOptions
+from bench.harness.terminal import render_table, table_width, wrap_note
 from bench.hdr import decode, summary, write_hdr
 from bench.results import (
     HDR_DIR,
@@ -149,22 +151,32 @@ def fmt(value: Any, digits: int = 2) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
-def table(rows: Sequence[SweepCostRow]) -> str:
-    """Per size: each variant's sweep ms, µs per job, hold and the probe's max."""
+def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
+    """Per size: each variant's sweep ms, µs per job, hold and the probe's max; under it, why a point
+    was not measured (skipped, or an error), so the table itself stays narrow."""
     lines: list[str] = []
-    header = (
-        f"  {'variant':<20}{'scenario':<13}{'sweep ms':>12}{'µs/job':>10}{'hold ms':>12}"
-        f"{'probe max µs':>14}  note"
-    )
+    header = ["variant", "scenario", "sweep ms", "µs/job", "hold ms", "probe max µs", "note"]
     for size in sorted({r.active_size for r in rows}):
-        lines += ["", f"active size {size:,}", header]
-        for r in (r for r in rows if r.active_size == size):
-            note = r.skipped if len(r.skipped) < 70 else r.skipped[:67] + "..."
-            lines.append(
-                f"  {r.variant:<20}{r.scenario:<13}{fmt(r.sweep_ms_median, 3):>12}"
-                f"{fmt(r.us_per_active_job):>10}{fmt(r.hold_ms_max, 3):>12}"
-                f"{fmt(r.probe_max_us):>14}  {note}"
-            )
+        at_size = [r for r in rows if r.active_size == size]
+        cells = [
+            [
+                r.variant,
+                r.scenario,
+                fmt(r.sweep_ms_median, 3),
+                fmt(r.us_per_active_job),
+                fmt(r.hold_ms_max, 3),
+                fmt(r.probe_max_us),
+                "" if not r.skipped else "error" if r.skipped.startswith("error:") else "skipped",
+            ]
+            for r in at_size
+        ]
+        body = render_table(
+            header, cells, right=range(2, 6), keep_whole=(0, 1), width=(width or table_width()) - 2
+        )
+        lines += ["", f"active size {size:,}", indent(body, "  ")]
+        lines += [
+            wrap_note(f"  {r.variant} {r.scenario}: {r.skipped}", width, "    ") for r in at_size if r.skipped
+        ]
     return "\n".join(lines)
 
 
@@ -195,8 +207,8 @@ def slope_text(fits: dict[str, dict[str, float]]) -> str:
     for name, fit in fits.items():
         variant, scenario = name.split("/")
         lines.append(
-            f"  {variant:<20}{scenario:<13}{fit['slope']:>6.2f} over {fit['from_size']:,}..{fit['to_size']:,}"
-            f"   {fit['slope_top_two']:>5.2f} between the two largest"
+            f"  {variant:<20}{scenario:<12}{fit['slope']:>5.2f} over "
+            f"{fit['from_size']:,}..{fit['to_size']:,}, {fit['slope_top_two']:.2f} between the two largest"
         )
     return "\n".join(lines)
 
