@@ -65,7 +65,7 @@ def stage_runner(stage: str, profile: Profile) -> Callable[[RunContext], None]:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench run", description=__doc__)
+    parser = argparse.ArgumentParser(prog="echomq-bench run", description=__doc__)
     parser.add_argument("--profile", default="default", help="profiles/<name>.conf, or a path")
     parser.add_argument(
         "--stages",

@@ -181,7 +181,7 @@ def _check_server_or_exit() -> None:
         check_server(
             Current.redis,
             unreachable_remedy="start it, or point REDIS_URL or --redis-url at one "
-            "(`python -m bench run` starts its own)",
+            "(`echomq-bench run` starts its own)",
         )
     except BenchError as exc:
         sys.stderr.write(f"echomq-bench: error: {exc}\n")

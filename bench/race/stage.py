@@ -127,7 +127,7 @@ FLAGS = SectionFlags(
 def main(argv: list[str]) -> int:
     """`python -m bench race`: the race stage alone, into its own run folder."""
     parser = FLAGS.parser(
-        "python -m bench race",
+        "echomq-bench race",
         "The race audit alone: K sweepers of one variant at once over N stalled jobs. "
         "Settings default to the profile's race keys.",
     )

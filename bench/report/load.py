@@ -75,7 +75,7 @@ def resolve_run(name: str, results: Path | None = None) -> Path:
     candidate = (results or RESULTS_DIR) / name
     if candidate.is_dir():
         return candidate
-    raise BenchError(f"no run folder {name!r} (nor {candidate}); `python -m bench runs` lists the runs")
+    raise BenchError(f"no run folder {name!r} (nor {candidate}); `echomq-bench runs` lists the runs")
 
 
 def is_run(path: Path) -> bool:

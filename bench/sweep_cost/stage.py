@@ -257,7 +257,7 @@ def main(argv: list[str]) -> int:
     from bench.harness.meta import collect_meta
     from bench.harness.server import redis_for_run
 
-    parser = FLAGS.parser("python -m bench sweep", __doc__.split("\n\n")[0])
+    parser = FLAGS.parser("echomq-bench sweep", __doc__.split("\n\n")[0])
     args = parser.parse_args(argv)
     profile = FLAGS.profile(args)
     plan(profile.sweep)  # every input checked before a server starts
