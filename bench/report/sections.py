@@ -84,7 +84,8 @@ def finish_fetch_section(data: RunData) -> list[str]:
         table = [{"metric": m, "strategy": v, **summary(h)} for (m, v), h in histograms.items()]
         lines += figure(plot, "no histograms")
         points = frame[["workers", "rtt_ms"]].drop_duplicates()
-        if len(points) > 1:  # HDR file names carry variant and rep, not the workers/rtt point
+        unpointed = any(not plots.split_variant(v)[1] for _, v in histograms)
+        if len(points) > 1 and unpointed:  # older HDR file names carry the strategy, not the point
             lines += [
                 f"*The histograms are merged over all {len(points)} workers/rtt points of the run.*",
                 "",
