@@ -37,7 +37,7 @@ def report_stage(ctx: RunContext) -> None:
     ctx.progress.step(f"wrote {report}")
 
 
-REPORT_SECONDS = 10.0  # the report's plots, for the run's ETA
+REPORT_SECONDS = 15.0  # the report's plots, for the run's ETA
 
 
 def stage_estimate(stage: str, profile: Profile) -> tuple[float, ...]:

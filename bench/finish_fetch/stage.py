@@ -36,7 +36,7 @@ def check_profile(profile: Profile) -> None:
 
 
 # Beyond its window, a run spends this long starting Locust, stopping it and auditing the queue.
-RUN_OVERHEAD_S = 3.0
+RUN_OVERHEAD_S = 3.5
 
 
 def point_seconds(profile: Profile) -> tuple[float, ...]:

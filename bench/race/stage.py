@@ -38,7 +38,7 @@ from bench.harness.progress import Progress, StagePlan
 from bench.harness.server import redis_for_run
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Queue
-from bench.protocol.sweep import SWEEPERS
+from bench.protocol.sweep import SWEEPERS, has_gap
 from bench.race.plan import (
     ALL,
     SWEEPERS_MAX,
@@ -76,16 +76,19 @@ def plan_record(plan: RacePlan) -> dict[str, Any]:
     }
 
 
-RUN_OVERHEAD_S = 0.3  # a run's set-up: N jobs stalled, the threads started, the audit
+RUN_OVERHEAD_S = 1.0  # a run's set-up: N jobs stalled, the threads started, the audit
+GAP_S_PER_JOB = 0.01  # an app-side sweep's round trips a job, over K sweepers on a shared machine
+ATOMIC_S_PER_JOB = 0.004
 
 
 def point_seconds(profile: Profile) -> tuple[float, ...]:
     """The seconds each run of the stage should take, in order: for the run's ETA. A sweeper with
-    a gap waits its delay once a job, so a pass takes about N x delay."""
+    a gap also waits its delay once a job, so a pass takes N x delay more."""
     plan = RacePlan.from_options(profile.race)
-    per_run = [
-        RUN_OVERHEAD_S + cell.stalled_jobs * (cell.delay_ms / 1000 + 50e-6) for cell in plan.settings()
-    ]
+    per_run = []
+    for cell in plan.settings():
+        per_job = GAP_S_PER_JOB + cell.delay_ms / 1000 if has_gap(cell.variant) else ATOMIC_S_PER_JOB
+        per_run.append(RUN_OVERHEAD_S + cell.stalled_jobs * per_job)
     return tuple(per_run) * plan.reps
 
 

@@ -44,7 +44,7 @@ from bench.results import (
     update_meta,
     write_csv,
 )
-from bench.sweep_cost.plan import IN_PROCESS_BELOW, Point, loops_for, plan, pyperf_options
+from bench.sweep_cost.plan import IN_PROCESS_BELOW, WARMUP_BELOW, Point, loops_for, plan, pyperf_options
 from bench.sweep_cost.pyperf_program import URL_ENV, ProgramSettings
 from bench.sweep_cost.scenario import ScenarioQueue
 from bench.sweep_cost.summary import (
@@ -168,21 +168,26 @@ def measure_size(
     )
 
 
-# Rough µs of Redis time a sweep spends per active job, to estimate the run's ETA (the
-# progress line corrects it by the pace it sees); the README's table has measured ones.
-US_PER_JOB = {"app_side": 300.0, "app_side_pipelined": 40.0}
-QUADRATIC = {"atomic", "app_side_pipelined"}  # their cost per job grows with the stalled share
+# Rough µs a sweep spends per active job, to estimate the run's ETA (the progress line corrects it
+# by the pace it sees); the README's table has measured ones. Where a variant is quadratic, the
+# µs per job grow with the size by the factor given.
+US_PER_JOB = {"app_side": 400.0, "app_side_pipelined": 40.0}
+QUADRATIC = {
+    ("atomic", "all_stalled"): 0.014,
+    ("atomic", "mixed"): 0.007,
+    ("app_side_pipelined", "mixed"): 0.002,
+}
+RESTORE_US_PER_JOB = 8.0  # each timed sweep first restores its state
+POINT_OVERHEAD_S = 0.8  # pyperf's own work a point (calibration, metadata), in-process
 PROCESS_START_S = 0.8  # a pyperf worker process, at sizes it does not run in-process
 
 
 def _point_estimate(point: Point, reps: int) -> float:
-    us = US_PER_JOB.get(point.variant, 8.0)
-    if point.variant in QUADRATIC and point.scenario != "healthy":
-        us += point.size * (0.015 if point.scenario == "all_stalled" else 0.007)
-    sweeps = (reps + 1) * loops_for(point.size)
-    # each timed sweep first restores its state (about as long as a cheap sweep)
-    seconds = sweeps * point.size * (us + 8.0) / 1e6
-    return seconds + (PROCESS_START_S if point.size >= IN_PROCESS_BELOW else 0.05)
+    us = US_PER_JOB.get(point.variant, 8.0) + QUADRATIC.get((point.variant, point.scenario), 0.0) * point.size
+    warmups = 1 if point.size < WARMUP_BELOW else 0
+    sweeps = (reps + warmups) * loops_for(point.size)
+    seconds = POINT_OVERHEAD_S + sweeps * point.size * (us + RESTORE_US_PER_JOB) / 1e6
+    return seconds + (PROCESS_START_S if point.size >= IN_PROCESS_BELOW else 0.0)
 
 
 def point_seconds(profile: Profile) -> tuple[float, ...]:
