@@ -38,7 +38,7 @@ lock: ## refresh requirements.lock from pyproject.toml (uv pip compile, with has
 	@echo "wrote $(LOCK): $$(grep -c '^[a-z0-9]' $(LOCK)) packages; make venv installs them"
 
 bench: $(STAMP) ## run every stage of PROFILE; results in results/<run-id>/
-	$(PY) -m bench run --profile $(PROFILE)
+	@$(PY) -m bench run --profile $(PROFILE)
 
 bench-micro: $(STAMP) ## pytest-benchmark micro benchmarks of each script and cycle
 	@dir="$${EMQ_RESULTS_DIR:-results}/$$(date +%Y%m%d-%H%M%S)-micro"; mkdir -p "$$dir" && \
@@ -59,7 +59,7 @@ lint: $(STAMP) ## ruff and mypy
 	$(VENV)/bin/lint-imports
 
 report: $(STAMP) ## write the report of RUN (default: the newest run)
-	$(PY) -m bench report $(RUN)
+	@$(PY) -m bench report $(RUN)
 
 clean: ## remove .venv and caches (results/ stays)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

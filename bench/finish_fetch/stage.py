@@ -21,7 +21,7 @@ from bench.finish_fetch.rows import csv_row, write_histograms
 from bench.finish_fetch.table import TableRow, table
 from bench.harness.context import RunContext
 from bench.harness.profile import Profile
-from bench.results import FINISH_FETCH_COLUMNS, FinishFetchRow, row_dict, update_meta, write_csv
+from bench.results import FINISH_FETCH_COLUMNS, FinishFetchRow, RunIds, row_dict, update_meta, write_csv
 
 RTT_LABEL = "simulated: the client waits rtt_ms (gevent.sleep) before each round trip; loopback otherwise"
 
@@ -33,6 +33,17 @@ def check_profile(profile: Profile) -> None:
     strategies = profile.finish_fetch.strategies
     if len(set(strategies)) != len(strategies):
         raise BenchError(f"profile key strategies names one twice ({', '.join(strategies)}); list each once")
+
+
+# Beyond its window, a run spends this long starting Locust, stopping it and auditing the queue.
+RUN_OVERHEAD_S = 3.5
+
+
+def point_seconds(profile: Profile) -> tuple[float, ...]:
+    """The seconds each run of the stage should take, in order: for the run's ETA."""
+    opts = profile.finish_fetch
+    runs = len(opts.workers) * len(opts.rtt_ms) * opts.repetitions * len(opts.strategies)
+    return (opts.warmup_s + opts.measure_s + RUN_OVERHEAD_S,) * runs
 
 
 def run_stage(ctx: RunContext) -> None:
@@ -47,12 +58,13 @@ def run_stage(ctx: RunContext) -> None:
     errors: Counter[str] = Counter()  # failed calls by kind, over every run: meta.json
     audits: dict[str, str] = {}  # the verdict of each run whose audit did not pass: meta.json
     total = len(points) * opts.repetitions * len(strategies)
+    ids = RunIds(ctx.run_dir.name, ctx.profile.name)
     for point in points:
         for rep in range(1, opts.repetitions + 1):
             for strategy in strategies:  # A B A B: drift on a shared machine hits both alike
                 ctx.progress(f"run {len(rows) + 1}/{total}: {strategy} {point.label} rep {rep}")
                 run = run_once(ctx.settings, opts, strategy, point, rep, ctx.run_dir)
-                row = csv_row(run, opts)
+                row = csv_row(run, opts, ids)
                 rows.append(row)
                 derived = run.summary["derived"]
                 shown.append(
@@ -68,7 +80,7 @@ def run_stage(ctx: RunContext) -> None:
                     finish_fetch_errors=dict(sorted(errors.items())),
                     finish_fetch_audit_failures=audits,
                 )
-                ctx.progress(_progress_line(run, row))
+                ctx.progress.step(_progress_line(run, row))
                 _stop_if_stopped(run, ctx.run_dir)
     ctx.progress.done()
     print(table(shown, strategies))

@@ -6,8 +6,10 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
+from textwrap import indent
 
 from bench.fits import paired_ratio
+from bench.harness.terminal import render_table, table_width, wrap_note
 from bench.results import FinishFetchRow
 
 # (header, attribute of a TableRow, format)
@@ -17,7 +19,7 @@ TABLE_METRICS = (
     ("cycle p50 µs", "row.cycle_p50_us", "{:.0f}"),
     ("cycle p99 µs", "row.cycle_p99_us", "{:.0f}"),
     ("redis µs/job", "row.server_us_per_job", "{:.1f}"),
-    ("loadgen cpu µs/job", "loadgen_cpu_us_per_job", "{:.0f}"),  # the harness's own cost
+    ("load gen cpu µs/job", "loadgen_cpu_us_per_job", "{:.0f}"),  # the harness's own cost
 )
 
 
@@ -39,54 +41,51 @@ def _median_spread(values: Sequence[float], form: str, spread: bool = True) -> s
     return f"{middle} [{form.format(min(values))}-{form.format(max(values))}]"
 
 
-def table(runs: Sequence[TableRow], strategies: Sequence[str]) -> str:
-    """Medians over repetitions; a ratio row pairs the runs of each A B round, [min-max] of the pairs."""
-    names = [name for name, _, _ in TABLE_METRICS]
-    header = ["workers", "rtt ms*", "slept ms", "strategy", *names, "saturated", "audit"]
-    lines = [header]
-    metrics = [(attrgetter(key), form) for _, key, form in TABLE_METRICS]
-    points = sorted({(r.row.workers, r.row.rtt_ms) for r in runs})
-    for workers, rtt in points:
+def table(runs: Sequence[TableRow], strategies: Sequence[str], width: int | None = None) -> str:
+    """One block a point: a row a metric, a column a strategy (medians over repetitions, jobs/s with
+    its [min-max]), and, with two strategies, a ratio column that pairs the runs of each A B round,
+    [min-max] of the pairs. Narrow enough for 100 columns; it folds below that."""
+    metrics = [(name, attrgetter(key), form) for name, key, form in TABLE_METRICS]
+    ratio_name = f"{strategies[0]}/{strategies[1]}" if len(strategies) == 2 else None
+    header = ["", *strategies, *([ratio_name] if ratio_name else [])]
+    blocks = [
+        wrap_note(
+            "finish-then-fetch: medians of the repetitions, jobs/s [min-max]; "
+            + (f"{ratio_name} pairs the runs of each A B round [min-max]" if ratio_name else ""),
+            width,
+        )
+    ]
+    for workers, rtt in sorted({(r.row.workers, r.row.rtt_ms) for r in runs}):
         here = [r for r in runs if r.row.workers == workers and r.row.rtt_ms == rtt]
         by_strategy = {
-            s: sorted((r for r in here if r.row.variant == s), key=lambda r: r.row.rep) for s in strategies
+            s: sorted((r for r in here if r.row.strategy == s), key=lambda r: r.row.rep) for s in strategies
         }
-        for strategy, of_strategy in by_strategy.items():
-            # the spread of jobs/s here; of every metric in the ratio row
+        slept = [r.rtt_slept_ms for r in here if r.rtt_slept_ms]
+        slept_text = f" (slept {statistics.median(slept):.2f})" if slept else ""
+        rows: list[list[str]] = []
+        for i, (name, get, form) in enumerate(metrics):
             cells = [
-                _median_spread(
-                    [float(get(r)) for r in of_strategy if get(r) is not None], form, spread=i == 0
-                )
-                for i, (get, form) in enumerate(metrics)
+                _median_spread([float(get(r)) for r in of if get(r) is not None], form, spread=i == 0)
+                for of in by_strategy.values()
             ]
-            saturated = sum(1 for r in of_strategy if r.row.saturated)
-            audited = sum(1 for r in of_strategy if r.row.audit_ok)
-            slept = [r.rtt_slept_ms for r in of_strategy if r.rtt_slept_ms]
-            lines.append(
-                [
-                    str(workers),
-                    f"{rtt:g}",
-                    _median_spread(slept, "{:.2f}", spread=False) if slept else "-",
-                    strategy,
-                    *cells,
-                    f"{saturated}/{len(of_strategy)}",
-                    f"ok {audited}/{len(of_strategy)}",
-                ]
-            )
-        if len(strategies) == 2:
-            a, b = (by_strategy[s] for s in strategies)
-            cells = []
-            for get, _ in metrics:
+            if ratio_name:
+                a, b = by_strategy.values()
                 ratio = paired_ratio((get(x), get(y)) for x, y in zip(a, b, strict=False))
                 cells.append(ratio.text("{:.2f}") if ratio else "-")
-            lines.append(["", "", "", f"{strategies[0]}/{strategies[1]}", *cells, "", ""])
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    text = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in lines]
-    return "\n".join(
-        [
-            "finish-then-fetch: medians of the repetitions; ratios pair the runs of each A B round [min-max]",
-            *text,
+            rows.append([name, *cells])
+        rows.append(
+            ["saturated", *(f"{sum(r.row.saturated for r in of)}/{len(of)}" for of in by_strategy.values())]
+        )
+        rows.append(
+            ["audit", *(f"ok {sum(r.row.audit_ok for r in of)}/{len(of)}" for of in by_strategy.values())]
+        )
+        body = render_table(header, rows, right=range(1, len(header)), width=(width or table_width()) - 2)
+        blocks += [f"workers {workers}, rtt {rtt:g} ms*{slept_text}", indent(body, "  ")]
+    blocks.append(
+        wrap_note(
             "* rtt is simulated: the client sleeps rtt ms before each round trip (slept: the mean it took); "
             "redis µs/job counts every client-sent command in the window, producers' addJob included",
-        ]
+            width,
+        )
     )
+    return "\n".join(blocks)

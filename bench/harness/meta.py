@@ -11,6 +11,7 @@ from typing import Any
 
 from redis.utils import HIREDIS_AVAILABLE
 
+from bench.harness.profile import Profile, resolved
 from bench.harness.server import ServerInfo
 from bench.harness.system import system_view
 from bench.paths import REPO
@@ -58,9 +59,10 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def collect_meta(profile: str, server: ServerInfo, script_shas: dict[str, str]) -> dict[str, Any]:
+def collect_meta(profile: Profile, server: ServerInfo, script_shas: dict[str, str]) -> dict[str, Any]:
     return {
-        "profile": profile,
+        "profile": profile.name,
+        "profile_resolved": resolved(profile),  # every key's value as the run used it
         "git_sha": _git("rev-parse", "HEAD") or None,
         "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
         "redis_version": server.version,

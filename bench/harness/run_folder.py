@@ -27,7 +27,7 @@ from bench.harness.profile import Profile
 from bench.harness.server import redis_for_run
 from bench.protocol.connection import CountingRedis
 from bench.protocol.queue import Queue
-from bench.results import make_run_dir, update_meta
+from bench.results import make_run_dir, read_json, update_meta
 
 
 @dataclass
@@ -44,6 +44,13 @@ class OpenRun:
 
 def _now() -> str:
     return dt.datetime.now().isoformat(timespec="seconds")
+
+
+def mark_complete(run_dir: Path) -> None:
+    """Every stage is done: the run is complete, finished now (the first time it is marked)."""
+    meta = read_json(run_dir / "meta.json") if (run_dir / "meta.json").is_file() else {}
+    finished = meta.get("finished") if meta.get("complete") else None
+    update_meta(run_dir, complete=True, reason=None, finished=finished or _now())
 
 
 def _script_shas(client: CountingRedis, extra_scripts: Iterable[str]) -> dict[str, str]:
@@ -105,13 +112,13 @@ def open_run(
                 client.close()
             update_meta(
                 run_dir,
-                **collect_meta(profile.name, server, shas),
+                **collect_meta(profile, server, shas),
                 machine_before=machine.as_meta(),
                 calibration=calibration.as_meta(),
             )
             run = OpenRun(RunContext(profile, settings, server, run_dir, progress))
             yield run
-            update_meta(run_dir, complete=True, reason=None, finished=_now())
+            mark_complete(run_dir)
     except KeyboardInterrupt:
         if run is not None:
             update_meta(run.ctx.run_dir, complete=False, reason="interrupted (Ctrl-C)", finished=_now())

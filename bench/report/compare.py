@@ -47,7 +47,7 @@ NO_SPREAD = "no spread"
 VERDICTS = ("better", "worse", "same", "unstable", NO_SPREAD)
 
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
-    "finish_fetch": ("variant", "workers", "rtt_ms"),
+    "finish_fetch": ("strategy", "workers", "rtt_ms"),
     "sweep": ("variant", "scenario", "active_size"),
     "race": ("variant", "sweepers", "stalled_jobs", "delay_ms"),
 }

@@ -31,7 +31,11 @@ STAGE_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
     "sweep": ("sweep_cost.csv", SWEEP_COST_COLUMNS),
     "race": ("race.csv", RACE_COLUMNS),
 }
-TEXT_COLUMNS = frozenset({"variant", "scenario", "skipped"})
+TEXT_COLUMNS = frozenset({"run_id", "protocol", "profile", "strategy", "variant", "scenario", "skipped"})
+# Columns a run's every row holds alike: the report shows them once, in its Run section.
+ID_COLUMNS = ("run_id", "protocol", "profile")
+# Older runs' names for a column: finish_fetch.csv called the strategy "variant".
+RENAMED = {"finish_fetch": {"variant": "strategy"}}
 BOOL_COLUMNS = frozenset({"saturated", "audit_ok", "contended"})
 
 
@@ -71,7 +75,7 @@ def resolve_run(name: str, results: Path | None = None) -> Path:
     candidate = (results or RESULTS_DIR) / name
     if candidate.is_dir():
         return candidate
-    raise BenchError(f"no run folder {name!r} (nor {candidate}); `python -m bench runs` lists the runs")
+    raise BenchError(f"no run folder {name!r} (nor {candidate}); `echomq-bench runs` lists the runs")
 
 
 def is_run(path: Path) -> bool:
@@ -85,12 +89,16 @@ def _bool(value: object) -> object:
 
 def _skipped(value: object) -> str:
     text = "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value).strip()
-    return "" if text.lower() in ("", "false", "0", "nan", "none") else text
+    return "" if text.lower() in ("", "no", "false", "0", "nan", "none") else text
 
 
-def read_stage(path: Path, columns: tuple[str, ...]) -> tuple[pd.DataFrame, list[str]]:
+def read_stage(
+    path: Path, columns: tuple[str, ...], renamed: dict[str, str] | None = None
+) -> tuple[pd.DataFrame, list[str]]:
     """A stage CSV with its types fixed; missing columns are added empty and returned."""
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    old = {a: b for a, b in (renamed or {}).items() if a in frame.columns and b not in frame.columns}
+    frame = frame.rename(columns=old)
     missing = [c for c in columns if c not in frame.columns]
     for column in missing:
         frame[column] = ""
@@ -131,7 +139,7 @@ def load_run(path: Path) -> RunData:
                 data.absent.append(f"stage {stage}: {name} absent")
             continue
         try:
-            frame, missing = read_stage(csv_path, columns)
+            frame, missing = read_stage(csv_path, columns, RENAMED.get(stage))
         except (OSError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
             data.absent.append(f"stage {stage}: {name} unreadable ({exc.__class__.__name__}: {exc})")
             continue

@@ -12,19 +12,19 @@ from bench.report.sections import finish_fetch_section, meta_section, race_secti
 from bench.results import write_atomic
 
 
-def render(data: RunData, in_run: bool = False) -> str:
-    lines = meta_section(data, in_run)
+def render(data: RunData) -> str:
+    lines = meta_section(data)
     lines += finish_fetch_section(data)
     lines += sweep_section(data)
     lines += race_section(data)
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_report(path: Path, in_run: bool = False) -> Path:
+def write_report(path: Path) -> Path:
     """Write report.md and the plots into the run folder; returns report.md's path."""
     data = load_run(path)
     report = path / "report.md"
-    write_atomic(report, render(data, in_run))
+    write_atomic(report, render(data))
     return report
 
 

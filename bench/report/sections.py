@@ -14,12 +14,10 @@ from bench.report.load import RunData, merged_histograms
 from bench.report.markdown import figure, flag_rows, fmt, markdown_table, missing_note, percent, present
 
 
-def meta_section(data: RunData, in_run: bool) -> list[str]:
+def meta_section(data: RunData) -> list[str]:
     meta = data.meta
     lines = [f"# echomq-bench run {data.run_id}", ""]
-    if in_run and not meta.get("reason"):
-        status = "complete so far (this report is the run's last stage)"
-    elif data.complete:
+    if data.complete:
         status = "complete"
     else:
         status = "**INCOMPLETE**"
@@ -30,7 +28,7 @@ def meta_section(data: RunData, in_run: bool) -> list[str]:
             "The numbers below cover only what was finished.",
             "",
         ]
-    finished = "(still running)" if in_run else "?"
+    finished = "?"
     sha = str(meta.get("git_sha") or "unknown")[:12]
     redis = f"{meta.get('redis_version', 'unknown')} ({meta.get('redis_source', 'source unknown')})"
     rows = [
@@ -83,10 +81,11 @@ def finish_fetch_section(data: RunData) -> list[str]:
         lines += [f"*Unreadable HDR files left out: {', '.join(bad)}.*", ""]
     if histograms:
         plot = plots.latency_percentiles(histograms, data.path)
-        table = [{"metric": m, "variant": v, **summary(h)} for (m, v), h in histograms.items()]
+        table = [{"metric": m, "strategy": v, **summary(h)} for (m, v), h in histograms.items()]
         lines += figure(plot, "no histograms")
         points = frame[["workers", "rtt_ms"]].drop_duplicates()
-        if len(points) > 1:  # HDR file names carry variant and rep, not the workers/rtt point
+        unpointed = any(not plots.split_variant(v)[1] for _, v in histograms)
+        if len(points) > 1 and unpointed:  # older HDR file names carry the strategy, not the point
             lines += [
                 f"*The histograms are merged over all {len(points)} workers/rtt points of the run.*",
                 "",
@@ -103,7 +102,7 @@ def _finish_fetch_summary(frame: pd.DataFrame) -> list[str]:
     keys = STAGE_KEYS["finish_fetch"]
     points = samples("finish_fetch", frame)
     if not points:
-        return ["*No points: the key columns (variant, workers, rtt_ms) are missing.*", ""]
+        return ["*No points: the key columns (strategy, workers, rtt_ms) are missing.*", ""]
     rows = []
     for key, metrics in points.items():
         jobs = metrics.get("jobs_per_s")
@@ -130,12 +129,12 @@ def _finish_fetch_summary(frame: pd.DataFrame) -> list[str]:
 def _fused_ratios(frame: pd.DataFrame) -> pd.DataFrame:
     """Per point: the median of the repetition-paired fused/two_call ratios, with their min-max
     (bench.fits.paired_ratio, as the stage's terminal table prints it)."""
-    if not {"fused", "two_call"} <= set(frame["variant"]) or frame["rep"].isna().all():
+    if not {"fused", "two_call"} <= set(frame["strategy"]) or frame["rep"].isna().all():
         return pd.DataFrame()
     rows = []
     for (workers, rtt), group in frame.groupby(["workers", "rtt_ms"], dropna=False):
-        fused = group[group["variant"] == "fused"].set_index("rep")["jobs_per_s"]
-        two = group[group["variant"] == "two_call"].set_index("rep")["jobs_per_s"]
+        fused = group[group["strategy"] == "fused"].set_index("rep")["jobs_per_s"]
+        two = group[group["strategy"] == "two_call"].set_index("rep")["jobs_per_s"]
         if fused.empty or two.empty:
             continue
         pairs = pd.concat([fused.rename("a"), two.rename("b")], axis=1, join="inner")  # same rep, one pair
