@@ -54,8 +54,8 @@ def test_the_report_shows_the_median_of_pairs_not_the_ratio_of_means(tmp_path: P
     csv = run / "finish_fetch.csv"
     frame = pd.read_csv(csv)
     point = (frame["workers"] == 2) & (frame["rtt_ms"] == 0)
-    fused = point & (frame["variant"] == "fused")
-    two = point & (frame["variant"] == "two_call")
+    fused = point & (frame["strategy"] == "fused")
+    two = point & (frame["strategy"] == "two_call")
     frame.loc[fused, "jobs_per_s"] = [1200.0, 900.0, 600.0]
     frame.loc[two, "jobs_per_s"] = [400.0, 600.0, 600.0]  # pairs 3.0, 1.5, 1.0; means 900/533
     frame.to_csv(csv, index=False)

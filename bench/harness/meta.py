@@ -59,12 +59,17 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def git_state() -> tuple[str | None, bool]:
+    """The checkout's commit, and whether tracked files differ from it."""
+    return _git("rev-parse", "HEAD") or None, bool(_git("status", "--porcelain", "--untracked-files=no"))
+
+
 def collect_meta(profile: Profile, server: ServerInfo, script_shas: dict[str, str]) -> dict[str, Any]:
     return {
         "profile": profile.name,
         "profile_resolved": resolved(profile),  # every key's value as the run used it
-        "git_sha": _git("rev-parse", "HEAD") or None,
-        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "git_sha": git_state()[0],
+        "git_dirty": git_state()[1],
         "redis_version": server.version,
         "redis_source": server.source,
         "redis_binary": server.binary,

@@ -49,18 +49,7 @@ class RaceOutcome:
 
 
 def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | None = None) -> str:
-    header = [
-        "variant",
-        "sweepers",
-        "jobs",
-        "delay_ms",
-        "reps",
-        "double",
-        "lost",
-        "requeued",
-        "audit",
-        "per_10k",
-    ]
+    header = ["variant", "K", "N", "delay ms", "reps", "double", "lost", "requeued", "audit", "per_10k"]
     rows = []
     for outcome in outcomes:
         s, c = outcome.setting, outcome.counts
@@ -77,11 +66,12 @@ def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | N
             "jobs meanwhile; counts summed over reps",
             width,
         ),
-        render_table(header, rows, right=range(1, len(header)), keep_whole=(0,), width=width),
+        render_table(header, rows, right=range(1, len(header)), keep_whole=(0,), width=width, gap=1),
     ]
     notes = [
-        "delay_ms is simulated: a sleep between a sweeper's check and its act. Atomic sweeps check "
-        "and act inside one script, so there is no gap to delay: their rows ('-') run at delay 0.",
+        "K: sweepers at once; N: stalled jobs. delay ms is simulated: a sleep between a sweeper's "
+        "check and its act. Atomic sweeps check and act inside one script, so there is no gap to "
+        "delay: their rows ('-') run at delay 0.",
         "double: reclaims beyond a job's first, the larger of the sweepers' returns and the final state.",
         "per_10k: all four anomalies per 10,000 stalled jobs reclaimed.",
     ]

@@ -202,15 +202,16 @@ def slopes(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
     return fits
 
 
-def slope_text(fits: dict[str, dict[str, float]]) -> str:
-    lines = ["", "slope of log(sweep time) on log(active size) (1 linear, 2 quadratic):"]
+def slope_text(fits: dict[str, dict[str, float]], width: int | None = None) -> str:
+    rows = []
     for name, fit in fits.items():
         variant, scenario = name.split("/")
-        lines.append(
-            f"  {variant:<20}{scenario:<12}{fit['slope']:>5.2f} over "
-            f"{fit['from_size']:,}..{fit['to_size']:,}, {fit['slope_top_two']:.2f} between the two largest"
-        )
-    return "\n".join(lines)
+        sizes = f"{fit['from_size']:,}..{fit['to_size']:,}"
+        rows.append([variant, scenario, f"{fit['slope']:.2f}", sizes, f"{fit['slope_top_two']:.2f}"])
+    header = ["variant", "scenario", "slope", "over sizes", "two largest"]
+    body = render_table(header, rows, right=(2, 4), keep_whole=(0, 1), width=(width or table_width()) - 2)
+    title = wrap_note("slope of log(sweep time) on log(active size) (1 linear, 2 quadratic):", width)
+    return "\n".join(["", title, indent(body, "  ")])
 
 
 def merge_pyperf(run_dir: Path) -> None:
