@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import subprocess
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ from redis.utils import HIREDIS_AVAILABLE
 
 from bench.harness.server import ServerInfo
 from bench.paths import REPO
+from bench.protocol.protocol import protocol_named
 
 
 def _git(*args: str) -> str:
@@ -40,8 +43,30 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def collect_meta(profile: str, server: ServerInfo, script_shas: dict[str, str]) -> dict[str, Any]:
+def protocol_record(names: Sequence[str]) -> dict[str, Any]:
+    """Per protocol: where its scripts come from (its package's version, None for lua/), and
+    each step's file and SHA1 (the name Redis runs it under: the SHA1 of its source)."""
+    record: dict[str, Any] = {}
+    for name in names:
+        protocol = protocol_named(name)
+        files = protocol.script_files()
+        record[name] = {
+            "version": protocol.version(),
+            "script_files": dict(files),
+            "script_shas": {
+                step: hashlib.sha1(source.encode()).hexdigest()
+                for step, source in protocol.script_sources().items()
+            },
+        }
+    return record
+
+
+def collect_meta(
+    profile: str, server: ServerInfo, script_shas: dict[str, str], protocols: Sequence[str] = ("echomq",)
+) -> dict[str, Any]:
     return {
+        "protocols": protocol_record(protocols),
+        "bullmq": _version("bullmq"),
         "profile": profile,
         "git_sha": _git("rev-parse", "HEAD") or None,
         "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),

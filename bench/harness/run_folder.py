@@ -86,7 +86,7 @@ def open_run(
                 shas = _script_shas(client, extra_scripts)
             finally:
                 client.close()
-            update_meta(run_dir, **collect_meta(profile.name, server, shas))
+            update_meta(run_dir, **collect_meta(profile.name, server, shas, profile.protocols))
             run = OpenRun(RunContext(profile, settings, server, run_dir, progress))
             yield run
             update_meta(run_dir, complete=True, reason=None, finished=_now())

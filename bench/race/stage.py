@@ -7,8 +7,10 @@ not jobs; bench/race/count.py):
 - double_recoveries: reclaims of a job beyond its first. Counted from the
   sweepers' own returns and from the final state (copies in wait plus failed
   beyond one); the larger of the two, so neither source can hide one.
-- lost_attempt_updates: increments missing from a job's ``atm``: the times it
-  was reclaimed plus the times a worker finished it, less ``atm``.
+- lost_attempt_updates: increments missing from a job's attempt counters: the
+  times it was reclaimed plus the times a worker finished it, less ``atm`` (in
+  BullMQ, whose sweep counts stalls in ``stc``: reclaims less ``stc``, plus
+  finishes less ``atm``).
 - requeued_after_finish: copies of a finished job put back to work: a
   completed job's copies still in wait at the end, plus fetches of a job that
   already carried ``finishedOn``.
@@ -77,11 +79,11 @@ def plan_record(plan: RacePlan) -> dict[str, Any]:
 
 def check_profile(profile: Profile) -> None:
     """Refuse bad race settings before any stage of a run starts."""
-    RacePlan.from_options(profile.race)
+    RacePlan.from_options(profile.race, profile.protocols)
 
 
 def run_stage(ctx: RunContext) -> None:
-    plan = RacePlan.from_options(ctx.profile.race)
+    plan = RacePlan.from_options(ctx.profile.race, ctx.profile.protocols)
     update_meta(ctx.run_dir, race=plan_record(plan))
     outcomes = run_plan(ctx.settings, plan, ctx.progress)
     write_csv(ctx.run_dir / "race.csv", RACE_COLUMNS, [row_dict(o.row()) for o in outcomes])
@@ -118,7 +120,7 @@ def main(argv: list[str]) -> int:
     )
     args = parser.parse_args(argv)
     profile = FLAGS.profile(args)
-    plan = RacePlan.from_options(profile.race)  # every input checked before a server starts
+    plan = RacePlan.from_options(profile.race, profile.protocols)  # checked before a server starts
     with redis_for_run() as (settings, server):
         run_dir = make_run_dir(profile.name, args.results)
         client = settings.connect()
@@ -133,7 +135,7 @@ def main(argv: list[str]) -> int:
             run_id=run_dir.name,
             complete=False,
             stages_done=[],
-            **collect_meta(profile.name, server, shas),
+            **collect_meta(profile.name, server, shas, profile.protocols),
         )
         run_stage(RunContext(profile, settings, server, run_dir, Progress(stage="race")))
         update_meta(run_dir, complete=True, stages_done=["race"])

@@ -32,6 +32,7 @@ class RaceOutcome:
             lost_attempt_updates=c.lost_attempt_updates,
             requeued_after_finish=c.requeued_after_finish,
             audit_violations=c.audit_violations,
+            protocol=s.protocol,
         )
 
     @property
@@ -43,7 +44,7 @@ class RaceOutcome:
 
 def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan) -> str:
     head = (
-        f"{'variant':<20} {'sweepers':>8} {'jobs':>6} {'delay_ms':>9} {'reps':>4} "
+        f"{'protocol':<8} {'variant':<20} {'sweepers':>8} {'jobs':>6} {'delay_ms':>9} {'reps':>4} "
         f"{'double':>7} {'lost':>7} {'requeued':>8} {'audit':>6} {'per_10k':>9}"
     )
     lines = [
@@ -56,7 +57,8 @@ def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan) -> str:
         s, c = outcome.setting, outcome.counts
         delay = f"{s.delay_ms:g}" if has_gap(s.variant) else "-"
         lines.append(
-            f"{s.variant:<20} {s.sweepers:>8} {s.stalled_jobs:>6} {delay:>9} {outcome.reps:>4} "
+            f"{s.protocol:<8} {s.variant:<20} {s.sweepers:>8} {s.stalled_jobs:>6} {delay:>9} "
+            f"{outcome.reps:>4} "
             f"{c.double_recoveries:>7} {c.lost_attempt_updates:>7} {c.requeued_after_finish:>8} "
             f"{c.audit_violations:>6} {outcome.per_10k:>9.1f}"
         )
@@ -66,6 +68,11 @@ def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan) -> str:
         "double: reclaims beyond a job's first, the larger of the sweepers' returns and the final state.",
         "per_10k: all four anomalies per 10,000 stalled jobs reclaimed.",
     ]
+    if any(o.setting.protocol == "bullmq" for o in outcomes):
+        lines.append(
+            "bullmq: BullMQ's own moveStalledJobsToWait (its throttle key cleared before each call); "
+            "its stalls count in stc, finishes in atm."
+        )
     mismatched = [o for o in outcomes if o.counts.double_by_returns != o.counts.double_by_state]
     for outcome in mismatched:
         c = outcome.counts

@@ -31,8 +31,11 @@ STAGE_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
     "sweep": ("sweep_cost.csv", SWEEP_COST_COLUMNS),
     "race": ("race.csv", RACE_COLUMNS),
 }
-TEXT_COLUMNS = frozenset({"variant", "scenario", "skipped"})
+TEXT_COLUMNS = frozenset({"variant", "scenario", "skipped", "protocol"})
 BOOL_COLUMNS = frozenset({"saturated", "audit_ok"})
+# A column a file from before it existed lacks, whose value is known: every run before the
+# protocol column measured echomq. Filled in, not reported absent.
+KNOWN_DEFAULTS = {"protocol": "echomq"}
 
 
 def parse_hdr_name(name: str) -> tuple[str, str, int, str] | None:
@@ -91,6 +94,9 @@ def _skipped(value: object) -> str:
 def read_stage(path: Path, columns: tuple[str, ...]) -> tuple[pd.DataFrame, list[str]]:
     """A stage CSV with its types fixed; missing columns are added empty and returned."""
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    for column, value in KNOWN_DEFAULTS.items():
+        if column in columns and column not in frame.columns:
+            frame[column] = value
     missing = [c for c in columns if c not in frame.columns]
     for column in missing:
         frame[column] = ""

@@ -232,7 +232,7 @@ def main(argv: list[str]) -> int:
             shas = Queue.open(client, f"meta-{uuid.uuid4().hex[:8]}").scripts.shas()
         finally:
             client.close()
-        update_meta(run_dir, **collect_meta(profile.name, server, shas), stages_done=[])
+        update_meta(run_dir, **collect_meta(profile.name, server, shas, profile.protocols), stages_done=[])
         ctx = RunContext(profile, settings, server, run_dir)
         ctx.progress.stage = "sweep"
         run_stage(ctx)
