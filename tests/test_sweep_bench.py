@@ -146,7 +146,10 @@ def test_a_skipped_point_is_a_typed_row_with_nothing_measured(tmp_path: Path):
     assert row == SweepCostRow("atomic", "all_stalled", 100_000, skipped=why)
     written = row_dict(row)
     assert tuple(written) == SWEEP_COST_COLUMNS and written == make_row(tmp_path, planned, None)
-    assert [c for c, v in written.items() if v != ""] == ["variant", "scenario", "active_size", "skipped"]
+    assert [c for c, v in written.items() if v != ""] == [
+        "variant", "scenario", "active_size", "skipped", "protocol",
+    ]  # fmt: skip
+    assert written["protocol"] == "echomq"
 
 
 def test_the_probe_counts_busy_replies_and_carries_on(client, settings):

@@ -83,7 +83,9 @@ def side_summary(run_dir: Path, point: Point) -> SideSummary:
 def sweep_cost_row(run_dir: Path, planned: PlannedPoint, outcome: SizeOutcome | None) -> SweepCostRow:
     """One point's sweep_cost.csv row (and its probe histogram under hdr/)."""
     point = planned.point
-    row = SweepCostRow(variant=point.variant, scenario=point.scenario, active_size=point.size)
+    row = SweepCostRow(
+        variant=point.variant, scenario=point.scenario, active_size=point.size, protocol=point.protocol
+    )
     if planned.skipped:
         return replace(row, skipped=planned.skipped)
     values = outcome.values.get(point.name, []) if outcome else []
@@ -139,23 +141,33 @@ def table(rows: Sequence[SweepCostRow]) -> str:
         for r in (r for r in rows if r.active_size == size):
             note = r.skipped if len(r.skipped) < 70 else r.skipped[:67] + "..."
             lines.append(
-                f"  {r.variant:<20}{r.scenario:<13}{fmt(r.sweep_ms_median, 3):>12}"
+                f"  {variant_label(r.protocol, r.variant):<20}{r.scenario:<13}{fmt(r.sweep_ms_median, 3):>12}"
                 f"{fmt(r.us_per_active_job):>10}{fmt(r.hold_ms_max, 3):>12}"
                 f"{fmt(r.probe_max_us):>14}  {note}"
             )
     return "\n".join(lines)
 
 
+def variant_label(protocol: str, variant: str) -> str:
+    """As Point.label: the variant, led by its protocol unless that is echomq."""
+    return variant if protocol == "echomq" else f"{protocol}.{variant}"
+
+
 def slopes(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
-    """Least-squares slope of log(sweep time) on log(size) per variant and scenario
-    (1 = linear, 2 = quadratic), over all sizes and over the two largest."""
+    """Least-squares slope of log(sweep time) on log(size) per protocol, variant and scenario
+    (1 = linear, 2 = quadratic), over all sizes and over the two largest; keyed
+    ``<variant label>/<scenario>``."""
     fits: dict[str, dict[str, float]] = {}
-    pairs = sorted({(r["variant"], r["scenario"]) for r in rows})
+
+    def label(row: Mapping[str, Any]) -> str:
+        return variant_label(row.get("protocol") or "echomq", row["variant"])
+
+    pairs = sorted({(label(r), r["scenario"]) for r in rows})
     for variant, scenario in pairs:
         fit = loglog_fit(
             (r["active_size"], r["sweep_ms_median"])
             for r in rows
-            if r["variant"] == variant and r["scenario"] == scenario
+            if label(r) == variant and r["scenario"] == scenario
         )
         if fit is None:
             continue

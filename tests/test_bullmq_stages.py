@@ -1,0 +1,92 @@
+"""Every stage runs with ``protocols = bullmq`` (beside echomq) at smoke size."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.__main__ import main as bench_main
+from bench.errors import BenchError
+from bench.harness.profile import Profile, SweepOptions
+from bench.protocol.bullmq_package import REQUIRED_VERSION
+from bench.race.plan import RacePlan
+from bench.results import RACE_COLUMNS, SWEEP_COST_COLUMNS
+from bench.sweep_cost.plan import plan
+from bench.sweep_cost.stage import check_profile
+
+
+def rows_of(path: Path) -> list[dict[str, str]]:
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_the_sweep_plan_gives_bullmq_its_own_sweep_only():
+    options = SweepOptions(
+        sweep_variants=("atomic", "app_side"), sweep_scenarios=("mixed",), sweep_sizes=(10,)
+    )
+    points = [p.point for p in plan(options, ("echomq", "bullmq"))]
+    assert [(p.protocol, p.variant) for p in points] == [
+        ("echomq", "atomic"), ("echomq", "app_side"), ("bullmq", "atomic"),
+    ]  # fmt: skip
+    assert points[-1].name == "sweep/bullmq.atomic/mixed/10" and points[0].name == "sweep/atomic/mixed/10"
+    with pytest.raises(BenchError, match="no sweep variant of app_side is a bullmq sweep; add one of atomic"):
+        check_profile(Profile("p", protocols=("bullmq",), sweep=SweepOptions(sweep_variants=("app_side",))))
+
+
+def test_an_unknown_protocol_in_a_profile_is_a_one_line_error(tmp_path: Path, capsys):
+    conf = tmp_path / "p.conf"
+    conf.write_text("protocols = echomq, rq\n")
+    assert bench_main(["race", "--profile", str(conf)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["echomq-bench: error: unknown protocol 'rq'; use one of echomq, bullmq"]
+    assert bench_main(["race", "--profile", "smoke", "--protocols", "bullmq,bullmq"]) == 2
+    assert "--protocols names one twice" in capsys.readouterr().err
+
+
+def test_the_sweep_stage_measures_both_protocols(tmp_path: Path, settings, monkeypatch):
+    monkeypatch.setenv("REDIS_URL", settings.url)
+    argv = ["sweep", "--profile", "smoke", "--protocols", "echomq,bullmq", "--sizes", "5", "--reps", "1"]
+    argv += ["--variants", "atomic", "--scenarios", "mixed,all_stalled", "--results", str(tmp_path)]
+    assert bench_main(argv) == 0
+    [run_dir] = list(tmp_path.iterdir())
+    rows = rows_of(run_dir / "sweep_cost.csv")
+    assert set(rows[0]) == set(SWEEP_COST_COLUMNS)
+    assert {(r["protocol"], r["scenario"]) for r in rows} == {
+        (p, s) for p in ("echomq", "bullmq") for s in ("mixed", "all_stalled")
+    }
+    for row in rows:
+        assert row["skipped"] == "" and row["round_trips"] == "1.0", row  # checked: every stalled job moved
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["protocols"]["bullmq"]["version"] == REQUIRED_VERSION
+    assert meta["sweep_script_shas"]["bullmq.atomic"] == meta["protocols"]["bullmq"]["script_shas"]["sweep"]
+    assert meta["sweep_script_shas"]["atomic"] == meta["protocols"]["echomq"]["script_shas"]["sweep"]
+
+
+def test_the_race_stage_runs_bullmqs_sweep_at_zero_anomalies(tmp_path: Path, settings, monkeypatch):
+    monkeypatch.setenv("REDIS_URL", settings.url)
+    argv = [
+        "race",
+        "--profile",
+        "smoke",
+        "--protocols",
+        "echomq,bullmq",
+        "--variants",
+        "all",
+        "--sweepers",
+        "3",
+    ]
+    argv += ["--jobs", "30", "--delay-ms", "0", "--reps", "1", "--workers", "1", "--results", str(tmp_path)]
+    assert bench_main(argv) == 0
+    [run_dir] = list(tmp_path.iterdir())
+    rows = rows_of(run_dir / "race.csv")
+    assert tuple(rows[0]) == RACE_COLUMNS
+    [bullmq] = [r for r in rows if r["protocol"] == "bullmq"]
+    assert bullmq["variant"] == "atomic"
+    anomalies = ("double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations")
+    assert [bullmq[k] for k in anomalies] == ["0", "0", "0", "0"]
+    assert len([r for r in rows if r["protocol"] == "echomq"]) == 5  # every echomq variant beside it
+    plan_ = RacePlan.from_options(Profile("p").race, ("echomq", "bullmq"))
+    assert [c.protocol for c in plan_.settings() if c.variant == "atomic"] == ["echomq", "bullmq"] * 2
