@@ -114,6 +114,7 @@ class BullmqWorkerRow:
     client_cpu_us_per_job: float
     redis_calls_per_job: float  # client-sent commands (EVALSHA, BZPOPMIN...) a job
     redis_us_per_job: float
+    audit_ok: bool  # every pre-filled job completed exactly once
 
 
 Row = FinishFetchRow | SweepCostRow | RaceRow | SweepHazardRow | BullmqWorkerRow

@@ -90,3 +90,40 @@ def test_the_race_stage_runs_bullmqs_sweep_at_zero_anomalies(tmp_path: Path, set
     assert len([r for r in rows if r["protocol"] == "echomq"]) == 5  # every echomq variant beside it
     plan_ = RacePlan.from_options(Profile("p").race, ("echomq", "bullmq"))
     assert [c.protocol for c in plan_.settings() if c.variant == "atomic"] == ["echomq", "bullmq"] * 2
+
+
+def test_bullmqs_own_worker_and_the_suites_loops_process_a_prefilled_queue(
+    tmp_path: Path, settings, monkeypatch
+):
+    monkeypatch.setenv("REDIS_URL", settings.url)
+    conf = tmp_path / "bw.conf"
+    keys = ["protocols = bullmq", "bullmq-worker-concurrency = 8", "bullmq-worker-jobs = 1100"]
+    conf.write_text("\n".join([*keys, "bullmq-worker-reps = 1", ""]))
+    results = tmp_path / "results"
+    assert (
+        bench_main(["run", "--profile", str(conf), "--stages", "bullmq_worker", "--results", str(results)])
+        == 0
+    )
+    [run_dir] = list(results.iterdir())
+    rows = {r["driver"]: r for r in rows_of(run_dir / "bullmq_worker.csv")}
+    assert set(rows) == {"bullmq_worker", "fused", "two_call"}
+    for row in rows.values():
+        assert row["protocol"] == "bullmq" and row["audit_ok"] == "True" and row["jobs"] == "100"
+        assert float(row["jobs_per_s"]) > 0 and float(row["client_cpu_us_per_job"]) > 0
+    assert rows["bullmq_worker"]["concurrency"] == "8"
+    # BullMQ's Worker finishes with fetch next off, then fetches: two script calls a job
+    assert 2.0 <= float(rows["bullmq_worker"]["redis_calls_per_job"]) <= 2.1
+    assert float(rows["fused"]["redis_calls_per_job"]) == 1.0
+    assert float(rows["two_call"]["redis_calls_per_job"]) == (2 * 100 - 1) / 100  # no fetch after the last
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["bullmq_worker"]["window_from"] == 1000 and "lock 30 s" in meta["bullmq_worker"]["options"]
+
+
+def test_the_bullmq_worker_stage_is_skipped_without_bullmq(tmp_path: Path, settings, monkeypatch):
+    monkeypatch.setenv("REDIS_URL", settings.url)
+    results = tmp_path / "results"
+    assert (
+        bench_main(["run", "--profile", "smoke", "--stages", "bullmq_worker", "--results", str(results)]) == 0
+    )
+    [run_dir] = list(results.iterdir())
+    assert not (run_dir / "bullmq_worker.csv").exists()
