@@ -127,3 +127,40 @@ def test_the_bullmq_worker_stage_is_skipped_without_bullmq(tmp_path: Path, setti
     )
     [run_dir] = list(results.iterdir())
     assert not (run_dir / "bullmq_worker.csv").exists()
+
+
+def test_finish_fetch_alternates_the_protocols_and_audits_bullmqs_queue(
+    tmp_path: Path, settings, redis_server, capsys
+):
+    from bench.finish_fetch.stage import run_stage
+    from bench.harness.context import RunContext
+    from bench.harness.profile import FinishFetchOptions
+    from bench.harness.server import ServerInfo
+
+    quick = FinishFetchOptions(
+        repetitions=1,
+        workers=(2,),
+        rtt_ms=(0.0,),
+        batch_size=20,
+        payload_bytes=20,
+        warmup_s=0.3,
+        measure_s=1.0,
+    )
+    server = ServerInfo(redis_server.url, redis_server.source, redis_server.binary, redis_server.version())
+    profile = Profile("quick", protocols=("echomq", "bullmq"), finish_fetch=quick)
+    run_stage(RunContext(profile, settings, server, tmp_path))
+    rows = rows_of(tmp_path / "finish_fetch.csv")
+    assert [(r["protocol"], r["variant"]) for r in rows] == [
+        ("echomq", "fused"), ("echomq", "two_call"), ("bullmq", "fused"), ("bullmq", "two_call"),
+    ]  # fmt: skip
+    for row in rows:
+        assert row["audit_ok"] == "True" and int(row["jobs"]) > 50, row
+    bullmq = {r["variant"]: r for r in rows if r["protocol"] == "bullmq"}
+    assert 0.95 <= float(bullmq["fused"]["round_trips_per_job"]) <= 1.2
+    assert 1.95 <= float(bullmq["two_call"]["round_trips_per_job"]) <= 2.3
+    for metric in ("cycle", "e2e"):
+        assert (tmp_path / "hdr" / f"finish_fetch__bullmq.fused-w2-rtt0__r1__{metric}.hdr").is_file()
+    summary = json.loads((tmp_path / "finish_fetch__bullmq.two_call-w2-rtt0__r1_summary.json").read_text())
+    assert summary["settings"]["protocol"] == "bullmq"
+    out = capsys.readouterr().out
+    assert "bullmq" in out and out.count("fused/two_call") == 2

@@ -20,8 +20,9 @@ from locust.env import Environment
 
 from bench.errors import BenchError
 from bench.finish_fetch.loadstats import RunSettings
-from bench.harness.profile import FinishFetchOptions, known_keys, option_key, parse_value
+from bench.harness.profile import FinishFetchOptions, known_keys, option_key, parse_protocols, parse_value
 from bench.protocol.connection import RedisSettings
+from bench.protocol.protocol import PROTOCOLS
 from bench.protocol.queue import STRATEGIES
 
 DEFAULT_QUEUE = "emq-locust"
@@ -66,13 +67,23 @@ def add_options(parser: Any) -> None:
         parser.add_argument(
             f"--{key}",
             type=_checked(key, kind, f.metadata.get("min")),
-            default=_format_default(f.default),
+            # an empty list (a key that is off unless given) has no text argparse could check
+            default=_format_default(f.default) if f.default != () else None,
             help=f"profile key {key} (a list takes the first value here)"
             if shown
             else configargparse.SUPPRESS,
             include_in_web_ui=shown,
         )
     parser.add_argument("--stages", default="", help=configargparse.SUPPRESS, include_in_web_ui=False)
+    parser.add_argument(
+        "--protocols", default="echomq", help=configargparse.SUPPRESS, include_in_web_ui=False
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=tuple(PROTOCOLS),
+        default=None,
+        help="queue protocol whose scripts the users run (default: the first of the profile's protocols)",
+    )
     parser.add_argument(
         "--strategy",
         choices=STRATEGIES,
@@ -116,6 +127,8 @@ def run_settings(options: Any) -> RunSettings:
         rtt_ms=profile.rtt_ms[0],
         queue=getattr(options, "queue", None) or DEFAULT_QUEUE,
         socket_timeout_s=profile.socket_timeout_s,
+        protocol=getattr(options, "protocol", None)
+        or parse_protocols(getattr(options, "protocols", "echomq"))[0],
     )
 
 

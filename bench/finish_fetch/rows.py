@@ -44,6 +44,7 @@ def csv_row(run: RunResult, opts: FinishFetchOptions) -> FinishFetchRow:
         loadgen_cpu_pct=_round(d["loadgen_cpu_pct"], 1),
         saturated=bool(d["saturated"]),
         audit_ok=run.audit.ok and bool(s.get("complete", False)),
+        protocol=run.protocol,
     )
 
 

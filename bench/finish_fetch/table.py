@@ -40,14 +40,19 @@ def _median_spread(values: Sequence[float], form: str, spread: bool = True) -> s
 
 
 def table(runs: Sequence[TableRow], strategies: Sequence[str]) -> str:
-    """Medians over repetitions; a ratio row pairs the runs of each A B round, [min-max] of the pairs."""
+    """Medians over repetitions; a ratio row pairs the runs of each A B round, [min-max] of the pairs.
+    Each protocol's runs of a point are rows of their own, in the order they ran."""
     names = [name for name, _, _ in TABLE_METRICS]
-    header = ["workers", "rtt ms*", "slept ms", "strategy", *names, "saturated", "audit"]
+    header = ["workers", "rtt ms*", "protocol", "slept ms", "strategy", *names, "saturated", "audit"]
     lines = [header]
     metrics = [(attrgetter(key), form) for _, key, form in TABLE_METRICS]
-    points = sorted({(r.row.workers, r.row.rtt_ms) for r in runs})
-    for workers, rtt in points:
-        here = [r for r in runs if r.row.workers == workers and r.row.rtt_ms == rtt]
+    protocols = list(dict.fromkeys(r.row.protocol for r in runs))
+    points = sorted({(r.row.workers, r.row.rtt_ms, protocols.index(r.row.protocol)) for r in runs})
+    for workers, rtt, which in points:
+        protocol = protocols[which]
+        here = [
+            r for r in runs if r.row.workers == workers and r.row.rtt_ms == rtt and r.row.protocol == protocol
+        ]
         by_strategy = {
             s: sorted((r for r in here if r.row.variant == s), key=lambda r: r.row.rep) for s in strategies
         }
@@ -66,6 +71,7 @@ def table(runs: Sequence[TableRow], strategies: Sequence[str]) -> str:
                 [
                     str(workers),
                     f"{rtt:g}",
+                    protocol,
                     _median_spread(slept, "{:.2f}", spread=False) if slept else "-",
                     strategy,
                     *cells,
@@ -79,7 +85,7 @@ def table(runs: Sequence[TableRow], strategies: Sequence[str]) -> str:
             for get, _ in metrics:
                 ratio = paired_ratio((get(x), get(y)) for x, y in zip(a, b, strict=False))
                 cells.append(ratio.text("{:.2f}") if ratio else "-")
-            lines.append(["", "", "", f"{strategies[0]}/{strategies[1]}", *cells, "", ""])
+            lines.append(["", "", "", "", f"{strategies[0]}/{strategies[1]}", *cells, "", ""])
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     text = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in lines]
     return "\n".join(

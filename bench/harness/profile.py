@@ -115,7 +115,7 @@ SECTIONS = (FinishFetchOptions, SweepOptions, RaceOptions, BullmqWorkerOptions)
 @dataclass(frozen=True)
 class Profile:
     name: str
-    stages: tuple[str, ...] = ("finish_fetch", "bullmq_worker", "sweep", "race", "report")
+    stages: tuple[str, ...] = ("finish_fetch", "sweep", "race", "bullmq_worker", "report")
     # the queue protocols every stage measures, side by side (bench/protocol/protocol.py PROTOCOLS)
     protocols: tuple[str, ...] = ("echomq",)
     finish_fetch: FinishFetchOptions = FinishFetchOptions()
@@ -124,7 +124,7 @@ class Profile:
     bullmq_worker: BullmqWorkerOptions = BullmqWorkerOptions()
 
 
-STAGES = ("finish_fetch", "bullmq_worker", "sweep", "race", "report")
+STAGES = ("finish_fetch", "sweep", "race", "bullmq_worker", "report")
 
 
 def parse_protocols(raw: str, *, flag: str | None = None) -> tuple[str, ...]:
