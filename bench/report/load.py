@@ -18,11 +18,13 @@ import pandas as pd
 from bench.errors import BenchError
 from bench.hdr import merge, read_hdr
 from bench.results import (
+    BULLMQ_WORKER_COLUMNS,
     FINISH_FETCH_COLUMNS,
     HDR_DIR,
     RACE_COLUMNS,
     RESULTS_DIR,
     SWEEP_COST_COLUMNS,
+    SWEEP_HAZARD_COLUMNS,
 )
 
 # stage -> (file, columns of design.md)
@@ -30,9 +32,14 @@ STAGE_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
     "finish_fetch": ("finish_fetch.csv", FINISH_FETCH_COLUMNS),
     "sweep": ("sweep_cost.csv", SWEEP_COST_COLUMNS),
     "race": ("race.csv", RACE_COLUMNS),
+    "bullmq_worker": ("bullmq_worker.csv", BULLMQ_WORKER_COLUMNS),
 }
-TEXT_COLUMNS = frozenset({"variant", "scenario", "skipped", "protocol"})
-BOOL_COLUMNS = frozenset({"saturated", "audit_ok"})
+# Files a stage writes only when the profile asks for them: loaded when there, never "absent".
+OPTIONAL_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "sweep_hazard": ("sweep_hazard.csv", SWEEP_HAZARD_COLUMNS),
+}
+TEXT_COLUMNS = frozenset({"variant", "scenario", "skipped", "protocol", "driver", "client", "error"})
+BOOL_COLUMNS = frozenset({"saturated", "audit_ok", "reply_matches"})
 # A column a file from before it existed lacks, whose value is known: every run before the
 # protocol column measured echomq. Filled in, not reported absent.
 KNOWN_DEFAULTS = {"protocol": "echomq"}
@@ -131,8 +138,13 @@ def load_run(path: Path) -> RunData:
         csv_path = path / name
         if not csv_path.is_file():
             planned = data.meta.get("stages_planned")
-            if isinstance(planned, list) and stage not in planned:
+            protocols = data.meta.get("protocols")
+            if stage == "bullmq_worker" and not isinstance(protocols, dict):
+                pass  # a run from before the stage existed
+            elif isinstance(planned, list) and stage not in planned:
                 data.absent.append(f"stage {stage}: not part of this run (left out with --stages)")
+            elif stage == "bullmq_worker" and isinstance(protocols, dict) and "bullmq" not in protocols:
+                data.absent.append("stage bullmq_worker: not run (bullmq is not one of the run's protocols)")
             else:
                 data.absent.append(f"stage {stage}: {name} absent")
             continue
@@ -145,6 +157,12 @@ def load_run(path: Path) -> RunData:
         if missing:
             data.missing_columns[stage] = missing
             data.absent.append(f"stage {stage}: {name} lacks column(s) {', '.join(missing)}")
+    for stage, (name, columns) in OPTIONAL_FILES.items():
+        if (path / name).is_file():
+            try:
+                data.frames[stage], data.missing_columns[stage] = read_stage(path / name, columns)
+            except (OSError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+                data.absent.append(f"{name} unreadable ({exc.__class__.__name__}: {exc})")
     for hdr in sorted((path / HDR_DIR).glob("*.hdr")):
         parsed = parse_hdr_name(hdr.name)
         if parsed:

@@ -8,7 +8,7 @@ import numbers
 import numpy as np
 import pandas as pd
 
-from bench.report.load import STAGE_FILES, RunData
+from bench.report.load import OPTIONAL_FILES, STAGE_FILES, RunData
 from bench.report.plots import Plot
 
 
@@ -61,14 +61,17 @@ def flag_rows(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def present(data: RunData, stage: str, frame: pd.DataFrame) -> pd.DataFrame:
-    """The stage's columns without those the file lacked."""
-    return frame.drop(columns=data.missing_columns.get(stage, []))
+    """The stage's columns without those the file lacked; the protocol first, where there is one."""
+    shown = frame.drop(columns=data.missing_columns.get(stage, []))
+    if "protocol" in shown.columns:
+        shown = shown[["protocol", *(c for c in shown.columns if c != "protocol")]]
+    return shown
 
 
 def missing_note(data: RunData, stage: str) -> list[str]:
     missing = data.missing_columns.get(stage)
     if not missing:
         return []
-    file = STAGE_FILES[stage][0]
+    file = {**STAGE_FILES, **OPTIONAL_FILES}[stage][0]
     return [f"> **Column(s) absent from {file}**: {', '.join(missing)} (an older or partial run); "
             "what needs them is left out.", ""]  # fmt: skip
