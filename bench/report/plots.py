@@ -377,7 +377,10 @@ def race_anomalies(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     delays = sorted(data["delay_ms"].dropna().unique().tolist())
     if not delays:
         return None
-    figure = Figure(figsize=(max(6.0, 5.0 * len(delays)), 4.8), layout="constrained")
+    # a panel wide enough for its variants' labels side by side
+    most = max(data[data["delay_ms"] == d]["variant"].nunique() for d in delays)
+    panel_in = max(5.0, 1.25 * most)
+    figure = Figure(figsize=(max(6.0, panel_in * len(delays)), 4.8), layout="constrained")
     axes = figure.subplots(1, len(delays), squeeze=False, sharey=True)[0]
     hatches = ("", "//", "..", "xx")
     for ax, delay in zip(axes, delays, strict=True):
@@ -398,7 +401,7 @@ def race_anomalies(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
                        edgecolor="black", linewidth=0.5)  # fmt: skip
             totals.append(total)
         labels = [f"{v}\n({t:,} in all)" for v, t in zip(variants, totals, strict=True)]
-        ax.set_xticks(range(len(variants)), labels)
+        ax.set_xticks(range(len(variants)), labels, fontsize=8)
         ax.set_title(f"simulated check-to-act delay {delay:g} ms")
         ax.set_xlabel("sweep variant")
         ax.grid(axis="y", alpha=0.3)
