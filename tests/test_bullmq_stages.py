@@ -117,6 +117,10 @@ def test_bullmqs_own_worker_and_the_suites_loops_process_a_prefilled_queue(
     assert float(rows["two_call"]["redis_calls_per_job"]) == (2 * 100 - 1) / 100  # no fetch after the last
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["bullmq_worker"]["window_from"] == 1000 and "lock 30 s" in meta["bullmq_worker"]["options"]
+    shas = meta["protocols"]["bullmq"]["script_shas"]
+    assert meta["bullmq_worker"]["scripts_called"] == {
+        "moveToActive-11.lua": shas["move_to_active"], "moveToFinished-14.lua": shas["move_to_finished"],
+    }  # fmt: skip
 
 
 def test_the_bullmq_worker_stage_is_skipped_without_bullmq(tmp_path: Path, settings, monkeypatch):

@@ -12,6 +12,7 @@ bullmq_worker.csv; a table on stdout.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import statistics
 import subprocess
@@ -59,6 +60,19 @@ def runs_of(options: BullmqWorkerOptions) -> list[Run]:
     """BullMQ's Worker at each concurrency, then the suite's two loops (concurrency 1)."""
     workers = [Run("bullmq_worker", c) for c in dict.fromkeys(options.bullmq_worker_concurrency)]
     return [*workers, Run("fused", 1), Run("two_call", 1)]
+
+
+def called_scripts() -> dict[str, str]:
+    """The scripts the drivers call, by file, with their SHA1: BullMQ's Worker registers all of
+    its package's, but on jobs shorter than its lock renewal it calls only these two."""
+    from bench.protocol.protocol import protocol_named
+
+    protocol = protocol_named(PROTOCOL)
+    files, sources = protocol.script_files(), protocol.script_sources()
+    return {
+        files[step]: hashlib.sha1(sources[step].encode()).hexdigest()
+        for step in ("move_to_active", "move_to_finished")
+    }
 
 
 def check_profile(profile: Profile) -> None:
@@ -182,7 +196,12 @@ def run_stage(ctx: RunContext) -> None:
     runs = runs_of(options)
     update_meta(
         ctx.run_dir,
-        bullmq_worker={"window_from": WINDOW_FROM, "jobs": options.bullmq_worker_jobs, "options": OPTIONS},
+        bullmq_worker={
+            "window_from": WINDOW_FROM,
+            "jobs": options.bullmq_worker_jobs,
+            "options": OPTIONS,
+            "scripts_called": called_scripts(),
+        },
     )
     rows: list[BullmqWorkerRow] = []
     total = len(runs) * options.bullmq_worker_reps
