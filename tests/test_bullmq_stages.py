@@ -168,3 +168,25 @@ def test_finish_fetch_alternates_the_protocols_and_audits_bullmqs_queue(
     assert summary["settings"]["protocol"] == "bullmq"
     out = capsys.readouterr().out
     assert "bullmq" in out and out.count("fused/two_call") == 2
+
+
+def test_a_wrong_bullmq_version_stops_a_run_in_one_line_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+):
+    import sys
+    from importlib import metadata
+
+    from bench.protocol import protocol as registry
+
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda name: "3.5.0" if name == "bullmq" else real(name))
+    monkeypatch.setattr(registry, "_LOADED", {})
+    monkeypatch.delitem(sys.modules, "bench.protocol.bullmq", raising=False)
+    results = tmp_path / "results"
+    assert bench_main(["race", "--profile", "smoke", "--protocols", "bullmq", "--results", str(results)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"echomq-bench: error: the bullmq protocol needs bullmq {REQUIRED_VERSION}, but 3.5.0 is installed; "
+        f"run `make venv` (or pip install bullmq=={REQUIRED_VERSION})"
+    ]
+    assert not results.exists()  # nothing was started or written
