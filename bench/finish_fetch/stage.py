@@ -96,7 +96,8 @@ def _stop_if_stopped(run: RunResult, run_dir: Path) -> None:
         return
     if reason == INTERRUPTED:
         raise KeyboardInterrupt
-    which = f"{run.protocol} {run.strategy} {run.point.label} rep {run.rep}"
+    lead = "" if run.protocol == "echomq" else f"{run.protocol} "
+    which = f"{lead}{run.strategy} {run.point.label} rep {run.rep}"
     raise BenchError(f"finish_fetch run {which} stopped: {reason}; what it measured is in {run_dir}")
 
 

@@ -124,7 +124,9 @@ def finish_fetch_section(data: RunData) -> list[str]:
         lines += ["Merged HDR histograms (µs, all repetitions):", "", markdown_table(pd.DataFrame(table)), ""]
     else:
         lines += ["*No HDR files for finish_fetch; latency drawn from the CSV's percentile columns.*", ""]
-        lines += figure(plots.latency_from_columns(frame, data.path), "no cycle percentile columns")
+        lines += figure(
+            plots.latency_from_columns(protocol_labelled(frame), data.path), "no cycle percentile columns"
+        )
     lines += ["All repetitions:", "", markdown_table(flag_rows(present(data, "finish_fetch", frame))), ""]
     return lines
 
