@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import subprocess
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from bench.harness.profile import Profile, resolved
 from bench.harness.server import ServerInfo
 from bench.harness.system import system_view
 from bench.paths import REPO
+from bench.protocol.protocol import protocol_named
 
 
 def _git(*args: str) -> str:
@@ -64,8 +67,28 @@ def git_state() -> tuple[str | None, bool]:
     return _git("rev-parse", "HEAD") or None, bool(_git("status", "--porcelain", "--untracked-files=no"))
 
 
+def protocol_record(names: Sequence[str]) -> dict[str, Any]:
+    """Per protocol: where its scripts come from (its package's version, None for lua/), and
+    each step's file and SHA1 (the name Redis runs it under: the SHA1 of its source)."""
+    record: dict[str, Any] = {}
+    for name in names:
+        protocol = protocol_named(name)
+        files = protocol.script_files()
+        record[name] = {
+            "version": protocol.version(),
+            "script_files": dict(files),
+            "script_shas": {
+                step: hashlib.sha1(source.encode()).hexdigest()
+                for step, source in protocol.script_sources().items()
+            },
+        }
+    return record
+
+
 def collect_meta(profile: Profile, server: ServerInfo, script_shas: dict[str, str]) -> dict[str, Any]:
     return {
+        "protocols": protocol_record(profile.protocols),
+        "bullmq": _version("bullmq"),
         "profile": profile.name,
         "profile_resolved": resolved(profile),  # every key's value as the run used it
         "git_sha": git_state()[0],

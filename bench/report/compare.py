@@ -1,11 +1,13 @@
 """Run against run: every metric both runs have, A, B, the ratio B/A and a verdict that does not cry wolf.
 
-Rows are matched on their key columns (``STAGE_KEYS``). finish_fetch rows are
-one per repetition, so each point's value is the mean over its repetitions;
-sweep_cost rows carry a median and a stdev over ``reps`` repetitions for the
-sweep time (and us_per_active_job, which is it divided by the size); every other
-sweep column and every race count is measured once per point. Sweep points
-skipped in either run are left out and named in a note.
+Rows are matched on their key columns (``STAGE_KEYS``), the protocol first: a
+bullmq point is compared with the same bullmq point only (a file from before the
+protocol column is echomq's, and echomq's points are labelled without it, as they
+always were). finish_fetch rows are one per repetition, so each point's value is
+the mean over its repetitions; sweep_cost rows carry a median and a stdev over
+``reps`` repetitions for the sweep time (and us_per_active_job, which is it
+divided by the size); every other sweep column and every race count is measured
+once per point. Sweep points skipped in either run are left out and named in a note.
 
 A verdict needs evidence. It is decided in this order (``verdict``):
 
@@ -47,10 +49,14 @@ NO_SPREAD = "no spread"
 VERDICTS = ("better", "worse", "same", "unstable", NO_SPREAD)
 
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
-    "finish_fetch": ("strategy", "workers", "rtt_ms"),
-    "sweep": ("variant", "scenario", "active_size"),
-    "race": ("variant", "sweepers", "stalled_jobs", "delay_ms"),
+    "finish_fetch": ("protocol", "strategy", "workers", "rtt_ms"),
+    "sweep": ("protocol", "variant", "scenario", "active_size"),
+    "race": ("protocol", "variant", "sweepers", "stalled_jobs", "delay_ms"),
+    "bullmq_worker": ("protocol", "driver", "concurrency", "job_ms"),
+    "sweep_hazard": ("protocol", "client", "stalled_jobs"),
 }
+# A key value left out of a point's label: echomq's points read as they did before protocols.
+LABEL_DEFAULTS = {"protocol": "echomq"}
 
 
 @dataclass(frozen=True)
@@ -70,11 +76,15 @@ SWEEP_LOWER = (
     "probe_max_us", "probe_busy",
 )  # fmt: skip
 RACE_LOWER = ("double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations")
+WORKER_LOWER = ("client_cpu_us_per_job", "redis_calls_per_job", "redis_us_per_job")
+HAZARD_LOWER = ("server_executions", "server_rejected", "probe_busy", "probe_max_us")
 
 STAGE_METRICS: dict[str, tuple[Metric, ...]] = {
     "finish_fetch": (Metric("jobs_per_s", higher_is_better=True), *map(Metric, FINISH_FETCH_LOWER)),
     "sweep": tuple(Metric(c, exact=c == "round_trips") for c in SWEEP_LOWER),
     "race": tuple(map(Metric, RACE_LOWER)),
+    "bullmq_worker": (Metric("jobs_per_s", higher_is_better=True), *map(Metric, WORKER_LOWER)),
+    "sweep_hazard": tuple(map(Metric, HAZARD_LOWER)),
 }
 
 # Sweep columns whose spread is the sweep time's (us_per_active_job is sweep time / size).
@@ -200,12 +210,22 @@ def key_order(key: tuple[object, ...]) -> tuple[tuple[int, object], ...]:
 
 
 def point_label(keys: Sequence[str], values: Sequence[object]) -> str:
-    return " ".join(f"{k}={v}" for k, v in zip(keys, values, strict=True))
+    return " ".join(
+        f"{k}={v}" for k, v in zip(keys, values, strict=True) if LABEL_DEFAULTS.get(k, object()) != v
+    )
+
+
+def with_known_keys(stage: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with each key column it lacks whose value is known (a file from before the
+    protocol column is echomq's)."""
+    missing = {k: v for k, v in LABEL_DEFAULTS.items() if k in STAGE_KEYS[stage] and k not in frame.columns}
+    return frame.assign(**missing) if missing else frame
 
 
 def samples(stage: str, frame: pd.DataFrame) -> dict[tuple[object, ...], dict[str, Sample]]:
     """Per point (the stage's key values), each metric's Sample."""
     keys = STAGE_KEYS[stage]
+    frame = with_known_keys(stage, frame)
     if frame.empty or any(k not in frame.columns for k in keys):
         return {}
     out: dict[tuple[object, ...], dict[str, Sample]] = {}
@@ -271,11 +291,14 @@ def compare_runs(a: Mapping[str, pd.DataFrame], b: Mapping[str, pd.DataFrame]) -
     rows: list[dict[str, object]] = []
     notes: list[str] = []
     for stage, keys in STAGE_KEYS.items():
+        if stage not in a and stage not in b:
+            continue  # neither run has it: nothing to say
         if stage not in a or stage not in b:
             missing = " and ".join(name for name, run in (("A", a), ("B", b)) if stage not in run)
             notes.append(f"{stage}: absent from run {missing}; not compared")
             continue
-        frame_a, frame_b = _usable(stage, a[stage], notes, "A"), _usable(stage, b[stage], notes, "B")
+        frame_a = with_known_keys(stage, _usable(stage, a[stage], notes, "A"))
+        frame_b = with_known_keys(stage, _usable(stage, b[stage], notes, "B"))
         points_a, points_b = samples(stage, frame_a), samples(stage, frame_b)
         for side, only in (("A", points_a.keys() - points_b), ("B", points_b.keys() - points_a)):
             if only:

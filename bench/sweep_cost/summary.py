@@ -160,7 +160,7 @@ def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
         at_size = [r for r in rows if r.active_size == size]
         cells = [
             [
-                r.variant,
+                variant_label(r.protocol, r.variant),
                 r.scenario,
                 fmt(r.sweep_ms_median, 3),
                 fmt(r.us_per_active_job),
@@ -175,21 +175,33 @@ def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
         )
         lines += ["", f"active size {size:,}", indent(body, "  ")]
         lines += [
-            wrap_note(f"  {r.variant} {r.scenario}: {r.skipped}", width, "    ") for r in at_size if r.skipped
+            wrap_note(f"  {variant_label(r.protocol, r.variant)} {r.scenario}: {r.skipped}", width, "    ")
+            for r in at_size
+            if r.skipped
         ]
     return "\n".join(lines)
 
 
+def variant_label(protocol: str, variant: str) -> str:
+    """As Point.label: the variant, led by its protocol unless that is echomq."""
+    return variant if protocol == "echomq" else f"{protocol}.{variant}"
+
+
 def slopes(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
-    """Least-squares slope of log(sweep time) on log(size) per variant and scenario
-    (1 = linear, 2 = quadratic), over all sizes and over the two largest."""
+    """Least-squares slope of log(sweep time) on log(size) per protocol, variant and scenario
+    (1 = linear, 2 = quadratic), over all sizes and over the two largest; keyed
+    ``<variant label>/<scenario>``."""
     fits: dict[str, dict[str, float]] = {}
-    pairs = sorted({(r["variant"], r["scenario"]) for r in rows})
+
+    def label(row: Mapping[str, Any]) -> str:
+        return variant_label(row.get("protocol") or "echomq", row["variant"])
+
+    pairs = sorted({(label(r), r["scenario"]) for r in rows})
     for variant, scenario in pairs:
         fit = loglog_fit(
             (r["active_size"], r["sweep_ms_median"])
             for r in rows
-            if r["variant"] == variant and r["scenario"] == scenario
+            if label(r) == variant and r["scenario"] == scenario
         )
         if fit is None:
             continue
