@@ -41,14 +41,18 @@ def install() -> None:
 
 
 def apply_user_counts(environment: Environment, run: RunSettings) -> None:
-    """Producers and workers as Locust fixed counts; with no -u given, exactly that many users."""
+    """Producers and workers (or the one probe) as Locust fixed counts; with no -u given, exactly that
+    many users."""
+    counts = {"producer": run.producers, "worker": run.workers, "probe": 0}
+    if run.probe:  # the latency-fidelity run: one probe user and nothing else
+        counts = {"producer": 0, "worker": 0, "probe": 1}
     for user_class in environment.user_classes:
         if issubclass(user_class, RedisUser):
-            user_class.fixed_count = run.producers if user_class.role == "producer" else run.workers
+            user_class.fixed_count = counts.get(user_class.role, 0)
     options = environment.parsed_options
     if options is not None and not getattr(options, "worker", False):
         if options.num_users is None:
-            options.num_users = run.producers + run.workers
+            options.num_users = sum(counts.values())
         if options.spawn_rate is None:
             options.spawn_rate = options.num_users  # all within a second, inside the warm-up
 

@@ -30,7 +30,7 @@ DEFAULT_QUEUE = "emq-locust"
 SHOWN_KEYS = frozenset(
     {
         "workers", "producers", "batch-size", "payload-bytes", "target-rate",
-        "warmup-s", "measure-s", "rtt-ms",
+        "warmup-s", "measure-s", "rtt-ms", "concurrency", "job-ms",
     }
 )  # fmt: skip
 
@@ -85,6 +85,12 @@ def add_options(parser: Any) -> None:
         help="Redis to load (default: $REDIS_URL, else --host when it is redis://..., else localhost:6379)",
         is_secret=True,
     )
+    parser.add_argument(
+        "--probe",
+        action="store_true",
+        help=configargparse.SUPPRESS,  # the latency-fidelity run: one user times a trivial EVALSHA
+        include_in_web_ui=False,
+    )
     parser.add_argument("--queue", default=DEFAULT_QUEUE, help="queue name (its keys share the hash tag)")
     parser.add_argument(
         "--summary-json",
@@ -116,6 +122,9 @@ def run_settings(options: Any) -> RunSettings:
         rtt_ms=profile.rtt_ms[0],
         queue=getattr(options, "queue", None) or DEFAULT_QUEUE,
         socket_timeout_s=profile.socket_timeout_s,
+        concurrency=profile.concurrency[0],
+        job_ms=profile.job_ms[0],
+        probe=bool(getattr(options, "probe", False)),
     )
 
 
