@@ -44,6 +44,26 @@ class FinishFetchRow:
     loadgen_cpu_pct: float | None
     saturated: bool
     audit_ok: bool
+    # Jobs in flight per worker connection and the time each job is held (issue 11).
+    concurrency: int = 1
+    job_ms: float = 0.0
+    # Worker script calls a job: counted at the client, and by INFO commandstats
+    # (EVALSHA calls less the producers' addJob calls).
+    commands_per_job: float | None = None
+    server_commands_per_job: float | None = None
+    loadgen_cpu_us_per_job: float | None = None
+    redis_cpu_pct: float | None = None
+    # 1e6 / server_us_per_job: the jobs/s Redis could do were its own time the only cost
+    redis_ceiling_jobs_per_s: float | None = None
+    # which side set the pace (client, network, job time, redis) and its used share of capacity
+    limit: str = ""
+    limit_share: float | None = None
+    # The raw driver at the same point and strategy (no Locust), the harness's calibration.
+    raw_jobs_per_s: float | None = None
+    raw_cpu_us_per_job: float | None = None
+    raw_round_trips_per_job: float | None = None
+    raw_commands_per_job: float | None = None
+    locust_raw_jobs_ratio: float | None = None
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ QUICK = FinishFetchOptions(
 )
 
 
-def test_the_stage_runs_both_strategies_and_writes_every_file(
+def test_the_stage_runs_every_strategy_and_writes_every_file(
     tmp_path: Path, settings: RedisSettings, redis_server: EmbeddedRedis, capsys: pytest.CaptureFixture[str]
 ):
     server = ServerInfo(redis_server.url, redis_server.source, redis_server.binary, redis_server.version())
@@ -40,7 +40,7 @@ def test_the_stage_runs_both_strategies_and_writes_every_file(
         reader = csv.DictReader(handle)
         assert tuple(reader.fieldnames or ()) == FINISH_FETCH_COLUMNS
         rows = {row["variant"]: row for row in reader}
-    assert set(rows) == {"fused", "two_call"}
+    assert set(rows) == {"fused", "two_call", "two_call_pipelined"}
     for variant, row in rows.items():
         assert all(row[c] != "" for c in FINISH_FETCH_COLUMNS), row
         assert int(row["jobs"]) > 100, row
@@ -53,8 +53,17 @@ def test_the_stage_runs_both_strategies_and_writes_every_file(
     # Round trips per job, counted at the client: the first fetch and idle waits add a little.
     assert 0.95 <= float(rows["fused"]["round_trips_per_job"]) <= 1.2
     assert 1.95 <= float(rows["two_call"]["round_trips_per_job"]) <= 2.3
+    # two_call_pipelined: one exchange a job at concurrency 1, carrying two commands
+    assert 0.95 <= float(rows["two_call_pipelined"]["round_trips_per_job"]) <= 1.2
+    for strategy, commands in (("fused", 1), ("two_call", 2), ("two_call_pipelined", 2)):
+        assert abs(float(rows[strategy]["commands_per_job"]) - commands) <= 0.05, rows[strategy]
+        assert abs(float(rows[strategy]["raw_commands_per_job"]) - commands) <= 0.05, rows[strategy]
+        assert abs(float(rows[strategy]["server_commands_per_job"]) - commands) <= 0.1, rows[strategy]
+    for suffix in ("fused-w2-rtt0", "two_call-w2-rtt0", "two_call_pipelined-w2-rtt0"):
+        assert (tmp_path / f"finish_fetch__raw-{suffix}_summary.json").is_file()
     table = capsys.readouterr().out
-    assert "fused/two_call" in table and "jobs/s" in table
+    assert "fused/two_call " in table and "fused/two_call_pipelined" in table and "jobs/s" in table
+    assert "latency fidelity" in table and "bare redis-py" in table
 
 
 def test_two_processes_merge_their_histograms_exactly(tmp_path: Path, settings: RedisSettings):
