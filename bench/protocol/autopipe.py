@@ -9,7 +9,10 @@ is still exactly one command.
 
 The caller whose flush it is does the sending (there is no sender thread):
 the first caller, and after each flush the first of the calls that waited.
-A lone caller therefore pays no hand-over at all.
+A lone caller therefore pays no hand-over at all. After an exchange whose
+replies woke other callers, the next sender first yields once, so the calls
+those callers issue on their replies join its exchange, as a Node worker's
+reply callbacks all run before its auto-pipeline flushes.
 
 Only the standard library's ``threading`` here: inside Locust gevent has
 patched it, so the locks are cooperative and a flush in flight lets the
@@ -83,9 +86,17 @@ class AutoPipeline:
         self._lock = threading.Lock()
         self._waiting: list[_Ticket] = []
         self._busy = False  # an exchange is on the wire, or its sender is about to send
+        self._held: Any = None  # the pool's connection this pipeline keeps for its exchanges
+        self._woken = False  # the last exchange woke callers other than its sender
         self.flushes = 0
         self.calls = 0
         self.largest_flush = 0
+
+    @property
+    def waiting(self) -> int:
+        """Callers whose calls wait for the next exchange."""
+        with self._lock:
+            return len(self._waiting)
 
     def send(self, calls: Sequence[Call], label: str = "") -> list[Any]:
         ticket = _Ticket(calls)
@@ -106,6 +117,13 @@ class AutoPipeline:
 
     def _lead(self, own: _Ticket) -> None:
         """Send everything waiting (``own`` among it) in one exchange; hand over to the next."""
+        if self._woken:
+            # The last exchange's replies woke other callers: let them run and issue their next
+            # calls first, so those go in this exchange (a Node worker's reply callbacks all run
+            # before its auto-pipeline flushes). time.sleep(0) yields: to the woken greenlets
+            # under gevent, the interpreter to the woken threads otherwise.
+            self._woken = False
+            (self._sleep or time.sleep)(0)
         with self._lock:
             batch, self._waiting = self._waiting, []
         try:
@@ -122,6 +140,7 @@ class AutoPipeline:
                 ticket.done = True
                 if ticket is not own:
                     ticket.wake.release()
+                    self._woken = True
             if following is not None:
                 following.wake.release()  # its turn to send what waited meanwhile
 
@@ -159,19 +178,41 @@ class AutoPipeline:
         return replies
 
     def _send_now(self, calls: list[Call]) -> list[Any]:
-        client = self.queue.client
-        if len(calls) == 1:
-            # One call: a plain command, not a pipeline object (less client work, the same wire).
-            (call,) = calls
-            args = call.args if isinstance(call, Command) else self._evalsha(call)
-            try:
-                return [client.execute_command(*args)]
-            except redis.ResponseError as exc:
-                return [exc]
-        pipe = client.pipeline(transaction=False)
-        for call in calls:
-            self.queue.queue_on(pipe, call)
-        return list(pipe.execute(raise_on_error=False))
+        """Write every call, then read one reply each, on the connection this pipeline holds.
+
+        redis-py's Connection directly, not the client's execute_command: that path asks
+        the pool for a connection and polls it for stale data on every command, which
+        costs more client CPU than the exchange itself (most under gevent, whose poll is
+        Python). Replies come as Redis sent them (no redis-py response callbacks).
+        """
+        connection = self._connection()
+        commands = [call.args if isinstance(call, Command) else self._evalsha(call) for call in calls]
+        self.queue.client.round_trips += 1  # one exchange on the wire, however many it carries
+        try:
+            connection.send_packed_command(connection.pack_commands(commands), check_health=False)
+            replies: list[Any] = []
+            for _ in commands:
+                try:
+                    replies.append(connection.read_response())
+                except redis.ResponseError as exc:  # a whole reply: the connection stays in step
+                    replies.append(exc)
+        except BaseException:
+            # Replies left unread would be taken for the next exchange's: drop the connection
+            # (the next exchange opens a new one). Nothing is re-sent.
+            connection.disconnect()
+            raise
+        return replies
+
+    def _connection(self) -> Any:
+        if self._held is None:
+            self._held = self.queue.client.connection_pool.get_connection()
+        return self._held
+
+    def close(self) -> None:
+        """Give the held connection back to the client's pool."""
+        if self._held is not None:
+            self.queue.client.connection_pool.release(self._held)
+            self._held = None
 
     def _evalsha(self, call: Any) -> tuple[Any, ...]:
         sha = self.queue.scripts.by_step(call.script).sha
