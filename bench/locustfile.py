@@ -24,12 +24,13 @@ from pathlib import Path
 if find_spec("bench") is None:  # run from a checkout that is not installed
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import gevent
 from gevent.pool import Group
 from locust import task
 
 from bench.finish_fetch import hooks
 from bench.finish_fetch.current import RECORDER
-from bench.finish_fetch.fidelity import PROBE_LABEL, PROBE_SCRIPT
+from bench.finish_fetch.probe import PROBE_LABEL, PROBE_SCRIPT
 from bench.finish_fetch.producer_loop import ProducerLoop
 from bench.finish_fetch.timed import TimedSender, run_steps
 from bench.finish_fetch.user import RedisUser
@@ -44,6 +45,12 @@ def _running() -> bool:
     return False  # a user's loop runs until Locust kills its greenlet
 
 
+def _yield() -> None:
+    """After each step: a reply already on the socket is read without a switch, so a loop could
+    otherwise keep the process and starve Locust's own greenlets (timers, messages, stats)."""
+    gevent.sleep(0)
+
+
 class ProducerUser(RedisUser):
     """Adds jobs in pipelined batches: closed loop (keep a backlog), or open loop at target-rate."""
 
@@ -55,7 +62,7 @@ class ProducerUser(RedisUser):
 
     @task
     def add_batches(self) -> None:
-        run_steps(self.loop.step, RECORDER, _running, self.log_error)
+        run_steps(self.loop.step, RECORDER, _running, self.log_error, _yield)
 
 
 class WorkerUser(RedisUser):
@@ -72,8 +79,8 @@ class WorkerUser(RedisUser):
     def work(self) -> None:
         first, *others = self.connection.slots
         for slot in others:
-            self.slot_greenlets.spawn(run_steps, slot.step, RECORDER, _running, self.log_error)
-        run_steps(first.step, RECORDER, _running, self.log_error)
+            self.slot_greenlets.spawn(run_steps, slot.step, RECORDER, _running, self.log_error, _yield)
+        run_steps(first.step, RECORDER, _running, self.log_error, _yield)
 
     def on_stop(self) -> None:
         self.slot_greenlets.kill()
@@ -93,7 +100,7 @@ class ProbeUser(RedisUser):
 
     @task
     def probe(self) -> None:
-        run_steps(self._once, RECORDER, _running, self.log_error)
+        run_steps(self._once, RECORDER, _running, self.log_error, _yield)
 
     def _once(self) -> None:
         self.timer.send(self.call, PROBE_LABEL)

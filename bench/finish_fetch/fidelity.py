@@ -24,14 +24,12 @@ from urllib.parse import urlsplit
 
 from bench import hdr
 from bench.finish_fetch.loadstats import Recorder
+from bench.finish_fetch.probe import PROBE_LABEL, PROBE_METRIC, PROBE_SCRIPT
 from bench.finish_fetch.timed import TimedSender
 from bench.protocol.autopipe import AutoPipeline
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Command, Queue
 
-PROBE_SCRIPT = "return 1"
-PROBE_LABEL = "probe: EVALSHA return 1"
-PROBE_METRIC = f"call:{PROBE_LABEL}"
 BENCHMARK_TIMEOUT_S = 120.0
 
 

@@ -259,7 +259,7 @@ def run_probe(settings: RedisSettings, opts: FinishFetchOptions, folder: Path) -
     try:
         queue = Queue.open(client, name)
         try:
-            return run_locust(settings, short, "fused", Point(1, 0.0), name, folder / f"{STAGE}__probe", True)
+            return run_locust(settings, short, "fused", Point(1, 0.0), name, folder / f"{STAGE}_probe", True)
         finally:
             with contextlib.suppress(redis.RedisError):
                 queue.delete()

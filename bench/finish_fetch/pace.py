@@ -9,7 +9,10 @@ Each side gets the share of its capacity the run used:
 - job time: the share of the slots' time spent holding jobs (jobs/s x job-ms per slot);
 - redis: Redis's own CPU share (INFO cpu), or, without it, jobs/s over its ceiling.
 
-The side with the largest share is named the limit.
+The side with the largest share is named the limit; when no side used even
+``SATURATED_SHARE`` of its capacity, the limit is ``latency``: each connection
+waits for its exchanges one at a time, and more jobs in flight would help (on
+a shared machine, also what other processes take from the run).
 """
 
 from __future__ import annotations
@@ -49,7 +52,12 @@ def shares(p: PaceInputs) -> dict[str, float]:
     }
 
 
+SATURATED_SHARE = 0.7  # a side using less than this of its capacity did not set the pace
+LATENCY = "latency"
+
+
 def limit(used: dict[str, float]) -> tuple[str, float]:
-    """The side with the largest share, and that share."""
+    """The side with the largest share (or ``latency`` when none is near its capacity), and
+    the largest share."""
     name = max(used, key=lambda side: used[side])
-    return name, used[name]
+    return (name if used[name] >= SATURATED_SHARE else LATENCY), used[name]

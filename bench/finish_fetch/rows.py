@@ -49,6 +49,7 @@ def csv_row(run: RunResult, opts: FinishFetchOptions) -> FinishFetchRow:
         job_ms=run.point.job_ms,
         commands_per_job=_round(d.get("commands_per_job"), 4),
         server_commands_per_job=_round(d.get("server_commands_per_job"), 4),
+        fetches_alone_per_job=_round(d.get("fetches_alone_per_job"), 4),
         loadgen_cpu_us_per_job=_round(d.get("loadgen_cpu_us_per_job"), 1),
         redis_cpu_pct=_round(d.get("redis_cpu_pct"), 1),
         redis_ceiling_jobs_per_s=_round(d.get("redis_ceiling_jobs_per_s"), 0),

@@ -25,9 +25,10 @@ from typing import Any
 import redis
 
 from bench.errors import BenchError
-from bench.finish_fetch.fidelity import PROBE_METRIC, Fidelity, measure_plain
+from bench.finish_fetch.fidelity import Fidelity, measure_plain
 from bench.finish_fetch.loadstats import RunSettings, first_line
 from bench.finish_fetch.locust_run import INTERRUPTED, STAGE, Point, RunResult, run_once, run_probe
+from bench.finish_fetch.probe import PROBE_METRIC
 from bench.finish_fetch.raw import run_raw
 from bench.finish_fetch.rows import csv_row, with_raw, write_histograms
 from bench.finish_fetch.table import TableRow, table
@@ -140,7 +141,7 @@ def _raw_run(ctx: RunContext, opts: FinishFetchOptions, strategy: str, point: Po
         summary = run_raw(ctx.settings, run)
     except redis.RedisError as exc:
         raise BenchError(f"raw driver run {strategy} {point.label} failed: {first_line(exc)}") from None
-    write_json(ctx.run_dir / f"{STAGE}__raw-{strategy}-{point.label}_summary.json", summary)
+    write_json(ctx.run_dir / f"{STAGE}_raw__{strategy}-{point.label}_summary.json", summary)
     return summary
 
 

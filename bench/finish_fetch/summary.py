@@ -92,13 +92,19 @@ def derive(
         "worker_server_calls_per_job": (
             _per(server_side.total_calls - c["producer_calls"], jobs) if server_side else None
         ),
-        # the workers' script calls a job, counted at the client (1 fused, 2 two-call) ...
-        "commands_per_job": _per(c["worker_script_calls"], jobs),
-        # ... and as the server counted them: EVALSHA calls less the producers' own
+        # the workers' script calls a job's cycle sends, counted at the client (1 fused, 2 two-call) ...
+        "commands_per_job": _per(c["worker_script_calls"] - c["fetches_alone"], jobs),
+        # ... and as the server counted them: EVALSHA calls less the producers' and the lone fetches
         "server_commands_per_job": (
-            _per(server.calls.get("evalsha", 0) - c["producer_script_calls"], jobs) if server else None
+            _per(server.calls.get("evalsha", 0) - c["producer_script_calls"] - c["fetches_alone"], jobs)
+            if server
+            else None
         ),
+        # fetches outside a cycle (a slot's first, or after one found no job): an idle queue's cost
+        "fetches_alone_per_job": _per(c["fetches_alone"], jobs),
         "worker_flushes": c["worker_round_trips"],
+        # a worker's jobs in flight as each starts (1 .. concurrency): above 1, the slots overlap
+        "jobs_in_flight_mean": _per(c["in_flight_sum"], c["in_flight_samples"]),
         "calls_per_flush": _per(c["worker_commands"], c["worker_round_trips"]),
         "redis_ceiling_jobs_per_s": pace.redis_ceiling(server_us_per_job),
         "pace_shares": used,

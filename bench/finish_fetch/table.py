@@ -111,7 +111,8 @@ def table(runs: Sequence[TableRow], strategies: Sequence[str], notes: Sequence[s
             "* rtt is simulated: each exchange on the wire waits rtt ms once, whatever it carries "
             "(slept: the mean it took); conc: jobs in flight per worker connection, auto-pipelined",
             "redis µs/job counts every client-sent command in the window, producers' addJob included; "
-            "redis ceiling = 1e6 / redis µs/job; limit: the side that used the most of its capacity; "
+            "redis ceiling = 1e6 / redis µs/job; limit: the side that used the most of its capacity "
+            "(latency: none used 70%); "
             "locust/raw: Locust's jobs/s over the raw driver's (no Locust) at the same point",
             *notes,
         ]

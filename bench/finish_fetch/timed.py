@@ -96,8 +96,11 @@ def run_steps(
     meter: Meter,
     stopping: Callable[[], bool],
     on_error: Callable[[BaseException], None] | None = None,
+    between: Callable[[], None] | None = None,
 ) -> None:
     """Call ``step`` until ``stopping()``; a failed step is counted by kind and the loop goes on.
+    ``between`` runs after every step (under gevent, a yield: a reply already waiting on the
+    socket is read without one, and Locust's own greenlets must still run).
 
     Nothing is re-sent: a step that failed starts over (a job whose finish failed stays
     active, as a crashed worker's would, and the audit counts it there)."""
@@ -110,3 +113,5 @@ def run_steps(
                 on_error(exc)
             if isinstance(exc, redis.ConnectionError):
                 time.sleep(RECONNECT_BACKOFF_S)  # do not spin (and flood the log) while Redis is away
+        if between is not None:
+            between()

@@ -41,22 +41,31 @@ class IdleGate:
             self._lock.release()
 
 
+class InFlight:
+    """How many of a worker's slots hold a job being processed or finished (for the counters)."""
+
+    def __init__(self) -> None:
+        self.now = 0
+
+
 class Slot:
     """One job in flight: fetch, hold it job-ms, finish it and take the next."""
 
     def __init__(
-        self, worker: Worker, timer: TimedSender, meter: Meter, gate: IdleGate, job_s: float
+        self, worker: Worker, timer: TimedSender, meter: Meter, gate: IdleGate, job_s: float, held: InFlight
     ) -> None:
         self.worker = worker
         self.timer = timer
         self.meter = meter
         self.gate = gate
         self.job_s = job_s
+        self.held = held
         self.job: Job | None = None
 
     def step(self) -> None:
         """One turn: take a job when the slot holds none (or wait for one), else work one job."""
         if self.job is None:
+            self.meter.count("fetches_alone")  # not a job's cycle: its first fetch, or after none came
             self.job = self.worker.fetch()
             if self.job is None:
                 self.meter.count("empty_fetches")
@@ -65,13 +74,19 @@ class Slot:
             return
         job, self.job = self.job, None
         started = time.perf_counter()
-        if self.job_s > 0:
-            time.sleep(self.job_s)  # processing: cooperative under gevent, the other slots run
+        self.held.now += 1
+        # the worker's jobs in flight as this one starts: their mean shows the slots overlap
+        self.meter.count("in_flight_samples")
+        self.meter.count("in_flight_sum", self.held.now)
         try:
+            if self.job_s > 0:
+                time.sleep(self.job_s)  # processing: cooperative under gevent, the other slots run
             next_job = self.worker.complete_and_next(job)
         except FinishRefused as refused:
             self.job = refused.next_job  # two_call_pipelined: the fetch beside it may have taken one
             raise
+        finally:
+            self.held.now -= 1
         # a slot's cycle: processing, finish and fetch; e2e: enqueued to finished
         self.meter.record("cycle", (time.perf_counter() - started) * 1e6)
         self.meter.count("jobs")
@@ -87,9 +102,9 @@ class WorkerConnection:
 
     def __init__(self, queue: Queue, run: RunSettings, meter: Meter, on_call: OnCall | None = None) -> None:
         self.pipe = AutoPipeline(queue, run.rtt_ms / 1000.0, on_flush=flush_counter(meter, "worker"))
-        gate = IdleGate()
+        gate, held = IdleGate(), InFlight()
         self.slots: list[Slot] = []
         for _ in range(run.concurrency):
             timer = TimedSender(self.pipe, meter, on_call)
             worker = Worker(queue, run.strategy, sender=timer)  # type: ignore[arg-type]
-            self.slots.append(Slot(worker, timer, meter, gate, run.job_ms / 1000.0))
+            self.slots.append(Slot(worker, timer, meter, gate, run.job_ms / 1000.0, held))
