@@ -47,10 +47,12 @@ class FinishFetchRow:
     # Jobs in flight per worker connection and the time each job is held (issue 11).
     concurrency: int = 1
     job_ms: float = 0.0
-    # Worker script calls a job: counted at the client, and by INFO commandstats
-    # (EVALSHA calls less the producers' addJob calls).
+    # Script calls a job's cycle sends (1 fused, 2 two-call): counted at the client, and by INFO
+    # commandstats (EVALSHA calls less the producers' addJob and the fetches outside a cycle).
     commands_per_job: float | None = None
     server_commands_per_job: float | None = None
+    # fetches outside a job's cycle (a slot's first, or after one found the queue empty), a job
+    fetches_alone_per_job: float | None = None
     loadgen_cpu_us_per_job: float | None = None
     redis_cpu_pct: float | None = None
     # 1e6 / server_us_per_job: the jobs/s Redis could do were its own time the only cost
@@ -98,6 +100,10 @@ class RaceRow:
 
 
 Row = FinishFetchRow | SweepCostRow | RaceRow
+
+# Columns a run from before them implies a value for: it ran one job in flight a
+# worker, held for no time. A reader fills them in instead of calling them absent.
+FINISH_FETCH_IMPLIED: dict[str, float] = {"concurrency": 1, "job_ms": 0.0}
 
 
 def columns_of(row_type: type[Row]) -> tuple[str, ...]:

@@ -37,7 +37,7 @@ SAME_WITHIN = 0.03
 CLAIM_BEYOND = 0.05
 
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
-    "finish_fetch": ("variant", "workers", "rtt_ms"),
+    "finish_fetch": ("variant", "workers", "concurrency", "job_ms", "rtt_ms"),
     "sweep": ("variant", "scenario", "active_size"),
     "race": ("variant", "sweepers", "stalled_jobs", "delay_ms"),
 }
@@ -49,11 +49,16 @@ class Metric:
     higher_is_better: bool = False
 
 
-# Lower is better for every metric but jobs/s.
+# A key at this value is left out of a point's name (a run from before the key ran at it).
+KEY_DEFAULTS: dict[str, object] = {"concurrency": 1, "job_ms": 0}
+
+# Lower is better for every metric but the throughputs and the Locust/raw ratio.
 FINISH_FETCH_LOWER = (
     "round_trips_per_job", "server_calls_per_job", "server_us_per_job", "cycle_p50_us", "cycle_p90_us",
-    "cycle_p99_us", "cycle_p999_us", "cycle_max_us", "e2e_p50_us", "e2e_p99_us",
+    "cycle_p99_us", "cycle_p999_us", "cycle_max_us", "e2e_p50_us", "e2e_p99_us", "commands_per_job",
+    "server_commands_per_job", "loadgen_cpu_us_per_job", "raw_cpu_us_per_job",
 )  # fmt: skip
+FINISH_FETCH_HIGHER = ("redis_ceiling_jobs_per_s", "raw_jobs_per_s", "locust_raw_jobs_ratio")
 SWEEP_LOWER = (
     "sweep_ms_median", "us_per_active_job", "round_trips", "server_us", "hold_ms_max", "probe_p99_us",
     "probe_max_us", "probe_busy",
@@ -61,7 +66,11 @@ SWEEP_LOWER = (
 RACE_LOWER = ("double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations")
 
 STAGE_METRICS: dict[str, tuple[Metric, ...]] = {
-    "finish_fetch": (Metric("jobs_per_s", higher_is_better=True), *map(Metric, FINISH_FETCH_LOWER)),
+    "finish_fetch": (
+        Metric("jobs_per_s", higher_is_better=True),
+        *map(Metric, FINISH_FETCH_LOWER),
+        *(Metric(column, higher_is_better=True) for column in FINISH_FETCH_HIGHER),
+    ),
     "sweep": tuple(map(Metric, SWEEP_LOWER)),
     "race": tuple(map(Metric, RACE_LOWER)),
 }
@@ -143,7 +152,11 @@ def key_order(key: tuple[object, ...]) -> tuple[tuple[int, object], ...]:
 
 
 def point_label(keys: Sequence[str], values: Sequence[object]) -> str:
-    return " ".join(f"{k}={v}" for k, v in zip(keys, values, strict=True))
+    """``variant=fused workers=4 concurrency=8 rtt_ms=1``; a key at its default (KEY_DEFAULTS)
+    is left out, so a point names what sets it apart."""
+    return " ".join(
+        f"{k}={v}" for k, v in zip(keys, values, strict=True) if k not in KEY_DEFAULTS or v != KEY_DEFAULTS[k]
+    )
 
 
 def samples(stage: str, frame: pd.DataFrame) -> dict[tuple[object, ...], dict[str, Sample]]:

@@ -19,6 +19,7 @@ from bench.errors import BenchError
 from bench.hdr import merge, read_hdr
 from bench.results import (
     FINISH_FETCH_COLUMNS,
+    FINISH_FETCH_IMPLIED,
     HDR_DIR,
     RACE_COLUMNS,
     RESULTS_DIR,
@@ -31,7 +32,9 @@ STAGE_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
     "sweep": ("sweep_cost.csv", SWEEP_COST_COLUMNS),
     "race": ("race.csv", RACE_COLUMNS),
 }
-TEXT_COLUMNS = frozenset({"variant", "scenario", "skipped"})
+TEXT_COLUMNS = frozenset({"variant", "scenario", "skipped", "limit"})
+# stage -> columns an older run lacks but implies a value for (results.FINISH_FETCH_IMPLIED)
+IMPLIED: dict[str, dict[str, float]] = {"finish_fetch": FINISH_FETCH_IMPLIED}
 BOOL_COLUMNS = frozenset({"saturated", "audit_ok"})
 
 
@@ -88,12 +91,19 @@ def _skipped(value: object) -> str:
     return "" if text.lower() in ("", "false", "0", "nan", "none") else text
 
 
-def read_stage(path: Path, columns: tuple[str, ...]) -> tuple[pd.DataFrame, list[str]]:
-    """A stage CSV with its types fixed; missing columns are added empty and returned."""
+def read_stage(
+    path: Path, columns: tuple[str, ...], implied: dict[str, float] | None = None
+) -> tuple[pd.DataFrame, list[str]]:
+    """A stage CSV with its types fixed; missing columns are added empty and returned, but for
+    those ``implied`` gives a value for (filled with it, also where a cell is empty)."""
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    missing = [c for c in columns if c not in frame.columns]
-    for column in missing:
+    implied = implied or {}
+    missing = [c for c in columns if c not in frame.columns and c not in implied]
+    for column in [c for c in columns if c not in frame.columns]:
         frame[column] = ""
+    for column, value in implied.items():
+        if column in frame.columns:
+            frame[column] = frame[column].map(lambda cell, v=value: cell if str(cell).strip() else str(v))
     for column in frame.columns:
         if column == "skipped":
             frame[column] = frame[column].map(_skipped)
@@ -131,7 +141,7 @@ def load_run(path: Path) -> RunData:
                 data.absent.append(f"stage {stage}: {name} absent")
             continue
         try:
-            frame, missing = read_stage(csv_path, columns)
+            frame, missing = read_stage(csv_path, columns, IMPLIED.get(stage))
         except (OSError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
             data.absent.append(f"stage {stage}: {name} unreadable ({exc.__class__.__name__}: {exc})")
             continue
