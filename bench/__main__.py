@@ -1,4 +1,4 @@
-"""`python -m bench <command>`: run, report, compare, runs, race, sweep."""
+"""`echomq-bench <command>` (or `python -m bench <command>`): run, report, compare, runs, race, sweep."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 
 def usage() -> str:
-    lines = ["usage: python -m bench <command> [options]", "", "commands:"]
+    lines = ["usage: echomq-bench <command> [options]", "", "commands:"]
     lines += [f"  {name:<8} {text}" for name, (_, _, text) in COMMANDS.items()]
     return "\n".join(lines)
 
@@ -40,19 +40,34 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module_name, function, _ = COMMANDS[command]
     try:
-        handler: Callable[[list[str]], int] = getattr(importlib.import_module(module_name), function)
+        try:
+            handler: Callable[[list[str]], int] = getattr(importlib.import_module(module_name), function)
+        except ModuleNotFoundError as exc:  # a Python without the project's packages (not the venv)
+            raise BenchError(
+                f"{exc.name} is not installed for {sys.executable}; run `make venv` and use "
+                ".venv/bin/echomq-bench (or activate .venv)"
+            ) from None
         return handler(rest)
     except BenchError as exc:
+        _end_progress_line()
         print(f"echomq-bench: error: {exc}", file=sys.stderr)
         return 2
     except Interrupted as exc:
-        # On a line of its own: a progress line may be half-written on the terminal.
-        newline = "\n" if sys.stderr.isatty() else ""
-        print(f"{newline}echomq-bench: {exc}", file=sys.stderr)
+        _end_progress_line()
+        print(f"echomq-bench: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
+        _end_progress_line()
         print("echomq-bench: interrupted", file=sys.stderr)
         return 130
+
+
+def _end_progress_line() -> None:
+    """Our one line goes on a line of its own, after a progress line the terminal may still hold
+    (and the ^C the terminal echoed there)."""
+    progress = sys.modules.get("bench.harness.progress")  # only a command that showed progress
+    if progress is not None:
+        progress.end_open_line()
 
 
 if __name__ == "__main__":

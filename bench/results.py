@@ -8,39 +8,64 @@ import io
 import json
 import os
 import tempfile
+import types
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Union, get_args, get_origin, get_type_hints
 
 from bench.errors import BenchError
 
 RESULTS_DIR = Path(os.environ.get("EMQ_RESULTS_DIR", "results"))
 
+# The protocol every row measured: the only one today (another is being added).
+PROTOCOL = "echomq"
+
 # One frozen dataclass a CSV: its field names, in order, are the file's columns.
-# A value that was not measured (a skipped point) is None and written as "".
+# Every row starts with run_id, protocol and profile, and carries the load
+# settings that differ between profiles, so the CSVs of many runs concatenate
+# without hand work. A value that was not measured (a skipped point) is None,
+# written as an empty cell; a column that may be unmeasured is a float column,
+# so pandas reads it as float64 whether or not a cell is empty.
+
+
+@dataclass(frozen=True)
+class RunIds:
+    """The columns every row starts with: which run, which protocol, which profile."""
+
+    run_id: str
+    profile: str
+    protocol: str = PROTOCOL
 
 
 @dataclass(frozen=True)
 class FinishFetchRow:
-    variant: str
+    run_id: str
+    protocol: str
+    profile: str
+    strategy: str
     rep: int
     workers: int
     producers: int
     rtt_ms: float
+    batch_size: int
+    payload_bytes: int
+    target_rate: float
+    warmup_s: float
+    measure_s: float
     duration_s: float | None
-    jobs: int | None
+    jobs: int
     jobs_per_s: float | None
     round_trips_per_job: float | None
     server_calls_per_job: float | None
     server_us_per_job: float | None
-    cycle_p50_us: int | None
-    cycle_p90_us: int | None
-    cycle_p99_us: int | None
-    cycle_p999_us: int | None
-    cycle_max_us: int | None
-    e2e_p50_us: int | None
-    e2e_p99_us: int | None
+    cycle_p50_us: float | None
+    cycle_p90_us: float | None
+    cycle_p99_us: float | None
+    cycle_p999_us: float | None
+    cycle_max_us: float | None
+    e2e_p50_us: float | None
+    e2e_p99_us: float | None
     loadgen_cpu_pct: float | None
     saturated: bool
     audit_ok: bool
@@ -68,30 +93,47 @@ class FinishFetchRow:
     locust_raw_jobs_ratio: float | None = None
 
 
+# A measured point's ``skipped`` cell: never empty, so the column is text in pandas
+# whether or not any point of the run was skipped.
+NOT_SKIPPED = "no"
+
+
 @dataclass(frozen=True)
 class SweepCostRow:
+    run_id: str
+    protocol: str
+    profile: str
     variant: str
     scenario: str
     active_size: int
-    reps: int | None = None
+    slice_size: int  # ids a sliced sweep visits a call (the other variants ignore it)
+    probe_rate_hz: float
+    reps: int = 0  # sweeps measured (0: none)
     sweep_ms_median: float | None = None
     sweep_ms_stdev: float | None = None
     us_per_active_job: float | None = None
     round_trips: float | None = None  # medians over the sweeps
     server_us: float | None = None
     hold_ms_max: float | None = None
-    probe_p99_us: int | None = None
-    probe_max_us: int | None = None
-    probe_busy: int | None = None
-    skipped: str = ""
+    probe_p99_us: float | None = None
+    probe_max_us: float | None = None
+    probe_busy: float | None = None
+    # "" in memory when measured (written as NOT_SKIPPED), else why not
+    skipped: str = field(default="", metadata={"empty_as": NOT_SKIPPED})
 
 
 @dataclass(frozen=True)
 class RaceRow:
+    run_id: str
+    protocol: str
+    profile: str
     variant: str
     sweepers: int
     stalled_jobs: int
-    delay_ms: float | str
+    delay_ms: float
+    workers: int  # worker threads finishing jobs during the sweeps
+    slice_size: int  # ids a sliced sweep visits a call
+    max_stalled: int
     reps: int
     double_recoveries: int
     lost_attempt_updates: int
@@ -115,10 +157,44 @@ SWEEP_COST_COLUMNS = columns_of(SweepCostRow)
 RACE_COLUMNS = columns_of(RaceRow)
 
 
-def row_dict(row: Row) -> dict[str, Any]:
-    """A row as the CSV writer takes it: None (not measured) becomes an empty cell."""
-    return {name: ("" if value is None else value) for name, value in asdict(row).items()}
+_FLOAT_COLUMNS: dict[type, frozenset[str]] = {}
 
+
+def _float_columns(row_type: type[Row]) -> frozenset[str]:
+    """The fields declared float (alone or with None): written as floats, 3 as 3.0."""
+    if row_type in _FLOAT_COLUMNS:
+        return _FLOAT_COLUMNS[row_type]
+    names = set()
+    for name, hint in get_type_hints(row_type).items():
+        kinds = get_args(hint) if get_origin(hint) in (Union, types.UnionType) else (hint,)
+        if float in kinds:
+            names.add(name)
+    _FLOAT_COLUMNS[row_type] = frozenset(names)
+    return _FLOAT_COLUMNS[row_type]
+
+
+def row_dict(row: Row) -> dict[str, Any]:
+    """A row as the CSV writer takes it: None (not measured) becomes an empty cell, an int in a
+    float column a float, and an empty text cell its stated stand-in (``empty_as``)."""
+    floats = _float_columns(type(row))
+    out: dict[str, Any] = {}
+    for f in fields(row):
+        value = getattr(row, f.name)
+        if value is None:
+            value = ""
+        elif f.name in floats and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        elif value == "" and "empty_as" in f.metadata:
+            value = f.metadata["empty_as"]
+        out[f.name] = value
+    return out
+
+
+# A run folder holds our own files at its top (meta.json, the CSVs, report.md and its
+# plots) and each tool's raw files in a subfolder of its own.
+LOCUST_DIR = "locust"  # Locust's per-repetition CSVs, each run's summary JSON and log
+PYPERF_DIR = "pyperf"  # pyperf's JSON a size, every size's merged, its log, the side records
+RAW_DIR = "raw"  # the finish_fetch raw driver's summary JSON, one a point and strategy
 
 # Encoded HdrHistograms: hdr/<stage>__<variant>__r<rep>__<metric>.hdr, one
 # base64 line (HdrHistogram's own encoding), values in µs.
@@ -153,12 +229,27 @@ def make_run_dir(profile: str, root: Path | None = None) -> Path:
     return path
 
 
+def current_umask() -> int:
+    """The process's umask (read from /proc where it can be, so it is never changed, even briefly)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic_with(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """Let ``write`` fill a temporary file beside ``path``, then rename it into place:
     a reader (report, pandas, an image viewer) never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        # mkstemp makes the file 0600; a result file is as readable as the user's umask says
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()

@@ -8,9 +8,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench.errors import BenchError
-from bench.harness.context import Progress, RunContext
+from bench.harness.context import RunContext
 from bench.harness.profile import STAGES, Profile, load_profile
-from bench.harness.run_folder import open_run
+from bench.harness.progress import Progress, StagePlan
+from bench.harness.run_folder import mark_complete, open_run
 from bench.results import RESULTS_DIR
 
 # Each stage is a module with run_stage(ctx: RunContext) -> None; the report is not one (below).
@@ -24,12 +25,27 @@ STAGE_MODULES = {
 def report_stage(ctx: RunContext) -> None:
     """The run's last stage: report.md from the folder as it stands.
 
-    It lives here, not in the report, so the report never imports the harness.
+    Every stage before it is done, so the run is complete as of now: meta.json
+    says so with the finish time before the report is written, and the report
+    says it too (a report that fails marks the run incomplete again). It lives
+    here, not in the report, so the report never imports the harness.
     """
     from bench.report.render import write_report  # pandas and matplotlib only when reporting
 
-    report = write_report(ctx.run_dir, in_run=True)
-    ctx.progress(f"wrote {report}")
+    mark_complete(ctx.run_dir)
+    report = write_report(ctx.run_dir)
+    ctx.progress.step(f"wrote {report}")
+
+
+REPORT_SECONDS = 15.0  # the report's plots, for the run's ETA
+
+
+def stage_estimate(stage: str, profile: Profile) -> tuple[float, ...]:
+    """The seconds each point of ``stage`` should take (its point_seconds), for the run's ETA."""
+    if stage == "report":
+        return (REPORT_SECONDS,)
+    estimate = getattr(importlib.import_module(STAGE_MODULES[stage]), "point_seconds", None)
+    return tuple(estimate(profile)) if estimate is not None else ()
 
 
 def stage_runner(stage: str, profile: Profile) -> Callable[[RunContext], None]:
@@ -49,7 +65,7 @@ def stage_runner(stage: str, profile: Profile) -> Callable[[RunContext], None]:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench run", description=__doc__)
+    parser = argparse.ArgumentParser(prog="echomq-bench run", description=__doc__)
     parser.add_argument("--profile", default="default", help="profiles/<name>.conf, or a path")
     parser.add_argument(
         "--stages",
@@ -57,20 +73,31 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help=f"comma-separated, from {', '.join(STAGES)} (default: the profile's)",
     )
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders go")
+    parser.add_argument(
+        "--quiet-machine",
+        action="store_true",
+        help="do not start when other work is using the CPU (for CI-like use)",
+    )
     return parser.parse_args(argv)
 
 
 def execute(
-    profile: Profile, stages: Sequence[str], results_root: Path, extra_scripts: Sequence[str] = ()
+    profile: Profile,
+    stages: Sequence[str],
+    results_root: Path,
+    extra_scripts: Sequence[str] = (),
+    quiet_machine: bool = False,
 ) -> int:
     """Run ``stages`` of ``profile`` into one new run folder; every stage is checked first."""
     for stage in stages:
         if stage not in STAGES:
             raise BenchError(f"unknown stage {stage!r}; use some of {', '.join(STAGES)}")
     # Everything is checked before the server starts and the folder is made.
-    runners = {stage: stage_runner(stage, profile) for stage in stages}
-    progress = Progress()
-    with open_run(profile, stages, results_root, extra_scripts, progress) as run:
+    # In the suite's order, whatever the order given: the report comes last, after what it reports.
+    ordered = sorted(dict.fromkeys(stages), key=STAGES.index)
+    runners = {stage: stage_runner(stage, profile) for stage in ordered}
+    progress = Progress([StagePlan(stage, stage_estimate(stage, profile)) for stage in ordered])
+    with open_run(profile, stages, results_root, extra_scripts, progress, quiet_machine) as run:
         for stage, runner in runners.items():
             progress.stage = stage
             progress("starting")
@@ -87,4 +114,4 @@ def main(argv: list[str]) -> int:
     stages = profile.stages
     if args.stages:
         stages = tuple(s.strip() for s in args.stages.split(",") if s.strip())
-    return execute(profile, stages, args.results)
+    return execute(profile, stages, args.results, quiet_machine=args.quiet_machine)

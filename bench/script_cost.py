@@ -67,7 +67,7 @@ def measure_scripts(client: CountingRedis, calls: int) -> list[tuple[str, int, f
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench script-cost", description=__doc__)
+    parser = argparse.ArgumentParser(prog="echomq-bench script-cost", description=__doc__)
     parser.add_argument("--calls", type=int, default=2000, help="calls per script (default 2000)")
     args = parser.parse_args(argv)
     with redis_for_run() as (settings, server):

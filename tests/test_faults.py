@@ -125,7 +125,7 @@ class BenchRun:
 
     def _window_open(self) -> bool:
         assert self.process.poll() is None, f"the run ended early:\n{self.stderr}"
-        logs = list(self.results.glob("*/finish_fetch__*.log")) if self.results.exists() else []
+        logs = list(self.results.glob("*/locust/*.log")) if self.results.exists() else []
         return any(WINDOW_OPEN in log.read_text(errors="replace") for log in logs)
 
     def wait_for_window(self, jobs: int = 20) -> None:
@@ -416,7 +416,7 @@ def test_redis_killed_during_warm_up_still_ends_with_one_line(tmp_path: Path, se
     run = BenchRun(tmp_path, tiny_profile(tmp_path, measure_s=30, warmup_s=30), server.url)
 
     def warming_up() -> bool:
-        logs = list(run.results.glob("*/finish_fetch__*.log")) if run.results.exists() else []
+        logs = list(run.results.glob("*/locust/*.log")) if run.results.exists() else []
         return any("then measuring" in log.read_text(errors="replace") for log in logs)
 
     wait_until(warming_up, START_DEADLINE_S, "Locust's warm-up to begin")

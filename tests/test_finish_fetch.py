@@ -23,7 +23,7 @@ from bench.harness.server import EmbeddedRedis, ServerInfo
 from bench.paths import LOCUSTFILE, REPO
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import STRATEGIES, Queue
-from bench.results import FINISH_FETCH_COLUMNS, HDR_DIR, FinishFetchRow
+from bench.results import FINISH_FETCH_COLUMNS, HDR_DIR, LOCUST_DIR, RAW_DIR, FinishFetchRow
 
 # Short runs: long enough for a few thousand jobs, short enough for the suite.
 QUICK = FinishFetchOptions(
@@ -40,7 +40,7 @@ def test_the_stage_runs_every_strategy_and_writes_every_file(
     with (tmp_path / "finish_fetch.csv").open() as handle:
         reader = csv.DictReader(handle)
         assert tuple(reader.fieldnames or ()) == FINISH_FETCH_COLUMNS
-        rows = {row["variant"]: row for row in reader}
+        rows = {row["strategy"]: row for row in reader}
     assert set(rows) == {"fused", "two_call", "two_call_pipelined"}
     for variant, row in rows.items():
         assert all(row[c] != "" for c in FINISH_FETCH_COLUMNS), row
@@ -48,7 +48,7 @@ def test_the_stage_runs_every_strategy_and_writes_every_file(
         assert row["audit_ok"] == "True", row
         for metric in ("cycle", "e2e"):
             assert (tmp_path / HDR_DIR / f"finish_fetch__{variant}-w2-rtt0__r1__{metric}.hdr").is_file()
-        prefix = tmp_path / f"finish_fetch__{variant}-w2-rtt0__r1"
+        prefix = tmp_path / LOCUST_DIR / f"{variant}-w2-rtt0__r1"
         for suffix in ("_stats.csv", "_stats_history.csv", "_summary.json"):
             assert Path(f"{prefix}{suffix}").is_file()
     # Round trips per job, counted at the client: the first fetch and idle waits add a little.
@@ -61,7 +61,7 @@ def test_the_stage_runs_every_strategy_and_writes_every_file(
         assert abs(float(rows[strategy]["raw_commands_per_job"]) - commands) <= 0.02, rows[strategy]
         assert abs(float(rows[strategy]["server_commands_per_job"]) - commands) <= 0.1, rows[strategy]
     for suffix in ("fused-w2-rtt0", "two_call-w2-rtt0", "two_call_pipelined-w2-rtt0"):
-        assert (tmp_path / f"finish_fetch_raw__{suffix}_summary.json").is_file()
+        assert (tmp_path / RAW_DIR / f"{suffix}_summary.json").is_file()
     table = capsys.readouterr().out
     assert "fused/two_call " in table and "fused/two_call_pipelined" in table and "jobs/s" in table
     assert "latency fidelity" in table and "bare redis-py" in table
@@ -251,14 +251,16 @@ def test_locust_accepts_every_key_of_every_profile():
 
 def test_the_table_shows_medians_and_pairs_each_a_b_round_into_a_ratio():
     base = FinishFetchRow(
-        variant="fused", rep=1, workers=2, producers=1, rtt_ms=0.0, duration_s=1.0, jobs=100,
+        run_id="r", protocol="echomq", profile="quick", strategy="fused", rep=1, workers=2, producers=1,
+        rtt_ms=0.0, batch_size=20, payload_bytes=20, target_rate=0.0, warmup_s=0.3, measure_s=1.0,
+        duration_s=1.0, jobs=100,
         jobs_per_s=100.0, round_trips_per_job=1.0, server_calls_per_job=1.0, server_us_per_job=10.0,
         cycle_p50_us=50, cycle_p90_us=60, cycle_p99_us=70, cycle_p999_us=80, cycle_max_us=90,
         e2e_p50_us=100, e2e_p99_us=200, loadgen_cpu_pct=50.0, saturated=False, audit_ok=True,
     )  # fmt: skip
 
     def run(variant: str, rep: int, jobs_per_s: float) -> TableRow:
-        row = dataclasses.replace(base, variant=variant, rep=rep, jobs_per_s=jobs_per_s)
+        row = dataclasses.replace(base, strategy=variant, rep=rep, jobs_per_s=jobs_per_s)
         return TableRow(row, rtt_slept_ms=0.0, loadgen_cpu_us_per_job=30.0)
 
     rounds = [
@@ -268,7 +270,11 @@ def test_the_table_shows_medians_and_pairs_each_a_b_round_into_a_ratio():
         run("two_call", 2, 100.0),
     ]
     lines = table(rounds, ["fused", "two_call"]).splitlines()
-    (fused,) = [line for line in lines if line.startswith("2 ") and " fused " in line]
-    assert "250 [200-300]" in fused and "ok 2/2" in fused
-    (ratio,) = [line for line in lines if "fused/two_call" in line]
-    assert ratio.split()[1:3] == ["2.50", "[2.00-3.00]"]  # jobs/s: the median and spread of 2 and 3
+    (jobs,) = [line for line in lines if line.split()[:1] == ["jobs/s"]]
+    assert jobs.split()[1:] == ["250", "[200-300]", "100", "[100-100]", "2.50", "[2.00-3.00]"]
+    (audit,) = [line for line in lines if line.split()[:1] == ["audit"]]
+    assert audit.split()[1:] == ["ok", "2/2", "ok", "2/2"]
+    point = next(i for i, line in enumerate(lines) if line.startswith("workers 2, rtt 0 ms*"))
+    assert lines[point + 1].split() == ["fused", "two_call", "fused/two_call"]  # the point's columns
+    for width in (100, 80):
+        assert max(map(len, table(rounds, ["fused", "two_call"], width).splitlines())) <= width

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import time
 from collections import Counter
 from pathlib import Path
@@ -20,7 +21,7 @@ from bench.race.count import Anomalies, count_anomalies, read_state
 from bench.race.plan import RacePlan, RaceSetting, variant_names
 from bench.race.run import RaceLog, run_once
 from bench.race.table import RaceOutcome
-from bench.results import RACE_COLUMNS, RaceRow, row_dict
+from bench.results import RACE_COLUMNS, RaceRow, RunIds, row_dict
 
 ATOMIC = [name for name in SWEEPERS if not has_gap(name)]
 WITH_GAP = [name for name in SWEEPERS if has_gap(name)]
@@ -90,10 +91,12 @@ def test_an_outcome_is_one_race_csv_row_of_its_counts_summed_over_reps():
     setting = RaceSetting("app_side", sweepers=2, stalled_jobs=10, delay_ms=1.0, workers=0)
     counts = Anomalies(double_recoveries=3, audit_violations=1) + Anomalies(lost_attempt_updates=2)
     outcome = RaceOutcome(setting, reps=2, counts=counts)
-    row = outcome.row()
+    row = outcome.row(RunIds("20240101-000000-smoke", "smoke"))
     assert isinstance(row, RaceRow)
     assert row_dict(row) == {
-        "variant": "app_side", "sweepers": 2, "stalled_jobs": 10, "delay_ms": 1.0, "reps": 2,
+        "run_id": "20240101-000000-smoke", "protocol": "echomq", "profile": "smoke",
+        "variant": "app_side", "sweepers": 2, "stalled_jobs": 10, "delay_ms": 1.0, "workers": 0,
+        "slice_size": 50, "max_stalled": 1000, "reps": 2,
         "double_recoveries": 3, "lost_attempt_updates": 2, "requeued_after_finish": 0, "audit_violations": 1,
     }  # fmt: skip
     assert tuple(row_dict(row)) == RACE_COLUMNS
@@ -156,3 +159,7 @@ def test_the_race_command_writes_race_csv_and_a_table(
     assert rows[0]["double_recoveries"] == "0" and rows[0]["audit_violations"] == "0"
     out = capsys.readouterr().out
     assert "per_10k" in out and "simulated" in out
+    # open_run(): the same meta.json as `bench run` writes (run_id, start, finish, stages)
+    meta = json.loads((csv_path.parent / "meta.json").read_text())
+    assert meta["run_id"] == csv_path.parent.name and meta["complete"] is True
+    assert meta["stages_planned"] == meta["stages_done"] == ["race"] and meta["finished"]

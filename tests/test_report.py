@@ -84,8 +84,11 @@ def test_a_coefficient_of_variation_over_ten_percent_is_unstable() -> None:
 def test_counts_from_and_to_zero() -> None:
     zero, some = Sample.of([0]), Sample.of([3])
     assert verdict(zero, zero, higher_is_better=False) == "same"
-    assert verdict(zero, some, higher_is_better=False) == "worse"
-    assert verdict(some, zero, higher_is_better=False) == "better"
+    # A count the code fixes (exact) is judged on one value; a measured one is not.
+    assert verdict(zero, some, higher_is_better=False, exact=True) == "worse"
+    assert verdict(some, zero, higher_is_better=False, exact=True) == "better"
+    assert verdict(zero, some, higher_is_better=False) == "no spread"
+    assert verdict(some, zero, higher_is_better=False) == "no spread"
 
 
 def test_sweep_spread_comes_from_its_stdev() -> None:
@@ -104,7 +107,7 @@ def test_compare_gives_each_known_change_its_verdict() -> None:
     rows = compare_runs(a.frames, b.frames).rows.set_index(["stage", "point", "metric"])
     for key, expected in CHANGES.items():
         assert rows.loc[key, "verdict"] == expected, key
-    jobs = rows.loc[("finish_fetch", "variant=fused workers=2 rtt_ms=0", "jobs_per_s")]
+    jobs = rows.loc[("finish_fetch", "strategy=fused workers=2 rtt_ms=0", "jobs_per_s")]
     assert jobs["a"] == pytest.approx(1000) and jobs["b"] == pytest.approx(1100)
     assert jobs["ratio"] == pytest.approx(1.10)
     # Nothing else changed between the two runs.
@@ -129,7 +132,7 @@ def test_compare_cli_prints_the_table_and_fails_on_regression(
     out = capsys.readouterr().out
     assert "| stage | point | metric | A | B | B/A |" in out
     assert "changed: redis_version: 7.2.4 -> 7.4.1" in out
-    assert "verdicts: better 6, worse 4" in out
+    assert "verdicts: better 3, worse 2" in out
     assert compare_main([*argv, "--fail-on-regression"]) == 1
     # Against itself nothing is worse, so CI passes.
     assert compare_main([RUN_A, RUN_A, "--results", str(results), "--fail-on-regression"]) == 0
@@ -141,7 +144,7 @@ def test_compare_with_a_partial_run_names_what_it_could_not_compare(
     assert compare_main([RUN_A, PARTIAL, "--results", str(results), "--changed"]) == 0
     out = capsys.readouterr().out
     assert "note: sweep: absent from run B; not compared" in out
-    assert "note: finish_fetch: only in run A: variant=fused workers=2 rtt_ms=1" in out
+    assert "note: finish_fetch: only in run A: strategy=fused workers=2 rtt_ms=1" in out
     assert "run B is INCOMPLETE: interrupted (Ctrl-C)" in out
     assert "saturated in B" in out and "audit failed in B" in out
     assert "e2e_p99_us" not in out  # the partial run lacks that column: no row for it
@@ -267,7 +270,7 @@ def test_ratio_is_nan_only_when_both_are_zero() -> None:
     assert len(rows) == 1 and math.isnan(rows.iloc[0]["ratio"]) and rows.iloc[0]["verdict"] == "same"
 
 
-def test_run_stage_writes_the_report_of_a_run_still_in_progress(results: Path) -> None:
+def test_the_in_run_report_says_complete_with_the_finish_time(results: Path) -> None:
     from bench.harness.context import Progress, RunContext
     from bench.harness.profile import load_profile
     from bench.harness.server import ServerInfo
@@ -282,6 +285,7 @@ def test_run_stage_writes_the_report_of_a_run_still_in_progress(results: Path) -
     ctx = RunContext(load_profile("smoke"), RedisSettings.from_url(server.url), server, run, Progress())
     run_stage(ctx)  # reads only the folder: no server is contacted
     text = (run / "report.md").read_text()
-    assert "complete so far" in text and "(still running)" in text
-    assert "Incomplete run" not in text
+    finished = json.loads((run / "meta.json").read_text())["finished"]
+    assert finished and "| status | complete |" in text and f" / {finished} |" in text
+    assert "Incomplete run" not in text and "still running" not in text and "INCOMPLETE" not in text
     assert all((run / plot).is_file() for plot in PLOTS)

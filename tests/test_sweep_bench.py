@@ -12,7 +12,7 @@ import pytest
 from bench.errors import BenchError
 from bench.harness.profile import SweepOptions
 from bench.hdr import encode, new_histogram, record_us
-from bench.results import SWEEP_COST_COLUMNS, SweepCostRow, row_dict
+from bench.results import NOT_SKIPPED, SWEEP_COST_COLUMNS, RunIds, SweepCostRow, row_dict
 from bench.sweep_cost.plan import PlannedPoint, Point, plan, pyperf_options
 from bench.sweep_cost.probe import Probe
 from bench.sweep_cost.pyperf_program import PROGRAM, ProgramSettings, forward_settings
@@ -118,6 +118,10 @@ def test_slope_is_one_for_linear_and_two_for_quadratic():
     assert fits["quad/s"]["slope_top_two"] == pytest.approx(2.0)
 
 
+IDS = RunIds("20240101-000000-smoke", "smoke")
+OPTIONS = SweepOptions()
+
+
 def test_a_point_whose_check_failed_says_so_in_its_row(tmp_path: Path):
     point = Point("atomic_linear", "mixed", 10)
     histogram = new_histogram()
@@ -127,14 +131,14 @@ def test_a_point_whose_check_failed_says_so_in_its_row(tmp_path: Path):
         "probe_hdr": encode(histogram), "probe_busy": 0, "probe_errors": 0, "probe_sent": 1,
         "errors": ["check failed: 1 stalled jobs reclaimed twice"],
     }  # fmt: skip
-    (tmp_path / SIDE_DIR).mkdir()
+    (tmp_path / SIDE_DIR).mkdir(parents=True)
     (tmp_path / SIDE_DIR / f"{point.slug}.1.json").write_text(json.dumps({"values": [side]}))
-    row = make_row(tmp_path, PlannedPoint(point), SizeOutcome({point.name: [0.001, 0.003]}))
+    row = make_row(tmp_path, PlannedPoint(point), SizeOutcome({point.name: [0.001, 0.003]}), IDS, OPTIONS)
     assert row["skipped"] == "error: check failed: 1 stalled jobs reclaimed twice"
     assert row["sweep_ms_median"] == pytest.approx(2.0) and row["us_per_active_job"] == pytest.approx(200.0)
     assert row["hold_ms_max"] == pytest.approx(1.2) and row["probe_max_us"] == 250
     missing = make_row(
-        tmp_path, PlannedPoint(Point("atomic", "mixed", 10)), SizeOutcome(failure="pyperf died")
+        tmp_path, PlannedPoint(Point("atomic", "mixed", 10)), SizeOutcome(failure="pyperf died"), IDS, OPTIONS
     )
     assert missing["skipped"] == "error: pyperf died" and missing["sweep_ms_median"] == ""
 
@@ -142,11 +146,17 @@ def test_a_point_whose_check_failed_says_so_in_its_row(tmp_path: Path):
 def test_a_skipped_point_is_a_typed_row_with_nothing_measured(tmp_path: Path):
     why = "over the cap atomic:all_stalled:10"
     planned = PlannedPoint(Point("atomic", "all_stalled", 100_000), skipped=why)
-    row = sweep_cost_row(tmp_path, planned, None)
-    assert row == SweepCostRow("atomic", "all_stalled", 100_000, skipped=why)
+    row = sweep_cost_row(tmp_path, planned, None, IDS, OPTIONS)
+    assert row == SweepCostRow(
+        IDS.run_id, "echomq", IDS.profile, "atomic", "all_stalled", 100_000, 100, 500.0, skipped=why
+    )
     written = row_dict(row)
-    assert tuple(written) == SWEEP_COST_COLUMNS and written == make_row(tmp_path, planned, None)
-    assert [c for c, v in written.items() if v != ""] == ["variant", "scenario", "active_size", "skipped"]
+    assert tuple(written) == SWEEP_COST_COLUMNS and written == make_row(tmp_path, planned, None, IDS, OPTIONS)
+    set_ = ["run_id", "protocol", "profile", "variant", "scenario", "active_size", "slice_size"]
+    assert [c for c, v in written.items() if v != ""] == [*set_, "probe_rate_hz", "reps", "skipped"]
+    assert written["reps"] == 0  # no sweep measured
+    measured = row_dict(SweepCostRow(IDS.run_id, "echomq", IDS.profile, "atomic", "healthy", 10, 100, 500.0))
+    assert measured["skipped"] == NOT_SKIPPED
 
 
 def test_the_probe_counts_busy_replies_and_carries_on(client, settings):
@@ -199,13 +209,18 @@ def test_the_sweep_command_writes_every_column(tmp_path: Path, settings, monkeyp
     assert rows[("app_side", "mixed")]["skipped"].startswith("over the cap app_side:mixed:1")
     measured = [r for key, r in rows.items() if key != ("app_side", "mixed")]
     for row in measured:
-        assert row["skipped"] == "", row
+        assert row["skipped"] == NOT_SKIPPED, row
         assert all(row[c] != "" for c in SWEEP_COST_COLUMNS if c != "skipped"), row
-        assert row["reps"] == "1" and row["probe_busy"] == "0"
+        assert row["reps"] == "1" and row["probe_busy"] == "0.0"  # a float column: empty when unmeasured
     assert float(rows[("atomic_linear", "mixed")]["round_trips"]) == 1.0
-    assert (run_dir / "sweep_pyperf.json").exists()
+    raw = run_dir / "pyperf"  # pyperf's own files in a folder of their own
+    assert (raw / "sweep_pyperf.json").exists() and (raw / "sweep_5.json").exists()
+    assert (raw / "sweep_pyperf.log").exists() and not (run_dir / "sweep_pyperf.log").exists()
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["sweep_errors"] == 0 and "atomic_linear/mixed" not in meta["sweep_slopes"]  # one size
+    # open_run(): a run_id (so `bench runs` dates it), and the folder closed as complete
+    assert meta["run_id"] == run_dir.name and meta["complete"] is True and meta["finished"]
+    assert meta["stages_planned"] == meta["stages_done"] == ["sweep"]
     printed = capsys.readouterr().out
     assert "active size 5" in printed and "slope of log(sweep time)" in printed
 

@@ -7,10 +7,13 @@ folder's Locust side (stage.py runs Locust as a child process).
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import signal
 import sys
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import gevent
@@ -20,10 +23,12 @@ from locust.env import Environment
 from bench.errors import BenchError
 from bench.finish_fetch.current import Current, read_settings
 from bench.finish_fetch.loadstats import RunSettings
-from bench.finish_fetch.options import add_options
+from bench.finish_fetch.options import add_options, begin_test, default_summary, summary_path
 from bench.finish_fetch.user import RedisUser
 from bench.finish_fetch.window import EXIT_INTERRUPTED, Controller, install_load_side, role_of
 from bench.harness.server import check_server
+from bench.protocol.connection import redact_url
+from bench.results import read_json, update_meta
 
 log = logging.getLogger("echomq")
 
@@ -41,8 +46,13 @@ def install() -> None:
 
 
 def apply_user_counts(environment: Environment, run: RunSettings) -> None:
-    """Producers and workers (or the one probe) as Locust fixed counts; with no -u given, exactly that
-    many users."""
+    """Producers and workers (or the latency-fidelity run's one probe) as Locust fixed counts; with
+    no -u given, exactly that many users.
+
+    A -u that differs from producers + workers would start other counts than the run records
+    (Locust fills the fixed counts in turn), so it is refused: one line, exit 2. In the web UI
+    the profile's shape sets the users, and the form's user count is off.
+    """
     counts = {"producer": run.producers, "worker": run.workers, "probe": 0}
     if run.probe:  # the latency-fidelity run: one probe user and nothing else
         counts = {"producer": 0, "worker": 0, "probe": 1}
@@ -51,8 +61,16 @@ def apply_user_counts(environment: Environment, run: RunSettings) -> None:
             user_class.fixed_count = counts.get(user_class.role, 0)
     options = environment.parsed_options
     if options is not None and not getattr(options, "worker", False):
+        users = sum(counts.values())
         if options.num_users is None:
-            options.num_users = sum(counts.values())
+            options.num_users = users
+        elif options.num_users != users and environment.web_ui is None:
+            sys.stderr.write(
+                f"echomq-bench: error: -u {options.num_users} does not match producers {run.producers} "
+                f"+ workers {run.workers} = {users}; leave -u out (the users follow --producers and "
+                "--workers) or change those\n"
+            )
+            sys.exit(2)
         if options.spawn_rate is None:
             options.spawn_rate = options.num_users  # all within a second, inside the warm-up
 
@@ -66,12 +84,22 @@ def _on_init(environment: Environment, **_: Any) -> None:
         return  # a library user without our options: nothing to wire
     apply_user_counts(environment, read_settings(environment))
 
+    role = role_of(environment)
+
+    def prepare() -> RunSettings:
+        """The settings of the test about to start (the web UI's form may have changed them)."""
+        run = read_settings(environment)
+        apply_user_counts(environment, run)
+        return run
+
     def on_test_start(environment: Environment, **_: Any) -> None:
-        apply_user_counts(environment, read_settings(environment))
+        run = prepare()
+        if role != "worker":
+            begin_test(run.strategy)
+            _started[:] = [_now()]
 
     # Added first, so the settings are read before the Controller's test_start listener runs.
     environment.events.test_start.add_listener(on_test_start)
-    role = role_of(environment)
     headless = bool(getattr(environment.parsed_options, "headless", False))
     if headless and role != "worker":
         _check_server_or_exit()
@@ -79,12 +107,75 @@ def _on_init(environment: Environment, **_: Any) -> None:
     # KeyboardInterrupt (with the web UI, Locust's own Ctrl-C handling stays: it quits).
     if role != "worker":
         controller = Controller(environment)
+        tab = None
+        if environment.web_ui is not None:
+            from bench.finish_fetch import web_ui  # Flask and the UI's pieces only with a UI
+
+            tab = web_ui.install(environment, controller, prepare)
+            problem = web_ui.unreachable_line(environment)
+            if problem:
+                log.error("echomq: %s; Start is refused until it answers", problem)
+
+        def after_test(environment: Environment, **_: Any) -> None:
+            """After the Controller wrote the summary: say where, keep it for the UI's tab."""
+            path = summary_path(environment.parsed_options)
+            summary = _read_json(path)
+            if path is not None and summary is not None:
+                if path == default_summary():
+                    _write_run_meta(path.parent, summary, environment)
+                log.info("echomq: the run's summary is in %s", path)
+            if tab is not None and summary is not None:
+                tab.record_finished(summary)
+
+        environment.events.test_stop.add_listener(after_test)  # after the Controller's own
         if headless:
             gevent.signal_handler(signal.SIGINT, controller.on_sigint)
     elif headless:
         gevent.signal_handler(signal.SIGINT, _worker_sigint)
     if role != "master":
         install_load_side(environment)
+
+
+_started: list[str] = []  # when the current test started
+
+
+def _now() -> str:
+    return dt.datetime.now().isoformat(timespec="seconds")
+
+
+def _read_json(path: Path | None) -> dict[str, Any] | None:
+    try:
+        return read_json(path) if path is not None and path.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _write_run_meta(folder: Path, summary: dict[str, Any], environment: Environment) -> None:
+    """A direct Locust run's folder under results/: meta.json beside its summary, so `bench runs`
+    lists it and says whether it completed."""
+    headless = bool(getattr(environment.parsed_options, "headless", False))
+    update_meta(
+        folder,
+        run_id=folder.name,
+        profile="locust",
+        source=f"locust -f bench/locustfile.py ({'headless' if headless else 'web UI'})",
+        started=_started[0] if _started else None,
+        finished=_now(),
+        complete=bool(summary.get("complete")),
+        reason=summary.get("aborted"),
+        stages_planned=["finish_fetch"],
+        stages_done=["finish_fetch"] if summary.get("measured") else [],
+        settings=summary.get("settings"),
+        redis_url=redact_url(Current.redis.url),
+        locust=_version("locust"),
+    )
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def _check_server_or_exit() -> None:
@@ -94,7 +185,7 @@ def _check_server_or_exit() -> None:
         check_server(
             Current.redis,
             unreachable_remedy="start it, or point REDIS_URL or --redis-url at one "
-            "(`python -m bench run` starts its own)",
+            "(`echomq-bench run` starts its own)",
         )
     except BenchError as exc:
         sys.stderr.write(f"echomq-bench: error: {exc}\n")

@@ -86,6 +86,10 @@ class Recorder:
         if self.measuring:
             self._counters[name] += amount
 
+    def peek(self) -> tuple[dict[str, HdrHistogram], Counter[str]]:
+        """What this window holds so far, left in place (the web UI's live tab reads it)."""
+        return dict(self._histograms), Counter(self._counters)
+
     def take(self) -> dict[str, Any]:
         """Everything recorded since the last take, encoded; the recorder starts again from empty."""
         if self.measuring:

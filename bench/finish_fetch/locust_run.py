@@ -32,6 +32,7 @@ from bench.paths import LOCUSTFILE, REPO
 from bench.protocol.audit import AuditResult, audit, server_run_id
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Queue
+from bench.results import LOCUST_DIR
 from bench.results import read_json as read_summary
 
 STAGE = "finish_fetch"
@@ -222,7 +223,7 @@ def run_once(
     the run's summary still holds what was measured before.
     """
     name = f"ff-{strategy}-{uuid.uuid4().hex[:10]}"
-    prefix = folder / f"{STAGE}__{strategy}-{point.label}__r{rep}"
+    prefix = folder / LOCUST_DIR / f"{strategy}-{point.label}__r{rep}"
     client = settings.connect()
     try:
         queue = Queue.open(client, name)
@@ -259,7 +260,9 @@ def run_probe(settings: RedisSettings, opts: FinishFetchOptions, folder: Path) -
     try:
         queue = Queue.open(client, name)
         try:
-            return run_locust(settings, short, "fused", Point(1, 0.0), name, folder / f"{STAGE}_probe", True)
+            return run_locust(
+                settings, short, "fused", Point(1, 0.0), name, folder / LOCUST_DIR / "fidelity-probe", True
+            )
         finally:
             with contextlib.suppress(redis.RedisError):
                 queue.delete()

@@ -9,14 +9,14 @@ from typing import Any
 from bench import hdr
 from bench.finish_fetch.locust_run import STAGE, RunResult
 from bench.harness.profile import FinishFetchOptions
-from bench.results import HDR_DIR, FinishFetchRow, hdr_name
+from bench.results import HDR_DIR, FinishFetchRow, RunIds, hdr_name
 
 
 def _round(value: Any, digits: int) -> float | None:
     return round(float(value), digits) if value is not None else None
 
 
-def csv_row(run: RunResult, opts: FinishFetchOptions) -> FinishFetchRow:
+def csv_row(run: RunResult, opts: FinishFetchOptions, ids: RunIds) -> FinishFetchRow:
     """The run's row of finish_fetch.csv; audit_ok only when the queue audit passed and
     every process's last report arrived (a run cut short is not audited as whole)."""
     s = run.summary
@@ -24,11 +24,19 @@ def csv_row(run: RunResult, opts: FinishFetchOptions) -> FinishFetchRow:
     cycle = s["percentiles_us"].get("cycle", {})
     e2e = s["percentiles_us"].get("e2e", {})
     return FinishFetchRow(
-        variant=run.strategy,
+        run_id=ids.run_id,
+        protocol=ids.protocol,
+        profile=ids.profile,
+        strategy=run.strategy,
         rep=run.rep,
         workers=run.point.workers,
         producers=opts.producers,
         rtt_ms=run.point.rtt_ms,
+        batch_size=opts.batch_size,
+        payload_bytes=opts.payload_bytes,
+        target_rate=opts.target_rate,
+        warmup_s=opts.warmup_s,
+        measure_s=opts.measure_s,
         duration_s=_round(s["window_s"], 3),
         jobs=d["jobs"],
         jobs_per_s=_round(d["jobs_per_s"], 1),

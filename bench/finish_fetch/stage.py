@@ -27,14 +27,31 @@ import redis
 from bench.errors import BenchError
 from bench.finish_fetch.fidelity import Fidelity, measure_plain
 from bench.finish_fetch.loadstats import RunSettings, first_line
-from bench.finish_fetch.locust_run import INTERRUPTED, STAGE, Point, RunResult, run_once, run_probe
+from bench.finish_fetch.locust_run import (
+    INTERRUPTED,
+    PROBE_MEASURE_S,
+    PROBE_WARMUP_S,
+    Point,
+    RunResult,
+    run_once,
+    run_probe,
+)
 from bench.finish_fetch.probe import PROBE_METRIC
 from bench.finish_fetch.raw import run_raw
 from bench.finish_fetch.rows import csv_row, with_raw, write_histograms
 from bench.finish_fetch.table import TableRow, table
 from bench.harness.context import RunContext
 from bench.harness.profile import FinishFetchOptions, Profile
-from bench.results import FINISH_FETCH_COLUMNS, FinishFetchRow, row_dict, update_meta, write_csv, write_json
+from bench.results import (
+    FINISH_FETCH_COLUMNS,
+    RAW_DIR,
+    FinishFetchRow,
+    RunIds,
+    row_dict,
+    update_meta,
+    write_csv,
+    write_json,
+)
 
 RTT_LABEL = (
     "simulated: each exchange on the wire waits rtt_ms once (a flush carrying several calls waits once); "
@@ -63,6 +80,27 @@ def points_of(opts: FinishFetchOptions) -> list[Point]:
     ]
 
 
+# Beyond its window, a run spends this long starting Locust, stopping it and auditing the queue.
+RUN_OVERHEAD_S = 3.5
+RAW_OVERHEAD_S = 0.5  # a raw run: its threads start and stop, its queue is audited
+FIDELITY_CALL_S = 0.0003  # one timed trivial call of the fidelity check's plain loops, about
+
+
+def point_seconds(profile: Profile) -> tuple[float, ...]:
+    """The seconds each step of the stage should take, in order: for the run's ETA. Per point, its
+    Locust runs, then its raw runs; at the end the fidelity check."""
+    opts = profile.finish_fetch
+    window = opts.warmup_s + opts.measure_s
+    per_point = (window + RUN_OVERHEAD_S,) * (opts.repetitions * len(opts.strategies))
+    if opts.raw_driver:
+        per_point += (window + RAW_OVERHEAD_S,) * len(opts.strategies)
+    steps = per_point * len(points_of(opts))
+    if opts.fidelity_calls > 0:
+        probe = PROBE_WARMUP_S + PROBE_MEASURE_S + RUN_OVERHEAD_S
+        steps += (probe + 3 * opts.fidelity_calls * FIDELITY_CALL_S,)
+    return steps
+
+
 def run_stage(ctx: RunContext) -> None:
     opts = ctx.profile.finish_fetch
     strategies = list(opts.strategies)
@@ -73,12 +111,13 @@ def run_stage(ctx: RunContext) -> None:
     errors: Counter[str] = Counter()  # failed calls by kind, over every run: meta.json
     audits: dict[str, str] = {}  # the verdict of each run whose audit did not pass: meta.json
     total = len(points) * opts.repetitions * len(strategies)
+    ids = RunIds(ctx.run_dir.name, ctx.profile.name)
     for point in points:
         for rep in range(1, opts.repetitions + 1):
             for strategy in strategies:  # A B C A B C: drift on a shared machine hits all alike
                 ctx.progress(f"run {len(rows) + 1}/{total}: {strategy} {point.label} rep {rep}")
                 run = run_once(ctx.settings, opts, strategy, point, rep, ctx.run_dir)
-                row = csv_row(run, opts)
+                row = csv_row(run, opts, ids)
                 rows.append(row)
                 derived = run.summary["derived"]
                 shown.append(
@@ -94,12 +133,15 @@ def run_stage(ctx: RunContext) -> None:
                     finish_fetch_errors=dict(sorted(errors.items())),
                     finish_fetch_audit_failures=audits,
                 )
-                ctx.progress(_progress_line(run, row))
+                ctx.progress.step(_progress_line(run, row))
                 _stop_if_stopped(run, ctx.run_dir)
         if opts.raw_driver:
             for strategy in strategies:
                 ctx.progress(f"raw driver: {strategy} {point.label}")
                 raw = _raw_run(ctx, opts, strategy, point)
+                ctx.progress.step(
+                    f"raw driver: {strategy} {point.label}: {raw['derived']['jobs_per_s']:.0f} jobs/s"
+                )
                 if not raw["audit"]["ok"]:
                     audits[f"raw-{strategy}-{point.label}"] = raw["audit"]["verdict"]
                     update_meta(ctx.run_dir, finish_fetch_audit_failures=audits)
@@ -112,8 +154,9 @@ def run_stage(ctx: RunContext) -> None:
         fidelity = _fidelity(ctx, opts)
         update_meta(ctx.run_dir, finish_fetch_fidelity=fidelity.as_dict())
         notes = fidelity_lines(fidelity)
+        ctx.progress.step("latency fidelity measured")
     ctx.progress.done()
-    print(table(shown, strategies, notes))
+    print(table(shown, strategies, notes=notes))
     if errors:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(errors.items()))
         total = sum(errors.values())
@@ -141,13 +184,13 @@ def _raw_run(ctx: RunContext, opts: FinishFetchOptions, strategy: str, point: Po
         summary = run_raw(ctx.settings, run)
     except redis.RedisError as exc:
         raise BenchError(f"raw driver run {strategy} {point.label} failed: {first_line(exc)}") from None
-    write_json(ctx.run_dir / f"{STAGE}_raw__{strategy}-{point.label}_summary.json", summary)
+    write_json(ctx.run_dir / RAW_DIR / f"{strategy}-{point.label}_summary.json", summary)
     return summary
 
 
 def _with_raw_at(row: FinishFetchRow, point: Point, strategy: str, raw: dict[str, Any]) -> FinishFetchRow:
     at = (row.workers, row.rtt_ms, row.concurrency, row.job_ms)
-    if row.variant != strategy or at != (point.workers, point.rtt_ms, point.concurrency, point.job_ms):
+    if row.strategy != strategy or at != (point.workers, point.rtt_ms, point.concurrency, point.job_ms):
         return row
     return with_raw(row, raw)
 

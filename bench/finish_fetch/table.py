@@ -7,8 +7,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
+from textwrap import indent
 
 from bench.fits import paired_ratio
+from bench.harness.terminal import render_table, table_width, wrap_note
 from bench.results import FinishFetchRow
 
 # (header, attribute of a TableRow, format)
@@ -20,11 +22,10 @@ TABLE_METRICS = (
     ("cycle p99 µs", "row.cycle_p99_us", "{:.0f}"),
     ("redis µs/job", "row.server_us_per_job", "{:.1f}"),
     ("redis ceiling/s", "row.redis_ceiling_jobs_per_s", "{:.0f}"),
-    ("loadgen cpu µs/job", "loadgen_cpu_us_per_job", "{:.0f}"),  # the harness's own cost
+    ("load gen cpu µs/job", "loadgen_cpu_us_per_job", "{:.0f}"),  # the harness's own cost
     ("raw cpu µs/job", "row.raw_cpu_us_per_job", "{:.0f}"),  # the same loops without Locust
-    ("locust/raw", "row.locust_raw_jobs_ratio", "{:.2f}"),
+    ("locust/raw jobs/s", "row.locust_raw_jobs_ratio", "{:.2f}"),
 )
-POINT_HEADER = ["workers", "conc", "job ms", "rtt ms*", "slept ms"]
 
 
 @dataclass(frozen=True)
@@ -55,65 +56,64 @@ def _point(r: TableRow) -> tuple[int, int, float, float]:
     return (r.row.workers, r.row.concurrency, r.row.job_ms, r.row.rtt_ms)
 
 
-def table(runs: Sequence[TableRow], strategies: Sequence[str], notes: Sequence[str] = ()) -> str:
-    """Medians over repetitions; a ratio row pairs the runs of each A B C round, [min-max] of the
-    pairs: the first strategy over each other one."""
-    names = [name for name, _, _ in TABLE_METRICS]
-    header = [*POINT_HEADER, "strategy", *names, "limit", "saturated", "audit"]
-    lines = [header]
-    metrics = [(attrgetter(key), form) for _, key, form in TABLE_METRICS]
+def _heading(workers: int, concurrency: int, job_ms: float, rtt: float, slept: Sequence[float]) -> str:
+    """workers 4, rtt 1 ms*, 8 jobs in flight each, job 5 ms (slept 1.07): the last three when set."""
+    text = f"workers {workers}, rtt {rtt:g} ms*"
+    if concurrency != 1:
+        text += f", {concurrency} jobs in flight each"
+    if job_ms:
+        text += f", job {job_ms:g} ms"
+    return text + (f" (slept {statistics.median(slept):.2f})" if slept else "")
+
+
+def table(
+    runs: Sequence[TableRow], strategies: Sequence[str], width: int | None = None, notes: Sequence[str] = ()
+) -> str:
+    """One block a point: a row a metric, a column a strategy (medians over repetitions, jobs/s with
+    its [min-max]), then a ratio column for the first strategy over each other one, pairing the runs
+    of each A B C round, [min-max] of the pairs. Narrow enough for 100 columns; it folds below that."""
+    metrics = [(name, attrgetter(key), form) for name, key, form in TABLE_METRICS]
+    first, others = (strategies[0], list(strategies[1:])) if strategies else ("", [])
+    ratio_names = [f"{first}/{other}" for other in others]
+    header = ["", *strategies, *ratio_names]
+    pairs = f"{', '.join(ratio_names)} pair the runs of each round [min-max]" if ratio_names else ""
+    blocks = [wrap_note(f"finish-then-fetch: medians of the repetitions, jobs/s [min-max]; {pairs}", width)]
     for point in sorted({_point(r) for r in runs}):
-        workers, concurrency, job_ms, rtt = point
         here = [r for r in runs if _point(r) == point]
         by_strategy = {
-            s: sorted((r for r in here if r.row.variant == s), key=lambda r: r.row.rep) for s in strategies
+            s: sorted((r for r in here if r.row.strategy == s), key=lambda r: r.row.rep) for s in strategies
         }
-        for strategy, of_strategy in by_strategy.items():
-            # the spread of jobs/s here; of every metric in the ratio rows
+        rows: list[list[str]] = []
+        for i, (name, get, form) in enumerate(metrics):
             cells = [
-                _median_spread(
-                    [float(get(r)) for r in of_strategy if get(r) is not None], form, spread=i == 0
-                )
-                for i, (get, form) in enumerate(metrics)
+                _median_spread([float(get(r)) for r in of if get(r) is not None], form, spread=i == 0)
+                for of in by_strategy.values()
             ]
-            saturated = sum(1 for r in of_strategy if r.row.saturated)
-            audited = sum(1 for r in of_strategy if r.row.audit_ok)
-            slept = [r.rtt_slept_ms for r in of_strategy if r.rtt_slept_ms]
-            lines.append(
-                [
-                    str(workers),
-                    str(concurrency),
-                    f"{job_ms:g}",
-                    f"{rtt:g}",
-                    _median_spread(slept, "{:.2f}", spread=False) if slept else "-",
-                    strategy,
-                    *cells,
-                    _limit(of_strategy),
-                    f"{saturated}/{len(of_strategy)}",
-                    f"ok {audited}/{len(of_strategy)}",
-                ]
-            )
-        first = strategies[0] if strategies else ""
-        for other in strategies[1:]:
-            a, b = by_strategy[first], by_strategy[other]
-            cells = []
-            for get, _ in metrics:
+            for other in others:
+                a, b = by_strategy[first], by_strategy[other]
                 ratio = paired_ratio((get(x), get(y)) for x, y in zip(a, b, strict=False))
                 cells.append(ratio.text("{:.2f}") if ratio else "-")
-            lines.append(["", "", "", "", "", f"{first}/{other}", *cells, "", "", ""])
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    text = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in lines]
-    return "\n".join(
-        [
-            "finish-then-fetch: medians of the repetitions; ratios pair the runs of each A B C round "
-            "[min-max]",
-            *text,
-            "* rtt is simulated: each exchange on the wire waits rtt ms once, whatever it carries "
-            "(slept: the mean it took); conc: jobs in flight per worker connection, auto-pipelined",
-            "redis µs/job counts every client-sent command in the window, producers' addJob included; "
-            "redis ceiling = 1e6 / redis µs/job; limit: the side that used the most of its capacity "
-            "(latency: none used 70%); "
-            "locust/raw: Locust's jobs/s over the raw driver's (no Locust) at the same point",
-            *notes,
-        ]
+            rows.append([name, *cells])
+        rows.append(["limit", *(_limit(of) for of in by_strategy.values())])
+        rows.append(
+            ["saturated", *(f"{sum(r.row.saturated for r in of)}/{len(of)}" for of in by_strategy.values())]
+        )
+        rows.append(
+            ["audit", *(f"ok {sum(r.row.audit_ok for r in of)}/{len(of)}" for of in by_strategy.values())]
+        )
+        body = render_table(header, rows, right=range(1, len(header)), width=(width or table_width()) - 2)
+        slept = [r.rtt_slept_ms for r in here if r.rtt_slept_ms]
+        blocks += [_heading(*point, slept), indent(body, "  ")]
+    blocks.append(
+        wrap_note(
+            "* rtt is simulated: each exchange on the wire waits rtt ms once, whatever it carries (slept: "
+            "the mean it took); jobs in flight share their worker's one connection, auto-pipelined. "
+            "cmd/job: script calls a job's cycle sends; redis µs/job counts every client-sent command "
+            "in the window, producers' addJob included; redis ceiling = 1e6 / redis µs/job; limit: the "
+            "side that used the most of its capacity (latency: none used 70%); locust/raw: Locust's "
+            "jobs/s over the raw driver's (the same loops without Locust) at the same point",
+            width,
+        )
     )
+    blocks += [wrap_note(note, width) for note in notes]
+    return "\n".join(blocks)

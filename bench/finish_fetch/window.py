@@ -25,6 +25,7 @@ from bench.finish_fetch.current import RECORDER, Current, control_settings
 from bench.finish_fetch.loadstats import (
     Aggregate,
     Recorder,
+    RunSettings,
     error_kind,
     first_line,
     issued_job_ids,
@@ -40,6 +41,8 @@ from bench.protocol.queue import Queue
 log = logging.getLogger("echomq")
 
 FINAL_REPORT_WAIT_S = 10.0  # how long the master waits for each process's last delta
+USERS_START_DEADLINE_S = 30.0  # the warm-up waits this long at most for every user to run
+USERS_POLL_S = 0.02
 EXIT_STOPPED = 3  # Locust's exit code when the run stopped early (Redis gone or restarted)
 EXIT_INTERRUPTED = 130  # ... when Ctrl-C (SIGINT) stopped it
 
@@ -102,12 +105,37 @@ class Controller:
         with contextlib.suppress(redis.RedisError):  # else the watcher learns it on its first answer
             run_id = str(self.client.info("server")["run_id"])  # so a restart from here on is seen
         self.watch = ServerWatch(control_settings(), run_id, self.abort)
-        self.timers = [gevent.spawn_later(run.warmup_s, self.reset), gevent.spawn(self.watch.run)]
         options = environment.parsed_options
-        if options is not None and options.headless and not options.run_time:
-            # With no --run-time, a headless run ends itself after warm-up + measure.
-            self.timers.append(gevent.spawn_later(run.warmup_s + run.measure_s, self._quit))
+        # With no --run-time, a headless run ends itself after warm-up + measure.
+        auto_quit = bool(options is not None and options.headless and not options.run_time)
+        self.timers = [gevent.spawn(self._window, run, auto_quit), gevent.spawn(self.watch.run)]
         log.info("echomq: %s, warm-up %gs then measuring", run.strategy, run.warmup_s)
+
+    def _window(self, run: RunSettings, auto_quit: bool) -> None:
+        """Warm-up, window, (quit): timed from when every user runs, not from test_start.
+
+        test_start fires on the master as it sends the spawn messages; a worker
+        process starts its users only after it has handled its message, and
+        Locust rebuilds its whole default parser for each of the ~90 parsed
+        options in it (~1 s of CPU, seconds on a loaded machine): a window
+        timed from test_start closed before the workers' users ran (0 jobs).
+        """
+        runner = self.environment.runner
+        assert runner is not None
+        expected = min(run.producers + run.workers, runner.target_user_count)
+        deadline = time.monotonic() + USERS_START_DEADLINE_S
+        while runner.user_count < expected:
+            if time.monotonic() >= deadline:
+                self.abort(
+                    f"only {runner.user_count} of {expected} users started within {USERS_START_DEADLINE_S:g}s"
+                )
+                return
+            gevent.sleep(USERS_POLL_S)
+        gevent.sleep(run.warmup_s)
+        self.reset()
+        if auto_quit:
+            gevent.sleep(run.measure_s)
+            self._quit()
 
     def _quit(self) -> None:
         assert self.environment.runner is not None

@@ -11,7 +11,9 @@ from typing import Any
 
 from redis.utils import HIREDIS_AVAILABLE
 
+from bench.harness.profile import Profile, resolved
 from bench.harness.server import ServerInfo
+from bench.harness.system import system_view
 from bench.paths import REPO
 
 
@@ -30,6 +32,23 @@ def _version(package: str) -> str | None:
         return None
 
 
+def installed_packages() -> dict[str, str]:
+    """Every distribution installed beside the suite, name (lower case) -> version."""
+    found: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            found[str(name).lower().replace("_", "-")] = dist.version
+    return dict(sorted(found.items()))
+
+
+def machine_watch(server: ServerInfo) -> str:
+    """What the contention guard can see: a server of the user's may run on another machine."""
+    if server.source == "REDIS_URL":
+        return "client side only: the REDIS_URL server's machine is not watched"
+    return "client and the embedded redis-server, on this machine"
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -40,9 +59,10 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def collect_meta(profile: str, server: ServerInfo, script_shas: dict[str, str]) -> dict[str, Any]:
+def collect_meta(profile: Profile, server: ServerInfo, script_shas: dict[str, str]) -> dict[str, Any]:
     return {
-        "profile": profile,
+        "profile": profile.name,
+        "profile_resolved": resolved(profile),  # every key's value as the run used it
         "git_sha": _git("rev-parse", "HEAD") or None,
         "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
         "redis_version": server.version,
@@ -59,4 +79,7 @@ def collect_meta(profile: str, server: ServerInfo, script_shas: dict[str, str]) 
         "cores": os.cpu_count(),
         "platform": platform.platform(),
         "script_shas": script_shas,
+        "packages": installed_packages(),
+        "system": system_view(),
+        "machine_watch": machine_watch(server),
     }

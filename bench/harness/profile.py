@@ -9,7 +9,9 @@ a number is a one-line error naming the key and what to do.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import types
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin, get_type_hints
@@ -114,6 +116,19 @@ class Profile:
 STAGES = ("finish_fetch", "sweep", "race", "report")
 
 
+def resolved(profile: Profile) -> dict[str, Any]:
+    """The profile as the run used it, every key with its value, defaults included (meta.json)."""
+    record: dict[str, Any] = {"name": profile.name, "stages": list(profile.stages)}
+    for f in fields(Profile):
+        section = getattr(profile, f.name)
+        if isinstance(section, SECTIONS):
+            record[f.name] = {
+                option_key(k): list(v) if isinstance(v, tuple) else v
+                for k, v in dataclasses.asdict(section).items()
+            }
+    return record
+
+
 def option_key(field_name: str) -> str:
     return field_name.replace("_", "-")
 
@@ -199,16 +214,50 @@ def read_conf(path: Path) -> dict[str, str]:
 
 
 # Locust's own options that may stand in a profile beside ours, for a direct
-# `locust --config` run. `bench run` sets users, run time and processes itself
-# from the keys above, so it passes over these.
+# `locust --config` run, and that change only how Locust shows or logs a run:
+# `bench run` passes over them.
 LOCUST_KEYS = frozenset(
     {
-        "locustfile", "host", "loglevel", "logfile", "csv", "csv-full-history", "html",
-        "only-summary", "headless", "autostart", "autoquit", "users", "spawn-rate", "run-time",
-        "processes", "master", "worker", "master-host", "master-port", "expect-workers",
-        "web-host", "web-port", "stop-timeout", "print-stats", "reset-stats", "tags", "exclude-tags",
+        "locustfile", "loglevel", "logfile", "csv", "csv-full-history", "html", "only-summary",
+        "headless", "autostart", "autoquit", "web-host", "web-port", "print-stats",
     }
 )  # fmt: skip
+
+# Locust's options that set what a run does: `bench run` sets them itself from
+# our keys, so one in a profile would be ignored. Each is refused, naming the
+# key that does it (a typo of ours, such as `worker` for `workers`, lands here too).
+LOCUST_SET_BY_US = {
+    "worker": "did you mean 'workers'? (Locust's --worker makes a process a load worker)",
+    "users": "bench run starts producers + workers users; set 'workers' and 'producers'",
+    "spawn-rate": "bench run starts every user within the warm-up; set 'warmup-s'",
+    "run-time": "bench run measures for warmup-s + measure-s; set 'measure-s' (and 'warmup-s')",
+    "processes": "did you mean 'loadgen-processes'?",
+    "master": "bench run starts its own Locust processes; set 'loadgen-processes'",
+    "master-host": "bench run starts its own Locust processes; set 'loadgen-processes'",
+    "master-port": "bench run starts its own Locust processes; set 'loadgen-processes'",
+    "expect-workers": "bench run starts its own Locust processes; set 'loadgen-processes'",
+    "host": "bench run loads the Redis in REDIS_URL (the environment), or its own",
+    "redis-url": "bench run loads the Redis in REDIS_URL (the environment), or its own",
+    "reset-stats": "bench run resets the statistics after warm-up itself; set 'warmup-s'",
+    "stop-timeout": "bench run stops its users itself at the end of the window",
+    "strategy": "did you mean 'strategies'?",
+    "queue": "bench run uses a fresh queue for every run",
+    "tags": "the locustfile has no tags; pick strategies with 'strategies'",
+    "exclude-tags": "the locustfile has no tags; pick strategies with 'strategies'",
+}
+
+
+def _unknown_key(path: Path, key: str, known: Iterable[str]) -> BenchError:
+    """One line for a key no stage reads: the Locust option it is, or the key it is nearest."""
+    if key in LOCUST_SET_BY_US:
+        return BenchError(
+            f"{path.name}: {key!r} is a Locust option that `bench run` sets itself, so it would be "
+            f"ignored; {LOCUST_SET_BY_US[key]}"
+        )
+    names = sorted({*known, "stages"})
+    near = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+    guess = f"did you mean {near[0]!r}? " if near else ""
+    return BenchError(f"{path.name}: unknown key {key!r}; {guess}known keys: {', '.join(names)}")
 
 
 def resolve_path(name_or_path: str) -> Path:
@@ -238,7 +287,7 @@ def load_profile(name_or_path: str) -> Profile:
         if key in LOCUST_KEYS:
             continue
         if key not in known:
-            raise BenchError(f"{path.name}: unknown key {key!r}; known keys: {', '.join(sorted(known))}")
+            raise _unknown_key(path, key, known)
         section, f = known[key]
         kind = get_type_hints(section)[f.name]
         values[section][f.name] = parse_value(key, kind, text, f.metadata.get("min"))

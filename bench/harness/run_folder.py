@@ -9,6 +9,7 @@ SHAs) and ends the same way: complete, interrupted, or failed with a reason.
 from __future__ import annotations
 
 import datetime as dt
+import sys
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -18,13 +19,15 @@ from pathlib import Path
 import redis
 
 from bench.errors import BenchError, Interrupted
+from bench.harness.calibration import calibrate
 from bench.harness.context import Progress, RunContext
+from bench.harness.machine import MachineCheck, check_machine
 from bench.harness.meta import collect_meta
 from bench.harness.profile import Profile
 from bench.harness.server import redis_for_run
 from bench.protocol.connection import CountingRedis
 from bench.protocol.queue import Queue
-from bench.results import make_run_dir, update_meta
+from bench.results import make_run_dir, read_json, update_meta
 
 
 @dataclass
@@ -43,6 +46,13 @@ def _now() -> str:
     return dt.datetime.now().isoformat(timespec="seconds")
 
 
+def mark_complete(run_dir: Path) -> None:
+    """Every stage is done: the run is complete, finished now (the first time it is marked)."""
+    meta = read_json(run_dir / "meta.json") if (run_dir / "meta.json").is_file() else {}
+    finished = meta.get("finished") if meta.get("complete") else None
+    update_meta(run_dir, complete=True, reason=None, finished=finished or _now())
+
+
 def _script_shas(client: CountingRedis, extra_scripts: Iterable[str]) -> dict[str, str]:
     queue = Queue.open(client, f"meta-{uuid.uuid4().hex[:8]}", tuple(extra_scripts))
     return queue.scripts.shas()
@@ -53,6 +63,15 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0].rstrip(".") if text else ""
 
 
+def machine_before_run(quiet_machine: bool) -> MachineCheck:
+    """A second's look at the machine before anything is measured; with --quiet-machine a busy
+    machine is a one-line error, before any folder is made."""
+    check = check_machine()
+    if check.contended and quiet_machine:
+        raise BenchError(f"the machine is not quiet ({check.culprits()}); --quiet-machine: not starting")
+    return check
+
+
 @contextmanager
 def open_run(
     profile: Profile,
@@ -60,6 +79,7 @@ def open_run(
     results_root: Path,
     extra_scripts: Iterable[str] = (),
     progress: Progress | None = None,
+    quiet_machine: bool = False,
 ) -> Iterator[OpenRun]:
     """Start the server (or check REDIS_URL), make results/<run-id>/, and close it honestly.
 
@@ -72,7 +92,10 @@ def open_run(
     run: OpenRun | None = None
     try:
         with redis_for_run() as (settings, server):
+            machine = machine_before_run(quiet_machine)
             run_dir = make_run_dir(profile.name, results_root)
+            if machine.warning():  # after the folder: an error about it stays the only line
+                print(f"warning: {machine.warning()}", file=sys.stderr)
             update_meta(
                 run_dir,
                 run_id=run_dir.name,
@@ -84,12 +107,18 @@ def open_run(
             client = settings.connect()
             try:
                 shas = _script_shas(client, extra_scripts)
+                calibration = calibrate(client)
             finally:
                 client.close()
-            update_meta(run_dir, **collect_meta(profile.name, server, shas))
+            update_meta(
+                run_dir,
+                **collect_meta(profile, server, shas),
+                machine_before=machine.as_meta(),
+                calibration=calibration.as_meta(),
+            )
             run = OpenRun(RunContext(profile, settings, server, run_dir, progress))
             yield run
-            update_meta(run_dir, complete=True, reason=None, finished=_now())
+            mark_complete(run_dir)
     except KeyboardInterrupt:
         if run is not None:
             update_meta(run.ctx.run_dir, complete=False, reason="interrupted (Ctrl-C)", finished=_now())

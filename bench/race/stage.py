@@ -26,18 +26,16 @@ delay 0 only.
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Callable
 from typing import Any
 
-from bench.harness.context import Progress, RunContext
-from bench.harness.meta import collect_meta
+from bench.harness.context import RunContext
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import Profile, RaceOptions
-from bench.harness.server import redis_for_run
+from bench.harness.progress import Progress, StagePlan
+from bench.harness.run_folder import open_run
 from bench.protocol.connection import RedisSettings
-from bench.protocol.queue import Queue
-from bench.protocol.sweep import SWEEPERS
+from bench.protocol.sweep import SWEEPERS, has_gap
 from bench.race.plan import (
     ALL,
     SWEEPERS_MAX,
@@ -47,7 +45,7 @@ from bench.race.plan import (
 )
 from bench.race.run import run_once
 from bench.race.table import RaceOutcome, format_table
-from bench.results import RACE_COLUMNS, make_run_dir, row_dict, update_meta, write_csv
+from bench.results import RACE_COLUMNS, RunIds, row_dict, update_meta, write_csv
 
 
 def run_plan(settings: RedisSettings, plan: RacePlan, progress: Callable[[str], None]) -> list[RaceOutcome]:
@@ -75,6 +73,22 @@ def plan_record(plan: RacePlan) -> dict[str, Any]:
     }
 
 
+RUN_OVERHEAD_S = 1.0  # a run's set-up: N jobs stalled, the threads started, the audit
+GAP_S_PER_JOB = 0.01  # an app-side sweep's round trips a job, over K sweepers on a shared machine
+ATOMIC_S_PER_JOB = 0.004
+
+
+def point_seconds(profile: Profile) -> tuple[float, ...]:
+    """The seconds each run of the stage should take, in order: for the run's ETA. A sweeper with
+    a gap also waits its delay once a job, so a pass takes N x delay more."""
+    plan = RacePlan.from_options(profile.race)
+    per_run = []
+    for cell in plan.settings():
+        per_job = GAP_S_PER_JOB + cell.delay_ms / 1000 if has_gap(cell.variant) else ATOMIC_S_PER_JOB
+        per_run.append(RUN_OVERHEAD_S + cell.stalled_jobs * per_job)
+    return tuple(per_run) * plan.reps
+
+
 def check_profile(profile: Profile) -> None:
     """Refuse bad race settings before any stage of a run starts."""
     RacePlan.from_options(profile.race)
@@ -83,8 +97,9 @@ def check_profile(profile: Profile) -> None:
 def run_stage(ctx: RunContext) -> None:
     plan = RacePlan.from_options(ctx.profile.race)
     update_meta(ctx.run_dir, race=plan_record(plan))
-    outcomes = run_plan(ctx.settings, plan, ctx.progress)
-    write_csv(ctx.run_dir / "race.csv", RACE_COLUMNS, [row_dict(o.row()) for o in outcomes])
+    outcomes = run_plan(ctx.settings, plan, ctx.progress.step)
+    ids = RunIds(ctx.run_dir.name, ctx.profile.name)
+    write_csv(ctx.run_dir / "race.csv", RACE_COLUMNS, [row_dict(o.row(ids)) for o in outcomes])
     ctx.progress.done()
     print(format_table(outcomes, plan))
 
@@ -112,30 +127,16 @@ FLAGS = SectionFlags(
 def main(argv: list[str]) -> int:
     """`python -m bench race`: the race stage alone, into its own run folder."""
     parser = FLAGS.parser(
-        "python -m bench race",
+        "echomq-bench race",
         "The race audit alone: K sweepers of one variant at once over N stalled jobs. "
         "Settings default to the profile's race keys.",
     )
     args = parser.parse_args(argv)
     profile = FLAGS.profile(args)
     plan = RacePlan.from_options(profile.race)  # every input checked before a server starts
-    with redis_for_run() as (settings, server):
-        run_dir = make_run_dir(profile.name, args.results)
-        client = settings.connect()
-        try:
-            shas = Queue.open(
-                client, f"meta-{uuid.uuid4().hex[:8]}", extra_scripts(plan.variants)
-            ).scripts.shas()
-        finally:
-            client.close()
-        update_meta(
-            run_dir,
-            run_id=run_dir.name,
-            complete=False,
-            stages_done=[],
-            **collect_meta(profile.name, server, shas),
-        )
-        run_stage(RunContext(profile, settings, server, run_dir, Progress(stage="race")))
-        update_meta(run_dir, complete=True, stages_done=["race"])
-    print(f"results: {run_dir}")
+    progress = Progress([StagePlan("race", point_seconds(profile))], stage="race")
+    with open_run(profile, ["race"], args.results, extra_scripts(plan.variants), progress) as run:
+        run_stage(run.ctx)
+        run.stage_done("race")
+    print(f"results: {run.ctx.run_dir}")
     return 0

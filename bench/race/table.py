@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from bench.harness.terminal import render_table, wrap_note
 from bench.protocol.sweep import has_gap
 from bench.race.count import Anomalies
 from bench.race.plan import RacePlan, RaceSetting
-from bench.results import RaceRow
+from bench.results import RaceRow, RunIds
 
 
 @dataclass
@@ -19,14 +20,20 @@ class RaceOutcome:
     reps: int = 0
     counts: Anomalies = field(default_factory=Anomalies)
 
-    def row(self) -> RaceRow:
+    def row(self, ids: RunIds) -> RaceRow:
         """Its race.csv row."""
         s, c = self.setting, self.counts
         return RaceRow(
+            run_id=ids.run_id,
+            protocol=ids.protocol,
+            profile=ids.profile,
             variant=s.variant,
             sweepers=s.sweepers,
             stalled_jobs=s.stalled_jobs,
             delay_ms=s.delay_ms,
+            workers=s.workers,
+            slice_size=s.slice_size,
+            max_stalled=s.max_stalled,
             reps=self.reps,
             double_recoveries=c.double_recoveries,
             lost_attempt_updates=c.lost_attempt_updates,
@@ -41,37 +48,54 @@ class RaceOutcome:
         return 10_000 * self.counts.total / jobs if jobs else 0.0
 
 
-def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan) -> str:
-    head = (
-        f"{'variant':<20} {'sweepers':>8} {'jobs':>6} {'delay_ms':>9} {'reps':>4} "
-        f"{'double':>7} {'lost':>7} {'requeued':>8} {'audit':>6} {'per_10k':>9}"
-    )
-    lines = [
-        f"race audit: K sweepers at once over N stalled jobs, {plan.workers} workers finishing "
-        "jobs meanwhile; counts summed over reps",
-        head,
-        "-" * len(head),
+def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | None = None) -> str:
+    header = [
+        "variant",
+        "sweepers",
+        "jobs",
+        "delay_ms",
+        "reps",
+        "double",
+        "lost",
+        "requeued",
+        "audit",
+        "per_10k",
     ]
+    rows = []
     for outcome in outcomes:
         s, c = outcome.setting, outcome.counts
         delay = f"{s.delay_ms:g}" if has_gap(s.variant) else "-"
-        lines.append(
-            f"{s.variant:<20} {s.sweepers:>8} {s.stalled_jobs:>6} {delay:>9} {outcome.reps:>4} "
-            f"{c.double_recoveries:>7} {c.lost_attempt_updates:>7} {c.requeued_after_finish:>8} "
-            f"{c.audit_violations:>6} {outcome.per_10k:>9.1f}"
-        )
-    lines += [
-        "delay_ms is simulated: a sleep between a sweeper's check and its act. Atomic sweeps check",
-        "  and act inside one script, so there is no gap to delay: their rows ('-') run at delay 0.",
+        rows.append([
+            s.variant, str(s.sweepers), str(s.stalled_jobs), delay, str(outcome.reps),
+            str(c.double_recoveries), str(c.lost_attempt_updates), str(c.requeued_after_finish),
+            str(c.audit_violations),
+            f"{outcome.per_10k:.1f}",
+        ])  # fmt: skip
+    lines = [
+        wrap_note(
+            f"race audit: K sweepers at once over N stalled jobs, {plan.workers} workers finishing "
+            "jobs meanwhile; counts summed over reps",
+            width,
+        ),
+        render_table(header, rows, right=range(1, len(header)), keep_whole=(0,), width=width),
+    ]
+    notes = [
+        "delay_ms is simulated: a sleep between a sweeper's check and its act. Atomic sweeps check "
+        "and act inside one script, so there is no gap to delay: their rows ('-') run at delay 0.",
         "double: reclaims beyond a job's first, the larger of the sweepers' returns and the final state.",
         "per_10k: all four anomalies per 10,000 stalled jobs reclaimed.",
     ]
+    lines += [wrap_note(note, width) for note in notes]
     mismatched = [o for o in outcomes if o.counts.double_by_returns != o.counts.double_by_state]
     for outcome in mismatched:
         c = outcome.counts
         lines.append(
-            f"  {outcome.setting.label()}: double by returns {c.double_by_returns}, "
-            f"by final state {c.double_by_state} (workers finished some copies)"
+            wrap_note(
+                f"  {outcome.setting.label()}: double by returns {c.double_by_returns}, "
+                f"by final state {c.double_by_state} (workers finished some copies)",
+                width,
+                "    ",
+            )
         )
     unrecovered = sum(o.counts.unrecovered for o in outcomes)
     errors = sum(o.counts.errors for o in outcomes)

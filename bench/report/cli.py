@@ -14,7 +14,7 @@ from bench.results import RESULTS_DIR, write_atomic
 
 
 def report_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench report", description="Write report.md and plots.")
+    parser = argparse.ArgumentParser(prog="echomq-bench report", description="Write report.md and plots.")
     parser.add_argument("run", nargs="?", help="run folder or run id (default: the newest run)")
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders are")
     args = parser.parse_args(argv)
@@ -30,9 +30,7 @@ def report_main(argv: list[str]) -> int:
 
 
 def compare_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench compare", description="Compare run B against run A."
-    )
+    parser = argparse.ArgumentParser(prog="echomq-bench compare", description="Compare run B against run A.")
     parser.add_argument("run_a", help="the baseline: run folder or run id")
     parser.add_argument("run_b", help="the run to judge against A")
     parser.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any row is worse")
@@ -53,7 +51,7 @@ def compare_main(argv: list[str]) -> int:
 
 
 def runs_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench runs", description="List the runs in results/.")
+    parser = argparse.ArgumentParser(prog="echomq-bench runs", description="List the runs in results/.")
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders are")
     args = parser.parse_args(argv)
     runs = list_runs(args.results)

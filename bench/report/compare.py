@@ -1,43 +1,53 @@
-"""Run against run: every metric both runs have, A, B, the ratio B/A and a verdict.
+"""Run against run: every metric both runs have, A, B, the ratio B/A and a verdict that does not cry wolf.
 
 Rows are matched on their key columns (``STAGE_KEYS``). finish_fetch rows are
-one per repetition, so each point's value is the mean over its repetitions and
-its spread is the repetitions' min..max; sweep_cost rows carry a median and a
-stdev over repetitions (spread = median ± stdev); race rows are counts with no
-spread. Sweep points skipped in either run are left out and named in a note.
+one per repetition, so each point's value is the mean over its repetitions;
+sweep_cost rows carry a median and a stdev over ``reps`` repetitions for the
+sweep time (and us_per_active_job, which is it divided by the size); every other
+sweep column and every race count is measured once per point. Sweep points
+skipped in either run are left out and named in a note.
 
-A verdict is decided in this order (``verdict``):
+A verdict needs evidence. It is decided in this order (``verdict``):
 
-1. ``unstable`` when either run's coefficient of variation (stdev / mean over
-   the repetitions) exceeds 10%: the numbers are too noisy to call either way.
-2. ``same`` when A and B are equal (two zero counts included), when B is
-   within 3% of A, or when the two runs' spreads overlap (the change is inside
-   the noise of the repetitions, however large it looks).
-3. ``same`` when B differs by more than 3% but at most 5% with spreads apart:
-   a change that small is not claimed. Only a change beyond 5% that the
-   repetitions do not cover is called.
-4. ``better`` / ``worse`` beyond 5%, by the metric's direction: more jobs/s is
-   better; more µs, ms, round trips, calls, BUSY replies or anomalies is worse.
-   A count going from zero to anything (an anomaly that was never there) is
-   ``worse``; from anything to zero, ``better``.
+1. ``unstable`` when the point was ``contended`` in either run (something
+   outside the run used the CPU during its window): its numbers say nothing.
+2. ``no spread`` when either run measured the metric once per point (a max, a
+   p99 of one window, a race count): one value against one value cannot tell a
+   change from noise. Two equal values are ``same``. Counts the code fixes
+   (``exact``, as the sweep's round trips) are judged by the thresholds alone.
+3. ``unstable`` when either run's coefficient of variation (stdev / mean over
+   the repetitions) exceeds 10%.
+4. ``same`` when B is within 3% of A (the noise threshold of Redis's own
+   performance CI), or when Welch's t-test over the repetitions does not find
+   the change significant at 95% (as pyperf's compare_to), or when the change is
+   significant but at most 5% (the regression threshold: not claimed).
+5. ``better`` / ``worse`` beyond 5% and significant, by the metric's direction:
+   more jobs/s is better; more µs, ms, round trips, calls, BUSY replies or
+   anomalies is worse. A count going from zero to anything is ``worse``.
 
-``unstable`` is not a regression: ``--fail-on-regression`` fails on ``worse`` only.
+``unstable`` and ``no spread`` are not regressions: ``--fail-on-regression``
+fails on ``worse`` only. Before any verdict, ``context_lines`` shows the two
+runs' machine calibrations side by side and every package version that differs.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
 UNSTABLE_CV = 0.10
 SAME_WITHIN = 0.03
 CLAIM_BEYOND = 0.05
+NO_SPREAD = "no spread"
+VERDICTS = ("better", "worse", "same", "unstable", NO_SPREAD)
 
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
-    "finish_fetch": ("variant", "workers", "concurrency", "job_ms", "rtt_ms"),
+    "finish_fetch": ("strategy", "workers", "concurrency", "job_ms", "rtt_ms"),
     "sweep": ("variant", "scenario", "active_size"),
     "race": ("variant", "sweepers", "stalled_jobs", "delay_ms"),
 }
@@ -47,18 +57,21 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
 class Metric:
     column: str
     higher_is_better: bool = False
+    exact: bool = False  # a count the code fixes, not a measurement: no noise to test against
 
 
 # A key at this value is left out of a point's name (a run from before the key ran at it).
 KEY_DEFAULTS: dict[str, object] = {"concurrency": 1, "job_ms": 0}
 
-# Lower is better for every metric but the throughputs and the Locust/raw ratio.
+# Lower is better for every metric but jobs/s, the Redis ceiling and the Locust/raw ratio. The raw
+# driver's own columns are left out: it runs once a point, every repetition carries its one value.
 FINISH_FETCH_LOWER = (
     "round_trips_per_job", "server_calls_per_job", "server_us_per_job", "cycle_p50_us", "cycle_p90_us",
-    "cycle_p99_us", "cycle_p999_us", "cycle_max_us", "e2e_p50_us", "e2e_p99_us", "commands_per_job",
-    "server_commands_per_job", "loadgen_cpu_us_per_job", "raw_cpu_us_per_job",
+    "cycle_p99_us", "cycle_p999_us", "cycle_max_us", "e2e_p50_us", "e2e_p99_us",
+    "server_commands_per_job", "loadgen_cpu_us_per_job",
 )  # fmt: skip
-FINISH_FETCH_HIGHER = ("redis_ceiling_jobs_per_s", "raw_jobs_per_s", "locust_raw_jobs_ratio")
+FINISH_FETCH_HIGHER = ("redis_ceiling_jobs_per_s", "locust_raw_jobs_ratio")
+FINISH_FETCH_EXACT = ("commands_per_job",)  # the strategy fixes it: 1 fused, 2 two-call
 SWEEP_LOWER = (
     "sweep_ms_median", "us_per_active_job", "round_trips", "server_us", "hold_ms_max", "probe_p99_us",
     "probe_max_us", "probe_busy",
@@ -70,8 +83,9 @@ STAGE_METRICS: dict[str, tuple[Metric, ...]] = {
         Metric("jobs_per_s", higher_is_better=True),
         *map(Metric, FINISH_FETCH_LOWER),
         *(Metric(column, higher_is_better=True) for column in FINISH_FETCH_HIGHER),
+        *(Metric(column, exact=True) for column in FINISH_FETCH_EXACT),
     ),
-    "sweep": tuple(map(Metric, SWEEP_LOWER)),
+    "sweep": tuple(Metric(c, exact=c == "round_trips") for c in SWEEP_LOWER),
     "race": tuple(map(Metric, RACE_LOWER)),
 }
 
@@ -88,6 +102,7 @@ class Sample:
     hi: float
     cv: float | None = None  # None when there is only one value (no spread known)
     n: int = 1
+    stdev: float | None = None
 
     @classmethod
     def of(cls, values: Sequence[float]) -> Sample:
@@ -95,19 +110,24 @@ class Sample:
         if not clean:
             return cls(math.nan, math.nan, math.nan, None, 0)
         mean = sum(clean) / len(clean)
-        cv = None
+        cv = sd = None
         if len(clean) >= 2:
             sd = math.sqrt(sum((v - mean) ** 2 for v in clean) / (len(clean) - 1))
             cv = sd / abs(mean) if mean else (0.0 if sd == 0 else math.inf)
-        return cls(mean, min(clean), max(clean), cv, len(clean))
+        return cls(mean, min(clean), max(clean), cv, len(clean), sd)
 
     @classmethod
-    def with_stdev(cls, centre: float, stdev: float, scale: float = 1.0) -> Sample:
-        """A median ± stdev summary (sweep_cost rows); ``scale`` converts both to another unit."""
-        if _missing(stdev):
+    def with_stdev(cls, centre: float, stdev: float, scale: float = 1.0, n: int = 2) -> Sample:
+        """A median ± stdev over ``n`` repetitions (sweep_cost rows); ``scale`` converts both."""
+        if _missing(stdev) or n < 2:
             return cls(centre * scale, centre * scale, centre * scale)
         cv = stdev / abs(centre) if centre else None
-        return cls(centre * scale, (centre - stdev) * scale, (centre + stdev) * scale, cv, 2)
+        lo, hi = (centre - stdev) * scale, (centre + stdev) * scale
+        return cls(centre * scale, lo, hi, cv, n, abs(stdev * scale))
+
+    @property
+    def has_spread(self) -> bool:
+        return self.n >= 2 and self.stdev is not None
 
 
 def _missing(value: object) -> bool:
@@ -121,17 +141,57 @@ def ratio(a: float, b: float) -> float:
     return b / a
 
 
-def verdict(a: Sample, b: Sample, higher_is_better: bool) -> str:
-    """better | worse | same | unstable, by the rules of the module docstring."""
+# Two-sided 95% critical values of Student's t by degrees of freedom; between rows, linear in 1/df.
+T95 = {
+    1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+    10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980,
+}  # fmt: skip
+T95_INFINITE = 1.960
+
+
+def t_critical(df: float) -> float:
+    """The 95% two-sided critical t for ``df`` degrees of freedom (fractional, as Welch gives)."""
+    if df <= 1:
+        return T95[1]
+    rows = sorted(T95.items())
+    for (d0, t0), (d1, t1) in itertools.pairwise(rows):
+        if d0 <= df <= d1:
+            w = (1 / df - 1 / d0) / (1 / d1 - 1 / d0)
+            return t0 + w * (t1 - t0)
+    last_df, last_t = rows[-1]
+    return T95_INFINITE + (last_t - T95_INFINITE) * last_df / df
+
+
+def significant(a: Sample, b: Sample) -> bool:
+    """Welch's t-test at 95%: is the difference of the means beyond the repetitions' noise?"""
+    assert a.stdev is not None and b.stdev is not None
+    va, vb = a.stdev**2 / a.n, b.stdev**2 / b.n
+    if va + vb == 0:
+        return a.mean != b.mean  # no noise at all: any difference is real
+    t = abs(b.mean - a.mean) / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (a.n - 1) + vb**2 / (b.n - 1))
+    return t > t_critical(df)
+
+
+def verdict(
+    a: Sample, b: Sample, higher_is_better: bool, *, exact: bool = False, contended: bool = False
+) -> str:
+    """better | worse | same | unstable | no spread, by the rules of the module docstring."""
+    if contended:
+        return "unstable"
+    if not (a.has_spread and b.has_spread):
+        if a.mean == b.mean:
+            return "same"
+        return _by_threshold(a, b, higher_is_better) if exact else NO_SPREAD
     if any(cv is not None and cv > UNSTABLE_CV for cv in (a.cv, b.cv)):
         return "unstable"
-    if a.mean == b.mean:
+    if a.mean == b.mean or abs(ratio(a.mean, b.mean) - 1) <= SAME_WITHIN or not significant(a, b):
         return "same"
+    return _by_threshold(a, b, higher_is_better)
+
+
+def _by_threshold(a: Sample, b: Sample, higher_is_better: bool) -> str:
     change = ratio(a.mean, b.mean) - 1
-    if abs(change) <= SAME_WITHIN:
-        return "same"
-    if a.lo <= b.hi and b.lo <= a.hi:
-        return "same"
     if abs(change) <= CLAIM_BEYOND:
         return "same"
     return "better" if (change > 0) == higher_is_better else "worse"
@@ -152,7 +212,7 @@ def key_order(key: tuple[object, ...]) -> tuple[tuple[int, object], ...]:
 
 
 def point_label(keys: Sequence[str], values: Sequence[object]) -> str:
-    """``variant=fused workers=4 concurrency=8 rtt_ms=1``; a key at its default (KEY_DEFAULTS)
+    """``strategy=fused workers=4 concurrency=8 rtt_ms=1``; a key at its default (KEY_DEFAULTS)
     is left out, so a point names what sets it apart."""
     return " ".join(
         f"{k}={v}" for k, v in zip(keys, values, strict=True) if k not in KEY_DEFAULTS or v != KEY_DEFAULTS[k]
@@ -181,7 +241,9 @@ def _sample(stage: str, column: str, group: pd.DataFrame) -> Sample:
         row = group.iloc[0]
         median, stdev = float(row["sweep_ms_median"]), float(row["sweep_ms_stdev"])
         scale = float(row[column]) / median if median and not _missing(row[column]) else 1.0
-        return Sample.with_stdev(median, stdev, scale)
+        reps: Any = row["reps"] if "reps" in group.columns else None
+        n = 2 if _missing(reps) else int(float(reps))  # an older file without reps: at least two
+        return Sample.with_stdev(median, stdev, scale, n)
     return Sample.of(group[column].tolist())
 
 
@@ -198,20 +260,26 @@ COMPARISON_COLUMNS = ("stage", "point", "metric", "a", "b", "ratio", "cv_a", "cv
 
 
 def _flags(frame: pd.DataFrame, stage: str, key: tuple[object, ...]) -> list[str]:
-    """Why a point's numbers may not be valid: saturated repetitions, failed audits."""
-    if stage != "finish_fetch":
-        return []
+    """Why a point's numbers may not be valid: contended or saturated repetitions, failed audits."""
     keys = STAGE_KEYS[stage]
     mask = pd.Series(True, index=frame.index)
     for k, v in zip(keys, key, strict=True):
         mask &= frame[k].map(_norm) == v
     rows = frame[mask]
     flags = []
-    if "saturated" in rows.columns and rows["saturated"].fillna(False).astype(bool).any():
-        flags.append("saturated")
-    if "audit_ok" in rows.columns and (~rows["audit_ok"].fillna(True).astype(bool)).any():
+    for column in ("contended", "saturated"):
+        if column in rows.columns and any(_truthy(v) for v in rows[column]):
+            flags.append(column)
+    if "audit_ok" in rows.columns and not all(_truthy(v, missing=True) for v in rows["audit_ok"]):
         flags.append("audit failed")
     return flags
+
+
+def _truthy(value: object, missing: bool = False) -> bool:
+    """A CSV flag as pandas may read it: bool, "True"/"False", 1/0; an empty cell is ``missing``."""
+    if _missing(value):
+        return missing
+    return str(value).strip().lower() in ("true", "1", "1.0", "yes")
 
 
 def compare_runs(a: Mapping[str, pd.DataFrame], b: Mapping[str, pd.DataFrame]) -> Comparison:
@@ -230,8 +298,9 @@ def compare_runs(a: Mapping[str, pd.DataFrame], b: Mapping[str, pd.DataFrame]) -
                 labels = "; ".join(point_label(keys, k) for k in sorted(only, key=key_order))
                 notes.append(f"{stage}: only in run {side}: {labels}")
         for key in sorted(points_a.keys() & points_b.keys(), key=key_order):
-            flags = [f"{f} in A" for f in _flags(frame_a, stage, key)]
-            flags += [f"{f} in B" for f in _flags(frame_b, stage, key)]
+            flags_a, flags_b = _flags(frame_a, stage, key), _flags(frame_b, stage, key)
+            flags = [f"{f} in A" for f in flags_a] + [f"{f} in B" for f in flags_b]
+            contended = "contended" in flags_a or "contended" in flags_b
             for metric in STAGE_METRICS[stage]:
                 sa, sb = points_a[key].get(metric.column), points_b[key].get(metric.column)
                 if sa is None or sb is None:
@@ -246,7 +315,9 @@ def compare_runs(a: Mapping[str, pd.DataFrame], b: Mapping[str, pd.DataFrame]) -
                         "ratio": ratio(sa.mean, sb.mean),
                         "cv_a": sa.cv,
                         "cv_b": sb.cv,
-                        "verdict": verdict(sa, sb, metric.higher_is_better),
+                        "verdict": verdict(
+                            sa, sb, metric.higher_is_better, exact=metric.exact, contended=contended
+                        ),
                         "note": ", ".join(flags),
                     }
                 )
@@ -261,3 +332,99 @@ def _usable(stage: str, frame: pd.DataFrame, notes: list[str], side: str) -> pd.
     if skipped.any():
         notes.append(f"sweep: {int(skipped.sum())} skipped point(s) in run {side} not compared")
     return frame[~skipped]
+
+
+# ---- what the two runs ran on, said before any verdict ----------------------------------------
+
+CALIBRATION_DIFFERS = 0.10  # a calibration figure this far apart: the machines (or moments) differ
+
+
+def _num(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        return None
+    return float(value)
+
+
+def _shown(value: object) -> str:
+    number = _num(value)
+    if number is None:
+        return "—" if value is None else str(value)
+    return f"{number:.3g}" if abs(number) < 100 else f"{number:,.0f}"
+
+
+def calibration_lines(meta_a: Mapping[str, object], meta_b: Mapping[str, object]) -> list[str]:
+    """The two runs' calibrations side by side with B/A, and a line when they differ."""
+    cal_a, cal_b = meta_a.get("calibration"), meta_b.get("calibration")
+    cal_a = cal_a if isinstance(cal_a, Mapping) else {}
+    cal_b = cal_b if isinstance(cal_b, Mapping) else {}
+    if not cal_a and not cal_b:
+        return ["calibration: absent from both runs (runs made before it was recorded)"]
+    lines = ["| calibration | A | B | B/A |", "|---|---|---|---|"]
+    differ = []
+    for key in dict.fromkeys([*cal_a, *cal_b]):
+        if key == "took_s":  # how long the calibration took: not a figure of the machine
+            continue
+        va, vb = _num(cal_a.get(key)), _num(cal_b.get(key))
+        r = ratio(va, vb) if va is not None and vb is not None else math.nan
+        lines.append(f"| {key} | {_shown(cal_a.get(key))} | {_shown(cal_b.get(key))} | {_shown(r)} |")
+        if not math.isnan(r) and abs(r - 1) > CALIBRATION_DIFFERS:
+            differ.append(f"{key} x{r:.2f}")
+    for name, cal in (("A", cal_a), ("B", cal_b)):
+        if not cal:
+            lines.append(f"calibration: absent from run {name}")
+    if differ:
+        lines.append(
+            f"the machines (or moments) differ: {', '.join(differ)}; absolute figures are not "
+            "comparable, ratios within each run are"
+        )
+    return lines
+
+
+def _versions(meta: Mapping[str, object]) -> dict[str, str]:
+    packages = meta.get("packages")
+    return {str(k): str(v) for k, v in packages.items()} if isinstance(packages, Mapping) else {}
+
+
+def package_lines(meta_a: Mapping[str, object], meta_b: Mapping[str, object]) -> list[str]:
+    """Every installed package whose version differs between the runs, or that only one has."""
+    va, vb = _versions(meta_a), _versions(meta_b)
+    if not va or not vb:
+        missing = " and ".join(n for n, v in (("A", va), ("B", vb)) if not v)
+        return [f"packages: not recorded in run {missing}; versions cannot be compared"]
+    lines = []
+    for name in sorted(va.keys() | vb.keys(), key=str.lower):
+        a, b = va.get(name), vb.get(name)
+        if a == b:
+            continue
+        if a is None:
+            lines.append(f"package only in B: {name} {b}")
+        elif b is None:
+            lines.append(f"package only in A: {name} {a}")
+        else:
+            lines.append(f"package changed: {name} {a} -> {b}")
+    return lines
+
+
+def machine_lines(meta_a: Mapping[str, object], meta_b: Mapping[str, object]) -> list[str]:
+    """What the machine looked like before each run, and the system settings that differ."""
+    lines = []
+    for name, meta in (("A", meta_a), ("B", meta_b)):
+        before = meta.get("machine_before")
+        if isinstance(before, Mapping) and before.get("contended"):
+            busiest = ", ".join(str(b) for b in before.get("busiest") or []) or "other work"
+            lines.append(f"run {name} started on a busy machine: {busiest}")
+    sys_a, sys_b = meta_a.get("system"), meta_b.get("system")
+    if isinstance(sys_a, Mapping) and isinstance(sys_b, Mapping):
+        for key in dict.fromkeys([*sys_a, *sys_b]):
+            if sys_a.get(key) != sys_b.get(key):
+                lines.append(f"system changed: {key}: {sys_a.get(key)} -> {sys_b.get(key)}")
+    return lines
+
+
+def context_lines(meta_a: Mapping[str, object], meta_b: Mapping[str, object]) -> list[str]:
+    """All compare says about the two runs' machines and software before its first verdict."""
+    return [
+        *calibration_lines(meta_a, meta_b),
+        *machine_lines(meta_a, meta_b),
+        *package_lines(meta_a, meta_b),
+    ]

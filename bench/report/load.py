@@ -32,10 +32,16 @@ STAGE_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
     "sweep": ("sweep_cost.csv", SWEEP_COST_COLUMNS),
     "race": ("race.csv", RACE_COLUMNS),
 }
-TEXT_COLUMNS = frozenset({"variant", "scenario", "skipped", "limit"})
+TEXT_COLUMNS = frozenset(
+    {"run_id", "protocol", "profile", "strategy", "variant", "scenario", "skipped", "limit"}
+)
+# Columns a run's every row holds alike: the report shows them once, in its Run section.
+ID_COLUMNS = ("run_id", "protocol", "profile")
+# Older runs' names for a column: finish_fetch.csv called the strategy "variant".
+RENAMED = {"finish_fetch": {"variant": "strategy"}}
 # stage -> columns an older run lacks but implies a value for (results.FINISH_FETCH_IMPLIED)
 IMPLIED: dict[str, dict[str, float]] = {"finish_fetch": FINISH_FETCH_IMPLIED}
-BOOL_COLUMNS = frozenset({"saturated", "audit_ok"})
+BOOL_COLUMNS = frozenset({"saturated", "audit_ok", "contended"})
 
 
 def parse_hdr_name(name: str) -> tuple[str, str, int, str] | None:
@@ -74,7 +80,7 @@ def resolve_run(name: str, results: Path | None = None) -> Path:
     candidate = (results or RESULTS_DIR) / name
     if candidate.is_dir():
         return candidate
-    raise BenchError(f"no run folder {name!r} (nor {candidate}); `python -m bench runs` lists the runs")
+    raise BenchError(f"no run folder {name!r} (nor {candidate}); `echomq-bench runs` lists the runs")
 
 
 def is_run(path: Path) -> bool:
@@ -88,15 +94,20 @@ def _bool(value: object) -> object:
 
 def _skipped(value: object) -> str:
     text = "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value).strip()
-    return "" if text.lower() in ("", "false", "0", "nan", "none") else text
+    return "" if text.lower() in ("", "no", "false", "0", "nan", "none") else text
 
 
 def read_stage(
-    path: Path, columns: tuple[str, ...], implied: dict[str, float] | None = None
+    path: Path,
+    columns: tuple[str, ...],
+    renamed: dict[str, str] | None = None,
+    implied: dict[str, float] | None = None,
 ) -> tuple[pd.DataFrame, list[str]]:
     """A stage CSV with its types fixed; missing columns are added empty and returned, but for
     those ``implied`` gives a value for (filled with it, also where a cell is empty)."""
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    old = {a: b for a, b in (renamed or {}).items() if a in frame.columns and b not in frame.columns}
+    frame = frame.rename(columns=old)
     implied = implied or {}
     missing = [c for c in columns if c not in frame.columns and c not in implied]
     for column in [c for c in columns if c not in frame.columns]:
@@ -141,7 +152,7 @@ def load_run(path: Path) -> RunData:
                 data.absent.append(f"stage {stage}: {name} absent")
             continue
         try:
-            frame, missing = read_stage(csv_path, columns, IMPLIED.get(stage))
+            frame, missing = read_stage(csv_path, columns, RENAMED.get(stage), IMPLIED.get(stage))
         except (OSError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
             data.absent.append(f"stage {stage}: {name} unreadable ({exc.__class__.__name__}: {exc})")
             continue

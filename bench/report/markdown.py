@@ -8,7 +8,7 @@ import numbers
 import numpy as np
 import pandas as pd
 
-from bench.report.load import STAGE_FILES, RunData
+from bench.report.load import ID_COLUMNS, STAGE_FILES, RunData
 from bench.report.plots import Plot
 
 
@@ -61,8 +61,11 @@ def flag_rows(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def present(data: RunData, stage: str, frame: pd.DataFrame) -> pd.DataFrame:
-    """The stage's columns without those the file lacked."""
-    return frame.drop(columns=data.missing_columns.get(stage, []))
+    """The stage's columns without those the file lacked, nor those every row holds alike (the run's
+    id, protocol and profile, which the Run section shows once) unless they differ."""
+    drop = set(data.missing_columns.get(stage, []))
+    drop |= {c for c in ID_COLUMNS if c in frame.columns and frame[c].nunique(dropna=False) <= 1}
+    return frame.drop(columns=[c for c in frame.columns if c in drop])
 
 
 def missing_note(data: RunData, stage: str) -> list[str]:

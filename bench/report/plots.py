@@ -8,9 +8,12 @@ None when the run has nothing to draw.
 from __future__ import annotations
 
 import math
+import re
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -91,7 +94,13 @@ def plain_log_ticks(ax: Axes, axis: str = "y") -> None:
     target.set_minor_formatter(FuncFormatter(minor))
 
 
-POINT = ("workers", "concurrency", "job_ms", "rtt_ms")
+def _wrapped(text: str, figure: Figure, fontsize: float) -> str:
+    """``text`` wrapped to the figure's width, so a subtitle is never cut off at its edges."""
+    chars = int(figure.get_figwidth() * 72 / (fontsize * 0.6))  # points across / an average glyph
+    return "\n".join(textwrap.wrap(text, max(chars, 20)))
+
+
+POINT_COLUMNS = ("workers", "concurrency", "job_ms", "rtt_ms")
 
 
 def _num(value: object) -> str:
@@ -117,13 +126,13 @@ def _with_point(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
-    """Bars: mean jobs/s per variant at each point; whiskers min..max; dots each rep."""
-    needed = {"variant", "workers", "rtt_ms", "jobs_per_s"}
+    """Bars: mean jobs/s per strategy at each point; whiskers min..max; dots each rep."""
+    needed = {"strategy", "workers", "rtt_ms", "jobs_per_s"}
     if frame.empty or not needed <= set(frame.columns) or frame["jobs_per_s"].isna().all():
         return None
     data = _with_point(frame.dropna(subset=["jobs_per_s"]))
-    points = sorted(set(data[list(POINT)].itertuples(index=False, name=None)))
-    variants = ordered(data["variant"].unique().tolist())
+    points = sorted(set(data[list(POINT_COLUMNS)].itertuples(index=False, name=None)))
+    variants = ordered(data["strategy"].unique().tolist())
     width = 0.8 / len(variants)
     figure = Figure(figsize=(max(6.0, 1.6 * len(points) * len(variants)), 4.6), layout="constrained")
     ax = figure.add_subplot()
@@ -131,13 +140,13 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
 
     def at(point: tuple[object, ...]) -> pd.Series:
         mask = pd.Series(True, index=data.index)
-        for column, value in zip(POINT, point, strict=True):
+        for column, value in zip(POINT_COLUMNS, point, strict=True):
             mask &= data[column] == value
         return mask
 
     for i, variant in enumerate(variants):
         for j, point in enumerate(points):
-            reps = data[(data["variant"] == variant) & at(point)]
+            reps = data[(data["strategy"] == variant) & at(point)]
             if reps.empty:
                 continue
             x = j + (i - (len(variants) - 1) / 2) * width
@@ -156,24 +165,32 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
                     [x] * int(sat.sum()), values[sat], color="red", marker="x", s=40, zorder=4, label=label
                 )
                 saturated_shown = True
-            ax.annotate(f"{mean:,.0f}", (x, mean), textcoords="offset points", xytext=(0, 3),
-                        ha="center", va="bottom", fontsize=8)  # fmt: skip
+            # the mean at the bar's foot, where no whisker reaches (a whisker spans min..max)
+            inside = mean >= 0.12 * float(data["jobs_per_s"].max())
+            ax.annotate(f"{mean:,.0f}", (x, 0), textcoords="offset points", xytext=(0, 4),
+                        ha="center", va="bottom", fontsize=8, fontweight="bold",
+                        color="white" if inside else "black")  # fmt: skip
     for j, point in enumerate(points):
-        means = data[at(point)].groupby("variant")["jobs_per_s"].mean()
+        means = data[at(point)].groupby("strategy")["jobs_per_s"].mean()
         top = float(means.max())
         lifts = [o for o in ("two_call", "two_call_pipelined") if o in means.index and means[o] > 0]
-        for k, other in enumerate(reversed(lifts)):  # the first named highest
-            ax.annotate(f"fused/{other} = {means['fused'] / means[other]:.2f}" if "fused" in means.index
-                        else "", (j, top), textcoords="offset points", xytext=(0, 16 + 12 * k),
-                        ha="center", fontsize=8, fontweight="bold")  # fmt: skip
+        if "fused" in means.index:
+            for k, other in enumerate(reversed(lifts)):  # the first named highest
+                ax.annotate(f"fused/{other} = {means['fused'] / means[other]:.2f}", (j, top),
+                            textcoords="offset points", xytext=(0, 16 + 12 * k), ha="center", fontsize=8,
+                            fontweight="bold")  # fmt: skip
     ax.set_ylim(0, float(data["jobs_per_s"].max()) * 1.3)
     ax.set_xticks(range(len(points)), [_point_label(*point) for point in points])
     ax.set_ylabel("jobs finished per second (jobs/s)")
     ax.yaxis.set_major_formatter(THOUSANDS)
     ax.set_xlabel("point (workers x jobs in flight each, simulated round-trip time)")
-    n_reps = int(data.groupby(["variant", *POINT]).size().max())
+    n_reps = int(data.groupby(["strategy", *POINT_COLUMNS]).size().max())
     title = "Throughput: fused against " + " and ".join(v for v in variants if v != "fused")
-    ax.set_title(f"{title}\nbar = mean of {n_reps} repetitions, whisker = min..max, dot = one repetition")
+    figure.suptitle(title)
+    subtitle = (
+        f"bar = mean of {n_reps} repetitions (value at its foot), whisker = min..max, dot = one repetition"
+    )
+    ax.set_title(_wrapped(subtitle, figure, 8), fontsize=8)
     ax.legend(loc="upper right", framealpha=0.95)
     ax.grid(axis="y", alpha=0.3)
     save(figure, out_dir / "finish_fetch_jobs.png")
@@ -233,7 +250,7 @@ def _percentile_axis(ax: Axes) -> None:
     ax.set_xlabel("percentile")
 
 
-def _latency_axes(ax: Axes, title: str) -> None:
+def _latency_axes(ax: Axes, title: str, legend: bool = True) -> None:
     """Percentiles across, µs up on a log scale; call after plotting the curves."""
     _percentile_axis(ax)
     ax.set_yscale("log")
@@ -241,7 +258,26 @@ def _latency_axes(ax: Axes, title: str) -> None:
     ax.set_ylabel("latency (µs, log scale)")
     ax.set_title(title)
     ax.grid(which="both", alpha=0.3)
-    ax.legend(loc="upper left")
+    if legend:
+        ax.legend(loc="upper left")
+
+
+LINE_STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1)), (0, (1, 3)))
+POINT = re.compile(
+    r"^(?P<strategy>[a-z_]+)-w(?P<workers>\d+)(?:-c(?P<conc>\d+))?(?:-j(?P<job>[\d.]+))?-rtt(?P<rtt>[\d.]+)$"
+)
+
+
+def split_variant(variant: str) -> tuple[str, str]:
+    """An HDR variant id, "fused-w4-rtt1" or "fused-w4-c8-j5-rtt1", as (strategy, "4 workers, rtt
+    1 ms" with "x 8" and ", job 5 ms" when set); a name without a point ("fused") as (itself, "")."""
+    match = POINT.match(variant)
+    if match:
+        workers = f"{match['workers']} workers" + (f" x {match['conc']}" if match["conc"] else "")
+        job = f", job {match['job']} ms" if match["job"] else ""
+        return match["strategy"], f"{workers}{job}, rtt {match['rtt']} ms"
+    strategy, _, rest = variant.partition("-")
+    return strategy, rest
 
 
 def latency_percentiles(histograms: Mapping[tuple[str, str], HdrHistogram], out_dir: Path) -> Plot | None:
@@ -252,25 +288,34 @@ def latency_percentiles(histograms: Mapping[tuple[str, str], HdrHistogram], out_
     metrics = [m for m in ("cycle", "e2e") if any(k[0] == m for k in histograms)]
     if not metrics:
         return None
-    figure = Figure(figsize=(6.0 * len(metrics), 4.6), layout="constrained")
+    figure = Figure(figsize=(6.0 * len(metrics), 5.2), layout="constrained")
     axes = figure.subplots(1, len(metrics), squeeze=False)[0]
     names = {"cycle": "worker cycle (finish + fetch)", "e2e": "end to end (enqueue to finish)"}
+    variants = ordered(sorted({v for _, v in histograms}))
+    points = sorted({split_variant(v)[1] for v in variants})
+    style = {point: LINE_STYLES[i % len(LINE_STYLES)] for i, point in enumerate(points)}
     for ax, metric in zip(axes, metrics, strict=True):
-        variants = ordered([v for m, v in histograms if m == metric])
         for variant in variants:
-            histogram = histograms[(metric, variant)]
-            if histogram.get_total_count() == 0:
+            histogram = histograms.get((metric, variant))
+            if histogram is None or histogram.get_total_count() == 0:
                 continue
+            strategy, point = split_variant(variant)
             xs = [1 / (1 - p / 100) for p in CURVE_PERCENTILES]
             ys = [histogram.get_value_at_percentile(p) for p in CURVE_PERCENTILES]
-            label = f"{variant} (n={histogram.get_total_count():,})"
-            ax.plot(xs, ys, color=colour(variant), label=label)
+            label = ", ".join(part for part in (strategy, point) if part)
+            if metric == metrics[0]:
+                label += f" (n={histogram.get_total_count():,})"
+            ax.plot(xs, ys, color=colour(strategy), linestyle=style[point], label=label)
             marks = [histogram.get_value_at_percentile(p) for p in MARKED_PERCENTILES]
-            ax.scatter([1 / (1 - p / 100) for p in MARKED_PERCENTILES], marks, color=colour(variant), s=18)
-        _latency_axes(ax, f"Latency percentiles: {names.get(metric, metric)}")
+            ax.scatter([1 / (1 - p / 100) for p in MARKED_PERCENTILES], marks, color=colour(strategy), s=18)
+        _latency_axes(ax, f"Latency percentiles: {names.get(metric, metric)}", legend=False)
+    # one legend for both panels, below them: off the data; colour = strategy, line style = point
+    handles, labels = axes[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 3), fontsize=9)
     caption = (
-        "Lower is better. Each line is every repetition's HDR histogram merged exactly; "
-        "read the gap between variants at p50 for the typical cycle and at p99/p99.9 for the tail."
+        "Lower is better. Each line is every repetition's HDR histogram merged exactly; colour is "
+        "the strategy, line style the workers/rtt point. Read the gap between strategies at p50 "
+        "for the typical cycle and at p99/p99.9 for the tail."
     )
     return _saved(figure, out_dir, "finish_fetch_latency.png", "Cycle latency percentiles", caption)
 
@@ -279,12 +324,12 @@ def latency_from_columns(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     """The same figure from the CSV's percentile columns, when the run has no HDR files."""
     columns = {50.0: "cycle_p50_us", 90.0: "cycle_p90_us", 99.0: "cycle_p99_us", 99.9: "cycle_p999_us"}
     present = {p: c for p, c in columns.items() if c in frame.columns and not frame[c].isna().all()}
-    if frame.empty or "variant" not in frame.columns or len(present) < 2:
+    if frame.empty or "strategy" not in frame.columns or len(present) < 2:
         return None
     figure = Figure(figsize=(6.4, 4.6), layout="constrained")
     ax = figure.add_subplot()
-    for variant in ordered(frame["variant"].unique().tolist()):
-        rows = frame[frame["variant"] == variant]
+    for variant in ordered(frame["strategy"].unique().tolist()):
+        rows = frame[frame["strategy"] == variant]
         xs = [1 / (1 - p / 100) for p in present]
         ys = [float(rows[c].median()) for c in present.values()]
         ax.plot(xs, ys, marker="o", color=colour(variant), label=variant)
@@ -327,7 +372,38 @@ def _finish_panels(panels: list[tuple[Axes, pd.DataFrame]]) -> None:
     for ax, _ in panels:
         plain_log_ticks(ax, "x")
         plain_log_ticks(ax, "y")
-    panels[0][0].legend(loc="upper left", fontsize=8)
+    # one legend below the panels, off the data (the panels share their variants and colours)
+    seen: dict[str, Any] = {}
+    for ax, _ in panels:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, handle)
+    figure = panels[0][0].get_figure()
+    assert isinstance(figure, Figure)
+    figure.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=min(len(seen), 4),
+                  fontsize=8)  # fmt: skip
+
+
+def _slope_guides(ax: Axes, rows: pd.DataFrame, column: str, first: bool) -> None:
+    """Dashed guides of slope 1 and 2 from the panel's lowest first point: a line parallel to a
+    guide grows as that power of the size (1 linear, 2 quadratic)."""
+    if rows.empty:
+        return
+    x0 = float(rows["active_size"].min())
+    y0 = float(rows.loc[rows["active_size"] == x0, column].min())
+    x1 = float(rows["active_size"].max())
+    if x1 <= x0 or y0 <= 0:
+        return
+    low, high = ax.get_ylim()
+    for power, dashes in ((1, (4, 3)), (2, (1, 2))):
+        end = x1
+        if y0 * (end / x0) ** power > high:  # stop where the guide leaves the panel
+            end = x0 * (high / y0) ** (1 / power)
+        ys = [y0, y0 * (end / x0) ** power]
+        label = f"slope {power} ({'linear' if power == 1 else 'quadratic'})" if first else None
+        ax.plot([x0, end], ys, color="black", linewidth=0.9, dashes=dashes, alpha=0.6, label=label, zorder=1)
+        ax.annotate(f"slope {power}", (end, ys[1]), textcoords="offset points", xytext=(-2, -10 * power + 4),
+                    ha="right", fontsize=7, color="dimgray")  # fmt: skip
+    ax.set_ylim(low, high)
 
 
 def sweep_time(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
@@ -343,10 +419,14 @@ def sweep_time(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
             stdev = line["sweep_ms_stdev"].fillna(0) if "sweep_ms_stdev" in line else None
             ax.errorbar(line["active_size"], line["sweep_ms_median"], yerr=stdev, marker="o", ms=4,
                         capsize=3, color=colour(variant), label=variant)  # fmt: skip
+    for i, (ax, rows) in enumerate(panels):
+        _slope_guides(ax, rows, "sweep_ms_median", first=i == 0)
     _finish_panels(panels)
     caption = (
         "Lower is better. On log-log axes a slope of 1 is linear in the list size and 2 is quadratic; "
-        "compare each variant's slope, then its height. Skipped points are left out (see the table)."
+        "the dashed guides have those slopes: a line parallel to the steeper one grows with the "
+        "square of the size. Compare each variant's slope, then its height. Skipped points are left "
+        "out (see the table)."
     )
     return _saved(figure, out_dir, "sweep_time.png", title, caption)
 
@@ -389,7 +469,7 @@ def probe_max(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
 
 
 def race_anomalies(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
-    """Anomalies per 10,000 stalled jobs, per variant, one panel per simulated check-to-act delay."""
+    """Anomalies per stalled job, per variant, one panel per simulated check-to-act delay."""
     kinds = [k for k in ANOMALIES if k in frame.columns]
     if frame.empty or not kinds or not {"variant", "delay_ms"} <= set(frame.columns):
         return None
@@ -399,8 +479,12 @@ def race_anomalies(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     delays = sorted(data["delay_ms"].dropna().unique().tolist())
     if not delays:
         return None
-    figure = Figure(figsize=(max(6.0, 5.0 * len(delays)), 4.8), layout="constrained")
-    axes = figure.subplots(1, len(delays), squeeze=False, sharey=True)[0]
+    # each panel as wide as its variants need: a panel of two is not stretched to match one of five
+    counts = [max(1, len(data.loc[data["delay_ms"] == d, "variant"].unique())) for d in delays]
+    figure = Figure(figsize=(max(6.0, 1.4 + 1.25 * sum(counts)), 5.4), layout="constrained")
+    axes = figure.subplots(
+        1, len(delays), squeeze=False, sharey=True, gridspec_kw={"width_ratios": [c + 0.6 for c in counts]}
+    )[0]
     hatches = ("", "//", "..", "xx")
     for ax, delay in zip(axes, delays, strict=True):
         rows = data[data["delay_ms"] == delay]
@@ -414,18 +498,21 @@ def race_anomalies(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
             for k, kind in enumerate(kinds):
                 count = float(sub[kind].fillna(0).sum())
                 total += int(count)
-                per = count / jobs * 10_000 if jobs else 0.0
+                per = count / jobs if jobs else 0.0
                 x = i + (k - (len(kinds) - 1) / 2) * width
                 ax.bar(x, per, width * 0.9, color=colour(variant), hatch=hatches[k % len(hatches)],
                        edgecolor="black", linewidth=0.5)  # fmt: skip
             totals.append(total)
         labels = [f"{v}\n({t:,} in all)" for v, t in zip(variants, totals, strict=True)]
-        ax.set_xticks(range(len(variants)), labels)
+        # slanted, anchored at their right end: long variant names do not run into each other
+        ax.set_xticks(
+            range(len(variants)), labels, rotation=30, ha="right", rotation_mode="anchor", fontsize=8
+        )
         ax.set_title(f"simulated check-to-act delay {delay:g} ms")
         ax.set_xlabel("sweep variant")
         ax.grid(axis="y", alpha=0.3)
-    axes[0].set_ylabel("anomalies per 10,000 stalled jobs")
-    axes[0].yaxis.set_major_formatter(THOUSANDS)
+    axes[0].set_ylabel("anomalies per stalled job (over every repetition)")
+    axes[0].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     handles = [Patch(facecolor="white", edgecolor="black", hatch=hatches[k % len(hatches)],
                      label=kind.replace("_", " ")) for k, kind in enumerate(kinds)]  # fmt: skip
     axes[0].legend(handles=handles, loc="upper left", fontsize=8)
@@ -433,6 +520,7 @@ def race_anomalies(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     figure.suptitle(f"{title} (one bar per kind; under each variant: the count over all its settings)")
     caption = (
         "Lower is better and zero is the goal: an atomic sweep must show no bar at all. "
+        "A bar of 1 is one anomaly for every stalled job (K sweepers can recover a job K-1 times over). "
         "Bars for an app-side variant, growing with the delay, are its check-then-act gap biting."
     )
     return _saved(figure, out_dir, "race_anomalies.png", title, caption)

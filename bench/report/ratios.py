@@ -29,15 +29,15 @@ def shown_point_columns(frame: pd.DataFrame) -> list[str]:
 def paired_ratios(frame: pd.DataFrame, column: str = "jobs_per_s") -> pd.DataFrame:
     """One row per point and strategy other than fused: fused/other ``column`` as the median of
     the repetition pairs, its min and max, and how many pairs."""
-    needed = {"variant", "rep", column, *POINT_COLUMNS}
-    if frame.empty or not needed <= set(frame.columns) or BASE not in set(frame["variant"]):
+    needed = {"strategy", "rep", column, *POINT_COLUMNS}
+    if frame.empty or not needed <= set(frame.columns) or BASE not in set(frame["strategy"]):
         return pd.DataFrame(columns=list(RATIO_COLUMNS))
-    others = [v for v in dict.fromkeys(frame["variant"]) if v != BASE]
+    others = [v for v in dict.fromkeys(frame["strategy"]) if v != BASE]
     rows = []
     for point, group in frame.groupby(list(POINT_COLUMNS), dropna=False, sort=True):
-        base = group[group["variant"] == BASE].set_index("rep")[column]
+        base = group[group["strategy"] == BASE].set_index("rep")[column]
         for other in others:
-            against = group[group["variant"] == other].set_index("rep")[column]
+            against = group[group["strategy"] == other].set_index("rep")[column]
             if base.empty or against.empty:
                 continue
             pairs = pd.concat(

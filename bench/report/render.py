@@ -5,26 +5,26 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from bench.report.compare import Comparison
+from bench.report.compare import VERDICTS, Comparison, context_lines
 from bench.report.load import RunData, load_run
 from bench.report.markdown import markdown_table, percent
 from bench.report.sections import finish_fetch_section, meta_section, race_section, sweep_section
 from bench.results import write_atomic
 
 
-def render(data: RunData, in_run: bool = False) -> str:
-    lines = meta_section(data, in_run)
+def render(data: RunData) -> str:
+    lines = meta_section(data)
     lines += finish_fetch_section(data)
     lines += sweep_section(data)
     lines += race_section(data)
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_report(path: Path, in_run: bool = False) -> Path:
+def write_report(path: Path) -> Path:
     """Write report.md and the plots into the run folder; returns report.md's path."""
     data = load_run(path)
     report = path / "report.md"
-    write_atomic(report, render(data, in_run))
+    write_atomic(report, render(data))
     return report
 
 
@@ -37,7 +37,7 @@ def compare_markdown(a: RunData, b: RunData, comparison: Comparison, changed_onl
     for run, name in ((a, "A"), (b, "B")):
         if not run.complete:
             lines.append(f"run {name} is INCOMPLETE: {run.meta.get('reason') or 'no reason recorded'}")
-    lines.append("")
+    lines += ["", *context_lines(a.meta, b.meta), ""]
     rows = comparison.rows.copy()
     if changed_only:  # rows with a note (saturated, audit failed) stay: their numbers are suspect
         keep = (rows["verdict"] != "same") | (rows["note"] != "")
@@ -52,7 +52,7 @@ def compare_markdown(a: RunData, b: RunData, comparison: Comparison, changed_onl
         rows = rows.rename(columns={"a": "A", "b": "B", "ratio": "B/A", "cv_a": "cv A", "cv_b": "cv B"})
     lines += [markdown_table(rows), ""]
     lines += [f"note: {n}" for n in comparison.notes]
-    counts = ", ".join(f"{v} {comparison.count(v)}" for v in ("better", "worse", "same", "unstable"))
+    counts = ", ".join(f"{v} {comparison.count(v)}" for v in VERDICTS)
     lines.append(f"verdicts: {counts}")
     return "\n".join(lines) + "\n"
 

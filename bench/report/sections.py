@@ -15,12 +15,10 @@ from bench.report.markdown import figure, flag_rows, fmt, markdown_table, missin
 from bench.report.ratios import POINT_COLUMNS, paired_ratios, shown_point_columns
 
 
-def meta_section(data: RunData, in_run: bool) -> list[str]:
+def meta_section(data: RunData) -> list[str]:
     meta = data.meta
     lines = [f"# echomq-bench run {data.run_id}", ""]
-    if in_run and not meta.get("reason"):
-        status = "complete so far (this report is the run's last stage)"
-    elif data.complete:
+    if data.complete:
         status = "complete"
     else:
         status = "**INCOMPLETE**"
@@ -31,7 +29,7 @@ def meta_section(data: RunData, in_run: bool) -> list[str]:
             "The numbers below cover only what was finished.",
             "",
         ]
-    finished = "(still running)" if in_run else "?"
+    finished = "?"
     sha = str(meta.get("git_sha") or "unknown")[:12]
     redis = f"{meta.get('redis_version', 'unknown')} ({meta.get('redis_source', 'source unknown')})"
     rows = [
@@ -89,10 +87,11 @@ def finish_fetch_section(data: RunData) -> list[str]:
         lines += [f"*Unreadable HDR files left out: {', '.join(bad)}.*", ""]
     if histograms:
         plot = plots.latency_percentiles(histograms, data.path)
-        table = [{"metric": m, "variant": v, **summary(h)} for (m, v), h in histograms.items()]
+        table = [{"metric": m, "strategy": v, **summary(h)} for (m, v), h in histograms.items()]
         lines += figure(plot, "no histograms")
         points = frame[list(POINT_COLUMNS)].drop_duplicates()
-        if len(points) > 1:  # HDR file names carry variant and rep, not the workers/rtt point
+        unpointed = any(not plots.split_variant(v)[1] for _, v in histograms)
+        if len(points) > 1 and unpointed:  # older HDR file names carry the strategy, not the point
             lines += [
                 f"*The histograms are merged over all {len(points)} workers/rtt points of the run.*",
                 "",
@@ -109,8 +108,8 @@ def _finish_fetch_summary(frame: pd.DataFrame) -> list[str]:
     keys = STAGE_KEYS["finish_fetch"]
     points = samples("finish_fetch", frame)
     if not points:
-        return ["*No points: the key columns (variant, workers, rtt_ms) are missing.*", ""]
-    shown = {"variant", *shown_point_columns(frame)}
+        return ["*No points: the key columns (strategy, workers, rtt_ms) are missing.*", ""]
+    shown = {"strategy", *shown_point_columns(frame)}
     rows = []
     for key, metrics in points.items():
         jobs = metrics.get("jobs_per_s")
@@ -176,7 +175,7 @@ def _pace_section(frame: pd.DataFrame) -> list[str]:
     """Per point and strategy: what Redis could do, what was done, and which side set the pace."""
     if "limit" not in frame.columns or not (frame["limit"].fillna("") != "").any():
         return []
-    shown = ["variant", *shown_point_columns(frame)]
+    shown = ["strategy", *shown_point_columns(frame)]
     rows = []
     for key, group in frame.groupby(shown, sort=True):
         row: dict[str, object] = dict(zip(shown, key, strict=True))

@@ -27,25 +27,27 @@ from bench.harness.children import reap_group, spawn, stop_group
 from bench.harness.context import RunContext
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import Profile, SweepOptions
+from bench.harness.progress import Progress, StagePlan
+from bench.harness.run_folder import open_run
 from bench.paths import REPO
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Queue
 from bench.protocol.scripts import script_source
 from bench.protocol.sweep import SWEEPERS
 from bench.results import (
+    PYPERF_DIR,
     SWEEP_COST_COLUMNS,
+    RunIds,
     SweepCostRow,
-    make_run_dir,
     read_json,
     row_dict,
     update_meta,
     write_csv,
 )
-from bench.sweep_cost.plan import Point, plan, pyperf_options
+from bench.sweep_cost.plan import IN_PROCESS_BELOW, WARMUP_BELOW, Point, loops_for, plan, pyperf_options
 from bench.sweep_cost.pyperf_program import URL_ENV, ProgramSettings
 from bench.sweep_cost.scenario import ScenarioQueue
 from bench.sweep_cost.summary import (
-    PYPERF_DIR,
     SIDE_DIR,
     SizeOutcome,
     fmt,
@@ -58,7 +60,7 @@ from bench.sweep_cost.summary import (
 )
 from bench.sweep_cost.timing import SWEEP_TIMEOUT_S
 
-PYPERF_LOG = "sweep_pyperf.log"
+PYPERF_LOG = f"{PYPERF_DIR}/sweep_pyperf.log"
 CSV_NAME = "sweep_cost.csv"
 PYPERF_STOP_GRACE_S = 5.0
 
@@ -89,6 +91,7 @@ def run_pyperf(
     )
     cmd = program.command(json_path, pyperf_options(size, options.sweep_reps))
     env = {**os.environ, URL_ENV: settings.url, "PYTHONUNBUFFERED": "1"}
+    (run_dir / PYPERF_LOG).parent.mkdir(parents=True, exist_ok=True)
     with open(run_dir / PYPERF_LOG, "a") as log:
         log.write(f"$ {' '.join(cmd)}\n")
         # pyperf, its workers and their probes form one process group: on Ctrl-C (or any
@@ -136,7 +139,7 @@ def script_shas(variants: Sequence[str]) -> dict[str, str]:
 
 @dataclass
 class PointProgress:
-    """A progress line a point, numbered: measured, skipped or failed."""
+    """A progress line a point: measured, skipped or failed (the progress line counts them)."""
 
     progress: Callable[[str], None]
     total: int
@@ -144,7 +147,7 @@ class PointProgress:
 
     def __call__(self, text: str) -> None:
         self.done += 1
-        self.progress(f"[{self.done}/{self.total}] {text}")
+        self.progress(text)
 
 
 def measure_size(
@@ -165,6 +168,43 @@ def measure_size(
     )
 
 
+# Rough µs a sweep spends per active job, to estimate the run's ETA (the progress line corrects it
+# by the pace it sees); the README's table has measured ones. Where a variant is quadratic, the
+# µs per job grow with the size by the factor given.
+US_PER_JOB = {"app_side": 400.0, "app_side_pipelined": 40.0}
+QUADRATIC = {
+    ("atomic", "all_stalled"): 0.014,
+    ("atomic", "mixed"): 0.007,
+    ("app_side_pipelined", "mixed"): 0.002,
+}
+RESTORE_US_PER_JOB = 8.0  # each timed sweep first restores its state
+POINT_OVERHEAD_S = 0.8  # pyperf's own work a point (calibration, metadata), in-process
+PROCESS_START_S = 0.8  # a pyperf worker process, at sizes it does not run in-process
+
+
+def _point_estimate(point: Point, reps: int) -> float:
+    us = US_PER_JOB.get(point.variant, 8.0) + QUADRATIC.get((point.variant, point.scenario), 0.0) * point.size
+    warmups = 1 if point.size < WARMUP_BELOW else 0
+    sweeps = (reps + warmups) * loops_for(point.size)
+    seconds = POINT_OVERHEAD_S + sweeps * point.size * (us + RESTORE_US_PER_JOB) / 1e6
+    return seconds + (PROCESS_START_S if point.size >= IN_PROCESS_BELOW else 0.0)
+
+
+def point_seconds(profile: Profile) -> tuple[float, ...]:
+    """The seconds each point of the stage should take, in the order they run: for the run's ETA."""
+    options = profile.sweep
+    planned = plan(options)
+    estimates: list[float] = []
+    for size in sorted(set(options.sweep_sizes)):
+        at_size = [p for p in planned if p.point.size == size]
+        estimates += [0.0 for p in at_size if p.skipped]
+        measured = [p.point for p in at_size if not p.skipped]
+        build = size * 30e-6  # growing the active list to this size, once a size
+        estimates += [_point_estimate(p, options.sweep_reps) + (build if i == 0 else 0.0)
+                      for i, p in enumerate(measured)]  # fmt: skip
+    return tuple(estimates)
+
+
 def check_profile(profile: Profile) -> None:
     """Before any stage starts: the sweep keys name known variants, scenarios and caps."""
     plan(profile.sweep)
@@ -174,10 +214,11 @@ def run_stage(ctx: RunContext) -> None:
     """The sweep stage: every point of the profile, into sweep_cost.csv; then the table and slopes."""
     options = ctx.profile.sweep
     planned = plan(options)
-    tell = PointProgress(ctx.progress, len(planned))
+    tell = PointProgress(ctx.progress.step, len(planned))
     client = dataclasses.replace(ctx.settings, socket_timeout_s=SWEEP_TIMEOUT_S).connect()
     scenario = ScenarioQueue(Queue.open(client, f"sweep-{uuid.uuid4().hex[:8]}"), [])
     rows: list[SweepCostRow] = []
+    ids = RunIds(ctx.run_dir.name, ctx.profile.name)
     try:
         for size in sorted(set(options.sweep_sizes)):
             at_size = [p for p in planned if p.point.size == size]
@@ -186,7 +227,7 @@ def run_stage(ctx: RunContext) -> None:
                 tell(f"{point.variant} {point.scenario} {size:,}: skipped, {skipped.skipped}")
             to_run = [p.point for p in at_size if not p.skipped]
             outcome = measure_size(ctx, scenario, size, to_run, tell) if to_run else None
-            rows.extend(sweep_cost_row(ctx.run_dir, p, outcome) for p in at_size)
+            rows.extend(sweep_cost_row(ctx.run_dir, p, outcome, ids, options) for p in at_size)
             write_csv(ctx.run_dir / CSV_NAME, SWEEP_COST_COLUMNS, map(row_dict, rows))
     finally:
         scenario.queue.delete()
@@ -218,26 +259,16 @@ FLAGS = SectionFlags(SweepOptions, prefix="sweep-")
 
 def main(argv: list[str]) -> int:
     """`python -m bench sweep`: the sweep stage alone, into its own run folder."""
-    from bench.harness.meta import collect_meta
-    from bench.harness.server import redis_for_run
-
-    parser = FLAGS.parser("python -m bench sweep", __doc__.split("\n\n")[0])
+    parser = FLAGS.parser("echomq-bench sweep", __doc__.split("\n\n")[0])
     args = parser.parse_args(argv)
     profile = FLAGS.profile(args)
     plan(profile.sweep)  # every input checked before a server starts
-    with redis_for_run() as (settings, server):
-        run_dir = make_run_dir(profile.name, args.results)
-        client = settings.connect()
-        try:
-            shas = Queue.open(client, f"meta-{uuid.uuid4().hex[:8]}").scripts.shas()
-        finally:
-            client.close()
-        update_meta(run_dir, **collect_meta(profile.name, server, shas), stages_done=[])
-        ctx = RunContext(profile, settings, server, run_dir)
-        ctx.progress.stage = "sweep"
-        run_stage(ctx)
-        ctx.progress.done()
-        update_meta(run_dir, stages_done=["sweep"], complete=True)
+    progress = Progress([StagePlan("sweep", point_seconds(profile))], stage="sweep")
+    with open_run(profile, ["sweep"], args.results, progress=progress) as run:
+        run_stage(run.ctx)
+        run.ctx.progress.done()
+        run.stage_done("sweep")
+    run_dir = run.ctx.run_dir
     print(f"results: {run_dir}")
     failed = read_json(run_dir / "meta.json").get("sweep_errors", 0)
     return 1 if failed else 0

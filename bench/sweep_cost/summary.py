@@ -8,19 +8,30 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from textwrap import indent
 from typing import Any
 
 import pyperf
 
 from bench.fits import loglog_fit
+from bench.harness.profile import SweepOptions
+from bench.harness.terminal import render_table, table_width, wrap_note
 from bench.hdr import decode, summary, write_hdr
-from bench.results import HDR_DIR, SweepCostRow, hdr_name, read_json, row_dict, write_atomic
+from bench.results import (
+    HDR_DIR,
+    PYPERF_DIR,
+    RunIds,
+    SweepCostRow,
+    hdr_name,
+    read_json,
+    row_dict,
+    write_atomic,
+)
 from bench.sweep_cost.plan import PlannedPoint, Point
 from bench.sweep_cost.probe import ProbeWindow, empty_window
 
-PYPERF_DIR = "pyperf"  # one pyperf JSON a size
-PYPERF_JSON = "sweep_pyperf.json"  # every size's, merged
-SIDE_DIR = "sweep_side"
+PYPERF_JSON = f"{PYPERF_DIR}/sweep_pyperf.json"  # every size's, merged (one a size beside it)
+SIDE_DIR = f"{PYPERF_DIR}/side"  # what each timed value saw besides its time
 
 
 @dataclass
@@ -80,10 +91,21 @@ def side_summary(run_dir: Path, point: Point) -> SideSummary:
     )
 
 
-def sweep_cost_row(run_dir: Path, planned: PlannedPoint, outcome: SizeOutcome | None) -> SweepCostRow:
+def sweep_cost_row(
+    run_dir: Path, planned: PlannedPoint, outcome: SizeOutcome | None, ids: RunIds, options: SweepOptions
+) -> SweepCostRow:
     """One point's sweep_cost.csv row (and its probe histogram under hdr/)."""
     point = planned.point
-    row = SweepCostRow(variant=point.variant, scenario=point.scenario, active_size=point.size)
+    row = SweepCostRow(
+        run_id=ids.run_id,
+        protocol=ids.protocol,
+        profile=ids.profile,
+        variant=point.variant,
+        scenario=point.scenario,
+        active_size=point.size,
+        slice_size=options.sweep_slice,
+        probe_rate_hz=options.probe_rate_hz,
+    )
     if planned.skipped:
         return replace(row, skipped=planned.skipped)
     values = outcome.values.get(point.name, []) if outcome else []
@@ -114,9 +136,11 @@ def sweep_cost_row(run_dir: Path, planned: PlannedPoint, outcome: SizeOutcome | 
     return replace(row, skipped="error: " + "; ".join(errors)) if errors else row
 
 
-def make_row(run_dir: Path, planned: PlannedPoint, outcome: SizeOutcome | None) -> dict[str, Any]:
+def make_row(
+    run_dir: Path, planned: PlannedPoint, outcome: SizeOutcome | None, ids: RunIds, options: SweepOptions
+) -> dict[str, Any]:
     """The same row as sweep_cost.csv holds it: a value not measured is an empty cell."""
-    return row_dict(sweep_cost_row(run_dir, planned, outcome))
+    return row_dict(sweep_cost_row(run_dir, planned, outcome, ids, options))
 
 
 def fmt(value: Any, digits: int = 2) -> str:
@@ -127,22 +151,32 @@ def fmt(value: Any, digits: int = 2) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
-def table(rows: Sequence[SweepCostRow]) -> str:
-    """Per size: each variant's sweep ms, µs per job, hold and the probe's max."""
+def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
+    """Per size: each variant's sweep ms, µs per job, hold and the probe's max; under it, why a point
+    was not measured (skipped, or an error), so the table itself stays narrow."""
     lines: list[str] = []
-    header = (
-        f"  {'variant':<20}{'scenario':<13}{'sweep ms':>12}{'µs/job':>10}{'hold ms':>12}"
-        f"{'probe max µs':>14}  note"
-    )
+    header = ["variant", "scenario", "sweep ms", "µs/job", "hold ms", "probe max µs", "note"]
     for size in sorted({r.active_size for r in rows}):
-        lines += ["", f"active size {size:,}", header]
-        for r in (r for r in rows if r.active_size == size):
-            note = r.skipped if len(r.skipped) < 70 else r.skipped[:67] + "..."
-            lines.append(
-                f"  {r.variant:<20}{r.scenario:<13}{fmt(r.sweep_ms_median, 3):>12}"
-                f"{fmt(r.us_per_active_job):>10}{fmt(r.hold_ms_max, 3):>12}"
-                f"{fmt(r.probe_max_us):>14}  {note}"
-            )
+        at_size = [r for r in rows if r.active_size == size]
+        cells = [
+            [
+                r.variant,
+                r.scenario,
+                fmt(r.sweep_ms_median, 3),
+                fmt(r.us_per_active_job),
+                fmt(r.hold_ms_max, 3),
+                fmt(r.probe_max_us),
+                "" if not r.skipped else "error" if r.skipped.startswith("error:") else "skipped",
+            ]
+            for r in at_size
+        ]
+        body = render_table(
+            header, cells, right=range(2, 6), keep_whole=(0, 1), width=(width or table_width()) - 2
+        )
+        lines += ["", f"active size {size:,}", indent(body, "  ")]
+        lines += [
+            wrap_note(f"  {r.variant} {r.scenario}: {r.skipped}", width, "    ") for r in at_size if r.skipped
+        ]
     return "\n".join(lines)
 
 
@@ -173,8 +207,8 @@ def slope_text(fits: dict[str, dict[str, float]]) -> str:
     for name, fit in fits.items():
         variant, scenario = name.split("/")
         lines.append(
-            f"  {variant:<20}{scenario:<13}{fit['slope']:>6.2f} over {fit['from_size']:,}..{fit['to_size']:,}"
-            f"   {fit['slope_top_two']:>5.2f} between the two largest"
+            f"  {variant:<20}{scenario:<12}{fit['slope']:>5.2f} over "
+            f"{fit['from_size']:,}..{fit['to_size']:,}, {fit['slope_top_two']:.2f} between the two largest"
         )
     return "\n".join(lines)
 
@@ -182,7 +216,10 @@ def slope_text(fits: dict[str, dict[str, float]]) -> str:
 def merge_pyperf(run_dir: Path) -> None:
     """Every size's pyperf JSON in one suite: sweep_pyperf.json (`python -m pyperf show` reads it)."""
     suite: pyperf.BenchmarkSuite | None = None
-    for path in sorted((run_dir / PYPERF_DIR).glob("sweep_*.json")):
+    sizes = (
+        p for p in (run_dir / PYPERF_DIR).glob("sweep_*.json") if p.stem.removeprefix("sweep_").isdigit()
+    )
+    for path in sorted(sizes):
         for bench in pyperf.BenchmarkSuite.load(str(path)).get_benchmarks():
             if suite is None:
                 suite = pyperf.BenchmarkSuite([bench])

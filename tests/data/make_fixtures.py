@@ -1,6 +1,6 @@
 """Writes the small run folders the report tests read: `python tests/data/make_fixtures.py`.
 
-Three runs, written with the suite's own writers (bench.results, bench.metrics)
+Three runs, written with the suite's own writers (bench.results, bench.hdr)
 so their formats are exactly a real run's:
 
 - RUN_A: a complete smoke-like run, every stage, HDR histograms.
@@ -23,9 +23,12 @@ from bench.hdr import new_histogram, record_us, write_hdr
 from bench.results import (
     FINISH_FETCH_COLUMNS,
     HDR_DIR,
+    PROTOCOL,
     RACE_COLUMNS,
     SWEEP_COST_COLUMNS,
+    SweepCostRow,
     hdr_name,
+    row_dict,
     write_csv,
     write_json,
 )
@@ -38,22 +41,28 @@ PARTIAL = "20240503-100000-default"
 # What RUN_B changes against RUN_A, and the verdict each change must get.
 # (stage, point, metric) -> verdict
 CHANGES = {
-    ("finish_fetch", "variant=fused workers=2 rtt_ms=0", "jobs_per_s"): "better",  # +10%, spreads apart
-    ("finish_fetch", "variant=two_call workers=2 rtt_ms=0", "jobs_per_s"): "same",  # +1%
-    ("finish_fetch", "variant=fused workers=2 rtt_ms=0", "cycle_p99_us"): "worse",  # +20%
-    ("finish_fetch", "variant=two_call workers=2 rtt_ms=0", "cycle_p99_us"): "unstable",  # cv 20%
-    ("finish_fetch", "variant=fused workers=2 rtt_ms=0", "server_us_per_job"): "same",  # +8%, spreads overlap
-    ("finish_fetch", "variant=two_call workers=2 rtt_ms=0", "server_us_per_job"): "same",  # +4%, apart
-    ("finish_fetch", "variant=fused workers=2 rtt_ms=0", "round_trips_per_job"): "same",  # equal
-    ("finish_fetch", "variant=fused workers=2 rtt_ms=1", "jobs_per_s"): "worse",  # -10%
-    # the atomic all-stalled sweep at 1,000 twice as fast: time, per-job time, Redis µs, hold, probe max
+    ("finish_fetch", "strategy=fused workers=2 rtt_ms=0", "jobs_per_s"): "better",  # +10%, spreads apart
+    ("finish_fetch", "strategy=two_call workers=2 rtt_ms=0", "jobs_per_s"): "same",  # +1%
+    ("finish_fetch", "strategy=fused workers=2 rtt_ms=0", "cycle_p99_us"): "worse",  # +20%
+    ("finish_fetch", "strategy=two_call workers=2 rtt_ms=0", "cycle_p99_us"): "unstable",  # cv 20%
+    ("finish_fetch", "strategy=fused workers=2 rtt_ms=0", "server_us_per_job"): "same",  # +8%, overlap
+    ("finish_fetch", "strategy=two_call workers=2 rtt_ms=0", "server_us_per_job"): "same",  # +4%, apart
+    ("finish_fetch", "strategy=fused workers=2 rtt_ms=0", "round_trips_per_job"): "same",  # equal
+    ("finish_fetch", "strategy=fused workers=2 rtt_ms=1", "jobs_per_s"): "worse",  # -10%
+    # the atomic all-stalled sweep at 1,000 twice as fast: time and per-job time have repetitions
+    # (median ± stdev); Redis µs, hold and probe max are measured once per point: no verdict
     **{
         ("sweep", "variant=atomic scenario=all_stalled active_size=1000", metric): "better"
-        for metric in ("sweep_ms_median", "us_per_active_job", "server_us", "hold_ms_max", "probe_max_us")
+        for metric in ("sweep_ms_median", "us_per_active_job")
     },
-    ("race", "variant=app_side sweepers=4 stalled_jobs=100 delay_ms=2", "double_recoveries"): "worse",
+    **{
+        ("sweep", "variant=atomic scenario=all_stalled active_size=1000", metric): "no spread"
+        for metric in ("server_us", "hold_ms_max", "probe_max_us")
+    },
+    # race counts are one number a point: a change is no verdict, equal counts are the same
+    ("race", "variant=app_side sweepers=4 stalled_jobs=100 delay_ms=2", "double_recoveries"): "no spread",
     ("race", "variant=atomic sweepers=4 stalled_jobs=100 delay_ms=2", "double_recoveries"): "same",  # 0, 0
-    ("race", "variant=app_side sweepers=4 stalled_jobs=100 delay_ms=0", "lost_attempt_updates"): "worse",
+    ("race", "variant=app_side sweepers=4 stalled_jobs=100 delay_ms=0", "lost_attempt_updates"): "no spread",
 }
 
 STEADY = (1.0, 1.01, 0.99)  # a 1% spread over three repetitions
@@ -86,7 +95,12 @@ def meta(run_id: str, **changes: Any) -> dict[str, Any]:
     return base
 
 
-def ff_rows(b: bool) -> list[dict[str, Any]]:
+def ids(run_id: str) -> dict[str, str]:
+    """The columns every row starts with."""
+    return {"run_id": run_id, "protocol": PROTOCOL, "profile": run_id.rsplit("-", 1)[1]}
+
+
+def ff_rows(b: bool, run_id: str) -> list[dict[str, Any]]:
     """finish_fetch.csv: fused and two_call, A B A B, at (2 workers, rtt 0) and (2 workers, rtt 1)."""
     per_variant: dict[tuple[str, float], dict[str, list[float]]] = {
         ("fused", 0): {
@@ -129,22 +143,24 @@ def ff_rows(b: bool) -> list[dict[str, Any]]:
                 m = {k: v[rep - 1] for k, v in per_variant[(variant, rtt)].items()}
                 p50 = m["cycle_p50_us"]
                 rows.append({
-                    "variant": variant, "rep": rep, "workers": 2, "producers": 1, "rtt_ms": rtt,
-                    "duration_s": 1.5, "jobs": round(m["jobs_per_s"] * 1.5),
+                    **ids(run_id), "strategy": variant, "rep": rep, "workers": 2, "producers": 1,
+                    "rtt_ms": float(rtt), "batch_size": 20, "payload_bytes": 50, "target_rate": 0.0,
+                    "warmup_s": 0.5, "measure_s": 1.5, "duration_s": 1.5,
+                    "jobs": round(m["jobs_per_s"] * 1.5),
                     "jobs_per_s": round(m["jobs_per_s"], 2),
                     "round_trips_per_job": m["round_trips_per_job"],
                     "server_calls_per_job": m["server_calls_per_job"],
                     "server_us_per_job": round(m["server_us_per_job"], 2),
-                    "cycle_p50_us": round(p50), "cycle_p90_us": round(p50 * 1.4),
-                    "cycle_p99_us": round(m["cycle_p99_us"], 1), "cycle_p999_us": round(p50 * 4),
-                    "cycle_max_us": round(p50 * 10), "e2e_p50_us": round(p50 * 6),
-                    "e2e_p99_us": round(p50 * 20), "loadgen_cpu_pct": 60.0, "saturated": False,
-                    "audit_ok": True, "concurrency": 1, "job_ms": 0,
+                    "cycle_p50_us": float(round(p50)), "cycle_p90_us": float(round(p50 * 1.4)),
+                    "cycle_p99_us": round(m["cycle_p99_us"], 1), "cycle_p999_us": float(round(p50 * 4)),
+                    "cycle_max_us": float(round(p50 * 10)), "e2e_p50_us": float(round(p50 * 6)),
+                    "e2e_p99_us": float(round(p50 * 20)), "loadgen_cpu_pct": 60.0, "saturated": False,
+                    "audit_ok": True, "concurrency": 1, "job_ms": 0.0,
                 })  # fmt: skip
     return rows
 
 
-def sweep_rows(b: bool) -> list[dict[str, Any]]:
+def sweep_rows(b: bool, run_id: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for scenario in ("healthy", "all_stalled"):
         for size in (10, 100, 1000):
@@ -152,9 +168,10 @@ def sweep_rows(b: bool) -> list[dict[str, Any]]:
                 stalled = scenario == "all_stalled"
                 if variant == "app_side" and size > 100:
                     why = "app_side capped at 100 by the profile (minutes per sweep)"
-                    rows.append(
-                        {"variant": variant, "scenario": scenario, "active_size": size, "skipped": why}
-                    )
+                    rows.append(row_dict(SweepCostRow(
+                        **ids(run_id), variant=variant, scenario=scenario, active_size=size,
+                        slice_size=100, probe_rate_hz=200.0, skipped=why,
+                    )))  # fmt: skip
                     continue
                 if variant == "atomic":
                     ms = 0.05 + (1.5e-5 * size * size if stalled else 0.003 * size)
@@ -167,18 +184,18 @@ def sweep_rows(b: bool) -> list[dict[str, Any]]:
                 else:
                     ms = 0.1 * (size + 1) * (2 if stalled else 1)
                     hold, trips = 0.05, size + 1
-                rows.append({
-                    "variant": variant, "scenario": scenario, "active_size": size, "reps": 2,
-                    "sweep_ms_median": round(ms, 4), "sweep_ms_stdev": round(ms * 0.02, 5),
-                    "us_per_active_job": round(ms * 1000 / size, 3), "round_trips": trips,
-                    "server_us": round(ms * 900), "hold_ms_max": round(hold, 4),
-                    "probe_p99_us": 90, "probe_max_us": round(max(150.0, hold * 1000 + 60)),
-                    "probe_busy": 0, "skipped": "",
-                })  # fmt: skip
+                rows.append(row_dict(SweepCostRow(
+                    **ids(run_id), variant=variant, scenario=scenario, active_size=size,
+                    slice_size=100, probe_rate_hz=200.0, reps=2,
+                    sweep_ms_median=round(ms, 4), sweep_ms_stdev=round(ms * 0.02, 5),
+                    us_per_active_job=round(ms * 1000 / size, 3), round_trips=trips,
+                    server_us=round(ms * 900), hold_ms_max=round(hold, 4),
+                    probe_p99_us=90, probe_max_us=round(max(150.0, hold * 1000 + 60)), probe_busy=0,
+                )))  # fmt: skip
     return rows
 
 
-def race_rows(b: bool) -> list[dict[str, Any]]:
+def race_rows(b: bool, run_id: str) -> list[dict[str, Any]]:
     counts: dict[tuple[str, float], tuple[int, int, int]] = {
         ("atomic", 0): (0, 0, 0),
         ("atomic", 2): (0, 0, 0),
@@ -186,7 +203,8 @@ def race_rows(b: bool) -> list[dict[str, Any]]:
         ("app_side", 2): (20 if b else 10, 8, 2),
     }
     return [
-        {"variant": v, "sweepers": 4, "stalled_jobs": 100, "delay_ms": d, "reps": 1,
+        {**ids(run_id), "variant": v, "sweepers": 4, "stalled_jobs": 100, "delay_ms": float(d),
+         "workers": 1, "slice_size": 50, "max_stalled": 1000, "reps": 1,
          "double_recoveries": c[0], "lost_attempt_updates": c[1], "requeued_after_finish": c[2],
          "audit_violations": 0}
         for (v, d), c in counts.items()
@@ -209,9 +227,9 @@ def write_run(name: str, b: bool) -> None:
     shutil.rmtree(run, ignore_errors=True)
     (run / HDR_DIR).mkdir(parents=True)
     write_json(run / "meta.json", meta(name, git_sha="f" * 40, redis_version="7.4.1") if b else meta(name))
-    write_csv(run / "finish_fetch.csv", FINISH_FETCH_COLUMNS, ff_rows(b))
-    write_csv(run / "sweep_cost.csv", SWEEP_COST_COLUMNS, sweep_rows(b))
-    write_csv(run / "race.csv", RACE_COLUMNS, race_rows(b))
+    write_csv(run / "finish_fetch.csv", FINISH_FETCH_COLUMNS, ff_rows(b, name))
+    write_csv(run / "sweep_cost.csv", SWEEP_COST_COLUMNS, sweep_rows(b, name))
+    write_csv(run / "race.csv", RACE_COLUMNS, race_rows(b, name))
     write_histograms(run, seed=2 if b else 1, slower=1.0)
 
 
@@ -229,7 +247,7 @@ def write_partial() -> None:
             finished=None,
         ),
     )
-    rows = [r for r in ff_rows(False) if r["rtt_ms"] == 0]
+    rows = [r for r in ff_rows(False, PARTIAL) if r["rtt_ms"] == 0]
     rows[3]["saturated"] = True  # two_call, rep 2
     rows[4]["audit_ok"] = False  # fused, rep 3
     columns = [c for c in FINISH_FETCH_COLUMNS if c != "e2e_p99_us"]

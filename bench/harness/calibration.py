@@ -1,0 +1,90 @@
+"""A machine calibration at the start of a run, in well under two seconds.
+
+Three figures that do not depend on the queue, so two runs' figures can be
+read against each other: when a run's absolute numbers differ from another's
+and its calibration differs the same way, the machine (or the moment) changed,
+not the code.
+
+- ``python_loop_ns``: ns per iteration of a fixed pure-Python loop, the best
+  of a few rounds (the client's CPU: Locust users and drivers are Python).
+- ``ping_p50_us``: the client's PING round trip at one connection, median
+  (client, kernel and server together; the floor of every call).
+- ``evalsha_us``: Redis's own µs per EVALSHA of ``return 1``, from the INFO
+  commandstats delta over the calls (the server's CPU and its Lua
+  entry cost). The statistics are read, never reset: CONFIG RESETSTAT would
+  disturb a user's server and any other reader.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass
+
+import redis
+
+from bench.protocol.commandstats import CommandStats
+
+LOOP_ITERATIONS = 200_000
+LOOP_ROUNDS = 5
+PINGS = 500
+EVALSHAS = 500
+RETURN_ONE = "return 1"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    python_loop_ns: float
+    ping_p50_us: float
+    evalsha_us: float | None  # None when the server's commandstats do not count EVALSHA
+    took_s: float
+
+    def as_meta(self) -> dict[str, float | None]:
+        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+def python_loop_ns(iterations: int = LOOP_ITERATIONS, rounds: int = LOOP_ROUNDS) -> float:
+    """ns per iteration of a fixed loop of integer arithmetic, the fastest of ``rounds``.
+
+    The fastest round is the machine's speed; the slower ones measured what else ran."""
+    best = float("inf")
+    for _ in range(rounds):
+        total = 0
+        start = time.perf_counter_ns()
+        for i in range(iterations):
+            total += i * i % 7
+        best = min(best, time.perf_counter_ns() - start)
+    return best / iterations
+
+
+def ping_p50_us(client: redis.Redis, pings: int = PINGS) -> float:
+    client.ping()  # the connection is made before the first timed call
+    times = []
+    for _ in range(pings):
+        start = time.perf_counter_ns()
+        client.ping()
+        times.append(time.perf_counter_ns() - start)
+    return statistics.median(times) / 1000
+
+
+def evalsha_us(client: redis.Redis, calls: int = EVALSHAS) -> float | None:
+    """Redis's µs per EVALSHA of ``return 1``, from the commandstats delta of our calls."""
+    sha = str(client.script_load(RETURN_ONE))
+    client.evalsha(sha, 0)  # loaded and run once, outside the delta
+    before = CommandStats.read(client)
+    for _ in range(calls):
+        client.evalsha(sha, 0)
+    delta = CommandStats.read(client).since(before)
+    counted = delta.calls.get("evalsha", 0)
+    if counted <= 0:
+        return None
+    return delta.usec.get("evalsha", 0) / counted
+
+
+def calibrate(client: redis.Redis) -> Calibration:
+    """All three figures, on the given client's connection."""
+    start = time.perf_counter()
+    loop = python_loop_ns()
+    ping = ping_p50_us(client)
+    server = evalsha_us(client)
+    return Calibration(loop, ping, server, time.perf_counter() - start)

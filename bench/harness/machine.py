@@ -1,0 +1,327 @@
+"""The machine watch: did anything outside the run use the CPU during a measured window?
+
+A window's figures are only as good as the machine was quiet. ``MachineWatch``
+is started and stopped around a window and returns a ``MachineSample``: the
+machine's CPU busy and steal over the window (``psutil.cpu_times``), the CPU of
+the run's own processes (given root pids and every descendant of theirs), and
+foreign CPU = busy - own. All figures are in % of one core (100 = one core
+busy for the whole window). A window is ``contended`` when foreign CPU exceeds
+10% of a core or steal 5%.
+
+How own CPU is counted (``_Tracker``): a process's cumulative CPU is its own
+time plus that of the children it has reaped (the kernel adds a child's whole
+CPU to its parent's when the parent waits for it). So a child born and dead
+between two scans still counts, through its parent, and a process that was
+running at the start and is reaped during the window has its CPU from before
+the window taken off again. The family is re-scanned every ``interval_s`` in a
+thread, so new children are found; a process once seen stays counted when it
+is re-parented.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import psutil
+
+FOREIGN_LIMIT_PCT = 10.0  # of one core
+STEAL_LIMIT_PCT = 5.0  # of one core
+SCAN_INTERVAL_S = 0.5
+_GONE = (psutil.NoSuchProcess, psutil.AccessDenied)
+
+
+def is_contended(foreign_cpu_pct: float, steal_pct: float) -> bool:
+    return foreign_cpu_pct > FOREIGN_LIMIT_PCT or steal_pct > STEAL_LIMIT_PCT
+
+
+@dataclass(frozen=True)
+class MachineSample:
+    """What the machine did during one window, in % of one core."""
+
+    foreign_cpu_pct: float
+    steal_pct: float
+    contended: bool
+    own_pids: frozenset[int]  # every process counted as the run's own
+    busy_cpu_pct: float = 0.0
+    own_cpu_pct: float = 0.0
+    window_s: float = 0.0
+
+    def row_fields(self) -> dict[str, float | bool]:
+        """The three columns every stage CSV carries."""
+        return {
+            "foreign_cpu_pct": round(self.foreign_cpu_pct, 1),
+            "steal_pct": round(self.steal_pct, 1),
+            "contended": self.contended,
+        }
+
+
+def machine_cpu_s() -> tuple[float, float]:
+    """Seconds of CPU busy and stolen since boot, all cores. Guest time is inside user and nice."""
+    t = psutil.cpu_times()
+    busy = sum(getattr(t, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq"))
+    return float(busy), float(getattr(t, "steal", 0.0))
+
+
+def _cumulative_cpu(process: psutil.Process) -> tuple[float, int, float]:
+    """(own CPU plus that of reaped children, ppid, create time) of one process."""
+    with process.oneshot():
+        t = process.cpu_times()
+        cpu = t.user + t.system + t.children_user + t.children_system
+        return float(cpu), process.ppid(), process.create_time()
+
+
+def descendants(roots: Sequence[int]) -> dict[int, psutil.Process]:
+    """The roots and every process below them, from one pass over the process table."""
+    children: dict[int, list[psutil.Process]] = {}
+    table: dict[int, psutil.Process] = {}
+    for process in psutil.process_iter(["ppid"]):
+        table[process.pid] = process
+        children.setdefault(process.info["ppid"] or 0, []).append(process)
+    family: dict[int, psutil.Process] = {}
+    todo = [pid for pid in roots if pid in table]
+    while todo:
+        pid = todo.pop()
+        if pid in family:
+            continue
+        family[pid] = table[pid]
+        todo.extend(c.pid for c in children.get(pid, ()))
+    return family
+
+
+@dataclass
+class _Seen:
+    pid: int
+    ppid: int
+    created: float
+    base_s: float  # cumulative CPU at the window's start; 0 for a process born in it
+    last_s: float
+
+
+@dataclass
+class _Tracker:
+    """The run's own processes in one window, and the CPU they used in it."""
+
+    roots: tuple[int, ...]
+    seen: dict[int, _Seen] = field(default_factory=dict)
+    gone: list[_Seen] = field(default_factory=list)
+    scans: int = 0
+
+    def scan(self) -> None:
+        found = descendants(self.roots)
+        for pid in self.seen.keys() - found.keys():  # re-parented away: still ours while it runs
+            try:
+                found[pid] = psutil.Process(pid)
+            except _GONE:
+                continue
+        alive: set[int] = set()
+        for pid, process in found.items():
+            try:
+                cpu, ppid, created = _cumulative_cpu(process)
+            except _GONE:
+                continue
+            entry = self.seen.get(pid)
+            if entry is not None and entry.created != created:  # the pid was reused
+                self.gone.append(self.seen.pop(pid))
+                entry = None
+            if entry is None:
+                # Found at the first scan: it ran before the window. Later: it was born in it.
+                self.seen[pid] = _Seen(pid, ppid, created, cpu if self.scans == 0 else 0.0, cpu)
+            else:
+                entry.last_s, entry.ppid = cpu, ppid
+            alive.add(pid)
+        for pid in list(self.seen.keys() - alive):
+            self.gone.append(self.seen.pop(pid))
+        self.scans += 1
+
+    def own_cpu_s(self) -> float:
+        total = sum(e.last_s - e.base_s for e in self.seen.values())
+        for entry in self.gone:
+            if self._lands_in_family(entry):
+                # Reaped into a process of ours still running: its whole CPU is in that one's
+                # count now, so only what it had used before the window comes off.
+                total -= entry.base_s
+            else:
+                total += entry.last_s - entry.base_s
+        return max(total, 0.0)
+
+    def _lands_in_family(self, entry: _Seen) -> bool:
+        """Whether a process that ended was reaped, directly or through parents that ended too,
+        by one that is still running: its CPU then reached that one's count of reaped children."""
+        gone = {e.pid: e for e in self.gone}
+        ppid, visited = entry.ppid, {entry.pid}
+        while ppid not in self.seen:
+            parent = gone.get(ppid)
+            if parent is None or ppid in visited:
+                return False
+            visited.add(ppid)
+            ppid = parent.ppid
+        return True
+
+    def pids(self) -> frozenset[int]:
+        return frozenset(self.seen) | frozenset(e.pid for e in self.gone)
+
+
+class MachineWatch:
+    """Start before a measured window, stop after it: ``with MachineWatch([pid]) as watch: ...``,
+    then ``watch.sample``. The roots are the run's own processes (the suite's own pid covers an
+    embedded redis-server and every child it spawned); their descendants count as own too."""
+
+    def __init__(self, roots: Iterable[int], interval_s: float = SCAN_INTERVAL_S) -> None:
+        self.roots = tuple(dict.fromkeys(roots))
+        self.interval_s = interval_s
+        self.sample: MachineSample | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._tracker = _Tracker(self.roots)
+        self._lock = threading.Lock()
+        self._t0 = 0.0
+        self._cpu0 = (0.0, 0.0)
+
+    def start(self) -> MachineWatch:
+        self._tracker = _Tracker(self.roots)
+        self._t0, self._cpu0 = _around(self._tracker.scan)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._rescan, name="machine-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def _rescan(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            with self._lock:
+                self._tracker.scan()
+
+    def counted_so_far(self) -> frozenset[int]:
+        """The pids counted as own up to the last scan (while the window is still open)."""
+        with self._lock:
+            return self._tracker.pids()
+
+    def stop(self) -> MachineSample:
+        assert self._thread is not None, "stop() before start()"
+        self._stop.set()
+        self._thread.join()
+        t1, (busy1, steal1) = _around(self._tracker.scan)
+        elapsed = max(t1 - self._t0, 1e-6)
+        busy_pct = 100.0 * (busy1 - self._cpu0[0]) / elapsed
+        steal_pct = max(100.0 * (steal1 - self._cpu0[1]) / elapsed, 0.0)
+        own_pct = 100.0 * self._tracker.own_cpu_s() / elapsed
+        foreign = max(busy_pct - own_pct, 0.0)
+        self.sample = MachineSample(
+            foreign_cpu_pct=foreign,
+            steal_pct=steal_pct,
+            contended=is_contended(foreign, steal_pct),
+            own_pids=self._tracker.pids(),
+            busy_cpu_pct=busy_pct,
+            own_cpu_pct=own_pct,
+            window_s=elapsed,
+        )
+        return self.sample
+
+    def __enter__(self) -> MachineWatch:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _around(scan: Callable[[], None]) -> tuple[float, tuple[float, float]]:
+    """Run a scan; the clock and the machine's counters at its midpoint.
+
+    A scan reads one process after another and can take tens of ms on a busy machine; on
+    average a process is read halfway through, so the machine is read as of then too."""
+    t_a, cpu_a = time.monotonic(), machine_cpu_s()
+    scan()
+    t_b, cpu_b = time.monotonic(), machine_cpu_s()
+    return (t_a + t_b) / 2, ((cpu_a[0] + cpu_b[0]) / 2, (cpu_a[1] + cpu_b[1]) / 2)
+
+
+def watch_run(extra_pids: Iterable[int] = ()) -> MachineWatch:
+    """A watch over the suite's own process and its family (the usual case for a stage)."""
+    return MachineWatch([os.getpid(), *extra_pids])
+
+
+@dataclass(frozen=True)
+class Busy:
+    """A process outside the run and the CPU it used during a check."""
+
+    pid: int
+    name: str
+    cpu_pct: float  # of one core
+
+    def __str__(self) -> str:
+        return f"pid {self.pid} {self.name} uses {self.cpu_pct:.0f}% of a core"
+
+
+@dataclass(frozen=True)
+class MachineCheck:
+    """The pre-run check: one short window before anything is measured."""
+
+    sample: MachineSample
+    busiest: tuple[Busy, ...]  # other processes, busiest first
+
+    @property
+    def contended(self) -> bool:
+        return self.sample.contended
+
+    def culprits(self) -> str:
+        """What made the machine busy, in a few words."""
+        parts = [str(b) for b in self.busiest]
+        # What no process still running accounts for: processes that came and went, interrupts.
+        rest = self.sample.foreign_cpu_pct - sum(b.cpu_pct for b in self.busiest)
+        if rest > FOREIGN_LIMIT_PCT:
+            parts.append(f"short-lived processes use {rest:.0f}% of a core")
+        if self.sample.steal_pct > STEAL_LIMIT_PCT:
+            parts.append(f"the hypervisor steals {self.sample.steal_pct:.0f}% of a core")
+        return ", ".join(parts)
+
+    def warning(self) -> str | None:
+        """The one line printed before a run on a busy machine; None on a quiet one."""
+        if not self.contended:
+            return None
+        return f"{self.culprits()}: results will be marked contended"
+
+    def as_meta(self) -> dict[str, object]:
+        return {
+            **self.sample.row_fields(),
+            "busy_cpu_pct": round(self.sample.busy_cpu_pct, 1),
+            "window_s": round(self.sample.window_s, 2),
+            "busiest": [str(b) for b in self.busiest],
+        }
+
+
+CHECK_WINDOW_S = 1.0
+NAMED_FROM_PCT = 5.0  # a process below this share of a core is not named
+NAMED_AT_MOST = 3
+
+
+def _self_cpu() -> dict[tuple[int, float], tuple[str, float]]:
+    """(pid, create time) -> (name, own CPU seconds) of every process readable now."""
+    out: dict[tuple[int, float], tuple[str, float]] = {}
+    for process in psutil.process_iter(["name", "cpu_times", "create_time"]):
+        times, created = process.info["cpu_times"], process.info["create_time"]
+        if times is None or created is None:
+            continue
+        out[(process.pid, created)] = (process.info["name"] or "?", times.user + times.system)
+    return out
+
+
+def check_machine(roots: Iterable[int] | None = None, window_s: float = CHECK_WINDOW_S) -> MachineCheck:
+    """Watch the machine for ``window_s`` (nothing of the run measured yet) and name the busiest
+    processes outside the run's family (by default the calling process's)."""
+    before = _self_cpu()
+    watch = MachineWatch([os.getpid()] if roots is None else roots).start()
+    time.sleep(window_s)
+    sample = watch.stop()
+    after = _self_cpu()
+    busy = []
+    for key, (name, cpu_s) in after.items():
+        if key[0] in sample.own_pids:
+            continue
+        pct = 100.0 * (cpu_s - before.get(key, (name, 0.0))[1]) / sample.window_s
+        if pct >= NAMED_FROM_PCT:
+            busy.append(Busy(key[0], name, pct))
+    busy.sort(key=lambda b: -b.cpu_pct)
+    return MachineCheck(sample, tuple(busy[:NAMED_AT_MOST]))

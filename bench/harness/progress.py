@@ -1,0 +1,186 @@
+"""The run's progress line on stderr: one line an update, never wider than the terminal.
+
+Each line says how long the run has gone, which stage of how many, how many
+of the stage's points are done, an ETA for the whole run, and the message. On
+a terminal the line is rewritten in place and cut to the terminal's width (a
+line that wrapped could not be rewritten); elsewhere (a pipe, a log file) each
+update is a line of its own, cut to $COLUMNS when it is set.
+
+The ETA comes from each stage's estimate of its points (``StagePlan``: the
+seconds each point should take, from its window lengths and sizes), corrected
+as the run goes by how fast the points really went.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TextIO
+
+from rich.console import Console
+from rich.text import Text
+
+SPEED_BOUNDS = (0.2, 10.0)  # how far the observed pace may correct the estimates
+UNCUT = 100_000  # the width of a line nobody will see on a terminal
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """A stage's points, each with the seconds it should take (an estimate, before it runs)."""
+
+    name: str
+    point_seconds: tuple[float, ...]
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.point_seconds)
+
+
+def clock(seconds: float) -> str:
+    """1:05, 12:40, 1:02:03."""
+    seconds = max(0, round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+_open_line: list[Progress] = []  # the Progress whose line the cursor is on, if any
+
+
+def end_open_line() -> None:
+    """End a progress line left open (before an error or Ctrl-C message), so the message that
+    follows starts on a line of its own."""
+    while _open_line:
+        _open_line.pop().done()
+
+
+class Progress:
+    """The progress line. ``progress(msg)`` shows a message; ``progress.step(msg)`` marks one of the
+    stage's points done, then shows it; ``progress.done()`` ends the line before other output."""
+
+    def __init__(self, plan: Sequence[StagePlan] = (), stream: TextIO | None = None, stage: str = "") -> None:
+        self.plan = list(plan)
+        self.stream = stream
+        self.started = time.monotonic()
+        self._stage = ""
+        self._stage_started = self.started
+        self._done = 0  # points of the current stage done
+        self._speed = 1.0  # observed seconds per estimated second, over the stages finished
+        self._open_line = False
+        if stage:
+            self.stage = stage
+
+    # -- the stage ------------------------------------------------------------------------
+
+    @property
+    def stage(self) -> str:
+        return self._stage
+
+    @stage.setter
+    def stage(self, name: str) -> None:
+        """A new stage begins: its clock and its count start from zero."""
+        finished = self._plan_of(self._stage)
+        if finished is not None and finished.seconds > 0:
+            observed = (time.monotonic() - self._stage_started) / finished.seconds
+            self._speed = min(max(observed, SPEED_BOUNDS[0]), SPEED_BOUNDS[1])
+        self._stage = name
+        self._stage_started = time.monotonic()
+        self._done = 0
+
+    def _plan_of(self, name: str) -> StagePlan | None:
+        return next((p for p in self.plan if p.name == name), None)
+
+    # -- what is shown --------------------------------------------------------------------
+
+    def __call__(self, message: str) -> None:
+        self._show(message)
+
+    def step(self, message: str) -> None:
+        """One point of the stage is done; show ``message`` about it."""
+        self._done += 1
+        self._show(message)
+
+    def done(self) -> None:
+        """End the line in place, so what is printed next starts on a line of its own."""
+        if self._open_line:
+            self._file.write("\n")
+            self._file.flush()
+            self._open_line = False
+        if self in _open_line:
+            _open_line.remove(self)
+
+    close = done
+
+    @property
+    def _file(self) -> TextIO:
+        return self.stream if self.stream is not None else sys.stderr
+
+    def _console(self) -> Console:
+        file = self._file
+        terminal = file.isatty()
+        columns = os.environ.get("COLUMNS", "")
+        width = int(columns) if columns.isdigit() and int(columns) > 0 else None
+        if not terminal and width is None:
+            width = UNCUT
+        return Console(file=file, force_terminal=terminal, width=width, highlight=False, soft_wrap=False)
+
+    def line(self, message: str) -> str:
+        """The text of one update (uncut)."""
+        parts = [clock(time.monotonic() - self.started)]
+        where = self._where()
+        if where:
+            parts.append(f"[{where}]")
+        return " ".join([*parts, message])
+
+    def _where(self) -> str:
+        names = [p.name for p in self.plan]
+        head = self._stage
+        if self._stage in names:
+            head = f"{names.index(self._stage) + 1}/{len(names)} {self._stage}"
+            plan = self.plan[names.index(self._stage)]
+            if plan.point_seconds:
+                head += f" {min(self._done, len(plan.point_seconds))}/{len(plan.point_seconds)}"
+            eta = self.eta()
+            if eta is not None:
+                head += f", ETA {clock(eta)}"
+        return head
+
+    def eta(self) -> float | None:
+        """Seconds left in the whole run: the current stage's points left, then every later stage,
+        each scaled by the pace seen so far. None without a plan."""
+        names = [p.name for p in self.plan]
+        if self._stage not in names:
+            return None
+        index = names.index(self._stage)
+        plan = self.plan[index]
+        done_estimate = sum(plan.point_seconds[: self._done])
+        elapsed = time.monotonic() - self._stage_started
+        speed = self._speed
+        if done_estimate > 0:
+            speed = min(max(elapsed / done_estimate, SPEED_BOUNDS[0]), SPEED_BOUNDS[1])
+        left_here = sum(plan.point_seconds[self._done :]) * speed
+        if self._done == 0:  # nothing done yet: what has passed is part of the first point
+            left_here = max(plan.seconds * speed - elapsed, 0.0)
+        later = sum(p.seconds for p in self.plan[index + 1 :]) * self._speed
+        return left_here + later
+
+    def _show(self, message: str) -> None:
+        console = self._console()
+        text = Text(self.line(message).replace("\n", " "), no_wrap=True, overflow="ellipsis")
+        terminal = self._file.isatty()
+        # On a terminal, a line as wide as the screen would move the cursor down: keep one cell free.
+        width = console.width - 1 if terminal else console.width
+        text.truncate(max(width, 1), overflow="ellipsis")
+        if terminal:
+            self._file.write("\r\033[K")
+            self._file.flush()
+            console.print(text, end="", crop=True)
+            self._open_line = True
+            if self not in _open_line:
+                _open_line.append(self)
+        else:
+            console.print(text, crop=True)
+        self._file.flush()

@@ -1,0 +1,236 @@
+"""compare's verdicts need evidence: an A/A comparison on a real smoke run, single-sample metrics,
+significance over repetitions, contended points, and what it says about the two machines.
+
+The A/A test makes one real smoke run and compares it with a twin in which
+every measured value has moved against it by one standard error of its own
+repetitions (and every once-per-point value by half as much again): noise of
+the size the run itself shows, always in the unfavourable direction. That must
+give no `worse`. Two real back-to-back runs are the stronger A/A, but on the
+shared 2-core machine other work swings single sweep points 2-3x between runs;
+until every stage window carries the contention flag (then those points are
+`unstable`), such a test would fail on the machine's load, not on compare.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bench.paths import REPO
+from bench.report.cli import compare_main
+from bench.report.compare import (
+    STAGE_METRICS,
+    Sample,
+    compare_runs,
+    context_lines,
+    significant,
+    t_critical,
+    verdict,
+)
+from bench.report.load import load_run
+
+STAGES = "finish_fetch,sweep,race"  # the report stage adds nothing to compare
+
+
+def steady(mean: float, spread: float = 0.01) -> Sample:
+    return Sample.of([mean, mean * (1 + spread), mean * (1 - spread)])
+
+
+# ---- the significance test -------------------------------------------------------------------
+
+
+def test_t_critical_values_follow_the_table_and_interpolate() -> None:
+    assert t_critical(1) == pytest.approx(12.706)
+    assert t_critical(4) == pytest.approx(2.776)
+    assert t_critical(1e9) == pytest.approx(1.96, abs=1e-3)
+    assert t_critical(2.776) < t_critical(2) and t_critical(2.776) > t_critical(3)  # between rows
+
+
+def test_welch_finds_a_change_beyond_the_noise_and_not_inside_it() -> None:
+    # means 2 and 5, stdev 1 each, three values: t = 3.67 over 4 df (critical 2.78)
+    assert significant(Sample.of([1, 2, 3]), Sample.of([4, 5, 6]))
+    # means 2 and 3: t = 1.22
+    assert not significant(Sample.of([1, 2, 3]), Sample.of([2, 3, 4]))
+    # unequal spreads: Welch's df, not the pooled one, decides
+    assert not significant(Sample.of([10, 10.1, 9.9]), Sample.of([12, 6, 18]))
+
+
+def test_a_thirty_percent_drop_in_a_metric_with_spread_is_worse() -> None:
+    assert verdict(steady(1000), steady(700), higher_is_better=True) == "worse"
+    assert verdict(steady(100), steady(130), higher_is_better=False) == "worse"
+    # the same drop measured with pyperf's median ± stdev over two repetitions
+    assert verdict(Sample.with_stdev(10.0, 0.2, n=2), Sample.with_stdev(13.0, 0.2, n=2), False) == "worse"
+
+
+def test_a_large_change_the_repetitions_do_not_support_is_same() -> None:
+    # +9%, cv under 10%, but three repetitions this noisy cannot tell it from chance
+    a, b = Sample.of([100, 108, 92]), Sample.of([109, 117, 101])
+    assert max(a.cv or 0, b.cv or 0) < 0.10
+    assert not significant(a, b)
+    assert verdict(a, b, higher_is_better=False) == "same"
+
+
+def test_a_single_sample_metric_gets_no_verdict() -> None:
+    once, twice_as_bad = Sample.of([5.0]), Sample.of([10.0])
+    assert verdict(once, twice_as_bad, higher_is_better=False) == "no spread"
+    assert verdict(once, Sample.of([5.0]), higher_is_better=False) == "same"  # equal is equal
+    # pyperf median without its stdev, or one repetition: no spread either
+    assert verdict(Sample.with_stdev(10.0, math.nan), Sample.with_stdev(20.0, math.nan), False) == "no spread"
+    assert verdict(Sample.with_stdev(10.0, 0.1, n=1), Sample.with_stdev(20.0, 0.1, n=1), False) == "no spread"
+
+
+def test_a_contended_point_is_unstable_never_better_or_worse() -> None:
+    assert verdict(steady(1000), steady(500), True, contended=True) == "unstable"
+    assert verdict(steady(1000), steady(2000), True, contended=True) == "unstable"
+
+
+def sweep_row(**values: object) -> dict[str, object]:
+    row: dict[str, object] = {"variant": "atomic", "scenario": "healthy", "active_size": 1000, "reps": 3}
+    row.update(sweep_ms_median=2.0, sweep_ms_stdev=0.02, us_per_active_job=2.0, round_trips=1)
+    row.update(server_us=1800, hold_ms_max=2.1, probe_p99_us=90, probe_max_us=2200, probe_busy=0)
+    row.update(values)
+    return row
+
+
+def test_compare_judges_only_metrics_with_spread_and_flags_contended_points() -> None:
+    a = {"sweep": pd.DataFrame([sweep_row()])}
+    b = {"sweep": pd.DataFrame([sweep_row(sweep_ms_median=2.8, us_per_active_job=2.8, hold_ms_max=9.0,
+                                          probe_max_us=9000, server_us=2500, round_trips=2)])}  # fmt: skip
+    rows = compare_runs(a, b).rows.set_index("metric")["verdict"]
+    assert rows["sweep_ms_median"] == "worse" and rows["us_per_active_job"] == "worse"
+    for once in ("hold_ms_max", "probe_max_us", "server_us"):
+        assert rows[once] == "no spread", once
+    assert rows["round_trips"] == "worse"  # a count the code fixes: one value is enough
+    assert rows["probe_p99_us"] == "same"  # equal
+    # The same B, contended: nothing is claimed, and the note says why.
+    b["sweep"]["contended"] = True
+    flagged = compare_runs(a, b).rows
+    assert set(flagged["verdict"]) <= {"unstable", "same"}
+    assert (flagged["note"] == "contended in B").all()
+
+
+# ---- the machines and packages, before any verdict --------------------------------------------
+
+
+def test_context_lines_show_calibrations_side_by_side_and_name_changed_packages() -> None:
+    meta_a = {
+        "calibration": {"python_loop_ns": 40.0, "ping_p50_us": 50.0, "evalsha_us": 3.0},
+        "packages": {"redis": "5.0.1", "locust": "2.24.0", "gone": "1.0"},
+        "system": {"aslr": "full (2)", "cpu_governor": "performance"},
+    }
+    meta_b = {
+        "calibration": {"python_loop_ns": 60.0, "ping_p50_us": 51.0, "evalsha_us": 3.0},
+        "packages": {"redis": "5.1.0", "locust": "2.24.0", "new": "0.1"},
+        "system": {"aslr": "full (2)", "cpu_governor": "powersave"},
+        "machine_before": {"contended": True, "busiest": ["pid 7 python uses 85% of a core"]},
+    }
+    text = "\n".join(context_lines(meta_a, meta_b))
+    assert "| calibration | A | B | B/A |" in text
+    assert "| python_loop_ns | 40 | 60 | 1.5 |" in text
+    assert "| ping_p50_us | 50 | 51 | 1.02 |" in text
+    assert "the machines (or moments) differ: python_loop_ns x1.50" in text
+    assert "package changed: redis 5.0.1 -> 5.1.0" in text
+    assert "package only in A: gone 1.0" in text and "package only in B: new 0.1" in text
+    assert "locust" not in text
+    assert "system changed: cpu_governor: performance -> powersave" in text
+    assert "run B started on a busy machine: pid 7 python uses 85% of a core" in text
+    old = "\n".join(context_lines({}, {}))
+    assert "calibration: absent from both runs" in old and "packages: not recorded" in old
+
+
+# ---- A/A on a real smoke run --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One real `python -m bench run --profile smoke` (stages that compare reads)."""
+    results = tmp_path_factory.mktemp("aa")
+    out = subprocess.run(
+        [sys.executable, "-m", "bench", "run", "--profile", "smoke", "--stages", STAGES,
+         "--results", str(results)],
+        cwd=REPO, capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    (run,) = [p for p in results.iterdir() if p.is_dir()]
+    return run
+
+
+def _against(value: float, step: float, higher_is_better: bool) -> float:
+    return value - step if higher_is_better else value + step
+
+
+def noisy_twin(run: Path, twin: Path) -> None:
+    """``run`` with every value moved against it by its own noise (see the module docstring)."""
+    shutil.copytree(run, twin)
+    meta = json.loads((twin / "meta.json").read_text())
+    meta["run_id"] = twin.name
+    (twin / "meta.json").write_text(json.dumps(meta))
+    data = load_run(run)
+    metrics = {stage: {m.column: m for m in ms} for stage, ms in STAGE_METRICS.items()}
+
+    ff = data.frames["finish_fetch"].copy()
+    ff = ff.astype({column: float for column in metrics["finish_fetch"] if column in ff.columns})
+    for _, group in ff.groupby(["strategy", "workers", "concurrency", "job_ms", "rtt_ms"]):
+        for column, metric in metrics["finish_fetch"].items():
+            values = group[column].dropna()
+            if len(values) < 2:
+                continue
+            step = values.std() / math.sqrt(len(values))  # one standard error of the mean
+            ff.loc[group.index, column] = _against(values, step, metric.higher_is_better)
+    ff.to_csv(twin / "finish_fetch.csv", index=False)
+
+    sweep = data.frames["sweep"].copy()
+    for column, metric in metrics["sweep"].items():
+        if column in ("sweep_ms_median", "us_per_active_job") or metric.exact:
+            continue
+        sweep[column] = sweep[column] * 1.5  # once per point: half as much again
+    reps = sweep["reps"].clip(lower=1)
+    sweep_step = sweep["sweep_ms_stdev"] / reps.pow(0.5)
+    scale = sweep["us_per_active_job"] / sweep["sweep_ms_median"]
+    sweep["sweep_ms_median"] = sweep["sweep_ms_median"] + sweep_step
+    sweep["us_per_active_job"] = sweep["sweep_ms_median"] * scale
+    sweep.to_csv(twin / "sweep_cost.csv", index=False)
+
+    race = data.frames["race"].copy()
+    for column in metrics["race"]:
+        race[column] = race[column] + 3
+    race.to_csv(twin / "race.csv", index=False)
+
+
+def test_a_real_smoke_run_against_its_noisy_twin_gives_no_worse(
+    smoke_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    twin = smoke_run.parent / "29991231-235959-smoke"
+    noisy_twin(smoke_run, twin)
+    argv = [smoke_run.name, twin.name, "--results", str(smoke_run.parent), "--fail-on-regression"]
+    assert compare_main(argv) == 0
+    out = capsys.readouterr().out
+    assert "worse 0," in out
+    # The calibration comes before the first verdict, side by side (the twin's is the same).
+    assert out.index("| calibration | A | B | B/A |") < out.index("| stage | point | metric |")
+    for figure in ("python_loop_ns", "ping_p50_us", "evalsha_us"):
+        assert f"| {figure} |" in out
+    assert "package changed" not in out
+    # Every metric measured once per point went 50% the wrong way and got no verdict.
+    rows = compare_runs(load_run(smoke_run).frames, load_run(twin).frames).rows
+    once = rows[(rows["stage"] == "race") | rows["metric"].isin(["hold_ms_max", "probe_max_us", "server_us"])]
+    assert not once.empty and set(once["verdict"]) <= {"no spread", "same", "unstable"}
+
+
+def test_a_real_smoke_run_records_its_calibration_and_software(smoke_run: Path) -> None:
+    meta = json.loads((smoke_run / "meta.json").read_text())
+    calibration = meta["calibration"]
+    assert calibration["python_loop_ns"] > 0 and calibration["ping_p50_us"] > 0
+    assert calibration["evalsha_us"] is not None and calibration["evalsha_us"] > 0
+    assert calibration["took_s"] < 2.0
+    assert {"redis", "locust", "pyperf", "psutil", "hiredis"} <= meta["packages"].keys()
+    assert meta["system"]["aslr"] is not None
+    assert "contended" in meta["machine_before"]
+    assert meta["machine_watch"].startswith("client and the embedded redis-server")

@@ -1,0 +1,207 @@
+"""The machine watch: foreign CPU beside a real CPU hog, the run's own processes counted exactly.
+
+The machine these tests run on is shared, so no assertion depends on it being
+quiet: a hog makes foreign CPU at least its own share, and a window in which
+every process on the machine counts as own must show (almost) no foreign CPU
+however busy the machine is. Windows end on conditions (CPU seconds a child
+has used), never on a sleep.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from bench.__main__ import main as bench_main
+from bench.harness.machine import (
+    FOREIGN_LIMIT_PCT,
+    STEAL_LIMIT_PCT,
+    MachineWatch,
+    check_machine,
+)
+from tests.helpers import wait_until
+
+# A child that spawns one more child (a sleeper) each time it reads a line, and says its pid.
+SPAWNER = """
+import subprocess, sys
+kids = []
+for line in sys.stdin:
+    kids.append(subprocess.Popen(["sleep", "60"]))
+    print(kids[-1].pid, flush=True)
+"""
+# A child that, when told, runs a grandchild to its end, then says so and waits to be killed.
+REAPER = """
+import subprocess, sys
+print("ready", flush=True)
+sys.stdin.readline()
+subprocess.run([sys.executable, "-c", {burn!r}], check=True)
+print("reaped", flush=True)
+sys.stdin.readline()
+"""
+# A child that burns a fixed amount of its own CPU, whatever the machine's load, then exits.
+BURN = "import time\nwhile time.process_time() < {seconds}: pass\n"
+
+
+def cpu_s(pid: int) -> float:
+    t = psutil.Process(pid).cpu_times()
+    return float(t.user + t.system)
+
+
+# Starts a busy loop, says its pid and exits: the loop is left re-parented to init, outside
+# the test process's family (a run watching its own pid must see it as foreign).
+DETACHED_HOG = """
+import subprocess, sys
+hog = [sys.executable, "-c", "while True: pass"]
+quiet = subprocess.DEVNULL  # no pipe of ours held open
+print(subprocess.Popen(hog, start_new_session=True, stdin=quiet, stdout=quiet, stderr=quiet).pid)
+"""
+
+
+@pytest.fixture
+def hog() -> Iterator[psutil.Process]:
+    """A busy loop outside the test's process family: one core's worth of foreign CPU."""
+    out = subprocess.run([sys.executable, "-c", DETACHED_HOG], capture_output=True, text=True, check=True)
+    process = psutil.Process(int(out.stdout))
+    try:
+        wait_until(lambda: cpu_s(process.pid) > 0.05, what="the hog to run")
+        yield process
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+
+
+@pytest.fixture
+def sleepers() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Two idle children standing in for a run's processes."""
+    children = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
+    yield children
+    for child in children:
+        child.kill()
+        child.wait()
+
+
+def until_used(pid: int, seconds: float) -> None:
+    """Wait until process ``pid`` has used ``seconds`` more CPU: a window of known work."""
+    start = cpu_s(pid)
+    wait_until(lambda: cpu_s(pid) - start >= seconds, timeout_s=30, what=f"pid {pid} to use {seconds}s CPU")
+
+
+def tree_roots() -> list[int]:
+    """The roots of the whole process table (init, kthreadd): with them as own, every process is."""
+    return [p.pid for p in psutil.process_iter(["ppid"]) if not p.info["ppid"]]
+
+
+def test_a_cpu_hog_outside_the_run_makes_the_window_contended(hog, sleepers) -> None:
+    with MachineWatch([s.pid for s in sleepers]) as watch:
+        until_used(hog.pid, 0.8)
+    sample = watch.sample
+    assert sample is not None
+    assert sample.contended
+    assert sample.foreign_cpu_pct > 50, sample  # the hog's core (and whatever else runs here)
+    assert sample.own_pids == {s.pid for s in sleepers}
+    assert sample.row_fields()["contended"] is True
+
+
+def test_the_same_hog_counted_as_the_run_is_not_foreign(hog) -> None:
+    # Every process on the machine is own here, the hog included, so whatever else the shared
+    # machine is doing, foreign CPU is what the accounting cannot place: near zero.
+    with MachineWatch(tree_roots()) as watch:
+        until_used(hog.pid, 0.8)
+    sample = watch.sample
+    assert sample is not None
+    assert hog.pid in sample.own_pids
+    assert sample.busy_cpu_pct > 50  # the hog ran, and was counted as own
+    assert sample.foreign_cpu_pct < FOREIGN_LIMIT_PCT, sample
+    assert sample.contended == (sample.steal_pct > STEAL_LIMIT_PCT)
+
+
+def test_without_the_hog_a_quiet_window_is_not_contended(sleepers) -> None:
+    # The machine is shared: try windows until one is quiet, and say who was busy if none is.
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with MachineWatch([s.pid for s in sleepers]) as watch:
+            time.sleep(0.5)  # a window of nothing: its length is not what is asserted
+        sample = watch.sample
+        assert sample is not None
+        if sample.foreign_cpu_pct < FOREIGN_LIMIT_PCT and sample.steal_pct <= STEAL_LIMIT_PCT:
+            assert not sample.contended
+            return
+    pytest.skip(f"the shared machine was never quiet in 20 s: {check_machine().culprits()}")
+
+
+def test_a_child_born_and_reaped_inside_the_window_counts_as_own() -> None:
+    # The parent runs a child that burns 0.5 s of CPU and reaps it, inside the window: no scan
+    # sees the child (one scan at each end), yet its CPU reaches the parent's count of reaped children.
+    parent = subprocess.Popen(
+        [sys.executable, "-c", REAPER.format(burn=BURN.format(seconds=0.5))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert parent.stdin is not None and parent.stdout is not None
+    try:
+        assert parent.stdout.readline().strip() == "ready"
+        with MachineWatch([parent.pid], interval_s=60.0) as watch:
+            parent.stdin.write("go\n")
+            parent.stdin.flush()
+            assert parent.stdout.readline().strip() == "reaped"
+    finally:
+        parent.kill()
+        parent.wait()
+    sample = watch.sample
+    assert sample is not None
+    own_cpu_s = sample.own_cpu_pct * sample.window_s / 100
+    assert own_cpu_s >= 0.45, sample
+
+
+def test_the_own_pids_are_exactly_the_run_family_and_new_children_count(sleepers) -> None:
+    spawner = subprocess.Popen(
+        [sys.executable, "-c", SPAWNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert spawner.stdin is not None and spawner.stdout is not None
+    try:
+        spawner.stdin.write("\n")
+        spawner.stdin.flush()
+        first = int(spawner.stdout.readline())
+        roots = [spawner.pid, sleepers[0].pid]
+        with MachineWatch(roots, interval_s=0.05) as watch:
+            spawner.stdin.write("\n")  # a child born during the window
+            spawner.stdin.flush()
+            second = int(spawner.stdout.readline())
+            wait_until(lambda: second in watch.counted_so_far(), what="the new child to be scanned")
+        sample = watch.sample
+        assert sample is not None
+        # The spawner, its two children and the first sleeper; not the other sleeper, not pytest.
+        assert sample.own_pids == {spawner.pid, first, second, sleepers[0].pid}
+    finally:
+        spawner.kill()
+        spawner.wait()
+        for pid in (first, second):
+            psutil.Process(pid).kill()
+
+
+def test_the_check_names_the_hog(hog, sleepers) -> None:
+    check = check_machine([s.pid for s in sleepers])
+    assert check.contended
+    warning = check.warning()
+    assert warning is not None and "\n" not in warning
+    assert f"pid {hog.pid} " in warning and "% of a core" in warning
+    assert warning.endswith(": results will be marked contended")
+    assert check.as_meta()["contended"] is True
+
+
+def test_quiet_machine_with_a_hog_refuses_to_start(
+    hog, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = tmp_path / "results"
+    assert bench_main(["run", "--profile", "smoke", "--quiet-machine", "--results", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("echomq-bench: error: the machine is not quiet")
+    assert f"pid {hog.pid} " in err
+    assert not results.exists() or not any(results.iterdir())
