@@ -45,10 +45,18 @@ def _running() -> bool:
     return False  # a user's loop runs until Locust kills its greenlet
 
 
+_polled = [0]  # the event loop's iteration the last step ended in
+
+
 def _yield() -> None:
-    """After each step: a reply already on the socket is read without a switch, so a loop could
-    otherwise keep the process and starve Locust's own greenlets (timers, messages, stats)."""
-    gevent.sleep(0)
+    """After each step: when the event loop has not polled since the last step ended, let it (a
+    reply already on the socket is read without a switch, so busy loops could starve Locust's
+    own greenlets: timers, messages, stats). gevent.idle, not sleep(0): sleep(0) runs the ready
+    greenlets but polls no I/O. A step that waited on I/O needs nothing: the loop ran then."""
+    loop = gevent.get_hub().loop
+    if loop.iteration == _polled[0]:
+        gevent.idle()
+    _polled[0] = loop.iteration
 
 
 class ProducerUser(RedisUser):
