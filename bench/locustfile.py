@@ -1,8 +1,10 @@
 """Finish-then-fetch under load: `locust -f bench/locustfile.py` (web UI, or --headless).
 
-Producers add jobs in pipelined batches; workers finish each job and fetch the
-next, `fused` (one moveToFinished with fetch next) or `two_call`
-(moveToFinished, then moveToActive). Every option of a profile is a Locust
+Producers add jobs in pipelined batches; each worker keeps `concurrency` jobs
+in flight on one auto-pipelined connection, holds each `job-ms`, finishes it
+and takes the next: `fused` (one moveToFinished with fetch next),
+`two_call` (moveToFinished, then moveToActive) or `two_call_pipelined` (the
+two back to back in one round trip). Every option of a profile is a Locust
 option, so `--config profiles/default.conf` works; the run's single values are
 the first of each list, and `--strategy` picks one strategy.
 
@@ -15,9 +17,7 @@ saturation) goes to --summary-json, or <--csv prefix>_summary.json.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-import time
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -25,20 +25,38 @@ if find_spec("bench") is None:  # run from a checkout that is not installed
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import gevent
+from gevent.pool import Group
 from locust import task
-from redis.exceptions import NoScriptError, RedisError
 
-from bench.errors import ProtocolError
 from bench.finish_fetch import hooks
 from bench.finish_fetch.current import RECORDER
+from bench.finish_fetch.probe import PROBE_LABEL, PROBE_SCRIPT
+from bench.finish_fetch.producer_loop import ProducerLoop
+from bench.finish_fetch.timed import TimedSender, run_steps
 from bench.finish_fetch.user import RedisUser
-from bench.protocol.queue import Job, Producer, Worker, now_us
-
-IDLE_WAIT_S = 0.05  # a worker with nothing to do blocks on the marker this long at most
-BACKLOG_BATCHES = 10  # closed loop: producers keep the wait list below this many batches
-BACKLOG_POLL_S = 0.002
+from bench.finish_fetch.worker_slots import WorkerConnection
+from bench.protocol.autopipe import AutoPipeline
+from bench.protocol.queue import Command
 
 hooks.install()  # the options, the user counts, the measured window (bench/finish_fetch/)
+
+
+def _running() -> bool:
+    return False  # a user's loop runs until Locust kills its greenlet
+
+
+_polled = [0]  # the event loop's iteration the last step ended in
+
+
+def _yield() -> None:
+    """After each step: when the event loop has not polled since the last step ended, let it (a
+    reply already on the socket is read without a switch, so busy loops could starve Locust's
+    own greenlets: timers, messages, stats). gevent.idle, not sleep(0): sleep(0) runs the ready
+    greenlets but polls no I/O. A step that waited on I/O needs nothing: the loop ran then."""
+    loop = gevent.get_hub().loop
+    if loop.iteration == _polled[0]:
+        gevent.idle()
+    _polled[0] = loop.iteration
 
 
 class ProducerUser(RedisUser):
@@ -48,100 +66,50 @@ class ProducerUser(RedisUser):
 
     def on_start(self) -> None:
         super().on_start()
-        self.producer = Producer(self.queue)
-        per_user_rate = self.load.target_rate / self.load.producers
-        self.interval_s = self.load.batch_size / per_user_rate if per_user_rate > 0 else 0.0
-        self.next_slot = time.perf_counter()
+        self.loop = ProducerLoop(self.queue, self.load, RECORDER, self.request_event)
 
     @task
-    def add_batch(self) -> None:
-        if self.interval_s > 0:
-            slot = self.wait_for_slot()
-        else:
-            self.wait_for_room()
-            slot = time.perf_counter()
-        # The jobs carry the slot's time: when the producer is behind schedule,
-        # end-to-end latency includes the time it spent behind.
-        slot_us = now_us() - int((time.perf_counter() - slot) * 1e6)
-        n = self.load.batch_size
-        try:
-            ids = self.timed(
-                "PIPELINE",
-                f"addJob x{n}",
-                self.producer.add_batch,
-                n,
-                self.load.payload_bytes,
-                enqueued_us=slot_us,
-                size=n,
-            )
-        except NoScriptError:
-            # SCRIPT FLUSH dropped addJob (the pipeline sends its known SHA, so redis-py does not
-            # reload it): load it for the next batch. This one is counted failed, not re-sent.
-            with contextlib.suppress(RedisError):  # if this fails too, the next batch says so
-                self.queue.scripts.load(self.client)
-            raise
-        RECORDER.record("enqueue", (time.perf_counter() - slot) * 1e6)
-        RECORDER.count("jobs_added", len(ids))
-        RECORDER.count("producer_calls", n)
-
-    def wait_for_slot(self) -> float:
-        """Open loop: the batch's intended start time; sleeps until it when ahead."""
-        slot = self.next_slot
-        self.next_slot += self.interval_s
-        delay = slot - time.perf_counter()
-        if delay > 0:
-            gevent.sleep(delay)
-        return slot
-
-    def wait_for_room(self) -> None:
-        """Closed loop: add as fast as possible, but keep the backlog bounded."""
-        limit = BACKLOG_BATCHES * self.load.batch_size
-        while self.timed("LLEN", "backlog check", self.client.llen, self.queue.keys.wait) >= limit:
-            gevent.sleep(BACKLOG_POLL_S)
+    def add_batches(self) -> None:
+        run_steps(self.loop.step, RECORDER, _running, self.log_error, _yield)
 
 
 class WorkerUser(RedisUser):
-    """Finishes its job and fetches the next, by the run's strategy."""
+    """One worker connection and its jobs in flight: a greenlet a slot, by the run's strategy."""
 
     role = "worker"
 
     def on_start(self) -> None:
         super().on_start()
-        self.worker = Worker(self.queue, self.load.strategy)  # type: ignore[arg-type]
-        self.fused = self.load.strategy == "fused"
-        self.job: Job | None = None
+        self.connection = WorkerConnection(self.queue, self.load, RECORDER, self.request_event)
+        self.slot_greenlets = Group()
 
     @task
-    def finish_then_fetch(self) -> None:
-        if self.job is None:
-            self.job = self.fetch()
-            if self.job is None:
-                RECORDER.count("idle_waits")
-                self.timed("BZPOPMIN", "marker wait (idle)", self.worker.wait_for_work, IDLE_WAIT_S)
-            return
-        job, self.job = self.job, None
-        started = time.perf_counter()
-        if self.fused:
-            next_job = self.timed("EVALSHA", "moveToFinished+fetch", self.finish, job, True)
-            finished_us = now_us()
-        else:
-            self.timed("EVALSHA", "moveToFinished", self.finish, job, False)
-            finished_us = now_us()
-            next_job = self.fetch()
-        RECORDER.record("cycle", (time.perf_counter() - started) * 1e6)
-        RECORDER.count("jobs")
-        if job.enqueued_us is not None:
-            RECORDER.record("e2e", finished_us - job.enqueued_us)
-        self.job = next_job
+    def work(self) -> None:
+        first, *others = self.connection.slots
+        for slot in others:
+            self.slot_greenlets.spawn(run_steps, slot.step, RECORDER, _running, self.log_error, _yield)
+        run_steps(first.step, RECORDER, _running, self.log_error, _yield)
 
-    def fetch(self) -> Job | None:
-        job = self.timed("EVALSHA", "moveToActive", self.worker.fetch)
-        if job is None:
-            RECORDER.count("empty_fetches")
-        return job
+    def on_stop(self) -> None:
+        self.slot_greenlets.kill()
+        super().on_stop()
 
-    def finish(self, job: Job, fetch_next: bool) -> Job | None:
-        outcome = self.worker.finish(job, fetch_next=fetch_next)
-        if outcome.code < 0:
-            raise ProtocolError("moveToFinished", outcome.code, job.id)
-        return outcome.next_job
+
+class ProbeUser(RedisUser):
+    """The latency-fidelity probe: one trivial EVALSHA at a time on the workers' timed path."""
+
+    role = "probe"
+
+    def on_start(self) -> None:
+        super().on_start()
+        sha = self.client.script_load(PROBE_SCRIPT)
+        self.timer = TimedSender(AutoPipeline(self.queue), RECORDER, self.request_event)
+        self.call = [Command(("EVALSHA", sha, 0))]
+
+    @task
+    def probe(self) -> None:
+        run_steps(self._once, RECORDER, _running, self.log_error, _yield)
+
+    def _once(self) -> None:
+        self.timer.send(self.call, PROBE_LABEL)
+        RECORDER.count("probe_calls")

@@ -69,6 +69,28 @@ class FinishFetchRow:
     loadgen_cpu_pct: float | None
     saturated: bool
     audit_ok: bool
+    # Jobs in flight per worker connection and the time each job is held (issue 11).
+    concurrency: int = 1
+    job_ms: float = 0.0
+    # Script calls a job's cycle sends (1 fused, 2 two-call): counted at the client, and by INFO
+    # commandstats (EVALSHA calls less the producers' addJob and the fetches outside a cycle).
+    commands_per_job: float | None = None
+    server_commands_per_job: float | None = None
+    # fetches outside a job's cycle (a slot's first, or after one found the queue empty), a job
+    fetches_alone_per_job: float | None = None
+    loadgen_cpu_us_per_job: float | None = None
+    redis_cpu_pct: float | None = None
+    # 1e6 / server_us_per_job: the jobs/s Redis could do were its own time the only cost
+    redis_ceiling_jobs_per_s: float | None = None
+    # which side set the pace (client, network, job time, redis) and its used share of capacity
+    limit: str = ""
+    limit_share: float | None = None
+    # The raw driver at the same point and strategy (no Locust), the harness's calibration.
+    raw_jobs_per_s: float | None = None
+    raw_cpu_us_per_job: float | None = None
+    raw_round_trips_per_job: float | None = None
+    raw_commands_per_job: float | None = None
+    locust_raw_jobs_ratio: float | None = None
 
 
 # A measured point's ``skipped`` cell: never empty, so the column is text in pandas
@@ -158,6 +180,10 @@ class BullmqWorkerRow:
 
 Row = FinishFetchRow | SweepCostRow | RaceRow | SweepHazardRow | BullmqWorkerRow
 
+# Columns a run from before them implies a value for: it ran one job in flight a
+# worker, held for no time. A reader fills them in instead of calling them absent.
+FINISH_FETCH_IMPLIED: dict[str, float] = {"concurrency": 1, "job_ms": 0.0}
+
 
 def columns_of(row_type: type[Row]) -> tuple[str, ...]:
     return tuple(f.name for f in fields(row_type))
@@ -207,6 +233,7 @@ def row_dict(row: Row) -> dict[str, Any]:
 # plots) and each tool's raw files in a subfolder of its own.
 LOCUST_DIR = "locust"  # Locust's per-repetition CSVs, each run's summary JSON and log
 PYPERF_DIR = "pyperf"  # pyperf's JSON a size, every size's merged, its log, the side records
+RAW_DIR = "raw"  # the finish_fetch raw driver's summary JSON, one a point and strategy
 
 # Encoded HdrHistograms: hdr/<stage>__<variant>__r<rep>__<metric>.hdr, one
 # base64 line (HdrHistogram's own encoding), values in µs.

@@ -142,6 +142,7 @@ def test_finish_fetch_alternates_the_protocols_and_audits_bullmqs_queue(
     from bench.harness.server import ServerInfo
 
     quick = FinishFetchOptions(
+        strategies=("fused", "two_call"),
         repetitions=1,
         workers=(2,),
         rtt_ms=(0.0,),

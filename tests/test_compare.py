@@ -177,7 +177,7 @@ def noisy_twin(run: Path, twin: Path) -> None:
 
     ff = data.frames["finish_fetch"].copy()
     ff = ff.astype({column: float for column in metrics["finish_fetch"] if column in ff.columns})
-    for _, group in ff.groupby(["variant", "workers", "rtt_ms"]):
+    for _, group in ff.groupby(["strategy", "workers", "concurrency", "job_ms", "rtt_ms"]):
         for column, metric in metrics["finish_fetch"].items():
             values = group[column].dropna()
             if len(values) < 2:

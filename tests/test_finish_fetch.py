@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from bench import hdr
-from bench.finish_fetch.loadstats import Aggregate, Recorder
+from bench.finish_fetch.loadstats import Aggregate, Recorder, RunSettings
 from bench.finish_fetch.locust_run import Point, run_once
+from bench.finish_fetch.raw import run_raw
 from bench.finish_fetch.stage import run_stage
 from bench.finish_fetch.table import TableRow, table
 from bench.harness.context import RunContext
@@ -21,8 +22,8 @@ from bench.harness.profile import PROFILES_DIR, FinishFetchOptions, Profile
 from bench.harness.server import EmbeddedRedis, ServerInfo
 from bench.paths import LOCUSTFILE, REPO
 from bench.protocol.connection import RedisSettings
-from bench.protocol.queue import Queue
-from bench.results import FINISH_FETCH_COLUMNS, HDR_DIR, LOCUST_DIR, FinishFetchRow
+from bench.protocol.queue import STRATEGIES, Queue
+from bench.results import FINISH_FETCH_COLUMNS, HDR_DIR, LOCUST_DIR, RAW_DIR, FinishFetchRow
 
 # Short runs: long enough for a few thousand jobs, short enough for the suite.
 QUICK = FinishFetchOptions(
@@ -30,7 +31,7 @@ QUICK = FinishFetchOptions(
 )
 
 
-def test_the_stage_runs_both_strategies_and_writes_every_file(
+def test_the_stage_runs_every_strategy_and_writes_every_file(
     tmp_path: Path, settings: RedisSettings, redis_server: EmbeddedRedis, capsys: pytest.CaptureFixture[str]
 ):
     server = ServerInfo(redis_server.url, redis_server.source, redis_server.binary, redis_server.version())
@@ -40,7 +41,7 @@ def test_the_stage_runs_both_strategies_and_writes_every_file(
         reader = csv.DictReader(handle)
         assert tuple(reader.fieldnames or ()) == FINISH_FETCH_COLUMNS
         rows = {row["strategy"]: row for row in reader}
-    assert set(rows) == {"fused", "two_call"}
+    assert set(rows) == {"fused", "two_call", "two_call_pipelined"}
     for variant, row in rows.items():
         assert all(row[c] != "" for c in FINISH_FETCH_COLUMNS), row
         assert int(row["jobs"]) > 100, row
@@ -53,8 +54,90 @@ def test_the_stage_runs_both_strategies_and_writes_every_file(
     # Round trips per job, counted at the client: the first fetch and idle waits add a little.
     assert 0.95 <= float(rows["fused"]["round_trips_per_job"]) <= 1.2
     assert 1.95 <= float(rows["two_call"]["round_trips_per_job"]) <= 2.3
+    # two_call_pipelined: one exchange a job at concurrency 1, carrying two commands
+    assert 0.95 <= float(rows["two_call_pipelined"]["round_trips_per_job"]) <= 1.2
+    for strategy, commands in (("fused", 1), ("two_call", 2), ("two_call_pipelined", 2)):
+        assert abs(float(rows[strategy]["commands_per_job"]) - commands) <= 0.02, rows[strategy]
+        assert abs(float(rows[strategy]["raw_commands_per_job"]) - commands) <= 0.02, rows[strategy]
+        assert abs(float(rows[strategy]["server_commands_per_job"]) - commands) <= 0.1, rows[strategy]
+    for suffix in ("fused-w2-rtt0", "two_call-w2-rtt0", "two_call_pipelined-w2-rtt0"):
+        assert (tmp_path / RAW_DIR / f"{suffix}_summary.json").is_file()
     table = capsys.readouterr().out
-    assert "fused/two_call" in table and "jobs/s" in table
+    assert "fused/two_call " in table and "fused/two_call_pipelined" in table and "jobs/s" in table
+    assert "latency fidelity" in table and "bare redis-py" in table
+
+
+# What every run counts, Locust's or the raw driver's.
+COUNTED = {
+    "jobs", "jobs_added", "worker_round_trips", "worker_commands", "worker_script_calls",
+    "producer_round_trips", "producer_script_calls", "producer_calls", "in_flight_samples",
+    "in_flight_sum", "cpu_us", "window_us",
+}  # fmt: skip
+
+
+def _raw_settings(opts: FinishFetchOptions, strategy: str, point: Point) -> RunSettings:
+    return RunSettings(
+        strategy=strategy, workers=point.workers, producers=opts.producers, batch_size=opts.batch_size,
+        payload_bytes=opts.payload_bytes, target_rate=opts.target_rate, warmup_s=opts.warmup_s,
+        measure_s=opts.measure_s, rtt_ms=point.rtt_ms, queue="", concurrency=point.concurrency,
+        job_ms=point.job_ms,
+    )  # fmt: skip
+
+
+def _check_counts(summary: dict[str, object], strategy: str, point: Point) -> None:
+    """Commands a job exact, at the client and by commandstats; several calls an exchange."""
+    d: dict[str, float] = summary["derived"]  # type: ignore[assignment]
+    per_job = 1 if strategy == "fused" else 2
+    jobs = d["jobs"]
+    # At each edge of the window at most one exchange of each connection straddles it.
+    client_edges = 2 * point.concurrency * per_job / jobs
+    server_edges = client_edges + 2 * QUICK.batch_size / jobs
+    assert abs(d["commands_per_job"] - per_job) <= client_edges, d
+    assert abs(d["server_commands_per_job"] - per_job) <= server_edges, d
+    assert d["round_trips_per_job"] < 0.75 * per_job, d  # a flush carried several jobs' calls
+    assert d["calls_per_flush"] > 1.3, d
+    assert d["jobs_in_flight_mean"] > 1, d
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_eight_jobs_in_flight_on_one_worker_share_round_trips_and_both_drivers_count_alike(
+    tmp_path: Path, settings: RedisSettings, strategy: str
+):
+    point = Point(workers=1, rtt_ms=0.0, concurrency=8)
+    run = run_once(settings, QUICK, strategy, point, 1, tmp_path)
+    assert run.audit.ok, run.audit.verdict
+    assert run.summary["settings"]["concurrency"] == 8
+    _check_counts(run.summary, strategy, point)
+    raw = run_raw(settings, _raw_settings(QUICK, strategy, point))
+    assert raw["audit"]["ok"], raw["audit"]
+    _check_counts(raw, strategy, point)
+    # the same loops count the same things, whoever drives them
+    assert set(raw["derived"]) == set(run.summary["derived"])
+    for summary in (raw, run.summary):
+        assert set(summary["counters"]) >= COUNTED, summary["counters"]
+
+
+def test_job_ms_is_held_without_blocking_the_other_jobs_in_flight(tmp_path: Path, settings: RedisSettings):
+    point = Point(workers=1, rtt_ms=0.0, concurrency=4, job_ms=20.0)
+    run = run_once(settings, QUICK, "fused", point, 1, tmp_path)
+    assert run.audit.ok, run.audit.verdict
+    d = run.summary["derived"]
+    cycle = hdr.decode(run.summary["histograms"]["cycle"])
+    assert cycle.get_min_value() >= 0.95 * 20_000  # every job was held its 20 ms
+    # Four slots each hold a job: counted as each starts, the others are holding theirs.
+    assert d["jobs_in_flight_mean"] >= 3, d
+    # Overlap shows in the rate too: past one slot's 50 jobs/s, never past four slots' 200.
+    assert 1.4 * 50 < d["jobs_per_s"] <= 200 * 1.05, d
+    assert d["limit"] == "job time", d
+
+
+def test_the_simulated_rtt_is_paid_once_an_exchange(tmp_path: Path, settings: RedisSettings):
+    point = Point(workers=1, rtt_ms=2.0, concurrency=8)
+    run = run_once(settings, QUICK, "fused", point, 1, tmp_path)
+    assert run.audit.ok, run.audit.verdict
+    c = run.summary["counters"]
+    assert c["rtt_sleeps"] == c["worker_round_trips"] + c["producer_round_trips"]
+    assert c["worker_round_trips"] < 0.75 * c["jobs"]  # fewer waits than jobs: flushes carried several
 
 
 def test_two_processes_merge_their_histograms_exactly(tmp_path: Path, settings: RedisSettings):
@@ -139,6 +222,8 @@ def test_an_unknown_strategy_in_a_profile_is_a_one_line_error(tmp_path: Path):
     [
         ("--strategy", "sideways", ("--strategy", "sideways")),
         ("--workers", "two", ("--workers", "whole number")),
+        ("--concurrency", "0", ("--concurrency", "below its minimum 1")),
+        ("--job-ms", "-1", ("--job-ms", "below its minimum 0")),
     ],
 )
 def test_a_bad_locust_option_is_a_one_line_error(option: str, value: str, words: tuple[str, ...]):

@@ -32,6 +32,9 @@ def test_values_are_typed(tmp_path: Path):
     [
         ("wrokers = 4", "unknown key 'wrokers'"),
         ("workers = 0", "workers = 0 is below its minimum 1"),
+        ("concurrency = 0", "concurrency = 0 is below its minimum 1"),
+        ("concurrency = 4, 0", "concurrency = 0 is below its minimum 1"),
+        ("job-ms = -1", "job-ms = -1 is below its minimum 0"),
         ("repetitions = -2", "repetitions = -2 is below its minimum 1"),
         ("target-rate = fast", "target-rate = 'fast' is not a number"),
         ("batch-size = 2.5", "batch-size = '2.5' is not a whole number"),

@@ -48,18 +48,22 @@ def install() -> None:
 
 
 def apply_user_counts(environment: Environment, run: RunSettings) -> None:
-    """Producers and workers as Locust fixed counts; with no -u given, exactly that many users.
+    """Producers and workers (or the latency-fidelity run's one probe) as Locust fixed counts; with
+    no -u given, exactly that many users.
 
     A -u that differs from producers + workers would start other counts than the run records
     (Locust fills the fixed counts in turn), so it is refused: one line, exit 2. In the web UI
     the profile's shape sets the users, and the form's user count is off.
     """
+    counts = {"producer": run.producers, "worker": run.workers, "probe": 0}
+    if run.probe:  # the latency-fidelity run: one probe user and nothing else
+        counts = {"producer": 0, "worker": 0, "probe": 1}
     for user_class in environment.user_classes:
         if issubclass(user_class, RedisUser):
-            user_class.fixed_count = run.producers if user_class.role == "producer" else run.workers
+            user_class.fixed_count = counts.get(user_class.role, 0)
     options = environment.parsed_options
     if options is not None and not getattr(options, "worker", False):
-        users = run.producers + run.workers
+        users = sum(counts.values())
         if options.num_users is None:
             options.num_users = users
         elif options.num_users != users and environment.web_ui is None:

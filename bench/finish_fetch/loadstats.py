@@ -177,6 +177,9 @@ class RunSettings:
     queue: str
     socket_timeout_s: float = 30.0
     protocol: str = "echomq"
+    concurrency: int = 1  # jobs in flight per worker connection
+    job_ms: float = 0.0  # how long a worker holds each job before finishing it
+    probe: bool = False  # the latency-fidelity run: one user, a trivial EVALSHA, no queue load
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -189,10 +192,13 @@ class RunSettings:
             "warmup_s": self.warmup_s,
             "measure_s": self.measure_s,
             "rtt_ms": self.rtt_ms,
-            "rtt_simulated": True,  # the client sleeps rtt_ms before each round trip
+            "rtt_simulated": True,  # each exchange on the wire waits rtt_ms once, whatever it carries
             "queue": self.queue,
             "socket_timeout_s": self.socket_timeout_s,
             "protocol": self.protocol,
+            "concurrency": self.concurrency,
+            "job_ms": self.job_ms,
+            "probe": self.probe,
         }
 
 

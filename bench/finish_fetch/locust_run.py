@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +45,24 @@ INTERRUPTED = "interrupted (Ctrl-C)"
 
 @dataclass(frozen=True)
 class Point:
-    """One load point: how many worker users, and the simulated round-trip time."""
+    """One load point: worker users, the simulated round-trip time, jobs in flight per worker,
+    and how long each job is held."""
 
     workers: int
     rtt_ms: float
+    concurrency: int = 1
+    job_ms: float = 0.0
 
     @property
     def label(self) -> str:
-        return f"w{self.workers}-rtt{self.rtt_ms:g}"
+        """w4-rtt1, w4-c8-j5-rtt1: concurrency and job time named when not 1 and 0, so the
+        names of runs without them stay as they were."""
+        parts = [f"w{self.workers}"]
+        if self.concurrency != 1:
+            parts.append(f"c{self.concurrency}")
+        if self.job_ms:
+            parts.append(f"j{self.job_ms:g}")
+        return "-".join([*parts, f"rtt{self.rtt_ms:g}"])
 
 
 @dataclass
@@ -84,10 +94,17 @@ class RunResult:
 
 
 def locust_command(
-    opts: FinishFetchOptions, strategy: str, point: Point, queue: str, prefix: Path, protocol: str = "echomq"
+    opts: FinishFetchOptions,
+    strategy: str,
+    point: Point,
+    queue: str,
+    prefix: Path,
+    protocol: str = "echomq",
+    probe: bool = False,
 ) -> list[str]:
-    """The headless Locust command line of one run; every value as a Locust option."""
-    users = opts.producers + point.workers
+    """The headless Locust command line of one run; every value as a Locust option.
+    ``probe``: the latency-fidelity run (one probe user) instead of the load."""
+    users = 1 if probe else opts.producers + point.workers
     command = [
         sys.executable, "-m", "locust", "-f", str(LOCUSTFILE),
         "--headless", "--only-summary", "--loglevel", "INFO",
@@ -99,6 +116,8 @@ def locust_command(
         "--protocol", protocol,
         "--workers", str(point.workers),
         "--rtt-ms", f"{point.rtt_ms:g}",
+        "--concurrency", str(point.concurrency),
+        "--job-ms", f"{point.job_ms:g}",
         "--producers", str(opts.producers),
         "--batch-size", str(opts.batch_size),
         "--payload-bytes", str(opts.payload_bytes),
@@ -107,6 +126,8 @@ def locust_command(
         "--measure-s", f"{opts.measure_s:g}",
         "--socket-timeout-s", f"{opts.socket_timeout_s:g}",
     ]  # fmt: skip
+    if probe:
+        return [*command, "--probe"]  # one process: the probe is one user
     if opts.loadgen_processes > 1:
         # A port of its own on loopback: runs (or other suites) on the default 5557 cannot collide.
         port = str(_free_port())
@@ -130,6 +151,7 @@ def run_locust(
     queue: str,
     prefix: Path,
     protocol: str = "echomq",
+    probe: bool = False,
 ) -> dict[str, Any]:
     """Run one headless Locust run to its end; returns its summary. A failed run is a BenchError.
 
@@ -147,7 +169,7 @@ def run_locust(
     interrupted = False
     with log_path.open("w") as log:
         process = spawn(
-            locust_command(opts, strategy, point, queue, prefix, protocol),
+            locust_command(opts, strategy, point, queue, prefix, protocol, probe),
             cwd=REPO,
             env=env,  # the URL (and any password) goes by environment, not argv
             stdin=subprocess.DEVNULL,
@@ -241,3 +263,32 @@ def _audit_after(queue: Queue, run_id: str, where: str) -> AuditResult:
         return audit(queue, issued_job_ids(queue), run_id)
     except redis.RedisError as exc:
         return AuditResult(0, {}, server_unreachable=f"Redis at {where} unreachable ({first_line(exc)})")
+
+
+# The probe run of the latency-fidelity check: short, one user, no load to warm up.
+PROBE_WARMUP_S = 0.5
+PROBE_MEASURE_S = 1.5
+
+
+def run_probe(settings: RedisSettings, opts: FinishFetchOptions, folder: Path) -> dict[str, Any]:
+    """The fidelity probe under Locust (locustfile's ProbeUser) on a fresh, empty queue; its summary."""
+    name = f"ffprobe-{uuid.uuid4().hex[:10]}"
+    short = replace(opts, warmup_s=PROBE_WARMUP_S, measure_s=PROBE_MEASURE_S, loadgen_processes=1)
+    client = settings.connect()
+    try:
+        queue = Queue.open(client, name)
+        try:
+            return run_locust(
+                settings,
+                short,
+                "fused",
+                Point(1, 0.0),
+                name,
+                folder / LOCUST_DIR / "fidelity-probe",
+                probe=True,
+            )
+        finally:
+            with contextlib.suppress(redis.RedisError):
+                queue.delete()
+    finally:
+        client.close()

@@ -44,6 +44,8 @@ UI_LABELS = {
     "warmup-s": "Warm-up",
     "measure-s": "Measured window",
     "rtt-ms": "Simulated round trip",
+    "concurrency": "Jobs in flight",
+    "job-ms": "Job time",
 }
 UI_HELP = {
     "workers": "worker users; the web UI starts producers + workers users",
@@ -53,7 +55,9 @@ UI_HELP = {
     "target-rate": "jobs/s offered in all; 0 = closed loop, as fast as the workers go",
     "warmup-s": "seconds before the measured window opens; not measured",
     "measure-s": "seconds measured; the test stops by itself after warm-up + this, in the web UI too",
-    "rtt-ms": "ms each round trip waits first: a simulated network",
+    "rtt-ms": "ms each exchange on the wire waits once, whatever it carries: a simulated network",
+    "concurrency": "jobs each worker holds at once, their calls auto-pipelined on its one connection",
+    "job-ms": "ms a worker holds each job before finishing it (processing time)",
 }
 SHOWN_KEYS = frozenset(UI_LABELS)
 LIST_NOTE = "; a list takes its first value here"
@@ -121,8 +125,8 @@ def add_options(parser: Any) -> None:
         metavar="STRATEGY",
         choices=STRATEGIES,
         default=None,
-        help="finish a job and fetch the next in one call (fused) or two (two_call); "
-        "default: the first of --strategies",
+        help="finish a job and fetch the next in one call (fused), two (two_call), or two sent back "
+        "to back in one round trip (two_call_pipelined); default: the first of --strategies",
     )
     # Not in the web UI: the Host field shows the server (its password redacted) and takes a URL.
     parser.add_argument(
@@ -137,6 +141,12 @@ def add_options(parser: Any) -> None:
         metavar="QUEUE",
         default=DEFAULT_QUEUE,
         help="queue name; its keys share one hash tag",
+    )
+    parser.add_argument(
+        "--probe",
+        action="store_true",
+        help=configargparse.SUPPRESS,  # the latency-fidelity run: one user times a trivial EVALSHA
+        include_in_web_ui=False,
     )
     parser.add_argument(
         "--summary-json",
@@ -171,6 +181,9 @@ def run_settings(options: Any) -> RunSettings:
         socket_timeout_s=profile.socket_timeout_s,
         protocol=getattr(options, "protocol", None)
         or parse_protocols(getattr(options, "protocols", "echomq"))[0],
+        concurrency=profile.concurrency[0],
+        job_ms=profile.job_ms[0],
+        probe=bool(getattr(options, "probe", False)),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,31 @@ def csv_row(run: RunResult, opts: FinishFetchOptions, ids: RunIds) -> FinishFetc
         loadgen_cpu_pct=_round(d["loadgen_cpu_pct"], 1),
         saturated=bool(d["saturated"]),
         audit_ok=run.audit.ok and bool(s.get("complete", False)),
+        concurrency=run.point.concurrency,
+        job_ms=run.point.job_ms,
+        commands_per_job=_round(d.get("commands_per_job"), 4),
+        server_commands_per_job=_round(d.get("server_commands_per_job"), 4),
+        fetches_alone_per_job=_round(d.get("fetches_alone_per_job"), 4),
+        loadgen_cpu_us_per_job=_round(d.get("loadgen_cpu_us_per_job"), 1),
+        redis_cpu_pct=_round(d.get("redis_cpu_pct"), 1),
+        redis_ceiling_jobs_per_s=_round(d.get("redis_ceiling_jobs_per_s"), 0),
+        limit=str(d.get("limit", "")),
+        limit_share=_round(d.get("limit_share"), 3),
+    )
+
+
+def with_raw(row: FinishFetchRow, raw: dict[str, Any]) -> FinishFetchRow:
+    """The row with the raw driver's figures at its point and strategy beside Locust's."""
+    d = raw["derived"]
+    jobs_per_s = _round(d["jobs_per_s"], 1)
+    ratio = row.jobs_per_s / jobs_per_s if row.jobs_per_s is not None and jobs_per_s else None
+    return dataclasses.replace(
+        row,
+        raw_jobs_per_s=jobs_per_s,
+        raw_cpu_us_per_job=_round(d["loadgen_cpu_us_per_job"], 1),
+        raw_round_trips_per_job=_round(d["round_trips_per_job"], 4),
+        raw_commands_per_job=_round(d["commands_per_job"], 4),
+        locust_raw_jobs_ratio=_round(ratio, 3),
     )
 
 

@@ -1,29 +1,63 @@
-"""Stage 1 of `python -m bench run`: finish-then-fetch, fused against two_call, under Locust.
+"""Stage 1 of `python -m bench run`: finish-then-fetch, fused against two_call and
+two_call_pipelined, under Locust.
 
-For each (workers, rtt_ms) point the strategies run alternately, A B A B, for
-the profile's repetitions. Each run is a headless Locust subprocess on a fresh
-queue, audited and deleted after (locust_run.py). Results: one row a run in
-finish_fetch.csv and the merged histograms under hdr/ (rows.py), Locust's own
-CSVs and the run's summary JSON and log beside them, and a short table on
-stdout (table.py).
+For each (workers, concurrency, job_ms, rtt_ms) point the strategies run
+alternately, A B C A B C, for the profile's repetitions. Each run is a headless
+Locust subprocess on a fresh queue, audited and deleted after (locust_run.py).
+Then the raw driver (raw.py) runs each strategy once at the point, without
+Locust: its jobs/s and CPU per job go beside Locust's in the point's rows. At
+the end, the latency-fidelity check (fidelity.py). Results: one row a Locust run
+in finish_fetch.csv and the merged histograms under hdr/ (rows.py), Locust's own
+CSVs and each run's summary JSON and log beside them, the fidelity figures in
+meta.json, and a short table on stdout (table.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+import uuid
 from collections import Counter
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
+
+import redis
 
 from bench.errors import BenchError
-from bench.finish_fetch.locust_run import INTERRUPTED, Point, RunResult, run_once
-from bench.finish_fetch.rows import csv_row, write_histograms
+from bench.finish_fetch.fidelity import Fidelity, measure_plain
+from bench.finish_fetch.loadstats import RunSettings, first_line
+from bench.finish_fetch.locust_run import (
+    INTERRUPTED,
+    PROBE_MEASURE_S,
+    PROBE_WARMUP_S,
+    Point,
+    RunResult,
+    run_once,
+    run_probe,
+)
+from bench.finish_fetch.probe import PROBE_METRIC
+from bench.finish_fetch.raw import run_raw
+from bench.finish_fetch.rows import csv_row, with_raw, write_histograms
 from bench.finish_fetch.table import TableRow, table
 from bench.harness.context import RunContext
-from bench.harness.profile import Profile
-from bench.results import FINISH_FETCH_COLUMNS, FinishFetchRow, RunIds, row_dict, update_meta, write_csv
+from bench.harness.profile import FinishFetchOptions, Profile
+from bench.results import (
+    FINISH_FETCH_COLUMNS,
+    RAW_DIR,
+    FinishFetchRow,
+    RunIds,
+    row_dict,
+    update_meta,
+    write_csv,
+    write_json,
+)
 
-RTT_LABEL = "simulated: the client waits rtt_ms (gevent.sleep) before each round trip; loopback otherwise"
+RTT_LABEL = (
+    "simulated: each exchange on the wire waits rtt_ms once (a flush carrying several calls waits once); "
+    "loopback otherwise"
+)
+HDR_VARIANT = "<strategy>-w<workers>[-c<concurrency>][-j<job_ms>]-rtt<rtt_ms> (c1 and j0 left out)"
 
 
 def check_profile(profile: Profile) -> None:
@@ -35,23 +69,44 @@ def check_profile(profile: Profile) -> None:
         raise BenchError(f"profile key strategies names one twice ({', '.join(strategies)}); list each once")
 
 
+def points_of(opts: FinishFetchOptions) -> list[Point]:
+    """The grid: every workers x concurrency x job_ms x rtt_ms, in that order."""
+    return [
+        Point(w, rtt, c, j)
+        for w in opts.workers
+        for c in opts.concurrency
+        for j in opts.job_ms
+        for rtt in opts.rtt_ms
+    ]
+
+
 # Beyond its window, a run spends this long starting Locust, stopping it and auditing the queue.
 RUN_OVERHEAD_S = 3.5
+RAW_OVERHEAD_S = 0.5  # a raw run: its threads start and stop, its queue is audited
+FIDELITY_CALL_S = 0.0003  # one timed trivial call of the fidelity check's plain loops, about
 
 
 def point_seconds(profile: Profile) -> tuple[float, ...]:
-    """The seconds each run of the stage should take, in order: for the run's ETA."""
+    """The seconds each step of the stage should take, in order: for the run's ETA. Per point, its
+    Locust runs, then its raw runs; at the end the fidelity check."""
     opts = profile.finish_fetch
-    runs = len(opts.workers) * len(opts.rtt_ms) * opts.repetitions * len(opts.strategies)
-    return (opts.warmup_s + opts.measure_s + RUN_OVERHEAD_S,) * runs
+    window = opts.warmup_s + opts.measure_s
+    per_point = (window + RUN_OVERHEAD_S,) * (opts.repetitions * len(opts.strategies))
+    if opts.raw_driver:
+        per_point += (window + RAW_OVERHEAD_S,) * len(opts.strategies)
+    steps = per_point * len(points_of(opts))
+    if opts.fidelity_calls > 0:
+        probe = PROBE_WARMUP_S + PROBE_MEASURE_S + RUN_OVERHEAD_S
+        steps += (probe + 3 * opts.fidelity_calls * FIDELITY_CALL_S,)
+    return steps
 
 
 def run_stage(ctx: RunContext) -> None:
     opts = ctx.profile.finish_fetch
     strategies = list(opts.strategies)
     protocols = ctx.profile.protocols
-    points = [Point(w, rtt) for w in opts.workers for rtt in opts.rtt_ms]
-    hdr_variant = "[<protocol>.]<strategy>-w<workers>-rtt<rtt_ms> (no protocol: echomq)"
+    points = points_of(opts)
+    hdr_variant = "[<protocol>.]" + HDR_VARIANT + " (no protocol: echomq)"
     update_meta(ctx.run_dir, finish_fetch={"rtt_ms": RTT_LABEL, "hdr_variant": hdr_variant})
     rows: list[FinishFetchRow] = []  # finish_fetch.csv
     shown: list[TableRow] = []  # the same, and what only the table shows
@@ -62,7 +117,7 @@ def run_stage(ctx: RunContext) -> None:
     rounds = [(protocol, strategy) for protocol in protocols for strategy in strategies]
     for point in points:
         for rep in range(1, opts.repetitions + 1):
-            for protocol, strategy in rounds:
+            for protocol, strategy in rounds:  # A B C A B C: drift on a shared machine hits all alike
                 ctx.progress(f"run {len(rows) + 1}/{total}: {protocol} {strategy} {point.label} rep {rep}")
                 run = run_once(ctx.settings, opts, strategy, point, rep, ctx.run_dir, protocol)
                 row = csv_row(run, opts, RunIds(ctx.run_dir.name, ctx.profile.name, protocol))
@@ -83,12 +138,105 @@ def run_stage(ctx: RunContext) -> None:
                 )
                 ctx.progress.step(_progress_line(run, row))
                 _stop_if_stopped(run, ctx.run_dir)
+        if opts.raw_driver:
+            for protocol, strategy in rounds:
+                ctx.progress(f"raw driver: {protocol} {strategy} {point.label}")
+                raw = _raw_run(ctx, opts, strategy, point, protocol)
+                ctx.progress.step(
+                    f"raw driver: {protocol} {strategy} {point.label}: "
+                    f"{raw['derived']['jobs_per_s']:.0f} jobs/s"
+                )
+                if not raw["audit"]["ok"]:
+                    audits[f"raw-{protocol}-{strategy}-{point.label}"] = raw["audit"]["verdict"]
+                    update_meta(ctx.run_dir, finish_fetch_audit_failures=audits)
+                at = (protocol, point, strategy, raw)
+                rows = [_with_raw_at(r, *at) for r in rows]
+                shown = [dataclasses.replace(t, row=_with_raw_at(t.row, *at)) for t in shown]
+                write_csv(ctx.run_dir / "finish_fetch.csv", FINISH_FETCH_COLUMNS, map(row_dict, rows))
+    notes: list[str] = []
+    if opts.fidelity_calls > 0:
+        ctx.progress("latency fidelity: redis-benchmark, redis-py, the raw path, the Locust path")
+        fidelity = _fidelity(ctx, opts)
+        update_meta(ctx.run_dir, finish_fetch_fidelity=fidelity.as_dict())
+        notes = fidelity_lines(fidelity)
+        ctx.progress.step("latency fidelity measured")
     ctx.progress.done()
-    print(table(shown, strategies))
+    print(table(shown, strategies, notes=notes))
     if errors:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(errors.items()))
         total = sum(errors.values())
         print(f"finish_fetch: {total} calls failed ({kinds}); see the runs' logs", file=sys.stderr)
+
+
+def _raw_run(
+    ctx: RunContext, opts: FinishFetchOptions, strategy: str, point: Point, protocol: str
+) -> dict[str, Any]:
+    """The raw driver at one point and strategy; its summary is kept beside the Locust runs'."""
+    run = RunSettings(
+        strategy=strategy,
+        workers=point.workers,
+        producers=opts.producers,
+        batch_size=opts.batch_size,
+        payload_bytes=opts.payload_bytes,
+        target_rate=opts.target_rate,
+        warmup_s=opts.warmup_s,
+        measure_s=opts.measure_s,
+        rtt_ms=point.rtt_ms,
+        queue="",  # run_raw names a fresh one
+        socket_timeout_s=opts.socket_timeout_s,
+        concurrency=point.concurrency,
+        protocol=protocol,
+        job_ms=point.job_ms,
+    )
+    try:
+        summary = run_raw(ctx.settings, run)
+    except redis.RedisError as exc:
+        raise BenchError(f"raw driver run {strategy} {point.label} failed: {first_line(exc)}") from None
+    write_json(ctx.run_dir / RAW_DIR / f"{strategy}-{point.label}_summary.json", summary)
+    return summary
+
+
+def _with_raw_at(
+    row: FinishFetchRow, protocol: str, point: Point, strategy: str, raw: dict[str, Any]
+) -> FinishFetchRow:
+    at = (row.workers, row.rtt_ms, row.concurrency, row.job_ms)
+    if row.protocol != protocol or row.strategy != strategy:
+        return row
+    if at != (point.workers, point.rtt_ms, point.concurrency, point.job_ms):
+        return row
+    return with_raw(row, raw)
+
+
+def _fidelity(ctx: RunContext, opts: FinishFetchOptions) -> Fidelity:
+    """The fidelity check's four ways; the Locust probe's p50 from its run's summary."""
+    name = f"ffprobe-{uuid.uuid4().hex[:10]}"
+    try:
+        plain = measure_plain(ctx.settings, name, opts.fidelity_calls, ctx.server.binary)
+    except redis.RedisError as exc:
+        raise BenchError(f"latency fidelity check failed: {first_line(exc)}") from None
+    summary = run_probe(ctx.settings, opts, ctx.run_dir)
+    probe = summary["percentiles_us"].get(PROBE_METRIC, {})
+    p50 = probe.get("p50")
+    note = f"{probe.get('count', 0)} calls" if p50 is not None else "the probe run timed no call"
+    return dataclasses.replace(
+        plain, locust_path_p50_us=float(p50) if p50 is not None else None, locust_note=note
+    )
+
+
+def fidelity_lines(f: Fidelity) -> list[str]:
+    """The fidelity figures under the table."""
+
+    def us(value: float | None) -> str:
+        return f"{value:.0f} µs" if value is not None else "-"
+
+    bench = us(f.redis_benchmark_p50_us) if f.redis_benchmark_p50_us is not None else f.redis_benchmark_note
+    adds = f"{f.harness_adds_us:+.0f} µs" if f.harness_adds_us is not None else "-"
+    return [
+        f"latency fidelity, p50 of one EVALSHA 'return 1' at one client ({f.calls} calls each): "
+        f"redis-benchmark {bench}; bare redis-py {us(f.redis_py_p50_us)}; "
+        f"raw driver's path {us(f.raw_path_p50_us)}; under Locust {us(f.locust_path_p50_us)} "
+        f"(the harness adds {adds} to redis-py; goal: at most 20 µs)"
+    ]
 
 
 def _audit_note(run: RunResult) -> str:
@@ -127,5 +275,6 @@ def _progress_line(run: RunResult, row: FinishFetchRow) -> str:
     tail = f" ({'; '.join(notes)})" if notes else ""
     return (
         f"{run.protocol} {run.strategy} {run.point.label} rep {run.rep}: {row.jobs_per_s:.0f} jobs/s, "
-        f"{row.round_trips_per_job:.2f} rt/job, cycle p50 {row.cycle_p50_us} µs{tail}"
+        f"{row.round_trips_per_job:.2f} rt/job, {row.commands_per_job:.2f} cmd/job, "
+        f"cycle p50 {row.cycle_p50_us} µs, limit {row.limit}{tail}"
     )

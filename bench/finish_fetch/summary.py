@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import hdr
+from bench.finish_fetch import pace
 from bench.finish_fetch.loadstats import ERROR_PREFIX, Aggregate, RunSettings
 from bench.protocol.commandstats import CommandStats, client_side
 from bench.results import write_json
@@ -55,6 +56,23 @@ def derive(
         if totals.role != "master":  # the master runs no users
             busiest = max(busiest, 100.0 * _per(totals.counters["cpu_us"], totals.counters["window_us"]))
     added_per_s = _per(c["jobs_added"], window_s)
+    jobs_per_s = _per(jobs, window_s)
+    redis_cpu_pct = 100.0 * _per(redis_cpu_s, window_s) if redis_cpu_s is not None else None
+    server_us_per_job = _per(server_side.total_usec, jobs) if server_side and jobs else None
+    used = pace.shares(
+        pace.PaceInputs(
+            jobs_per_s=jobs_per_s,
+            workers=run.workers,
+            concurrency=run.concurrency,
+            job_ms=run.job_ms,
+            rtt_ms=run.rtt_ms,
+            round_trips_per_job=_per(c["worker_round_trips"], jobs),
+            busiest_cpu_pct=busiest,
+            redis_cpu_pct=redis_cpu_pct,
+            redis_us_per_job=server_us_per_job,
+        )
+    )
+    limit, limit_share = pace.limit(used)
     reasons = []
     if busiest >= SATURATED_CPU_PCT:
         reasons.append(f"a load process used {busiest:.0f}% of a core")
@@ -62,7 +80,7 @@ def derive(
         reasons.append(f"added {added_per_s:.0f} jobs/s of {run.target_rate:g} offered")
     return {
         "jobs": jobs,
-        "jobs_per_s": _per(jobs, window_s),
+        "jobs_per_s": jobs_per_s,
         "added_per_s": added_per_s,
         "offered_per_s": run.target_rate,
         "round_trips_per_job": _per(c["worker_round_trips"], jobs),
@@ -74,10 +92,28 @@ def derive(
         "worker_server_calls_per_job": (
             _per(server_side.total_calls - c["producer_calls"], jobs) if server_side else None
         ),
+        # the workers' script calls a job's cycle sends, counted at the client (1 fused, 2 two-call) ...
+        "commands_per_job": _per(c["worker_script_calls"] - c["fetches_alone"], jobs),
+        # ... and as the server counted them: EVALSHA calls less the producers' and the lone fetches
+        "server_commands_per_job": (
+            _per(server.calls.get("evalsha", 0) - c["producer_script_calls"] - c["fetches_alone"], jobs)
+            if server
+            else None
+        ),
+        # fetches outside a cycle (a slot's first, or after one found no job): an idle queue's cost
+        "fetches_alone_per_job": _per(c["fetches_alone"], jobs),
+        "worker_flushes": c["worker_round_trips"],
+        # a worker's jobs in flight as each starts (1 .. concurrency): above 1, the slots overlap
+        "jobs_in_flight_mean": _per(c["in_flight_sum"], c["in_flight_samples"]),
+        "calls_per_flush": _per(c["worker_commands"], c["worker_round_trips"]),
+        "redis_ceiling_jobs_per_s": pace.redis_ceiling(server_us_per_job),
+        "pace_shares": used,
+        "limit": limit,
+        "limit_share": limit_share,
         "loadgen_cpu_pct": 100.0 * _per(cpu_s_total, window_s),
         "loadgen_cpu_us_per_job": _per(cpu_s_total * 1e6, jobs),
         "busiest_process_cpu_pct": busiest,
-        "redis_cpu_pct": 100.0 * _per(redis_cpu_s, window_s) if redis_cpu_s is not None else None,
+        "redis_cpu_pct": redis_cpu_pct,
         "simulated_rtt_mean_ms": _per(c["rtt_slept_us"], c["rtt_sleeps"]) / 1000,
         "errors": c["errors"],
         "errors_by_kind": errors_by_kind(c),
@@ -172,12 +208,14 @@ def write_summary(summary: dict[str, Any], path: Path | None) -> None:
 def _log_headline(summary: dict[str, Any]) -> None:
     d = summary["derived"]
     log.info(
-        "echomq: %s: %d jobs in %.1fs = %.0f jobs/s, %.2f round trips/job, cycle p50 %s µs%s",
+        "echomq: %s: %d jobs in %.1fs = %.0f jobs/s, %.2f round trips/job, %.2f commands/job, "
+        "cycle p50 %s µs%s",
         summary["settings"]["strategy"],
         d["jobs"],
         summary["window_s"],
         d["jobs_per_s"],
         d["round_trips_per_job"],
+        d["commands_per_job"],
         summary["percentiles_us"].get("cycle", {}).get("p50", "-"),
         ", SATURATED: " + "; ".join(d["saturated_because"]) if d["saturated"] else "",
     )

@@ -1,8 +1,9 @@
-"""The stage's short table on stdout: medians over repetitions, and the A/B ratio of each point."""
+"""The stage's short table on stdout: medians over repetitions, and the A/B ratios of each point."""
 
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
@@ -16,10 +17,14 @@ from bench.results import FinishFetchRow
 TABLE_METRICS = (
     ("jobs/s", "row.jobs_per_s", "{:.0f}"),
     ("rt/job", "row.round_trips_per_job", "{:.2f}"),
+    ("cmd/job", "row.commands_per_job", "{:.2f}"),
     ("cycle p50 µs", "row.cycle_p50_us", "{:.0f}"),
     ("cycle p99 µs", "row.cycle_p99_us", "{:.0f}"),
     ("redis µs/job", "row.server_us_per_job", "{:.1f}"),
+    ("redis ceiling/s", "row.redis_ceiling_jobs_per_s", "{:.0f}"),
     ("load gen cpu µs/job", "loadgen_cpu_us_per_job", "{:.0f}"),  # the harness's own cost
+    ("raw cpu µs/job", "row.raw_cpu_us_per_job", "{:.0f}"),  # the same loops without Locust
+    ("locust/raw jobs/s", "row.locust_raw_jobs_ratio", "{:.2f}"),
 )
 
 
@@ -41,43 +46,59 @@ def _median_spread(values: Sequence[float], form: str, spread: bool = True) -> s
     return f"{middle} [{form.format(min(values))}-{form.format(max(values))}]"
 
 
-def table(runs: Sequence[TableRow], strategies: Sequence[str], width: int | None = None) -> str:
-    """One block a point and protocol: a row a metric, a column a strategy (medians over repetitions,
-    jobs/s with its [min-max]), and, with two strategies, a ratio column that pairs the runs of each
-    A B round, [min-max] of the pairs. Narrow enough for 100 columns; it folds below that."""
+def _limit(runs: Sequence[TableRow]) -> str:
+    """The side most repetitions named as the limit."""
+    named = Counter(r.row.limit for r in runs if r.row.limit)
+    return named.most_common(1)[0][0] if named else "-"
+
+
+def _point(r: TableRow) -> tuple[str, int, int, float, float]:
+    return (r.row.protocol, r.row.workers, r.row.concurrency, r.row.job_ms, r.row.rtt_ms)
+
+
+def _heading(
+    protocol: str, workers: int, concurrency: int, job_ms: float, rtt: float, slept: Sequence[float]
+) -> str:
+    """[bullmq: ]workers 4, rtt 1 ms*, 8 jobs in flight each, job 5 ms (slept 1.07): the protocol
+    when the run measured several, the last three when set."""
+    text = f"{protocol + ': ' if protocol else ''}workers {workers}, rtt {rtt:g} ms*"
+    if concurrency != 1:
+        text += f", {concurrency} jobs in flight each"
+    if job_ms:
+        text += f", job {job_ms:g} ms"
+    return text + (f" (slept {statistics.median(slept):.2f})" if slept else "")
+
+
+def table(
+    runs: Sequence[TableRow], strategies: Sequence[str], width: int | None = None, notes: Sequence[str] = ()
+) -> str:
+    """One block a point: a row a metric, a column a strategy (medians over repetitions, jobs/s with
+    its [min-max]), then a ratio column for the first strategy over each other one, pairing the runs
+    of each A B C round, [min-max] of the pairs. Narrow enough for 100 columns; it folds below that."""
     metrics = [(name, attrgetter(key), form) for name, key, form in TABLE_METRICS]
-    ratio_name = f"{strategies[0]}/{strategies[1]}" if len(strategies) == 2 else None
-    header = ["", *strategies, *([ratio_name] if ratio_name else [])]
-    blocks = [
-        wrap_note(
-            "finish-then-fetch: medians of the repetitions, jobs/s [min-max]; "
-            + (f"{ratio_name} pairs the runs of each A B round [min-max]" if ratio_name else ""),
-            width,
-        )
-    ]
-    protocols = list(dict.fromkeys(r.row.protocol for r in runs))
-    points = sorted({(r.row.workers, r.row.rtt_ms, protocols.index(r.row.protocol)) for r in runs})
-    for workers, rtt, which in points:
-        protocol = protocols[which]
-        here = [
-            r for r in runs if r.row.workers == workers and r.row.rtt_ms == rtt and r.row.protocol == protocol
-        ]
+    first, others = (strategies[0], list(strategies[1:])) if strategies else ("", [])
+    ratio_names = [f"{first}/{other}" for other in others]
+    header = ["", *strategies, *ratio_names]
+    pairs = f"{', '.join(ratio_names)} pair the runs of each round [min-max]" if ratio_names else ""
+    blocks = [wrap_note(f"finish-then-fetch: medians of the repetitions, jobs/s [min-max]; {pairs}", width)]
+    protocols = list(dict.fromkeys(r.row.protocol for r in runs))  # in the order they ran
+    for point in sorted({_point(r) for r in runs}, key=lambda p: (protocols.index(p[0]), *p[1:])):
+        here = [r for r in runs if _point(r) == point]
         by_strategy = {
             s: sorted((r for r in here if r.row.strategy == s), key=lambda r: r.row.rep) for s in strategies
         }
-        slept = [r.rtt_slept_ms for r in here if r.rtt_slept_ms]
-        slept_text = f" (slept {statistics.median(slept):.2f})" if slept else ""
         rows: list[list[str]] = []
         for i, (name, get, form) in enumerate(metrics):
             cells = [
                 _median_spread([float(get(r)) for r in of if get(r) is not None], form, spread=i == 0)
                 for of in by_strategy.values()
             ]
-            if ratio_name:
-                a, b = by_strategy.values()
+            for other in others:
+                a, b = by_strategy[first], by_strategy[other]
                 ratio = paired_ratio((get(x), get(y)) for x, y in zip(a, b, strict=False))
                 cells.append(ratio.text("{:.2f}") if ratio else "-")
             rows.append([name, *cells])
+        rows.append(["limit", *(_limit(of) for of in by_strategy.values())])
         rows.append(
             ["saturated", *(f"{sum(r.row.saturated for r in of)}/{len(of)}" for of in by_strategy.values())]
         )
@@ -85,13 +106,19 @@ def table(runs: Sequence[TableRow], strategies: Sequence[str], width: int | None
             ["audit", *(f"ok {sum(r.row.audit_ok for r in of)}/{len(of)}" for of in by_strategy.values())]
         )
         body = render_table(header, rows, right=range(1, len(header)), width=(width or table_width()) - 2)
-        title = f"{protocol}: " if len(protocols) > 1 else ""
-        blocks += [f"{title}workers {workers}, rtt {rtt:g} ms*{slept_text}", indent(body, "  ")]
+        slept = [r.rtt_slept_ms for r in here if r.rtt_slept_ms]
+        named = point[0] if len(protocols) > 1 else ""
+        blocks += [_heading(named, *point[1:], slept), indent(body, "  ")]
     blocks.append(
         wrap_note(
-            "* rtt is simulated: the client sleeps rtt ms before each round trip (slept: the mean it took); "
-            "redis µs/job counts every client-sent command in the window, producers' addJob included",
+            "* rtt is simulated: each exchange on the wire waits rtt ms once, whatever it carries (slept: "
+            "the mean it took); jobs in flight share their worker's one connection, auto-pipelined. "
+            "cmd/job: script calls a job's cycle sends; redis µs/job counts every client-sent command "
+            "in the window, producers' addJob included; redis ceiling = 1e6 / redis µs/job; limit: the "
+            "side that used the most of its capacity (latency: none used 70%); locust/raw: Locust's "
+            "jobs/s over the raw driver's (the same loops without Locust) at the same point",
             width,
         )
     )
+    blocks += [wrap_note(note, width) for note in notes]
     return "\n".join(blocks)

@@ -1,34 +1,39 @@
-"""Locust's custom-client pattern for Redis: the abstract user that holds the client and times it.
+"""Locust's custom-client pattern for Redis: the abstract user that holds the client and reports it.
 
-Each call is timed with ``perf_counter``, fires ``events.request`` (so Locust's
-UI and CSVs work as usual) and is recorded in µs into our own HdrHistograms:
-Locust's buckets are too coarse for ~100 µs calls.
+A user's loop (producer_loop.py, worker_slots.py) times each exchange in µs
+into our own HdrHistograms (Locust's buckets are too coarse for ~100 µs
+calls); this user adds Locust's ``events.request`` for each, so Locust's UI
+and CSVs work as usual.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+import logging
+from collections.abc import Sequence
+from typing import ClassVar
 
-import gevent
-import redis
 from locust import User, constant
 
 from bench.errors import BenchError
-from bench.finish_fetch.current import RECORDER, Current
-from bench.finish_fetch.loadstats import ERROR_PREFIX, RunSettings, error_kind
+from bench.finish_fetch.current import Current
+from bench.finish_fetch.loadstats import RunSettings, first_line
 from bench.protocol.connection import CountingRedis
-from bench.protocol.queue import Queue
+from bench.protocol.queue import Call, Command, Queue
 
-T = TypeVar("T")
+log = logging.getLogger("echomq")
 
-RECONNECT_BACKOFF_S = 0.05  # a user pauses this long after a connection error (a refused connect is instant)
+
+def request_type(calls: Sequence[Call]) -> str:
+    """How Locust's table names an exchange's kind: the command, or PIPELINE for several."""
+    if len(calls) != 1:
+        return "PIPELINE"
+    (call,) = calls
+    return str(call.args[0]) if isinstance(call, Command) else "EVALSHA"
 
 
 class RedisUser(User):
-    """One connection a user, every call timed. Concrete users set ``role`` ("producer" or
-    "worker") and declare tasks."""
+    """One connection a user. Concrete users set ``role`` ("producer", "worker" or "probe") and
+    declare tasks."""
 
     abstract = True
     wait_time = constant(0)
@@ -45,49 +50,23 @@ class RedisUser(User):
         self.client = Current.redis.connect()
         # SCRIPT LOADs before any timed call
         self.queue = Queue.open(self.client, self.load.queue, protocol=self.load.protocol)
-        self._rtt_s = self.load.rtt_ms / 1000.0
 
     def on_stop(self) -> None:
         self.client.close()
 
-    def simulate_rtt(self) -> None:
-        """The simulated network: wait ``rtt_ms`` before a round trip (gevent.sleep, so others run)."""
-        if self._rtt_s > 0:
-            before = time.perf_counter()
-            gevent.sleep(self._rtt_s)
-            RECORDER.count("rtt_slept_us", int((time.perf_counter() - before) * 1e6))
-            RECORDER.count("rtt_sleeps")
+    def request_event(
+        self, calls: Sequence[Call], label: str, elapsed_s: float, error: BaseException | None
+    ) -> None:
+        """Locust's event for one exchange (a TimedSender's ``on_call``)."""
+        self.environment.events.request.fire(
+            request_type=request_type(calls),
+            name=label,
+            response_time=elapsed_s * 1000.0,
+            response_length=len(calls),
+            exception=error,
+            context={},
+        )
 
-    def timed(
-        self, request_type: str, name: str, call: Callable[..., T], *args: Any, size: int = 0, **kwargs: Any
-    ) -> T:
-        """One timed exchange with Redis: simulated RTT, the call, Locust's event and our µs."""
-        started = time.perf_counter()
-        trips = self.client.round_trips
-        exception: Exception | None = None
-        try:
-            self.simulate_rtt()
-            return call(*args, **kwargs)
-        except Exception as exc:
-            # Counted by kind, and raised: Locust logs it and the task starts over. Never re-sent
-            # (the client has no retries): a script that may have run must not run twice.
-            exception = exc
-            RECORDER.count("errors")
-            RECORDER.count(ERROR_PREFIX + error_kind(exc))
-            raise
-        finally:
-            elapsed = time.perf_counter() - started
-            RECORDER.count(f"{self.role}_round_trips", self.client.round_trips - trips)
-            if exception is None:
-                RECORDER.record(f"call:{name}", elapsed * 1e6)
-            self.environment.events.request.fire(
-                request_type=request_type,
-                name=name,
-                response_time=elapsed * 1000.0,
-                response_length=size,
-                exception=exception,
-                context={},
-            )
-            if isinstance(exception, redis.ConnectionError):
-                # A refused connect fails at once: do not spin (and flood the log) while Redis is away.
-                gevent.sleep(RECONNECT_BACKOFF_S)
+    def log_error(self, exc: BaseException) -> None:
+        """A failed step, one line (it is counted by kind in the summary)."""
+        log.warning("echomq: %s step failed: %s: %s", self.role, type(exc).__name__, first_line(exc))

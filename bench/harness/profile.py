@@ -26,11 +26,15 @@ def _min(value: float) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class FinishFetchOptions:
-    """Stage 1: Locust producers and workers, fused against two_call."""
+    """Stage 1: Locust producers and workers, fused against two_call and two_call_pipelined."""
 
-    strategies: tuple[str, ...] = ("fused", "two_call")
+    strategies: tuple[str, ...] = ("fused", "two_call", "two_call_pipelined")
     repetitions: int = field(default=3, metadata=_min(1))
     workers: tuple[int, ...] = field(default=(4,), metadata=_min(1))
+    # jobs in flight per worker connection, their calls auto-pipelined (a grid axis, as workers)
+    concurrency: tuple[int, ...] = field(default=(1,), metadata=_min(1))
+    # how long a worker holds each job before finishing it (processing time; a grid axis)
+    job_ms: tuple[float, ...] = field(default=(0.0,), metadata=_min(0))
     producers: int = field(default=1, metadata=_min(1))
     batch_size: int = field(default=50, metadata=_min(1))
     payload_bytes: int = field(default=100, metadata=_min(0))
@@ -42,6 +46,11 @@ class FinishFetchOptions:
     loadgen_processes: int = field(default=1, metadata=_min(1))
     # the load's Redis clients wait this long for a reply; a slower call is counted as a timeout, not re-sent
     socket_timeout_s: float = field(default=30.0, metadata=_min(0.01))
+    # the raw driver: the same producers, workers and connections in plain threads, no Locust,
+    # once per point and strategy, as the harness's calibration
+    raw_driver: bool = True
+    # trivial EVALSHA calls timed per way of the latency-fidelity check (0 leaves it out)
+    fidelity_calls: int = field(default=2000, metadata=_min(0))
 
     def __post_init__(self) -> None:
         from bench.protocol.queue import STRATEGIES  # here, so loading a profile stays light until checked

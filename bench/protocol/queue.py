@@ -1,7 +1,10 @@
-"""The protocol client: a queue handle, a producer, and a worker with two strategies.
+"""The protocol client: a queue handle, a producer, and a worker with three strategies.
 
 Every call is built by the queue's protocol (bench/protocol/protocol.py), so
-the same Producer and Worker drive any protocol registered there.
+the same Producer and Worker drive any protocol registered there. A Worker
+sends through a ``Sender``: its queue (each exchange on its own) or an
+``AutoPipeline`` (bench/protocol/autopipe.py), which carries the calls of
+many jobs in flight on one connection.
 """
 
 from __future__ import annotations
@@ -9,9 +12,11 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
+
+import redis
 
 from bench.errors import BenchError, ProtocolError
 from bench.protocol.connection import CountingRedis
@@ -29,8 +34,8 @@ from bench.protocol.protocol import (
 from bench.protocol.protocol import text as _text
 from bench.protocol.scripts import Scripts, load_scripts
 
-Strategy = Literal["fused", "two_call"]
-STRATEGIES: tuple[Strategy, ...] = ("fused", "two_call")
+Strategy = Literal["fused", "two_call", "two_call_pipelined"]
+STRATEGIES: tuple[Strategy, ...] = ("fused", "two_call", "two_call_pipelined")
 
 __all__ = ["JOB_EXISTS", "JOB_MISSING", "LOCK_MISMATCH", "LOCK_MISSING", "NOT_ACTIVE"]
 
@@ -41,6 +46,28 @@ def now_ms() -> int:
 
 def now_us() -> int:
     return time.time_ns() // 1000
+
+
+@dataclass(frozen=True)
+class Command:
+    """A plain Redis command to send beside script calls (BZPOPMIN, a probe's EVALSHA)."""
+
+    args: tuple[Any, ...]
+
+
+Call = ScriptCall | Command
+
+
+class Sender(Protocol):
+    """Sends calls to Redis. The calls of one ``send`` go out together, in order, in one
+    exchange or (an auto-pipelined connection) beside other callers' calls.
+
+    Returns one reply per call; a call Redis refused comes back as its exception
+    (redis.ResponseError), while an exchange that failed (connection, timeout)
+    raises. ``label`` names the exchange for whoever times it.
+    """
+
+    def send(self, calls: Sequence[Call], label: str = "") -> list[Any]: ...
 
 
 @dataclass
@@ -76,6 +103,29 @@ class Queue:
         """Queue one call on a pipeline. EVALSHA with the known SHA: a pipeline holding a
         Script object would first send SCRIPT EXISTS, a second round trip."""
         pipe.evalsha(self.scripts.by_step(call.script).sha, len(call.keys), *call.keys, *call.args)
+
+    def queue_on(self, pipe: Any, call: Call) -> None:
+        """Queue a script call or a plain command on a pipeline."""
+        if isinstance(call, Command):
+            pipe.execute_command(*call.args)
+        else:
+            self.pipeline_call(pipe, call)
+
+    def send(self, calls: Sequence[Call], label: str = "") -> list[Any]:
+        """The queue as a Sender: one call on its own (a script reloads itself after a
+        NOSCRIPT), several in one pipeline; one round trip either way."""
+        if len(calls) == 1:
+            (call,) = calls
+            try:
+                if isinstance(call, Command):
+                    return [self.client.execute_command(*call.args)]
+                return [self.call(call)]
+            except redis.ResponseError as exc:
+                return [exc]
+        pipe = self.client.pipeline(transaction=False)
+        for call in calls:
+            self.queue_on(pipe, call)
+        return list(pipe.execute(raise_on_error=False))
 
     def pause(self, paused: bool = True) -> None:
         self.client.hset(self.keys.meta, "paused", "1" if paused else "0")
@@ -123,12 +173,20 @@ def job_payload(payload_bytes: int = 0, enqueued_us: int | None = None) -> str:
     return json.dumps({"t_us": t_us, "pad": "x" * max(0, payload_bytes)})
 
 
-class Producer:
-    """Adds jobs, one at a time or in pipelined batches."""
+def _raised(reply: Any) -> Any:
+    """A reply, or the exception of a call Redis refused, raised."""
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
 
-    def __init__(self, queue: Queue, name: str = "bench") -> None:
+
+class Producer:
+    """Adds jobs, one at a time or in pipelined batches, through ``sender`` (default: the queue)."""
+
+    def __init__(self, queue: Queue, name: str = "bench", sender: Sender | None = None) -> None:
         self.queue = queue
         self.name = name
+        self.sender = sender
 
     def _call(self, data: str, job_id: str, priority: int, delay_ms: int) -> ScriptCall:
         return self.queue.protocol.add_job(
@@ -162,10 +220,9 @@ class Producer:
         """
         if count <= 0:
             return []
-        pipe = self.queue.client.pipeline(transaction=False)
-        for _ in range(count):
-            self.queue.pipeline_call(pipe, self._call(job_payload(payload_bytes, enqueued_us), "", 0, 0))
-        return [self.queue.protocol.read_added(r, "").job_id for r in pipe.execute()]
+        calls = [self._call(job_payload(payload_bytes, enqueued_us), "", 0, 0) for _ in range(count)]
+        replies = (self.sender or self.queue).send(calls, f"addJob x{count}")
+        return [self.queue.protocol.read_added(_raised(r), "").job_id for r in replies]
 
 
 @dataclass
@@ -185,23 +242,50 @@ class FinishOutcome:
     code: int = 0
 
 
+class FinishRefused(ProtocolError):
+    """moveToFinished refused a job. With two_call_pipelined the fetch went out beside it and
+    may still have taken the next job: ``next_job``, now the caller's to hold."""
+
+    def __init__(self, code: int, job_id: str, next_job: Job | None = None) -> None:
+        super().__init__("moveToFinished", code, job_id)
+        self.next_job = next_job
+
+
+# Each exchange's name, as a timer shows it (Locust's request names).
+LABEL_FUSED = "moveToFinished+fetch"
+LABEL_FINISH = "moveToFinished"
+LABEL_FETCH = "moveToActive"
+LABEL_PIPELINED = "moveToFinished+moveToActive"
+LABEL_IDLE = "marker wait (idle)"
+FINISH_LABELS = frozenset({LABEL_FUSED, LABEL_FINISH, LABEL_PIPELINED})  # exchanges that finish a job
+
+
 @dataclass
 class Worker:
-    """Finishes jobs and fetches the next, by one of two strategies.
+    """Finishes jobs and fetches the next, by one of three strategies.
 
-    ``fused``: one moveToFinished with fetch next = 1, one round trip a job.
-    ``two_call``: moveToFinished with fetch next = 0, then moveToActive.
+    ``fused``: one moveToFinished with fetch next = 1, one call a job.
+    ``two_call``: moveToFinished with fetch next = 0; on its reply, moveToActive.
+    ``two_call_pipelined``: the same two calls back to back in one exchange, the
+    second sent without waiting for the first's reply: one round trip, two
+    scripts, and a gap between them where other clients' commands run.
+
+    Calls go through ``sender`` (default: the queue itself, one exchange each).
     """
 
     queue: Queue
     strategy: Strategy = "fused"
     options: WorkerOptions = field(default_factory=WorkerOptions)
     worker_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    sender: Sender | None = None
     _fetches: int = 0
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
             raise BenchError(f"unknown worker strategy {self.strategy!r}; use one of {', '.join(STRATEGIES)}")
+
+    def _send(self, calls: Sequence[Call], label: str) -> list[Any]:
+        return (self.sender or self.queue).send(calls, label)
 
     def _new_token(self) -> str:
         # A token per fetch, so a lock can be traced to the fetch that took it.
@@ -220,21 +304,40 @@ class Worker:
     def fetch(self) -> Job | None:
         """moveToActive: take the next job and lock it; None when there is none."""
         token = self._new_token()
-        return self._job(self.queue.call(self._fetch_call(token)), token)
+        (reply,) = self._send([self._fetch_call(token)], LABEL_FETCH)
+        return self._job(_raised(reply), token)
 
     def fetch_batch(self, count: int) -> list[Job]:
-        """moveToActive ``count`` times in one pipeline (one round trip); the jobs taken,
+        """moveToActive ``count`` times in one exchange (one round trip); the jobs taken,
         in order, each under its own token: fewer than ``count`` when wait ran short.
 
-        As in Producer.add_batch, the pipeline calls EVALSHA with the known SHA."""
+        As in Producer.add_batch, a pipeline calls EVALSHA with the known SHA."""
         if count <= 0:
             return []
         tokens = [self._new_token() for _ in range(count)]
-        pipe = self.queue.client.pipeline(transaction=False)
-        for token in tokens:
-            self.queue.pipeline_call(pipe, self._fetch_call(token))
-        jobs = (self._job(reply, token) for reply, token in zip(pipe.execute(), tokens, strict=True))
+        replies = self._send([self._fetch_call(token) for token in tokens], f"{LABEL_FETCH} x{count}")
+        jobs = (self._job(_raised(reply), token) for reply, token in zip(replies, tokens, strict=True))
         return [job for job in jobs if job is not None]
+
+    def finish_call(
+        self, job: Job, *, fetch_next: bool, failed: bool = False, value: str = "ok"
+    ) -> ScriptCall:
+        """moveToFinished of ``job`` as its protocol builds it."""
+        return self.queue.protocol.move_to_finished(
+            self.queue.keys,
+            job,
+            fetch_next=fetch_next,
+            failed=failed,
+            value=value,
+            options=self.options,
+            now_ms=now_ms(),
+        )
+
+    def _outcome(self, reply: Any, job: Job) -> FinishOutcome:
+        code = self.queue.protocol.finish_code(reply)
+        if code < 0:
+            return FinishOutcome(None, code)
+        return FinishOutcome(self._job(reply, job.token))
 
     def finish(
         self,
@@ -245,38 +348,49 @@ class Worker:
         value: str = "ok",
     ) -> FinishOutcome:
         """moveToFinished. With ``fetch_next`` the next job comes back locked with the same token."""
-        call = self.queue.protocol.move_to_finished(
-            self.queue.keys,
-            job,
-            fetch_next=fetch_next,
-            failed=failed,
-            value=value,
-            options=self.options,
-            now_ms=now_ms(),
-        )
-        reply = self.queue.call(call)
-        code = self.queue.protocol.finish_code(reply)
-        if code < 0:
-            return FinishOutcome(None, code)
-        return FinishOutcome(self._job(reply, job.token))
+        call = self.finish_call(job, fetch_next=fetch_next, failed=failed, value=value)
+        (reply,) = self._send([call], LABEL_FUSED if fetch_next else LABEL_FINISH)
+        return self._outcome(_raised(reply), job)
+
+    def _finished(self, job: Job, fetch_next: bool) -> Job | None:
+        outcome = self.finish(job, fetch_next=fetch_next)
+        if outcome.code < 0:
+            raise FinishRefused(outcome.code, job.id)
+        return outcome.next_job
 
     def complete_and_next(self, job: Job, want_next: bool = True) -> Job | None:
-        """Finish ``job`` and, when ``want_next``, get the next one by this worker's strategy."""
-        fused = self.strategy == "fused" and want_next
-        outcome = self.finish(job, fetch_next=fused)
+        """Finish ``job`` and, when ``want_next``, get the next one by this worker's strategy.
+
+        A refused finish raises FinishRefused (a ProtocolError)."""
+        if not want_next:
+            self._finished(job, fetch_next=False)
+            return None
+        if self.strategy == "fused":
+            return self._finished(job, fetch_next=True)
+        if self.strategy == "two_call":
+            self._finished(job, fetch_next=False)
+            return self.fetch()
+        token = self._new_token()
+        calls = [self.finish_call(job, fetch_next=False), self._fetch_call(token)]
+        finished, fetched = self._send(calls, LABEL_PIPELINED)
+        next_job = None if isinstance(fetched, Exception) else self._job(fetched, token)
+        if isinstance(finished, Exception):
+            raise finished
+        outcome = self._outcome(finished, job)
         if outcome.code < 0:
-            raise ProtocolError("moveToFinished", outcome.code, job.id)
-        if fused:
-            return outcome.next_job
-        return self.fetch() if want_next else None
+            raise FinishRefused(outcome.code, job.id, next_job)
+        _raised(fetched)
+        return next_job
 
     def wait_for_work(self, timeout_s: float) -> bool:
         """Block on the marker (BZPOPMIN) instead of spinning; True when woken by it."""
-        return self.queue.client.bzpopmin(self.queue.keys.marker, timeout=timeout_s) is not None
+        (reply,) = self._send([Command(("BZPOPMIN", self.queue.keys.marker, timeout_s))], LABEL_IDLE)
+        return _raised(reply) is not None
 
     def extend_lock(self, job: Job) -> bool:
         call = self.queue.protocol.extend_lock(self.queue.keys, job, options=self.options)
-        return self.queue.protocol.lock_extended(self.queue.call(call))
+        (reply,) = self._send([call], "extendLock")
+        return self.queue.protocol.lock_extended(_raised(reply))
 
     def run(self, max_jobs: int, idle_timeout_s: float = 0.2) -> int:
         """Process up to ``max_jobs``; stops when the queue stays empty. Returns jobs finished."""

@@ -49,7 +49,7 @@ NO_SPREAD = "no spread"
 VERDICTS = ("better", "worse", "same", "unstable", NO_SPREAD)
 
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
-    "finish_fetch": ("protocol", "strategy", "workers", "rtt_ms"),
+    "finish_fetch": ("protocol", "strategy", "workers", "concurrency", "job_ms", "rtt_ms"),
     "sweep": ("protocol", "variant", "scenario", "active_size"),
     "race": ("protocol", "variant", "sweepers", "stalled_jobs", "delay_ms"),
     "bullmq_worker": ("protocol", "driver", "concurrency", "job_ms"),
@@ -66,11 +66,18 @@ class Metric:
     exact: bool = False  # a count the code fixes, not a measurement: no noise to test against
 
 
-# Lower is better for every metric but jobs/s.
+# A key at this value is left out of a point's name (a run from before the key ran at it).
+KEY_DEFAULTS: dict[str, object] = {"concurrency": 1, "job_ms": 0}
+
+# Lower is better for every metric but jobs/s, the Redis ceiling and the Locust/raw ratio. The raw
+# driver's own columns are left out: it runs once a point, every repetition carries its one value.
 FINISH_FETCH_LOWER = (
     "round_trips_per_job", "server_calls_per_job", "server_us_per_job", "cycle_p50_us", "cycle_p90_us",
     "cycle_p99_us", "cycle_p999_us", "cycle_max_us", "e2e_p50_us", "e2e_p99_us",
+    "server_commands_per_job", "loadgen_cpu_us_per_job",
 )  # fmt: skip
+FINISH_FETCH_HIGHER = ("redis_ceiling_jobs_per_s", "locust_raw_jobs_ratio")
+FINISH_FETCH_EXACT = ("commands_per_job",)  # the strategy fixes it: 1 fused, 2 two-call
 SWEEP_LOWER = (
     "sweep_ms_median", "us_per_active_job", "round_trips", "server_us", "hold_ms_max", "probe_p99_us",
     "probe_max_us", "probe_busy",
@@ -80,7 +87,12 @@ WORKER_LOWER = ("client_cpu_us_per_job", "redis_calls_per_job", "redis_us_per_jo
 HAZARD_LOWER = ("server_executions", "server_rejected", "probe_busy", "probe_max_us")
 
 STAGE_METRICS: dict[str, tuple[Metric, ...]] = {
-    "finish_fetch": (Metric("jobs_per_s", higher_is_better=True), *map(Metric, FINISH_FETCH_LOWER)),
+    "finish_fetch": (
+        Metric("jobs_per_s", higher_is_better=True),
+        *map(Metric, FINISH_FETCH_LOWER),
+        *(Metric(column, higher_is_better=True) for column in FINISH_FETCH_HIGHER),
+        *(Metric(column, exact=True) for column in FINISH_FETCH_EXACT),
+    ),
     "sweep": tuple(Metric(c, exact=c == "round_trips") for c in SWEEP_LOWER),
     "race": tuple(map(Metric, RACE_LOWER)),
     "bullmq_worker": (Metric("jobs_per_s", higher_is_better=True), *map(Metric, WORKER_LOWER)),
@@ -210,8 +222,11 @@ def key_order(key: tuple[object, ...]) -> tuple[tuple[int, object], ...]:
 
 
 def point_label(keys: Sequence[str], values: Sequence[object]) -> str:
+    """``strategy=fused workers=4 concurrency=8 rtt_ms=1``; a key at its default (KEY_DEFAULTS,
+    LABEL_DEFAULTS: echomq goes unnamed) is left out, so a point names what sets it apart."""
+    defaults = {**KEY_DEFAULTS, **LABEL_DEFAULTS}
     return " ".join(
-        f"{k}={v}" for k, v in zip(keys, values, strict=True) if LABEL_DEFAULTS.get(k, object()) != v
+        f"{k}={v}" for k, v in zip(keys, values, strict=True) if k not in defaults or v != defaults[k]
     )
 
 

@@ -20,6 +20,7 @@ from bench.hdr import merge, read_hdr
 from bench.results import (
     BULLMQ_WORKER_COLUMNS,
     FINISH_FETCH_COLUMNS,
+    FINISH_FETCH_IMPLIED,
     HDR_DIR,
     RACE_COLUMNS,
     RESULTS_DIR,
@@ -39,13 +40,15 @@ OPTIONAL_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
     "sweep_hazard": ("sweep_hazard.csv", SWEEP_HAZARD_COLUMNS),
 }
 TEXT_COLUMNS = frozenset(
-    {"run_id", "protocol", "profile", "strategy", "variant", "scenario", "skipped"}
+    {"run_id", "protocol", "profile", "strategy", "variant", "scenario", "skipped", "limit"}
     | {"driver", "client", "error"}
 )
 # Columns a run's every row holds alike: the report shows them once, in its Run section.
 ID_COLUMNS = ("run_id", "protocol", "profile")
 # Older runs' names for a column: finish_fetch.csv called the strategy "variant".
 RENAMED = {"finish_fetch": {"variant": "strategy"}}
+# stage -> columns an older run lacks but implies a value for (results.FINISH_FETCH_IMPLIED)
+IMPLIED: dict[str, dict[str, float]] = {"finish_fetch": FINISH_FETCH_IMPLIED}
 BOOL_COLUMNS = frozenset({"saturated", "audit_ok", "contended", "reply_matches"})
 # A column a file from before it existed lacks, whose value is known: every run before the
 # protocol column measured echomq. Filled in, not reported absent.
@@ -106,18 +109,26 @@ def _skipped(value: object) -> str:
 
 
 def read_stage(
-    path: Path, columns: tuple[str, ...], renamed: dict[str, str] | None = None
+    path: Path,
+    columns: tuple[str, ...],
+    renamed: dict[str, str] | None = None,
+    implied: dict[str, float] | None = None,
 ) -> tuple[pd.DataFrame, list[str]]:
-    """A stage CSV with its types fixed; missing columns are added empty and returned."""
+    """A stage CSV with its types fixed; missing columns are added empty and returned, but for
+    those ``implied`` gives a value for (filled with it, also where a cell is empty)."""
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     old = {a: b for a, b in (renamed or {}).items() if a in frame.columns and b not in frame.columns}
     frame = frame.rename(columns=old)
-    for column, value in KNOWN_DEFAULTS.items():
+    for column, known in KNOWN_DEFAULTS.items():
         if column in columns and column not in frame.columns:
-            frame[column] = value
-    missing = [c for c in columns if c not in frame.columns]
-    for column in missing:
+            frame[column] = known
+    implied = implied or {}
+    missing = [c for c in columns if c not in frame.columns and c not in implied]
+    for column in [c for c in columns if c not in frame.columns]:
         frame[column] = ""
+    for column, value in implied.items():
+        if column in frame.columns:
+            frame[column] = frame[column].map(lambda cell, v=value: cell if str(cell).strip() else str(v))
     for column in frame.columns:
         if column == "skipped":
             frame[column] = frame[column].map(_skipped)
@@ -160,7 +171,7 @@ def load_run(path: Path) -> RunData:
                 data.absent.append(f"stage {stage}: {name} absent")
             continue
         try:
-            frame, missing = read_stage(csv_path, columns, RENAMED.get(stage))
+            frame, missing = read_stage(csv_path, columns, RENAMED.get(stage), IMPLIED.get(stage))
         except (OSError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
             data.absent.append(f"stage {stage}: {name} unreadable ({exc.__class__.__name__}: {exc})")
             continue

@@ -29,7 +29,8 @@ from bench.results import write_atomic_with
 
 # Fixed colours so a variant looks the same in every figure.
 VARIANT_ORDER = (
-    "fused", "two_call", "atomic", "atomic_linear", "atomic_sliced", "app_side", "app_side_pipelined",
+    "fused", "two_call", "two_call_pipelined", "atomic", "atomic_linear", "atomic_sliced", "app_side",
+    "app_side_pipelined",
 )  # fmt: skip
 PALETTE = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -142,26 +143,53 @@ def _wrapped(text: str, figure: Figure, fontsize: float) -> str:
     return "\n".join(textwrap.wrap(text, max(chars, 20)))
 
 
-def _point_label(workers: object, rtt_ms: object) -> str:
-    return f"{workers} workers\nrtt {rtt_ms} ms"
+POINT_COLUMNS = ("workers", "concurrency", "job_ms", "rtt_ms")
+
+
+def _num(value: object) -> str:
+    return f"{float(value):g}"  # type: ignore[arg-type]
+
+
+def _point_label(workers: object, concurrency: object, job_ms: object, rtt_ms: object) -> str:
+    """Two lines: the workers (and their jobs in flight and job time when not 1 and 0), the rtt."""
+    first = f"{_num(workers)} workers"
+    if float(concurrency) != 1:  # type: ignore[arg-type]
+        first += f" x {_num(concurrency)}"
+    if float(job_ms):  # type: ignore[arg-type]
+        first += f", job {_num(job_ms)} ms"
+    return f"{first}\nrtt {_num(rtt_ms)} ms"
+
+
+def _with_point(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with every point column (an older run's concurrency 1 and job time 0 filled in)."""
+    data = frame.copy()
+    for column, default in (("concurrency", 1), ("job_ms", 0)):
+        data[column] = data[column].fillna(default) if column in data else default
+    return data
 
 
 def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
-    """Bars: mean jobs/s per variant at each workers/rtt point; whiskers min..max; dots each rep."""
+    """Bars: mean jobs/s per strategy at each point; whiskers min..max; dots each rep."""
     needed = {"strategy", "workers", "rtt_ms", "jobs_per_s"}
     if frame.empty or not needed <= set(frame.columns) or frame["jobs_per_s"].isna().all():
         return None
-    data = frame.dropna(subset=["jobs_per_s"])
-    points = sorted({(w, r) for w, r in zip(data["workers"], data["rtt_ms"], strict=True)})
+    data = _with_point(frame.dropna(subset=["jobs_per_s"]))
+    points = sorted(set(data[list(POINT_COLUMNS)].itertuples(index=False, name=None)))
     variants = ordered(data["strategy"].unique().tolist())
     width = 0.8 / len(variants)
     figure = Figure(figsize=(max(6.0, 1.6 * len(points) * len(variants)), 4.6), layout="constrained")
     ax = figure.add_subplot()
     saturated_shown = False
+
+    def at(point: tuple[object, ...]) -> pd.Series:
+        mask = pd.Series(True, index=data.index)
+        for column, value in zip(POINT_COLUMNS, point, strict=True):
+            mask &= data[column] == value
+        return mask
+
     for i, variant in enumerate(variants):
-        for j, (workers, rtt) in enumerate(points):
-            here = (data["strategy"] == variant) & (data["workers"] == workers) & (data["rtt_ms"] == rtt)
-            reps = data[here]
+        for j, point in enumerate(points):
+            reps = data[(data["strategy"] == variant) & at(point)]
             if reps.empty:
                 continue
             x = j + (i - (len(variants) - 1) / 2) * width
@@ -185,25 +213,22 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
             ax.annotate(f"{mean:,.0f}", (x, 0), textcoords="offset points", xytext=(0, 4),
                         ha="center", va="bottom", fontsize=8, fontweight="bold",
                         color="white" if inside else "black")  # fmt: skip
-    protocols = list(dict.fromkeys(split_label(v)[0] for v in variants))
-    for j, (workers, rtt) in enumerate(points):
-        at = data[(data["workers"] == workers) & (data["rtt_ms"] == rtt)]
-        means = at.groupby("strategy")["jobs_per_s"].mean()
-        top = float(means.max()) if not means.empty else 0.0
-        for k, protocol in enumerate(protocols):
-            lead = "" if protocol == HOME_PROTOCOL else f"{protocol}."
-            fused, two = f"{lead}fused", f"{lead}two_call"
-            if {fused, two} <= set(means.index) and means[two] > 0:
-                name = "fused/two_call" if len(protocols) == 1 else f"{protocol} fused/two_call"
-                ax.annotate(f"{name} = {means[fused] / means[two]:.2f}", (j, top), textcoords="offset points",
-                            xytext=(0, 16 + 12 * k), ha="center", fontsize=9, fontweight="bold")  # fmt: skip
-    ax.set_ylim(0, float(data["jobs_per_s"].max()) * (1.22 + 0.08 * (len(protocols) - 1)))
-    ax.set_xticks(range(len(points)), [_point_label(w, r) for w, r in points])
+    for j, point in enumerate(points):
+        means = data[at(point)].groupby("strategy")["jobs_per_s"].mean()
+        top = float(means.max())
+        lifts = [o for o in ("two_call", "two_call_pipelined") if o in means.index and means[o] > 0]
+        if "fused" in means.index:
+            for k, other in enumerate(reversed(lifts)):  # the first named highest
+                ax.annotate(f"fused/{other} = {means['fused'] / means[other]:.2f}", (j, top),
+                            textcoords="offset points", xytext=(0, 16 + 12 * k), ha="center", fontsize=8,
+                            fontweight="bold")  # fmt: skip
+    ax.set_ylim(0, float(data["jobs_per_s"].max()) * 1.3)
+    ax.set_xticks(range(len(points)), [_point_label(*point) for point in points])
     ax.set_ylabel("jobs finished per second (jobs/s)")
     ax.yaxis.set_major_formatter(THOUSANDS)
-    ax.set_xlabel("point (workers, simulated round-trip time)")
-    n_reps = int(data.groupby(["strategy", "workers", "rtt_ms"]).size().max())
-    title = "Throughput: fused against two_call"
+    ax.set_xlabel("point (workers x jobs in flight each, simulated round-trip time)")
+    n_reps = int(data.groupby(["strategy", *POINT_COLUMNS]).size().max())
+    title = "Throughput: fused against " + " and ".join(v for v in variants if v != "fused")
     figure.suptitle(title)
     subtitle = (
         f"bar = mean of {n_reps} repetitions (value at its foot), whisker = min..max, dot = one repetition"
@@ -213,10 +238,50 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     ax.grid(axis="y", alpha=0.3)
     save(figure, out_dir / "finish_fetch_jobs.png")
     caption = (
-        "Taller is better. Compare the bar heights of fused and two_call at each point; "
+        "Taller is better. Compare the bar heights of fused and the two-call strategies at each point; "
         "a gap much wider than the whiskers is a real difference, overlapping whiskers are not."
     )
     return Plot("finish_fetch_jobs.png", title, caption)
+
+
+def ratio_against_concurrency(ratios: pd.DataFrame, out_dir: Path) -> Plot | None:
+    """fused/two_call and fused/two_call_pipelined jobs/s against jobs in flight, one line per rtt
+    (and per workers and job time, when the run has several); whiskers: the pairs' min..max."""
+    if ratios.empty or ratios["concurrency"].nunique() < 2:
+        return None
+    others = [o for o in ("two_call", "two_call_pipelined") if o in set(ratios["other"])]
+    others += sorted(set(ratios["other"]) - set(others))
+    figure = Figure(figsize=(5.4 * len(others) + 0.6, 4.6), layout="constrained")
+    axes = figure.subplots(1, len(others), squeeze=False, sharey=True)[0]
+    several = [c for c in ("workers", "job_ms") if ratios[c].nunique() > 1]
+    for ax, other in zip(axes, others, strict=True):
+        rows = ratios[ratios["other"] == other]
+        for n, (key, line) in enumerate(rows.groupby(["rtt_ms", *several], sort=True)):
+            line = line.sort_values("concurrency")
+            parts = (key,) if not isinstance(key, tuple) else key
+            label = f"rtt {parts[0]:g} ms" + "".join(
+                f", {name.replace('_ms', '')} {value:g}"
+                for name, value in zip(several, parts[1:], strict=True)
+            )
+            yerr = [line["median"] - line["lo"], line["hi"] - line["median"]]
+            ax.errorbar(line["concurrency"], line["median"], yerr=yerr, marker="o", ms=4, capsize=3,
+                        color=PALETTE[n % len(PALETTE)], label=label)  # fmt: skip
+        ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.set_xlabel("jobs in flight per worker connection (concurrency, log scale)")
+        ax.set_title(f"fused / {other}")
+        ax.grid(which="both", alpha=0.3)
+        ax.legend(loc="upper right", fontsize=8)
+    axes[0].set_ylabel("jobs/s ratio (median of the repetition pairs)")
+    title = "Where fusing stops mattering: the fused advantage against concurrency"
+    figure.suptitle(title)
+    caption = (
+        "Above the dashed line fused does more jobs/s. Each line is one simulated round-trip time; "
+        "as concurrency grows the auto-pipelined connection carries many jobs' calls a round trip, "
+        "so what is left of the gap is the second call's client and Redis cost."
+    )
+    return _saved(figure, out_dir, "finish_fetch_ratio_concurrency.png", title, caption)
 
 
 def _percentile_axis(ax: Axes) -> None:
@@ -241,16 +306,21 @@ def _latency_axes(ax: Axes, title: str, legend: bool = True) -> None:
 
 
 LINE_STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1)), (0, (1, 3)))
-# an optional "<protocol>." leads another protocol's strategy: "bullmq.fused-w4-rtt1"
-POINT = re.compile(r"^(?P<strategy>(?:[a-z][a-z_-]*\.)?[a-z_]+)-w(?P<workers>\d+)-rtt(?P<rtt>[\d.]+)$")
+# an optional "<protocol>." leads another protocol's strategy: "bullmq.fused-w4-c8-rtt1"
+POINT = re.compile(
+    r"^(?P<strategy>(?:[a-z][a-z_-]*\.)?[a-z_]+)-w(?P<workers>\d+)(?:-c(?P<conc>\d+))?(?:-j(?P<job>[\d.]+))?"
+    r"-rtt(?P<rtt>[\d.]+)$"
+)
 
 
 def split_variant(variant: str) -> tuple[str, str]:
-    """An HDR variant id, "fused-w4-rtt1", as (strategy, "4 workers, rtt 1 ms"); a name without a
-    point ("fused") as (itself, "")."""
+    """An HDR variant id, "fused-w4-rtt1" or "fused-w4-c8-j5-rtt1", as (strategy, "4 workers, rtt
+    1 ms" with "x 8" and ", job 5 ms" when set); a name without a point ("fused") as (itself, "")."""
     match = POINT.match(variant)
     if match:
-        return match["strategy"], f"{match['workers']} workers, rtt {match['rtt']} ms"
+        workers = f"{match['workers']} workers" + (f" x {match['conc']}" if match["conc"] else "")
+        job = f", job {match['job']} ms" if match["job"] else ""
+        return match["strategy"], f"{workers}{job}, rtt {match['rtt']} ms"
     strategy, _, rest = variant.partition("-")
     return strategy, rest
 

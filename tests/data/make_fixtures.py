@@ -155,7 +155,7 @@ def ff_rows(b: bool, run_id: str) -> list[dict[str, Any]]:
                     "cycle_p99_us": round(m["cycle_p99_us"], 1), "cycle_p999_us": float(round(p50 * 4)),
                     "cycle_max_us": float(round(p50 * 10)), "e2e_p50_us": float(round(p50 * 6)),
                     "e2e_p99_us": float(round(p50 * 20)), "loadgen_cpu_pct": 60.0, "saturated": False,
-                    "audit_ok": True,
+                    "audit_ok": True, "concurrency": 1, "job_ms": 0.0,
                 })  # fmt: skip
     return rows
 
@@ -251,7 +251,7 @@ def write_partial() -> None:
     rows[3]["saturated"] = True  # two_call, rep 2
     rows[4]["audit_ok"] = False  # fused, rep 3
     columns = [c for c in FINISH_FETCH_COLUMNS if c != "e2e_p99_us"]
-    write_csv(run / "finish_fetch.csv", columns, [{c: r[c] for c in columns} for r in rows])
+    write_csv(run / "finish_fetch.csv", columns, [{c: r.get(c, "") for c in columns} for r in rows])
 
 
 if __name__ == "__main__":

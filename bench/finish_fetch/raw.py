@@ -1,0 +1,142 @@
+"""The raw driver: the Locust users' own producer loops, worker slots and connections, run in plain
+threads of this process with no Locust, as the harness's calibration at each point.
+
+Its summary has the Locust run's shape (summary.py builds both), so the two
+count the same way; its jobs/s and CPU per job beside Locust's say what
+Locust itself costs. No Locust or gevent import here: the threads are real.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+import time
+import uuid
+from typing import Any
+
+import redis
+
+from bench.finish_fetch.loadstats import Aggregate, Recorder, RunSettings, issued_job_ids, redis_cpu_seconds
+from bench.finish_fetch.producer_loop import ProducerLoop
+from bench.finish_fetch.summary import build_summary
+from bench.finish_fetch.timed import run_steps
+from bench.finish_fetch.worker_slots import WorkerConnection
+from bench.protocol.audit import audit, server_run_id
+from bench.protocol.commandstats import CommandStats
+from bench.protocol.connection import CountingRedis, RedisSettings
+from bench.protocol.queue import Queue
+
+JOIN_ALLOWANCE_S = 5.0  # past the socket timeout, how long a thread may take to notice the stop
+RAW_PROCESS = "raw"
+
+
+class LockedRecorder(Recorder):
+    """A Recorder many threads share: each update under one lock (a += is not atomic across threads)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+
+    def record(self, metric: str, value_us: float) -> None:
+        with self._lock:
+            super().record(metric, value_us)
+
+    def count(self, name: str, amount: int = 1) -> None:
+        with self._lock:
+            super().count(name, amount)
+
+    def reset(self, epoch: int) -> None:
+        with self._lock:
+            super().reset(epoch)
+
+    def freeze(self) -> None:
+        with self._lock:
+            super().freeze()
+
+    def take(self) -> dict[str, Any]:
+        with self._lock:
+            return super().take()
+
+
+class RawRun:
+    """One raw run on a fresh queue: threads start, warm up, a window is measured, all stop."""
+
+    def __init__(self, settings: RedisSettings, run: RunSettings) -> None:
+        self.settings = settings
+        self.run = run
+        self.recorder = LockedRecorder()
+        self.stopping = threading.Event()
+        self.clients: list[CountingRedis] = []
+        self.threads: list[threading.Thread] = []
+
+    def _queue(self) -> Queue:
+        client = self.settings.connect()
+        self.clients.append(client)
+        return Queue.open(client, self.run.queue, protocol=self.run.protocol)
+
+    def _start(self, name: str, step: Any) -> None:
+        thread = threading.Thread(
+            target=run_steps, args=(step, self.recorder, self.stopping.is_set), name=name, daemon=True
+        )
+        self.threads.append(thread)
+        thread.start()
+
+    def measure(self) -> dict[str, Any]:
+        """The run's summary (summary.py's shape, ``mode: raw``), audited after every thread stopped."""
+        control = self._queue()
+        run_id = server_run_id(control)
+        try:
+            for p in range(self.run.producers):
+                loop = ProducerLoop(self._queue(), self.run, self.recorder, stopping=self.stopping.is_set)
+                self._start(f"producer-{p}", loop.step)
+            for w in range(self.run.workers):
+                for s, slot in enumerate(WorkerConnection(self._queue(), self.run, self.recorder).slots):
+                    self._start(f"worker-{w}-slot-{s}", slot.step)
+            time.sleep(self.run.warmup_s)
+            before = CommandStats.read(control.client), redis_cpu_seconds(control.client.info("cpu"))
+            self.recorder.reset(1)
+            started = time.perf_counter()
+            time.sleep(self.run.measure_s)
+            self.recorder.freeze()
+            window_s = time.perf_counter() - started
+            after = CommandStats.read(control.client), redis_cpu_seconds(control.client.info("cpu"))
+        finally:
+            self._stop()
+        aggregate = Aggregate()
+        aggregate.reset(1)
+        aggregate.absorb(RAW_PROCESS, "local", self.recorder.take(), final=True)
+        checked = audit(control, issued_job_ids(control), run_id)
+        return build_summary(
+            self.run,
+            aggregate,
+            window_s,
+            after[0].since(before[0]),
+            after[1] - before[1],
+            mode="raw",
+            missing_processes=[],
+            audit={"ok": checked.ok, "verdict": checked.verdict, "counts": checked.counts},
+        )
+
+    def _stop(self) -> None:
+        self.stopping.set()
+        deadline = time.monotonic() + self.settings.socket_timeout_s + JOIN_ALLOWANCE_S
+        for thread in self.threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def close(self) -> None:
+        with contextlib.suppress(redis.RedisError):
+            if self.clients:
+                Queue.open(self.clients[0], self.run.queue, protocol=self.run.protocol).delete()
+        for client in self.clients:
+            client.close()
+
+
+def run_raw(settings: RedisSettings, run: RunSettings) -> dict[str, Any]:
+    """One raw run of ``run`` (its queue name replaced by a fresh one, deleted after)."""
+    fresh = dataclasses.replace(run, queue=f"ffraw-{run.strategy}-{uuid.uuid4().hex[:10]}")
+    raw = RawRun(settings, fresh)
+    try:
+        return raw.measure()
+    finally:
+        raw.close()

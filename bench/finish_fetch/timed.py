@@ -1,0 +1,117 @@
+"""The timed path: every exchange a producer or a worker slot asks for, timed in µs and recorded.
+
+Both drivers (Locust's users and the raw driver's threads) send through a
+``TimedSender``, so they time and count the same way; Locust adds only its
+``events.request`` (the ``on_call`` hook). No Locust or gevent import here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import redis
+
+from bench.finish_fetch.loadstats import ERROR_PREFIX, error_kind
+from bench.protocol.autopipe import Flush
+from bench.protocol.queue import FINISH_LABELS, Call, Sender, now_us
+
+
+class Meter(Protocol):
+    """Where measurements go: a Recorder (loadstats.py), which keeps only the measured window."""
+
+    def record(self, metric: str, value_us: float) -> None: ...
+
+    def count(self, name: str, amount: int = 1) -> None: ...
+
+
+# (the calls, the exchange's name, seconds it took, its failure or None): Locust fires its event
+OnCall = Callable[[Sequence[Call], str, float, BaseException | None], None]
+
+
+def count_error(meter: Meter, exc: BaseException) -> None:
+    """One failed step, by kind (the summary's errors_by_kind)."""
+    meter.count("errors")
+    meter.count(ERROR_PREFIX + error_kind(exc))
+
+
+def flush_counter(meter: Meter, role: str) -> Callable[[Flush], None]:
+    """An AutoPipeline's on_flush: round trips and commands on the wire, the simulated wait."""
+    trips, commands, scripts = f"{role}_round_trips", f"{role}_commands", f"{role}_script_calls"
+
+    def counted(flush: Flush) -> None:
+        meter.count(trips)
+        meter.count(commands, flush.calls)
+        meter.count(scripts, flush.script_calls)
+        if flush.slept_us:
+            meter.count("rtt_slept_us", flush.slept_us)
+            meter.count("rtt_sleeps")
+        if flush.noscript:  # refused, then sent again: counted as failed calls, as a reload is worth seeing
+            meter.count("errors", flush.noscript)
+            meter.count(ERROR_PREFIX + "noscript", flush.noscript)
+
+    return counted
+
+
+class TimedSender:
+    """A Sender that times each exchange it is asked for, from the call to its reply: the wait
+    for a flush of the shared connection included, as a job in flight sees it.
+
+    One a slot (or producer): ``finished_us`` is when the exchange that finished this
+    slot's last job came back, for end-to-end latency.
+    """
+
+    def __init__(self, inner: Sender, meter: Meter, on_call: OnCall | None = None) -> None:
+        self.inner = inner
+        self.meter = meter
+        self.on_call = on_call
+        self.finished_us = 0
+
+    def send(self, calls: Sequence[Call], label: str = "") -> list[Any]:
+        started = time.perf_counter()
+        try:
+            replies = self.inner.send(calls, label)
+        except Exception as exc:  # not GreenletExit: a user stopped mid-call failed no call
+            self._done(calls, label, started, exc)
+            raise
+        self._done(calls, label, started, next((r for r in replies if isinstance(r, Exception)), None))
+        return replies
+
+    def _done(self, calls: Sequence[Call], label: str, started: float, error: Exception | None) -> None:
+        elapsed = time.perf_counter() - started
+        if error is None:
+            self.meter.record(f"call:{label}", elapsed * 1e6)
+            if label in FINISH_LABELS:
+                self.finished_us = now_us()
+        if self.on_call is not None:
+            self.on_call(calls, label, elapsed, error)
+
+
+RECONNECT_BACKOFF_S = 0.05  # after a connection error a loop pauses this long (a refused connect is instant)
+
+
+def run_steps(
+    step: Callable[[], None],
+    meter: Meter,
+    stopping: Callable[[], bool],
+    on_error: Callable[[BaseException], None] | None = None,
+    between: Callable[[], None] | None = None,
+) -> None:
+    """Call ``step`` until ``stopping()``; a failed step is counted by kind and the loop goes on.
+    ``between`` runs after every step (under gevent, a yield: a reply already waiting on the
+    socket is read without one, and Locust's own greenlets must still run).
+
+    Nothing is re-sent: a step that failed starts over (a job whose finish failed stays
+    active, as a crashed worker's would, and the audit counts it there)."""
+    while not stopping():
+        try:
+            step()
+        except Exception as exc:
+            count_error(meter, exc)
+            if on_error is not None:
+                on_error(exc)
+            if isinstance(exc, redis.ConnectionError):
+                time.sleep(RECONNECT_BACKOFF_S)  # do not spin (and flood the log) while Redis is away
+        if between is not None:
+            between()

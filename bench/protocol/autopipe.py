@@ -1,0 +1,219 @@
+"""One connection shared by many jobs in flight, auto-pipelined as a Node BullMQ worker's is.
+
+Callers (threads, or greenlets where gevent has patched ``threading``) call
+``send`` at any time. With no exchange on the wire, the caller sends at once.
+While one is in flight, the calls issued meanwhile wait, and all go out
+together in the next exchange, in the order issued. So a flush carries
+several jobs' calls and round trips per job fall below one, while each call
+is still exactly one command.
+
+The caller whose flush it is does the sending (there is no sender thread):
+the first caller, and after each flush the first of the calls that waited.
+A lone caller therefore pays no hand-over at all. After an exchange whose
+replies woke other callers, the next sender first yields once, so the calls
+those callers issue on their replies join its exchange, as a Node worker's
+reply callbacks all run before its auto-pipeline flushes.
+
+Only the standard library's ``threading`` here: inside Locust gevent has
+patched it, so the locks are cooperative and a flush in flight lets the
+other greenlets run and queue their calls.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from redis.exceptions import NoScriptError
+
+from bench.protocol.queue import Call, Command, Queue
+
+
+@dataclass(frozen=True)
+class Flush:
+    """One exchange on the wire, as the connection reports it after the reply came back."""
+
+    calls: int  # commands it carried (script calls and plain commands)
+    script_calls: int  # of which EVALSHA of the queue's scripts
+    slept_us: int  # the simulated network's wait (rtt), 0 without one
+    noscript: int = 0  # calls Redis refused with NOSCRIPT (they had not run: sent again after SCRIPT LOAD)
+    resent: bool = False  # this exchange is such a second sending
+
+
+class _Ticket:
+    """One caller's calls: their replies, or the exchange's failure, once the flush is back."""
+
+    __slots__ = ("calls", "done", "error", "replies", "wake")
+
+    def __init__(self, calls: Sequence[Call]) -> None:
+        self.calls = calls
+        self.replies: list[Any] = []
+        self.error: BaseException | None = None
+        self.done = False
+        self.wake: Any = None  # a held lock, released to wake a caller that waits
+
+    def result(self) -> list[Any]:
+        if self.error is not None:
+            raise self.error
+        return self.replies
+
+
+class AutoPipeline:
+    """A Sender over one connection (the queue's client) that pipelines calls issued meanwhile.
+
+    ``rtt_s`` simulates the network: each exchange waits that long once, whatever
+    it carries, as a real round trip would. ``sleep`` is how it waits (default
+    time.sleep, looked up when called: cooperative once gevent has patched it).
+    ``on_flush`` hears of every exchange.
+    """
+
+    def __init__(
+        self,
+        queue: Queue,
+        rtt_s: float = 0.0,
+        *,
+        sleep: Callable[[float], None] | None = None,
+        on_flush: Callable[[Flush], None] | None = None,
+    ) -> None:
+        self.queue = queue
+        self.rtt_s = rtt_s
+        self._sleep = sleep
+        self._on_flush = on_flush
+        self._lock = threading.Lock()
+        self._waiting: list[_Ticket] = []
+        self._busy = False  # an exchange is on the wire, or its sender is about to send
+        self._held: Any = None  # the pool's connection this pipeline keeps for its exchanges
+        self._woken = False  # the last exchange woke callers other than its sender
+        self.flushes = 0
+        self.calls = 0
+        self.largest_flush = 0
+
+    @property
+    def waiting(self) -> int:
+        """Callers whose calls wait for the next exchange."""
+        with self._lock:
+            return len(self._waiting)
+
+    def send(self, calls: Sequence[Call], label: str = "") -> list[Any]:
+        ticket = _Ticket(calls)
+        with self._lock:
+            self._waiting.append(ticket)
+            lead = not self._busy
+            if lead:
+                self._busy = True
+            else:
+                ticket.wake = threading.Lock()
+                ticket.wake.acquire()
+        if not lead:
+            ticket.wake.acquire()  # released when its flush is back, or when it is its turn to send
+            if ticket.done:
+                return ticket.result()
+        self._lead(ticket)
+        return ticket.result()
+
+    def _lead(self, own: _Ticket) -> None:
+        """Send everything waiting (``own`` among it) in one exchange; hand over to the next."""
+        if self._woken:
+            # The last exchange's replies woke other callers: let them run and issue their next
+            # calls first, so those go in this exchange (a Node worker's reply callbacks all run
+            # before its auto-pipeline flushes). time.sleep(0) yields: to the woken greenlets
+            # under gevent, the interpreter to the woken threads otherwise.
+            self._woken = False
+            (self._sleep or time.sleep)(0)
+        with self._lock:
+            batch, self._waiting = self._waiting, []
+        try:
+            self._flush(batch)
+        except BaseException as exc:  # the exchange failed: every call in it failed, none is re-sent
+            for ticket in batch:
+                ticket.error = exc
+        finally:
+            with self._lock:
+                following = self._waiting[0] if self._waiting else None
+                if following is None:
+                    self._busy = False
+            for ticket in batch:
+                ticket.done = True
+                if ticket is not own:
+                    ticket.wake.release()
+                    self._woken = True
+            if following is not None:
+                following.wake.release()  # its turn to send what waited meanwhile
+
+    def _flush(self, batch: list[_Ticket]) -> None:
+        calls = [call for ticket in batch for call in ticket.calls]
+        replies = self._exchange(calls, resent=False)
+        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if missing:
+            # SCRIPT FLUSH (or a restart) dropped the scripts: those calls did not run, so,
+            # as redis-py's Script does, load them again and send those calls once more.
+            self.queue.scripts.load(self.queue.client)
+            again = self._exchange([calls[i] for i in missing], resent=True)
+            for i, reply in zip(missing, again, strict=True):
+                replies[i] = reply
+        at = 0
+        for ticket in batch:
+            ticket.replies = replies[at : at + len(ticket.calls)]
+            at += len(ticket.calls)
+
+    def _exchange(self, calls: list[Call], resent: bool) -> list[Any]:
+        """One round trip: the simulated network's wait, then the calls, one reply each."""
+        slept_us = 0
+        if self.rtt_s > 0:
+            before = time.perf_counter()
+            (self._sleep or time.sleep)(self.rtt_s)
+            slept_us = int((time.perf_counter() - before) * 1e6)
+        replies = self._send_now(calls)
+        self.flushes += 1
+        self.calls += len(calls)
+        self.largest_flush = max(self.largest_flush, len(calls))
+        if self._on_flush is not None:
+            scripts = sum(1 for call in calls if not isinstance(call, Command))
+            noscript = sum(1 for reply in replies if isinstance(reply, NoScriptError))
+            self._on_flush(Flush(len(calls), scripts, slept_us, noscript, resent))
+        return replies
+
+    def _send_now(self, calls: list[Call]) -> list[Any]:
+        """Write every call, then read one reply each, on the connection this pipeline holds.
+
+        redis-py's Connection directly, not the client's execute_command: that path asks
+        the pool for a connection and polls it for stale data on every command, which
+        costs more client CPU than the exchange itself (most under gevent, whose poll is
+        Python). Replies come as Redis sent them (no redis-py response callbacks).
+        """
+        connection = self._connection()
+        commands = [call.args if isinstance(call, Command) else self._evalsha(call) for call in calls]
+        self.queue.client.round_trips += 1  # one exchange on the wire, however many it carries
+        try:
+            connection.send_packed_command(connection.pack_commands(commands), check_health=False)
+            replies: list[Any] = []
+            for _ in commands:
+                try:
+                    replies.append(connection.read_response())
+                except redis.ResponseError as exc:  # a whole reply: the connection stays in step
+                    replies.append(exc)
+        except BaseException:
+            # Replies left unread would be taken for the next exchange's: drop the connection
+            # (the next exchange opens a new one). Nothing is re-sent.
+            connection.disconnect()
+            raise
+        return replies
+
+    def _connection(self) -> Any:
+        if self._held is None:
+            self._held = self.queue.client.connection_pool.get_connection()
+        return self._held
+
+    def close(self) -> None:
+        """Give the held connection back to the client's pool."""
+        if self._held is not None:
+            self.queue.client.connection_pool.release(self._held)
+            self._held = None
+
+    def _evalsha(self, call: Any) -> tuple[Any, ...]:
+        sha = self.queue.scripts.by_step(call.script).sha
+        return ("EVALSHA", sha, len(call.keys), *call.keys, *call.args)
