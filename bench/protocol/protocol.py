@@ -9,6 +9,7 @@ one (BullMQ's own scripts, a variant of ours) is one class here, registered in
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -197,11 +198,28 @@ class EchoMQ(QueueProtocol):
         return [text(i) for i in reply[0]], [text(i) for i in reply[1]]
 
 
-PROTOCOLS: dict[str, QueueProtocol] = {"echomq": EchoMQ()}
+# Every protocol by name: "module:class", imported on first use (a protocol in a module of
+# its own, such as echomq-deadline, builds on EchoMQ here without an import cycle).
+PROTOCOLS: dict[str, str] = {
+    "echomq": "bench.protocol.protocol:EchoMQ",
+    "echomq-deadline": "bench.protocol.deadline:EchoMQDeadline",
+}
+_LOADED: dict[str, QueueProtocol] = {}
+
+
+def check_protocol_names(names: Sequence[str]) -> None:
+    """Every name is a registered protocol; a one-line error naming the choices otherwise."""
+    for name in names:
+        if name not in PROTOCOLS:
+            raise BenchError(f"unknown protocol {name!r}; use one of {', '.join(PROTOCOLS)}")
 
 
 def protocol_named(name: str) -> QueueProtocol:
-    try:
-        return PROTOCOLS[name]
-    except KeyError:
-        raise BenchError(f"unknown protocol {name!r}; use one of {', '.join(PROTOCOLS)}") from None
+    """The protocol ``name``, imported on first use."""
+    if name in _LOADED:
+        return _LOADED[name]
+    check_protocol_names([name])
+    module_name, class_name = PROTOCOLS[name].split(":")
+    protocol: QueueProtocol = getattr(importlib.import_module(module_name), class_name)()
+    _LOADED[name] = protocol
+    return protocol
