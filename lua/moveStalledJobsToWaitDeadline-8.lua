@@ -44,10 +44,13 @@
   lockless ids and is not rewritten each sweep.
 
   Cost: a healthy queue's call is a few commands whatever the active list's
-  length (no id has an expired deadline). Each expired id costs O(log N) in the
-  index, and a reclaimed one an LREM from the right (oldest) end of active,
-  where stalled jobs sit; they are visited oldest deadline first, so when most
-  of active has stalled each LREM finds its id near the end.
+  length (no id has an expired deadline). Each expired id costs a PTTL and
+  O(log N) in the index (the marks are read with SMISMEMBER and written with
+  SADD, SREM and ZREM, 5000 ids a call); a reclaimed one also an LREM from the
+  right (oldest) end of active, where stalled jobs sit, and reclaimJob's
+  HINCRBY. They are visited oldest deadline first, so when most of active has
+  stalled each LREM finds its id near the end. SMISMEMBER and ZMSCORE need
+  Redis 6.2.
 
   Missing entries. A job in active without an entry (a worker running
   moveToActive-11.lua beside this protocol, a script stopped half way, an
@@ -65,7 +68,7 @@
 -- @include "sweepCommon"
 
 local DEFAULT_FULL_MS = 60000
-local LOOKUP_BATCH = 5000 -- ids a ZMSCORE: Lua's unpack fails near 8000
+local LOOKUP_BATCH = 5000 -- ids a ZMSCORE or SMISMEMBER: Lua's unpack fails near 8000
 
 local args, k = sweepArgs()
 local prefix, now = args.prefix, args.now
@@ -124,21 +127,39 @@ if #due == 0 then
   return {{}, {}}
 end
 
-local reclaim = {}
-for _, jobId in ipairs(due) do
+-- Which of them an earlier sweep marked, LOOKUP_BATCH ids a SMISMEMBER.
+local wasMarked = {}
+for from = 1, #due, LOOKUP_BATCH do
+  local to = math.min(from + LOOKUP_BATCH - 1, #due)
+  local found = redis.call("SMISMEMBER", k.stalled, unpack(due, from, to))
+  for i, isMember in ipairs(found) do
+    wasMarked[from + i - 1] = isMember == 1
+  end
+end
+
+-- Each id: one PTTL; a reclaimed one an LREM too. The set writes go in batches after.
+local mark, unmark, gone, reclaim = {}, {}, {}, {}
+for i, jobId in ipairs(due) do
   local lockAt = lockDue(jobId)
   if lockAt then
     redis.call("ZADD", deadlines, lockAt, jobId)
-    redis.call("SREM", k.stalled, jobId)
-  elseif redis.call("SADD", k.stalled, jobId) == 0 then
+    if wasMarked[i] then
+      unmark[#unmark + 1] = jobId
+    end
+  elseif not wasMarked[i] then
+    mark[#mark + 1] = jobId -- seen lockless once
+  else
     -- marked by an earlier sweep, and its lock is still gone
-    redis.call("ZREM", deadlines, jobId)
-    redis.call("SREM", k.stalled, jobId)
+    gone[#gone + 1] = jobId
     if redis.call("LREM", k.active, -1, jobId) > 0 then
       reclaim[#reclaim + 1] = jobId
     end
   end
 end
+batched("SADD", k.stalled, mark)
+batched("SREM", k.stalled, unmark)
+batched("SREM", k.stalled, gone)
+batched("ZREM", deadlines, gone)
 if #reclaim == 0 then
   return {{}, {}}
 end

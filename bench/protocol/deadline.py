@@ -47,15 +47,19 @@ def full_pass_key(keys: QueueKeys) -> str:
 
 
 def lapse_locks(pipe: Any, keys: QueueKeys, job_ids: Iterable[str], at_ms: int) -> None:
-    """Queue on ``pipe`` what a lock that expired at ``at_ms`` leaves: no lock, and a
-    deadline entry that has passed (XX: a missing entry stays missing). A caller that
-    stalls jobs by deleting their locks (a worker crash, simulated) also calls this,
-    or the sweep sees them only when their old deadline comes."""
+    """Queue on ``pipe`` what lapsed locks leave: no lock, and a deadline entry that has
+    passed (XX: a missing entry stays missing). ``job_ids`` in the order their locks
+    lapsed, oldest first, each a millisecond after the one before and the last at
+    ``at_ms``: the sweep visits them in that order (in fetch order, each LREM finds its
+    id at the oldest end of active). A caller that stalls jobs by deleting their locks
+    (a worker crash, simulated) calls this, or the sweep sees them only when their
+    old deadlines come."""
     ids = list(job_ids)
     if not ids:
         return
     pipe.delete(*(keys.lock(job_id) for job_id in ids))
-    pipe.zadd(deadlines_key(keys), dict.fromkeys(ids, at_ms), xx=True)
+    first = at_ms - len(ids) + 1
+    pipe.zadd(deadlines_key(keys), {job_id: first + i for i, job_id in enumerate(ids)}, xx=True)
 
 
 class EchoMQDeadline(EchoMQ):
