@@ -36,7 +36,14 @@ def client(settings: RedisSettings) -> Iterator[CountingRedis]:
 
 
 @pytest.fixture
-def queue(client: CountingRedis) -> Iterator[Queue]:
-    q = Queue.open(client, f"t-{uuid.uuid4().hex[:10]}")
+def protocol_name() -> str:
+    """The protocol the ``queue`` fixture opens; a module overrides it with a params
+    fixture (tests/helpers.py PROTOCOL_NAMES) to run its tests against every protocol."""
+    return "echomq"
+
+
+@pytest.fixture
+def queue(client: CountingRedis, protocol_name: str) -> Iterator[Queue]:
+    q = Queue.open(client, f"t-{uuid.uuid4().hex[:10]}", protocol=protocol_name)
     yield q
     q.delete()

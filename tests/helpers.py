@@ -20,3 +20,15 @@ def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0, what: str
             return
         time.sleep(0.01)
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+# The protocols the contract tests of lua/ run against (a module's params fixture
+# ``protocol_name`` overrides conftest's, which opens echomq alone).
+PROTOCOL_NAMES = ("echomq", "echomq-deadline")
+
+
+def has_deadlines(queue: Any) -> bool:
+    """True when the queue's protocol keeps a deadline index (echomq-deadline)."""
+    from bench.protocol.deadline import EchoMQDeadline
+
+    return isinstance(queue.protocol, EchoMQDeadline)

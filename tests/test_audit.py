@@ -1,7 +1,16 @@
 """The audit against hand-built queue states whose right answer is known."""
 
+import pytest
+
 from bench.protocol.audit import audit, server_run_id
 from bench.protocol.queue import Producer, Queue, Worker
+from tests.helpers import PROTOCOL_NAMES
+
+
+@pytest.fixture(params=PROTOCOL_NAMES)
+def protocol_name(request: pytest.FixtureRequest) -> str:
+    """Every test that takes ``queue`` runs against each protocol of PROTOCOL_NAMES."""
+    return str(request.param)
 
 
 def test_a_clean_run_passes(queue: Queue):

@@ -1,6 +1,9 @@
 """The per-script cost measurement: each phase is exactly its script's EVALSHA calls."""
 
-from bench.script_cost import measure_scripts
+import pytest
+
+from bench.errors import BenchError
+from bench.script_cost import main, measure_scripts
 
 
 def test_each_phase_counts_exactly_its_calls(client):
@@ -20,3 +23,16 @@ def test_bullmqs_scripts_are_measured_phase_by_phase_too(client):
     ]  # fmt: skip
     for name, calls, usec in rows:
         assert calls == 20 and usec > 0, name  # the sweep's throttle key is cleared, not a no-op call
+
+
+def test_the_command_prints_each_protocols_figures_and_its_extra_commands(capsys):
+    assert main(["--calls", "3", "--protocols", "echomq,echomq-deadline"]) == 0
+    out = capsys.readouterr().out
+    assert "echomq-deadline µs/call" in out
+    assert out.count("[zadd +1, zrem +1]") == 2  # the fused and the two-call cycle
+    assert "[zadd +1]" in out  # extendLock
+
+
+def test_an_unknown_protocol_is_refused_before_a_server_starts():
+    with pytest.raises(BenchError, match="unknown protocol 'nope'"):
+        main(["--protocols", "echomq,nope"])

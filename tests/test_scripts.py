@@ -10,7 +10,13 @@ from redis.crc import key_slot
 from bench.protocol.keys import QueueKeys
 from bench.protocol.queue import Job, Producer, Queue, Worker, WorkerOptions, now_ms
 from bench.protocol.scripts import SCRIPT_FILES, numkeys, script_source
-from tests.helpers import ids
+from tests.helpers import PROTOCOL_NAMES, ids
+
+
+@pytest.fixture(params=PROTOCOL_NAMES)
+def protocol_name(request: pytest.FixtureRequest) -> str:
+    """Every test that takes ``queue`` runs against each protocol of PROTOCOL_NAMES."""
+    return str(request.param)
 
 
 def finish_args(queue: Queue, job_id: str, token: str, fetch_next: int = 0, keep: int = -1) -> list:
@@ -143,10 +149,10 @@ def snapshot(queue: Queue) -> dict:
     }
 
 
-def test_both_strategies_leave_the_queue_in_the_same_state(client):
+def test_both_strategies_leave_the_queue_in_the_same_state(client, protocol_name: str):
     states = []
     for strategy in ("fused", "two_call"):
-        queue = Queue.open(client, f"same-{strategy}-{time.time_ns()}")
+        queue = Queue.open(client, f"same-{strategy}-{time.time_ns()}", protocol=protocol_name)
         try:
             producer = Producer(queue)
             for _ in range(10):

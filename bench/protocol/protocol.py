@@ -221,10 +221,12 @@ class EchoMQ(QueueProtocol):
 
 
 # Every protocol by name: "module:class". Imported on first use, so the bullmq package
-# is needed (and its version checked) only where the bullmq protocol runs.
+# is needed (and its version checked) only where the bullmq protocol runs, and a protocol in a
+# module of its own (echomq-deadline builds on EchoMQ here) brings no import cycle.
 PROTOCOLS: dict[str, str] = {
     "echomq": "bench.protocol.protocol:EchoMQ",
     "bullmq": "bench.protocol.bullmq:BullMQ",
+    "echomq-deadline": "bench.protocol.deadline:EchoMQDeadline",
 }
 _LOADED: dict[str, QueueProtocol] = {}
 

@@ -1,0 +1,91 @@
+"""echomq-deadline: lua/'s protocol with each lock's deadline also kept in a sorted set.
+
+The same contract for every caller (return codes, queue states, the two-pass
+grace), but the sweep reads only the ids whose deadline has passed, so a
+healthy sweep costs a few commands however long active is. The scripts are
+lua/*Deadline-*.lua (addJob is lua/'s own); what each one adds, and the slow
+full pass that finds a job whose entry is missing, is in their headers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from bench.protocol.keys import QueueKeys
+from bench.protocol.protocol import EchoMQ, ScriptCall
+from bench.protocol.scripts import script_source
+
+if TYPE_CHECKING:
+    from bench.protocol.queue import Job, WorkerOptions
+
+# The scripts of each step (protocol.STEPS); addJob takes no lock, so it is lua/'s own.
+DEADLINE_SCRIPT_FILES: dict[str, str] = {
+    "add_job": "addJob-6.lua",
+    "move_to_active": "moveToActiveDeadline-11.lua",
+    "move_to_finished": "moveToFinishedDeadline-14.lua",
+    "sweep": "moveStalledJobsToWaitDeadline-8.lua",
+    "extend_lock": "extendLockDeadline-3.lua",
+}
+# Keys the scripts build from the prefix (the queue's hash tag, so its slot).
+DEADLINES_SUFFIX = "deadlines"
+FULL_PASS_SUFFIX = "deadline-full"
+# The full pass runs at most this often (ms): a job whose entry is missing is found
+# by the first full pass after it went missing and reclaimed by the sweep after that.
+FULL_PASS_MS = 60_000
+
+
+def deadlines_key(keys: QueueKeys) -> str:
+    """The deadline index: a ZSET, one entry a locked job, score = when its lock expires (ms)."""
+    return keys.key(DEADLINES_SUFFIX)
+
+
+def full_pass_key(keys: QueueKeys) -> str:
+    """The full pass's throttle (a STRING set with PX)."""
+    return keys.key(FULL_PASS_SUFFIX)
+
+
+def lapse_locks(pipe: Any, keys: QueueKeys, job_ids: Iterable[str], at_ms: int) -> None:
+    """Queue on ``pipe`` what lapsed locks leave: no lock, and a deadline entry that has
+    passed (XX: a missing entry stays missing). ``job_ids`` in the order their locks
+    lapsed, oldest first, each a millisecond after the one before and the last at
+    ``at_ms``: the sweep visits them in that order (in fetch order, each LREM finds its
+    id at the oldest end of active). A caller that stalls jobs by deleting their locks
+    (a worker crash, simulated) calls this, or the sweep sees them only when their
+    old deadlines come."""
+    ids = list(job_ids)
+    if not ids:
+        return
+    pipe.delete(*(keys.lock(job_id) for job_id in ids))
+    first = at_ms - len(ids) + 1
+    pipe.zadd(deadlines_key(keys), {job_id: first + i for i, job_id in enumerate(ids)}, xx=True)
+
+
+class EchoMQDeadline(EchoMQ):
+    """lua/'s protocol with a deadline index: cheap sweeps, one ZADD or ZREM more a step."""
+
+    name = "echomq-deadline"
+    # The sweep variants that keep the index: the protocol's own (bench.protocol.sweep).
+    sweep_variants: ClassVar[tuple[str, ...] | None] = ("atomic",)
+
+    def __init__(self, full_pass_ms: int = FULL_PASS_MS, sweep_limit: int = 0) -> None:
+        self.full_pass_ms = full_pass_ms  # 0: a full pass every sweep call
+        self.sweep_limit = sweep_limit  # expired deadlines a sweep call reads; 0: all
+
+    def script_sources(self) -> Mapping[str, str]:
+        return {step: script_source(f) for step, f in DEADLINE_SCRIPT_FILES.items()}
+
+    def script_files(self) -> Mapping[str, str]:
+        return dict(DEADLINE_SCRIPT_FILES)
+
+    def extend_lock(self, keys: QueueKeys, job: Job, *, options: WorkerOptions) -> ScriptCall:
+        return ScriptCall(
+            "extend_lock",
+            [*keys.extend_lock_keys(job.id), deadlines_key(keys)],
+            [job.token, options.lock_ms, job.id, int(time.time() * 1000)],
+        )
+
+    def sweep(self, keys: QueueKeys, *, max_stalled: int, now_ms: int, interval_ms: int) -> ScriptCall:
+        call = super().sweep(keys, max_stalled=max_stalled, now_ms=now_ms, interval_ms=interval_ms)
+        return ScriptCall(call.script, call.keys, [*call.args, self.full_pass_ms, self.sweep_limit])

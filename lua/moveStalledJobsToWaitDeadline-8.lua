@@ -1,0 +1,168 @@
+--[[
+  moveStalledJobsToWaitDeadline: the stalled sweep of the echomq-deadline
+  protocol, whose cost follows the expired deadlines, not the active list.
+
+  KEYS[1] stalled       KEYS[5] stalled-check (throttle)
+  KEYS[2] wait          KEYS[6] meta
+  KEYS[3] active        KEYS[7] paused
+  KEYS[4] failed        KEYS[8] marker
+
+  ARGV[1] max stalled count
+  ARGV[2] key prefix
+  ARGV[3] timestamp (ms)
+  ARGV[4] check interval ms (0 = no throttle: every call sweeps)
+  ARGV[5] full pass interval ms (extra, optional; default 60000; 0 = every call)
+  ARGV[6] limit: expired deadlines read a call at most (extra, optional; 0 or
+          absent = all of them)
+
+  Returns {<ids moved to failed>, <ids moved to wait>}; {{}, {}} when throttled.
+
+  Derived keys (from the prefix, so the same hash tag and slot):
+    <prefix>deadlines      ZSET: one entry a locked job, score = when its lock
+                           expires (ms); moveToActive and fetch-next add it,
+                           extendLock moves it, finishing removes it
+    <prefix>deadline-full  STRING: the full pass's throttle, set with PX
+
+  The index says when to look; the lock says what is true. Each id whose
+  deadline has passed (ZRANGEBYSCORE -inf <timestamp>, oldest first):
+  - its lock exists (renewed, or written without the index): the lock wins;
+    the entry moves to when that lock expires (PTTL; a lock without expiry is
+    looked at again a full pass interval later) and the id is unmarked;
+  - its lock is gone and it is not marked: it is marked (SADD stalled): seen
+    lockless once;
+  - its lock is gone and it was marked by an earlier sweep: the entry and the
+    mark are removed, and it is reclaimed when LREM takes it out of active (a
+    job already finished or taken by another sweep is not), through
+    reclaimJob.lua as the protocol sweep does: attempts + 1, then failed past
+    the max stalled count, else wait (paused while paused).
+  So a job is reclaimed only when its lock was gone at the previous sweep too:
+  the two-pass grace. A job finished between the two sweeps has left active,
+  the index and stalled, and is not requeued. Unlike moveStalledJobsToWait-8,
+  healthy jobs are not marked: a lock that lapses between two sweeps is marked
+  by the first sweep after it and reclaimed by the next one, one interval later
+  than the protocol sweep would, never sooner. `stalled` holds only marked
+  lockless ids and is not rewritten each sweep.
+
+  Cost: a healthy queue's call is a few commands whatever the active list's
+  length (no id has an expired deadline). Each expired id costs a PTTL and
+  O(log N) in the index (the marks are read with SMISMEMBER and written with
+  SADD, SREM and ZREM, 5000 ids a call); a reclaimed one also an LREM from the
+  right (oldest) end of active, where stalled jobs sit, and reclaimJob's
+  HINCRBY. They are visited oldest deadline first, so when most of active has
+  stalled each LREM finds its id near the end. SMISMEMBER and ZMSCORE need
+  Redis 6.2.
+
+  Missing entries. A job in active without an entry (a worker running
+  moveToActive-11.lua beside this protocol, a script stopped half way, an
+  entry deleted by hand) is never due. A full pass finds it: at most once a
+  full pass interval (its throttle key), when ZCARD deadlines differs from
+  LLEN active, every id of active is looked up (ZMSCORE, 5000 a call) and one
+  without an entry is indexed as due now (lockless) or when its lock expires.
+  The expired scan of the same call then marks a lockless one, and the next
+  sweep reclaims it: found within one full pass interval of going missing,
+  reclaimed within two. The full pass is O(N), once a full pass interval, and
+  only when the counts differ; equal counts with a missing entry and a stale
+  one (an id that left active by another protocol's script) wait until the
+  stale entry has expired and been cleared (two sweeps after it expires).
+]]
+-- @include "sweepCommon"
+
+local DEFAULT_FULL_MS = 60000
+local LOOKUP_BATCH = 5000 -- ids a ZMSCORE or SMISMEMBER: Lua's unpack fails near 8000
+
+local args, k = sweepArgs()
+local prefix, now = args.prefix, args.now
+local deadlines = prefix .. "deadlines"
+local fullMs = tonumber(ARGV[5]) or DEFAULT_FULL_MS
+local limit = tonumber(ARGV[6]) or 0
+-- When a lock without expiry is looked at again.
+local recheckMs = fullMs > 0 and fullMs or DEFAULT_FULL_MS
+
+if throttled(k, args) then
+  return {{}, {}}
+end
+
+-- When the lock of jobId expires (ms), or nil when it is gone.
+local function lockDue(jobId)
+  local ttl = redis.call("PTTL", prefix .. jobId .. ":lock")
+  if ttl == -2 then
+    return nil
+  end
+  return now + (ttl == -1 and recheckMs or ttl)
+end
+
+-- The full pass: index every id of active that has no entry.
+local function fullPass()
+  if fullMs > 0 then
+    if redis.call("EXISTS", prefix .. "deadline-full") == 1 then
+      return
+    end
+    redis.call("SET", prefix .. "deadline-full", now, "PX", fullMs)
+  end
+  if redis.call("ZCARD", deadlines) == redis.call("LLEN", k.active) then
+    return
+  end
+  local active = redis.call("LRANGE", k.active, 0, -1)
+  for from = 1, #active, LOOKUP_BATCH do
+    local to = math.min(from + LOOKUP_BATCH - 1, #active)
+    local scores = redis.call("ZMSCORE", deadlines, unpack(active, from, to))
+    for i, score in ipairs(scores) do
+      if not score then
+        local jobId = active[from + i - 1]
+        redis.call("ZADD", deadlines, lockDue(jobId) or now, jobId)
+      end
+    end
+  end
+end
+
+fullPass()
+
+local due
+if limit > 0 then
+  due = redis.call("ZRANGEBYSCORE", deadlines, "-inf", now, "LIMIT", 0, limit)
+else
+  due = redis.call("ZRANGEBYSCORE", deadlines, "-inf", now)
+end
+if #due == 0 then
+  return {{}, {}}
+end
+
+-- Which of them an earlier sweep marked, LOOKUP_BATCH ids a SMISMEMBER.
+local wasMarked = {}
+for from = 1, #due, LOOKUP_BATCH do
+  local to = math.min(from + LOOKUP_BATCH - 1, #due)
+  local found = redis.call("SMISMEMBER", k.stalled, unpack(due, from, to))
+  for i, isMember in ipairs(found) do
+    wasMarked[from + i - 1] = isMember == 1
+  end
+end
+
+-- Each id: one PTTL; a reclaimed one an LREM too. The set writes go in batches after.
+local mark, unmark, gone, reclaim = {}, {}, {}, {}
+for i, jobId in ipairs(due) do
+  local lockAt = lockDue(jobId)
+  if lockAt then
+    redis.call("ZADD", deadlines, lockAt, jobId)
+    if wasMarked[i] then
+      unmark[#unmark + 1] = jobId
+    end
+  elseif not wasMarked[i] then
+    mark[#mark + 1] = jobId -- seen lockless once
+  else
+    -- marked by an earlier sweep, and its lock is still gone
+    gone[#gone + 1] = jobId
+    if redis.call("LREM", k.active, -1, jobId) > 0 then
+      reclaim[#reclaim + 1] = jobId
+    end
+  end
+end
+batched("SADD", k.stalled, mark)
+batched("SREM", k.stalled, unmark)
+batched("SREM", k.stalled, gone)
+batched("ZREM", deadlines, gone)
+if #reclaim == 0 then
+  return {{}, {}}
+end
+local isPaused = redis.call("HGET", k.meta, "paused") == "1"
+local failed, moved = reclaimAll(k, args, reclaim, isPaused)
+return {failed, moved}
