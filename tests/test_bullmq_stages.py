@@ -41,7 +41,7 @@ def test_an_unknown_protocol_in_a_profile_is_a_one_line_error(tmp_path: Path, ca
     conf.write_text("protocols = echomq, rq\n")
     assert bench_main(["race", "--profile", str(conf)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["echomq-bench: error: unknown protocol 'rq'; use one of echomq, bullmq"]
+    assert err == ["echomq-bench: error: unknown protocol 'rq'; use one of echomq, bullmq, echomq-deadline"]
     assert bench_main(["race", "--profile", "smoke", "--protocols", "bullmq,bullmq"]) == 2
     assert "--protocols names one twice" in capsys.readouterr().err
 

@@ -171,7 +171,8 @@ class BenchRun:
             return list(csv.DictReader(handle))
 
     def summary(self) -> dict[str, Any]:
-        (path,) = self.run_dir.glob("locust/*_summary.json")
+        # the load run's summary (the latency-fidelity probe writes one of its own beside it)
+        (path,) = [p for p in self.run_dir.glob("locust/*_summary.json") if "fidelity" not in p.name]
         data: dict[str, Any] = json.loads(path.read_text())
         return data
 

@@ -157,7 +157,8 @@ def test_the_ui_never_sends_the_password_and_its_tab_shows_us_percentiles_and_jo
     assert isinstance(cycle["p50_us"], int) and 0 < cycle["p50_us"] <= cycle["p99_us"] <= cycle["max_us"]
     assert cycle["p50_us"] < 1_000_000  # µs, not Locust's whole milliseconds
     jobs = next(r for m, r in rows.items() if m.startswith("jobs finished"))
-    assert jobs["jobs_per_s"] > 0 and 0.9 <= jobs["round_trips_per_job"] <= 1.3
+    # smoke keeps 4 jobs in flight a worker: a flush carries up to 4 finishes (1/4 round trip a job)
+    assert jobs["jobs_per_s"] > 0 and 0.25 <= jobs["round_trips_per_job"] <= 1.3
     assert jobs["commands_per_job"] is not None and jobs["commands_per_job"] >= 1
     assert "end to end (enqueue to finish)" in rows and "call moveToFinished+fetch" in rows
 

@@ -9,7 +9,9 @@ SHAs) and ends the same way: complete, interrupted, or failed with a reason.
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 import sys
+import textwrap
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -95,7 +97,12 @@ def open_run(
             machine = machine_before_run(quiet_machine)
             run_dir = make_run_dir(profile.name, results_root)
             if machine.warning():  # after the folder: an error about it stays the only line
-                print(f"warning: {machine.warning()}", file=sys.stderr)
+                # folded to the terminal's width, as every line of a run is
+                width = shutil.get_terminal_size().columns
+                print(
+                    textwrap.fill(f"warning: {machine.warning()}", width, subsequent_indent="  "),
+                    file=sys.stderr,
+                )
             update_meta(
                 run_dir,
                 run_id=run_dir.name,
