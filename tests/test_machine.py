@@ -22,8 +22,10 @@ from bench.__main__ import main as bench_main
 from bench.harness.machine import (
     FOREIGN_LIMIT_PCT,
     STEAL_LIMIT_PCT,
+    MachineSample,
     MachineWatch,
     check_machine,
+    worst_of,
 )
 from tests.helpers import wait_until
 
@@ -46,6 +48,16 @@ sys.stdin.readline()
 """
 # A child that burns a fixed amount of its own CPU, whatever the machine's load, then exits.
 BURN = "import time\nwhile time.process_time() < {seconds}: pass\n"
+# A child that, for each line it reads, burns that many seconds of its own CPU and says when it
+# started and ended on the machine's monotonic clock (the clock a Locust window is timed on).
+BURNER = """
+import sys, time
+for line in sys.stdin:
+    opened, start = time.clock_gettime(time.CLOCK_MONOTONIC), time.process_time()
+    while time.process_time() - start < float(line):
+        pass
+    print(opened, time.clock_gettime(time.CLOCK_MONOTONIC), flush=True)
+"""
 
 
 def cpu_s(pid: int) -> float:
@@ -205,3 +217,68 @@ def test_quiet_machine_with_a_hog_refuses_to_start(
     assert err.count("\n") == 1 and err.startswith("echomq-bench: error: the machine is not quiet")
     assert f"pid {hog.pid} " in err
     assert not results.exists() or not any(results.iterdir())
+
+
+@pytest.fixture
+def burner() -> Iterator[subprocess.Popen[str]]:
+    child = subprocess.Popen(
+        [sys.executable, "-c", BURNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    yield child
+    child.kill()
+    child.wait()
+
+
+def burn(child: subprocess.Popen[str], seconds: float) -> tuple[float, float]:
+    """Have the burner use ``seconds`` of CPU; the span it took, on the monotonic clock."""
+    assert child.stdin is not None and child.stdout is not None
+    child.stdin.write(f"{seconds}\n")
+    child.stdin.flush()
+    opened, closed = map(float, child.stdout.readline().split())
+    return opened, closed
+
+
+def own_cpu_s(sample: MachineSample) -> float:
+    return sample.own_cpu_pct * sample.window_s / 100
+
+
+def test_laps_split_one_watch_into_windows_each_with_its_own_cpu(burner) -> None:
+    # Own CPU is the burner's, known by construction: the laps must put it where it was used.
+    with MachineWatch([burner.pid], interval_s=0.05) as watch:
+        burn(burner, 0.5)
+        busy = watch.lap()
+        idle = watch.lap()  # nothing burnt since the first lap closed
+        burn(burner, 0.3)
+        third = watch.lap()
+    whole = watch.sample
+    assert whole is not None
+    assert own_cpu_s(busy) >= 0.45 and own_cpu_s(idle) < 0.05, (busy, idle)
+    assert 0.25 <= own_cpu_s(third) <= 0.45, third
+    assert own_cpu_s(whole) >= own_cpu_s(busy) + own_cpu_s(third) - 0.05
+    assert busy.own_pids == {burner.pid}
+
+
+def test_within_picks_the_part_of_the_watch_another_process_timed(burner) -> None:
+    with MachineWatch([burner.pid], interval_s=0.05) as watch:
+        burn(burner, 0.05)  # the child is running and warm before the window
+        span = burn(burner, 0.5)
+        burn(burner, 0.3)  # after the window: not in it
+    whole = watch.sample
+    assert whole is not None
+    part = watch.within(span)
+    # The marks around the span: it is covered whole, the rest of the watch left out.
+    assert span[1] - span[0] <= part.window_s < whole.window_s
+    assert 0.45 <= own_cpu_s(part) < 0.75, part
+    assert watch.within(None) == whole and watch.within((span[1], span[0])) == whole
+    assert watch.within((span[0] + 1e6, span[1] + 1e6)) == whole  # not this watch's time
+
+
+def test_a_row_of_several_windows_is_as_contended_as_its_worst() -> None:
+    quiet = MachineSample(2.0, 0.0, False, frozenset({1}), window_s=1.0)
+    busy = MachineSample(80.0, 1.0, True, frozenset({2}), window_s=2.0)
+    worst = worst_of([quiet, busy, quiet])
+    assert worst is not None
+    assert worst.row_fields() == {"foreign_cpu_pct": 80.0, "steal_pct": 1.0, "contended": True}
+    assert worst.own_pids == {1, 2} and worst.window_s == 4.0
+    assert worst_of([]) is None
+    assert worst_of([quiet]) == quiet

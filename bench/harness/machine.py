@@ -16,6 +16,12 @@ running at the start and is reaped during the window has its CPU from before
 the window taken off again. The family is re-scanned every ``interval_s`` in a
 thread, so new children are found; a process once seen stays counted when it
 is re-parented.
+
+Every scan leaves a mark (the clock, the machine's counters, own CPU so far),
+so one watch can also answer for a part of its time: ``lap()`` closes one
+window and opens the next (a sweep point after another, in one pyperf run),
+and ``within(span)`` picks the marks around a window another process timed on
+the same clock (``clock()``: a Locust run's measured window, after warm-up).
 """
 
 from __future__ import annotations
@@ -38,6 +44,12 @@ def is_contended(foreign_cpu_pct: float, steal_pct: float) -> bool:
     return foreign_cpu_pct > FOREIGN_LIMIT_PCT or steal_pct > STEAL_LIMIT_PCT
 
 
+def clock() -> float:
+    """Seconds on CLOCK_MONOTONIC: one clock for every process of the machine, so a child can
+    say when its window opened and closed and its parent's watch pick the same span."""
+    return time.clock_gettime(time.CLOCK_MONOTONIC)
+
+
 @dataclass(frozen=True)
 class MachineSample:
     """What the machine did during one window, in % of one core."""
@@ -57,6 +69,30 @@ class MachineSample:
             "steal_pct": round(self.steal_pct, 1),
             "contended": self.contended,
         }
+
+    def note(self) -> str:
+        """Why a window's numbers are suspect, in a few words (for progress lines and tables)."""
+        parts = [f"foreign CPU {self.foreign_cpu_pct:.0f}% of a core"]
+        if self.steal_pct > STEAL_LIMIT_PCT:
+            parts.append(f"steal {self.steal_pct:.0f}%")
+        return "contended: " + ", ".join(parts)
+
+
+def worst_of(samples: Iterable[MachineSample]) -> MachineSample | None:
+    """One figure for a row made of several windows (a race setting's repetitions): the worst
+    window's foreign CPU and steal, contended when any window was. None for no window."""
+    found = list(samples)
+    if not found:
+        return None
+    return MachineSample(
+        foreign_cpu_pct=max(s.foreign_cpu_pct for s in found),
+        steal_pct=max(s.steal_pct for s in found),
+        contended=any(s.contended for s in found),
+        own_pids=frozenset().union(*(s.own_pids for s in found)),
+        busy_cpu_pct=max(s.busy_cpu_pct for s in found),
+        own_cpu_pct=max(s.own_cpu_pct for s in found),
+        window_s=sum(s.window_s for s in found),
+    )
 
 
 def machine_cpu_s() -> tuple[float, float]:
@@ -165,6 +201,35 @@ class _Tracker:
         return frozenset(self.seen) | frozenset(e.pid for e in self.gone)
 
 
+@dataclass(frozen=True)
+class _Mark:
+    """The watch's state after one scan: cumulative seconds since the window opened, or boot."""
+
+    t: float  # clock()
+    busy_s: float  # the machine's, since boot
+    steal_s: float
+    own_s: float  # the run's own CPU since the watch started
+    pids: frozenset[int]
+
+
+def _between(a: _Mark, b: _Mark) -> MachineSample:
+    """The window from mark ``a`` to mark ``b``."""
+    elapsed = max(b.t - a.t, 1e-6)
+    busy_pct = 100.0 * (b.busy_s - a.busy_s) / elapsed
+    steal_pct = max(100.0 * (b.steal_s - a.steal_s) / elapsed, 0.0)
+    own_pct = max(100.0 * (b.own_s - a.own_s) / elapsed, 0.0)
+    foreign = max(busy_pct - own_pct, 0.0)
+    return MachineSample(
+        foreign_cpu_pct=foreign,
+        steal_pct=steal_pct,
+        contended=is_contended(foreign, steal_pct),
+        own_pids=b.pids,
+        busy_cpu_pct=busy_pct,
+        own_cpu_pct=own_pct,
+        window_s=elapsed,
+    )
+
+
 class MachineWatch:
     """Start before a measured window, stop after it: ``with MachineWatch([pid]) as watch: ...``,
     then ``watch.sample``. The roots are the run's own processes (the suite's own pid covers an
@@ -178,21 +243,36 @@ class MachineWatch:
         self._thread: threading.Thread | None = None
         self._tracker = _Tracker(self.roots)
         self._lock = threading.Lock()
-        self._t0 = 0.0
-        self._cpu0 = (0.0, 0.0)
+        self._marks: list[_Mark] = []
+        self._lap = 0  # the mark the current lap started at
 
     def start(self) -> MachineWatch:
         self._tracker = _Tracker(self.roots)
-        self._t0, self._cpu0 = _around(self._tracker.scan)
+        self._marks, self._lap = [], 0
+        self._scan()
         self._stop.clear()
         self._thread = threading.Thread(target=self._rescan, name="machine-watch", daemon=True)
         self._thread.start()
         return self
 
+    def _scan(self) -> _Mark:
+        t, (busy, steal) = _around(self._tracker.scan)
+        mark = _Mark(t, busy, steal, self._tracker.own_cpu_s(), self._tracker.pids())
+        self._marks.append(mark)
+        return mark
+
     def _rescan(self) -> None:
         while not self._stop.wait(self.interval_s):
             with self._lock:
-                self._tracker.scan()
+                self._scan()
+
+    def lap(self) -> MachineSample:
+        """Close the window open since start() or the last lap, and open the next one now."""
+        with self._lock:
+            mark = self._scan()
+            sample = _between(self._marks[self._lap], mark)
+            self._lap = len(self._marks) - 1
+        return sample
 
     def counted_so_far(self) -> frozenset[int]:
         """The pids counted as own up to the last scan (while the window is still open)."""
@@ -203,22 +283,25 @@ class MachineWatch:
         assert self._thread is not None, "stop() before start()"
         self._stop.set()
         self._thread.join()
-        t1, (busy1, steal1) = _around(self._tracker.scan)
-        elapsed = max(t1 - self._t0, 1e-6)
-        busy_pct = 100.0 * (busy1 - self._cpu0[0]) / elapsed
-        steal_pct = max(100.0 * (steal1 - self._cpu0[1]) / elapsed, 0.0)
-        own_pct = 100.0 * self._tracker.own_cpu_s() / elapsed
-        foreign = max(busy_pct - own_pct, 0.0)
-        self.sample = MachineSample(
-            foreign_cpu_pct=foreign,
-            steal_pct=steal_pct,
-            contended=is_contended(foreign, steal_pct),
-            own_pids=self._tracker.pids(),
-            busy_cpu_pct=busy_pct,
-            own_cpu_pct=own_pct,
-            window_s=elapsed,
-        )
+        self._scan()
+        self.sample = _between(self._marks[0], self._marks[-1])
         return self.sample
+
+    def within(self, span: Sequence[float] | None) -> MachineSample:
+        """After stop(): the part of the watch around ``span`` (start and end on ``clock()``), from
+        the last mark at or before its start to the first at or after its end, so the window is
+        covered whole (a scan interval more at most on each side). The whole watch when ``span``
+        is missing or lies outside it."""
+        assert self.sample is not None, "within() before stop()"
+        if span is None or len(span) != 2 or not span[0] < span[1]:
+            return self.sample
+        t0, t1 = float(span[0]), float(span[1])
+        first, last = self._marks[0], self._marks[-1]
+        if t1 <= first.t or t0 >= last.t:
+            return self.sample  # another clock, or another window: do not pretend
+        opening = max((m for m in self._marks if m.t <= t0), key=lambda m: m.t, default=first)
+        closing = min((m for m in self._marks if m.t >= t1), key=lambda m: m.t, default=last)
+        return _between(opening, closing)
 
     def __enter__(self) -> MachineWatch:
         return self.start()
@@ -232,9 +315,9 @@ def _around(scan: Callable[[], None]) -> tuple[float, tuple[float, float]]:
 
     A scan reads one process after another and can take tens of ms on a busy machine; on
     average a process is read halfway through, so the machine is read as of then too."""
-    t_a, cpu_a = time.monotonic(), machine_cpu_s()
+    t_a, cpu_a = clock(), machine_cpu_s()
     scan()
-    t_b, cpu_b = time.monotonic(), machine_cpu_s()
+    t_b, cpu_b = clock(), machine_cpu_s()
     return (t_a + t_b) / 2, ((cpu_a[0] + cpu_b[0]) / 2, (cpu_a[1] + cpu_b[1]) / 2)
 
 

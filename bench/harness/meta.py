@@ -14,6 +14,7 @@ from redis.utils import HIREDIS_AVAILABLE
 from bench.harness.profile import Profile, resolved
 from bench.harness.server import ServerInfo
 from bench.harness.system import system_view
+from bench.harness.watch_scope import WatchScope
 from bench.paths import REPO
 
 
@@ -42,13 +43,6 @@ def installed_packages() -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
-def machine_watch(server: ServerInfo) -> str:
-    """What the contention guard can see: a server of the user's may run on another machine."""
-    if server.source == "REDIS_URL":
-        return "client side only: the REDIS_URL server's machine is not watched"
-    return "client and the embedded redis-server, on this machine"
-
-
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -59,7 +53,9 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def collect_meta(profile: Profile, server: ServerInfo, script_shas: dict[str, str]) -> dict[str, Any]:
+def collect_meta(
+    profile: Profile, server: ServerInfo, script_shas: dict[str, str], scope: WatchScope
+) -> dict[str, Any]:
     return {
         "profile": profile.name,
         "profile_resolved": resolved(profile),  # every key's value as the run used it
@@ -81,5 +77,5 @@ def collect_meta(profile: Profile, server: ServerInfo, script_shas: dict[str, st
         "script_shas": script_shas,
         "packages": installed_packages(),
         "system": system_view(),
-        "machine_watch": machine_watch(server),
+        "machine_watch": scope.note,  # what the contention guard can see
     }

@@ -25,6 +25,7 @@ from bench.harness.machine import MachineCheck, check_machine
 from bench.harness.meta import collect_meta
 from bench.harness.profile import Profile
 from bench.harness.server import redis_for_run
+from bench.harness.watch_scope import watch_scope
 from bench.protocol.connection import CountingRedis
 from bench.protocol.queue import Queue
 from bench.results import make_run_dir, read_json, update_meta
@@ -110,13 +111,15 @@ def open_run(
                 calibration = calibrate(client)
             finally:
                 client.close()
+            scope = watch_scope(settings, server)
             update_meta(
                 run_dir,
-                **collect_meta(profile, server, shas),
+                **collect_meta(profile, server, shas, scope),
                 machine_before=machine.as_meta(),
                 calibration=calibration.as_meta(),
             )
-            run = OpenRun(RunContext(profile, settings, server, run_dir, progress))
+            ctx = RunContext(profile, settings, server, run_dir, progress, watch_pids=scope.extra_pids)
+            run = OpenRun(ctx)
             yield run
             mark_complete(run_dir)
     except KeyboardInterrupt:
