@@ -27,6 +27,10 @@ PROTOCOL = "echomq"
 # without hand work. A value that was not measured (a skipped point) is None,
 # written as an empty cell; a column that may be unmeasured is a float column,
 # so pandas reads it as float64 whether or not a cell is empty.
+#
+# Every row ends with the machine watch of its measured window (bench.harness.machine):
+# the foreign CPU and steal in % of one core, and ``contended`` when either was over
+# its limit. A point never measured had no window: nothing foreign touched it.
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,9 @@ class FinishFetchRow:
     loadgen_cpu_pct: float | None
     saturated: bool
     audit_ok: bool
+    foreign_cpu_pct: float | None = None
+    steal_pct: float | None = None
+    contended: bool = False
 
 
 # A measured point's ``skipped`` cell: never empty, so the column is text in pandas
@@ -98,6 +105,9 @@ class SweepCostRow:
     probe_busy: float | None = None
     # "" in memory when measured (written as NOT_SKIPPED), else why not
     skipped: str = field(default="", metadata={"empty_as": NOT_SKIPPED})
+    foreign_cpu_pct: float | None = None
+    steal_pct: float | None = None
+    contended: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,6 +127,9 @@ class RaceRow:
     lost_attempt_updates: int
     requeued_after_finish: int
     audit_violations: int
+    foreign_cpu_pct: float | None = None  # the worst of the setting's repetitions
+    steal_pct: float | None = None
+    contended: bool = False  # any repetition
 
 
 Row = FinishFetchRow | SweepCostRow | RaceRow

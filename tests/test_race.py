@@ -98,6 +98,7 @@ def test_an_outcome_is_one_race_csv_row_of_its_counts_summed_over_reps():
         "variant": "app_side", "sweepers": 2, "stalled_jobs": 10, "delay_ms": 1.0, "workers": 0,
         "slice_size": 50, "max_stalled": 1000, "reps": 2,
         "double_recoveries": 3, "lost_attempt_updates": 2, "requeued_after_finish": 0, "audit_violations": 1,
+        "foreign_cpu_pct": "", "steal_pct": "", "contended": False,  # no window watched
     }  # fmt: skip
     assert tuple(row_dict(row)) == RACE_COLUMNS
     assert outcome.per_10k == 10_000 * 6 / 20
