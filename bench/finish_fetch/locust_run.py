@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from bench.errors import BenchError
 from bench.finish_fetch.loadstats import first_line, issued_job_ids
 from bench.finish_fetch.summary import SUMMARY_KIND, SUMMARY_VERSION
 from bench.harness.children import reap_group, spawn, stop_group
+from bench.harness.machine import MachineSample, watch_run
 from bench.harness.profile import FinishFetchOptions
 from bench.paths import LOCUSTFILE, REPO
 from bench.protocol.audit import AuditResult, audit, server_run_id
@@ -63,6 +65,7 @@ class RunResult:
     summary: dict[str, Any]
     audit: AuditResult
     files: Path  # the prefix of the run's Locust CSVs, summary and log
+    machine: MachineSample | None = None  # the machine during the measured window
 
     @property
     def stopped(self) -> str | None:
@@ -194,12 +197,21 @@ def _last_error(log_path: Path) -> str:
 
 
 def run_once(
-    settings: RedisSettings, opts: FinishFetchOptions, strategy: str, point: Point, rep: int, folder: Path
+    settings: RedisSettings,
+    opts: FinishFetchOptions,
+    strategy: str,
+    point: Point,
+    rep: int,
+    folder: Path,
+    watch_pids: Sequence[int] = (),
 ) -> RunResult:
     """One run on a fresh queue: Locust, then the audit, then the queue's keys deleted.
 
     A server that restarted or went away is an audit that says so, not an exception:
-    the run's summary still holds what was measured before.
+    the run's summary still holds what was measured before. The machine is watched
+    while Locust runs, with this process's family (Locust's processes, an embedded
+    redis-server) and ``watch_pids`` as own, and judged over the measured window
+    the summary names (over the whole Locust run when it names none).
     """
     name = f"ff-{strategy}-{uuid.uuid4().hex[:10]}"
     prefix = folder / LOCUST_DIR / f"{strategy}-{point.label}__r{rep}"
@@ -208,7 +220,9 @@ def run_once(
         queue = Queue.open(client, name)
         run_id = server_run_id(queue)
         try:
-            summary = run_locust(settings, opts, strategy, point, name, prefix)
+            with watch_run(watch_pids) as watch:
+                summary = run_locust(settings, opts, strategy, point, name, prefix)
+            machine = watch.within(summary.get("window_clock_s"))
             # Locust has exited: nothing moves the queue now, so the audit is exact.
             result = _audit_after(queue, run_id, settings.where)
         finally:
@@ -216,7 +230,7 @@ def run_once(
                 queue.delete()
     finally:
         client.close()
-    return RunResult(strategy, point, rep, summary, result, prefix)
+    return RunResult(strategy, point, rep, summary, result, prefix, machine)
 
 
 def _audit_after(queue: Queue, run_id: str, where: str) -> AuditResult:

@@ -63,7 +63,7 @@ def run_stage(ctx: RunContext) -> None:
         for rep in range(1, opts.repetitions + 1):
             for strategy in strategies:  # A B A B: drift on a shared machine hits both alike
                 ctx.progress(f"run {len(rows) + 1}/{total}: {strategy} {point.label} rep {rep}")
-                run = run_once(ctx.settings, opts, strategy, point, rep, ctx.run_dir)
+                run = run_once(ctx.settings, opts, strategy, point, rep, ctx.run_dir, ctx.watch_pids)
                 row = csv_row(run, opts, ids)
                 rows.append(row)
                 derived = run.summary["derived"]
@@ -112,6 +112,8 @@ def _stop_if_stopped(run: RunResult, run_dir: Path) -> None:
 
 def _progress_line(run: RunResult, row: FinishFetchRow) -> str:
     notes = []
+    if run.machine is not None and run.machine.contended:
+        notes.append(run.machine.note())
     if row.saturated:
         notes.append("saturated: " + "; ".join(run.summary["derived"]["saturated_because"]))
     if run.stopped:

@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import psutil
 
@@ -50,6 +51,14 @@ def clock() -> float:
     return time.clock_gettime(time.CLOCK_MONOTONIC)
 
 
+class MachineFields(TypedDict):
+    """The columns a row of any stage ends with (bench.results)."""
+
+    foreign_cpu_pct: float
+    steal_pct: float
+    contended: bool
+
+
 @dataclass(frozen=True)
 class MachineSample:
     """What the machine did during one window, in % of one core."""
@@ -62,7 +71,7 @@ class MachineSample:
     own_cpu_pct: float = 0.0
     window_s: float = 0.0
 
-    def row_fields(self) -> dict[str, float | bool]:
+    def row_fields(self) -> MachineFields:
         """The three columns every stage CSV carries."""
         return {
             "foreign_cpu_pct": round(self.foreign_cpu_pct, 1),
