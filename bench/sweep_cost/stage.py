@@ -25,6 +25,7 @@ import pyperf
 
 from bench.harness.children import reap_group, spawn, stop_group
 from bench.harness.context import RunContext
+from bench.harness.machine import MachineSample, watch_run
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import Profile, SweepOptions
 from bench.harness.progress import Progress, StagePlan
@@ -75,9 +76,15 @@ def run_pyperf(
     points: Sequence[Point],
     options: SweepOptions,
     run_dir: Path,
-    on_result: Callable[[str, str], None],
+    on_result: Callable[[str, str, MachineSample], None],
+    watch_pids: Sequence[int] = (),
 ) -> SizeOutcome:
-    """Run the pyperf program for one size; ``on_result(name, pyperf's line)`` per point done."""
+    """Run the pyperf program for one size; ``on_result(name, pyperf's line, the point's machine
+    watch)`` per point done.
+
+    The machine is watched from pyperf's start, with this process's family (pyperf, its
+    workers and their probes, an embedded redis-server) and ``watch_pids`` as own: each
+    point's window runs from the previous point's result line (or the start) to its own."""
     json_path = run_dir / PYPERF_DIR / f"sweep_{size}.json"
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.unlink(missing_ok=True)
@@ -92,10 +99,13 @@ def run_pyperf(
     cmd = program.command(json_path, pyperf_options(size, options.sweep_reps))
     env = {**os.environ, URL_ENV: settings.url, "PYTHONUNBUFFERED": "1"}
     (run_dir / PYPERF_LOG).parent.mkdir(parents=True, exist_ok=True)
+    outcome = SizeOutcome()
+    watch = watch_run(watch_pids)
     with open(run_dir / PYPERF_LOG, "a") as log:
         log.write(f"$ {' '.join(cmd)}\n")
         # pyperf, its workers and their probes form one process group: on Ctrl-C (or any
         # error here) the group gets SIGINT, a few seconds, then SIGKILL; none is left behind.
+        watch.start()
         process = spawn(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             assert process.stdout is not None
@@ -104,14 +114,15 @@ def run_pyperf(
                 log.flush()
                 match = _RESULT_LINE.match(line.strip())
                 if match:
-                    on_result(match.group(1), match.group(2))
+                    machine = outcome.machine[match.group(1)] = watch.lap()
+                    on_result(match.group(1), match.group(2), machine)
             code = process.wait()
         except BaseException:
             stop_group(process, signal.SIGINT, PYPERF_STOP_GRACE_S)
             raise
         finally:
             reap_group(process)
-    outcome = SizeOutcome()
+            watch.stop()
     if json_path.exists():
         for bench in pyperf.BenchmarkSuite.load(str(json_path)).get_benchmarks():
             outcome.values[bench.get_name()] = list(bench.get_values())
@@ -120,10 +131,12 @@ def run_pyperf(
     return outcome
 
 
-def point_line(run_dir: Path, point: Point, pyperf_line: str) -> str:
+def point_line(run_dir: Path, point: Point, pyperf_line: str, machine: MachineSample | None = None) -> str:
     """The progress line for a point pyperf has finished."""
     side = side_summary(run_dir, point)
     note = f"; ERROR {'; '.join(side.errors)}" if side.errors else ""
+    if machine is not None and machine.contended:
+        note += f"; {machine.note()}"
     return (
         f"{point.variant} {point.scenario} {point.size:,}: {pyperf_line}; "
         f"hold {fmt(side.hold_ms_max, 3)} ms, probe max {fmt(side.probe_max_us)} µs, "
@@ -158,14 +171,15 @@ def measure_size(
     scenario.grow(size)
     by_name = {p.name: p for p in points}
 
-    def finished(name: str, line: str) -> None:
+    def finished(name: str, line: str, machine: MachineSample) -> None:
         if name in by_name:
-            tell(point_line(ctx.run_dir, by_name[name], line))
+            tell(point_line(ctx.run_dir, by_name[name], line, machine))
 
     settings = dataclasses.replace(ctx.settings, socket_timeout_s=SWEEP_TIMEOUT_S)
     return run_pyperf(
-        settings, scenario.queue.keys.name, size, points, ctx.profile.sweep, ctx.run_dir, finished
-    )
+        settings, scenario.queue.keys.name, size, points, ctx.profile.sweep, ctx.run_dir, finished,
+        ctx.watch_pids,
+    )  # fmt: skip
 
 
 # Rough µs a sweep spends per active job, to estimate the run's ETA (the progress line corrects it
