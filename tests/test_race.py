@@ -158,9 +158,15 @@ def test_the_race_command_writes_race_csv_and_a_table(
         ("app_side", 1.0, "2"),
     ]
     assert rows[0]["double_recoveries"] == "0" and rows[0]["audit_violations"] == "0"
+    for row in rows:  # each setting's worst repetition, as the machine watch saw it
+        assert float(row["foreign_cpu_pct"]) >= 0 and row["contended"] in ("True", "False"), row
     out = capsys.readouterr().out
     assert "per_10k" in out and "simulated" in out
     # open_run(): the same meta.json as `bench run` writes (run_id, start, finish, stages)
     meta = json.loads((csv_path.parent / "meta.json").read_text())
     assert meta["run_id"] == csv_path.parent.name and meta["complete"] is True
     assert meta["stages_planned"] == meta["stages_done"] == ["race"] and meta["finished"]
+    # REDIS_URL on loopback: the server's own pid is counted as the run's, and meta.json says so.
+    assert redis_server.process is not None
+    server_pid = redis_server.process.pid
+    assert meta["machine_watch"].startswith(f"client and the REDIS_URL redis-server (pid {server_pid})")

@@ -26,10 +26,11 @@ delay 0 only.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench.harness.context import RunContext
+from bench.harness.machine import watch_run
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import Profile, RaceOptions
 from bench.harness.progress import Progress, StagePlan
@@ -48,18 +49,28 @@ from bench.race.table import RaceOutcome, format_table
 from bench.results import RACE_COLUMNS, RunIds, row_dict, update_meta, write_csv
 
 
-def run_plan(settings: RedisSettings, plan: RacePlan, progress: Callable[[str], None]) -> list[RaceOutcome]:
-    """Every setting, ``reps`` times, alternating: rep 1 of each setting, then rep 2, ..."""
+def run_plan(
+    settings: RedisSettings,
+    plan: RacePlan,
+    progress: Callable[[str], None],
+    watch_pids: Sequence[int] = (),
+) -> list[RaceOutcome]:
+    """Every setting, ``reps`` times, alternating: rep 1 of each setting, then rep 2, ...; each run
+    with the machine watched while its threads run (``watch_pids`` counted as own too)."""
     outcomes = {cell: RaceOutcome(cell) for cell in plan.settings()}
     for rep in range(1, plan.reps + 1):
         for cell, outcome in outcomes.items():
-            found = run_once(settings, cell)
+            watch = watch_run(watch_pids)
+            found = run_once(settings, cell, watch)
             outcome.reps += 1
             outcome.counts = outcome.counts + found
+            if watch.sample is not None:
+                outcome.machine.append(watch.sample)
+            busy = f"; {watch.sample.note()}" if watch.sample and watch.sample.contended else ""
             progress(
                 f"{cell.label()} rep {rep}/{plan.reps}: double {found.double_recoveries}, "
                 f"lost {found.lost_attempt_updates}, requeued {found.requeued_after_finish}, "
-                f"audit {found.audit_violations} ({found.sweeps} sweeps, {found.finished} finished)"
+                f"audit {found.audit_violations} ({found.sweeps} sweeps, {found.finished} finished){busy}"
             )
     return list(outcomes.values())
 
@@ -97,7 +108,7 @@ def check_profile(profile: Profile) -> None:
 def run_stage(ctx: RunContext) -> None:
     plan = RacePlan.from_options(ctx.profile.race)
     update_meta(ctx.run_dir, race=plan_record(plan))
-    outcomes = run_plan(ctx.settings, plan, ctx.progress.step)
+    outcomes = run_plan(ctx.settings, plan, ctx.progress.step, ctx.watch_pids)
     ids = RunIds(ctx.run_dir.name, ctx.profile.name)
     write_csv(ctx.run_dir / "race.csv", RACE_COLUMNS, [row_dict(o.row(ids)) for o in outcomes])
     ctx.progress.done()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from bench.harness.machine import MachineSample, worst_of
 from bench.harness.terminal import render_table, wrap_note
 from bench.protocol.sweep import has_gap
 from bench.race.count import Anomalies
@@ -19,11 +21,16 @@ class RaceOutcome:
     setting: RaceSetting
     reps: int = 0
     counts: Anomalies = field(default_factory=Anomalies)
+    machine: list[MachineSample] = field(default_factory=list)  # each repetition's window
+
+    @property
+    def contended_reps(self) -> int:
+        return sum(m.contended for m in self.machine)
 
     def row(self, ids: RunIds) -> RaceRow:
-        """Its race.csv row."""
+        """Its race.csv row; the machine columns are its worst repetition's."""
         s, c = self.setting, self.counts
-        return RaceRow(
+        row = RaceRow(
             run_id=ids.run_id,
             protocol=ids.protocol,
             profile=ids.profile,
@@ -40,6 +47,8 @@ class RaceOutcome:
             requeued_after_finish=c.requeued_after_finish,
             audit_violations=c.audit_violations,
         )
+        worst = worst_of(self.machine)
+        return dataclasses.replace(row, **worst.row_fields()) if worst else row
 
     @property
     def per_10k(self) -> float:
@@ -60,6 +69,7 @@ def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | N
         "requeued",
         "audit",
         "per_10k",
+        "contended",
     ]
     rows = []
     for outcome in outcomes:
@@ -70,6 +80,7 @@ def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | N
             str(c.double_recoveries), str(c.lost_attempt_updates), str(c.requeued_after_finish),
             str(c.audit_violations),
             f"{outcome.per_10k:.1f}",
+            f"{outcome.contended_reps}/{outcome.reps}",
         ])  # fmt: skip
     lines = [
         wrap_note(
@@ -95,6 +106,18 @@ def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | N
                 f"by final state {c.double_by_state} (workers finished some copies)",
                 width,
                 "    ",
+            )
+        )
+    contended = [o for o in outcomes if o.contended_reps]
+    if contended:
+        worst = max(m.foreign_cpu_pct for o in contended for m in o.machine)
+        runs = sum(o.contended_reps for o in contended)
+        lines.append(
+            wrap_note(
+                f"CONTENDED: {runs} of {sum(o.reps for o in outcomes)} runs shared the machine with other "
+                f"work (foreign CPU up to {worst:.0f}% of a core): their interleavings are not the quiet "
+                "machine's",
+                width,
             )
         )
     unrecovered = sum(o.counts.unrecovered for o in outcomes)
