@@ -27,7 +27,9 @@ A verdict needs evidence. It is decided in this order (``verdict``):
 
 ``unstable`` and ``no spread`` are not regressions: ``--fail-on-regression``
 fails on ``worse`` only. Before any verdict, ``context_lines`` shows the two
-runs' machine calibrations side by side and every package version that differs.
+runs' machine calibrations side by side and every package version that differs,
+and ``headline_lines`` each run's headline ratio (bench.report.headline) at
+every point both ran.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+
+from bench.report import headline
 
 UNSTABLE_CV = 0.10
 SAME_WITHIN = 0.03
@@ -412,3 +416,19 @@ def context_lines(meta_a: Mapping[str, object], meta_b: Mapping[str, object]) ->
         *machine_lines(meta_a, meta_b),
         *package_lines(meta_a, meta_b),
     ]
+
+
+def headline_lines(frame_a: pd.DataFrame | None, frame_b: pd.DataFrame | None) -> list[str]:
+    """Each run's fused/two_call ratio (median of its A B pairs [min-max]) at every point both ran,
+    and whether the two ranges overlap: ratios within one run hold where absolute figures drift."""
+    a, b = headline.per_point(frame_a), headline.per_point(frame_b)
+    shared = sorted(a.keys() & b.keys(), key=key_order)
+    if not shared:
+        return []
+    lines = [f"| {headline.NAME} | A | B | ranges |", "|---|---|---|---|"]
+    for key in shared:
+        ra, rb = a[key], b[key]
+        apart = ra.hi < rb.lo or rb.hi < ra.lo
+        label = point_label(headline.POINT_KEYS, tuple(_norm(v) for v in key))
+        lines.append(f"| {label} | {ra.text()} | {rb.text()} | {'apart' if apart else 'overlap'} |")
+    return lines

@@ -24,6 +24,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
+from bench.report import headline
 from bench.results import write_atomic_with
 
 # Fixed colours so a variant looks the same in every figure.
@@ -144,10 +145,10 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
                         color="white" if inside else "black")  # fmt: skip
     for j, (workers, rtt) in enumerate(points):
         at = data[(data["workers"] == workers) & (data["rtt_ms"] == rtt)]
-        means = at.groupby("strategy")["jobs_per_s"].mean()
-        if {"fused", "two_call"} <= set(means.index) and means["two_call"] > 0:
-            top = float(means.max())
-            ax.annotate(f"fused/two_call = {means['fused'] / means['two_call']:.2f}", (j, top),
+        ratio = headline.point_ratio(at)
+        if ratio is not None:
+            top = float(at.groupby("strategy")["jobs_per_s"].mean().max())
+            ax.annotate(f"fused/two_call = {ratio.text()}", (j, top),
                         textcoords="offset points", xytext=(0, 16), ha="center", fontsize=9,
                         fontweight="bold")  # fmt: skip
     ax.set_ylim(0, float(data["jobs_per_s"].max()) * 1.22)
@@ -194,6 +195,7 @@ def _latency_axes(ax: Axes, title: str, legend: bool = True) -> None:
 
 
 LINE_STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1)), (0, (1, 3)))
+E2E_NAME = "end to end (enqueue to finish)"
 POINT = re.compile(r"^(?P<strategy>[a-z_]+)-w(?P<workers>\d+)-rtt(?P<rtt>[\d.]+)$")
 
 
@@ -207,17 +209,20 @@ def split_variant(variant: str) -> tuple[str, str]:
     return strategy, rest
 
 
-def latency_percentiles(histograms: Mapping[tuple[str, str], HdrHistogram], out_dir: Path) -> Plot | None:
+def latency_percentiles(
+    histograms: Mapping[tuple[str, str], HdrHistogram], out_dir: Path, e2e_name: str = E2E_NAME
+) -> Plot | None:
     """Cycle (and end-to-end) latency percentile curves per variant, from merged HDR histograms.
 
-    ``histograms`` maps (metric, variant) to the merge of every repetition's histogram.
+    ``histograms`` maps (metric, variant) to the merge of every repetition's histogram;
+    ``e2e_name`` is what the end-to-end panel measured (in closed loop: the backlog's wait).
     """
     metrics = [m for m in ("cycle", "e2e") if any(k[0] == m for k in histograms)]
     if not metrics:
         return None
     figure = Figure(figsize=(6.0 * len(metrics), 5.2), layout="constrained")
     axes = figure.subplots(1, len(metrics), squeeze=False)[0]
-    names = {"cycle": "worker cycle (finish + fetch)", "e2e": "end to end (enqueue to finish)"}
+    names = {"cycle": "worker cycle (finish + fetch)", "e2e": e2e_name}
     variants = ordered(sorted({v for _, v in histograms}))
     points = sorted({split_variant(v)[1] for v in variants})
     style = {point: LINE_STYLES[i % len(LINE_STYLES)] for i, point in enumerate(points)}

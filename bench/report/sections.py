@@ -6,11 +6,12 @@ import math
 
 import pandas as pd
 
-from bench.fits import loglog_fit, paired_ratio
+from bench.fits import loglog_fit
 from bench.hdr import summary
-from bench.report import plots
+from bench.report import headline, latency, plots
 from bench.report.compare import STAGE_KEYS, samples
 from bench.report.load import RunData, merged_histograms
+from bench.report.machine import beside_saturated, contended_note
 from bench.report.markdown import figure, flag_rows, fmt, markdown_table, missing_note, percent, present
 
 
@@ -56,6 +57,7 @@ def finish_fetch_section(data: RunData) -> list[str]:
     if frame is None:
         return [*lines, "*Absent: this run has no finish_fetch.csv.*", ""]
     lines += missing_note(data, "finish_fetch")
+    lines += contended_note(frame, "repetition(s)")
     saturated = int(frame["saturated"].fillna(False).astype(bool).sum())
     failed = int((~frame["audit_ok"].fillna(True).astype(bool)).sum())
     if saturated:
@@ -76,12 +78,17 @@ def finish_fetch_section(data: RunData) -> list[str]:
                   "each run's summary counts them by kind, its log has the tracebacks.", ""]  # fmt: skip
     lines += _finish_fetch_summary(frame)
     lines += figure(plots.jobs_per_s(frame, data.path), "no jobs_per_s values")
+    e2e = latency.meaning(frame)
+    lines += latency.note(frame)
     histograms, bad = merged_histograms(data, "finish_fetch")
     if bad:
         lines += [f"*Unreadable HDR files left out: {', '.join(bad)}.*", ""]
     if histograms:
-        plot = plots.latency_percentiles(histograms, data.path)
-        table = [{"metric": m, "strategy": v, **summary(h)} for (m, v), h in histograms.items()]
+        plot = plots.latency_percentiles(histograms, data.path, e2e.panel)
+        table = [
+            {"metric": e2e.hdr_metric if m == "e2e" else m, "strategy": v, **summary(h)}
+            for (m, v), h in histograms.items()
+        ]
         lines += figure(plot, "no histograms")
         points = frame[["workers", "rtt_ms"]].drop_duplicates()
         unpointed = any(not plots.split_variant(v)[1] for _, v in histograms)
@@ -94,7 +101,8 @@ def finish_fetch_section(data: RunData) -> list[str]:
     else:
         lines += ["*No HDR files for finish_fetch; latency drawn from the CSV's percentile columns.*", ""]
         lines += figure(plots.latency_from_columns(frame, data.path), "no cycle percentile columns")
-    lines += ["All repetitions:", "", markdown_table(flag_rows(present(data, "finish_fetch", frame))), ""]
+    shown = beside_saturated(latency.shown_columns(present(data, "finish_fetch", frame)))
+    lines += ["All repetitions:", "", markdown_table(flag_rows(shown)), ""]
     return lines
 
 
@@ -127,23 +135,12 @@ def _finish_fetch_summary(frame: pd.DataFrame) -> list[str]:
 
 
 def _fused_ratios(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per point: the median of the repetition-paired fused/two_call ratios, with their min-max
-    (bench.fits.paired_ratio, as the stage's terminal table prints it)."""
-    if not {"fused", "two_call"} <= set(frame["strategy"]) or frame["rep"].isna().all():
-        return pd.DataFrame()
-    rows = []
-    for (workers, rtt), group in frame.groupby(["workers", "rtt_ms"], dropna=False):
-        fused = group[group["strategy"] == "fused"].set_index("rep")["jobs_per_s"]
-        two = group[group["strategy"] == "two_call"].set_index("rep")["jobs_per_s"]
-        if fused.empty or two.empty:
-            continue
-        pairs = pd.concat([fused.rename("a"), two.rename("b")], axis=1, join="inner")  # same rep, one pair
-        ratio = paired_ratio(pairs.itertuples(index=False, name=None))
-        rows.append({
-            "workers": workers, "rtt_ms": rtt, "median of pairs": ratio.median if ratio else math.nan,
-            "[min-max]": f"[{ratio.lo:.2f}-{ratio.hi:.2f}]" if ratio else "—",
-            "pairs": ratio.pairs if ratio else 0,
-        })  # fmt: skip
+    """Per point: the headline (bench.report.headline), as the stage's terminal table prints it."""
+    rows = [
+        {"workers": workers, "rtt_ms": rtt, "median of pairs": ratio.median,
+         "[min-max]": f"[{ratio.lo:.2f}-{ratio.hi:.2f}]", "pairs": ratio.pairs}
+        for (workers, rtt), ratio in headline.per_point(frame).items()
+    ]  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -153,6 +150,7 @@ def sweep_section(data: RunData) -> list[str]:
     if frame is None:
         return [*lines, "*Absent: this run has no sweep_cost.csv.*", ""]
     lines += missing_note(data, "sweep")
+    lines += contended_note(frame, "point(s)")
     skipped = frame[frame["skipped"] != ""]
     measured = frame[frame["skipped"] == ""]
     lines += figure(plots.sweep_time(measured, data.path), "no measured sweep points")
@@ -172,7 +170,7 @@ def sweep_section(data: RunData) -> list[str]:
                   "while a script ran.", ""]  # fmt: skip
     shown = present(data, "sweep", frame).sort_values(["scenario", "active_size", "variant"])
     shown["skipped"] = shown["skipped"].map(lambda why: f"**skipped**: {why}" if why else "")
-    lines += ["All points:", "", markdown_table(shown), ""]
+    lines += ["All points:", "", markdown_table(flag_rows(shown)), ""]
     return lines
 
 
@@ -197,11 +195,12 @@ def race_section(data: RunData) -> list[str]:
     if frame is None:
         return [*lines, "*Absent: this run has no race.csv.*", ""]
     lines += missing_note(data, "race")
+    lines += contended_note(frame, "setting(s)")
     violations = frame[frame["audit_violations"].fillna(0) > 0]
     if not violations.empty:
         variants = ", ".join(sorted(set(violations["variant"])))
         lines += [f"> **Audit violations** (a job lost or in two places) in {len(violations)} setting(s): "
                   f"{variants}.", ""]  # fmt: skip
     lines += figure(plots.race_anomalies(frame, data.path), "no anomaly columns")
-    lines += ["All settings:", "", markdown_table(present(data, "race", frame)), ""]
+    lines += ["All settings:", "", markdown_table(flag_rows(present(data, "race", frame))), ""]
     return lines
