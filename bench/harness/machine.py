@@ -18,10 +18,10 @@ thread, so new children are found; a process once seen stays counted when it
 is re-parented.
 
 Every scan leaves a mark (the clock, the machine's counters, own CPU so far),
-so one watch can also answer for a part of its time: ``lap()`` closes one
-window and opens the next (a sweep point after another, in one pyperf run),
-and ``within(span)`` picks the marks around a window another process timed on
-the same clock (``clock()``: a Locust run's measured window, after warm-up).
+so one watch can also answer for a part of its time: ``within(span)`` picks
+the marks around a window timed on the same clock (``clock()``), here or in
+another process: a Locust run's measured window after its warm-up, one sweep
+point after another in one pyperf run, one race run after another.
 """
 
 from __future__ import annotations
@@ -38,6 +38,10 @@ import psutil
 FOREIGN_LIMIT_PCT = 10.0  # of one core
 STEAL_LIMIT_PCT = 5.0  # of one core
 SCAN_INTERVAL_S = 0.5
+# The kernel counts CPU time in 10 ms ticks, per CPU and per process: over a window much shorter
+# than a second that rounding alone can reach the 10% limit. A shorter window is judged over the
+# second around it (the machine just before and after is the machine it ran on).
+MIN_WINDOW_S = 1.0
 _GONE = (psutil.NoSuchProcess, psutil.AccessDenied)
 
 
@@ -253,35 +257,24 @@ class MachineWatch:
         self._tracker = _Tracker(self.roots)
         self._lock = threading.Lock()
         self._marks: list[_Mark] = []
-        self._lap = 0  # the mark the current lap started at
 
     def start(self) -> MachineWatch:
         self._tracker = _Tracker(self.roots)
-        self._marks, self._lap = [], 0
+        self._marks = []
         self._scan()
         self._stop.clear()
         self._thread = threading.Thread(target=self._rescan, name="machine-watch", daemon=True)
         self._thread.start()
         return self
 
-    def _scan(self) -> _Mark:
+    def _scan(self) -> None:
         t, (busy, steal) = _around(self._tracker.scan)
-        mark = _Mark(t, busy, steal, self._tracker.own_cpu_s(), self._tracker.pids())
-        self._marks.append(mark)
-        return mark
+        self._marks.append(_Mark(t, busy, steal, self._tracker.own_cpu_s(), self._tracker.pids()))
 
     def _rescan(self) -> None:
         while not self._stop.wait(self.interval_s):
             with self._lock:
                 self._scan()
-
-    def lap(self) -> MachineSample:
-        """Close the window open since start() or the last lap, and open the next one now."""
-        with self._lock:
-            mark = self._scan()
-            sample = _between(self._marks[self._lap], mark)
-            self._lap = len(self._marks) - 1
-        return sample
 
     def counted_so_far(self) -> frozenset[int]:
         """The pids counted as own up to the last scan (while the window is still open)."""
@@ -296,11 +289,12 @@ class MachineWatch:
         self.sample = _between(self._marks[0], self._marks[-1])
         return self.sample
 
-    def within(self, span: Sequence[float] | None) -> MachineSample:
+    def within(self, span: Sequence[float] | None, min_s: float = MIN_WINDOW_S) -> MachineSample:
         """After stop(): the part of the watch around ``span`` (start and end on ``clock()``), from
         the last mark at or before its start to the first at or after its end, so the window is
-        covered whole (a scan interval more at most on each side). The whole watch when ``span``
-        is missing or lies outside it."""
+        covered whole (a scan interval more at most on each side); a span shorter than ``min_s``
+        is widened about its middle to ``min_s``. The whole watch when ``span`` is missing or
+        lies outside it."""
         assert self.sample is not None, "within() before stop()"
         if span is None or len(span) != 2 or not span[0] < span[1]:
             return self.sample
@@ -308,6 +302,9 @@ class MachineWatch:
         first, last = self._marks[0], self._marks[-1]
         if t1 <= first.t or t0 >= last.t:
             return self.sample  # another clock, or another window: do not pretend
+        if t1 - t0 < min_s:
+            middle = (t0 + t1) / 2
+            t0, t1 = middle - min_s / 2, middle + min_s / 2
         opening = max((m for m in self._marks if m.t <= t0), key=lambda m: m.t, default=first)
         closing = min((m for m in self._marks if m.t >= t1), key=lambda m: m.t, default=last)
         return _between(opening, closing)

@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import threading
 import time
@@ -27,7 +26,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from bench.errors import BenchError
-from bench.harness.machine import MachineWatch
 from bench.protocol.audit import audit, server_run_id
 from bench.protocol.connection import CountingRedis, RedisSettings
 from bench.protocol.queue import Producer, Queue, Worker, WorkerOptions
@@ -175,9 +173,8 @@ class _Actors:
     threads: list[threading.Thread] = field(default_factory=list)
 
 
-def run_once(settings: RedisSettings, setting: RaceSetting, watch: MachineWatch | None = None) -> Anomalies:
-    """One repetition of ``setting`` on a fresh queue, deleted afterwards; ``watch`` (the threads
-    are this process's, an embedded redis-server its child) is open while the threads run."""
+def run_once(settings: RedisSettings, setting: RaceSetting) -> Anomalies:
+    """One repetition of ``setting`` on a fresh queue, deleted afterwards."""
     extra = extra_scripts([setting.variant])
     client = settings.connect()
     queue = Queue.open(client, f"race-{uuid.uuid4().hex[:10]}", extra)
@@ -225,15 +222,13 @@ def run_once(settings: RedisSettings, setting: RaceSetting, watch: MachineWatch 
             for i, w in enumerate(workers)
         ]
         actors.threads = [*sweeper_threads, *worker_threads]
-        # The measured part, and the machine's window: every thread sweeping or working at once.
-        with watch if watch is not None else contextlib.nullcontext():
-            for thread in actors.threads:
-                thread.start()
-            for thread in sweeper_threads:
-                thread.join(max(0.0, log.deadline - time.monotonic()) + JOIN_GRACE_S)
-            log.stop.set()
-            for thread in worker_threads:
-                thread.join(JOIN_GRACE_S)
+        for thread in actors.threads:
+            thread.start()
+        for thread in sweeper_threads:
+            thread.join(max(0.0, log.deadline - time.monotonic()) + JOIN_GRACE_S)
+        log.stop.set()
+        for thread in worker_threads:
+            thread.join(JOIN_GRACE_S)
         if any(t.is_alive() for t in actors.threads):
             log.fail("a sweeper or worker did not return: it is left running, its counts are not final")
         audited = audit(queue, [*stalled, *live], run_id)

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench.harness.context import RunContext
-from bench.harness.machine import watch_run
+from bench.harness.machine import clock, watch_run
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import Profile, RaceOptions
 from bench.harness.progress import Progress, StagePlan
@@ -55,23 +55,29 @@ def run_plan(
     progress: Callable[[str], None],
     watch_pids: Sequence[int] = (),
 ) -> list[RaceOutcome]:
-    """Every setting, ``reps`` times, alternating: rep 1 of each setting, then rep 2, ...; each run
-    with the machine watched while its threads run (``watch_pids`` counted as own too)."""
+    """Every setting, ``reps`` times, alternating: rep 1 of each setting, then rep 2, ...
+
+    One machine watch runs through the plan (the threads are this process's, an embedded
+    redis-server its child, ``watch_pids`` own too); each run is judged over its own span
+    of it, set-up and audit included (bench.harness.machine: a short run over the second
+    around it)."""
     outcomes = {cell: RaceOutcome(cell) for cell in plan.settings()}
-    for rep in range(1, plan.reps + 1):
-        for cell, outcome in outcomes.items():
-            watch = watch_run(watch_pids)
-            found = run_once(settings, cell, watch)
-            outcome.reps += 1
-            outcome.counts = outcome.counts + found
-            if watch.sample is not None:
-                outcome.machine.append(watch.sample)
-            busy = f"; {watch.sample.note()}" if watch.sample and watch.sample.contended else ""
-            progress(
-                f"{cell.label()} rep {rep}/{plan.reps}: double {found.double_recoveries}, "
-                f"lost {found.lost_attempt_updates}, requeued {found.requeued_after_finish}, "
-                f"audit {found.audit_violations} ({found.sweeps} sweeps, {found.finished} finished){busy}"
-            )
+    spans: list[tuple[RaceOutcome, tuple[float, float]]] = []
+    with watch_run(watch_pids) as watch:
+        for rep in range(1, plan.reps + 1):
+            for cell, outcome in outcomes.items():
+                opened = clock()
+                found = run_once(settings, cell)
+                spans.append((outcome, (opened, clock())))
+                outcome.reps += 1
+                outcome.counts = outcome.counts + found
+                progress(
+                    f"{cell.label()} rep {rep}/{plan.reps}: double {found.double_recoveries}, "
+                    f"lost {found.lost_attempt_updates}, requeued {found.requeued_after_finish}, "
+                    f"audit {found.audit_violations} ({found.sweeps} sweeps, {found.finished} finished)"
+                )
+    for outcome, span in spans:
+        outcome.machine.append(watch.within(span))
     return list(outcomes.values())
 
 

@@ -25,7 +25,7 @@ import pyperf
 
 from bench.harness.children import reap_group, spawn, stop_group
 from bench.harness.context import RunContext
-from bench.harness.machine import MachineSample, watch_run
+from bench.harness.machine import clock, watch_run
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import Profile, SweepOptions
 from bench.harness.progress import Progress, StagePlan
@@ -76,15 +76,14 @@ def run_pyperf(
     points: Sequence[Point],
     options: SweepOptions,
     run_dir: Path,
-    on_result: Callable[[str, str, MachineSample], None],
+    on_result: Callable[[str, str], None],
     watch_pids: Sequence[int] = (),
 ) -> SizeOutcome:
-    """Run the pyperf program for one size; ``on_result(name, pyperf's line, the point's machine
-    watch)`` per point done.
+    """Run the pyperf program for one size; ``on_result(name, pyperf's line)`` per point done.
 
-    The machine is watched from pyperf's start, with this process's family (pyperf, its
+    The machine is watched while pyperf runs, with this process's family (pyperf, its
     workers and their probes, an embedded redis-server) and ``watch_pids`` as own: each
-    point's window runs from the previous point's result line (or the start) to its own."""
+    point is judged from the previous point's result line (or pyperf's start) to its own."""
     json_path = run_dir / PYPERF_DIR / f"sweep_{size}.json"
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.unlink(missing_ok=True)
@@ -106,6 +105,8 @@ def run_pyperf(
         # pyperf, its workers and their probes form one process group: on Ctrl-C (or any
         # error here) the group gets SIGINT, a few seconds, then SIGKILL; none is left behind.
         watch.start()
+        opened = clock()
+        spans: dict[str, tuple[float, float]] = {}
         process = spawn(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             assert process.stdout is not None
@@ -114,8 +115,9 @@ def run_pyperf(
                 log.flush()
                 match = _RESULT_LINE.match(line.strip())
                 if match:
-                    machine = outcome.machine[match.group(1)] = watch.lap()
-                    on_result(match.group(1), match.group(2), machine)
+                    closed = clock()
+                    spans[match.group(1)], opened = (opened, closed), closed
+                    on_result(match.group(1), match.group(2))
             code = process.wait()
         except BaseException:
             stop_group(process, signal.SIGINT, PYPERF_STOP_GRACE_S)
@@ -123,6 +125,7 @@ def run_pyperf(
         finally:
             reap_group(process)
             watch.stop()
+    outcome.machine = {name: watch.within(span) for name, span in spans.items()}
     if json_path.exists():
         for bench in pyperf.BenchmarkSuite.load(str(json_path)).get_benchmarks():
             outcome.values[bench.get_name()] = list(bench.get_values())
@@ -131,12 +134,10 @@ def run_pyperf(
     return outcome
 
 
-def point_line(run_dir: Path, point: Point, pyperf_line: str, machine: MachineSample | None = None) -> str:
+def point_line(run_dir: Path, point: Point, pyperf_line: str) -> str:
     """The progress line for a point pyperf has finished."""
     side = side_summary(run_dir, point)
     note = f"; ERROR {'; '.join(side.errors)}" if side.errors else ""
-    if machine is not None and machine.contended:
-        note += f"; {machine.note()}"
     return (
         f"{point.variant} {point.scenario} {point.size:,}: {pyperf_line}; "
         f"hold {fmt(side.hold_ms_max, 3)} ms, probe max {fmt(side.probe_max_us)} µs, "
@@ -171,9 +172,9 @@ def measure_size(
     scenario.grow(size)
     by_name = {p.name: p for p in points}
 
-    def finished(name: str, line: str, machine: MachineSample) -> None:
+    def finished(name: str, line: str) -> None:
         if name in by_name:
-            tell(point_line(ctx.run_dir, by_name[name], line, machine))
+            tell(point_line(ctx.run_dir, by_name[name], line))
 
     settings = dataclasses.replace(ctx.settings, socket_timeout_s=SWEEP_TIMEOUT_S)
     return run_pyperf(
