@@ -29,7 +29,7 @@ from bench.harness.machine import (
     clock,
     worst_of,
 )
-from tests.helpers import wait_until
+from tests.helpers import cpu_hog, cpu_s, wait_until
 
 # A child that spawns one more child (a sleeper) each time it reads a line, and says its pid.
 SPAWNER = """
@@ -62,32 +62,11 @@ for line in sys.stdin:
 """
 
 
-def cpu_s(pid: int) -> float:
-    t = psutil.Process(pid).cpu_times()
-    return float(t.user + t.system)
-
-
-# Starts a busy loop, says its pid and exits: the loop is left re-parented to init, outside
-# the test process's family (a run watching its own pid must see it as foreign).
-DETACHED_HOG = """
-import subprocess, sys
-hog = [sys.executable, "-c", "while True: pass"]
-quiet = subprocess.DEVNULL  # no pipe of ours held open
-print(subprocess.Popen(hog, start_new_session=True, stdin=quiet, stdout=quiet, stderr=quiet).pid)
-"""
-
-
 @pytest.fixture
 def hog() -> Iterator[psutil.Process]:
     """A busy loop outside the test's process family: one core's worth of foreign CPU."""
-    out = subprocess.run([sys.executable, "-c", DETACHED_HOG], capture_output=True, text=True, check=True)
-    process = psutil.Process(int(out.stdout))
-    try:
-        wait_until(lambda: cpu_s(process.pid) > 0.05, what="the hog to run")
+    with cpu_hog() as process:
         yield process
-    finally:
-        process.kill()
-        process.wait(timeout=10)
 
 
 @pytest.fixture
