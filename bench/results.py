@@ -132,7 +132,44 @@ class RaceRow:
     contended: bool = False  # any repetition
 
 
-Row = FinishFetchRow | SweepCostRow | RaceRow
+@dataclass(frozen=True)
+class SweepHazardRow:
+    """One all-stalled sweep sent once by a client, with that client's retry settings."""
+
+    protocol: str
+    client: str  # "bullmq" (BullMQ's own connection settings) or "suite" (no re-sends)
+    stalled_jobs: int
+    socket_timeout_s: float
+    elapsed_s: float  # from the call to its return or its error
+    server_executions: int  # the sweep script's executions on the server (commandstats calls)
+    server_rejected: int  # its sends the server refused (commandstats rejected_calls: BUSY)
+    probe_busy: int  # BUSY replies another client got meanwhile
+    probe_max_us: int | None
+    reply_ids: int | None  # ids the call returned (None: it raised)
+    moved_ids: int  # stalled jobs found out of active and in wait afterwards
+    reply_matches: bool  # the reply named exactly the jobs that moved
+    error: str  # what the call raised, or ""
+
+
+@dataclass(frozen=True)
+class BullmqWorkerRow:
+    """One run of a worker driver over a pre-filled queue, timed from its 1,000th completion."""
+
+    protocol: str
+    driver: str  # "bullmq_worker" (BullMQ's own asyncio Worker), or the suite's "fused" / "two_call" loop
+    concurrency: int
+    job_ms: float
+    rep: int
+    jobs: int  # completions in the window
+    duration_s: float
+    jobs_per_s: float
+    client_cpu_us_per_job: float
+    redis_calls_per_job: float  # client-sent commands (EVALSHA, BZPOPMIN...) a job
+    redis_us_per_job: float
+    audit_ok: bool  # every pre-filled job completed exactly once
+
+
+Row = FinishFetchRow | SweepCostRow | RaceRow | SweepHazardRow | BullmqWorkerRow
 
 
 def columns_of(row_type: type[Row]) -> tuple[str, ...]:
@@ -142,6 +179,8 @@ def columns_of(row_type: type[Row]) -> tuple[str, ...]:
 FINISH_FETCH_COLUMNS = columns_of(FinishFetchRow)
 SWEEP_COST_COLUMNS = columns_of(SweepCostRow)
 RACE_COLUMNS = columns_of(RaceRow)
+SWEEP_HAZARD_COLUMNS = columns_of(SweepHazardRow)
+BULLMQ_WORKER_COLUMNS = columns_of(BullmqWorkerRow)
 
 
 _FLOAT_COLUMNS: dict[type, frozenset[str]] = {}

@@ -17,6 +17,7 @@ from bench.results import RESULTS_DIR
 # Each stage is a module with run_stage(ctx: RunContext) -> None; the report is not one (below).
 STAGE_MODULES = {
     "finish_fetch": "bench.finish_fetch.stage",
+    "bullmq_worker": "bench.bullmq_worker.stage",
     "sweep": "bench.sweep_cost.stage",
     "race": "bench.race.stage",
 }

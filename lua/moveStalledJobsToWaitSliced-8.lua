@@ -21,25 +21,51 @@
   pass, and does what the protocol script does.
 
   One pass (the protocol's move and mark) is spread over calls. The first
-  call of a pass checks the throttle, renames stalled (the previous pass's
-  marks) to <prefix>stalled-prev and notes LLEN active in <prefix>stalled-pass
-  as the count to visit. Each call takes up to `slice` ids from the right
-  (oldest) end of active (RPOP) and, for each one, in one atomic step:
-  reclaims it when it is in stalled-prev and its lock is gone (attempts + 1,
-  then failed past the max, else wait or paused); otherwise marks it (SADD
-  stalled) and puts it back at the left end, order kept (LPUSH). No call
-  scans active, so a call costs O(slice) however long active is. When the
-  count is visited, stalled-prev and stalled-pass are deleted (UNLINK).
+  call of a pass checks the throttle and notes LLEN active in
+  <prefix>stalled-pass as the count to visit. Each call takes up to `slice`
+  ids from the right (oldest) end of active (RPOP) and, for each one, in one
+  atomic step: reclaims it when it is marked (in stalled) and its lock is
+  gone (unmark, attempts + 1, then failed past the max, else wait or
+  paused); otherwise puts it back at the left end, order kept (LPUSH), and
+  marks it if it is not marked yet.
+
+  The marks are kept from pass to pass, not rebuilt. The protocol's sweep
+  deletes stalled and marks every active id again; spread over calls that
+  would make each pass add every id to a new set and drop the old one, and
+  Redis grows a set's hash table by doubling it, so the call that takes a
+  new set past 2^k members allocates a table of 2^(k+1) slots (8 MB at a
+  million ids), and the old set's million members are freed at the pass's
+  end. Kept marks already hold the id of every healthy job: a healthy pass
+  writes no mark at all, and a mark is only added or removed for a job that
+  came into active or is reclaimed. What bounds a call: at most `slice` ids
+  visited (2 x `slice` in the call that starts a re-mark, below), a fixed
+  number of commands on each, each O(1), and a few more on the pass's own
+  keys; no command reads, writes or deletes a whole key but UNLINK, whose
+  freeing Redis does off the main thread.
+
+  Every script of the protocol that takes an id out of active unmarks it,
+  so kept marks stay those of ids in active. Marks of ids taken out by
+  anything else (an outside LREM, or a hand-built state) would survive
+  where the protocol's sweep drops them; a pass that ends with more marks
+  than the ids it kept has such marks, and re-marks: it renames stalled to
+  <prefix>stalled-prev and visits active once more (reclaiming nothing),
+  moving each id's mark back (SMOVE), then UNLINKs what is left, the marks
+  of ids not in active. A re-mark rebuilds stalled, with the table growth
+  above: it is the price of outside writes, not of a pass. Stray marks
+  hidden by marks other scripts removed meanwhile are found by a later pass.
 
   What it gives up against the single-call sweep:
   - A pass is not one instant; workers run between its calls.
     * A job that enters active during a pass may not be visited: the next
       pass marks it, so it is reclaimed at worst one pass later.
     * A job finished during a pass drops out of active and is never visited.
-    * extendLock removes the new mark (stalled) but not the previous one
-      (stalled-prev): a job whose lock is extended and then lapses again
-      before its visit is reclaimed in this pass, one pass sooner than the
-      protocol would. Its lock is gone when checked, as the protocol asks.
+      The count to visit was fixed when the pass started, so the pass's last
+      calls visit again as many ids it put back; one whose lock has gone
+      since its first visit is reclaimed at its second, one pass sooner than
+      the protocol would. Its lock is gone when checked, as the protocol asks.
+    * During a re-mark, extendLock removes a mark that is moved back later
+      (it is still in stalled-prev): that job, if its lock then lapses, is
+      reclaimed one pass sooner in the same way.
     * Between calls active is rotated: the visited part sits at the left.
       Once the pass ends the order is as before, but for jobs that came or
       went meanwhile.
@@ -48,7 +74,8 @@
     in progress, so a pass left unfinished (its client died) is finished by
     the next call, and each id is still checked and moved once per visit.
   - Two keys beyond KEYS, built from the prefix (same hash tag):
-    stalled-prev and stalled-pass.
+    stalled-pass (a hash: phase, ids still to visit, ids kept) while a pass
+    runs, and stalled-prev during a re-mark.
 ]]
 -- @include "sweepCommon"
 -- @include "batched"
@@ -59,52 +86,64 @@ local slice = math.max(1, tonumber(ARGV[5]) or 100)
 local prevKey = prefix .. "stalled-prev"
 local passKey = prefix .. "stalled-pass"
 
-local toVisit = tonumber(redis.call("GET", passKey))
-if not toVisit then
-  -- A new pass: the throttle, then the previous pass's marks set aside.
+local pass = redis.call("HMGET", passKey, "phase", "visit", "kept")
+local phase, toVisit, kept = pass[1], tonumber(pass[2]), tonumber(pass[3])
+if not phase then
   if throttled(k, args) then
     return {{}, {}}
   end
-  if redis.call("EXISTS", k.stalled) == 1 then
-    redis.call("RENAME", k.stalled, prevKey)
-  else
-    redis.call("DEL", prevKey)
-  end
-  toVisit = redis.call("LLEN", k.active)
+  phase, toVisit, kept = "reclaim", redis.call("LLEN", k.active), 0
 end
 
-local isPaused = redis.call("HGET", k.meta, "paused") == "1"
+-- Up to `slice` ids from the right of active, and how many are left to visit.
+local function takeSlice()
+  local take = math.min(slice, toVisit)
+  local visited = take > 0 and redis.call("RPOP", k.active, take) or {}
+  -- fewer than asked: active ran out before the count, jobs left it meanwhile
+  toVisit = #visited < take and 0 or toVisit - #visited
+  return visited
+end
+
 local failed, moved = {}, {}
-local take = math.min(slice, toVisit)
-local visited = take > 0 and redis.call("RPOP", k.active, take) or false
-if visited then
-  local kept, reclaim = {}, {}
+if phase == "reclaim" then
+  local visited = takeSlice()
+  local back, unmarked, reclaim = {}, {}, {}
   for _, jobId in ipairs(visited) do
-    if redis.call("SISMEMBER", prevKey, jobId) == 1
-        and redis.call("EXISTS", prefix .. jobId .. ":lock") == 0 then
-      -- once: a second copy of the id in active is kept, as LREM 1 leaves it
-      redis.call("SREM", prevKey, jobId)
+    if redis.call("SISMEMBER", k.stalled, jobId) == 0 then
+      back[#back + 1] = jobId
+      unmarked[#unmarked + 1] = jobId
+    elseif redis.call("EXISTS", prefix .. jobId .. ":lock") == 0 then
+      -- unmarked at once: a second copy of the id in active is kept, as LREM 1 leaves it
+      redis.call("SREM", k.stalled, jobId)
       reclaim[#reclaim + 1] = jobId
     else
-      kept[#kept + 1] = jobId
+      back[#back + 1] = jobId
     end
   end
   -- RPOP gave the rightmost first; LPUSH in that order keeps their order.
-  batched("LPUSH", k.active, kept)
-  batched("SADD", k.stalled, kept)
+  batched("LPUSH", k.active, back)
+  batched("SADD", k.stalled, unmarked)
+  local isPaused = redis.call("HGET", k.meta, "paused") == "1"
   failed, moved = reclaimAll(k, args, reclaim, isPaused)
-  toVisit = toVisit - #visited
-  if #visited < take then
-    toVisit = 0 -- active ran out before the count: jobs left it meanwhile
+  kept = kept + #back
+  if toVisit == 0 and redis.call("SCARD", k.stalled) > kept then
+    -- Marks beyond the ids kept: some are of ids no longer in active. Re-mark.
+    phase, toVisit = "remark", redis.call("LLEN", k.active)
+    redis.call("UNLINK", prevKey) -- none is left, but RENAME would free one here
+    redis.call("RENAME", k.stalled, prevKey)
   end
-else
-  toVisit = 0
 end
+if phase == "remark" then
+  local visited = takeSlice()
+  for _, jobId in ipairs(visited) do
+    redis.call("SMOVE", prevKey, k.stalled, jobId)
+  end
+  batched("LPUSH", k.active, visited)
+end
+
 if toVisit <= 0 then
-  -- UNLINK: stalled-prev may still hold every id of a long list, and freeing
-  -- it here would be one O(N) step; Redis frees it off the main thread.
   redis.call("UNLINK", prevKey, passKey)
   return {failed, moved}
 end
-redis.call("SET", passKey, toVisit)
+redis.call("HSET", passKey, "phase", phase, "visit", toVisit, "kept", kept)
 return {failed, moved, toVisit}

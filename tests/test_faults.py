@@ -171,7 +171,7 @@ class BenchRun:
             return list(csv.DictReader(handle))
 
     def summary(self) -> dict[str, Any]:
-        (path,) = self.run_dir.glob("finish_fetch__*_summary.json")
+        (path,) = self.run_dir.glob("locust/*_summary.json")
         data: dict[str, Any] = json.loads(path.read_text())
         return data
 
@@ -425,9 +425,7 @@ def test_redis_killed_during_warm_up_still_ends_with_one_line(tmp_path: Path, se
     code = run.finish()
     assert code == 2, run.stderr
     line = run.last_line()
-    assert line.startswith(
-        "echomq-bench: error: Locust run finish_fetch__fused-w2-rtt0__r1 stopped before"
-    ), line
+    assert line.startswith("echomq-bench: error: Locust run fused-w2-rtt0__r1 stopped before"), line
     assert "unreachable" in line
     assert run.meta()["complete"] is False and "unreachable" in run.meta()["reason"]
     summary = run.summary()  # the load side's own word for why, which the line above repeats

@@ -58,7 +58,8 @@ def test_the_stage_runs_both_strategies_and_writes_every_file(
 
 
 def test_two_processes_merge_their_histograms_exactly(tmp_path: Path, settings: RedisSettings):
-    opts = dataclasses.replace(QUICK, loadgen_processes=2, producers=1)
+    # a longer warm-up: two worker processes must start and connect before the window opens
+    opts = dataclasses.replace(QUICK, loadgen_processes=2, producers=1, warmup_s=1.0)
     run = run_once(settings, opts, "fused", Point(workers=3, rtt_ms=0.0), 1, tmp_path)
     summary = run.summary
     assert summary["mode"] == "distributed" and summary["complete"], summary["missing_processes"]

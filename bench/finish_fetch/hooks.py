@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import gevent
+import redis
 from locust import events
 from locust.env import Environment
 
@@ -26,6 +27,7 @@ from bench.finish_fetch.loadstats import RunSettings
 from bench.finish_fetch.options import add_options, begin_test, default_summary, summary_path
 from bench.finish_fetch.user import RedisUser
 from bench.finish_fetch.window import EXIT_INTERRUPTED, Controller, install_load_side, role_of
+from bench.harness.meta import git_state
 from bench.harness.server import check_server
 from bench.protocol.connection import redact_url
 from bench.results import read_json, update_meta
@@ -150,8 +152,12 @@ def _write_run_meta(folder: Path, summary: dict[str, Any], environment: Environm
     """A direct Locust run's folder under results/: meta.json beside its summary, so `bench runs`
     lists it and says whether it completed."""
     headless = bool(getattr(environment.parsed_options, "headless", False))
+    sha, dirty = git_state()
     update_meta(
         folder,
+        git_sha=sha,
+        git_dirty=dirty,
+        redis_version=_redis_version(),
         run_id=folder.name,
         profile="locust",
         source=f"locust -f bench/locustfile.py ({'headless' if headless else 'web UI'})",
@@ -165,6 +171,17 @@ def _write_run_meta(folder: Path, summary: dict[str, Any], environment: Environm
         redis_url=redact_url(Current.redis.url),
         locust=_version("locust"),
     )
+
+
+def _redis_version() -> str | None:
+    try:
+        client = Current.redis.connect()
+        try:
+            return str(client.info("server")["redis_version"])
+        finally:
+            client.close()
+    except redis.RedisError:
+        return None
 
 
 def _version(package: str) -> str | None:

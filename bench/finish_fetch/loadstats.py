@@ -176,6 +176,7 @@ class RunSettings:
     rtt_ms: float
     queue: str
     socket_timeout_s: float = 30.0
+    protocol: str = "echomq"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -191,6 +192,7 @@ class RunSettings:
             "rtt_simulated": True,  # the client sleeps rtt_ms before each round trip
             "queue": self.queue,
             "socket_timeout_s": self.socket_timeout_s,
+            "protocol": self.protocol,
         }
 
 

@@ -65,6 +65,7 @@ class RunResult:
     summary: dict[str, Any]
     audit: AuditResult
     files: Path  # the prefix of the run's Locust CSVs, summary and log
+    protocol: str = "echomq"
     machine: MachineSample | None = None  # the machine during the measured window
 
     @property
@@ -79,12 +80,14 @@ class RunResult:
 
     @property
     def variant_id(self) -> str:
-        """The name the run's histograms go under: strategy and point (hdr names have no point)."""
-        return f"{self.strategy}-{self.point.label}"
+        """The name the run's histograms go under: strategy and point (hdr names have no point),
+        led by the protocol unless it is echomq."""
+        strategy = self.strategy if self.protocol == "echomq" else f"{self.protocol}.{self.strategy}"
+        return f"{strategy}-{self.point.label}"
 
 
 def locust_command(
-    opts: FinishFetchOptions, strategy: str, point: Point, queue: str, prefix: Path
+    opts: FinishFetchOptions, strategy: str, point: Point, queue: str, prefix: Path, protocol: str = "echomq"
 ) -> list[str]:
     """The headless Locust command line of one run; every value as a Locust option."""
     users = opts.producers + point.workers
@@ -96,6 +99,7 @@ def locust_command(
         "--summary-json", f"{prefix}_summary.json",
         "--queue", queue,
         "--strategy", strategy,
+        "--protocol", protocol,
         "--workers", str(point.workers),
         "--rtt-ms", f"{point.rtt_ms:g}",
         "--producers", str(opts.producers),
@@ -122,7 +126,13 @@ def _free_port() -> int:
 
 
 def run_locust(
-    settings: RedisSettings, opts: FinishFetchOptions, strategy: str, point: Point, queue: str, prefix: Path
+    settings: RedisSettings,
+    opts: FinishFetchOptions,
+    strategy: str,
+    point: Point,
+    queue: str,
+    prefix: Path,
+    protocol: str = "echomq",
 ) -> dict[str, Any]:
     """Run one headless Locust run to its end; returns its summary. A failed run is a BenchError.
 
@@ -140,7 +150,7 @@ def run_locust(
     interrupted = False
     with log_path.open("w") as log:
         process = spawn(
-            locust_command(opts, strategy, point, queue, prefix),
+            locust_command(opts, strategy, point, queue, prefix, protocol),
             cwd=REPO,
             env=env,  # the URL (and any password) goes by environment, not argv
             stdin=subprocess.DEVNULL,
@@ -203,6 +213,7 @@ def run_once(
     point: Point,
     rep: int,
     folder: Path,
+    protocol: str = "echomq",
     watch_pids: Sequence[int] = (),
 ) -> RunResult:
     """One run on a fresh queue: Locust, then the audit, then the queue's keys deleted.
@@ -214,14 +225,15 @@ def run_once(
     the summary names (over the whole Locust run when it names none).
     """
     name = f"ff-{strategy}-{uuid.uuid4().hex[:10]}"
-    prefix = folder / LOCUST_DIR / f"{strategy}-{point.label}__r{rep}"
+    led = strategy if protocol == "echomq" else f"{protocol}.{strategy}"
+    prefix = folder / LOCUST_DIR / f"{led}-{point.label}__r{rep}"
     client = settings.connect()
     try:
-        queue = Queue.open(client, name)
+        queue = Queue.open(client, name, protocol=protocol)
         run_id = server_run_id(queue)
         try:
             with watch_run(watch_pids) as watch:
-                summary = run_locust(settings, opts, strategy, point, name, prefix)
+                summary = run_locust(settings, opts, strategy, point, name, prefix, protocol)
             machine = watch.within(summary.get("window_clock_s"))
             # Locust has exited: nothing moves the queue now, so the audit is exact.
             result = _audit_after(queue, run_id, settings.where)
@@ -230,7 +242,7 @@ def run_once(
                 queue.delete()
     finally:
         client.close()
-    return RunResult(strategy, point, rep, summary, result, prefix, machine)
+    return RunResult(strategy, point, rep, summary, result, prefix, protocol, machine)
 
 
 def _audit_after(queue: Queue, run_id: str, where: str) -> AuditResult:

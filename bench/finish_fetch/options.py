@@ -21,8 +21,9 @@ from locust.env import Environment
 from bench.errors import BenchError
 from bench.finish_fetch.loadstats import RunSettings
 from bench.finish_fetch.redaction import REDIS_SCHEMES, shown_host, unredact
-from bench.harness.profile import FinishFetchOptions, known_keys, option_key, parse_value
+from bench.harness.profile import FinishFetchOptions, known_keys, option_key, parse_protocols, parse_value
 from bench.protocol.connection import RedisSettings
+from bench.protocol.protocol import PROTOCOLS
 from bench.protocol.queue import STRATEGIES
 from bench.results import RESULTS_DIR, run_id
 
@@ -99,11 +100,21 @@ def add_options(parser: Any) -> None:
             dest=dest_of(f.name),
             metavar=key.upper().replace("-", "_"),
             type=_checked(key, kind, f.metadata.get("min")),
-            default=_format_default(f.default),
+            # an empty list (a key that is off unless given) has no text argparse could check
+            default=_format_default(f.default) if f.default != () else None,
             help=text,
             include_in_web_ui=shown,
         )
     parser.add_argument("--stages", default="", help=configargparse.SUPPRESS, include_in_web_ui=False)
+    parser.add_argument(
+        "--protocols", default="echomq", help=configargparse.SUPPRESS, include_in_web_ui=False
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=tuple(PROTOCOLS),
+        default=None,
+        help="queue protocol whose scripts the users run (default: the first of the profile's protocols)",
+    )
     parser.add_argument(
         "--strategy",
         dest="Strategy",
@@ -158,6 +169,8 @@ def run_settings(options: Any) -> RunSettings:
         rtt_ms=profile.rtt_ms[0],
         queue=getattr(options, "Queue", None) or DEFAULT_QUEUE,
         socket_timeout_s=profile.socket_timeout_s,
+        protocol=getattr(options, "protocol", None)
+        or parse_protocols(getattr(options, "protocols", "echomq"))[0],
     )
 
 

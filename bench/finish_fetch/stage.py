@@ -49,22 +49,25 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
 def run_stage(ctx: RunContext) -> None:
     opts = ctx.profile.finish_fetch
     strategies = list(opts.strategies)
+    protocols = ctx.profile.protocols
     points = [Point(w, rtt) for w in opts.workers for rtt in opts.rtt_ms]
-    update_meta(
-        ctx.run_dir, finish_fetch={"rtt_ms": RTT_LABEL, "hdr_variant": "<strategy>-w<workers>-rtt<rtt_ms>"}
-    )
+    hdr_variant = "[<protocol>.]<strategy>-w<workers>-rtt<rtt_ms> (no protocol: echomq)"
+    update_meta(ctx.run_dir, finish_fetch={"rtt_ms": RTT_LABEL, "hdr_variant": hdr_variant})
     rows: list[FinishFetchRow] = []  # finish_fetch.csv
     shown: list[TableRow] = []  # the same, and what only the table shows
     errors: Counter[str] = Counter()  # failed calls by kind, over every run: meta.json
     audits: dict[str, str] = {}  # the verdict of each run whose audit did not pass: meta.json
-    total = len(points) * opts.repetitions * len(strategies)
-    ids = RunIds(ctx.run_dir.name, ctx.profile.name)
+    total = len(points) * opts.repetitions * len(strategies) * len(protocols)
+    # A B A B: drift on a shared machine hits every strategy and protocol alike.
+    rounds = [(protocol, strategy) for protocol in protocols for strategy in strategies]
     for point in points:
         for rep in range(1, opts.repetitions + 1):
-            for strategy in strategies:  # A B A B: drift on a shared machine hits both alike
-                ctx.progress(f"run {len(rows) + 1}/{total}: {strategy} {point.label} rep {rep}")
-                run = run_once(ctx.settings, opts, strategy, point, rep, ctx.run_dir, ctx.watch_pids)
-                row = csv_row(run, opts, ids)
+            for protocol, strategy in rounds:
+                ctx.progress(f"run {len(rows) + 1}/{total}: {protocol} {strategy} {point.label} rep {rep}")
+                run = run_once(
+                    ctx.settings, opts, strategy, point, rep, ctx.run_dir, protocol, ctx.watch_pids
+                )
+                row = csv_row(run, opts, RunIds(ctx.run_dir.name, ctx.profile.name, protocol))
                 rows.append(row)
                 derived = run.summary["derived"]
                 shown.append(
@@ -106,7 +109,8 @@ def _stop_if_stopped(run: RunResult, run_dir: Path) -> None:
         return
     if reason == INTERRUPTED:
         raise KeyboardInterrupt
-    which = f"{run.strategy} {run.point.label} rep {run.rep}"
+    lead = "" if run.protocol == "echomq" else f"{run.protocol} "
+    which = f"{lead}{run.strategy} {run.point.label} rep {run.rep}"
     raise BenchError(f"finish_fetch run {which} stopped: {reason}; what it measured is in {run_dir}")
 
 
@@ -126,6 +130,6 @@ def _progress_line(run: RunResult, row: FinishFetchRow) -> str:
         notes.append(f"{errors} failed calls: {kinds or 'kinds not recorded'} (see {run.files}.log)")
     tail = f" ({'; '.join(notes)})" if notes else ""
     return (
-        f"{run.strategy} {run.point.label} rep {run.rep}: {row.jobs_per_s:.0f} jobs/s, "
+        f"{run.protocol} {run.strategy} {run.point.label} rep {run.rep}: {row.jobs_per_s:.0f} jobs/s, "
         f"{row.round_trips_per_job:.2f} rt/job, cycle p50 {row.cycle_p50_us} µs{tail}"
     )

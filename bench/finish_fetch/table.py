@@ -42,9 +42,9 @@ def _median_spread(values: Sequence[float], form: str, spread: bool = True) -> s
 
 
 def table(runs: Sequence[TableRow], strategies: Sequence[str], width: int | None = None) -> str:
-    """One block a point: a row a metric, a column a strategy (medians over repetitions, jobs/s with
-    its [min-max]), and, with two strategies, a ratio column that pairs the runs of each A B round,
-    [min-max] of the pairs. Narrow enough for 100 columns; it folds below that."""
+    """One block a point and protocol: a row a metric, a column a strategy (medians over repetitions,
+    jobs/s with its [min-max]), and, with two strategies, a ratio column that pairs the runs of each
+    A B round, [min-max] of the pairs. Narrow enough for 100 columns; it folds below that."""
     metrics = [(name, attrgetter(key), form) for name, key, form in TABLE_METRICS]
     ratio_name = f"{strategies[0]}/{strategies[1]}" if len(strategies) == 2 else None
     header = ["", *strategies, *([ratio_name] if ratio_name else [])]
@@ -55,8 +55,13 @@ def table(runs: Sequence[TableRow], strategies: Sequence[str], width: int | None
             width,
         )
     ]
-    for workers, rtt in sorted({(r.row.workers, r.row.rtt_ms) for r in runs}):
-        here = [r for r in runs if r.row.workers == workers and r.row.rtt_ms == rtt]
+    protocols = list(dict.fromkeys(r.row.protocol for r in runs))
+    points = sorted({(r.row.workers, r.row.rtt_ms, protocols.index(r.row.protocol)) for r in runs})
+    for workers, rtt, which in points:
+        protocol = protocols[which]
+        here = [
+            r for r in runs if r.row.workers == workers and r.row.rtt_ms == rtt and r.row.protocol == protocol
+        ]
         by_strategy = {
             s: sorted((r for r in here if r.row.strategy == s), key=lambda r: r.row.rep) for s in strategies
         }
@@ -83,7 +88,8 @@ def table(runs: Sequence[TableRow], strategies: Sequence[str], width: int | None
             ["audit", *(f"ok {sum(r.row.audit_ok for r in of)}/{len(of)}" for of in by_strategy.values())]
         )
         body = render_table(header, rows, right=range(1, len(header)), width=(width or table_width()) - 2)
-        blocks += [f"workers {workers}, rtt {rtt:g} ms*{slept_text}", indent(body, "  ")]
+        title = f"{protocol}: " if len(protocols) > 1 else ""
+        blocks += [f"{title}workers {workers}, rtt {rtt:g} ms*{slept_text}", indent(body, "  ")]
     blocks.append(
         wrap_note(
             "* rtt is simulated: the client sleeps rtt ms before each round trip (slept: the mean it took); "

@@ -43,7 +43,8 @@ class RedisUser(User):
             raise BenchError("the test started before its settings were read")
         self.load = Current.run
         self.client = Current.redis.connect()
-        self.queue = Queue.open(self.client, self.load.queue)  # SCRIPT LOADs before any timed call
+        # SCRIPT LOADs before any timed call
+        self.queue = Queue.open(self.client, self.load.queue, protocol=self.load.protocol)
         self._rtt_s = self.load.rtt_ms / 1000.0
 
     def on_stop(self) -> None:

@@ -278,7 +278,7 @@ class Controller:
 
         assert self.client is not None and Current.run is not None
         try:
-            queue = Queue.open(self.client, Current.run.queue)
+            queue = Queue.open(self.client, Current.run.queue, protocol=Current.run.protocol)
             run_id = self.watch.run_id if self.watch is not None else None
             result = audit(queue, issued_job_ids(queue), run_id)
         except redis.RedisError as exc:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import subprocess
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from bench.harness.server import ServerInfo
 from bench.harness.system import system_view
 from bench.harness.watch_scope import WatchScope
 from bench.paths import REPO
+from bench.protocol.protocol import protocol_named
 
 
 def _git(*args: str) -> str:
@@ -53,14 +56,39 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def git_state() -> tuple[str | None, bool]:
+    """The checkout's commit, and whether tracked files differ from it."""
+    return _git("rev-parse", "HEAD") or None, bool(_git("status", "--porcelain", "--untracked-files=no"))
+
+
+def protocol_record(names: Sequence[str]) -> dict[str, Any]:
+    """Per protocol: where its scripts come from (its package's version, None for lua/), and
+    each step's file and SHA1 (the name Redis runs it under: the SHA1 of its source)."""
+    record: dict[str, Any] = {}
+    for name in names:
+        protocol = protocol_named(name)
+        files = protocol.script_files()
+        record[name] = {
+            "version": protocol.version(),
+            "script_files": dict(files),
+            "script_shas": {
+                step: hashlib.sha1(source.encode()).hexdigest()
+                for step, source in protocol.script_sources().items()
+            },
+        }
+    return record
+
+
 def collect_meta(
     profile: Profile, server: ServerInfo, script_shas: dict[str, str], scope: WatchScope
 ) -> dict[str, Any]:
     return {
+        "protocols": protocol_record(profile.protocols),
+        "bullmq": _version("bullmq"),
         "profile": profile.name,
         "profile_resolved": resolved(profile),  # every key's value as the run used it
-        "git_sha": _git("rev-parse", "HEAD") or None,
-        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "git_sha": git_state()[0],
+        "git_dirty": git_state()[1],
         "redis_version": server.version,
         "redis_source": server.source,
         "redis_binary": server.binary,

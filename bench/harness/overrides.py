@@ -3,7 +3,8 @@ profile's sweep-sizes for this run, checked as the profile's own value would be.
 
 A one-stage command (`bench sweep`, `bench race`) takes its section's keys as
 flags, the section's prefix dropped (``sweep-sizes`` is ``--sizes``,
-``race-delay-ms`` is ``--delay-ms``), beside ``--profile`` and ``--results``.
+``race-delay-ms`` is ``--delay-ms``), beside ``--profile``, ``--protocols`` and
+``--results``.
 """
 
 from __future__ import annotations
@@ -16,17 +17,19 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar, get_origin, get_type_hints
 
 from bench.harness.profile import (
+    BullmqWorkerOptions,
     FinishFetchOptions,
     Profile,
     RaceOptions,
     SweepOptions,
     load_profile,
     option_key,
+    parse_protocols,
     parse_value,
 )
 from bench.results import RESULTS_DIR
 
-Section = TypeVar("Section", FinishFetchOptions, SweepOptions, RaceOptions)
+Section = TypeVar("Section", FinishFetchOptions, SweepOptions, RaceOptions, BullmqWorkerOptions)
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,9 @@ class SectionFlags(Generic[Section]):
             text += f" (overrides {key})" if f.name in self.helps else ""
             metavar = flag.removeprefix("--").upper().replace("-", "_")
             parser.add_argument(flag, dest=f.name, default=None, metavar=metavar, help=text)
+        parser.add_argument(
+            "--protocols", default=None, metavar="PROTOCOLS", help="the profile's protocols, comma-separated"
+        )
         parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders go")
         return parser
 
@@ -72,6 +78,8 @@ class SectionFlags(Generic[Section]):
         profile = load_profile(args.profile)
         attribute = _profile_attribute(self.section)
         changes: dict[str, Any] = {attribute: self.apply(getattr(profile, attribute), args)}
+        if getattr(args, "protocols", None) is not None:
+            changes["protocols"] = parse_protocols(args.protocols, flag="--protocols")
         return dataclasses.replace(profile, **changes)
 
 

@@ -71,6 +71,12 @@ class SweepOptions:
     )
     sweep_slice: int = field(default=100, metadata=_min(1))
     probe_rate_hz: float = field(default=500.0, metadata=_min(1))
+    # the client-default hazard (with bullmq among the protocols): an all-stalled sweep of each
+    # size, once through BullMQ's own connection settings and once through the suite's client;
+    # a size that holds Redis over 5 s shows the re-send. Empty (the default): not run
+    sweep_hazard_sizes: tuple[int, ...] = field(default=(), metadata=_min(1))
+    # the socket timeout both clients of the hazard use; 0 = redis-py's default, as BullMQ keeps it
+    sweep_hazard_timeout_s: float = field(default=0.0, metadata=_min(0))
 
 
 @dataclass(frozen=True)
@@ -92,19 +98,48 @@ class RaceOptions:
     race_max_stalled: int = field(default=1000, metadata=_min(0))
 
 
-SECTIONS = (FinishFetchOptions, SweepOptions, RaceOptions)
+@dataclass(frozen=True)
+class BullmqWorkerOptions:
+    """BullMQ's own asyncio Worker on a pre-filled queue, beside the suite's loops (runs when
+    bullmq is one of the profile's protocols)."""
+
+    bullmq_worker_concurrency: tuple[int, ...] = field(default=(1, 8, 50), metadata=_min(1))
+    # jobs a run; the first 1,000 are its warm-up, the window runs from the 1,000th to the last
+    bullmq_worker_jobs: int = field(default=6000, metadata=_min(1001))
+    bullmq_worker_reps: int = field(default=3, metadata=_min(1))
+    # the processor sleeps this long a job (asyncio.sleep; 0 = a no-op processor)
+    bullmq_worker_job_ms: float = field(default=0.0, metadata=_min(0))
+
+
+SECTIONS = (FinishFetchOptions, SweepOptions, RaceOptions, BullmqWorkerOptions)
 
 
 @dataclass(frozen=True)
 class Profile:
     name: str
-    stages: tuple[str, ...] = ("finish_fetch", "sweep", "race", "report")
+    stages: tuple[str, ...] = ("finish_fetch", "sweep", "race", "bullmq_worker", "report")
+    # the queue protocols every stage measures, side by side (bench/protocol/protocol.py PROTOCOLS)
+    protocols: tuple[str, ...] = ("echomq",)
     finish_fetch: FinishFetchOptions = FinishFetchOptions()
     sweep: SweepOptions = SweepOptions()
     race: RaceOptions = RaceOptions()
+    bullmq_worker: BullmqWorkerOptions = BullmqWorkerOptions()
 
 
-STAGES = ("finish_fetch", "sweep", "race", "report")
+STAGES = ("finish_fetch", "sweep", "race", "bullmq_worker", "report")
+
+
+def parse_protocols(raw: str, *, flag: str | None = None) -> tuple[str, ...]:
+    """The ``protocols`` key: registered protocol names, each once."""
+    from bench.protocol.protocol import check_protocol_names  # here: loading a profile stays light
+
+    names = tuple(parse_value("protocols", tuple[str, ...], raw, flag=flag))
+    if len(set(names)) != len(names):
+        raise BenchError(
+            f"{flag or 'profile key protocols'} names one twice ({', '.join(names)}); list each once"
+        )
+    check_protocol_names(names)
+    return names
 
 
 def resolved(profile: Profile) -> dict[str, Any]:
@@ -267,8 +302,12 @@ def load_profile(name_or_path: str) -> Profile:
     raw = read_conf(path)
     known = known_keys()
     values: dict[type, dict[str, Any]] = {section: {} for section in SECTIONS}
-    stages = STAGES
+    stages = Profile.stages
+    protocols = Profile.protocols
     for key, text in raw.items():
+        if key == "protocols":
+            protocols = parse_protocols(text)
+            continue
         if key == "stages":
             stages = tuple(parse_value(key, tuple[str, ...], text))
             for stage in stages:
@@ -285,7 +324,9 @@ def load_profile(name_or_path: str) -> Profile:
     return Profile(
         name=path.stem,
         stages=stages,
+        protocols=protocols,
         finish_fetch=FinishFetchOptions(**values[FinishFetchOptions]),
         sweep=SweepOptions(**values[SweepOptions]),
         race=RaceOptions(**values[RaceOptions]),
+        bullmq_worker=BullmqWorkerOptions(**values[BullmqWorkerOptions]),
     )

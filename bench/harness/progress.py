@@ -171,8 +171,9 @@ class Progress:
         console = self._console()
         text = Text(self.line(message).replace("\n", " "), no_wrap=True, overflow="ellipsis")
         terminal = self._file.isatty()
-        # On a terminal, a line as wide as the screen would move the cursor down: keep one cell free.
-        width = console.width - 1 if terminal else console.width
+        # On a terminal, a line as wide as the screen would move the cursor down; keep three cells
+        # free, so the "^C" the terminal echoes after it does not wrap either.
+        width = console.width - 3 if terminal else console.width
         text.truncate(max(width, 1), overflow="ellipsis")
         if terminal:
             self._file.write("\r\033[K")

@@ -37,13 +37,14 @@ def render_table(
     right: Collection[int] = (),
     keep_whole: Collection[int] = (),
     width: int | None = None,
+    gap: int = 2,
 ) -> str:
-    """``rows`` under ``header`` as plain text, two spaces between columns, no borders.
+    """``rows`` under ``header`` as plain text, ``gap`` spaces between columns, no borders.
 
     Columns in ``right`` are right-aligned; those in ``keep_whole`` never fold
     (the others fold at spaces, then anywhere, to fit ``width``).
     """
-    table = Table(box=None, show_edge=False, pad_edge=False, padding=(0, 2, 0, 0), header_style="")
+    table = Table(box=None, show_edge=False, pad_edge=False, padding=(0, gap, 0, 0), header_style="")
     for i, name in enumerate(header):
         table.add_column(
             name,

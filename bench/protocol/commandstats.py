@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -11,21 +11,25 @@ import redis
 
 @dataclass(frozen=True)
 class CommandStats:
-    """INFO commandstats at one moment: calls and µs per command, as the server counts them."""
+    """INFO commandstats at one moment: calls and µs per command, as the server counts them,
+    and the calls it refused before running them (``rejected_calls``: BUSY, OOM; Redis 6.2+)."""
 
     calls: Mapping[str, int]
     usec: Mapping[str, int]
+    rejected: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
     def read(cls, client: redis.Redis) -> CommandStats:
         raw: Mapping[str, Any] = client.info("commandstats")
         calls: dict[str, int] = {}
         usec: dict[str, int] = {}
+        rejected: dict[str, int] = {}
         for key, value in raw.items():
             name = key.removeprefix("cmdstat_")
             calls[name] = int(value["calls"])
             usec[name] = int(value["usec"])
-        return cls(calls, usec)
+            rejected[name] = int(value.get("rejected_calls", 0))
+        return cls(calls, usec, rejected)
 
     def since(self, earlier: CommandStats, exclude: tuple[str, ...] = ("info",)) -> CommandStats:
         """The calls and µs between ``earlier`` and this snapshot, per command."""
@@ -33,6 +37,7 @@ class CommandStats:
         return CommandStats(
             {n: self.calls[n] - earlier.calls.get(n, 0) for n in names},
             {n: self.usec[n] - earlier.usec.get(n, 0) for n in names},
+            {n: self.rejected.get(n, 0) - earlier.rejected.get(n, 0) for n in names},
         )
 
     @property

@@ -1,4 +1,11 @@
-"""Key names of one queue. The only place the ``{queue}`` hash tag is built."""
+"""Key names of one queue. The only place the ``{queue}`` hash tag is built.
+
+Every protocol puts a queue's keys under ``<namespace>:{<queue>}:``: echomq's
+under ``emq:``, BullMQ's under its own default prefix ``bull:``. The hash tag is
+the queue name, never the namespace, so each queue is one cluster slot of its own.
+The key-order helpers at the end are echomq's script contract (protocol.md);
+another protocol builds its KEYS with its own code.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,8 @@ from bench.errors import BenchError
 # Letters, digits and . _ - only: no braces (they would break the hash tag) and
 # no glob characters (the queue's keys are found with SCAN MATCH <prefix>*).
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+_NAMESPACE = re.compile(r"^[A-Za-z0-9_.-]{1,20}$")
+ECHOMQ_NAMESPACE = "emq"
 
 
 @dataclass(frozen=True)
@@ -17,16 +26,25 @@ class QueueKeys:
     """Every key of the queue ``name``; all share the hash tag ``{name}``."""
 
     name: str
+    namespace: str = ECHOMQ_NAMESPACE
 
     def __post_init__(self) -> None:
         if not _QUEUE_NAME.match(self.name):
             raise BenchError(
                 f"queue name {self.name!r} is not allowed; use 1-100 letters, digits, '.', '_' or '-'"
             )
+        if not _NAMESPACE.match(self.namespace):
+            raise BenchError(f"key namespace {self.namespace!r} is not allowed; use 1-20 letters or digits")
+
+    @property
+    def tag(self) -> str:
+        """The queue name as its hash tag: ``{name}``."""
+        return f"{{{self.name}}}"
 
     @property
     def prefix(self) -> str:
-        return f"emq:{{{self.name}}}:"
+        """``<namespace>:{name}:``, with the trailing colon scripts append ids and suffixes to."""
+        return f"{self.namespace}:{self.tag}:"
 
     def key(self, suffix: str) -> str:
         return self.prefix + suffix

@@ -3,12 +3,13 @@
 The stages never build KEYS or ARGV themselves: a Producer, Worker or Sweeper
 asks its queue's protocol for a ``ScriptCall`` (script, KEYS, ARGV) and for the
 meaning of the reply. So a stage drives every protocol the same way, and adding
-one (BullMQ's own scripts, a variant of ours) is one class here, registered in
-``PROTOCOLS``.
+one (BullMQ's own scripts, a variant of ours) is one class, registered in
+``PROTOCOLS`` by name and imported on first use.
 """
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -49,12 +50,27 @@ class Added:
     code: int = 0
 
 
+def job_reply(reply: Any) -> tuple[str, dict[str, str]] | None:
+    """A fetch-step reply ``{fields, id, 0, 0}`` as (id, fields); None for ``{0, 0, ...}``, 0 or a code."""
+    if not isinstance(reply, Sequence) or len(reply) < 2 or not isinstance(reply[0], list):
+        return None
+    flat = [text(v) for v in reply[0]]
+    return text(reply[1]), dict(zip(flat[::2], flat[1::2], strict=True))
+
+
 class QueueProtocol(ABC):
     """One protocol's scripts, keys, argument builders and reply readers."""
 
     name: ClassVar[str]
     # The hash field a sweep increments when it reclaims a job (the race counters read it).
     attempts_field: ClassVar[str] = "atm"
+    # The hash field a finish increments (the same as attempts_field in echomq).
+    finish_attempts_field: ClassVar[str] = "atm"
+    # True when every sweep call sets the throttle key (an interval of 0 is refused): a
+    # caller that wants each call to sweep deletes ``keys.stalled_check`` before it.
+    sweep_throttled: ClassVar[bool] = False
+    # The sweep variants (bench.protocol.sweep) that implement this protocol's sweep; None: all.
+    sweep_variants: ClassVar[tuple[str, ...] | None] = None
 
     @abstractmethod
     def keys(self, queue_name: str) -> QueueKeys:
@@ -64,8 +80,19 @@ class QueueProtocol(ABC):
     def script_sources(self) -> Mapping[str, str]:
         """The full source Redis runs for each of STEPS."""
 
+    @abstractmethod
+    def script_files(self) -> Mapping[str, str]:
+        """The file each of STEPS comes from, by step (for meta.json and the report)."""
+
     def version(self) -> str | None:
         """The version of the code the scripts come from (None: this repository's)."""
+        return None
+
+    def supports_sweep(self, variant: str) -> bool:
+        return self.sweep_variants is None or variant in self.sweep_variants
+
+    def deferred_failure(self, fields: Mapping[str, str]) -> str | None:
+        """The reason a fetched job must be failed instead of processed (a sweep marked it), or None."""
         return None
 
     @abstractmethod
@@ -94,9 +121,9 @@ class QueueProtocol(ABC):
         now_ms: int,
     ) -> ScriptCall: ...
 
-    @abstractmethod
     def read_fetched(self, reply: Any) -> tuple[str, dict[str, str]] | None:
         """A fetch-step reply as (id, job fields); None when no job was taken."""
+        return job_reply(reply)
 
     def finish_code(self, reply: Any) -> int:
         """A negative code when moveToFinished refused; else 0."""
@@ -126,6 +153,9 @@ class EchoMQ(QueueProtocol):
 
     def script_sources(self) -> Mapping[str, str]:
         return {step: script_source(SCRIPT_FILES[step]) for step in STEPS}
+
+    def script_files(self) -> Mapping[str, str]:
+        return {step: SCRIPT_FILES[step] for step in STEPS}
 
     def add_job(
         self, keys: QueueKeys, *, name: str, data: str, job_id: str, priority: int, delay_ms: int, now_ms: int
@@ -180,13 +210,6 @@ class EchoMQ(QueueProtocol):
             ],
         )
 
-    def read_fetched(self, reply: Any) -> tuple[str, dict[str, str]] | None:
-        # {fields, id, 0, 0} when a job was taken; {0, 0, ...} or a code when not.
-        if not isinstance(reply, Sequence) or len(reply) < 2 or not isinstance(reply[0], list):
-            return None
-        flat = [text(v) for v in reply[0]]
-        return text(reply[1]), dict(zip(flat[::2], flat[1::2], strict=True))
-
     def extend_lock(self, keys: QueueKeys, job: Job, *, options: WorkerOptions) -> ScriptCall:
         return ScriptCall("extend_lock", keys.extend_lock_keys(job.id), [job.token, options.lock_ms, job.id])
 
@@ -197,11 +220,28 @@ class EchoMQ(QueueProtocol):
         return [text(i) for i in reply[0]], [text(i) for i in reply[1]]
 
 
-PROTOCOLS: dict[str, QueueProtocol] = {"echomq": EchoMQ()}
+# Every protocol by name: "module:class". Imported on first use, so the bullmq package
+# is needed (and its version checked) only where the bullmq protocol runs.
+PROTOCOLS: dict[str, str] = {
+    "echomq": "bench.protocol.protocol:EchoMQ",
+    "bullmq": "bench.protocol.bullmq:BullMQ",
+}
+_LOADED: dict[str, QueueProtocol] = {}
+
+
+def check_protocol_names(names: Sequence[str]) -> None:
+    """Every name is a registered protocol; a one-line error naming the choices otherwise."""
+    for name in names:
+        if name not in PROTOCOLS:
+            raise BenchError(f"unknown protocol {name!r}; use one of {', '.join(PROTOCOLS)}")
 
 
 def protocol_named(name: str) -> QueueProtocol:
-    try:
-        return PROTOCOLS[name]
-    except KeyError:
-        raise BenchError(f"unknown protocol {name!r}; use one of {', '.join(PROTOCOLS)}") from None
+    """The protocol ``name``, imported on first use; its package is checked as it loads."""
+    if name in _LOADED:
+        return _LOADED[name]
+    check_protocol_names([name])
+    module_name, class_name = PROTOCOLS[name].split(":")
+    protocol: QueueProtocol = getattr(importlib.import_module(module_name), class_name)()
+    _LOADED[name] = protocol
+    return protocol

@@ -49,9 +49,15 @@ class AtomicSweeper(Sweeper):
     name = "atomic"
     script_file = "moveStalledJobsToWait-8.lua"
 
-    def __init__(self, queue: Queue, max_stalled: int = 1, check_interval_ms: int = 0) -> None:
+    def __init__(
+        self, queue: Queue, max_stalled: int = 1, check_interval_ms: int = 0, clear_throttle: bool = True
+    ) -> None:
         super().__init__(queue, max_stalled)
         self.check_interval_ms = check_interval_ms
+        # A throttled protocol's sweep (BullMQ's) does nothing while its throttle key lives. Asked
+        # for no interval, each call sweeps: the key is deleted in the same round trip, before it.
+        # A caller that clears it untimed itself (the sweep-cost restore) passes clear_throttle=False.
+        self.clear_throttle = clear_throttle and check_interval_ms == 0 and queue.protocol.sweep_throttled
 
     # True for the protocol's own sweep step: its call and reply come from the queue's
     # protocol. The linear and sliced forms are extra scripts of lua/ with the same KEYS.
@@ -63,7 +69,12 @@ class AtomicSweeper(Sweeper):
         )
         if not self.protocol_step:
             call = ScriptCall(self.script_file, call.keys, [*call.args, *extra_args])
-        return self.queue.call(call)
+        if not self.clear_throttle:
+            return self.queue.call(call)
+        pipe = self.queue.client.pipeline(transaction=False)
+        pipe.delete(self.queue.keys.stalled_check)
+        self.queue.pipeline_call(pipe, call)
+        return pipe.execute()[1]
 
     def sweep(self) -> SweepResult:
         before = self.queue.client.round_trips
@@ -205,8 +216,10 @@ class AtomicLinearSweeper(AtomicSweeper):
     script_file = "moveStalledJobsToWaitLinear-8.lua"
     protocol_step = False
 
-    def __init__(self, queue: Queue, max_stalled: int = 1, check_interval_ms: int = 0) -> None:
-        super().__init__(queue, max_stalled, check_interval_ms)
+    def __init__(
+        self, queue: Queue, max_stalled: int = 1, check_interval_ms: int = 0, clear_throttle: bool = True
+    ) -> None:
+        super().__init__(queue, max_stalled, check_interval_ms, clear_throttle)
         ensure_script(queue, self.script_file)
 
 
@@ -232,8 +245,9 @@ class AtomicSlicedSweeper(AtomicSweeper):
         max_stalled: int = 1,
         check_interval_ms: int = 0,
         slice_size: int = DEFAULT_SLICE,
+        clear_throttle: bool = True,
     ) -> None:
-        super().__init__(queue, max_stalled, check_interval_ms)
+        super().__init__(queue, max_stalled, check_interval_ms, clear_throttle)
         self.slice_size = slice_size
         ensure_script(queue, self.script_file)
 
@@ -285,14 +299,25 @@ def make_sweeper(
     max_stalled: int = 1,
     act_delay_ms: float = 0.0,
     slice_size: int = DEFAULT_SLICE,
+    clear_throttle: bool = True,
 ) -> Sweeper:
     """A sweeper of ``variant`` on ``queue``, given what applies to it: a simulated pause
     of ``act_delay_ms`` between check and act where it has that gap, ``slice_size``
-    where it sweeps in slices; every other variant ignores them."""
+    where it sweeps in slices, ``clear_throttle`` where the protocol throttles its sweep
+    (AtomicSweeper); every other variant ignores them. A variant that is not one of the
+    queue's protocol's sweeps is a one-line error."""
     factory = sweeper_class(variant)
+    protocol = queue.protocol
+    if not protocol.supports_sweep(variant):
+        raise BenchError(
+            f"sweep variant {variant!r} is not a {protocol.name} sweep; "
+            f"{protocol.name} has {', '.join(protocol.sweep_variants or ())}"
+        )
     if issubclass(factory, AppSideSweeper) and act_delay_ms > 0:
         pause_s = act_delay_ms / 1000.0
         return factory(queue, max_stalled, act_delay=lambda: time.sleep(pause_s))
     if issubclass(factory, AtomicSlicedSweeper):
-        return factory(queue, max_stalled, slice_size=slice_size)
+        return factory(queue, max_stalled, slice_size=slice_size, clear_throttle=clear_throttle)
+    if issubclass(factory, AtomicSweeper):
+        return factory(queue, max_stalled, clear_throttle=clear_throttle)
     return factory(queue, max_stalled)

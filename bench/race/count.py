@@ -45,19 +45,27 @@ class Anomalies:
 
 @dataclass
 class QueueState:
-    """The final state: how often each (place, id) occurs, and each job's ``atm``."""
+    """The final state: how often each (place, id) occurs, and each job's attempt counters.
+
+    ``atm`` is the counter a sweep increments when it reclaims a job; ``finish_atm`` the
+    one a finish increments. In echomq both are ``atm`` (``finish_atm`` is None); BullMQ's
+    sweep counts ``stc`` and its finish ``atm``."""
 
     places: Counter[tuple[str, str]]
     atm: dict[str, int]
+    finish_atm: dict[str, int] | None = None
 
 
 def read_state(queue: Queue, job_ids: Iterable[str]) -> QueueState:
     ids = list(job_ids)
+    protocol = queue.protocol
+    fields = list(dict.fromkeys([protocol.attempts_field, protocol.finish_attempts_field]))
     pipe = queue.client.pipeline(transaction=False)
     for job_id in ids:
-        pipe.hget(queue.keys.job(job_id), queue.protocol.attempts_field)
+        pipe.hmget(queue.keys.job(job_id), fields)
     values = pipe.execute() if ids else []
-    return QueueState(placements(queue), {j: int(v or 0) for j, v in zip(ids, values, strict=True)})
+    counters = [{j: int(v[i] or 0) for j, v in zip(ids, values, strict=True)} for i in range(len(fields))]
+    return QueueState(placements(queue), counters[0], counters[1] if len(fields) > 1 else None)
 
 
 def count_anomalies(
@@ -93,7 +101,14 @@ def count_anomalies(
     seen = set(wait) | failed | completed | set(reclaims)
     by_returns = sum(n - 1 for n in reclaims.values() if n > 1)
     by_state = sum(state_doubles(j) for j in seen)
-    lost = sum(max(0, reclaims[j] + finishes[j] - state.atm.get(j, 0)) for j in set(reclaims) | set(finishes))
+    touched = set(reclaims) | set(finishes)
+    if state.finish_atm is None:  # one counter for both
+        lost = sum(max(0, reclaims[j] + finishes[j] - state.atm.get(j, 0)) for j in touched)
+    else:
+        lost = sum(
+            max(0, reclaims[j] - state.atm.get(j, 0)) + max(0, finishes[j] - state.finish_atm.get(j, 0))
+            for j in touched
+        )
     unexplained = [
         j for j in audited.duplicated if state_doubles(j) == 0 and requeued(j) == 0 and reclaims[j] < 2
     ]

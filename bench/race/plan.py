@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from bench.errors import BenchError
 from bench.harness.profile import RaceOptions
+from bench.protocol.protocol import check_protocol_names, protocol_named
 from bench.protocol.scripts import SCRIPT_FILES
 from bench.protocol.sweep import SWEEPERS, has_gap, is_sliced
 
@@ -32,12 +33,15 @@ def variant_names(requested: Iterable[str]) -> tuple[str, ...]:
 
 
 def extra_scripts(variants: Iterable[str]) -> tuple[str, ...]:
-    """Script files the variants need beyond the protocol's own."""
+    """Script files of lua/ the variants need beyond echomq's own (a protocol's own sweep,
+    ``atomic``, comes with its scripts)."""
     protocol = set(SCRIPT_FILES.values())
     files: list[str] = []
     for variant in variants:
-        script = getattr(SWEEPERS[variant], "script_file", None)
-        if isinstance(script, str) and script not in protocol and script not in files:
+        cls = SWEEPERS[variant]
+        script = getattr(cls, "script_file", None)
+        own = getattr(cls, "protocol_step", False)
+        if isinstance(script, str) and not own and script not in protocol and script not in files:
             files.append(script)
     return tuple(files)
 
@@ -54,12 +58,13 @@ class RaceSetting:
     max_stalled: int = _DEFAULTS.race_max_stalled
     deadline_s: float = _DEFAULTS.race_deadline_s
     slice_size: int = _DEFAULTS.race_slice
+    protocol: str = "echomq"
 
     def label(self) -> str:
         delay = f"{self.delay_ms:g} ms" if has_gap(self.variant) else "none (atomic)"
         sliced = is_sliced(self.variant)
         return (
-            f"{self.variant} sweepers={self.sweepers} jobs={self.stalled_jobs} "
+            f"{self.protocol} {self.variant} sweepers={self.sweepers} jobs={self.stalled_jobs} "
             f"delay={delay} workers={self.workers}" + (f" slice={self.slice_size}" if sliced else "")
         )
 
@@ -75,10 +80,11 @@ class RacePlan:
     max_stalled: int = _DEFAULTS.race_max_stalled
     deadline_s: float = _DEFAULTS.race_deadline_s
     slice_size: int = _DEFAULTS.race_slice
+    protocols: tuple[str, ...] = ("echomq",)
 
     @classmethod
-    def from_options(cls, options: RaceOptions) -> RacePlan:
-        """The profile's race keys as a plan, checked."""
+    def from_options(cls, options: RaceOptions, protocols: tuple[str, ...] = ("echomq",)) -> RacePlan:
+        """The profile's race keys (and its protocols) as a plan, checked."""
         plan = cls(
             variants=variant_names(options.race_variants),
             sweepers=options.race_sweepers,
@@ -89,6 +95,7 @@ class RacePlan:
             max_stalled=options.race_max_stalled,
             deadline_s=options.race_deadline_s,
             slice_size=options.race_slice,
+            protocols=protocols,
         )
         plan.check()
         return plan
@@ -114,24 +121,41 @@ class RacePlan:
                 raise BenchError(f"race {name} = {value} is below {low}; use {low} or more")
         if self.deadline_s <= 0:
             raise BenchError(f"race deadline {self.deadline_s:g} s must be above 0")
+        check_protocol_names(self.protocols)
+        for protocol in self.protocols:
+            if not self.variants_of(protocol):
+                raise BenchError(
+                    f"no race variant of {', '.join(self.variants)} is a {protocol} sweep; "
+                    f"add one of {', '.join(protocol_named(protocol).sweep_variants or SWEEPERS)}"
+                )
+
+    def variants_of(self, protocol: str) -> tuple[str, ...]:
+        """The plan's variants that are sweeps of ``protocol`` (BullMQ has one: its atomic sweep)."""
+        proto = protocol_named(protocol)
+        return tuple(v for v in self.variants if proto.supports_sweep(v))
 
     def settings(self) -> list[RaceSetting]:
-        """Every setting; an atomic variant has no gap to delay, so it runs once, at delay 0."""
+        """Every setting; an atomic variant has no gap to delay, so it runs once, at delay 0.
+        The protocols alternate innermost, so their runs of one setting sit side by side."""
         cells: list[RaceSetting] = []
         for k in self.sweepers:
             for variant in self.variants:
                 delays = self.delays_ms if has_gap(variant) else (0.0,)
                 for delay in dict.fromkeys(delays):
-                    cells.append(
-                        RaceSetting(
-                            variant,
-                            k,
-                            self.stalled_jobs,
-                            delay,
-                            self.workers,
-                            self.max_stalled,
-                            self.deadline_s,
-                            self.slice_size,
+                    for protocol in self.protocols:
+                        if variant not in self.variants_of(protocol):
+                            continue
+                        cells.append(
+                            RaceSetting(
+                                variant,
+                                k,
+                                self.stalled_jobs,
+                                delay,
+                                self.workers,
+                                self.max_stalled,
+                                self.deadline_s,
+                                self.slice_size,
+                                protocol,
+                            )
                         )
-                    )
         return cells

@@ -141,7 +141,9 @@ def _work_loop(worker: Worker, log: RaceLog) -> None:
                 return
             log.stop.wait(0.001)
             continue
-        outcome = worker.finish(job, fetch_next=False)
+        # A job its sweep marked to fail (BullMQ's defa, past max stalled) is failed, as BullMQ's Worker does.
+        reason = worker.queue.protocol.deferred_failure(job.fields)
+        outcome = worker.finish(job, fetch_next=False, failed=reason is not None, value=reason or "ok")
         log.record_finish(job.id, "finishedOn" in job.fields, outcome.code)
 
 
@@ -177,7 +179,7 @@ def run_once(settings: RedisSettings, setting: RaceSetting) -> Anomalies:
     """One repetition of ``setting`` on a fresh queue, deleted afterwards."""
     extra = extra_scripts([setting.variant])
     client = settings.connect()
-    queue = Queue.open(client, f"race-{uuid.uuid4().hex[:10]}", extra)
+    queue = Queue.open(client, f"race-{uuid.uuid4().hex[:10]}", extra, setting.protocol)
     actors = _Actors([client])
     try:
         run_id = server_run_id(queue)

@@ -7,8 +7,10 @@ not jobs; bench/race/count.py):
 - double_recoveries: reclaims of a job beyond its first. Counted from the
   sweepers' own returns and from the final state (copies in wait plus failed
   beyond one); the larger of the two, so neither source can hide one.
-- lost_attempt_updates: increments missing from a job's ``atm``: the times it
-  was reclaimed plus the times a worker finished it, less ``atm``.
+- lost_attempt_updates: increments missing from a job's attempt counters: the
+  times it was reclaimed plus the times a worker finished it, less ``atm`` (in
+  BullMQ, whose sweep counts stalls in ``stc``: reclaims less ``stc``, plus
+  finishes less ``atm``).
 - requeued_after_finish: copies of a finished job put back to work: a
   completed job's copies still in wait at the end, plus fetches of a job that
   already carried ``finishedOn``.
@@ -108,11 +110,11 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
 
 def check_profile(profile: Profile) -> None:
     """Refuse bad race settings before any stage of a run starts."""
-    RacePlan.from_options(profile.race)
+    RacePlan.from_options(profile.race, profile.protocols)
 
 
 def run_stage(ctx: RunContext) -> None:
-    plan = RacePlan.from_options(ctx.profile.race)
+    plan = RacePlan.from_options(ctx.profile.race, ctx.profile.protocols)
     update_meta(ctx.run_dir, race=plan_record(plan))
     outcomes = run_plan(ctx.settings, plan, ctx.progress.step, ctx.watch_pids)
     ids = RunIds(ctx.run_dir.name, ctx.profile.name)
@@ -150,7 +152,7 @@ def main(argv: list[str]) -> int:
     )
     args = parser.parse_args(argv)
     profile = FLAGS.profile(args)
-    plan = RacePlan.from_options(profile.race)  # every input checked before a server starts
+    plan = RacePlan.from_options(profile.race, profile.protocols)  # checked before a server starts
     progress = Progress([StagePlan("race", point_seconds(profile))], stage="race")
     with open_run(profile, ["race"], args.results, extra_scripts(plan.variants), progress) as run:
         run_stage(run.ctx)

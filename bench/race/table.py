@@ -32,7 +32,7 @@ class RaceOutcome:
         s, c = self.setting, self.counts
         row = RaceRow(
             run_id=ids.run_id,
-            protocol=ids.protocol,
+            protocol=s.protocol,  # the setting's own: a run alternates protocols
             profile=ids.profile,
             variant=s.variant,
             sweepers=s.sweepers,
@@ -58,25 +58,14 @@ class RaceOutcome:
 
 
 def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | None = None) -> str:
-    header = [
-        "variant",
-        "sweepers",
-        "jobs",
-        "delay_ms",
-        "reps",
-        "double",
-        "lost",
-        "requeued",
-        "audit",
-        "per_10k",
-        "contended",
-    ]
+    header = ["protocol", "variant", "K", "N", "delay ms", "reps"]
+    header += ["double", "lost", "requeued", "audit", "per_10k", "busy"]
     rows = []
     for outcome in outcomes:
         s, c = outcome.setting, outcome.counts
         delay = f"{s.delay_ms:g}" if has_gap(s.variant) else "-"
         rows.append([
-            s.variant, str(s.sweepers), str(s.stalled_jobs), delay, str(outcome.reps),
+            s.protocol, s.variant, str(s.sweepers), str(s.stalled_jobs), delay, str(outcome.reps),
             str(c.double_recoveries), str(c.lost_attempt_updates), str(c.requeued_after_finish),
             str(c.audit_violations),
             f"{outcome.per_10k:.1f}",
@@ -88,14 +77,21 @@ def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | N
             "jobs meanwhile; counts summed over reps",
             width,
         ),
-        render_table(header, rows, right=range(1, len(header)), keep_whole=(0,), width=width),
+        render_table(header, rows, right=range(2, len(header)), keep_whole=(0, 1), width=width, gap=1),
     ]
     notes = [
-        "delay_ms is simulated: a sleep between a sweeper's check and its act. Atomic sweeps check "
-        "and act inside one script, so there is no gap to delay: their rows ('-') run at delay 0.",
+        "K: sweepers at once; N: stalled jobs. delay ms is simulated: a sleep between a sweeper's "
+        "check and its act. Atomic sweeps check and act inside one script, so there is no gap to "
+        "delay: their rows ('-') run at delay 0.",
         "double: reclaims beyond a job's first, the larger of the sweepers' returns and the final state.",
         "per_10k: all four anomalies per 10,000 stalled jobs reclaimed.",
+        "busy: the runs marked contended (other work used the machine during them).",
     ]
+    if any(o.setting.protocol == "bullmq" for o in outcomes):
+        notes.append(
+            "bullmq: BullMQ's own moveStalledJobsToWait (its throttle key cleared before each call); "
+            "its stalls count in stc, finishes in atm."
+        )
     lines += [wrap_note(note, width) for note in notes]
     mismatched = [o for o in outcomes if o.counts.double_by_returns != o.counts.double_by_state]
     for outcome in mismatched:

@@ -1,11 +1,13 @@
 """Run against run: every metric both runs have, A, B, the ratio B/A and a verdict that does not cry wolf.
 
-Rows are matched on their key columns (``STAGE_KEYS``). finish_fetch rows are
-one per repetition, so each point's value is the mean over its repetitions;
-sweep_cost rows carry a median and a stdev over ``reps`` repetitions for the
-sweep time (and us_per_active_job, which is it divided by the size); every other
-sweep column and every race count is measured once per point. Sweep points
-skipped in either run are left out and named in a note.
+Rows are matched on their key columns (``STAGE_KEYS``), the protocol first: a
+bullmq point is compared with the same bullmq point only (a file from before the
+protocol column is echomq's, and echomq's points are labelled without it, as they
+always were). finish_fetch rows are one per repetition, so each point's value is
+the mean over its repetitions; sweep_cost rows carry a median and a stdev over
+``reps`` repetitions for the sweep time (and us_per_active_job, which is it
+divided by the size); every other sweep column and every race count is measured
+once per point. Sweep points skipped in either run are left out and named in a note.
 
 A verdict needs evidence. It is decided in this order (``verdict``):
 
@@ -51,10 +53,14 @@ NO_SPREAD = "no spread"
 VERDICTS = ("better", "worse", "same", "unstable", NO_SPREAD)
 
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
-    "finish_fetch": ("strategy", "workers", "rtt_ms"),
-    "sweep": ("variant", "scenario", "active_size"),
-    "race": ("variant", "sweepers", "stalled_jobs", "delay_ms"),
+    "finish_fetch": ("protocol", "strategy", "workers", "rtt_ms"),
+    "sweep": ("protocol", "variant", "scenario", "active_size"),
+    "race": ("protocol", "variant", "sweepers", "stalled_jobs", "delay_ms"),
+    "bullmq_worker": ("protocol", "driver", "concurrency", "job_ms"),
+    "sweep_hazard": ("protocol", "client", "stalled_jobs"),
 }
+# A key value left out of a point's label: echomq's points read as they did before protocols.
+LABEL_DEFAULTS = {"protocol": "echomq"}
 
 
 @dataclass(frozen=True)
@@ -74,11 +80,15 @@ SWEEP_LOWER = (
     "probe_max_us", "probe_busy",
 )  # fmt: skip
 RACE_LOWER = ("double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations")
+WORKER_LOWER = ("client_cpu_us_per_job", "redis_calls_per_job", "redis_us_per_job")
+HAZARD_LOWER = ("server_executions", "server_rejected", "probe_busy", "probe_max_us")
 
 STAGE_METRICS: dict[str, tuple[Metric, ...]] = {
     "finish_fetch": (Metric("jobs_per_s", higher_is_better=True), *map(Metric, FINISH_FETCH_LOWER)),
     "sweep": tuple(Metric(c, exact=c == "round_trips") for c in SWEEP_LOWER),
     "race": tuple(map(Metric, RACE_LOWER)),
+    "bullmq_worker": (Metric("jobs_per_s", higher_is_better=True), *map(Metric, WORKER_LOWER)),
+    "sweep_hazard": tuple(map(Metric, HAZARD_LOWER)),
 }
 
 # Sweep columns whose spread is the sweep time's (us_per_active_job is sweep time / size).
@@ -204,12 +214,22 @@ def key_order(key: tuple[object, ...]) -> tuple[tuple[int, object], ...]:
 
 
 def point_label(keys: Sequence[str], values: Sequence[object]) -> str:
-    return " ".join(f"{k}={v}" for k, v in zip(keys, values, strict=True))
+    return " ".join(
+        f"{k}={v}" for k, v in zip(keys, values, strict=True) if LABEL_DEFAULTS.get(k, object()) != v
+    )
+
+
+def with_known_keys(stage: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with each key column it lacks whose value is known (a file from before the
+    protocol column is echomq's)."""
+    missing = {k: v for k, v in LABEL_DEFAULTS.items() if k in STAGE_KEYS[stage] and k not in frame.columns}
+    return frame.assign(**missing) if missing else frame
 
 
 def samples(stage: str, frame: pd.DataFrame) -> dict[tuple[object, ...], dict[str, Sample]]:
     """Per point (the stage's key values), each metric's Sample."""
     keys = STAGE_KEYS[stage]
+    frame = with_known_keys(stage, frame)
     if frame.empty or any(k not in frame.columns for k in keys):
         return {}
     out: dict[tuple[object, ...], dict[str, Sample]] = {}
@@ -275,11 +295,14 @@ def compare_runs(a: Mapping[str, pd.DataFrame], b: Mapping[str, pd.DataFrame]) -
     rows: list[dict[str, object]] = []
     notes: list[str] = []
     for stage, keys in STAGE_KEYS.items():
+        if stage not in a and stage not in b:
+            continue  # neither run has it: nothing to say
         if stage not in a or stage not in b:
             missing = " and ".join(name for name, run in (("A", a), ("B", b)) if stage not in run)
             notes.append(f"{stage}: absent from run {missing}; not compared")
             continue
-        frame_a, frame_b = _usable(stage, a[stage], notes, "A"), _usable(stage, b[stage], notes, "B")
+        frame_a = with_known_keys(stage, _usable(stage, a[stage], notes, "A"))
+        frame_b = with_known_keys(stage, _usable(stage, b[stage], notes, "B"))
         points_a, points_b = samples(stage, frame_a), samples(stage, frame_b)
         for side, only in (("A", points_a.keys() - points_b), ("B", points_b.keys() - points_a)):
             if only:
@@ -421,7 +444,12 @@ def context_lines(meta_a: Mapping[str, object], meta_b: Mapping[str, object]) ->
 def headline_lines(frame_a: pd.DataFrame | None, frame_b: pd.DataFrame | None) -> list[str]:
     """Each run's fused/two_call ratio (median of its A B pairs [min-max]) at every point both ran,
     and whether the two ranges overlap: ratios within one run hold where absolute figures drift."""
-    a, b = headline.per_point(frame_a), headline.per_point(frame_b)
+    keys, a = headline.per_point_with_keys(frame_a)
+    keys_b, b = headline.per_point_with_keys(frame_b)
+    if keys != keys_b:  # one run from before protocols were recorded: match on the point alone
+        keys = headline.POINT_KEYS
+        a = {k[-2:]: r for k, r in a.items()}
+        b = {k[-2:]: r for k, r in b.items()}
     shared = sorted(a.keys() & b.keys(), key=key_order)
     if not shared:
         return []
@@ -429,6 +457,6 @@ def headline_lines(frame_a: pd.DataFrame | None, frame_b: pd.DataFrame | None) -
     for key in shared:
         ra, rb = a[key], b[key]
         apart = ra.hi < rb.lo or rb.hi < ra.lo
-        label = point_label(headline.POINT_KEYS, tuple(_norm(v) for v in key))
+        label = point_label(keys, tuple(_norm(v) for v in key))
         lines.append(f"| {label} | {ra.text()} | {rb.text()} | {'apart' if apart else 'overlap'} |")
     return lines

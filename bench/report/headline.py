@@ -14,7 +14,7 @@ from bench.fits import PairedRatio, headline_ratio
 
 A, B = "fused", "two_call"
 NAME = f"{A}/{B} jobs/s"
-POINT_KEYS = ("workers", "rtt_ms")
+POINT_KEYS = ("workers", "rtt_ms")  # and the protocol first, where the run has one
 
 
 def by_rep(frame: pd.DataFrame, strategy: str, column: str = "jobs_per_s") -> dict[int, float]:
@@ -31,13 +31,26 @@ def point_ratio(frame: pd.DataFrame) -> PairedRatio | None:
     return headline_ratio(by_rep(frame, A), by_rep(frame, B))
 
 
-def per_point(frame: pd.DataFrame | None) -> dict[tuple[object, ...], PairedRatio]:
-    """(workers, rtt_ms) -> the headline there, for every point that ran both strategies."""
+def point_keys(frame: pd.DataFrame) -> tuple[str, ...]:
+    """What a point is: (protocol,) workers and rtt_ms."""
+    return ("protocol", *POINT_KEYS) if "protocol" in frame.columns else POINT_KEYS
+
+
+def per_point_with_keys(
+    frame: pd.DataFrame | None,
+) -> tuple[tuple[str, ...], dict[tuple[object, ...], PairedRatio]]:
+    """The key columns, and key -> the headline there, for every point that ran both strategies."""
     if frame is None or frame.empty or not set(POINT_KEYS) <= set(frame.columns):
-        return {}
+        return POINT_KEYS, {}
+    keys = point_keys(frame)
     found = {}
-    for key, group in frame.groupby(list(POINT_KEYS), dropna=False, sort=True):
+    for key, group in frame.groupby(list(keys), dropna=False, sort=True):
         ratio = point_ratio(group)
         if ratio is not None:
             found[tuple(key)] = ratio
-    return found
+    return keys, found
+
+
+def per_point(frame: pd.DataFrame | None) -> dict[tuple[object, ...], PairedRatio]:
+    """Key ((protocol,) workers, rtt_ms) -> the headline there."""
+    return per_point_with_keys(frame)[1]

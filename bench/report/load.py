@@ -18,11 +18,13 @@ import pandas as pd
 from bench.errors import BenchError
 from bench.hdr import merge, read_hdr
 from bench.results import (
+    BULLMQ_WORKER_COLUMNS,
     FINISH_FETCH_COLUMNS,
     HDR_DIR,
     RACE_COLUMNS,
     RESULTS_DIR,
     SWEEP_COST_COLUMNS,
+    SWEEP_HAZARD_COLUMNS,
 )
 
 # stage -> (file, columns of design.md)
@@ -30,13 +32,24 @@ STAGE_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
     "finish_fetch": ("finish_fetch.csv", FINISH_FETCH_COLUMNS),
     "sweep": ("sweep_cost.csv", SWEEP_COST_COLUMNS),
     "race": ("race.csv", RACE_COLUMNS),
+    "bullmq_worker": ("bullmq_worker.csv", BULLMQ_WORKER_COLUMNS),
 }
-TEXT_COLUMNS = frozenset({"run_id", "protocol", "profile", "strategy", "variant", "scenario", "skipped"})
+# Files a stage writes only when the profile asks for them: loaded when there, never "absent".
+OPTIONAL_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "sweep_hazard": ("sweep_hazard.csv", SWEEP_HAZARD_COLUMNS),
+}
+TEXT_COLUMNS = frozenset(
+    {"run_id", "protocol", "profile", "strategy", "variant", "scenario", "skipped"}
+    | {"driver", "client", "error"}
+)
 # Columns a run's every row holds alike: the report shows them once, in its Run section.
 ID_COLUMNS = ("run_id", "protocol", "profile")
 # Older runs' names for a column: finish_fetch.csv called the strategy "variant".
 RENAMED = {"finish_fetch": {"variant": "strategy"}}
-BOOL_COLUMNS = frozenset({"saturated", "audit_ok", "contended"})
+BOOL_COLUMNS = frozenset({"saturated", "audit_ok", "contended", "reply_matches"})
+# A column a file from before it existed lacks, whose value is known: every run before the
+# protocol column measured echomq. Filled in, not reported absent.
+KNOWN_DEFAULTS = {"protocol": "echomq"}
 
 
 def parse_hdr_name(name: str) -> tuple[str, str, int, str] | None:
@@ -99,6 +112,9 @@ def read_stage(
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     old = {a: b for a, b in (renamed or {}).items() if a in frame.columns and b not in frame.columns}
     frame = frame.rename(columns=old)
+    for column, value in KNOWN_DEFAULTS.items():
+        if column in columns and column not in frame.columns:
+            frame[column] = value
     missing = [c for c in columns if c not in frame.columns]
     for column in missing:
         frame[column] = ""
@@ -133,8 +149,13 @@ def load_run(path: Path) -> RunData:
         csv_path = path / name
         if not csv_path.is_file():
             planned = data.meta.get("stages_planned")
-            if isinstance(planned, list) and stage not in planned:
+            protocols = data.meta.get("protocols")
+            if stage == "bullmq_worker" and not isinstance(protocols, dict):
+                pass  # a run from before the stage existed
+            elif isinstance(planned, list) and stage not in planned:
                 data.absent.append(f"stage {stage}: not part of this run (left out with --stages)")
+            elif stage == "bullmq_worker" and isinstance(protocols, dict) and "bullmq" not in protocols:
+                data.absent.append("stage bullmq_worker: not run (bullmq is not one of the run's protocols)")
             else:
                 data.absent.append(f"stage {stage}: {name} absent")
             continue
@@ -147,6 +168,12 @@ def load_run(path: Path) -> RunData:
         if missing:
             data.missing_columns[stage] = missing
             data.absent.append(f"stage {stage}: {name} lacks column(s) {', '.join(missing)}")
+    for stage, (name, columns) in OPTIONAL_FILES.items():
+        if (path / name).is_file():
+            try:
+                data.frames[stage], data.missing_columns[stage] = read_stage(path / name, columns)
+            except (OSError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+                data.absent.append(f"{name} unreadable ({exc.__class__.__name__}: {exc})")
     for hdr in sorted((path / HDR_DIR).glob("*.hdr")):
         parsed = parse_hdr_name(hdr.name)
         if parsed:

@@ -8,7 +8,7 @@ import numbers
 import numpy as np
 import pandas as pd
 
-from bench.report.load import ID_COLUMNS, STAGE_FILES, RunData
+from bench.report.load import ID_COLUMNS, OPTIONAL_FILES, STAGE_FILES, RunData
 from bench.report.plots import Plot
 
 
@@ -64,16 +64,20 @@ def flag_rows(frame: pd.DataFrame) -> pd.DataFrame:
 
 def present(data: RunData, stage: str, frame: pd.DataFrame) -> pd.DataFrame:
     """The stage's columns without those the file lacked, nor those every row holds alike (the run's
-    id, protocol and profile, which the Run section shows once) unless they differ."""
+    id, protocol and profile, which the Run section shows once) unless they differ; the protocol
+    first, where it is shown."""
     drop = set(data.missing_columns.get(stage, []))
     drop |= {c for c in ID_COLUMNS if c in frame.columns and frame[c].nunique(dropna=False) <= 1}
-    return frame.drop(columns=[c for c in frame.columns if c in drop])
+    shown = frame.drop(columns=[c for c in frame.columns if c in drop])
+    if "protocol" in shown.columns:
+        shown = shown[["protocol", *(c for c in shown.columns if c != "protocol")]]
+    return shown
 
 
 def missing_note(data: RunData, stage: str) -> list[str]:
     missing = data.missing_columns.get(stage)
     if not missing:
         return []
-    file = STAGE_FILES[stage][0]
+    file = {**STAGE_FILES, **OPTIONAL_FILES}[stage][0]
     return [f"> **Column(s) absent from {file}**: {', '.join(missing)} (an older or partial run); "
             "what needs them is left out.", ""]  # fmt: skip

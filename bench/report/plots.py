@@ -20,6 +20,7 @@ import pandas as pd
 from hdrh.histogram import HdrHistogram
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_hex, to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
@@ -50,16 +51,58 @@ class Plot:
     caption: str
 
 
+# The suite's own protocol: its variants go unprefixed; another's are "<protocol>.<variant>".
+HOME_PROTOCOL = "echomq"
+
+
+def protocol_labelled(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with each row's variant led by its protocol unless that is echomq
+    (``bullmq.fused``), so every figure tells the protocols apart."""
+    # finish_fetch.csv names its variants "strategy"; the sweep and race files "variant"
+    column = "strategy" if "strategy" in frame.columns else "variant"
+    if frame.empty or "protocol" not in frame.columns or column not in frame.columns:
+        return frame
+    shown = frame.copy()
+    other = shown["protocol"].fillna(HOME_PROTOCOL).astype(str) != HOME_PROTOCOL
+    shown.loc[other, column] = shown.loc[other, "protocol"].astype(str) + "." + shown.loc[other, column]
+    return shown
+
+
+def split_label(variant: str) -> tuple[str, str]:
+    """``bullmq.fused-w4-rtt0`` -> ("bullmq", "fused-w4-rtt0"); an unprefixed label is echomq's."""
+    head, dot, rest = variant.partition(".")
+    if dot and head.isidentifier() and rest:
+        return head, rest
+    return HOME_PROTOCOL, variant
+
+
+def _lighter(hex_colour: str, share: float = 0.45) -> str:
+    red, green, blue = to_rgb(hex_colour)
+    return to_hex((red + (1 - red) * share, green + (1 - green) * share, blue + (1 - blue) * share))
+
+
 def colour(variant: str) -> str:
+    """A variant's fixed colour; another protocol's variant takes a lighter shade of it."""
+    protocol, variant = split_label(variant)
     # "fused-w4-rtt0" (a strategy at one load point) takes its strategy's colour
     variant = variant.split("-", 1)[0] if variant.split("-", 1)[0] in VARIANT_ORDER else variant
     if variant in VARIANT_ORDER:
-        return PALETTE[VARIANT_ORDER.index(variant)]
-    return PALETTE[(len(VARIANT_ORDER) + sum(map(ord, variant))) % len(PALETTE)]
+        base = PALETTE[VARIANT_ORDER.index(variant)]
+    else:
+        base = PALETTE[(len(VARIANT_ORDER) + sum(map(ord, variant))) % len(PALETTE)]
+    return base if protocol == HOME_PROTOCOL else _lighter(base)
+
+
+def line_style(variant: str) -> str:
+    """Solid for echomq's variants, dashed for another protocol's."""
+    return "-" if split_label(variant)[0] == HOME_PROTOCOL else "--"
 
 
 def ordered(variants: Sequence[str]) -> list[str]:
-    known = [v for v in VARIANT_ORDER if v in variants]
+    """Known variants first in their fixed order, each followed by its other protocols' labels."""
+    known: list[str] = []
+    for name in VARIANT_ORDER:
+        known += sorted((v for v in variants if split_label(v)[1] == name), key=lambda v: "." in v)
     return known + sorted(set(variants) - set(known))
 
 
@@ -143,15 +186,20 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
             ax.annotate(f"{mean:,.0f}", (x, 0), textcoords="offset points", xytext=(0, 4),
                         ha="center", va="bottom", fontsize=8, fontweight="bold",
                         color="white" if inside else "black")  # fmt: skip
+    protocols = list(dict.fromkeys(split_label(v)[0] for v in variants))
     for j, (workers, rtt) in enumerate(points):
         at = data[(data["workers"] == workers) & (data["rtt_ms"] == rtt)]
-        ratio = headline.point_ratio(at)
-        if ratio is not None:
-            top = float(at.groupby("strategy")["jobs_per_s"].mean().max())
-            ax.annotate(f"fused/two_call = {ratio.text()}", (j, top),
-                        textcoords="offset points", xytext=(0, 16), ha="center", fontsize=9,
-                        fontweight="bold")  # fmt: skip
-    ax.set_ylim(0, float(data["jobs_per_s"].max()) * 1.22)
+        means = at.groupby("strategy")["jobs_per_s"].mean()
+        top = float(means.max()) if not means.empty else 0.0
+        for k, protocol in enumerate(protocols):
+            lead = "" if protocol == HOME_PROTOCOL else f"{protocol}."
+            mine = at[at["strategy"].isin([f"{lead}fused", f"{lead}two_call"])]
+            ratio = headline.point_ratio(mine.assign(strategy=mine["strategy"].str.removeprefix(lead)))
+            if ratio is not None:  # the median of the A B pairs, as every table shows it
+                name = "fused/two_call" if len(protocols) == 1 else f"{protocol} fused/two_call"
+                ax.annotate(f"{name} = {ratio.text()}", (j, top), textcoords="offset points",
+                            xytext=(0, 16 + 12 * k), ha="center", fontsize=9, fontweight="bold")  # fmt: skip
+    ax.set_ylim(0, float(data["jobs_per_s"].max()) * (1.22 + 0.08 * (len(protocols) - 1)))
     ax.set_xticks(range(len(points)), [_point_label(w, r) for w, r in points])
     ax.set_ylabel("jobs finished per second (jobs/s)")
     ax.yaxis.set_major_formatter(THOUSANDS)
@@ -196,7 +244,8 @@ def _latency_axes(ax: Axes, title: str, legend: bool = True) -> None:
 
 LINE_STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1)), (0, (1, 3)))
 E2E_NAME = "end to end (enqueue to finish)"
-POINT = re.compile(r"^(?P<strategy>[a-z_]+)-w(?P<workers>\d+)-rtt(?P<rtt>[\d.]+)$")
+# an optional "<protocol>." leads another protocol's strategy: "bullmq.fused-w4-rtt1"
+POINT = re.compile(r"^(?P<strategy>(?:[a-z][a-z_-]*\.)?[a-z_]+)-w(?P<workers>\d+)-rtt(?P<rtt>[\d.]+)$")
 
 
 def split_variant(variant: str) -> tuple[str, str]:
@@ -350,7 +399,8 @@ def sweep_time(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
             line = rows[rows["variant"] == variant].sort_values("active_size")
             stdev = line["sweep_ms_stdev"].fillna(0) if "sweep_ms_stdev" in line else None
             ax.errorbar(line["active_size"], line["sweep_ms_median"], yerr=stdev, marker="o", ms=4,
-                        capsize=3, color=colour(variant), label=variant)  # fmt: skip
+                        capsize=3, color=colour(variant), linestyle=line_style(variant),
+                        label=variant)  # fmt: skip
     for i, (ax, rows) in enumerate(panels):
         _slope_guides(ax, rows, "sweep_ms_median", first=i == 0)
     _finish_panels(panels)
@@ -383,6 +433,7 @@ def probe_max(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
                 marker="o",
                 ms=4,
                 color=colour(variant),
+                linestyle=line_style(variant),
                 label=variant,
             )
             if "probe_busy" in line:
@@ -456,6 +507,46 @@ def race_anomalies(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
         "Bars for an app-side variant, growing with the delay, are its check-then-act gap biting."
     )
     return _saved(figure, out_dir, "race_anomalies.png", title, caption)
+
+
+def worker_drivers(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
+    """Bars: mean jobs/s of BullMQ's own Worker at each concurrency and of the suite's loops over
+    the same scripts; whiskers min..max, dots each repetition; client CPU µs a job above each bar."""
+    needed = {"driver", "concurrency", "jobs_per_s"}
+    if frame.empty or not needed <= set(frame.columns) or frame["jobs_per_s"].isna().all():
+        return None
+    data = frame.dropna(subset=["jobs_per_s"])
+    runs = list(dict.fromkeys(zip(data["driver"], data["concurrency"], strict=True)))
+    figure = Figure(figsize=(max(6.0, 1.3 * len(runs) + 2), 4.6), layout="constrained")
+    ax = figure.add_subplot()
+    drivers = {"bullmq_worker": "#9467bd", "fused": PALETTE[0], "two_call": PALETTE[1]}
+    for x, (driver, concurrency) in enumerate(runs):
+        reps = data[(data["driver"] == driver) & (data["concurrency"] == concurrency)]
+        values = reps["jobs_per_s"].astype(float)
+        mean = float(values.mean())
+        ax.bar(x, mean, 0.7, color=drivers.get(driver, PALETTE[7]),
+               yerr=[[mean - values.min()], [values.max() - mean]], capsize=4)  # fmt: skip
+        ax.scatter([x] * len(values), values, color="black", s=12, zorder=3)
+        cpu = reps["client_cpu_us_per_job"].mean() if "client_cpu_us_per_job" in reps else math.nan
+        note = f"{mean:,.0f}" + ("" if math.isnan(cpu) else f"\n{cpu:,.0f} µs CPU")
+        ax.annotate(note, (x, float(values.max())), textcoords="offset points", xytext=(0, 3),
+                    ha="center", va="bottom", fontsize=8)  # fmt: skip
+    labels = [
+        f"BullMQ Worker\nconcurrency {c}" if d == "bullmq_worker" else f"suite {d}\nloop" for d, c in runs
+    ]
+    ax.set_xticks(range(len(runs)), labels)
+    ax.set_ylim(0, float(data["jobs_per_s"].max()) * 1.3)
+    ax.set_ylabel("jobs finished per second (jobs/s)")
+    ax.yaxis.set_major_formatter(THOUSANDS)
+    ax.grid(axis="y", alpha=0.3)
+    title = "BullMQ's own Worker against the suite's loops over BullMQ's scripts"
+    ax.set_title(f"{title}\nbar = mean of the repetitions, whisker = min..max, dot = one repetition")
+    caption = (
+        "Taller is better. The BullMQ Worker bars are what a BullMQ Python user gets today (finish, "
+        "then fetch: two script calls a job); the fused bar is what one call a job would give on the "
+        "same scripts. The client CPU a job above each bar says where the time goes."
+    )
+    return _saved(figure, out_dir, "bullmq_worker_jobs.png", title, caption)
 
 
 def _saved(figure: Figure, out_dir: Path, name: str, title: str, caption: str) -> Plot:

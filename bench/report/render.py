@@ -9,7 +9,13 @@ from bench.report.compare import NO_SPREAD, VERDICTS, Comparison, context_lines,
 from bench.report.load import RunData, load_run
 from bench.report.machine import machine_section
 from bench.report.markdown import markdown_table, percent
-from bench.report.sections import finish_fetch_section, meta_section, race_section, sweep_section
+from bench.report.sections import (
+    bullmq_worker_section,
+    finish_fetch_section,
+    meta_section,
+    race_section,
+    sweep_section,
+)
 from bench.results import write_atomic
 
 
@@ -17,6 +23,7 @@ def render(data: RunData) -> str:
     lines = meta_section(data)
     lines += machine_section(data)
     lines += finish_fetch_section(data)
+    lines += bullmq_worker_section(data)
     lines += sweep_section(data)
     lines += race_section(data)
     return "\n".join(lines).rstrip() + "\n"

@@ -1,4 +1,7 @@
-"""The report's sections: the run, finish-then-fetch, sweep cost, the race audit."""
+"""The report's sections: the run, finish-then-fetch, BullMQ's own worker, sweep cost, the race audit.
+
+Every table carries the protocol (echomq: lua/; bullmq: the bullmq package's own
+Lua), and every figure tells them apart (``plots.protocol_labelled``)."""
 
 from __future__ import annotations
 
@@ -6,13 +9,38 @@ import math
 
 import pandas as pd
 
-from bench.fits import loglog_fit
+from bench.fits import headline_ratio, loglog_fit
 from bench.hdr import summary
 from bench.report import headline, latency, plots
 from bench.report.compare import STAGE_KEYS, samples
 from bench.report.load import RunData, merged_histograms
 from bench.report.machine import beside_saturated, contended_note
 from bench.report.markdown import figure, flag_rows, fmt, markdown_table, missing_note, percent, present
+from bench.report.plots import protocol_labelled
+
+# What the bullmq protocol runs, said once wherever its numbers are shown.
+BULLMQ_NOTE = (
+    "bullmq is BullMQ's own Lua and argument builders from the installed bullmq package, run with a "
+    "BullMQ Worker's default options: lock 30 s, every completed job kept, no metrics, no limiter."
+)
+
+
+def protocols_text(meta: dict[str, object]) -> str:
+    """The run's protocols and where their scripts came from."""
+    record = meta.get("protocols")
+    if not isinstance(record, dict) or not record:
+        return "echomq (lua/)"
+    parts = []
+    for name, about in sorted(record.items(), key=lambda item: item[0] != "echomq"):  # the suite's first
+        version = about.get("version") if isinstance(about, dict) else None
+        parts.append(f"{name} {version} (its package's Lua)" if version else f"{name} (lua/)")
+    return ", ".join(parts)
+
+
+def bullmq_note(frame: pd.DataFrame) -> list[str]:
+    if "protocol" in frame.columns and (frame["protocol"] == "bullmq").any():
+        return [f"*{BULLMQ_NOTE}*", ""]
+    return []
 
 
 def meta_section(data: RunData) -> list[str]:
@@ -44,6 +72,7 @@ def meta_section(data: RunData) -> list[str]:
             f"{meta.get('python')} / {meta.get('redis_py')} / {meta.get('hiredis')}",
         ),
         ("Locust / pyperf", f"{meta.get('locust')} / {meta.get('pyperf')}"),
+        ("protocols", protocols_text(meta)),
     ]
     lines += ["## Run", "", markdown_table(pd.DataFrame(rows, columns=["", "value"])), ""]
     if data.absent:
@@ -76,8 +105,9 @@ def finish_fetch_section(data: RunData) -> list[str]:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(errors.items()))
         lines += [f"> **{sum(errors.values())} calls failed** in the measured windows ({kinds}); "
                   "each run's summary counts them by kind, its log has the tracebacks.", ""]  # fmt: skip
+    lines += bullmq_note(frame)
     lines += _finish_fetch_summary(frame)
-    lines += figure(plots.jobs_per_s(frame, data.path), "no jobs_per_s values")
+    lines += figure(plots.jobs_per_s(protocol_labelled(frame), data.path), "no jobs_per_s values")
     e2e = latency.meaning(frame)
     lines += latency.note(frame)
     histograms, bad = merged_histograms(data, "finish_fetch")
@@ -100,7 +130,9 @@ def finish_fetch_section(data: RunData) -> list[str]:
         lines += ["Merged HDR histograms (µs, all repetitions):", "", markdown_table(pd.DataFrame(table)), ""]
     else:
         lines += ["*No HDR files for finish_fetch; latency drawn from the CSV's percentile columns.*", ""]
-        lines += figure(plots.latency_from_columns(frame, data.path), "no cycle percentile columns")
+        lines += figure(
+            plots.latency_from_columns(protocol_labelled(frame), data.path), "no cycle percentile columns"
+        )
     shown = beside_saturated(latency.shown_columns(present(data, "finish_fetch", frame)))
     lines += ["All repetitions:", "", markdown_table(flag_rows(shown)), ""]
     return lines
@@ -135,11 +167,13 @@ def _finish_fetch_summary(frame: pd.DataFrame) -> list[str]:
 
 
 def _fused_ratios(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per point: the headline (bench.report.headline), as the stage's terminal table prints it."""
+    """Per protocol and point: the headline (bench.report.headline), as the stage's terminal table
+    prints it."""
     rows = [
-        {"workers": workers, "rtt_ms": rtt, "median of pairs": ratio.median,
+        {**dict(zip(keys, key, strict=True)), "median of pairs": ratio.median,
          "[min-max]": f"[{ratio.lo:.2f}-{ratio.hi:.2f}]", "pairs": ratio.pairs}
-        for (workers, rtt), ratio in headline.per_point(frame).items()
+        for keys, found in [headline.per_point_with_keys(frame)]
+        for key, ratio in found.items()
     ]  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -151,26 +185,61 @@ def sweep_section(data: RunData) -> list[str]:
         return [*lines, "*Absent: this run has no sweep_cost.csv.*", ""]
     lines += missing_note(data, "sweep")
     lines += contended_note(frame, "point(s)")
+    lines += bullmq_note(frame)
     skipped = frame[frame["skipped"] != ""]
     measured = frame[frame["skipped"] == ""]
-    lines += figure(plots.sweep_time(measured, data.path), "no measured sweep points")
-    lines += figure(plots.probe_max(measured, data.path), "no probe_max_us values")
+    lines += figure(plots.sweep_time(protocol_labelled(measured), data.path), "no measured sweep points")
+    lines += figure(plots.probe_max(protocol_labelled(measured), data.path), "no probe_max_us values")
     slopes = _slopes(measured)
     if not slopes.empty:
         lines += ["Slope of log(sweep time) against log(size) (1 = linear, 2 = quadratic):", "",
                   markdown_table(slopes), ""]  # fmt: skip
     if not skipped.empty:
         lines += [f"**Skipped points ({len(skipped)})**, not measured:", ""]
-        points = skipped[["variant", "scenario", "active_size", "skipped"]].itertuples(index=False)
+        named = protocol_labelled(skipped)
+        points = named[["variant", "scenario", "active_size", "skipped"]].itertuples(index=False)
         lines += [f"- {v} / {s} / {fmt(n)}: {why}" for v, s, n, why in points]
         lines.append("")
     busy = measured[measured["probe_busy"].fillna(0) > 0]
     if not busy.empty:
         lines += [f"> **The probe got BUSY replies at {len(busy)} point(s)**: Redis refused other clients "
                   "while a script ran.", ""]  # fmt: skip
-    shown = present(data, "sweep", frame).sort_values(["scenario", "active_size", "variant"])
+    shown = present(data, "sweep", frame)
+    order = [c for c in ("scenario", "active_size", "protocol", "variant") if c in shown.columns]
+    shown = shown.sort_values(order)
     shown["skipped"] = shown["skipped"].map(lambda why: f"**skipped**: {why}" if why else "")
     lines += ["All points:", "", markdown_table(flag_rows(shown)), ""]
+    lines += _hazard(data)
+    return lines
+
+
+def _hazard(data: RunData) -> list[str]:
+    """The client-default hazard: BullMQ's sweep past its client's timeout, against ours."""
+    frame = data.frames.get("sweep_hazard")
+    if frame is None or frame.empty:
+        return []
+    lines = ["### The client-default hazard: a sweep held past the socket timeout", ""]
+    lines += [
+        "One all-stalled BullMQ sweep a row, sent once by a client: `bullmq` is BullMQ's own connection "
+        "(redis-py's socket timeout, re-sent on a timeout: `Retry(ExponentialBackoff(cap=20, base=1), 20)`), "
+        "`suite` is the suite's client, which never re-sends. *server_executions* counts the script's runs "
+        "on the server for the one call, *server_rejected* the re-sends Redis refused (BUSY), *probe_busy* "
+        "the BUSY replies another client got meanwhile; *reply_matches* says whether the call returned "
+        "exactly the jobs that moved.",
+        "",
+    ]
+    for row in frame.to_dict("records"):
+        reply = "raised" if pd.isna(row["reply_ids"]) else f"returned {fmt(row['reply_ids'])} ids"
+        verdict = "matches" if row["reply_matches"] is True else "**does not match**"
+        error = str(row["error"] or "")
+        lines.append(
+            f"- {row['client']}, {fmt(row['stalled_jobs'])} stalled, "
+            f"timeout {fmt(row['socket_timeout_s'])} s: "
+            f"{fmt(row['server_executions'])} execution(s) and {fmt(row['server_rejected'])} refused for one "
+            f"call; it {reply} for {fmt(row['moved_ids'])} moved ({verdict}); other clients got "
+            f"{fmt(row['probe_busy'])} BUSY" + (f"; the caller saw {error}" if error else "")
+        )
+    lines += ["", markdown_table(present(data, "sweep_hazard", frame)), ""]
     return lines
 
 
@@ -178,12 +247,13 @@ def _slopes(frame: pd.DataFrame) -> pd.DataFrame:
     """The stage's own fit (bench.fits.loglog_fit) as a table: over every size, and
     between the two largest, where the growth at scale shows most plainly."""
     table = []
-    for (variant, scenario), group in frame.groupby(["variant", "scenario"]):
+    for (protocol, variant, scenario), group in frame.groupby(["protocol", "variant", "scenario"]):
         fit = loglog_fit(zip(group["active_size"], group["sweep_ms_median"], strict=True))
         if fit is None:
             continue
         table.append({
-            "variant": variant, "scenario": scenario, "sizes": f"{fmt(fit.from_x)}..{fmt(fit.to_x)}",
+            "protocol": protocol, "variant": variant, "scenario": scenario,
+            "sizes": f"{fmt(fit.from_x)}..{fmt(fit.to_x)}",
             "slope (all sizes)": round(fit.slope, 3), "slope (two largest)": round(fit.slope_top_two, 3),
         })  # fmt: skip
     return pd.DataFrame(table)
@@ -196,11 +266,67 @@ def race_section(data: RunData) -> list[str]:
         return [*lines, "*Absent: this run has no race.csv.*", ""]
     lines += missing_note(data, "race")
     lines += contended_note(frame, "setting(s)")
+    lines += bullmq_note(frame)
     violations = frame[frame["audit_violations"].fillna(0) > 0]
     if not violations.empty:
-        variants = ", ".join(sorted(set(violations["variant"])))
+        variants = ", ".join(sorted(set(protocol_labelled(violations)["variant"])))
         lines += [f"> **Audit violations** (a job lost or in two places) in {len(violations)} setting(s): "
                   f"{variants}.", ""]  # fmt: skip
-    lines += figure(plots.race_anomalies(frame, data.path), "no anomaly columns")
+    lines += figure(plots.race_anomalies(protocol_labelled(frame), data.path), "no anomaly columns")
     lines += ["All settings:", "", markdown_table(flag_rows(present(data, "race", frame))), ""]
+    return lines
+
+
+def _jobs_by_rep(frame: pd.DataFrame) -> dict[int, float]:
+    rows = frame.dropna(subset=["rep"])
+    return {int(rep): float(jobs) for rep, jobs in zip(rows["rep"], rows["jobs_per_s"], strict=True)}
+
+
+def bullmq_worker_section(data: RunData) -> list[str]:
+    """BullMQ's own asyncio Worker beside the suite's loops over the same scripts."""
+    frame = data.frames.get("bullmq_worker")
+    if frame is None:
+        return []  # absent, or not run: the run section's list says which
+    lines = ["## BullMQ's own worker against the suite's loops on BullMQ's scripts", ""]
+    lines += missing_note(data, "bullmq_worker")
+    about = data.meta.get("bullmq_worker") or {}
+    options = about.get("options") if isinstance(about, dict) else None
+    lines += [
+        "BullMQ's asyncio `Worker` and the suite's synchronous fused and two_call loops each process a "
+        "pre-filled queue in a process of their own, timed from completion "
+        f"{fmt(about.get('window_from', 1000))} "
+        "to the last. What a BullMQ Python user gets today is the Worker; what the fused call would give "
+        "them is the fused loop.",
+        "",
+    ]
+    if options:
+        lines += [f"*{options}.*", ""]
+    failed = int((~frame["audit_ok"].fillna(True).astype(bool)).sum())
+    if failed:
+        lines += [f"> **Audit FAILED in {failed} run(s)**: a job not completed exactly once.", ""]
+    rows = []
+    for key, metrics in samples("bullmq_worker", frame).items():
+        row: dict[str, object] = dict(zip(STAGE_KEYS["bullmq_worker"], key, strict=True))
+        jobs = metrics.get("jobs_per_s")
+        row["reps"] = jobs.n if jobs else 0
+        row["jobs/s mean"] = jobs.mean if jobs else math.nan
+        row["jobs/s min..max"] = f"{fmt(jobs.lo)}..{fmt(jobs.hi)}" if jobs else "—"
+        for column in ("client_cpu_us_per_job", "redis_calls_per_job", "redis_us_per_job"):
+            row[column] = metrics[column].mean if column in metrics else math.nan
+        rows.append(row)
+    lines += ["Per driver, mean over repetitions:", "", markdown_table(pd.DataFrame(rows)), ""]
+    base = frame[(frame["driver"] == "bullmq_worker") & (frame["concurrency"] == 1)]
+    ratios = []
+    for loop in ("fused", "two_call"):
+        other = frame[frame["driver"] == loop]
+        ratio = headline_ratio(_jobs_by_rep(other), _jobs_by_rep(base))  # the one A/B definition
+        if ratio:
+            ratios.append({"suite loop": loop, "÷ BullMQ Worker, concurrency 1": ratio.median,
+                           "[min-max]": f"[{ratio.lo:.2f}-{ratio.hi:.2f}]",
+                           "pairs": ratio.pairs})  # fmt: skip
+    if ratios:
+        lines += ["jobs/s of the suite's loops over BullMQ's Worker (per repetition pair):", "",
+                  markdown_table(pd.DataFrame(ratios)), ""]  # fmt: skip
+    lines += figure(plots.worker_drivers(frame, data.path), "no jobs_per_s values")
+    lines += ["All runs:", "", markdown_table(flag_rows(present(data, "bullmq_worker", frame))), ""]
     return lines

@@ -7,8 +7,11 @@ from dataclasses import dataclass
 
 from bench.errors import BenchError
 from bench.harness.profile import SweepOptions
+from bench.protocol.protocol import check_protocol_names, protocol_named
 from bench.protocol.sweep import SWEEPERS
 from bench.sweep_cost.scenario import SCENARIOS
+
+ECHOMQ = "echomq"
 
 # Why a variant gets slow enough to be capped (a capped row's `skipped` says it).
 SLOW_BECAUSE = {
@@ -27,16 +30,22 @@ class Point:
     variant: str
     scenario: str
     size: int
+    protocol: str = ECHOMQ
+
+    @property
+    def label(self) -> str:
+        """The variant, led by its protocol unless that is the suite's own: ``bullmq.atomic``."""
+        return self.variant if self.protocol == ECHOMQ else f"{self.protocol}.{self.variant}"
 
     @property
     def name(self) -> str:
         """pyperf's benchmark name."""
-        return f"sweep/{self.variant}/{self.scenario}/{self.size}"
+        return f"sweep/{self.label}/{self.scenario}/{self.size}"
 
     @property
     def slug(self) -> str:
         """A file-name-safe name."""
-        return f"{self.variant}.{self.scenario}.{self.size}"
+        return f"{self.label}.{self.scenario}.{self.size}"
 
 
 @dataclass(frozen=True)
@@ -66,24 +75,40 @@ def parse_caps(caps: Sequence[str]) -> dict[tuple[str, str], tuple[int, str]]:
     return parsed
 
 
-def plan(options: SweepOptions) -> list[PlannedPoint]:
-    """Every point in the order it runs: size ascending, then scenario, then variant."""
+def variants_of(protocol: str, variants: Sequence[str]) -> list[str]:
+    """The variants that are sweeps of ``protocol`` (BullMQ has one: its own atomic sweep)."""
+    proto = protocol_named(protocol)
+    return [v for v in variants if proto.supports_sweep(v)]
+
+
+def plan(options: SweepOptions, protocols: Sequence[str] = (ECHOMQ,)) -> list[PlannedPoint]:
+    """Every point in the order it runs: size ascending, then protocol (each protocol's
+    points are one pyperf run), then scenario, then variant; a variant runs for each
+    protocol it is a sweep of. A cap applies to a variant in every protocol."""
     for variant in options.sweep_variants:
         if variant not in SWEEPERS:
             raise BenchError(f"unknown sweep variant {variant!r}; use some of {', '.join(SWEEPERS)}")
     for scenario in options.sweep_scenarios:
         if scenario not in SCENARIOS:
             raise BenchError(f"unknown sweep scenario {scenario!r}; use some of {', '.join(SCENARIOS)}")
+    check_protocol_names(protocols)
+    for protocol in protocols:
+        if not variants_of(protocol, options.sweep_variants):
+            own = ", ".join(protocol_named(protocol).sweep_variants or SWEEPERS)
+            asked = ", ".join(options.sweep_variants)
+            raise BenchError(f"no sweep variant of {asked} is a {protocol} sweep; add one of {own}")
     caps = parse_caps(options.sweep_caps)
     planned = []
     for size in sorted(set(options.sweep_sizes)):
-        for scenario in options.sweep_scenarios:
-            for variant in options.sweep_variants:
-                skipped = None
-                limit, entry = caps.get((variant, scenario), (0, ""))
-                if entry and size > limit:
-                    skipped = f"over the cap {entry}: {SLOW_BECAUSE.get(variant, 'capped by the profile')}"
-                planned.append(PlannedPoint(Point(variant, scenario, size), skipped))
+        for protocol in protocols:
+            for scenario in options.sweep_scenarios:
+                for variant in variants_of(protocol, options.sweep_variants):
+                    skipped = None
+                    limit, entry = caps.get((variant, scenario), (0, ""))
+                    if entry and size > limit:
+                        why = SLOW_BECAUSE.get(variant, "capped by the profile")
+                        skipped = f"over the cap {entry}: {why}"
+                    planned.append(PlannedPoint(Point(variant, scenario, size, protocol), skipped))
     return planned
 
 

@@ -43,6 +43,7 @@ class ProgramSettings:
     side_dir: Path
     slice_size: int = DEFAULT_SLICE
     probe_rate_hz: float = DEFAULT_RATE_HZ
+    protocol: str = "echomq"  # the queue's protocol: one pyperf run measures one protocol's points
 
     @staticmethod
     def flag(name: str) -> str:
@@ -70,7 +71,7 @@ class ProgramSettings:
         return cls(**{f.name: _decode(hints[f.name], getattr(args, f.name)) for f in fields(cls)})
 
     def point_list(self) -> list[Point]:
-        return [Point(variant, scenario, self.size) for variant, scenario in self.points]
+        return [Point(variant, scenario, self.size, self.protocol) for variant, scenario in self.points]
 
 
 def _encode(value: Any) -> str:
@@ -105,10 +106,12 @@ def main() -> None:
         slice_size=settings.slice_size,
         probe_rate_hz=settings.probe_rate_hz,
         warmups=args.warmups or 0,
+        protocol=settings.protocol,
     )
     try:
         for point in settings.point_list():
             metadata = {
+                "protocol": point.protocol,
                 "sweep_variant": point.variant,
                 "sweep_scenario": point.scenario,
                 "active_size": point.size,

@@ -31,21 +31,34 @@ from bench.harness.profile import Profile, SweepOptions
 from bench.harness.progress import Progress, StagePlan
 from bench.harness.run_folder import open_run
 from bench.paths import REPO
-from bench.protocol.connection import RedisSettings
+from bench.protocol.connection import CountingRedis, RedisSettings
+from bench.protocol.protocol import protocol_named
 from bench.protocol.queue import Queue
 from bench.protocol.scripts import script_source
 from bench.protocol.sweep import SWEEPERS
 from bench.results import (
     PYPERF_DIR,
     SWEEP_COST_COLUMNS,
+    SWEEP_HAZARD_COLUMNS,
     RunIds,
     SweepCostRow,
+    SweepHazardRow,
     read_json,
     row_dict,
     update_meta,
     write_csv,
 )
-from bench.sweep_cost.plan import IN_PROCESS_BELOW, WARMUP_BELOW, Point, loops_for, plan, pyperf_options
+from bench.sweep_cost.hazard import HAZARD_PROTOCOL, INTERVAL_MS, hazard_line, run_hazard, scenario_case
+from bench.sweep_cost.plan import (
+    ECHOMQ,
+    IN_PROCESS_BELOW,
+    WARMUP_BELOW,
+    Point,
+    loops_for,
+    plan,
+    pyperf_options,
+    variants_of,
+)
 from bench.sweep_cost.pyperf_program import URL_ENV, ProgramSettings
 from bench.sweep_cost.scenario import ScenarioQueue
 from bench.sweep_cost.summary import (
@@ -63,6 +76,7 @@ from bench.sweep_cost.timing import SWEEP_TIMEOUT_S
 
 PYPERF_LOG = f"{PYPERF_DIR}/sweep_pyperf.log"
 CSV_NAME = "sweep_cost.csv"
+HAZARD_CSV = "sweep_hazard.csv"
 PYPERF_STOP_GRACE_S = 5.0
 
 
@@ -77,14 +91,17 @@ def run_pyperf(
     options: SweepOptions,
     run_dir: Path,
     on_result: Callable[[str, str], None],
+    protocol: str = ECHOMQ,
     watch_pids: Sequence[int] = (),
 ) -> SizeOutcome:
-    """Run the pyperf program for one size; ``on_result(name, pyperf's line)`` per point done.
+    """Run the pyperf program for one size of one protocol; ``on_result(name, pyperf's line)``
+    per point done.
 
     The machine is watched while pyperf runs, with this process's family (pyperf, its
     workers and their probes, an embedded redis-server) and ``watch_pids`` as own: each
     point is judged from the previous point's result line (or pyperf's start) to its own."""
-    json_path = run_dir / PYPERF_DIR / f"sweep_{size}.json"
+    stem = f"sweep_{size}" if protocol == ECHOMQ else f"sweep_{protocol}_{size}"
+    json_path = run_dir / PYPERF_DIR / f"{stem}.json"
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.unlink(missing_ok=True)
     program = ProgramSettings(
@@ -94,6 +111,7 @@ def run_pyperf(
         side_dir=run_dir / SIDE_DIR,
         slice_size=options.sweep_slice,
         probe_rate_hz=options.probe_rate_hz,
+        protocol=protocol,
     )
     cmd = program.command(json_path, pyperf_options(size, options.sweep_reps))
     env = {**os.environ, URL_ENV: settings.url, "PYTHONUNBUFFERED": "1"}
@@ -139,16 +157,28 @@ def point_line(run_dir: Path, point: Point, pyperf_line: str) -> str:
     side = side_summary(run_dir, point)
     note = f"; ERROR {'; '.join(side.errors)}" if side.errors else ""
     return (
-        f"{point.variant} {point.scenario} {point.size:,}: {pyperf_line}; "
+        f"{point.label} {point.scenario} {point.size:,}: {pyperf_line}; "
         f"hold {fmt(side.hold_ms_max, 3)} ms, probe max {fmt(side.probe_max_us)} µs, "
         f"{side.probe.busy} BUSY{note}"
     )
 
 
-def script_shas(variants: Sequence[str]) -> dict[str, str]:
-    """The SHA1 (as Redis names it) of each atomic variant's script."""
-    files = {v: getattr(SWEEPERS[v], "script_file", None) for v in variants}
-    return {v: hashlib.sha1(script_source(f).encode()).hexdigest() for v, f in files.items() if f}
+def script_shas(variants: Sequence[str], protocols: Sequence[str] = (ECHOMQ,)) -> dict[str, str]:
+    """The SHA1 (as Redis names it) of each atomic variant's script, by point label: a
+    protocol's own sweep is its sweep step; the others are scripts of lua/."""
+    shas: dict[str, str] = {}
+    for protocol in protocols:
+        own = protocol_named(protocol)
+        for variant in variants_of(protocol, variants):
+            cls = SWEEPERS[variant]
+            if getattr(cls, "protocol_step", False):
+                source = own.script_sources()["sweep"]
+            elif getattr(cls, "script_file", None):
+                source = script_source(cls.script_file)  # type: ignore[attr-defined]
+            else:
+                continue
+            shas[Point(variant, "", 0, protocol).label] = hashlib.sha1(source.encode()).hexdigest()
+    return shas
 
 
 @dataclass
@@ -177,8 +207,9 @@ def measure_size(
             tell(point_line(ctx.run_dir, by_name[name], line))
 
     settings = dataclasses.replace(ctx.settings, socket_timeout_s=SWEEP_TIMEOUT_S)
+    protocol = scenario.queue.protocol.name
     return run_pyperf(
-        settings, scenario.queue.keys.name, size, points, ctx.profile.sweep, ctx.run_dir, finished,
+        settings, scenario.queue.keys.name, size, points, ctx.profile.sweep, ctx.run_dir, finished, protocol,
         ctx.watch_pids,
     )  # fmt: skip
 
@@ -221,45 +252,94 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
 
 
 def check_profile(profile: Profile) -> None:
-    """Before any stage starts: the sweep keys name known variants, scenarios and caps."""
-    plan(profile.sweep)
+    """Before any stage starts: the sweep keys name known variants, scenarios and caps, for
+    protocols that exist."""
+    plan(profile.sweep, profile.protocols)
+
+
+def run_hazard_sizes(ctx: RunContext, client: CountingRedis) -> list[SweepHazardRow]:
+    """The client-default hazard at each of the profile's sizes (bench/sweep_cost/hazard.py)."""
+    options = ctx.profile.sweep
+    sizes = sorted(set(options.sweep_hazard_sizes))
+    if not sizes or HAZARD_PROTOCOL not in ctx.profile.protocols:
+        return []
+    queue = Queue.open(client, f"hazard-{uuid.uuid4().hex[:8]}", protocol=HAZARD_PROTOCOL)
+    scenario = ScenarioQueue(queue, [])
+    rows: list[SweepHazardRow] = []
+    try:
+        for size in sizes:
+            ctx.progress(f"hazard: building {size:,} active jobs through the bullmq protocol")
+            scenario.grow(size)
+            case = scenario_case(scenario)
+            found = run_hazard(ctx.settings, case, options.sweep_hazard_timeout_s, options.probe_rate_hz)
+            for row in found:
+                ctx.progress(hazard_line(row))
+            rows.extend(found)
+            write_csv(ctx.run_dir / HAZARD_CSV, SWEEP_HAZARD_COLUMNS, map(row_dict, rows))
+    finally:
+        queue.delete()
+    update_meta(
+        ctx.run_dir,
+        sweep_hazard={
+            "interval_ms": INTERVAL_MS,
+            "clients": "bullmq: BullMQ's RedisConnection (retries on timeouts); suite: no re-sends",
+            "socket_timeout": "redis-py's default" if not options.sweep_hazard_timeout_s else "the profile's",
+        },
+    )
+    return rows
 
 
 def run_stage(ctx: RunContext) -> None:
-    """The sweep stage: every point of the profile, into sweep_cost.csv; then the table and slopes."""
+    """The sweep stage: every point of the profile, into sweep_cost.csv; then the table and slopes;
+    then the client-default hazard, into sweep_hazard.csv, where the profile asks for it."""
     options = ctx.profile.sweep
-    planned = plan(options)
+    protocols = ctx.profile.protocols
+    planned = plan(options, protocols)
     tell = PointProgress(ctx.progress.step, len(planned))
     client = dataclasses.replace(ctx.settings, socket_timeout_s=SWEEP_TIMEOUT_S).connect()
-    scenario = ScenarioQueue(Queue.open(client, f"sweep-{uuid.uuid4().hex[:8]}"), [])
+    tag = uuid.uuid4().hex[:8]
+    scenarios = {
+        p: ScenarioQueue(
+            Queue.open(client, f"sweep-{tag}" if p == ECHOMQ else f"sweep-{p}-{tag}", protocol=p), []
+        )
+        for p in protocols
+    }
     rows: list[SweepCostRow] = []
-    ids = RunIds(ctx.run_dir.name, ctx.profile.name)
+    hazard: list[SweepHazardRow] = []
     try:
         for size in sorted(set(options.sweep_sizes)):
-            at_size = [p for p in planned if p.point.size == size]
-            for skipped in (p for p in at_size if p.skipped):
-                point = skipped.point
-                tell(f"{point.variant} {point.scenario} {size:,}: skipped, {skipped.skipped}")
-            to_run = [p.point for p in at_size if not p.skipped]
-            outcome = measure_size(ctx, scenario, size, to_run, tell) if to_run else None
-            rows.extend(sweep_cost_row(ctx.run_dir, p, outcome, ids, options) for p in at_size)
-            write_csv(ctx.run_dir / CSV_NAME, SWEEP_COST_COLUMNS, map(row_dict, rows))
+            for protocol, scenario in scenarios.items():
+                ids = RunIds(ctx.run_dir.name, ctx.profile.name, protocol)
+                here = [p for p in planned if p.point.size == size and p.point.protocol == protocol]
+                for skipped in (p for p in here if p.skipped):
+                    point = skipped.point
+                    tell(f"{point.label} {point.scenario} {size:,}: skipped, {skipped.skipped}")
+                to_run = [p.point for p in here if not p.skipped]
+                outcome = measure_size(ctx, scenario, size, to_run, tell) if to_run else None
+                rows.extend(sweep_cost_row(ctx.run_dir, p, outcome, ids, options) for p in here)
+                write_csv(ctx.run_dir / CSV_NAME, SWEEP_COST_COLUMNS, map(row_dict, rows))
+        for scenario in scenarios.values():
+            scenario.queue.delete()
+        hazard = run_hazard_sizes(ctx, client)
     finally:
-        scenario.queue.delete()
+        for scenario in scenarios.values():
+            scenario.queue.delete()
         client.close()
     merge_pyperf(ctx.run_dir)
     fits = slopes([row_dict(r) for r in rows])
     errors = [r for r in rows if r.skipped.startswith("error:")]
     print(table(rows))
     print(slope_text(fits))
+    for row in hazard:
+        print(hazard_line(row))
     if errors:
         print(f"\n{len(errors)} sweep point(s) failed; their rows in {CSV_NAME} say why:", file=sys.stderr)
         for r in errors:
-            print(f"  {r.variant} {r.scenario} {r.active_size}: {r.skipped}", file=sys.stderr)
+            print(f"  {r.protocol} {r.variant} {r.scenario} {r.active_size}: {r.skipped}", file=sys.stderr)
     sizes = sorted(set(options.sweep_sizes))
     update_meta(
         ctx.run_dir,
-        sweep_script_shas=script_shas(options.sweep_variants),
+        sweep_script_shas=script_shas(options.sweep_variants, protocols),
         sweep_slopes=fits,
         sweep_errors=len(errors),
         sweep_pyperf={str(size): pyperf_options(size, options.sweep_reps) for size in sizes},
@@ -277,7 +357,7 @@ def main(argv: list[str]) -> int:
     parser = FLAGS.parser("echomq-bench sweep", __doc__.split("\n\n")[0])
     args = parser.parse_args(argv)
     profile = FLAGS.profile(args)
-    plan(profile.sweep)  # every input checked before a server starts
+    plan(profile.sweep, profile.protocols)  # every input checked before a server starts
     progress = Progress([StagePlan("sweep", point_seconds(profile))], stage="sweep")
     with open_run(profile, ["sweep"], args.results, progress=progress) as run:
         run_stage(run.ctx)

@@ -172,7 +172,7 @@ def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
         at_size = [r for r in rows if r.active_size == size]
         cells = [
             [
-                r.variant,
+                variant_label(r.protocol, r.variant),
                 r.scenario,
                 fmt(r.sweep_ms_median, 3),
                 fmt(r.us_per_active_job),
@@ -187,7 +187,9 @@ def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
         )
         lines += ["", f"active size {size:,}", indent(body, "  ")]
         lines += [
-            wrap_note(f"  {r.variant} {r.scenario}: {r.skipped}", width, "    ") for r in at_size if r.skipped
+            wrap_note(f"  {variant_label(r.protocol, r.variant)} {r.scenario}: {r.skipped}", width, "    ")
+            for r in at_size
+            if r.skipped
         ]
     contended = [r for r in rows if r.contended]
     if contended:
@@ -203,16 +205,26 @@ def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
     return "\n".join(lines)
 
 
+def variant_label(protocol: str, variant: str) -> str:
+    """As Point.label: the variant, led by its protocol unless that is echomq."""
+    return variant if protocol == "echomq" else f"{protocol}.{variant}"
+
+
 def slopes(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
-    """Least-squares slope of log(sweep time) on log(size) per variant and scenario
-    (1 = linear, 2 = quadratic), over all sizes and over the two largest."""
+    """Least-squares slope of log(sweep time) on log(size) per protocol, variant and scenario
+    (1 = linear, 2 = quadratic), over all sizes and over the two largest; keyed
+    ``<variant label>/<scenario>``."""
     fits: dict[str, dict[str, float]] = {}
-    pairs = sorted({(r["variant"], r["scenario"]) for r in rows})
+
+    def label(row: Mapping[str, Any]) -> str:
+        return variant_label(row.get("protocol") or "echomq", row["variant"])
+
+    pairs = sorted({(label(r), r["scenario"]) for r in rows})
     for variant, scenario in pairs:
         fit = loglog_fit(
             (r["active_size"], r["sweep_ms_median"])
             for r in rows
-            if r["variant"] == variant and r["scenario"] == scenario
+            if label(r) == variant and r["scenario"] == scenario
         )
         if fit is None:
             continue
@@ -225,15 +237,16 @@ def slopes(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
     return fits
 
 
-def slope_text(fits: dict[str, dict[str, float]]) -> str:
-    lines = ["", "slope of log(sweep time) on log(active size) (1 linear, 2 quadratic):"]
+def slope_text(fits: dict[str, dict[str, float]], width: int | None = None) -> str:
+    rows = []
     for name, fit in fits.items():
         variant, scenario = name.split("/")
-        lines.append(
-            f"  {variant:<20}{scenario:<12}{fit['slope']:>5.2f} over "
-            f"{fit['from_size']:,}..{fit['to_size']:,}, {fit['slope_top_two']:.2f} between the two largest"
-        )
-    return "\n".join(lines)
+        sizes = f"{fit['from_size']:,}..{fit['to_size']:,}"
+        rows.append([variant, scenario, f"{fit['slope']:.2f}", sizes, f"{fit['slope_top_two']:.2f}"])
+    header = ["variant", "scenario", "slope", "over sizes", "two largest"]
+    body = render_table(header, rows, right=(2, 4), keep_whole=(0, 1), width=(width or table_width()) - 2)
+    title = wrap_note("slope of log(sweep time) on log(active size) (1 linear, 2 quadratic):", width)
+    return "\n".join(["", title, indent(body, "  ")])
 
 
 def merge_pyperf(run_dir: Path) -> None:

@@ -93,9 +93,11 @@ class PointBench:
         slice_size: int = DEFAULT_SLICE,
         probe_rate_hz: float = DEFAULT_RATE_HZ,
         warmups: int = 0,
+        protocol: str = "echomq",
     ) -> None:
         self.settings = RedisSettings.from_url(settings.url, socket_timeout_s=SWEEP_TIMEOUT_S)
         self.queue_name = queue_name
+        self.protocol = protocol
         self.side_dir = side_dir
         self.slice_size = slice_size
         self.probe_rate_hz = probe_rate_hz
@@ -110,7 +112,7 @@ class PointBench:
         if self.connected is None:
             probe = Probe(self.settings, self.probe_rate_hz).start()  # forked before any connection
             client = self.settings.connect()
-            scenario = ScenarioQueue.attach(Queue.open(client, self.queue_name))
+            scenario = ScenarioQueue.attach(Queue.open(client, self.queue_name, protocol=self.protocol))
             self.connected = Connected(client, scenario, probe)
         return self.connected
 
@@ -121,8 +123,13 @@ class PointBench:
             raise BenchError(f"the snapshot holds {len(connected.scenario.ids)} jobs, not {point.size}")
         if point.variant not in self.sweepers:
             queue = connected.scenario.queue
+            # The restore before each sweep clears a throttle key untimed: the sweep does not.
             self.sweepers[point.variant] = make_sweeper(
-                point.variant, queue, max_stalled=BENCH_MAX_STALLED, slice_size=self.slice_size
+                point.variant,
+                queue,
+                max_stalled=BENCH_MAX_STALLED,
+                slice_size=self.slice_size,
+                clear_throttle=False,
             )
         stalled = stalled_share(connected.scenario.ids, point.scenario)
         record = ValueRecord()
@@ -170,31 +177,35 @@ class PointBench:
 
     @staticmethod
     def _wait_for_redis(client: CountingRedis) -> None:
-        """After a failed sweep: wait until Redis answers again (a script may still be running).
-
-        A refused connection is not a busy server but a gone one: past UNREACHABLE_S of
-        those, give up at once instead of waiting out the sweep timeout."""
-        deadline = time.monotonic() + SWEEP_TIMEOUT_S
-        refused_since: float | None = None
-        while time.monotonic() < deadline:
-            try:
-                client.ping()
-                return
-            except (redis.TimeoutError, redis.BusyLoadingError, redis.ResponseError):
-                refused_since = None  # there, but busy
-            except redis.ConnectionError as exc:
-                now = time.monotonic()
-                refused_since = now if refused_since is None else refused_since
-                if now - refused_since >= UNREACHABLE_S:
-                    raise BenchError(
-                        f"Redis unreachable for {UNREACHABLE_S:g}s after a failed sweep: "
-                        f"{str(exc).splitlines()[0]}"
-                    ) from None
-            time.sleep(0.1)
-        raise BenchError(f"Redis did not answer for {SWEEP_TIMEOUT_S:.0f}s after a failed sweep")
+        wait_for_redis(client)
 
     def close(self) -> None:
         if self.connected is not None:
             self.connected.probe.close()
             self.connected.client.close()
             self.connected = None
+
+
+def wait_for_redis(client: CountingRedis, poll_s: float = 0.1) -> None:
+    """After a failed or long sweep: wait until Redis answers again (a script may still be running).
+
+    A refused connection is not a busy server but a gone one: past UNREACHABLE_S of
+    those, give up at once instead of waiting out the sweep timeout."""
+    deadline = time.monotonic() + SWEEP_TIMEOUT_S
+    refused_since: float | None = None
+    while time.monotonic() < deadline:
+        try:
+            client.ping()
+            return
+        except (redis.TimeoutError, redis.BusyLoadingError, redis.ResponseError):
+            refused_since = None  # there, but busy
+        except redis.ConnectionError as exc:
+            now = time.monotonic()
+            refused_since = now if refused_since is None else refused_since
+            if now - refused_since >= UNREACHABLE_S:
+                raise BenchError(
+                    f"Redis unreachable for {UNREACHABLE_S:g}s after a failed sweep: "
+                    f"{str(exc).splitlines()[0]}"
+                ) from None
+        time.sleep(poll_s)
+    raise BenchError(f"Redis did not answer for {SWEEP_TIMEOUT_S:.0f}s after a failed sweep")

@@ -1,0 +1,230 @@
+"""BullMQ as a protocol under test: the bullmq package's own Lua, KEYS and ARGV, read from the package.
+
+Nothing of BullMQ is copied here. The scripts are read from the installed
+package (``bullmq.redis_connection.SCRIPT_DEFINITIONS`` and ``loadScript``),
+and each call is built by BullMQ's own ``Scripts`` methods where they are
+synchronous: adding a job (``addStandardJob``), the finish arguments
+(``moveToCompletedArgs`` / ``moveToFailedArgs``), ``extendLock`` and the sweep
+(``moveStalledJobsToWait``). Those methods end by calling a registered script;
+here that script is a stand-in that hands back the call (KEYS, ARGV) instead
+of sending it, so the suite sends it on its own counted, never-retrying client.
+``moveToActive`` is async-only in the package, so its KEYS come from
+``Scripts.getKeys`` and its ARGV are packed as ``scripts.py`` packs them (a test
+checks them against the package's own coroutine).
+
+The options are a BullMQ Worker's defaults: a 30 s lock, every completed job
+kept (``removeOnComplete`` unset), no metrics, no limiter, ``maxStalledCount``
+1 and a 30 s ``stalledInterval`` for the sweep's throttle. Keys are BullMQ's
+``bull:`` prefix and the queue name as a hash tag, ``bull:{q}:...``, so a queue is
+one cluster slot.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import msgpack
+
+from bench.errors import BenchError
+from bench.protocol.bullmq_package import require_bullmq
+from bench.protocol.keys import QueueKeys
+from bench.protocol.protocol import Added, QueueProtocol, ScriptCall, text
+
+VERSION = require_bullmq()  # before importing the package: a wrong version is one line, not a traceback
+
+from bullmq.job import Job as BullJob  # noqa: E402
+from bullmq.redis_connection import SCRIPT_DEFINITIONS, loadScript  # noqa: E402
+from bullmq.scripts import Scripts  # noqa: E402
+
+if TYPE_CHECKING:
+    from bench.protocol.queue import Job, WorkerOptions
+
+NAMESPACE = "bull"  # BullMQ's default key prefix
+# A BullMQ Worker's stalledInterval default: the PX of its sweep's throttle key.
+STALLED_INTERVAL_MS = 30_000
+
+# Each protocol step, by the name BullMQ's Scripts registers its script under.
+BULLMQ_SCRIPTS: dict[str, str] = {
+    "add_job": "addStandardJob",
+    "move_to_active": "moveToActive",
+    "move_to_finished": "moveToFinished",
+    "sweep": "moveStalledJobsToWait",
+    "extend_lock": "extendLock",
+}
+# moveToActive's KEYS, as Scripts.moveToActive names them.
+FETCH_KEYS = [
+    "wait", "active", "prioritized", "events", "stalled", "limiter",
+    "delayed", "paused", "meta", "pc", "marker",
+]  # fmt: skip
+
+
+class _Captured:
+    """Stands in for the scripts a Scripts object calls: each returns the ScriptCall it was given."""
+
+    def __init__(self) -> None:
+        self._by_name = {name: self._capture(step) for step, name in BULLMQ_SCRIPTS.items()}
+
+    @staticmethod
+    def _capture(step: str) -> Callable[..., ScriptCall]:
+        def call(keys: Any = None, args: Any = None, client: Any = None) -> ScriptCall:
+            return ScriptCall(step, list(keys), list(args))
+
+        return call
+
+    def __getitem__(self, name: str) -> Callable[..., ScriptCall]:
+        if name not in self._by_name:
+            raise BenchError(f"the bullmq protocol does not send BullMQ's {name} script")
+        return self._by_name[name]
+
+
+@dataclass(frozen=True)
+class _WorkerKey:
+    tag: str
+    lock_ms: int
+    limiter_max: int
+    limiter_ms: int
+    metrics_minutes: int
+
+
+def _limiter(limiter_max: int, limiter_ms: int) -> dict[str, int] | None:
+    return {"max": limiter_max, "duration": limiter_ms} if limiter_max else None
+
+
+def keep_jobs(keep: int) -> bool | int:
+    """WorkerOptions.keep as BullMQ's removeOnComplete: -1 keep all (unset), 0 remove, N keep N."""
+    if keep < 0:
+        return False
+    return True if keep == 0 else keep
+
+
+class BullMQ(QueueProtocol):
+    """The bullmq package's scripts, keys and argument builders."""
+
+    name = "bullmq"
+    attempts_field = "stc"  # the sweep counts stalls in stc; a finish counts attempts in atm
+    finish_attempts_field = "atm"
+    sweep_throttled = True  # every sweep sets stalled-check with PX; an interval of 0 is an error
+    sweep_variants: ClassVar[tuple[str, ...] | None] = ("atomic",)  # BullMQ has one sweep
+
+    def __init__(self) -> None:
+        self._commands = _Captured()
+        self._scripts: dict[str, Any] = {}
+        self._workers: dict[_WorkerKey, SimpleNamespace] = {}
+
+    def version(self) -> str:
+        return VERSION
+
+    def keys(self, queue_name: str) -> QueueKeys:
+        return QueueKeys(queue_name, namespace=NAMESPACE)
+
+    def script_files(self) -> Mapping[str, str]:
+        return {step: SCRIPT_DEFINITIONS[name] for step, name in BULLMQ_SCRIPTS.items()}
+
+    def script_sources(self) -> Mapping[str, str]:
+        return {step: loadScript(file) for step, file in self.script_files().items()}
+
+    def scripts_for(self, keys: QueueKeys) -> Any:
+        """BullMQ's Scripts for the queue, on the capturing stand-in (one per queue, kept)."""
+        found = self._scripts.get(keys.prefix)
+        if found is None:
+            found = Scripts(NAMESPACE, keys.tag, SimpleNamespace(conn=None, commands=self._commands))
+            if found.keys[""] != keys.prefix:
+                raise BenchError(f"BullMQ names the queue's keys {found.keys['']}..., not {keys.prefix}...")
+            self._scripts[keys.prefix] = found
+        return found
+
+    def _producer(self, keys: QueueKeys) -> SimpleNamespace:
+        # What a Job reads of its queue when it is made: no backend is used by the builders.
+        return SimpleNamespace(backend=None, qualifiedName=keys.prefix[:-1], opts={})
+
+    def _worker(self, keys: QueueKeys, options: WorkerOptions) -> SimpleNamespace:
+        """A stand-in for the Worker a fetched job belongs to: moveToFinishedArgs reads its opts."""
+        key = _WorkerKey(
+            keys.tag, options.lock_ms, options.limiter_max, options.limiter_ms, options.metrics_minutes
+        )
+        found = self._workers.get(key)
+        if found is None:
+            opts: dict[str, Any] = {"lockDuration": options.lock_ms}
+            opts["limiter"] = _limiter(options.limiter_max, options.limiter_ms)
+            if options.metrics_minutes:
+                opts["metrics"] = {"maxDataPoints": options.metrics_minutes}
+            found = SimpleNamespace(backend=None, qualifiedName=keys.prefix[:-1], opts=opts)
+            self._workers[key] = found
+        return found
+
+    def add_job(
+        self, keys: QueueKeys, *, name: str, data: str, job_id: str, priority: int, delay_ms: int, now_ms: int
+    ) -> ScriptCall:
+        # BullMQ stamps the job itself when it is made (now_ms is not used): Job() as Queue.add makes it.
+        if priority or delay_ms:
+            raise BenchError("the bullmq protocol adds standard jobs only (no priority, no delay)")
+        opts = {"jobId": job_id} if job_id else {}
+        job = BullJob(self._producer(keys), name, json.loads(data), opts)
+        call: ScriptCall = self.scripts_for(keys).addStandardJob(job, job.timestamp)
+        return call
+
+    def read_added(self, reply: Any, job_id: str) -> Added:
+        # An id that exists is returned as itself (a "duplicated" event); negatives are parent errors.
+        if isinstance(reply, int) and reply < 0:
+            return Added(job_id, reply)
+        return Added(text(reply))
+
+    def move_to_active(
+        self, keys: QueueKeys, *, token: str, options: WorkerOptions, now_ms: int
+    ) -> ScriptCall:
+        scripts = self.scripts_for(keys)
+        packed = msgpack.packb(
+            {
+                "token": token,
+                "lockDuration": options.lock_ms,
+                "limiter": _limiter(options.limiter_max, options.limiter_ms),
+            },
+            use_bin_type=True,
+        )
+        return ScriptCall("move_to_active", scripts.getKeys(FETCH_KEYS), [scripts.keys[""], now_ms, packed])
+
+    def move_to_finished(
+        self,
+        keys: QueueKeys,
+        job: Job,
+        *,
+        fetch_next: bool,
+        failed: bool,
+        value: str,
+        options: WorkerOptions,
+        now_ms: int,
+    ) -> ScriptCall:
+        # The job as BullMQ's Worker makes it from the fetched hash; its builder stamps the finish time.
+        native = BullJob.fromJSON(self._worker(keys, options), job.fields, job.id)
+        scripts = self.scripts_for(keys)
+        remove = keep_jobs(options.keep)
+        if failed:
+            built = scripts.moveToFailedArgs(native, value, remove, job.token, fetchNext=fetch_next)
+        else:
+            built = scripts.moveToCompletedArgs(native, value, remove, job.token, fetchNext=fetch_next)
+        finish_keys, args = built
+        return ScriptCall("move_to_finished", list(finish_keys), list(args))
+
+    def extend_lock(self, keys: QueueKeys, job: Job, *, options: WorkerOptions) -> ScriptCall:
+        call: ScriptCall = self.scripts_for(keys).extendLock(job.id, job.token, options.lock_ms)
+        return call
+
+    def sweep(self, keys: QueueKeys, *, max_stalled: int, now_ms: int, interval_ms: int) -> ScriptCall:
+        # BullMQ stamps the sweep itself; an interval of 0 would make its SET PX fail, so 0 means
+        # the Worker's default (callers that want every call to sweep clear the throttle first).
+        call: ScriptCall = self.scripts_for(keys).moveStalledJobsToWait(
+            max_stalled, interval_ms or STALLED_INTERVAL_MS
+        )
+        return call
+
+    def read_swept(self, reply: Any) -> tuple[list[str], list[str]]:
+        # One flat list of the ids moved to wait; past maxStalledCount a job still goes to wait,
+        # marked with defa for the worker that fetches it to fail. Throttled: an empty list.
+        return [], [text(i) for i in reply or []]
+
+    def deferred_failure(self, fields: Mapping[str, str]) -> str | None:
+        return fields.get("defa") or None

@@ -1,0 +1,32 @@
+"""The bullmq package the bullmq protocol reads its Lua and builders from: exactly one version."""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+from bench.errors import BenchError
+
+# The version pyproject.toml pins: its scripts' KEYS, ARGV and replies are what bullmq.py reads.
+REQUIRED_VERSION = "3.4.4"
+
+
+def installed_version() -> str | None:
+    try:
+        return metadata.version("bullmq")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def require_bullmq() -> str:
+    """The installed version, when it is REQUIRED_VERSION; a one-line BenchError otherwise."""
+    found = installed_version()
+    fix = f"run `make venv` (or pip install bullmq=={REQUIRED_VERSION})"
+    if found is None:
+        raise BenchError(
+            f"the bullmq protocol needs bullmq {REQUIRED_VERSION}, which is not installed; {fix}"
+        )
+    if found != REQUIRED_VERSION:
+        raise BenchError(
+            f"the bullmq protocol needs bullmq {REQUIRED_VERSION}, but {found} is installed; {fix}"
+        )
+    return found

@@ -1,0 +1,200 @@
+"""The report and compare with two protocols: the protocol in every table and figure, rows matched by it."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from bench.report.compare import compare_runs, point_label
+from bench.report.load import load_run
+from bench.report.plots import colour, line_style, ordered, protocol_labelled, split_label
+from bench.report.render import write_report
+from bench.results import (
+    BULLMQ_WORKER_COLUMNS,
+    FINISH_FETCH_COLUMNS,
+    RACE_COLUMNS,
+    SWEEP_COST_COLUMNS,
+    SWEEP_HAZARD_COLUMNS,
+    BullmqWorkerRow,
+    FinishFetchRow,
+    RaceRow,
+    SweepCostRow,
+    SweepHazardRow,
+    row_dict,
+    write_csv,
+    write_json,
+)
+
+PNG = b"\x89PNG\r\n\x1a\n"
+RUN = "20240101-000000-smoke"
+
+
+def finish_rows(scale: float = 1.0) -> list[FinishFetchRow]:
+    base = FinishFetchRow(
+        run_id="20240101-000000-smoke", protocol="echomq", profile="smoke",
+        strategy="fused", rep=1, workers=2, producers=1, rtt_ms=0.0, batch_size=20, payload_bytes=0,
+        target_rate=0.0, warmup_s=0.3, measure_s=1.0, duration_s=1.0, jobs=1000,
+        jobs_per_s=1000.0, round_trips_per_job=1.0, server_calls_per_job=1.0, server_us_per_job=40.0,
+        cycle_p50_us=200, cycle_p90_us=300, cycle_p99_us=400, cycle_p999_us=500, cycle_max_us=600,
+        e2e_p50_us=900, e2e_p99_us=2000, loadgen_cpu_pct=50.0, saturated=False, audit_ok=True,
+    )  # fmt: skip
+    rows = []
+    for rep, wobble in enumerate((1.0, 1.01, 0.99), 1):
+        for protocol, speed in (("echomq", 1.0), ("bullmq", 0.8 * scale)):
+            for variant, share in (("fused", 1.6), ("two_call", 1.0)):
+                rate = 1000.0 * share * speed * wobble
+                rows.append(
+                    dataclasses.replace(base, strategy=variant, rep=rep, jobs_per_s=rate, protocol=protocol)
+                )
+    return rows
+
+
+def write_run(path: Path, bullmq_scale: float = 1.0) -> Path:
+    path.mkdir(parents=True)
+    write_json(
+        path / "meta.json",
+        {
+            "run_id": path.name, "profile": "smoke", "complete": True,
+            "stages_planned": ["finish_fetch", "sweep", "race", "bullmq_worker", "report"],
+            "protocols": {"echomq": {"version": None}, "bullmq": {"version": "3.4.4"}},
+            "bullmq_worker": {"window_from": 1000, "options": "BullMQ Worker defaults: lock 30 s"},
+        },
+    )  # fmt: skip
+    write_csv(path / "finish_fetch.csv", FINISH_FETCH_COLUMNS, map(row_dict, finish_rows(bullmq_scale)))
+    sweep = [
+        SweepCostRow(
+            "20240101-000000-smoke",
+            protocol,
+            "smoke",
+            variant,
+            "all_stalled",
+            size,
+            100,
+            500.0,
+            reps=3,
+            sweep_ms_median=size * k,
+            sweep_ms_stdev=0.01,
+            us_per_active_job=1.0,
+            round_trips=1.0,
+            server_us=100.0,
+            hold_ms_max=1.0,
+            probe_p99_us=100,
+            probe_max_us=200,
+            probe_busy=0,
+        )
+        for size in (10, 100, 1000)
+        for protocol, variant, k in (
+            ("echomq", "atomic", 0.01),
+            ("echomq", "app_side", 0.2),
+            ("bullmq", "atomic", 0.012),
+        )
+    ]
+    write_csv(path / "sweep_cost.csv", SWEEP_COST_COLUMNS, map(row_dict, sweep))
+    race = [
+        RaceRow(RUN, "echomq", "smoke", "atomic", 4, 100, 0.0, 2, 50, 1000, 1, 0, 0, 0, 0),
+        RaceRow(RUN, "echomq", "smoke", "app_side", 4, 100, 0.0, 2, 50, 1000, 1, 90, 30, 0, 0),
+        RaceRow(RUN, "bullmq", "smoke", "atomic", 4, 100, 0.0, 2, 50, 1000, 1, 0, 0, 0, 0),
+    ]
+    write_csv(path / "race.csv", RACE_COLUMNS, map(row_dict, race))
+    ok = True
+    workers = [
+        BullmqWorkerRow("bullmq", driver, conc, 0, rep, 4000, 2.0, rate * bullmq_scale, cpu, calls, 60.0, ok)
+        for rep in (1, 2)
+        for driver, conc, rate, cpu, calls in (
+            ("bullmq_worker", 1, 2000.0, 450.0, 2.0), ("bullmq_worker", 8, 2200.0, 400.0, 2.0),
+            ("fused", 1, 5400.0, 120.0, 1.0), ("two_call", 1, 3300.0, 180.0, 2.0),
+        )
+    ]  # fmt: skip
+    write_csv(path / "bullmq_worker.csv", BULLMQ_WORKER_COLUMNS, map(row_dict, workers))
+    hazard = [
+        SweepHazardRow("bullmq", "bullmq", 40000, 5.0, 7.4, 2, 0, 310, 7_000_000, 0, 40000, False, ""),
+        SweepHazardRow(
+            "bullmq",
+            "suite",
+            40000,
+            5.0,
+            5.0,
+            1,
+            0,
+            300,
+            6_900_000,
+            None,
+            40000,
+            False,
+            "TimeoutError: Timeout reading from socket",
+        ),
+    ]
+    write_csv(path / "sweep_hazard.csv", SWEEP_HAZARD_COLUMNS, map(row_dict, hazard))
+    return path
+
+
+def test_every_table_and_figure_shows_both_protocols(tmp_path: Path):
+    run = write_run(tmp_path / "20261201-100000-smoke")
+    text = write_report(run).read_text()
+    assert "| protocols | echomq (lua/), bullmq 3.4.4 (its package's Lua) |" in text
+    assert "BullMQ Worker's default options: lock 30 s, every completed job kept" in text
+    assert "| protocol | strategy | workers | rtt_ms |" in text  # per point, the protocol first
+    assert "| echomq | 2 | 0 | 1.60 |" in text and "| bullmq | 2 | 0 | 1.60 |" in text  # both fused/two_call
+    assert "| bullmq | atomic | all_stalled |" in text  # the slope table
+    assert "## BullMQ's own worker against the suite's loops on BullMQ's scripts" in text
+    assert "| fused | 2.70 |" in text  # fused loop / BullMQ Worker at concurrency 1: 5400 / 2000
+    assert (
+        "- bullmq, 40,000 stalled, timeout 5 s: 2 execution(s) and 0 refused for one call; it returned 0 ids"
+        in text
+    )
+    assert "- suite, 40,000 stalled, timeout 5 s: 1 execution(s)" in text and "TimeoutError" in text
+    assert "Absent from this run" not in text
+    for plot in ("finish_fetch_jobs.png", "sweep_time.png", "race_anomalies.png", "bullmq_worker_jobs.png"):
+        assert (run / plot).read_bytes().startswith(PNG), plot
+        assert f"]({plot})" in text
+
+
+def test_compare_matches_rows_by_protocol(tmp_path: Path):
+    a = load_run(write_run(tmp_path / "a"))
+    b = load_run(write_run(tmp_path / "b", bullmq_scale=1.2))  # only bullmq's numbers change
+    rows = compare_runs(a.frames, b.frames).rows.set_index(["stage", "point", "metric"])
+    assert rows.loc[("finish_fetch", "strategy=fused workers=2 rtt_ms=0", "jobs_per_s"), "verdict"] == "same"
+    bullmq = rows.loc[("finish_fetch", "protocol=bullmq strategy=fused workers=2 rtt_ms=0", "jobs_per_s")]
+    assert bullmq["verdict"] == "better" and bullmq["ratio"] == pytest.approx(1.2)
+    worker = rows.loc[("bullmq_worker", "protocol=bullmq driver=fused concurrency=1 job_ms=0", "jobs_per_s")]
+    assert worker["ratio"] == pytest.approx(1.2)
+    assert (
+        "sweep",
+        "protocol=bullmq variant=atomic scenario=all_stalled active_size=1000",
+        "sweep_ms_median",
+    ) in rows.index
+    assert (
+        "sweep_hazard",
+        "protocol=bullmq client=bullmq stalled_jobs=40000",
+        "server_executions",
+    ) in rows.index
+
+
+def test_a_run_without_bullmq_says_its_worker_stage_did_not_run(tmp_path: Path):
+    run = write_run(tmp_path / "r")
+    (run / "bullmq_worker.csv").unlink()
+    write_json(
+        run / "meta.json", {"run_id": "r", "complete": True, "protocols": {"echomq": {"version": None}}}
+    )
+    assert (
+        "stage bullmq_worker: not run (bullmq is not one of the run's protocols)"
+        in write_report(run).read_text()
+    )
+
+
+def test_labels_colours_and_order_tell_protocols_apart():
+    assert split_label("bullmq.fused-w4-rtt0") == ("bullmq", "fused-w4-rtt0")
+    assert split_label("fused-w4-rtt0.5") == ("echomq", "fused-w4-rtt0.5")  # a dotted rtt is no protocol
+    assert colour("bullmq.fused") != colour("fused") and colour("fused-w2-rtt0") == colour("fused")
+    assert (line_style("atomic"), line_style("bullmq.atomic")) == ("-", "--")
+    assert ordered(["bullmq.atomic", "app_side", "atomic", "bullmq.fused", "fused"]) == [
+        "fused", "bullmq.fused", "atomic", "bullmq.atomic", "app_side",
+    ]  # fmt: skip
+    assert point_label(("protocol", "variant"), ("echomq", "atomic")) == "variant=atomic"
+    assert point_label(("protocol", "variant"), ("bullmq", "atomic")) == "protocol=bullmq variant=atomic"
+    import pandas as pd
+
+    frame = pd.DataFrame({"protocol": ["echomq", "bullmq"], "variant": ["atomic", "atomic"]})
+    assert list(protocol_labelled(frame)["variant"]) == ["atomic", "bullmq.atomic"]
