@@ -23,6 +23,8 @@ from bench.harness.machine import (
     FOREIGN_LIMIT_PCT,
     MIN_WINDOW_S,
     STEAL_LIMIT_PCT,
+    Busy,
+    MachineCheck,
     MachineSample,
     MachineWatch,
     check_machine,
@@ -272,3 +274,17 @@ def test_a_row_of_several_windows_is_as_contended_as_its_worst() -> None:
     assert worst.own_pids == {1, 2} and worst.window_s == 4.0
     assert worst_of([]) is None
     assert worst_of([quiet]) == quiet
+
+
+def test_the_warning_names_as_many_processes_as_fit_on_one_line() -> None:
+    sample = MachineSample(190.0, 0.0, True, frozenset())
+    busiest = (Busy(25481, "python", 102.0), Busy(25475, "python", 80.0), Busy(7, "redis-server", 8.0))
+    check = MachineCheck(sample, busiest)
+    whole = check.warning()
+    assert whole is not None and whole.count("pid ") == 3
+    for width in (110, 100, 40):
+        line = check.warning(width)
+        assert line is not None and line.startswith("pid 25481 python uses 102% of a core")
+        assert line.endswith(": results will be marked contended")
+        assert len(line) <= width or line.count("pid ") == 1  # the busiest is always named
+    assert check.warning(100).count("pid ") == 1 and check.warning(110).count("pid ") == 2

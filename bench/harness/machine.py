@@ -359,8 +359,9 @@ class MachineCheck:
     def contended(self) -> bool:
         return self.sample.contended
 
-    def culprits(self) -> str:
-        """What made the machine busy, in a few words."""
+    def culprits(self, width: int | None = None) -> str:
+        """What made the machine busy, in a few words; with ``width``, as many of them as fit
+        in that many characters (the busiest first, always one)."""
         parts = [str(b) for b in self.busiest]
         # What no process still running accounts for: processes that came and went, interrupts.
         rest = self.sample.foreign_cpu_pct - sum(b.cpu_pct for b in self.busiest)
@@ -368,13 +369,23 @@ class MachineCheck:
             parts.append(f"short-lived processes use {rest:.0f}% of a core")
         if self.sample.steal_pct > STEAL_LIMIT_PCT:
             parts.append(f"the hypervisor steals {self.sample.steal_pct:.0f}% of a core")
-        return ", ".join(parts)
+        if width is None:
+            return ", ".join(parts)
+        kept = parts[:1]
+        for part in parts[1:]:
+            if len(", ".join([*kept, part])) > width:
+                break
+            kept.append(part)
+        return ", ".join(kept)
 
-    def warning(self) -> str | None:
-        """The one line printed before a run on a busy machine; None on a quiet one."""
+    def warning(self, width: int | None = None) -> str | None:
+        """The one line printed before a run on a busy machine; None on a quiet one. With
+        ``width`` it names only the busiest processes that fit in it, so it stays one line."""
         if not self.contended:
             return None
-        return f"{self.culprits()}: results will be marked contended"
+        tail = ": results will be marked contended"
+        room = None if width is None else width - len(tail)
+        return f"{self.culprits(room)}{tail}"
 
     def as_meta(self) -> dict[str, object]:
         return {

@@ -25,6 +25,7 @@ from bench.harness.machine import MachineCheck, check_machine
 from bench.harness.meta import collect_meta
 from bench.harness.profile import Profile
 from bench.harness.server import redis_for_run
+from bench.harness.terminal import table_width
 from bench.harness.watch_scope import watch_scope
 from bench.protocol.connection import CountingRedis
 from bench.protocol.queue import Queue
@@ -95,8 +96,9 @@ def open_run(
         with redis_for_run() as (settings, server):
             machine = machine_before_run(quiet_machine)
             run_dir = make_run_dir(profile.name, results_root)
-            if machine.warning():  # after the folder: an error about it stays the only line
-                print(f"warning: {machine.warning()}", file=sys.stderr)
+            warning = machine.warning(table_width() - len("warning: "))  # one line on a terminal
+            if warning:  # after the folder: an error about it stays the only line
+                print(f"warning: {warning}", file=sys.stderr)
             update_meta(
                 run_dir,
                 run_id=run_dir.name,
