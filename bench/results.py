@@ -167,6 +167,9 @@ class BullmqWorkerRow:
     redis_calls_per_job: float  # client-sent commands (EVALSHA, BZPOPMIN...) a job
     redis_us_per_job: float
     audit_ok: bool  # every pre-filled job completed exactly once
+    foreign_cpu_pct: float | None = None  # over the driver's whole run (its warm-up included)
+    steal_pct: float | None = None
+    contended: bool = False
 
 
 Row = FinishFetchRow | SweepCostRow | RaceRow | SweepHazardRow | BullmqWorkerRow
