@@ -289,6 +289,7 @@ def bullmq_worker_section(data: RunData) -> list[str]:
         return []  # absent, or not run: the run section's list says which
     lines = ["## BullMQ's own worker against the suite's loops on BullMQ's scripts", ""]
     lines += missing_note(data, "bullmq_worker")
+    lines += contended_note(frame, "run(s)")
     about = data.meta.get("bullmq_worker") or {}
     options = about.get("options") if isinstance(about, dict) else None
     lines += [
