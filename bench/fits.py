@@ -1,15 +1,21 @@
 """Two small fits both the stages and the report print: log-log slopes and paired A/B ratios.
 
-A pure leaf (the standard library only): the stage's terminal table and the
-report must compute the same number the same way, so neither owns it.
+A pure leaf (the standard library only): the stage's terminal table, the
+report and compare must compute the same number the same way, so none owns it.
+The headline A/B figure (fused against two_call jobs/s) is ``headline_ratio``:
+the median of the ratios of the runs paired by repetition (A B A B), with
+their [min-max]; nothing else computes an A/B ratio.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
+
+V = TypeVar("V")
 
 
 def _number(value: object) -> float | None:
@@ -87,3 +93,15 @@ def paired_ratio(pairs: Iterable[tuple[object, object]]) -> PairedRatio | None:
     if not ratios:
         return None
     return PairedRatio(statistics.median(ratios), min(ratios), max(ratios), len(ratios))
+
+
+def pairs_by_rep(a: Mapping[int, V], b: Mapping[int, V]) -> list[tuple[V, V]]:
+    """(a, b) for every repetition both sides ran, in repetition order: the A B rounds of a run.
+    A repetition one side lacks (a run stopped early) pairs with nothing, rather than shifting
+    every later pair by one."""
+    return [(a[rep], b[rep]) for rep in sorted(a.keys() & b.keys())]
+
+
+def headline_ratio(a: Mapping[int, object], b: Mapping[int, object]) -> PairedRatio | None:
+    """A/B of one point, from each side's value by repetition: ``paired_ratio`` of ``pairs_by_rep``."""
+    return paired_ratio(pairs_by_rep(a, b))

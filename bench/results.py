@@ -27,6 +27,10 @@ PROTOCOL = "echomq"
 # without hand work. A value that was not measured (a skipped point) is None,
 # written as an empty cell; a column that may be unmeasured is a float column,
 # so pandas reads it as float64 whether or not a cell is empty.
+#
+# Every row ends with the machine watch of its measured window (bench.harness.machine):
+# the foreign CPU and steal in % of one core, and ``contended`` when either was over
+# its limit. A point never measured had no window: nothing foreign touched it.
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,9 @@ class FinishFetchRow:
     raw_round_trips_per_job: float | None = None
     raw_commands_per_job: float | None = None
     locust_raw_jobs_ratio: float | None = None
+    foreign_cpu_pct: float | None = None
+    steal_pct: float | None = None
+    contended: bool = False
 
 
 # A measured point's ``skipped`` cell: never empty, so the column is text in pandas
@@ -120,6 +127,9 @@ class SweepCostRow:
     probe_busy: float | None = None
     # "" in memory when measured (written as NOT_SKIPPED), else why not
     skipped: str = field(default="", metadata={"empty_as": NOT_SKIPPED})
+    foreign_cpu_pct: float | None = None
+    steal_pct: float | None = None
+    contended: bool = False
 
 
 @dataclass(frozen=True)
@@ -139,6 +149,9 @@ class RaceRow:
     lost_attempt_updates: int
     requeued_after_finish: int
     audit_violations: int
+    foreign_cpu_pct: float | None = None  # the worst of the setting's repetitions
+    steal_pct: float | None = None
+    contended: bool = False  # any repetition
 
 
 @dataclass(frozen=True)
@@ -176,6 +189,9 @@ class BullmqWorkerRow:
     redis_calls_per_job: float  # client-sent commands (EVALSHA, BZPOPMIN...) a job
     redis_us_per_job: float
     audit_ok: bool  # every pre-filled job completed exactly once
+    foreign_cpu_pct: float | None = None  # over the driver's whole run (its warm-up included)
+    steal_pct: float | None = None
+    contended: bool = False
 
 
 Row = FinishFetchRow | SweepCostRow | RaceRow | SweepHazardRow | BullmqWorkerRow

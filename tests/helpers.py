@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
+
+import psutil
 
 
 def ids(values: Iterable[Any]) -> list[str]:
@@ -32,3 +37,32 @@ def has_deadlines(queue: Any) -> bool:
     from bench.protocol.deadline import EchoMQDeadline
 
     return isinstance(queue.protocol, EchoMQDeadline)
+
+
+def cpu_s(pid: int) -> float:
+    """The CPU seconds process ``pid`` has used so far."""
+    t = psutil.Process(pid).cpu_times()
+    return float(t.user + t.system)
+
+
+# Starts a busy loop, says its pid and exits: the loop is left re-parented to init, outside
+# the test process's family (a run watching its own pid must see it as foreign).
+DETACHED_HOG = """
+import subprocess, sys
+hog = [sys.executable, "-c", "while True: pass"]
+quiet = subprocess.DEVNULL  # no pipe of ours held open
+print(subprocess.Popen(hog, start_new_session=True, stdin=quiet, stdout=quiet, stderr=quiet).pid)
+"""
+
+
+@contextmanager
+def cpu_hog() -> Iterator[psutil.Process]:
+    """A busy loop outside the test's process family, running: one core's worth of foreign CPU."""
+    out = subprocess.run([sys.executable, "-c", DETACHED_HOG], capture_output=True, text=True, check=True)
+    process = psutil.Process(int(out.stdout))
+    try:
+        wait_until(lambda: cpu_s(process.pid) > 0.05, what="the hog to run")
+        yield process
+    finally:
+        process.kill()
+        process.wait(timeout=10)

@@ -110,6 +110,7 @@ def test_bullmqs_own_worker_and_the_suites_loops_process_a_prefilled_queue(
     for row in rows.values():
         assert row["protocol"] == "bullmq" and row["audit_ok"] == "True" and row["jobs"] == "100"
         assert float(row["jobs_per_s"]) > 0 and float(row["client_cpu_us_per_job"]) > 0
+        assert float(row["foreign_cpu_pct"]) >= 0 and row["contended"] in ("True", "False")  # watched
     assert rows["bullmq_worker"]["concurrency"] == "8"
     # BullMQ's Worker finishes with fetch next off, then fetches: two script calls a job
     assert 2.0 <= float(rows["bullmq_worker"]["redis_calls_per_job"]) <= 2.1

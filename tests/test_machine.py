@@ -21,11 +21,17 @@ import pytest
 from bench.__main__ import main as bench_main
 from bench.harness.machine import (
     FOREIGN_LIMIT_PCT,
+    MIN_WINDOW_S,
     STEAL_LIMIT_PCT,
+    Busy,
+    MachineCheck,
+    MachineSample,
     MachineWatch,
     check_machine,
+    clock,
+    worst_of,
 )
-from tests.helpers import wait_until
+from tests.helpers import cpu_hog, cpu_s, wait_until
 
 # A child that spawns one more child (a sleeper) each time it reads a line, and says its pid.
 SPAWNER = """
@@ -46,34 +52,23 @@ sys.stdin.readline()
 """
 # A child that burns a fixed amount of its own CPU, whatever the machine's load, then exits.
 BURN = "import time\nwhile time.process_time() < {seconds}: pass\n"
-
-
-def cpu_s(pid: int) -> float:
-    t = psutil.Process(pid).cpu_times()
-    return float(t.user + t.system)
-
-
-# Starts a busy loop, says its pid and exits: the loop is left re-parented to init, outside
-# the test process's family (a run watching its own pid must see it as foreign).
-DETACHED_HOG = """
-import subprocess, sys
-hog = [sys.executable, "-c", "while True: pass"]
-quiet = subprocess.DEVNULL  # no pipe of ours held open
-print(subprocess.Popen(hog, start_new_session=True, stdin=quiet, stdout=quiet, stderr=quiet).pid)
+# A child that, for each line it reads, burns that many seconds of its own CPU and says when it
+# started and ended on the machine's monotonic clock (the clock a Locust window is timed on).
+BURNER = """
+import sys, time
+for line in sys.stdin:
+    opened, start = time.clock_gettime(time.CLOCK_MONOTONIC), time.process_time()
+    while time.process_time() - start < float(line):
+        pass
+    print(opened, time.clock_gettime(time.CLOCK_MONOTONIC), flush=True)
 """
 
 
 @pytest.fixture
 def hog() -> Iterator[psutil.Process]:
     """A busy loop outside the test's process family: one core's worth of foreign CPU."""
-    out = subprocess.run([sys.executable, "-c", DETACHED_HOG], capture_output=True, text=True, check=True)
-    process = psutil.Process(int(out.stdout))
-    try:
-        wait_until(lambda: cpu_s(process.pid) > 0.05, what="the hog to run")
+    with cpu_hog() as process:
         yield process
-    finally:
-        process.kill()
-        process.wait(timeout=10)
 
 
 @pytest.fixture
@@ -205,3 +200,91 @@ def test_quiet_machine_with_a_hog_refuses_to_start(
     assert err.count("\n") == 1 and err.startswith("echomq-bench: error: the machine is not quiet")
     assert f"pid {hog.pid} " in err
     assert not results.exists() or not any(results.iterdir())
+
+
+@pytest.fixture
+def burner() -> Iterator[subprocess.Popen[str]]:
+    child = subprocess.Popen(
+        [sys.executable, "-c", BURNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    yield child
+    child.kill()
+    child.wait()
+
+
+def burn(child: subprocess.Popen[str], seconds: float) -> tuple[float, float]:
+    """Have the burner use ``seconds`` of CPU; the span it took, on the monotonic clock."""
+    assert child.stdin is not None and child.stdout is not None
+    child.stdin.write(f"{seconds}\n")
+    child.stdin.flush()
+    opened, closed = map(float, child.stdout.readline().split())
+    return opened, closed
+
+
+def own_cpu_s(sample: MachineSample) -> float:
+    return sample.own_cpu_pct * sample.window_s / 100
+
+
+def test_spans_one_after_another_each_get_their_own_cpu(burner) -> None:
+    # Own CPU is the burner's, known by construction: each span must get what was used in it
+    # (as one sweep point after another, or one race run after another, in one watch).
+    with MachineWatch([burner.pid], interval_s=0.05) as watch:
+        busy = burn(burner, 0.5)
+        idle = (clock(), clock() + 0.3)
+        wait_until(lambda: clock() > idle[1] + 0.05, timeout_s=5, what="an idle span")
+        third = burn(burner, 0.5)
+    samples = [watch.within(span, min_s=0) for span in (busy, idle, third)]
+    assert own_cpu_s(samples[0]) >= 0.45 and own_cpu_s(samples[2]) >= 0.45, samples
+    assert own_cpu_s(samples[1]) < 0.1, samples[1]
+    assert samples[0].own_pids == {burner.pid}
+
+
+def test_a_span_under_a_second_is_judged_over_the_second_around_it(burner) -> None:
+    # The kernel's 10 ms ticks would make a 50 ms window's figures noise: widened, not trusted as is.
+    with MachineWatch([burner.pid], interval_s=0.05) as watch:
+        burn(burner, 0.5)
+        short = burn(burner, 0.05)
+        burn(burner, 0.5)
+    part = watch.within(short)
+    assert part.window_s >= MIN_WINDOW_S
+    assert watch.within(short, min_s=0).window_s < MIN_WINDOW_S
+
+
+def test_within_picks_the_part_of_the_watch_another_process_timed(burner) -> None:
+    with MachineWatch([burner.pid], interval_s=0.05) as watch:
+        burn(burner, 0.05)  # the child is running and warm before the window
+        span = burn(burner, 0.5)
+        burn(burner, 0.3)  # after the window: not in it
+    whole = watch.sample
+    assert whole is not None
+    part = watch.within(span, min_s=0)
+    # The marks around the span: it is covered whole, the rest of the watch left out.
+    assert span[1] - span[0] <= part.window_s < whole.window_s
+    assert 0.45 <= own_cpu_s(part) < 0.75, part
+    assert watch.within(None) == whole and watch.within((span[1], span[0])) == whole
+    assert watch.within((span[0] + 1e6, span[1] + 1e6)) == whole  # not this watch's time
+
+
+def test_a_row_of_several_windows_is_as_contended_as_its_worst() -> None:
+    quiet = MachineSample(2.0, 0.0, False, frozenset({1}), window_s=1.0)
+    busy = MachineSample(80.0, 1.0, True, frozenset({2}), window_s=2.0)
+    worst = worst_of([quiet, busy, quiet])
+    assert worst is not None
+    assert worst.row_fields() == {"foreign_cpu_pct": 80.0, "steal_pct": 1.0, "contended": True}
+    assert worst.own_pids == {1, 2} and worst.window_s == 4.0
+    assert worst_of([]) is None
+    assert worst_of([quiet]) == quiet
+
+
+def test_the_warning_names_as_many_processes_as_fit_on_one_line() -> None:
+    sample = MachineSample(190.0, 0.0, True, frozenset())
+    busiest = (Busy(25481, "python", 102.0), Busy(25475, "python", 80.0), Busy(7, "redis-server", 8.0))
+    check = MachineCheck(sample, busiest)
+    whole = check.warning()
+    assert whole is not None and whole.count("pid ") == 3
+    for width in (110, 100, 40):
+        line = check.warning(width)
+        assert line is not None and line.startswith("pid 25481 python uses 102% of a core")
+        assert line.endswith(": results will be marked contended")
+        assert len(line) <= width or line.count("pid ") == 1  # the busiest is always named
+    assert check.warning(100).count("pid ") == 1 and check.warning(110).count("pid ") == 2

@@ -98,6 +98,7 @@ def test_an_outcome_is_one_race_csv_row_of_its_counts_summed_over_reps():
         "variant": "app_side", "sweepers": 2, "stalled_jobs": 10, "delay_ms": 1.0, "workers": 0,
         "slice_size": 50, "max_stalled": 1000, "reps": 2,
         "double_recoveries": 3, "lost_attempt_updates": 2, "requeued_after_finish": 0, "audit_violations": 1,
+        "foreign_cpu_pct": "", "steal_pct": "", "contended": False,  # no window watched
     }  # fmt: skip
     assert tuple(row_dict(row)) == RACE_COLUMNS
     assert outcome.per_10k == 10_000 * 6 / 20
@@ -157,9 +158,15 @@ def test_the_race_command_writes_race_csv_and_a_table(
         ("app_side", 1.0, "2"),
     ]
     assert rows[0]["double_recoveries"] == "0" and rows[0]["audit_violations"] == "0"
+    for row in rows:  # each setting's worst repetition, as the machine watch saw it
+        assert float(row["foreign_cpu_pct"]) >= 0 and row["contended"] in ("True", "False"), row
     out = capsys.readouterr().out
     assert "per_10k" in out and "simulated" in out
     # open_run(): the same meta.json as `bench run` writes (run_id, start, finish, stages)
     meta = json.loads((csv_path.parent / "meta.json").read_text())
     assert meta["run_id"] == csv_path.parent.name and meta["complete"] is True
     assert meta["stages_planned"] == meta["stages_done"] == ["race"] and meta["finished"]
+    # REDIS_URL on loopback: the server's own pid is counted as the run's, and meta.json says so.
+    assert redis_server.process is not None
+    server_pid = redis_server.process.pid
+    assert meta["machine_watch"].startswith(f"client and the REDIS_URL redis-server (pid {server_pid})")

@@ -289,3 +289,79 @@ def test_the_in_run_report_says_complete_with_the_finish_time(results: Path) -> 
     assert finished and "| status | complete |" in text and f" / {finished} |" in text
     assert "Incomplete run" not in text and "still running" not in text and "INCOMPLETE" not in text
     assert all((run / plot).is_file() for plot in PLOTS)
+
+
+# ---- the machine, contended points, and what end to end means --------------------------------
+
+
+def _edit(run: Path, name: str, change) -> None:
+    frame = pd.read_csv(run / name)
+    change(frame)
+    frame.to_csv(run / name, index=False)
+
+
+def test_the_report_lists_the_machine_and_says_which_points_were_contended(results: Path) -> None:
+    run = results / RUN_A
+
+    def busy_rep(frame: pd.DataFrame) -> None:
+        frame.loc[1, ["contended", "foreign_cpu_pct"]] = [True, 87.5]
+
+    _edit(run, "finish_fetch.csv", busy_rep)
+    _edit(run, "sweep_cost.csv", busy_rep)
+    _edit(run, "race.csv", busy_rep)
+    text = write_report(run).read_text()
+    # The calibration, the system view and the guard's scope, from meta.json.
+    assert "## Machine" in text
+    for row in (
+        "| contention guard watches | client and the embedded redis-server, on this machine |",
+        "| before the run (1 s) | quiet: foreign CPU 1.50% of a core, steal 0% |",
+        "| Python loop, ns an iteration (the client's CPU) | 38.50 |",
+        "| PING round trip p50 at one connection, µs | 48.20 |",
+        "| system: aslr | full (2) |",
+        "| rows contended (other work in their windows) | finish_fetch 1/12, sweep 1/18, race 1/4 |",
+    ):
+        assert row in text, row
+    # Each stage says it as plainly as saturated, and flags the row.
+    for what in ("1 repetition(s)", "1 point(s)", "1 setting(s)"):
+        assert f"> **{what} contended**: other work used the machine during their windows " in text, what
+    assert "(foreign CPU up to 87.50% of a core)" in text
+    assert text.count("**contended**") == 3
+    header = next(line for line in text.splitlines() if line.startswith("| strategy | rep |"))
+    assert "| saturated | contended | audit_ok |" in header  # contended beside saturated
+    # Closed loop: end to end is named backlog wait, with Little's law, everywhere it is shown.
+    assert "**End to end is backlog wait here, not queue latency.**" in text and "Little's law" in text
+    assert "| backlog_wait_p50_us | backlog_wait_p99_us |" in header and "e2e_p50_us" not in header
+    assert "| backlog wait | fused |" in text and "| e2e | fused |" not in text
+
+
+def test_open_loop_end_to_end_is_queue_latency_below_saturation_only(results: Path) -> None:
+    run = results / RUN_A
+
+    def open_loop(frame: pd.DataFrame) -> None:
+        frame["target_rate"] = 500.0
+        frame.loc[3, ["saturated", "e2e_p50_us"]] = [True, 987_654.0]  # fell behind the offered rate
+
+    _edit(run, "finish_fetch.csv", open_loop)
+    text = write_report(run).read_text()
+    assert "backlog wait here" not in text and "| queue latency | fused |" in text
+    assert "**End to end is queue latency only where the offered rate was met**: the 1 saturated" in text
+    header = next(line for line in text.splitlines() if line.startswith("| strategy | rep |"))
+    assert "| queue_latency_p50_us | queue_latency_p99_us |" in header
+    assert "987,654" not in text  # the saturated repetition's wait is no latency of the queue
+
+
+def test_compare_changed_leaves_out_no_spread_rows_and_shows_each_runs_headline(
+    results: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert compare_main([RUN_A, RUN_B, "--results", str(results), "--changed"]) == 0
+    out = capsys.readouterr().out
+    table = [
+        line for line in out.splitlines() if line.startswith("| finish_fetch") or line.startswith("| sweep")
+    ]
+    assert table and not any("no spread" in line for line in table)
+    assert "rows with no spread to judge by left out: 5" in out
+    assert "verdicts: better 3, worse 2, same 177, unstable 1, no spread 5" in out  # still counted
+    # The headline, defined once: the median of each run's A B pairs with [min-max].
+    assert "| fused/two_call jobs/s | A | B | ranges |" in out
+    assert "| workers=2 rtt_ms=0 | 1.67 [1.67-1.67] | 1.82 [1.82-1.82] | apart |" in out
+    assert out.index("| fused/two_call jobs/s |") < out.index("| stage | point | metric |")

@@ -68,7 +68,7 @@ def _ff_row(ids: RunIds, strategy: str, rep: int, measured: bool) -> FinishFetch
         jobs_per_s=value, round_trips_per_job=1.0, server_calls_per_job=value, server_us_per_job=value,
         cycle_p50_us=200 if measured else None, cycle_p90_us=300, cycle_p99_us=400, cycle_p999_us=500,
         cycle_max_us=900, e2e_p50_us=1000, e2e_p99_us=2000, loadgen_cpu_pct=50.0, saturated=False,
-        audit_ok=measured,
+        audit_ok=measured, foreign_cpu_pct=3, steal_pct=0.0, contended=not measured,
     )  # fmt: skip
 
 
@@ -79,13 +79,13 @@ def _sweep_row(ids: RunIds, size: int, skipped: str = "") -> SweepCostRow:
     return SweepCostRow(**{
         **base.__dict__, "reps": 3, "sweep_ms_median": 1.5, "sweep_ms_stdev": 0.1, "us_per_active_job": 15.0,
         "round_trips": 1, "server_us": 1400, "hold_ms_max": 1.6, "probe_p99_us": 90, "probe_max_us": 150,
-        "probe_busy": 0,
+        "probe_busy": 0, "foreign_cpu_pct": 40.5, "steal_pct": 0, "contended": True,
     })  # fmt: skip
 
 
 def _race_row(ids: RunIds, delay_ms: float) -> RaceRow:
     return RaceRow(ids.run_id, ids.protocol, ids.profile, "app_side", 2, 100, delay_ms, 1, 50, 1000, 1, 3, 2,
-                   0, 0)  # fmt: skip
+                   0, 0, foreign_cpu_pct=1.5, steal_pct=0, contended=False)  # fmt: skip
 
 
 def _write_run(root: Path, ids: RunIds, skip: bool) -> Path:
@@ -112,6 +112,9 @@ def test_csvs_carry_run_id_and_concatenate_across_runs_with_stable_dtypes(tmp_pa
     assert set(both["run_id"]) == {clean.name, skipped.name}
     assert set(both["protocol"]) == {"echomq"} and set(both["profile"]) == {"smoke", "default"}
     assert len(both.groupby(["run_id", "profile"])) == 2
+    # Every row ends with its window's machine watch; a skipped point's cells keep the dtypes.
+    assert list(both.columns[-3:]) == ["foreign_cpu_pct", "steal_pct", "contended"]
+    assert both["foreign_cpu_pct"].dtype == "float64" and both["contended"].dtype == "bool"
     if name == "sweep_cost.csv":
         assert set(both["skipped"]) == {"no", "over the cap"}
         assert both["probe_max_us"].dtype == "float64" and both["reps"].dtype == "int64"

@@ -153,8 +153,10 @@ def test_a_skipped_point_is_a_typed_row_with_nothing_measured(tmp_path: Path):
     written = row_dict(row)
     assert tuple(written) == SWEEP_COST_COLUMNS and written == make_row(tmp_path, planned, None, IDS, OPTIONS)
     set_ = ["run_id", "protocol", "profile", "variant", "scenario", "active_size", "slice_size"]
-    assert [c for c, v in written.items() if v != ""] == [*set_, "probe_rate_hz", "reps", "skipped"]
+    filled = [*set_, "probe_rate_hz", "reps", "skipped", "contended"]
+    assert [c for c, v in written.items() if v != ""] == filled
     assert written["reps"] == 0  # no sweep measured
+    assert written["contended"] is False  # no window: nothing foreign touched it
     measured = row_dict(SweepCostRow(IDS.run_id, "echomq", IDS.profile, "atomic", "healthy", 10, 100, 500.0))
     assert measured["skipped"] == NOT_SKIPPED
 

@@ -6,8 +6,9 @@ then one driver processes every job in a process of its own
 (bench/bullmq_worker/driver.py): BullMQ's asyncio Worker at each of the
 profile's concurrencies, and the suite's fused and two_call loops over the same
 scripts. The drivers alternate within each repetition (A B C A B C). After a
-run the queue is audited: every job completed exactly once. One row a run in
-bullmq_worker.csv; a table on stdout.
+run the queue is audited: every job completed exactly once. The machine is
+watched while a driver runs (its process is a child: own, as an embedded
+redis-server is). One row a run in bullmq_worker.csv; a table on stdout.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bench.bullmq_worker.driver import PROGRAM, URL_ENV, WINDOW_FROM, DriverResult
 from bench.errors import BenchError
-from bench.fits import paired_ratio
+from bench.fits import headline_ratio
 from bench.harness.children import reap_group, spawn
 from bench.harness.context import RunContext
+from bench.harness.machine import watch_run
 from bench.harness.profile import BullmqWorkerOptions, Profile
 from bench.paths import REPO
 from bench.protocol.audit import audit
@@ -138,16 +140,21 @@ def csv_row(run: Run, rep: int, result: DriverResult, job_ms: float, audit_ok: b
     )
 
 
-def one_run(settings: RedisSettings, run: Run, rep: int, options: BullmqWorkerOptions) -> BullmqWorkerRow:
-    """A fresh queue, pre-filled; the driver; the audit; the queue deleted."""
+def one_run(
+    settings: RedisSettings, run: Run, rep: int, options: BullmqWorkerOptions, watch_pids: Sequence[int] = ()
+) -> BullmqWorkerRow:
+    """A fresh queue, pre-filled; the driver, with the machine watched; the audit; the queue deleted."""
     client = settings.connect()
     queue = Queue.open(client, f"bw-{uuid.uuid4().hex[:10]}", protocol=PROTOCOL)
     try:
         ids = prefill(queue, options.bullmq_worker_jobs)
-        result = run_driver(settings, run, queue.keys.name, options)
+        with watch_run(watch_pids) as watch:
+            result = run_driver(settings, run, queue.keys.name, options)
         audited = audit(queue, ids)
         complete = audited.ok and audited.counts.get("completed") == len(ids)
-        return csv_row(run, rep, result, options.bullmq_worker_job_ms, complete)
+        row = csv_row(run, rep, result, options.bullmq_worker_job_ms, complete)
+        assert watch.sample is not None
+        return replace(row, **watch.sample.row_fields())
     finally:
         queue.delete()
         client.close()
@@ -166,7 +173,7 @@ def table(rows: Sequence[BullmqWorkerRow]) -> str:
         f"BullMQ's own Worker beside the suite's loops over the same scripts (window: completion "
         f"{WINDOW_FROM:,} to the last; medians [min-max] of the repetitions)",
         f"  {'driver':<16}{'conc':>5}{'jobs/s':>24}{'cpu µs/job':>12}{'calls/job':>11}"
-        f"{'redis µs/job':>14}  audit",
+        f"{'redis µs/job':>14}  audit  busy",
     ]
     runs = list(dict.fromkeys(Run(r.driver, r.concurrency) for r in rows))
     for run in runs:
@@ -178,13 +185,21 @@ def table(rows: Sequence[BullmqWorkerRow]) -> str:
             f"{statistics.median(r.client_cpu_us_per_job for r in mine):>12.0f}"
             f"{statistics.median(r.redis_calls_per_job for r in mine):>11.2f}"
             f"{statistics.median(r.redis_us_per_job for r in mine):>14.1f}  ok {audited}/{len(mine)}"
+            f"  {sum(r.contended for r in mine)}/{len(mine)}"
         )
-    base = [r for r in rows if (r.driver, r.concurrency) == ("bullmq_worker", 1)]
+    base = {r.rep: r.jobs_per_s for r in rows if (r.driver, r.concurrency) == ("bullmq_worker", 1)}
     for loop in ("fused", "two_call"):
-        other = [r for r in rows if r.driver == loop]
-        ratio = paired_ratio((o.jobs_per_s, b.jobs_per_s) for o, b in zip(other, base, strict=False))
+        other = {r.rep: r.jobs_per_s for r in rows if r.driver == loop}
+        ratio = headline_ratio(other, base)  # paired by repetition, as every A/B figure is
         if ratio:
             lines.append(f"  {loop} loop / BullMQ Worker at concurrency 1, jobs/s: {ratio.text()}")
+    contended = [r for r in rows if r.contended]
+    if contended:
+        worst = max(r.foreign_cpu_pct or 0.0 for r in contended)
+        lines.append(
+            f"  CONTENDED: {len(contended)} of {len(rows)} runs shared the machine with other work "
+            f"(foreign CPU up to {worst:.0f}% of a core): their figures are not comparable"
+        )
     return "\n".join(lines)
 
 
@@ -208,10 +223,12 @@ def run_stage(ctx: RunContext) -> None:
     for rep in range(1, options.bullmq_worker_reps + 1):
         for run in runs:  # A B C A B C: drift hits every driver alike
             ctx.progress(f"run {len(rows) + 1}/{total}: {run.label} rep {rep}")
-            row = one_run(ctx.settings, run, rep, options)
+            row = one_run(ctx.settings, run, rep, options, ctx.watch_pids)
             rows.append(row)
             write_csv(ctx.run_dir / CSV_NAME, BULLMQ_WORKER_COLUMNS, map(row_dict, rows))
             audit_note = "" if row.audit_ok else " (AUDIT FAILED)"
+            if row.contended:
+                audit_note += f" (contended: foreign CPU {row.foreign_cpu_pct:.0f}% of a core)"
             ctx.progress(
                 f"{run.label} rep {rep}: {row.jobs_per_s:.0f} jobs/s, {row.client_cpu_us_per_job:.0f} µs "
                 f"client CPU, {row.redis_calls_per_job:.2f} calls/job{audit_note}"

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from bench.errors import BenchError
 from bench.finish_fetch.loadstats import first_line, issued_job_ids
 from bench.finish_fetch.summary import SUMMARY_KIND, SUMMARY_VERSION
 from bench.harness.children import reap_group, spawn, stop_group
+from bench.harness.machine import MachineSample, watch_run
 from bench.harness.profile import FinishFetchOptions
 from bench.paths import LOCUSTFILE, REPO
 from bench.protocol.audit import AuditResult, audit, server_run_id
@@ -74,6 +76,7 @@ class RunResult:
     audit: AuditResult
     files: Path  # the prefix of the run's Locust CSVs, summary and log
     protocol: str = "echomq"
+    machine: MachineSample | None = None  # the machine during the measured window
 
     @property
     def stopped(self) -> str | None:
@@ -233,11 +236,15 @@ def run_once(
     rep: int,
     folder: Path,
     protocol: str = "echomq",
+    watch_pids: Sequence[int] = (),
 ) -> RunResult:
     """One run on a fresh queue: Locust, then the audit, then the queue's keys deleted.
 
     A server that restarted or went away is an audit that says so, not an exception:
-    the run's summary still holds what was measured before.
+    the run's summary still holds what was measured before. The machine is watched
+    while Locust runs, with this process's family (Locust's processes, an embedded
+    redis-server) and ``watch_pids`` as own, and judged over the measured window
+    the summary names (over the whole Locust run when it names none).
     """
     name = f"ff-{strategy}-{uuid.uuid4().hex[:10]}"
     led = strategy if protocol == "echomq" else f"{protocol}.{strategy}"
@@ -247,7 +254,9 @@ def run_once(
         queue = Queue.open(client, name, protocol=protocol)
         run_id = server_run_id(queue)
         try:
-            summary = run_locust(settings, opts, strategy, point, name, prefix, protocol)
+            with watch_run(watch_pids) as watch:
+                summary = run_locust(settings, opts, strategy, point, name, prefix, protocol)
+            machine = watch.within(summary.get("window_clock_s"))
             # Locust has exited: nothing moves the queue now, so the audit is exact.
             result = _audit_after(queue, run_id, settings.where)
         finally:
@@ -255,7 +264,7 @@ def run_once(
                 queue.delete()
     finally:
         client.close()
-    return RunResult(strategy, point, rep, summary, result, prefix, protocol)
+    return RunResult(strategy, point, rep, summary, result, prefix, protocol, machine)
 
 
 def _audit_after(queue: Queue, run_id: str, where: str) -> AuditResult:

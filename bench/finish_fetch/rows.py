@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +19,13 @@ def _round(value: Any, digits: int) -> float | None:
 
 def csv_row(run: RunResult, opts: FinishFetchOptions, ids: RunIds) -> FinishFetchRow:
     """The run's row of finish_fetch.csv; audit_ok only when the queue audit passed and
-    every process's last report arrived (a run cut short is not audited as whole)."""
+    every process's last report arrived (a run cut short is not audited as whole); the
+    machine watch of its window last."""
     s = run.summary
     d = s["derived"]
     cycle = s["percentiles_us"].get("cycle", {})
     e2e = s["percentiles_us"].get("e2e", {})
-    return FinishFetchRow(
+    row = FinishFetchRow(
         run_id=ids.run_id,
         protocol=ids.protocol,
         profile=ids.profile,
@@ -64,6 +66,7 @@ def csv_row(run: RunResult, opts: FinishFetchOptions, ids: RunIds) -> FinishFetc
         limit=str(d.get("limit", "")),
         limit_share=_round(d.get("limit_share"), 3),
     )
+    return replace(row, **run.machine.row_fields()) if run.machine else row
 
 
 def with_raw(row: FinishFetchRow, raw: dict[str, Any]) -> FinishFetchRow:

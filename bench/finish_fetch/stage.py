@@ -119,7 +119,9 @@ def run_stage(ctx: RunContext) -> None:
         for rep in range(1, opts.repetitions + 1):
             for protocol, strategy in rounds:  # A B C A B C: drift on a shared machine hits all alike
                 ctx.progress(f"run {len(rows) + 1}/{total}: {protocol} {strategy} {point.label} rep {rep}")
-                run = run_once(ctx.settings, opts, strategy, point, rep, ctx.run_dir, protocol)
+                run = run_once(
+                    ctx.settings, opts, strategy, point, rep, ctx.run_dir, protocol, ctx.watch_pids
+                )
                 row = csv_row(run, opts, RunIds(ctx.run_dir.name, ctx.profile.name, protocol))
                 rows.append(row)
                 derived = run.summary["derived"]
@@ -262,6 +264,8 @@ def _stop_if_stopped(run: RunResult, run_dir: Path) -> None:
 
 def _progress_line(run: RunResult, row: FinishFetchRow) -> str:
     notes = []
+    if run.machine is not None and run.machine.contended:
+        notes.append(run.machine.note())
     if row.saturated:
         notes.append("saturated: " + "; ".join(run.summary["derived"]["saturated_because"]))
     if run.stopped:

@@ -140,12 +140,15 @@ def build_summary(
     aborted: str | None = None,
     server_error: str | None = None,
     audit: dict[str, Any] | None = None,
+    window_clock: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
     """The run's summary: settings, merged histograms, per-process parts, headline figures.
 
     ``aborted`` says why the window ended early (the run is then incomplete),
     ``server_error`` why the server's own figures are missing, ``audit`` the
-    queue's audit when this process could take it (a run of one process).
+    queue's audit when this process could take it (a run of one process),
+    ``window_clock`` the window's open and close on CLOCK_MONOTONIC (so the stage's
+    machine watch, in another process, judges this window and not Locust's start).
     """
     summary: dict[str, Any] = {
         "kind": SUMMARY_KIND,
@@ -154,6 +157,7 @@ def build_summary(
         "settings": run.as_dict(),
         "measured": True,
         "window_s": window_s,
+        "window_clock_s": list(window_clock) if window_clock else None,
         "complete": not missing_processes and aborted is None,
         "aborted": aborted,
         "missing_processes": missing_processes,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from textwrap import indent
 
-from bench.fits import paired_ratio
+from bench.fits import headline_ratio
 from bench.harness.terminal import render_table, table_width, wrap_note
 from bench.results import FinishFetchRow
 
@@ -94,11 +94,14 @@ def table(
                 for of in by_strategy.values()
             ]
             for other in others:
-                a, b = by_strategy[first], by_strategy[other]
-                ratio = paired_ratio((get(x), get(y)) for x, y in zip(a, b, strict=False))
+                a, b = ({r.row.rep: get(r) for r in of} for of in (by_strategy[first], by_strategy[other]))
+                ratio = headline_ratio(a, b)
                 cells.append(ratio.text("{:.2f}") if ratio else "-")
             rows.append([name, *cells])
         rows.append(["limit", *(_limit(of) for of in by_strategy.values())])
+        rows.append(
+            ["contended", *(f"{sum(r.row.contended for r in of)}/{len(of)}" for of in by_strategy.values())]
+        )
         rows.append(
             ["saturated", *(f"{sum(r.row.saturated for r in of)}/{len(of)}" for of in by_strategy.values())]
         )
@@ -121,4 +124,14 @@ def table(
         )
     )
     blocks += [wrap_note(note, width) for note in notes]
+    contended = [r.row for r in runs if r.row.contended]
+    if contended:
+        worst = max(r.foreign_cpu_pct or 0.0 for r in contended)
+        blocks.append(
+            wrap_note(
+                f"CONTENDED: {len(contended)} of {len(runs)} runs shared the machine with other work "
+                f"(foreign CPU up to {worst:.0f}% of a core): their figures are not comparable",
+                width,
+            )
+        )
     return "\n".join(blocks)

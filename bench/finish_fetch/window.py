@@ -34,6 +34,7 @@ from bench.finish_fetch.loadstats import (
 from bench.finish_fetch.options import summary_path
 from bench.finish_fetch.server_watch import ServerWatch
 from bench.finish_fetch.summary import build_summary, unmeasured_summary, write_summary
+from bench.harness.machine import clock
 from bench.protocol.commandstats import CommandStats
 from bench.protocol.connection import CountingRedis
 from bench.protocol.queue import Queue
@@ -74,6 +75,7 @@ class Controller:
         self.own = Recorder()  # the master's own CPU, part of the load generator's
         self.epoch = 0
         self.window: tuple[float, float] | None = None
+        self.window_clock = (0.0, 0.0)  # the same window on the machine watch's clock
         self.stats_before: CommandStats | None = None
         self.stats_after: CommandStats | None = None
         self.redis_cpu: tuple[float, float] | None = None
@@ -180,6 +182,7 @@ class Controller:
         self.redis_cpu = (figures[1], 0.0) if figures else None
         runner.stats.reset_all()
         self.window = (time.perf_counter(), 0.0)
+        self.window_clock = (clock(), 0.0)
         runner.send_message("emq_reset", {"epoch": self.epoch})
         log.info("echomq: warm-up over, window %d opened", self.epoch)
 
@@ -199,6 +202,7 @@ class Controller:
         if self.window is None or self.client is None:
             return
         self.window = (self.window[0], time.perf_counter())
+        self.window_clock = (self.window_clock[0], clock())
         figures = self._server_figures()
         self.stats_after = figures[0] if figures else None
         if self.redis_cpu is not None and figures is not None:
@@ -263,6 +267,7 @@ class Controller:
             missing_processes=self._missing(),
             aborted=self.aborted,
             server_error=self.server_error,
+            window_clock=self.window_clock,
             # One process: every user has stopped, the queue is still, so the audit is exact.
             audit=None if self.distributed else self.audit(),
         )

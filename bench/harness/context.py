@@ -22,3 +22,6 @@ class RunContext:
     server: ServerInfo
     run_dir: Path
     progress: Progress = field(default_factory=Progress)
+    # Pids the machine watch counts as the run's own beside this process's family: a REDIS_URL
+    # server on this machine (bench.harness.watch_scope).
+    watch_pids: tuple[int, ...] = ()

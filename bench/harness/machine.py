@@ -16,6 +16,12 @@ running at the start and is reaped during the window has its CPU from before
 the window taken off again. The family is re-scanned every ``interval_s`` in a
 thread, so new children are found; a process once seen stays counted when it
 is re-parented.
+
+Every scan leaves a mark (the clock, the machine's counters, own CPU so far),
+so one watch can also answer for a part of its time: ``within(span)`` picks
+the marks around a window timed on the same clock (``clock()``), here or in
+another process: a Locust run's measured window after its warm-up, one sweep
+point after another in one pyperf run, one race run after another.
 """
 
 from __future__ import annotations
@@ -25,17 +31,36 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import psutil
 
 FOREIGN_LIMIT_PCT = 10.0  # of one core
 STEAL_LIMIT_PCT = 5.0  # of one core
 SCAN_INTERVAL_S = 0.5
+# The kernel counts CPU time in 10 ms ticks, per CPU and per process: over a window much shorter
+# than a second that rounding alone can reach the 10% limit. A shorter window is judged over the
+# second around it (the machine just before and after is the machine it ran on).
+MIN_WINDOW_S = 1.0
 _GONE = (psutil.NoSuchProcess, psutil.AccessDenied)
 
 
 def is_contended(foreign_cpu_pct: float, steal_pct: float) -> bool:
     return foreign_cpu_pct > FOREIGN_LIMIT_PCT or steal_pct > STEAL_LIMIT_PCT
+
+
+def clock() -> float:
+    """Seconds on CLOCK_MONOTONIC: one clock for every process of the machine, so a child can
+    say when its window opened and closed and its parent's watch pick the same span."""
+    return time.clock_gettime(time.CLOCK_MONOTONIC)
+
+
+class MachineFields(TypedDict):
+    """The columns a row of any stage ends with (bench.results)."""
+
+    foreign_cpu_pct: float
+    steal_pct: float
+    contended: bool
 
 
 @dataclass(frozen=True)
@@ -50,7 +75,7 @@ class MachineSample:
     own_cpu_pct: float = 0.0
     window_s: float = 0.0
 
-    def row_fields(self) -> dict[str, float | bool]:
+    def row_fields(self) -> MachineFields:
         """The three columns every stage CSV carries."""
         return {
             "foreign_cpu_pct": round(self.foreign_cpu_pct, 1),
@@ -58,11 +83,39 @@ class MachineSample:
             "contended": self.contended,
         }
 
+    def note(self) -> str:
+        """Why a window's numbers are suspect, in a few words (for progress lines and tables)."""
+        parts = [f"foreign CPU {self.foreign_cpu_pct:.0f}% of a core"]
+        if self.steal_pct > STEAL_LIMIT_PCT:
+            parts.append(f"steal {self.steal_pct:.0f}%")
+        return "contended: " + ", ".join(parts)
+
+
+def worst_of(samples: Iterable[MachineSample]) -> MachineSample | None:
+    """One figure for a row made of several windows (a race setting's repetitions): the worst
+    window's foreign CPU and steal, contended when any window was. None for no window."""
+    found = list(samples)
+    if not found:
+        return None
+    return MachineSample(
+        foreign_cpu_pct=max(s.foreign_cpu_pct for s in found),
+        steal_pct=max(s.steal_pct for s in found),
+        contended=any(s.contended for s in found),
+        own_pids=frozenset().union(*(s.own_pids for s in found)),
+        busy_cpu_pct=max(s.busy_cpu_pct for s in found),
+        own_cpu_pct=max(s.own_cpu_pct for s in found),
+        window_s=sum(s.window_s for s in found),
+    )
+
 
 def machine_cpu_s() -> tuple[float, float]:
-    """Seconds of CPU busy and stolen since boot, all cores. Guest time is inside user and nice."""
+    """Seconds of CPU busy and stolen since boot, all cores. Guest time is inside user and nice.
+
+    Interrupt time (irq, softirq) is left out, as it is of every process's own time: the
+    loopback traffic between the run and its redis-server is handled in softirq, which no
+    process is charged for, so counting it as busy would make it foreign."""
     t = psutil.cpu_times()
-    busy = sum(getattr(t, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq"))
+    busy = sum(getattr(t, name, 0.0) for name in ("user", "nice", "system"))
     return float(busy), float(getattr(t, "steal", 0.0))
 
 
@@ -165,6 +218,35 @@ class _Tracker:
         return frozenset(self.seen) | frozenset(e.pid for e in self.gone)
 
 
+@dataclass(frozen=True)
+class _Mark:
+    """The watch's state after one scan: cumulative seconds since the window opened, or boot."""
+
+    t: float  # clock()
+    busy_s: float  # the machine's, since boot
+    steal_s: float
+    own_s: float  # the run's own CPU since the watch started
+    pids: frozenset[int]
+
+
+def _between(a: _Mark, b: _Mark) -> MachineSample:
+    """The window from mark ``a`` to mark ``b``."""
+    elapsed = max(b.t - a.t, 1e-6)
+    busy_pct = 100.0 * (b.busy_s - a.busy_s) / elapsed
+    steal_pct = max(100.0 * (b.steal_s - a.steal_s) / elapsed, 0.0)
+    own_pct = max(100.0 * (b.own_s - a.own_s) / elapsed, 0.0)
+    foreign = max(busy_pct - own_pct, 0.0)
+    return MachineSample(
+        foreign_cpu_pct=foreign,
+        steal_pct=steal_pct,
+        contended=is_contended(foreign, steal_pct),
+        own_pids=b.pids,
+        busy_cpu_pct=busy_pct,
+        own_cpu_pct=own_pct,
+        window_s=elapsed,
+    )
+
+
 class MachineWatch:
     """Start before a measured window, stop after it: ``with MachineWatch([pid]) as watch: ...``,
     then ``watch.sample``. The roots are the run's own processes (the suite's own pid covers an
@@ -178,21 +260,25 @@ class MachineWatch:
         self._thread: threading.Thread | None = None
         self._tracker = _Tracker(self.roots)
         self._lock = threading.Lock()
-        self._t0 = 0.0
-        self._cpu0 = (0.0, 0.0)
+        self._marks: list[_Mark] = []
 
     def start(self) -> MachineWatch:
         self._tracker = _Tracker(self.roots)
-        self._t0, self._cpu0 = _around(self._tracker.scan)
+        self._marks = []
+        self._scan()
         self._stop.clear()
         self._thread = threading.Thread(target=self._rescan, name="machine-watch", daemon=True)
         self._thread.start()
         return self
 
+    def _scan(self) -> None:
+        t, (busy, steal) = _around(self._tracker.scan)
+        self._marks.append(_Mark(t, busy, steal, self._tracker.own_cpu_s(), self._tracker.pids()))
+
     def _rescan(self) -> None:
         while not self._stop.wait(self.interval_s):
             with self._lock:
-                self._tracker.scan()
+                self._scan()
 
     def counted_so_far(self) -> frozenset[int]:
         """The pids counted as own up to the last scan (while the window is still open)."""
@@ -203,22 +289,29 @@ class MachineWatch:
         assert self._thread is not None, "stop() before start()"
         self._stop.set()
         self._thread.join()
-        t1, (busy1, steal1) = _around(self._tracker.scan)
-        elapsed = max(t1 - self._t0, 1e-6)
-        busy_pct = 100.0 * (busy1 - self._cpu0[0]) / elapsed
-        steal_pct = max(100.0 * (steal1 - self._cpu0[1]) / elapsed, 0.0)
-        own_pct = 100.0 * self._tracker.own_cpu_s() / elapsed
-        foreign = max(busy_pct - own_pct, 0.0)
-        self.sample = MachineSample(
-            foreign_cpu_pct=foreign,
-            steal_pct=steal_pct,
-            contended=is_contended(foreign, steal_pct),
-            own_pids=self._tracker.pids(),
-            busy_cpu_pct=busy_pct,
-            own_cpu_pct=own_pct,
-            window_s=elapsed,
-        )
+        self._scan()
+        self.sample = _between(self._marks[0], self._marks[-1])
         return self.sample
+
+    def within(self, span: Sequence[float] | None, min_s: float = MIN_WINDOW_S) -> MachineSample:
+        """After stop(): the part of the watch around ``span`` (start and end on ``clock()``), from
+        the last mark at or before its start to the first at or after its end, so the window is
+        covered whole (a scan interval more at most on each side); a span shorter than ``min_s``
+        is widened about its middle to ``min_s``. The whole watch when ``span`` is missing or
+        lies outside it."""
+        assert self.sample is not None, "within() before stop()"
+        if span is None or len(span) != 2 or not span[0] < span[1]:
+            return self.sample
+        t0, t1 = float(span[0]), float(span[1])
+        first, last = self._marks[0], self._marks[-1]
+        if t1 <= first.t or t0 >= last.t:
+            return self.sample  # another clock, or another window: do not pretend
+        if t1 - t0 < min_s:
+            middle = (t0 + t1) / 2
+            t0, t1 = middle - min_s / 2, middle + min_s / 2
+        opening = max((m for m in self._marks if m.t <= t0), key=lambda m: m.t, default=first)
+        closing = min((m for m in self._marks if m.t >= t1), key=lambda m: m.t, default=last)
+        return _between(opening, closing)
 
     def __enter__(self) -> MachineWatch:
         return self.start()
@@ -232,9 +325,9 @@ def _around(scan: Callable[[], None]) -> tuple[float, tuple[float, float]]:
 
     A scan reads one process after another and can take tens of ms on a busy machine; on
     average a process is read halfway through, so the machine is read as of then too."""
-    t_a, cpu_a = time.monotonic(), machine_cpu_s()
+    t_a, cpu_a = clock(), machine_cpu_s()
     scan()
-    t_b, cpu_b = time.monotonic(), machine_cpu_s()
+    t_b, cpu_b = clock(), machine_cpu_s()
     return (t_a + t_b) / 2, ((cpu_a[0] + cpu_b[0]) / 2, (cpu_a[1] + cpu_b[1]) / 2)
 
 
@@ -266,8 +359,9 @@ class MachineCheck:
     def contended(self) -> bool:
         return self.sample.contended
 
-    def culprits(self) -> str:
-        """What made the machine busy, in a few words."""
+    def culprits(self, width: int | None = None) -> str:
+        """What made the machine busy, in a few words; with ``width``, as many of them as fit
+        in that many characters (the busiest first, always one)."""
         parts = [str(b) for b in self.busiest]
         # What no process still running accounts for: processes that came and went, interrupts.
         rest = self.sample.foreign_cpu_pct - sum(b.cpu_pct for b in self.busiest)
@@ -275,13 +369,23 @@ class MachineCheck:
             parts.append(f"short-lived processes use {rest:.0f}% of a core")
         if self.sample.steal_pct > STEAL_LIMIT_PCT:
             parts.append(f"the hypervisor steals {self.sample.steal_pct:.0f}% of a core")
-        return ", ".join(parts)
+        if width is None:
+            return ", ".join(parts)
+        kept = parts[:1]
+        for part in parts[1:]:
+            if len(", ".join([*kept, part])) > width:
+                break
+            kept.append(part)
+        return ", ".join(kept)
 
-    def warning(self) -> str | None:
-        """The one line printed before a run on a busy machine; None on a quiet one."""
+    def warning(self, width: int | None = None) -> str | None:
+        """The one line printed before a run on a busy machine; None on a quiet one. With
+        ``width`` it names only the busiest processes that fit in it, so it stays one line."""
         if not self.contended:
             return None
-        return f"{self.culprits()}: results will be marked contended"
+        tail = ": results will be marked contended"
+        room = None if width is None else width - len(tail)
+        return f"{self.culprits(room)}{tail}"
 
     def as_meta(self) -> dict[str, object]:
         return {

@@ -16,6 +16,7 @@ from redis.utils import HIREDIS_AVAILABLE
 from bench.harness.profile import Profile, resolved
 from bench.harness.server import ServerInfo
 from bench.harness.system import system_view
+from bench.harness.watch_scope import WatchScope
 from bench.paths import REPO
 from bench.protocol.protocol import protocol_named
 
@@ -43,13 +44,6 @@ def installed_packages() -> dict[str, str]:
         if name:
             found[str(name).lower().replace("_", "-")] = dist.version
     return dict(sorted(found.items()))
-
-
-def machine_watch(server: ServerInfo) -> str:
-    """What the contention guard can see: a server of the user's may run on another machine."""
-    if server.source == "REDIS_URL":
-        return "client side only: the REDIS_URL server's machine is not watched"
-    return "client and the embedded redis-server, on this machine"
 
 
 def cpu_model() -> str:
@@ -85,7 +79,9 @@ def protocol_record(names: Sequence[str]) -> dict[str, Any]:
     return record
 
 
-def collect_meta(profile: Profile, server: ServerInfo, script_shas: dict[str, str]) -> dict[str, Any]:
+def collect_meta(
+    profile: Profile, server: ServerInfo, script_shas: dict[str, str], scope: WatchScope
+) -> dict[str, Any]:
     return {
         "protocols": protocol_record(profile.protocols),
         "bullmq": _version("bullmq"),
@@ -109,5 +105,5 @@ def collect_meta(profile: Profile, server: ServerInfo, script_shas: dict[str, st
         "script_shas": script_shas,
         "packages": installed_packages(),
         "system": system_view(),
-        "machine_watch": machine_watch(server),
+        "machine_watch": scope.note,  # what the contention guard can see
     }

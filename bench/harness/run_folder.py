@@ -9,9 +9,7 @@ SHAs) and ends the same way: complete, interrupted, or failed with a reason.
 from __future__ import annotations
 
 import datetime as dt
-import shutil
 import sys
-import textwrap
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -27,6 +25,8 @@ from bench.harness.machine import MachineCheck, check_machine
 from bench.harness.meta import collect_meta
 from bench.harness.profile import Profile
 from bench.harness.server import redis_for_run
+from bench.harness.terminal import table_width
+from bench.harness.watch_scope import watch_scope
 from bench.protocol.connection import CountingRedis
 from bench.protocol.queue import Queue
 from bench.results import make_run_dir, read_json, update_meta
@@ -96,13 +96,9 @@ def open_run(
         with redis_for_run() as (settings, server):
             machine = machine_before_run(quiet_machine)
             run_dir = make_run_dir(profile.name, results_root)
-            if machine.warning():  # after the folder: an error about it stays the only line
-                # folded to the terminal's width, as every line of a run is
-                width = shutil.get_terminal_size().columns
-                print(
-                    textwrap.fill(f"warning: {machine.warning()}", width, subsequent_indent="  "),
-                    file=sys.stderr,
-                )
+            warning = machine.warning(table_width() - len("warning: "))  # one line on a terminal
+            if warning:  # after the folder: an error about it stays the only line
+                print(f"warning: {warning}", file=sys.stderr)
             update_meta(
                 run_dir,
                 run_id=run_dir.name,
@@ -117,13 +113,15 @@ def open_run(
                 calibration = calibrate(client)
             finally:
                 client.close()
+            scope = watch_scope(settings, server)
             update_meta(
                 run_dir,
-                **collect_meta(profile, server, shas),
+                **collect_meta(profile, server, shas, scope),
                 machine_before=machine.as_meta(),
                 calibration=calibration.as_meta(),
             )
-            run = OpenRun(RunContext(profile, settings, server, run_dir, progress))
+            ctx = RunContext(profile, settings, server, run_dir, progress, watch_pids=scope.extra_pids)
+            run = OpenRun(ctx)
             yield run
             mark_complete(run_dir)
     except KeyboardInterrupt:

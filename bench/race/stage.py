@@ -28,10 +28,11 @@ delay 0 only.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench.harness.context import RunContext
+from bench.harness.machine import clock, watch_run
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import Profile, RaceOptions
 from bench.harness.progress import Progress, StagePlan
@@ -50,19 +51,35 @@ from bench.race.table import RaceOutcome, format_table
 from bench.results import RACE_COLUMNS, RunIds, row_dict, update_meta, write_csv
 
 
-def run_plan(settings: RedisSettings, plan: RacePlan, progress: Callable[[str], None]) -> list[RaceOutcome]:
-    """Every setting, ``reps`` times, alternating: rep 1 of each setting, then rep 2, ..."""
+def run_plan(
+    settings: RedisSettings,
+    plan: RacePlan,
+    progress: Callable[[str], None],
+    watch_pids: Sequence[int] = (),
+) -> list[RaceOutcome]:
+    """Every setting, ``reps`` times, alternating: rep 1 of each setting, then rep 2, ...
+
+    One machine watch runs through the plan (the threads are this process's, an embedded
+    redis-server its child, ``watch_pids`` own too); each run is judged over its own span
+    of it, set-up and audit included (bench.harness.machine: a short run over the second
+    around it)."""
     outcomes = {cell: RaceOutcome(cell) for cell in plan.settings()}
-    for rep in range(1, plan.reps + 1):
-        for cell, outcome in outcomes.items():
-            found = run_once(settings, cell)
-            outcome.reps += 1
-            outcome.counts = outcome.counts + found
-            progress(
-                f"{cell.label()} rep {rep}/{plan.reps}: double {found.double_recoveries}, "
-                f"lost {found.lost_attempt_updates}, requeued {found.requeued_after_finish}, "
-                f"audit {found.audit_violations} ({found.sweeps} sweeps, {found.finished} finished)"
-            )
+    spans: list[tuple[RaceOutcome, tuple[float, float]]] = []
+    with watch_run(watch_pids) as watch:
+        for rep in range(1, plan.reps + 1):
+            for cell, outcome in outcomes.items():
+                opened = clock()
+                found = run_once(settings, cell)
+                spans.append((outcome, (opened, clock())))
+                outcome.reps += 1
+                outcome.counts = outcome.counts + found
+                progress(
+                    f"{cell.label()} rep {rep}/{plan.reps}: double {found.double_recoveries}, "
+                    f"lost {found.lost_attempt_updates}, requeued {found.requeued_after_finish}, "
+                    f"audit {found.audit_violations} ({found.sweeps} sweeps, {found.finished} finished)"
+                )
+    for outcome, span in spans:
+        outcome.machine.append(watch.within(span))
     return list(outcomes.values())
 
 
@@ -99,7 +116,7 @@ def check_profile(profile: Profile) -> None:
 def run_stage(ctx: RunContext) -> None:
     plan = RacePlan.from_options(ctx.profile.race, ctx.profile.protocols)
     update_meta(ctx.run_dir, race=plan_record(plan))
-    outcomes = run_plan(ctx.settings, plan, ctx.progress.step)
+    outcomes = run_plan(ctx.settings, plan, ctx.progress.step, ctx.watch_pids)
     ids = RunIds(ctx.run_dir.name, ctx.profile.name)
     write_csv(ctx.run_dir / "race.csv", RACE_COLUMNS, [row_dict(o.row(ids)) for o in outcomes])
     ctx.progress.done()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from bench.harness.machine import MachineSample, worst_of
 from bench.harness.terminal import render_table, wrap_note
 from bench.protocol.sweep import has_gap
 from bench.race.count import Anomalies
@@ -19,11 +21,16 @@ class RaceOutcome:
     setting: RaceSetting
     reps: int = 0
     counts: Anomalies = field(default_factory=Anomalies)
+    machine: list[MachineSample] = field(default_factory=list)  # each repetition's window
+
+    @property
+    def contended_reps(self) -> int:
+        return sum(m.contended for m in self.machine)
 
     def row(self, ids: RunIds) -> RaceRow:
-        """Its race.csv row."""
+        """Its race.csv row; the machine columns are its worst repetition's."""
         s, c = self.setting, self.counts
-        return RaceRow(
+        row = RaceRow(
             run_id=ids.run_id,
             protocol=s.protocol,  # the setting's own: a run alternates protocols
             profile=ids.profile,
@@ -40,6 +47,8 @@ class RaceOutcome:
             requeued_after_finish=c.requeued_after_finish,
             audit_violations=c.audit_violations,
         )
+        worst = worst_of(self.machine)
+        return dataclasses.replace(row, **worst.row_fields()) if worst else row
 
     @property
     def per_10k(self) -> float:
@@ -50,7 +59,7 @@ class RaceOutcome:
 
 def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | None = None) -> str:
     header = ["protocol", "variant", "K", "N", "delay ms", "reps"]
-    header += ["double", "lost", "requeued", "audit", "per_10k"]
+    header += ["double", "lost", "requeued", "audit", "per_10k", "busy"]
     rows = []
     for outcome in outcomes:
         s, c = outcome.setting, outcome.counts
@@ -60,6 +69,7 @@ def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | N
             str(c.double_recoveries), str(c.lost_attempt_updates), str(c.requeued_after_finish),
             str(c.audit_violations),
             f"{outcome.per_10k:.1f}",
+            f"{outcome.contended_reps}/{outcome.reps}",
         ])  # fmt: skip
     lines = [
         wrap_note(
@@ -75,6 +85,7 @@ def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | N
         "delay: their rows ('-') run at delay 0.",
         "double: reclaims beyond a job's first, the larger of the sweepers' returns and the final state.",
         "per_10k: all four anomalies per 10,000 stalled jobs reclaimed.",
+        "busy: the runs marked contended (other work used the machine during them).",
     ]
     if any(o.setting.protocol == "bullmq" for o in outcomes):
         notes.append(
@@ -91,6 +102,18 @@ def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | N
                 f"by final state {c.double_by_state} (workers finished some copies)",
                 width,
                 "    ",
+            )
+        )
+    contended = [o for o in outcomes if o.contended_reps]
+    if contended:
+        worst = max(m.foreign_cpu_pct for o in contended for m in o.machine)
+        runs = sum(o.contended_reps for o in contended)
+        lines.append(
+            wrap_note(
+                f"CONTENDED: {runs} of {sum(o.reps for o in outcomes)} runs shared the machine with other "
+                f"work (foreign CPU up to {worst:.0f}% of a core): their interleavings are not the quiet "
+                "machine's",
+                width,
             )
         )
     unrecovered = sum(o.counts.unrecovered for o in outcomes)

@@ -29,7 +29,9 @@ A verdict needs evidence. It is decided in this order (``verdict``):
 
 ``unstable`` and ``no spread`` are not regressions: ``--fail-on-regression``
 fails on ``worse`` only. Before any verdict, ``context_lines`` shows the two
-runs' machine calibrations side by side and every package version that differs.
+runs' machine calibrations side by side and every package version that differs,
+and ``headline_lines`` each run's headline ratio (bench.report.headline) at
+every point both ran.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+
+from bench.report import headline
 
 UNSTABLE_CV = 0.10
 SAME_WITHIN = 0.03
@@ -450,3 +454,24 @@ def context_lines(meta_a: Mapping[str, object], meta_b: Mapping[str, object]) ->
         *machine_lines(meta_a, meta_b),
         *package_lines(meta_a, meta_b),
     ]
+
+
+def headline_lines(frame_a: pd.DataFrame | None, frame_b: pd.DataFrame | None) -> list[str]:
+    """Each run's fused/two_call ratio (median of its A B pairs [min-max]) at every point both ran,
+    and whether the two ranges overlap: ratios within one run hold where absolute figures drift."""
+    keys, a = headline.per_point_with_keys(frame_a)
+    keys_b, b = headline.per_point_with_keys(frame_b)
+    if keys != keys_b:  # one run from before protocols were recorded: match on the point alone
+        keys = headline.POINT_KEYS
+        a = {k[-2:]: r for k, r in a.items()}
+        b = {k[-2:]: r for k, r in b.items()}
+    shared = sorted(a.keys() & b.keys(), key=key_order)
+    if not shared:
+        return []
+    lines = [f"| {headline.NAME} | A | B | ranges |", "|---|---|---|---|"]
+    for key in shared:
+        ra, rb = a[key], b[key]
+        apart = ra.hi < rb.lo or rb.hi < ra.lo
+        label = point_label(keys, tuple(_norm(v) for v in key))
+        lines.append(f"| {label} | {ra.text()} | {rb.text()} | {'apart' if apart else 'overlap'} |")
+    return lines

@@ -53,6 +53,8 @@ def figure(plot: Plot | None, why_not: str) -> list[str]:
 
 def flag_rows(frame: pd.DataFrame) -> pd.DataFrame:
     shown = frame.copy()
+    if "contended" in shown:
+        shown["contended"] = shown["contended"].map(lambda v: "**contended**" if v is True else fmt(v))
     if "saturated" in shown:
         shown["saturated"] = shown["saturated"].map(lambda v: "**saturated**" if v is True else fmt(v))
     if "audit_ok" in shown:

@@ -306,6 +306,7 @@ def _latency_axes(ax: Axes, title: str, legend: bool = True) -> None:
 
 
 LINE_STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1)), (0, (1, 3)))
+E2E_NAME = "end to end (enqueue to finish)"
 # an optional "<protocol>." leads another protocol's strategy: "bullmq.fused-w4-c8-rtt1"
 POINT = re.compile(
     r"^(?P<strategy>(?:[a-z][a-z_-]*\.)?[a-z_]+)-w(?P<workers>\d+)(?:-c(?P<conc>\d+))?(?:-j(?P<job>[\d.]+))?"
@@ -325,17 +326,20 @@ def split_variant(variant: str) -> tuple[str, str]:
     return strategy, rest
 
 
-def latency_percentiles(histograms: Mapping[tuple[str, str], HdrHistogram], out_dir: Path) -> Plot | None:
+def latency_percentiles(
+    histograms: Mapping[tuple[str, str], HdrHistogram], out_dir: Path, e2e_name: str = E2E_NAME
+) -> Plot | None:
     """Cycle (and end-to-end) latency percentile curves per variant, from merged HDR histograms.
 
-    ``histograms`` maps (metric, variant) to the merge of every repetition's histogram.
+    ``histograms`` maps (metric, variant) to the merge of every repetition's histogram;
+    ``e2e_name`` is what the end-to-end panel measured (in closed loop: the backlog's wait).
     """
     metrics = [m for m in ("cycle", "e2e") if any(k[0] == m for k in histograms)]
     if not metrics:
         return None
     figure = Figure(figsize=(6.0 * len(metrics), 5.2), layout="constrained")
     axes = figure.subplots(1, len(metrics), squeeze=False)[0]
-    names = {"cycle": "worker cycle (finish + fetch)", "e2e": "end to end (enqueue to finish)"}
+    names = {"cycle": "worker cycle (finish + fetch)", "e2e": e2e_name}
     variants = ordered(sorted({v for _, v in histograms}))
     points = sorted({split_variant(v)[1] for v in variants})
     style = {point: LINE_STYLES[i % len(LINE_STYLES)] for i, point in enumerate(points)}

@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from bench.report.compare import VERDICTS, Comparison, context_lines
+from bench.report.compare import NO_SPREAD, VERDICTS, Comparison, context_lines, headline_lines
 from bench.report.load import RunData, load_run
+from bench.report.machine import machine_section
 from bench.report.markdown import markdown_table, percent
 from bench.report.sections import (
     bullmq_worker_section,
@@ -20,6 +21,7 @@ from bench.results import write_atomic
 
 def render(data: RunData) -> str:
     lines = meta_section(data)
+    lines += machine_section(data)
     lines += finish_fetch_section(data)
     lines += bullmq_worker_section(data)
     lines += sweep_section(data)
@@ -45,10 +47,19 @@ def compare_markdown(a: RunData, b: RunData, comparison: Comparison, changed_onl
         if not run.complete:
             lines.append(f"run {name} is INCOMPLETE: {run.meta.get('reason') or 'no reason recorded'}")
     lines += ["", *context_lines(a.meta, b.meta), ""]
+    ratios = headline_lines(a.frames.get("finish_fetch"), b.frames.get("finish_fetch"))
+    if ratios:
+        lines += [*ratios, ""]
     rows = comparison.rows.copy()
-    if changed_only:  # rows with a note (saturated, audit failed) stay: their numbers are suspect
-        keep = (rows["verdict"] != "same") | (rows["note"] != "")
-        lines.append(f"(rows judged same and without a note left out: {int((~keep).sum())})")
+    if changed_only:
+        # Rows with a note (contended, saturated, audit failed) stay: their numbers are suspect.
+        # A `no spread` row is no change anyone can claim: one value against one value.
+        spreadless = rows["verdict"] == NO_SPREAD
+        keep = ((rows["verdict"] != "same") | (rows["note"] != "")) & ~spreadless
+        lines.append(
+            f"(rows judged same and without a note left out: {int((~keep & ~spreadless).sum())}; "
+            f"rows with no spread to judge by left out: {int(spreadless.sum())})"
+        )
         rows = rows[keep]
     if not rows.empty:
         rows["ratio"] = rows["ratio"].map(

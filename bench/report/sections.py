@@ -9,11 +9,12 @@ import math
 
 import pandas as pd
 
-from bench.fits import loglog_fit, paired_ratio
+from bench.fits import headline_ratio, loglog_fit
 from bench.hdr import summary
-from bench.report import plots
+from bench.report import latency, plots
 from bench.report.compare import STAGE_KEYS, samples
 from bench.report.load import RunData, merged_histograms
+from bench.report.machine import beside_saturated, contended_note
 from bench.report.markdown import figure, flag_rows, fmt, markdown_table, missing_note, percent, present
 from bench.report.plots import protocol_labelled
 from bench.report.ratios import POINT_COLUMNS, paired_ratios, shown_point_columns
@@ -86,6 +87,7 @@ def finish_fetch_section(data: RunData) -> list[str]:
     if frame is None:
         return [*lines, "*Absent: this run has no finish_fetch.csv.*", ""]
     lines += missing_note(data, "finish_fetch")
+    lines += contended_note(frame, "repetition(s)")
     saturated = int(frame["saturated"].fillna(False).astype(bool).sum())
     failed = int((~frame["audit_ok"].fillna(True).astype(bool)).sum())
     if saturated:
@@ -112,12 +114,17 @@ def finish_fetch_section(data: RunData) -> list[str]:
         plot = plots.ratio_against_concurrency(paired_ratios(frame), data.path)
         lines += figure(plot, "no fused/two_call or fused/two_call_pipelined pairs")
     lines += _fidelity_section(data.meta.get("finish_fetch_fidelity"))
+    e2e = latency.meaning(frame)
+    lines += latency.note(frame)
     histograms, bad = merged_histograms(data, "finish_fetch")
     if bad:
         lines += [f"*Unreadable HDR files left out: {', '.join(bad)}.*", ""]
     if histograms:
-        plot = plots.latency_percentiles(histograms, data.path)
-        table = [{"metric": m, "strategy": v, **summary(h)} for (m, v), h in histograms.items()]
+        plot = plots.latency_percentiles(histograms, data.path, e2e.panel)
+        table = [
+            {"metric": e2e.hdr_metric if m == "e2e" else m, "strategy": v, **summary(h)}
+            for (m, v), h in histograms.items()
+        ]
         lines += figure(plot, "no histograms")
         points = frame[list(POINT_COLUMNS)].drop_duplicates()
         unpointed = any(not plots.split_variant(v)[1] for _, v in histograms)
@@ -132,7 +139,8 @@ def finish_fetch_section(data: RunData) -> list[str]:
         lines += figure(
             plots.latency_from_columns(protocol_labelled(frame), data.path), "no cycle percentile columns"
         )
-    lines += ["All repetitions:", "", markdown_table(flag_rows(present(data, "finish_fetch", frame))), ""]
+    shown = beside_saturated(latency.shown_columns(present(data, "finish_fetch", frame)))
+    lines += ["All repetitions:", "", markdown_table(flag_rows(shown)), ""]
     return lines
 
 
@@ -274,6 +282,7 @@ def sweep_section(data: RunData) -> list[str]:
     if frame is None:
         return [*lines, "*Absent: this run has no sweep_cost.csv.*", ""]
     lines += missing_note(data, "sweep")
+    lines += contended_note(frame, "point(s)")
     lines += bullmq_note(frame)
     skipped = frame[frame["skipped"] != ""]
     measured = frame[frame["skipped"] == ""]
@@ -297,7 +306,7 @@ def sweep_section(data: RunData) -> list[str]:
     order = [c for c in ("scenario", "active_size", "protocol", "variant") if c in shown.columns]
     shown = shown.sort_values(order)
     shown["skipped"] = shown["skipped"].map(lambda why: f"**skipped**: {why}" if why else "")
-    lines += ["All points:", "", markdown_table(shown), ""]
+    lines += ["All points:", "", markdown_table(flag_rows(shown)), ""]
     lines += _hazard(data)
     return lines
 
@@ -354,6 +363,7 @@ def race_section(data: RunData) -> list[str]:
     if frame is None:
         return [*lines, "*Absent: this run has no race.csv.*", ""]
     lines += missing_note(data, "race")
+    lines += contended_note(frame, "setting(s)")
     lines += bullmq_note(frame)
     violations = frame[frame["audit_violations"].fillna(0) > 0]
     if not violations.empty:
@@ -361,8 +371,13 @@ def race_section(data: RunData) -> list[str]:
         lines += [f"> **Audit violations** (a job lost or in two places) in {len(violations)} setting(s): "
                   f"{variants}.", ""]  # fmt: skip
     lines += figure(plots.race_anomalies(protocol_labelled(frame), data.path), "no anomaly columns")
-    lines += ["All settings:", "", markdown_table(present(data, "race", frame)), ""]
+    lines += ["All settings:", "", markdown_table(flag_rows(present(data, "race", frame))), ""]
     return lines
+
+
+def _jobs_by_rep(frame: pd.DataFrame) -> dict[int, float]:
+    rows = frame.dropna(subset=["rep"])
+    return {int(rep): float(jobs) for rep, jobs in zip(rows["rep"], rows["jobs_per_s"], strict=True)}
 
 
 def bullmq_worker_section(data: RunData) -> list[str]:
@@ -372,6 +387,7 @@ def bullmq_worker_section(data: RunData) -> list[str]:
         return []  # absent, or not run: the run section's list says which
     lines = ["## BullMQ's own worker against the suite's loops on BullMQ's scripts", ""]
     lines += missing_note(data, "bullmq_worker")
+    lines += contended_note(frame, "run(s)")
     about = data.meta.get("bullmq_worker") or {}
     options = about.get("options") if isinstance(about, dict) else None
     lines += [
@@ -398,12 +414,11 @@ def bullmq_worker_section(data: RunData) -> list[str]:
             row[column] = metrics[column].mean if column in metrics else math.nan
         rows.append(row)
     lines += ["Per driver, mean over repetitions:", "", markdown_table(pd.DataFrame(rows)), ""]
-    base = frame[(frame["driver"] == "bullmq_worker") & (frame["concurrency"] == 1)].set_index("rep")
+    base = frame[(frame["driver"] == "bullmq_worker") & (frame["concurrency"] == 1)]
     ratios = []
     for loop in ("fused", "two_call"):
-        other = frame[frame["driver"] == loop].set_index("rep")["jobs_per_s"]
-        pairs = pd.concat([other.rename("a"), base["jobs_per_s"].rename("b")], axis=1, join="inner")
-        ratio = paired_ratio(pairs.itertuples(index=False, name=None))
+        other = frame[frame["driver"] == loop]
+        ratio = headline_ratio(_jobs_by_rep(other), _jobs_by_rep(base))  # the one A/B definition
         if ratio:
             ratios.append({"suite loop": loop, "÷ BullMQ Worker, concurrency 1": ratio.median,
                            "[min-max]": f"[{ratio.lo:.2f}-{ratio.hi:.2f}]",

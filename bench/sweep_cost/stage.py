@@ -25,6 +25,7 @@ import pyperf
 
 from bench.harness.children import reap_group, spawn, stop_group
 from bench.harness.context import RunContext
+from bench.harness.machine import clock, watch_run
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import Profile, SweepOptions
 from bench.harness.progress import Progress, StagePlan
@@ -91,9 +92,14 @@ def run_pyperf(
     run_dir: Path,
     on_result: Callable[[str, str], None],
     protocol: str = ECHOMQ,
+    watch_pids: Sequence[int] = (),
 ) -> SizeOutcome:
     """Run the pyperf program for one size of one protocol; ``on_result(name, pyperf's line)``
-    per point done."""
+    per point done.
+
+    The machine is watched while pyperf runs, with this process's family (pyperf, its
+    workers and their probes, an embedded redis-server) and ``watch_pids`` as own: each
+    point is judged from the previous point's result line (or pyperf's start) to its own."""
     stem = f"sweep_{size}" if protocol == ECHOMQ else f"sweep_{protocol}_{size}"
     json_path = run_dir / PYPERF_DIR / f"{stem}.json"
     json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -110,10 +116,15 @@ def run_pyperf(
     cmd = program.command(json_path, pyperf_options(size, options.sweep_reps))
     env = {**os.environ, URL_ENV: settings.url, "PYTHONUNBUFFERED": "1"}
     (run_dir / PYPERF_LOG).parent.mkdir(parents=True, exist_ok=True)
+    outcome = SizeOutcome()
+    watch = watch_run(watch_pids)
     with open(run_dir / PYPERF_LOG, "a") as log:
         log.write(f"$ {' '.join(cmd)}\n")
         # pyperf, its workers and their probes form one process group: on Ctrl-C (or any
         # error here) the group gets SIGINT, a few seconds, then SIGKILL; none is left behind.
+        watch.start()
+        opened = clock()
+        spans: dict[str, tuple[float, float]] = {}
         process = spawn(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             assert process.stdout is not None
@@ -122,6 +133,8 @@ def run_pyperf(
                 log.flush()
                 match = _RESULT_LINE.match(line.strip())
                 if match:
+                    closed = clock()
+                    spans[match.group(1)], opened = (opened, closed), closed
                     on_result(match.group(1), match.group(2))
             code = process.wait()
         except BaseException:
@@ -129,7 +142,8 @@ def run_pyperf(
             raise
         finally:
             reap_group(process)
-    outcome = SizeOutcome()
+            watch.stop()
+    outcome.machine = {name: watch.within(span) for name, span in spans.items()}
     if json_path.exists():
         for bench in pyperf.BenchmarkSuite.load(str(json_path)).get_benchmarks():
             outcome.values[bench.get_name()] = list(bench.get_values())
@@ -195,8 +209,9 @@ def measure_size(
     settings = dataclasses.replace(ctx.settings, socket_timeout_s=SWEEP_TIMEOUT_S)
     protocol = scenario.queue.protocol.name
     return run_pyperf(
-        settings, scenario.queue.keys.name, size, points, ctx.profile.sweep, ctx.run_dir, finished, protocol
-    )
+        settings, scenario.queue.keys.name, size, points, ctx.profile.sweep, ctx.run_dir, finished, protocol,
+        ctx.watch_pids,
+    )  # fmt: skip
 
 
 # Rough µs a sweep spends per active job, to estimate the run's ETA (the progress line corrects it

@@ -14,6 +14,7 @@ from typing import Any
 import pyperf
 
 from bench.fits import loglog_fit
+from bench.harness.machine import MachineSample
 from bench.harness.profile import SweepOptions
 from bench.harness.terminal import render_table, table_width, wrap_note
 from bench.hdr import decode, summary, write_hdr
@@ -36,10 +37,12 @@ SIDE_DIR = f"{PYPERF_DIR}/side"  # what each timed value saw besides its time
 
 @dataclass
 class SizeOutcome:
-    """One pyperf run's results: values (seconds a sweep) per benchmark name, and a failure."""
+    """One pyperf run's results: values (seconds a sweep) per benchmark name, a failure, and the
+    machine during each point's window."""
 
     values: dict[str, list[float]] = field(default_factory=dict)
     failure: str | None = None
+    machine: dict[str, MachineSample] = field(default_factory=dict)
 
 
 def load_side(run_dir: Path, point: Point) -> list[dict[str, Any]]:
@@ -133,6 +136,9 @@ def sweep_cost_row(
             probe_max_us=side.probe_max_us,
             probe_busy=side.probe.busy,
         )
+    machine = outcome.machine.get(point.name) if outcome else None
+    if machine is not None:
+        row = replace(row, **machine.row_fields())
     return replace(row, skipped="error: " + "; ".join(errors)) if errors else row
 
 
@@ -151,6 +157,12 @@ def fmt(value: Any, digits: int = 2) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
+def _note(row: SweepCostRow) -> str:
+    if row.skipped:
+        return "error" if row.skipped.startswith("error:") else "skipped"
+    return "CONTENDED" if row.contended else ""
+
+
 def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
     """Per size: each variant's sweep ms, µs per job, hold and the probe's max; under it, why a point
     was not measured (skipped, or an error), so the table itself stays narrow."""
@@ -166,7 +178,7 @@ def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
                 fmt(r.us_per_active_job),
                 fmt(r.hold_ms_max, 3),
                 fmt(r.probe_max_us),
-                "" if not r.skipped else "error" if r.skipped.startswith("error:") else "skipped",
+                _note(r),
             ]
             for r in at_size
         ]
@@ -178,6 +190,17 @@ def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
             wrap_note(f"  {variant_label(r.protocol, r.variant)} {r.scenario}: {r.skipped}", width, "    ")
             for r in at_size
             if r.skipped
+        ]
+    contended = [r for r in rows if r.contended]
+    if contended:
+        worst = max(r.foreign_cpu_pct or 0.0 for r in contended)
+        lines += [
+            "",
+            wrap_note(
+                f"CONTENDED: {len(contended)} of {len(rows)} points shared the machine with other work "
+                f"(foreign CPU up to {worst:.0f}% of a core): their figures are not comparable",
+                width,
+            ),
         ]
     return "\n".join(lines)
 

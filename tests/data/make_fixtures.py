@@ -66,6 +66,7 @@ CHANGES = {
 }
 
 STEADY = (1.0, 1.01, 0.99)  # a 1% spread over three repetitions
+QUIET = {"foreign_cpu_pct": 2.0, "steal_pct": 0.0, "contended": False}  # every window's machine watch
 
 
 def meta(run_id: str, **changes: Any) -> dict[str, Any]:
@@ -90,6 +91,10 @@ def meta(run_id: str, **changes: Any) -> dict[str, Any]:
         "cpu_model": "Fixture CPU @ 2.00GHz",
         "cores": 2,
         "script_shas": {"moveToFinished-14.lua": "0" * 40},
+        "machine_watch": "client and the embedded redis-server, on this machine",
+        "machine_before": {"foreign_cpu_pct": 1.5, "steal_pct": 0.0, "contended": False, "busiest": []},
+        "calibration": {"python_loop_ns": 38.5, "ping_p50_us": 48.2, "evalsha_us": 2.9, "took_s": 0.61},
+        "system": {"cpu_governor": None, "isolated_cpus": "none", "aslr": "full (2)"},
     }
     base.update(changes)
     return base
@@ -155,7 +160,7 @@ def ff_rows(b: bool, run_id: str) -> list[dict[str, Any]]:
                     "cycle_p99_us": round(m["cycle_p99_us"], 1), "cycle_p999_us": float(round(p50 * 4)),
                     "cycle_max_us": float(round(p50 * 10)), "e2e_p50_us": float(round(p50 * 6)),
                     "e2e_p99_us": float(round(p50 * 20)), "loadgen_cpu_pct": 60.0, "saturated": False,
-                    "audit_ok": True, "concurrency": 1, "job_ms": 0.0,
+                    "audit_ok": True, "concurrency": 1, "job_ms": 0.0, **QUIET,
                 })  # fmt: skip
     return rows
 
@@ -191,6 +196,7 @@ def sweep_rows(b: bool, run_id: str) -> list[dict[str, Any]]:
                     us_per_active_job=round(ms * 1000 / size, 3), round_trips=trips,
                     server_us=round(ms * 900), hold_ms_max=round(hold, 4),
                     probe_p99_us=90, probe_max_us=round(max(150.0, hold * 1000 + 60)), probe_busy=0,
+                    foreign_cpu_pct=2.0, steal_pct=0.0, contended=False,
                 )))  # fmt: skip
     return rows
 
@@ -206,7 +212,7 @@ def race_rows(b: bool, run_id: str) -> list[dict[str, Any]]:
         {**ids(run_id), "variant": v, "sweepers": 4, "stalled_jobs": 100, "delay_ms": float(d),
          "workers": 1, "slice_size": 50, "max_stalled": 1000, "reps": 1,
          "double_recoveries": c[0], "lost_attempt_updates": c[1], "requeued_after_finish": c[2],
-         "audit_violations": 0}
+         "audit_violations": 0, **QUIET}
         for (v, d), c in counts.items()
     ]  # fmt: skip
 

@@ -1,0 +1,77 @@
+"""What the machine watch can count as the run's own: the suite's process family, and the server.
+
+An embedded redis-server is a child of the suite's process, so it is in the
+family already. A server of the user's (``REDIS_URL``) on this machine is not:
+when the URL's host is loopback (or a unix socket), the server's own pid (``INFO
+server``'s ``process_id``) is added, once it is checked to be a Redis process
+here (a server in a container answers with a pid of its own namespace). Against
+a server elsewhere only the client side can be watched, and meta.json says so.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import psutil
+import redis
+
+from bench.harness.server import ServerInfo
+from bench.protocol.connection import RedisSettings
+
+EMBEDDED = "client and the embedded redis-server, on this machine"
+REMOTE = "client side only: the REDIS_URL server's machine is not watched"
+SERVER_NAMES = ("redis", "valkey", "keydb")  # what a Redis server's process name contains
+
+
+@dataclass(frozen=True)
+class WatchScope:
+    """Pids to watch beside the suite's own family, and meta.json's words for it."""
+
+    extra_pids: tuple[int, ...]
+    note: str
+
+
+def is_loopback(settings: RedisSettings) -> bool:
+    """Whether the URL reaches a server on this machine: a unix socket, localhost or 127/8, ::1."""
+    parts = urlsplit(settings.url)
+    if parts.scheme == "unix":
+        return True
+    host = (parts.hostname or "localhost").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _is_redis_here(pid: int) -> bool:
+    try:
+        name = psutil.Process(pid).name().lower()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+    return any(word in name for word in SERVER_NAMES)
+
+
+def watch_scope(settings: RedisSettings, server: ServerInfo) -> WatchScope:
+    """The scope of a run against ``server``; a server that cannot be asked is a remote one."""
+    if server.source != "REDIS_URL":
+        return WatchScope((), EMBEDDED)
+    if not is_loopback(settings):
+        return WatchScope((), REMOTE)
+    client = settings.connect()
+    try:
+        pid = int(client.info("server").get("process_id", 0))
+    except (redis.RedisError, ValueError, TypeError):
+        pid = 0
+    finally:
+        client.close()
+    if pid <= 0:
+        return WatchScope((), f"{REMOTE} (its pid is not known)")
+    if not _is_redis_here(pid):
+        return WatchScope(
+            (), f"client side only: the REDIS_URL server on loopback says pid {pid}, no Redis process here"
+        )
+    return WatchScope((pid,), f"client and the REDIS_URL redis-server (pid {pid}), on this machine")

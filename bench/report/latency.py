@@ -1,0 +1,108 @@
+"""What the end-to-end figure of finish_fetch.csv means: queue latency, or the harness's backlog.
+
+In closed loop (``target_rate`` 0) the producers keep a fixed backlog waiting
+and add a job as one is taken, so by Little's law (L = λ W) a job waits about
+backlog / throughput: the figure is set by the harness's backlog, not by the
+queue. Only an open-loop point (jobs offered at a rate) below saturation
+measures queue latency; a saturated open-loop point's wait grows with its
+window. The CSV keeps its ``e2e_*`` columns; the report names them by meaning.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from bench.report.markdown import fmt
+
+BACKLOG_WAIT = "backlog wait"
+QUEUE_LATENCY = "queue latency"
+E2E_COLUMNS = ("e2e_p50_us", "e2e_p99_us")
+
+
+@dataclass(frozen=True)
+class E2EMeaning:
+    """How the report names the end-to-end figure of one run."""
+
+    name: str  # BACKLOG_WAIT or QUEUE_LATENCY
+    panel: str  # the latency plot's panel title
+    hdr_metric: str  # the merged-histogram table's name for "e2e"
+
+    def column(self, column: str) -> str:
+        """e2e_p50_us -> backlog_wait_p50_us or queue_latency_p50_us."""
+        return column.replace("e2e", self.name.replace(" ", "_"), 1)
+
+
+CLOSED = E2EMeaning(
+    BACKLOG_WAIT, "backlog wait (closed loop: enqueue to finish, set by the backlog)", BACKLOG_WAIT
+)
+OPEN = E2EMeaning(QUEUE_LATENCY, "queue latency (open loop: enqueue to finish)", QUEUE_LATENCY)
+
+
+def is_closed_loop(frame: pd.DataFrame) -> bool:
+    """A run offers no rate (target_rate 0, or a file from before the column): closed loop."""
+    if "target_rate" not in frame.columns:
+        return True
+    rates = pd.to_numeric(frame["target_rate"], errors="coerce").fillna(0.0)
+    return bool((rates <= 0).all())
+
+
+def meaning(frame: pd.DataFrame) -> E2EMeaning:
+    return CLOSED if is_closed_loop(frame) else OPEN
+
+
+def _saturated(frame: pd.DataFrame) -> pd.Series:
+    if "saturated" not in frame.columns:
+        return pd.Series(False, index=frame.index)
+    return frame["saturated"].fillna(False).astype(bool)
+
+
+def shown_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows as the report shows them: e2e columns named by meaning; in open loop a saturated
+    row's end-to-end cells are left empty (its backlog grew all window: no latency of the queue)."""
+    how = meaning(frame)
+    shown = frame.copy()
+    if how is OPEN:
+        for column in E2E_COLUMNS:
+            if column in shown.columns:
+                shown.loc[_saturated(frame), column] = math.nan
+    return shown.rename(columns={c: how.column(c) for c in E2E_COLUMNS if c in shown.columns})
+
+
+def implied_backlog(frame: pd.DataFrame) -> pd.Series:
+    """Little's law per repetition: jobs/s times the median end-to-end wait = jobs waiting."""
+    if not {"jobs_per_s", "e2e_p50_us"} <= set(frame.columns):
+        return pd.Series(dtype=float)
+    return (frame["jobs_per_s"] * frame["e2e_p50_us"] / 1e6).dropna()
+
+
+def note(frame: pd.DataFrame) -> list[str]:
+    """The sentence above the tables that says what the end-to-end figure is."""
+    if "e2e_p50_us" not in frame.columns or frame["e2e_p50_us"].isna().all():
+        return []
+    if meaning(frame) is CLOSED:
+        backlog = implied_backlog(frame)
+        example = frame.dropna(subset=["jobs_per_s", "e2e_p50_us"]).iloc[0]
+        wait_ms = float(example["e2e_p50_us"]) / 1000
+        size = f"{fmt(backlog.min())}-{fmt(backlog.max())}" if len(backlog) > 1 else fmt(backlog.iloc[0])
+        return [
+            "> **End to end is backlog wait here, not queue latency.** In closed loop the producers keep "
+            "a fixed backlog of jobs waiting, so by Little's law (L = λ W) a job waits about backlog / "
+            f"throughput however fast the queue is: {example['strategy']} at {fmt(example['workers'])} "
+            f"workers, rtt {fmt(example['rtt_ms'])} ms waited {wait_ms:,.1f} ms at "
+            f"{fmt(example['jobs_per_s'])} jobs/s, a backlog of {fmt(backlog.iloc[0])} jobs (every "
+            f"repetition: {size}). The columns say backlog_wait; queue latency comes only from an "
+            "open-loop run (profile key target-rate) below saturation.",
+            "",
+        ]
+    saturated = int(_saturated(frame).sum())
+    if not saturated:
+        return ["*End to end is queue latency: an open-loop run, every repetition below saturation.*", ""]
+    return [
+        f"> **End to end is queue latency only where the offered rate was met**: the {saturated} "
+        "saturated repetition(s) fell behind the offered rate, so their wait grew all window; their "
+        "queue_latency cells are left empty (the merged histograms still hold them).",
+        "",
+    ]

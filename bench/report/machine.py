@@ -1,0 +1,92 @@
+"""The report's view of the machine: what it was like, and which measured points it disturbed.
+
+From meta.json: the calibration taken at the start, the system settings pyperf
+would show, what the contention guard could watch, and the check before the
+run. From the CSVs: the points marked ``contended`` (something outside the run
+used the CPU during their windows), said as plainly as ``saturated`` is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from bench.report.load import RunData
+from bench.report.markdown import fmt, markdown_table
+
+CALIBRATION = {
+    "python_loop_ns": "Python loop, ns an iteration (the client's CPU)",
+    "ping_p50_us": "PING round trip p50 at one connection, µs",
+    "evalsha_us": "Redis's own µs per EVALSHA of `return 1`",
+    "took_s": "calibration took, s",
+}
+
+
+def _mapping(value: object) -> Mapping[str, object]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def machine_section(data: RunData) -> list[str]:
+    """## Machine: the guard's scope, the check before the run, the calibration, the system view."""
+    meta = data.meta
+    rows: list[tuple[str, str]] = []
+    if meta.get("machine_watch"):
+        rows.append(("contention guard watches", str(meta["machine_watch"])))
+    before = _mapping(meta.get("machine_before"))
+    if before:
+        foreign, steal = fmt(before.get("foreign_cpu_pct")), fmt(before.get("steal_pct"))
+        seen = f"foreign CPU {foreign}% of a core, steal {steal}%"
+        named = before.get("busiest")
+        busiest = ", ".join(str(b) for b in named) if isinstance(named, list) else ""
+        verdict = "**busy**" if before.get("contended") else "quiet"
+        rows.append(("before the run (1 s)", f"{verdict}: {seen}" + (f" ({busiest})" if busiest else "")))
+    calibration = _mapping(meta.get("calibration"))
+    rows += [(label, fmt(calibration.get(key))) for key, label in CALIBRATION.items() if key in calibration]
+    counted = [
+        f"{stage} {len(contended_rows(frame))}/{len(frame)}"
+        for stage, frame in data.frames.items()
+        if "contended" in frame.columns and "contended" not in data.missing_columns.get(stage, [])
+    ]
+    if counted:
+        rows.append(("rows contended (other work in their windows)", ", ".join(counted)))
+    system = _mapping(meta.get("system"))
+    rows += [(f"system: {key}", fmt(value) if value is not None else "—") for key, value in system.items()]
+    lines = ["## Machine", ""]
+    if not rows:
+        return [*lines, "*meta.json holds no calibration nor system view (a run made before they were "
+                "recorded).*", ""]  # fmt: skip
+    lines += [markdown_table(pd.DataFrame(rows, columns=["", "value"])), ""]
+    if not calibration:
+        lines += ["*No calibration in meta.json (a run made before it was recorded).*", ""]
+    return lines
+
+
+def beside_saturated(frame: pd.DataFrame) -> pd.DataFrame:
+    """The columns with ``contended`` moved beside ``saturated`` (or to the front of the flags)."""
+    if "contended" not in frame.columns:
+        return frame
+    columns = [c for c in frame.columns if c != "contended"]
+    anchor = "saturated" if "saturated" in columns else None
+    at = columns.index(anchor) + 1 if anchor else len(columns)
+    return frame[[*columns[:at], "contended", *columns[at:]]]
+
+
+def contended_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    if "contended" not in frame.columns:
+        return frame.iloc[0:0]
+    return frame[frame["contended"].fillna(False).astype(bool)]
+
+
+def contended_note(frame: pd.DataFrame, what: str) -> list[str]:
+    """The callout a stage section opens with when some of its points were contended."""
+    busy = contended_rows(frame)
+    if busy.empty:
+        return []
+    worst = busy["foreign_cpu_pct"].max() if "foreign_cpu_pct" in busy.columns else None
+    most = f" (foreign CPU up to {fmt(worst)}% of a core)" if pd.notna(worst) else ""
+    return [
+        f"> **{len(busy)} {what} contended**: other work used the machine during their windows{most}; "
+        "their numbers are not a quiet machine's, and compare calls them unstable.",
+        "",
+    ]
