@@ -23,3 +23,12 @@ class Interrupted(Exception):
     """Ctrl-C, after the run folder was marked: the entry point prints the line and exits 130."""
 
     exit_code = 130
+
+
+def first_line(exc: BaseException, when_empty: str | None = None) -> str:
+    """An error's first line without its full stop, for a one-line reason; ``when_empty`` (by
+    default the error type's name) when it says nothing."""
+    text = str(exc).strip()
+    if text:
+        return text.splitlines()[0].rstrip(".")
+    return type(exc).__name__ if when_empty is None else when_empty

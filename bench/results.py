@@ -249,7 +249,8 @@ def row_dict(row: Row) -> dict[str, Any]:
 # plots) and each tool's raw files in a subfolder of its own.
 LOCUST_DIR = "locust"  # Locust's per-repetition CSVs, each run's summary JSON and log
 PYPERF_DIR = "pyperf"  # pyperf's JSON a size, every size's merged, its log, the side records
-RAW_DIR = "raw"  # the finish_fetch raw driver's summary JSON, one a point and strategy
+RAW_DIR = "raw"  # the finish_fetch raw driver's summary JSON, one a protocol, point and strategy
+FIDELITY_DIR = "fidelity"  # the latency-fidelity check's Locust probe run
 
 # Encoded HdrHistograms: hdr/<stage>__<variant>__r<rep>__<metric>.hdr, one
 # base64 line (HdrHistogram's own encoding), values in µs.

@@ -171,8 +171,7 @@ class BenchRun:
             return list(csv.DictReader(handle))
 
     def summary(self) -> dict[str, Any]:
-        # the load run's summary (the latency-fidelity probe writes one of its own beside it)
-        (path,) = [p for p in self.run_dir.glob("locust/*_summary.json") if "fidelity" not in p.name]
+        (path,) = self.run_dir.glob("locust/*_summary.json")
         data: dict[str, Any] = json.loads(path.read_text())
         return data
 

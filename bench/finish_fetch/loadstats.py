@@ -43,12 +43,6 @@ def error_kind(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def first_line(exc: BaseException) -> str:
-    """An error's first line, for a one-line reason (its type's name when it says nothing)."""
-    text = str(exc).strip()
-    return text.splitlines()[0].rstrip(".") if text else type(exc).__name__
-
-
 class Recorder:
     """One process's measurements, recorded only while a window is open."""
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import redis
 
-from bench.errors import BenchError
-from bench.finish_fetch.loadstats import first_line, issued_job_ids
+from bench.errors import BenchError, first_line
+from bench.finish_fetch.loadstats import issued_job_ids
 from bench.finish_fetch.summary import SUMMARY_KIND, SUMMARY_VERSION
 from bench.harness.children import reap_group, spawn, stop_group
 from bench.harness.machine import MachineSample, watch_run
@@ -34,7 +34,7 @@ from bench.paths import LOCUSTFILE, REPO
 from bench.protocol.audit import AuditResult, audit, server_run_id
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Queue
-from bench.results import LOCUST_DIR
+from bench.results import FIDELITY_DIR, LOCUST_DIR
 from bench.results import read_json as read_summary
 
 STAGE = "finish_fetch"
@@ -67,6 +67,13 @@ class Point:
         return "-".join([*parts, f"rtt{self.rtt_ms:g}"])
 
 
+def point_id(protocol: str, strategy: str, point: Point) -> str:
+    """``fused-w4-rtt0``, led by the protocol unless it is echomq (``bullmq.fused-w4-rtt0``): the
+    name a run's histograms, Locust files and raw summary go under."""
+    led = strategy if protocol == "echomq" else f"{protocol}.{strategy}"
+    return f"{led}-{point.label}"
+
+
 @dataclass
 class RunResult:
     strategy: str
@@ -92,8 +99,7 @@ class RunResult:
     def variant_id(self) -> str:
         """The name the run's histograms go under: strategy and point (hdr names have no point),
         led by the protocol unless it is echomq."""
-        strategy = self.strategy if self.protocol == "echomq" else f"{self.protocol}.{self.strategy}"
-        return f"{strategy}-{self.point.label}"
+        return point_id(self.protocol, self.strategy, self.point)
 
 
 def locust_command(
@@ -247,8 +253,7 @@ def run_once(
     the summary names (over the whole Locust run when it names none).
     """
     name = f"ff-{strategy}-{uuid.uuid4().hex[:10]}"
-    led = strategy if protocol == "echomq" else f"{protocol}.{strategy}"
-    prefix = folder / LOCUST_DIR / f"{led}-{point.label}__r{rep}"
+    prefix = folder / LOCUST_DIR / f"{point_id(protocol, strategy, point)}__r{rep}"
     client = settings.connect()
     try:
         queue = Queue.open(client, name, protocol=protocol)
@@ -293,7 +298,7 @@ def run_probe(settings: RedisSettings, opts: FinishFetchOptions, folder: Path) -
                 "fused",
                 Point(1, 0.0),
                 name,
-                folder / LOCUST_DIR / "fidelity-probe",
+                folder / FIDELITY_DIR / "probe",
                 probe=True,
             )
         finally:

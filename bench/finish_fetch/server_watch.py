@@ -13,7 +13,7 @@ from collections.abc import Callable
 import gevent
 import redis
 
-from bench.finish_fetch.loadstats import first_line
+from bench.errors import first_line
 from bench.protocol.connection import CountingRedis, RedisSettings
 
 WATCH_INTERVAL_S = 0.25  # how often the server is checked to be there and the same

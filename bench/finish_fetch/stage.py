@@ -24,15 +24,16 @@ from typing import Any
 
 import redis
 
-from bench.errors import BenchError
+from bench.errors import BenchError, first_line
 from bench.finish_fetch.fidelity import Fidelity, measure_plain
-from bench.finish_fetch.loadstats import RunSettings, first_line
+from bench.finish_fetch.loadstats import RunSettings
 from bench.finish_fetch.locust_run import (
     INTERRUPTED,
     PROBE_MEASURE_S,
     PROBE_WARMUP_S,
     Point,
     RunResult,
+    point_id,
     run_once,
     run_probe,
 )
@@ -194,7 +195,7 @@ def _raw_run(
         summary = run_raw(ctx.settings, run)
     except redis.RedisError as exc:
         raise BenchError(f"raw driver run {strategy} {point.label} failed: {first_line(exc)}") from None
-    write_json(ctx.run_dir / RAW_DIR / f"{strategy}-{point.label}_summary.json", summary)
+    write_json(ctx.run_dir / RAW_DIR / f"{point_id(protocol, strategy, point)}_summary.json", summary)
     return summary
 
 

@@ -14,9 +14,9 @@ from typing import ClassVar
 
 from locust import User, constant
 
-from bench.errors import BenchError
+from bench.errors import BenchError, first_line
 from bench.finish_fetch.current import Current
-from bench.finish_fetch.loadstats import RunSettings, first_line
+from bench.finish_fetch.loadstats import RunSettings
 from bench.protocol.connection import CountingRedis
 from bench.protocol.queue import Call, Command, Queue
 

@@ -21,13 +21,13 @@ import redis
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
+from bench.errors import first_line
 from bench.finish_fetch.current import RECORDER, Current, control_settings
 from bench.finish_fetch.loadstats import (
     Aggregate,
     Recorder,
     RunSettings,
     error_kind,
-    first_line,
     issued_job_ids,
     redis_cpu_seconds,
 )

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import redis
 
-from bench.errors import BenchError, Interrupted
+from bench.errors import BenchError, Interrupted, first_line
 from bench.harness.calibration import calibrate
 from bench.harness.context import Progress, RunContext
 from bench.harness.machine import MachineCheck, check_machine
@@ -58,11 +58,6 @@ def mark_complete(run_dir: Path) -> None:
 def _script_shas(client: CountingRedis, extra_scripts: Iterable[str]) -> dict[str, str]:
     queue = Queue.open(client, f"meta-{uuid.uuid4().hex[:8]}", tuple(extra_scripts))
     return queue.scripts.shas()
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0].rstrip(".") if text else ""
 
 
 def machine_before_run(quiet_machine: bool) -> MachineCheck:
@@ -136,7 +131,8 @@ def open_run(
     except redis.RedisError as exc:
         # A stage that met a server gone, restarted or too slow, and did not say so itself:
         # still one line, and the run folder says it is incomplete.
-        reason = f"Redis failed during {progress.stage or 'set-up'}: {type(exc).__name__}: {_first_line(exc)}"
+        said = first_line(exc, when_empty="")
+        reason = f"Redis failed during {progress.stage or 'set-up'}: {type(exc).__name__}: {said}"
         if run is not None:
             update_meta(run.ctx.run_dir, complete=False, reason=reason, finished=_now())
         where = f"; partial results in {run.ctx.run_dir}" if run is not None else ""

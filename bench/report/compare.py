@@ -30,7 +30,7 @@ A verdict needs evidence. It is decided in this order (``verdict``):
 ``unstable`` and ``no spread`` are not regressions: ``--fail-on-regression``
 fails on ``worse`` only. Before any verdict, ``context_lines`` shows the two
 runs' machine calibrations side by side and every package version that differs,
-and ``headline_lines`` each run's headline ratio (bench.report.headline) at
+and ``headline_lines`` each run's headline ratios (bench.report.ratios) at
 every point both ran.
 """
 
@@ -44,7 +44,8 @@ from typing import Any
 
 import pandas as pd
 
-from bench.report import headline
+from bench.fits import PairedRatio
+from bench.report.ratios import BASE, POINT_COLUMNS, paired_ratios
 
 UNSTABLE_CV = 0.10
 SAME_WITHIN = 0.03
@@ -457,21 +458,30 @@ def context_lines(meta_a: Mapping[str, object], meta_b: Mapping[str, object]) ->
 
 
 def headline_lines(frame_a: pd.DataFrame | None, frame_b: pd.DataFrame | None) -> list[str]:
-    """Each run's fused/two_call ratio (median of its A B pairs [min-max]) at every point both ran,
-    and whether the two ranges overlap: ratios within one run hold where absolute figures drift."""
-    keys, a = headline.per_point_with_keys(frame_a)
-    keys_b, b = headline.per_point_with_keys(frame_b)
-    if keys != keys_b:  # one run from before protocols were recorded: match on the point alone
-        keys = headline.POINT_KEYS
-        a = {k[-2:]: r for k, r in a.items()}
-        b = {k[-2:]: r for k, r in b.items()}
-    shared = sorted(a.keys() & b.keys(), key=key_order)
-    if not shared:
+    """Each run's fused/other ratios (median of its A B pairs [min-max], bench.report.ratios) at
+    every point both ran, and whether the two ranges overlap: ratios within one run hold where
+    absolute figures drift."""
+    if frame_a is None or frame_b is None:
         return []
-    lines = [f"| {headline.NAME} | A | B | ranges |", "|---|---|---|---|"]
-    for key in shared:
-        ra, rb = a[key], b[key]
-        apart = ra.hi < rb.lo or rb.hi < ra.lo
-        label = point_label(keys, tuple(_norm(v) for v in key))
-        lines.append(f"| {label} | {ra.text()} | {rb.text()} | {'apart' if apart else 'overlap'} |")
+    a, b = _ratios_by_point(frame_a), _ratios_by_point(frame_b)
+    lines: list[str] = []
+    for other in dict.fromkeys(other for *_, other in sorted(a.keys() & b.keys(), key=key_order)):
+        shared = sorted((k for k in a.keys() & b.keys() if k[-1] == other), key=key_order)
+        lines += [f"| {BASE}/{other} jobs/s | A | B | ranges |", "|---|---|---|---|"]
+        for key in shared:
+            ra, rb = a[key], b[key]
+            apart = ra.hi < rb.lo or rb.hi < ra.lo
+            label = point_label(POINT_COLUMNS, key[:-1])
+            lines.append(f"| {label} | {ra.text()} | {rb.text()} | {'apart' if apart else 'overlap'} |")
     return lines
+
+
+def _ratios_by_point(frame: pd.DataFrame) -> dict[tuple[object, ...], PairedRatio]:
+    """(point..., other strategy) -> fused/other jobs/s at that point."""
+    ratios = paired_ratios(frame)
+    return {
+        (*(_norm(r[c]) for c in POINT_COLUMNS), str(r["other"])): PairedRatio(
+            float(r["median"]), float(r["lo"]), float(r["hi"]), int(r["pairs"])
+        )
+        for r in ratios.to_dict("records")
+    }

@@ -48,10 +48,9 @@ ID_COLUMNS = ("run_id", "protocol", "profile")
 # Older runs' names for a column: finish_fetch.csv called the strategy "variant".
 RENAMED = {"finish_fetch": {"variant": "strategy"}}
 # stage -> columns an older run lacks but implies a value for (results.FINISH_FETCH_IMPLIED)
-IMPLIED: dict[str, dict[str, float]] = {"finish_fetch": FINISH_FETCH_IMPLIED}
+IMPLIED: dict[str, dict[str, object]] = {"finish_fetch": dict(FINISH_FETCH_IMPLIED)}
 BOOL_COLUMNS = frozenset({"saturated", "audit_ok", "contended", "reply_matches"})
-# A column a file from before it existed lacks, whose value is known: every run before the
-# protocol column measured echomq. Filled in, not reported absent.
+# Implied for every stage: every run before the protocol column measured echomq.
 KNOWN_DEFAULTS = {"protocol": "echomq"}
 
 
@@ -112,17 +111,14 @@ def read_stage(
     path: Path,
     columns: tuple[str, ...],
     renamed: dict[str, str] | None = None,
-    implied: dict[str, float] | None = None,
+    implied: dict[str, object] | None = None,
 ) -> tuple[pd.DataFrame, list[str]]:
     """A stage CSV with its types fixed; missing columns are added empty and returned, but for
     those ``implied`` gives a value for (filled with it, also where a cell is empty)."""
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     old = {a: b for a, b in (renamed or {}).items() if a in frame.columns and b not in frame.columns}
     frame = frame.rename(columns=old)
-    for column, known in KNOWN_DEFAULTS.items():
-        if column in columns and column not in frame.columns:
-            frame[column] = known
-    implied = implied or {}
+    implied = {**KNOWN_DEFAULTS, **(implied or {})}
     missing = [c for c in columns if c not in frame.columns and c not in implied]
     for column in [c for c in columns if c not in frame.columns]:
         frame[column] = ""

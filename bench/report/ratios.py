@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.fits import paired_ratio
+from bench.fits import headline_ratio
 
 POINT_COLUMNS = ("protocol", "workers", "concurrency", "job_ms", "rtt_ms")
 BASE = "fused"
@@ -37,15 +37,10 @@ def paired_ratios(frame: pd.DataFrame, column: str = "jobs_per_s") -> pd.DataFra
     others = [v for v in dict.fromkeys(frame["strategy"]) if v != BASE]
     rows = []
     for point, group in frame.groupby(list(POINT_COLUMNS), dropna=False, sort=True):
-        base = group[group["strategy"] == BASE].set_index("rep")[column]
+        base = values_by_rep(group[group["strategy"] == BASE], column)
         for other in others:
-            against = group[group["strategy"] == other].set_index("rep")[column]
-            if base.empty or against.empty:
-                continue
-            pairs = pd.concat(
-                [base.rename("a"), against.rename("b")], axis=1, join="inner"
-            )  # one rep, a pair
-            ratio = paired_ratio(pairs.itertuples(index=False, name=None))
+            against = values_by_rep(group[group["strategy"] == other], column)
+            ratio = headline_ratio(base, against)  # paired by repetition
             if ratio is None:
                 continue
             rows.append(
@@ -53,3 +48,9 @@ def paired_ratios(frame: pd.DataFrame, column: str = "jobs_per_s") -> pd.DataFra
                  "lo": ratio.lo, "hi": ratio.hi, "pairs": ratio.pairs}
             )  # fmt: skip
     return pd.DataFrame(rows, columns=list(RATIO_COLUMNS))
+
+
+def values_by_rep(rows: pd.DataFrame, column: str = "jobs_per_s") -> dict[int, float]:
+    """``column`` by repetition, for bench.fits.headline_ratio (rows without a repetition left out)."""
+    rows = rows[rows["rep"].notna()]
+    return {int(rep): float(value) for rep, value in zip(rows["rep"], rows[column], strict=True)}

@@ -17,7 +17,7 @@ from bench.report.load import RunData, merged_histograms
 from bench.report.machine import beside_saturated, contended_note
 from bench.report.markdown import figure, flag_rows, fmt, markdown_table, missing_note, percent, present
 from bench.report.plots import protocol_labelled
-from bench.report.ratios import POINT_COLUMNS, paired_ratios, shown_point_columns
+from bench.report.ratios import POINT_COLUMNS, paired_ratios, shown_point_columns, values_by_rep
 
 # What the bullmq protocol runs, said once wherever its numbers are shown.
 BULLMQ_NOTE = (
@@ -375,11 +375,6 @@ def race_section(data: RunData) -> list[str]:
     return lines
 
 
-def _jobs_by_rep(frame: pd.DataFrame) -> dict[int, float]:
-    rows = frame.dropna(subset=["rep"])
-    return {int(rep): float(jobs) for rep, jobs in zip(rows["rep"], rows["jobs_per_s"], strict=True)}
-
-
 def bullmq_worker_section(data: RunData) -> list[str]:
     """BullMQ's own asyncio Worker beside the suite's loops over the same scripts."""
     frame = data.frames.get("bullmq_worker")
@@ -418,7 +413,7 @@ def bullmq_worker_section(data: RunData) -> list[str]:
     ratios = []
     for loop in ("fused", "two_call"):
         other = frame[frame["driver"] == loop]
-        ratio = headline_ratio(_jobs_by_rep(other), _jobs_by_rep(base))  # the one A/B definition
+        ratio = headline_ratio(values_by_rep(other), values_by_rep(base))  # the one A/B definition
         if ratio:
             ratios.append({"suite loop": loop, "÷ BullMQ Worker, concurrency 1": ratio.median,
                            "[min-max]": f"[{ratio.lo:.2f}-{ratio.hi:.2f}]",
