@@ -17,7 +17,7 @@ from bench.report.compare import Sample, compare_runs, verdict
 from bench.report.load import load_run, parse_hdr_name
 from bench.report.render import write_report
 from bench.results import FINISH_FETCH_COLUMNS, RACE_COLUMNS, SWEEP_COST_COLUMNS, hdr_name
-from tests.data.make_fixtures import CHANGES, PARTIAL, RUN_A, RUN_B
+from tests.data.make_fixtures import CHANGES, PARTIAL, RUN_A, RUN_B, write_concurrency_run
 
 DATA = Path(__file__).parent / "data"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -365,3 +365,27 @@ def test_compare_changed_leaves_out_no_spread_rows_and_shows_each_runs_headline(
     assert "| fused/two_call jobs/s | A | B | ranges |" in out
     assert "| workers=2 rtt_ms=0 | 1.67 [1.67-1.67] | 1.82 [1.82-1.82] | apart |" in out
     assert out.index("| fused/two_call jobs/s |") < out.index("| stage | point | metric |")
+
+
+def test_a_run_with_jobs_in_flight_shows_three_strategies_the_pace_and_the_fidelity(tmp_path: Path) -> None:
+    run = write_concurrency_run(tmp_path)
+    text = write_report(run).read_text()
+    assert "fused against two_call and two_call_pipelined" in text
+    # the ratio table: a column pair for each other strategy, a row a (workers, concurrency, rtt) point
+    assert "| workers | concurrency | rtt_ms | fused/two_call: median of pairs |" in text
+    assert "fused/two_call_pipelined: median of pairs" in text
+    assert "| 4 | 8 | 1 | 1.57 |" in text  # 3600 / 2300 at every pair
+    assert "### Which side set the pace" in text and "Redis ceiling jobs/s" in text
+    assert "| fused | 4 | 8 | 0 | " in text and "| client |" in text
+    assert "### Latency fidelity" in text and "| redis-benchmark (C client) | 55 |" in text
+    assert "adds +8 µs to the bare redis-py p50" in text
+    plot = run / "finish_fetch_ratio_concurrency.png"
+    assert plot.read_bytes().startswith(PNG_SIGNATURE) and "](finish_fetch_ratio_concurrency.png)" in text
+    assert "Absent from this run" not in text.split("## Finish-then-fetch")[1].split("## Sweep")[0]
+
+
+def test_compare_names_a_point_by_what_sets_it_apart(tmp_path: Path) -> None:
+    run = load_run(write_concurrency_run(tmp_path))
+    points = set(compare_runs(run.frames, run.frames).rows["point"])
+    assert "strategy=fused workers=4 concurrency=8 rtt_ms=1" in points
+    assert "strategy=two_call_pipelined workers=4 rtt_ms=0" in points  # concurrency 1, job_ms 0 unsaid

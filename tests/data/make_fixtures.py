@@ -165,6 +165,66 @@ def ff_rows(b: bool, run_id: str) -> list[dict[str, Any]]:
     return rows
 
 
+# A run of the default profile's shape, written by the report tests into a folder of their own:
+# three strategies at 1 and 8 jobs in flight, rtt 0 and 1, with issue 11's columns filled.
+CONCURRENCY_RUN = "20240504-100000-default"
+# (strategy, concurrency, rtt) -> (jobs/s, round trips a job); commands a job follow the strategy
+CONCURRENCY_POINTS = {
+    ("fused", 1, 0): (2000, 1.0), ("two_call", 1, 0): (1200, 2.0),
+    ("two_call_pipelined", 1, 0): (1800, 1.0),
+    ("fused", 8, 0): (4000, 0.13), ("two_call", 8, 0): (2800, 0.26),
+    ("two_call_pipelined", 8, 0): (2700, 0.13),
+    ("fused", 1, 1): (800, 1.0), ("two_call", 1, 1): (420, 2.0),
+    ("two_call_pipelined", 1, 1): (760, 1.0),
+    ("fused", 8, 1): (3600, 0.13), ("two_call", 8, 1): (2300, 0.26),
+    ("two_call_pipelined", 8, 1): (2500, 0.13),
+}  # fmt: skip
+
+
+def concurrency_rows(run_id: str) -> list[dict[str, Any]]:
+    rows = []
+    for (strategy, concurrency, rtt), (jobs_per_s, trips) in CONCURRENCY_POINTS.items():
+        commands = 1.0 if strategy == "fused" else 2.0
+        redis_us = 60.0 * commands
+        for rep, s in enumerate(STEADY, 1):
+            jobs = jobs_per_s * s
+            rows.append({
+                **ids(run_id), "strategy": strategy, "rep": rep, "workers": 4, "producers": 1,
+                "rtt_ms": float(rtt), "batch_size": 50, "payload_bytes": 100, "target_rate": 0.0,
+                "warmup_s": 0.5, "measure_s": 2.0, "duration_s": 2.0, "jobs": round(jobs * 2),
+                "jobs_per_s": round(jobs, 1), "round_trips_per_job": trips,
+                "server_calls_per_job": commands + 1,
+                "server_us_per_job": redis_us, "cycle_p50_us": 500.0, "cycle_p90_us": 700.0,
+                "cycle_p99_us": 900.0, "cycle_p999_us": 1200.0, "cycle_max_us": 3000.0, "e2e_p50_us": 9000.0,
+                "e2e_p99_us": 20000.0, "loadgen_cpu_pct": 95.0, "saturated": False, "audit_ok": True,
+                "concurrency": concurrency, "job_ms": 0.0, "commands_per_job": commands,
+                "server_commands_per_job": commands + 0.01, "fetches_alone_per_job": 0.0,
+                "loadgen_cpu_us_per_job": 240.0, "redis_cpu_pct": 40.0,
+                "redis_ceiling_jobs_per_s": round(1e6 / redis_us), "limit": "client", "limit_share": 0.95,
+                "raw_jobs_per_s": jobs_per_s * 1.1, "raw_cpu_us_per_job": 200.0,
+                "raw_round_trips_per_job": trips, "raw_commands_per_job": commands,
+                "locust_raw_jobs_ratio": round(s / 1.1, 3),
+            })  # fmt: skip
+    return rows
+
+
+FIDELITY = {
+    "calls": 2000, "redis_benchmark_p50_us": 55.0, "redis_benchmark_note": "/usr/bin/redis-benchmark",
+    "redis_py_p50_us": 96.0, "raw_path_p50_us": 80.0, "locust_path_p50_us": 104.0,
+    "locust_note": "4000 calls",
+}  # fmt: skip
+
+
+def write_concurrency_run(folder: Path) -> Path:
+    """CONCURRENCY_RUN under ``folder``: finish_fetch.csv and meta.json with the fidelity figures."""
+    run = folder / CONCURRENCY_RUN
+    run.mkdir(parents=True)
+    write_json(run / "meta.json", meta(CONCURRENCY_RUN, stages_done=["finish_fetch"],
+                                       finish_fetch_fidelity=FIDELITY))  # fmt: skip
+    write_csv(run / "finish_fetch.csv", FINISH_FETCH_COLUMNS, concurrency_rows(CONCURRENCY_RUN))
+    return run
+
+
 def sweep_rows(b: bool, run_id: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for scenario in ("healthy", "all_stalled"):
