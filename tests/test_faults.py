@@ -51,6 +51,8 @@ def tiny_profile(folder: Path, measure_s: float, **keys: Any) -> Path:
         "warmup-s": 0.3,
         "measure-s": measure_s,
         "rtt-ms": 0,
+        "raw-driver": "false",  # no calibration runs after it: the fault is in the Locust run
+        "fidelity-calls": 0,
         **{key.replace("_", "-"): value for key, value in keys.items()},
     }
     path = folder / "tiny.conf"

@@ -23,7 +23,7 @@ from bench.harness.server import EmbeddedRedis, ServerInfo
 from bench.paths import LOCUSTFILE, REPO
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import STRATEGIES, Queue
-from bench.results import FINISH_FETCH_COLUMNS, HDR_DIR, LOCUST_DIR, RAW_DIR, FinishFetchRow
+from bench.results import FIDELITY_DIR, FINISH_FETCH_COLUMNS, HDR_DIR, LOCUST_DIR, RAW_DIR, FinishFetchRow
 
 # Short runs: long enough for a few thousand jobs, short enough for the suite.
 QUICK = FinishFetchOptions(
@@ -65,6 +65,12 @@ def test_the_stage_runs_every_strategy_and_writes_every_file(
     table = capsys.readouterr().out
     assert "fused/two_call " in table and "fused/two_call_pipelined" in table and "jobs/s" in table
     assert "latency fidelity" in table and "bare redis-py" in table
+    fidelity = json.loads((tmp_path / "meta.json").read_text())["finish_fetch_fidelity"]
+    for way in ("redis_py_p50_us", "raw_path_p50_us", "locust_path_p50_us"):
+        assert fidelity[way] > 0, fidelity
+    # redis-benchmark (Debian's redis-tools) is beside redis-server here; without it the note says so
+    assert fidelity["redis_benchmark_p50_us"] or fidelity["redis_benchmark_note"].startswith("skipped")
+    assert (tmp_path / FIDELITY_DIR / "probe_summary.json").is_file()
 
 
 # What every run counts, Locust's or the raw driver's.

@@ -132,13 +132,21 @@ def test_the_ui_never_sends_the_password_and_its_tab_shows_us_percentiles_and_jo
     assert "redis://" in page and ":***@" in page  # the Host field shows the server, redacted
     assert '"missing_host_warning": false' in page  # REDIS_URL is set: no "missing host" banner
     assert '"extended_tabs"' in page and "echomq live" in page
-    for label in ("Measured window", "Simulated round trip", "Warm-up", "Batch size"):
+    for label in (
+        "Measured window",
+        "Simulated round trip",
+        "Warm-up",
+        "Batch size",
+        "Jobs in flight",
+        "Job time",
+    ):
         assert f'"{label}"' in page  # labels a person reads
     assert "Measure S" not in page and "Rtt Ms" not in page
     args, _ = json.JSONDecoder().raw_decode(page.split("window.templateArgs = ", 1)[1])
     shown_host = args["host"]
     assert shown_host.endswith("/0") and ":***@" in shown_host
     form = {"host": shown_host, "Workers": "2", "Producers": "1", "Warm-up": "0.5", "Measured window": "3"}
+    form["Jobs in flight"] = "1"  # the smoke profile holds 4 a worker: one a worker, one round trip a job
     started = _post(ui.base, "/swarm", {**form, "Strategy": "fused"})
     assert started["success"], started
     assert PASSWORD not in json.dumps(started)
