@@ -18,6 +18,7 @@ saturation) goes to --summary-json, or <--csv prefix>_summary.json.
 from __future__ import annotations
 
 import sys
+import time
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -45,18 +46,34 @@ def _running() -> bool:
     return False  # a user's loop runs until Locust kills its greenlet
 
 
-_polled = [0]  # the event loop's iteration the last step ended in
+POLL_AT_LEAST_S = 0.002  # the event loop polls I/O at least this often, however busy the loops
 
 
-def _yield() -> None:
-    """After each step: when the event loop has not polled since the last step ended, let it (a
-    reply already on the socket is read without a switch, so busy loops could starve Locust's
-    own greenlets: timers, messages, stats). gevent.idle, not sleep(0): sleep(0) runs the ready
-    greenlets but polls no I/O. A step that waited on I/O needs nothing: the loop ran then."""
+class _Polled:
+    """When the event loop last polled I/O (its iteration count moves each time it does)."""
+
+    iteration = -1
+    at = 0.0
+
+
+def _pause(woken: bool) -> None:
+    """Before each exchange of a user's connection (AutoPipeline's pause).
+
+    A reply already on the socket is read without a switch to the event loop, so busy loops
+    could keep it from polling I/O and starve Locust's own greenlets (timers, messages, stats):
+    when it has not polled for POLL_AT_LEAST_S, gevent.idle lets it (after every greenlet ready
+    to run has run, so slots just woken still join this exchange). Else, when the last
+    exchange woke other slots, sleep(0) lets them issue their next calls first.
+    """
     loop = gevent.get_hub().loop
-    if loop.iteration == _polled[0]:
+    now = time.monotonic()
+    if loop.iteration != _Polled.iteration:
+        _Polled.iteration, _Polled.at = loop.iteration, now
+    if now - _Polled.at >= POLL_AT_LEAST_S:
         gevent.idle()
-    _polled[0] = loop.iteration
+        _Polled.iteration, _Polled.at = loop.iteration, time.monotonic()
+    elif woken:
+        gevent.sleep(0)
 
 
 class ProducerUser(RedisUser):
@@ -66,11 +83,11 @@ class ProducerUser(RedisUser):
 
     def on_start(self) -> None:
         super().on_start()
-        self.loop = ProducerLoop(self.queue, self.load, RECORDER, self.request_event)
+        self.loop = ProducerLoop(self.queue, self.load, RECORDER, self.request_event, pause=_pause)
 
     @task
     def add_batches(self) -> None:
-        run_steps(self.loop.step, RECORDER, _running, self.log_error, _yield)
+        run_steps(self.loop.step, RECORDER, _running, self.log_error)
 
 
 class WorkerUser(RedisUser):
@@ -80,15 +97,15 @@ class WorkerUser(RedisUser):
 
     def on_start(self) -> None:
         super().on_start()
-        self.connection = WorkerConnection(self.queue, self.load, RECORDER, self.request_event)
+        self.connection = WorkerConnection(self.queue, self.load, RECORDER, self.request_event, _pause)
         self.slot_greenlets = Group()
 
     @task
     def work(self) -> None:
         first, *others = self.connection.slots
         for slot in others:
-            self.slot_greenlets.spawn(run_steps, slot.step, RECORDER, _running, self.log_error, _yield)
-        run_steps(first.step, RECORDER, _running, self.log_error, _yield)
+            self.slot_greenlets.spawn(run_steps, slot.step, RECORDER, _running, self.log_error)
+        run_steps(first.step, RECORDER, _running, self.log_error)
 
     def on_stop(self) -> None:
         self.slot_greenlets.kill()
@@ -103,12 +120,12 @@ class ProbeUser(RedisUser):
     def on_start(self) -> None:
         super().on_start()
         sha = self.client.script_load(PROBE_SCRIPT)
-        self.timer = TimedSender(AutoPipeline(self.queue), RECORDER, self.request_event)
+        self.timer = TimedSender(AutoPipeline(self.queue, pause=_pause), RECORDER, self.request_event)
         self.call = [Command(("EVALSHA", sha, 0))]
 
     @task
     def probe(self) -> None:
-        run_steps(self._once, RECORDER, _running, self.log_error, _yield)
+        run_steps(self._once, RECORDER, _running, self.log_error)
 
     def _once(self) -> None:
         self.timer.send(self.call, PROBE_LABEL)

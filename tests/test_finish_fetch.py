@@ -297,3 +297,34 @@ def test_the_table_shows_medians_and_pairs_each_a_b_round_into_a_ratio():
     assert lines[point + 1].split() == ["fused", "two_call", "fused/two_call"]  # the point's columns
     for width in (100, 80):
         assert max(map(len, table(rounds, ["fused", "two_call"], width).splitlines())) <= width
+
+
+def test_with_three_strategies_the_ratios_get_a_table_of_their_own_below_each_block():
+    base = FinishFetchRow(
+        run_id="r", protocol="echomq", profile="quick", strategy="fused", rep=1, workers=2, producers=1,
+        rtt_ms=1.0, batch_size=20, payload_bytes=20, target_rate=0.0, warmup_s=0.3, measure_s=1.0,
+        duration_s=1.0, jobs=100, jobs_per_s=100.0, round_trips_per_job=0.25, server_calls_per_job=1.0,
+        server_us_per_job=10.0, cycle_p50_us=50, cycle_p90_us=60, cycle_p99_us=70, cycle_p999_us=80,
+        cycle_max_us=90, e2e_p50_us=100, e2e_p99_us=200, loadgen_cpu_pct=50.0, saturated=False,
+        audit_ok=True, concurrency=8, commands_per_job=1.0, limit="client",
+    )  # fmt: skip
+    runs = [
+        TableRow(dataclasses.replace(base, strategy=s, rep=rep, jobs_per_s=j * rep), 1.05, 30.0)
+        for rep in (1, 2)
+        for s, j in (("fused", 400.0), ("two_call", 200.0), ("two_call_pipelined", 100.0))
+    ]
+    strategies = ["fused", "two_call", "two_call_pipelined"]
+    lines = table(runs, strategies, notes=["a note"]).splitlines()
+    heading = next(i for i, line in enumerate(lines) if line.startswith("workers 2, rtt 1 ms*"))
+    assert lines[heading] == "workers 2, rtt 1 ms*, 8 jobs in flight each (slept 1.05)"
+    assert lines[heading + 1].split() == strategies  # the strategies' own table
+    (ratios,) = [
+        i for i, line in enumerate(lines) if line.split() == ["fused/two_call", "fused/two_call_pipelined"]
+    ]
+    jobs = next(line for line in lines[ratios:] if line.split()[:1] == ["jobs/s"])
+    assert jobs.split()[1:] == ["2.00", "[2.00-2.00]", "4.00", "[4.00-4.00]"]
+    limit = next(line for line in lines if line.split()[:1] == ["limit"])
+    assert limit.split()[1:] == ["client"] * 3
+    assert lines[-1] == "a note"
+    for width in (100, 80):
+        assert max(map(len, table(runs, strategies, width).splitlines())) <= width

@@ -26,12 +26,15 @@ class ProducerLoop:
         meter: Meter,
         on_call: OnCall | None = None,
         stopping: Callable[[], bool] = lambda: False,
+        pause: Callable[[bool], None] | None = None,
     ) -> None:
         self.queue = queue
         self.stopping = stopping  # the closed loop's wait for room gives up when told to stop
         self.run = run
         self.meter = meter
-        pipe = AutoPipeline(queue, run.rtt_ms / 1000.0, on_flush=flush_counter(meter, "producer"))
+        pipe = AutoPipeline(
+            queue, run.rtt_ms / 1000.0, pause=pause, on_flush=flush_counter(meter, "producer")
+        )
         self.timer = TimedSender(pipe, meter, on_call)
         self.producer = Producer(queue, sender=self.timer)
         per_user_rate = run.target_rate / run.producers

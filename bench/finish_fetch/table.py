@@ -73,12 +73,15 @@ def table(
     runs: Sequence[TableRow], strategies: Sequence[str], width: int | None = None, notes: Sequence[str] = ()
 ) -> str:
     """One block a point: a row a metric, a column a strategy (medians over repetitions, jobs/s with
-    its [min-max]), then a ratio column for the first strategy over each other one, pairing the runs
-    of each A B C round, [min-max] of the pairs. Narrow enough for 100 columns; it folds below that."""
+    its [min-max]), and the first strategy over each other one, pairing the runs of each A B C
+    round, [min-max] of the pairs: a column beside the strategies when there is one ratio, a table
+    of their own below them when there are more. Narrow enough for 100 columns; it folds below."""
     metrics = [(name, attrgetter(key), form) for name, key, form in TABLE_METRICS]
     first, others = (strategies[0], list(strategies[1:])) if strategies else ("", [])
     ratio_names = [f"{first}/{other}" for other in others]
-    header = ["", *strategies, *ratio_names]
+    inline = len(others) == 1
+    header = ["", *strategies, *(ratio_names if inline else [])]
+    inner = (width or table_width()) - 2
     pairs = f"{', '.join(ratio_names)} pair the runs of each round [min-max]" if ratio_names else ""
     blocks = [wrap_note(f"finish-then-fetch: medians of the repetitions, jobs/s [min-max]; {pairs}", width)]
     protocols = list(dict.fromkeys(r.row.protocol for r in runs))  # in the order they ran
@@ -88,16 +91,19 @@ def table(
             s: sorted((r for r in here if r.row.strategy == s), key=lambda r: r.row.rep) for s in strategies
         }
         rows: list[list[str]] = []
+        ratio_rows: list[list[str]] = []
         for i, (name, get, form) in enumerate(metrics):
             cells = [
                 _median_spread([float(get(r)) for r in of if get(r) is not None], form, spread=i == 0)
                 for of in by_strategy.values()
             ]
+            ratios = []
             for other in others:
                 a, b = ({r.row.rep: get(r) for r in of} for of in (by_strategy[first], by_strategy[other]))
                 ratio = headline_ratio(a, b)
-                cells.append(ratio.text("{:.2f}") if ratio else "-")
-            rows.append([name, *cells])
+                ratios.append(ratio.text("{:.2f}") if ratio else "-")
+            rows.append([name, *cells, *(ratios if inline else [])])
+            ratio_rows.append([name, *ratios])
         rows.append(["limit", *(_limit(of) for of in by_strategy.values())])
         rows.append(
             ["contended", *(f"{sum(r.row.contended for r in of)}/{len(of)}" for of in by_strategy.values())]
@@ -108,10 +114,14 @@ def table(
         rows.append(
             ["audit", *(f"ok {sum(r.row.audit_ok for r in of)}/{len(of)}" for of in by_strategy.values())]
         )
-        body = render_table(header, rows, right=range(1, len(header)), width=(width or table_width()) - 2)
+        body = render_table(header, rows, right=range(1, len(header)), width=inner)
         slept = [r.rtt_slept_ms for r in here if r.rtt_slept_ms]
         named = point[0] if len(protocols) > 1 else ""
         blocks += [_heading(named, *point[1:], slept), indent(body, "  ")]
+        if not inline and others:
+            ratio_header = ["", *ratio_names]
+            right = range(1, len(ratio_header))
+            blocks.append(indent(render_table(ratio_header, ratio_rows, right=right, width=inner), "  "))
     blocks.append(
         wrap_note(
             "* rtt is simulated: each exchange on the wire waits rtt ms once, whatever it carries (slept: "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from bench.finish_fetch.loadstats import RunSettings
 from bench.finish_fetch.timed import Meter, OnCall, TimedSender, flush_counter
@@ -100,8 +101,17 @@ class Slot:
 class WorkerConnection:
     """One worker: its connection's AutoPipeline and its ``concurrency`` slots."""
 
-    def __init__(self, queue: Queue, run: RunSettings, meter: Meter, on_call: OnCall | None = None) -> None:
-        self.pipe = AutoPipeline(queue, run.rtt_ms / 1000.0, on_flush=flush_counter(meter, "worker"))
+    def __init__(
+        self,
+        queue: Queue,
+        run: RunSettings,
+        meter: Meter,
+        on_call: OnCall | None = None,
+        pause: Callable[[bool], None] | None = None,
+    ) -> None:
+        self.pipe = AutoPipeline(
+            queue, run.rtt_ms / 1000.0, pause=pause, on_flush=flush_counter(meter, "worker")
+        )
         gate, held = IdleGate(), InFlight()
         self.slots: list[Slot] = []
         for _ in range(run.concurrency):

@@ -68,6 +68,9 @@ class AutoPipeline:
     ``rtt_s`` simulates the network: each exchange waits that long once, whatever
     it carries, as a real round trip would. ``sleep`` is how it waits (default
     time.sleep, looked up when called: cooperative once gevent has patched it).
+    ``pause(woken)`` runs before every exchange, ``woken`` telling whether the last
+    one's replies woke other callers; it must yield then, so their next calls join
+    (default: time.sleep(0) when woken; Locust's also lets its event loop poll).
     ``on_flush`` hears of every exchange.
     """
 
@@ -77,11 +80,13 @@ class AutoPipeline:
         rtt_s: float = 0.0,
         *,
         sleep: Callable[[float], None] | None = None,
+        pause: Callable[[bool], None] | None = None,
         on_flush: Callable[[Flush], None] | None = None,
     ) -> None:
         self.queue = queue
         self.rtt_s = rtt_s
         self._sleep = sleep
+        self._pause = pause
         self._on_flush = on_flush
         self._lock = threading.Lock()
         self._waiting: list[_Ticket] = []
@@ -117,12 +122,14 @@ class AutoPipeline:
 
     def _lead(self, own: _Ticket) -> None:
         """Send everything waiting (``own`` among it) in one exchange; hand over to the next."""
-        if self._woken:
-            # The last exchange's replies woke other callers: let them run and issue their next
-            # calls first, so those go in this exchange (a Node worker's reply callbacks all run
-            # before its auto-pipeline flushes). time.sleep(0) yields: to the woken greenlets
-            # under gevent, the interpreter to the woken threads otherwise.
-            self._woken = False
+        # When the last exchange's replies woke other callers, let them run and issue their next
+        # calls first, so those go in this exchange (a Node worker's reply callbacks all run
+        # before its auto-pipeline flushes). time.sleep(0) yields: to the woken greenlets under
+        # gevent, the interpreter to the woken threads otherwise.
+        woken, self._woken = self._woken, False
+        if self._pause is not None:
+            self._pause(woken)
+        elif woken:
             (self._sleep or time.sleep)(0)
         with self._lock:
             batch, self._waiting = self._waiting, []
