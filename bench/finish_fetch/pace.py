@@ -5,7 +5,8 @@ Each side gets the share of its capacity the run used:
 
 - client: the busiest load process's CPU, as a share of the one core it can use;
 - network: the share of each worker connection's time its exchanges spent on the
-  simulated wire (round trips a job x jobs/s x rtt, per connection);
+  simulated wire (round trips a job x jobs/s x rtt, per connection; the rtt as the
+  waits measured it, which a busy event loop stretches);
 - job time: the share of the slots' time spent holding jobs (jobs/s x job-ms per slot);
 - redis: Redis's own CPU share (INFO cpu), or, without it, jobs/s over its ceiling.
 

@@ -65,7 +65,8 @@ def derive(
             workers=run.workers,
             concurrency=run.concurrency,
             job_ms=run.job_ms,
-            rtt_ms=run.rtt_ms,
+            # what each exchange's simulated wait really took (a busy event loop wakes late)
+            rtt_ms=_per(c["rtt_slept_us"], c["rtt_sleeps"]) / 1000 if c["rtt_sleeps"] else run.rtt_ms,
             round_trips_per_job=_per(c["worker_round_trips"], jobs),
             busiest_cpu_pct=busiest,
             redis_cpu_pct=redis_cpu_pct,
