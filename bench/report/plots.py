@@ -228,7 +228,8 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     ax.yaxis.set_major_formatter(THOUSANDS)
     ax.set_xlabel("point (workers x jobs in flight each, simulated round-trip time)")
     n_reps = int(data.groupby(["strategy", *POINT_COLUMNS]).size().max())
-    title = "Throughput: fused against " + " and ".join(v for v in variants if v != "fused")
+    others = dict.fromkeys(split_label(v)[1] for v in variants if split_label(v)[1] != "fused")
+    title = "Throughput: fused against " + " and ".join(others)
     figure.suptitle(title)
     subtitle = (
         f"bar = mean of {n_reps} repetitions (value at its foot), whisker = min..max, dot = one repetition"
