@@ -33,7 +33,7 @@ from bench.finish_fetch import hooks
 from bench.finish_fetch.current import RECORDER
 from bench.finish_fetch.probe import PROBE_LABEL, PROBE_SCRIPT
 from bench.finish_fetch.producer_loop import ProducerLoop
-from bench.finish_fetch.timed import TimedSender, run_steps
+from bench.finish_fetch.timed import LoadHooks, TimedSender, run_steps
 from bench.finish_fetch.user import RedisUser
 from bench.finish_fetch.worker_slots import WorkerConnection
 from bench.protocol.autopipe import AutoPipeline
@@ -76,6 +76,11 @@ def _pause(woken: bool) -> None:
         gevent.sleep(0)
 
 
+def _load_hooks(user: RedisUser) -> LoadHooks:
+    """Locust's request event hears each of the user's exchanges; _pause runs before each."""
+    return LoadHooks(user.request_event, _pause)
+
+
 class ProducerUser(RedisUser):
     """Adds jobs in pipelined batches: closed loop (keep a backlog), or open loop at target-rate."""
 
@@ -83,7 +88,7 @@ class ProducerUser(RedisUser):
 
     def on_start(self) -> None:
         super().on_start()
-        self.loop = ProducerLoop(self.queue, self.load, RECORDER, self.request_event, pause=_pause)
+        self.loop = ProducerLoop(self.queue, self.load, RECORDER, _load_hooks(self))
 
     @task
     def add_batches(self) -> None:
@@ -97,7 +102,7 @@ class WorkerUser(RedisUser):
 
     def on_start(self) -> None:
         super().on_start()
-        self.connection = WorkerConnection(self.queue, self.load, RECORDER, self.request_event, _pause)
+        self.connection = WorkerConnection(self.queue, self.load, RECORDER, _load_hooks(self))
         self.slot_greenlets = Group()
 
     @task

@@ -56,6 +56,23 @@ class Held:
             assert self.release.wait(30)
 
 
+def behind_a_held_exchange(
+    pipe: AutoPipeline, held: Held, first: Callable[[], None], others: list[Callable[[], None]]
+) -> None:
+    """``first`` sends alone and its exchange is held on the (simulated) wire; ``others`` send
+    meanwhile and wait behind it; then it is let go and every caller runs to its end."""
+    lead = threading.Thread(target=first)
+    lead.start()
+    assert held.in_flight.wait(30)
+    behind = [threading.Thread(target=call) for call in others]
+    for thread in behind:
+        thread.start()
+    wait_until(lambda: pipe.waiting == len(others), 30, "the callers waiting behind the exchange in flight")
+    held.release.set()
+    for thread in [lead, *behind]:
+        thread.join(30)
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_eight_jobs_in_flight_share_exchanges_and_commands_stay_exact(
     queue: Queue, settings: RedisSettings, strategy: str
@@ -110,17 +127,7 @@ def test_calls_issued_while_an_exchange_is_in_flight_go_out_together_paying_the_
 
         return call
 
-    first = threading.Thread(target=echo(0))
-    first.start()
-    assert held.in_flight.wait(30)  # the first exchange is on the (simulated) wire
-    others = [threading.Thread(target=echo(i)) for i in range(1, 8)]
-    for thread in others:
-        thread.start()
-
-    wait_until(lambda: pipe.waiting == 7, 30, "seven callers waiting behind the exchange in flight")
-    held.release.set()
-    for thread in [first, *others]:
-        thread.join(30)
+    behind_a_held_exchange(pipe, held, echo(0), [echo(i) for i in range(1, 8)])
     assert [f.calls for f in flushes] == [2, 14]  # the seven callers' calls in one exchange
     assert held.sleeps == 2  # the simulated rtt paid once an exchange, not once a call
     assert all(f.slept_us >= 0 for f in flushes)
@@ -167,3 +174,21 @@ def test_after_script_flush_the_calls_load_again_and_are_sent_once_more(
     assert worker.complete_and_next(job) is not None  # NOSCRIPT: it had not run; loaded and sent again
     assert [(f.noscript, f.resent) for f in flushes[-2:]] == [(1, False), (0, True)]
     assert client.zcard(queue.keys.completed) == 1
+
+
+def test_the_pause_runs_before_every_exchange_and_hears_when_the_last_one_woke_others(
+    queue: Queue,
+) -> None:
+    held = Held()
+    pauses: list[bool] = []
+    pipe = AutoPipeline(queue, rtt_s=0.001, sleep=held, pause=pauses.append)
+
+    def echo() -> None:
+        pipe.send([Command(("ECHO", "e"))])
+
+    behind_a_held_exchange(pipe, held, echo, [echo] * 3)
+    pipe.send([Command(("ECHO", "c"))])
+    # the first exchange woke no one but its sender; the second carried three callers, so its
+    # leader woke the other two, and the exchange after it is told to let them go first
+    assert pauses == [False, False, True]
+    assert pipe.flushes == 3

@@ -7,8 +7,7 @@ import time
 from collections.abc import Callable
 
 from bench.finish_fetch.loadstats import RunSettings
-from bench.finish_fetch.timed import Meter, OnCall, TimedSender, flush_counter
-from bench.protocol.autopipe import AutoPipeline
+from bench.finish_fetch.timed import NO_HOOKS, LoadHooks, Meter
 from bench.protocol.queue import Command, Producer, Queue, now_us
 
 BACKLOG_BATCHES = 10  # closed loop: producers keep the wait list below this many batches
@@ -24,18 +23,14 @@ class ProducerLoop:
         queue: Queue,
         run: RunSettings,
         meter: Meter,
-        on_call: OnCall | None = None,
+        hooks: LoadHooks = NO_HOOKS,
         stopping: Callable[[], bool] = lambda: False,
-        pause: Callable[[bool], None] | None = None,
     ) -> None:
         self.queue = queue
         self.stopping = stopping  # the closed loop's wait for room gives up when told to stop
         self.run = run
         self.meter = meter
-        pipe = AutoPipeline(
-            queue, run.rtt_ms / 1000.0, pause=pause, on_flush=flush_counter(meter, "producer")
-        )
-        self.timer = TimedSender(pipe, meter, on_call)
+        self.timer = hooks.timer(hooks.pipe(queue, run.rtt_ms, meter, "producer"), meter)
         self.producer = Producer(queue, sender=self.timer)
         per_user_rate = run.target_rate / run.producers
         self.interval_s = run.batch_size / per_user_rate if per_user_rate > 0 else 0.0

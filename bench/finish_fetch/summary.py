@@ -59,14 +59,15 @@ def derive(
     jobs_per_s = _per(jobs, window_s)
     redis_cpu_pct = 100.0 * _per(redis_cpu_s, window_s) if redis_cpu_s is not None else None
     server_us_per_job = _per(server_side.total_usec, jobs) if server_side and jobs else None
+    # what each exchange's simulated wait really took (a busy event loop wakes late)
+    slept_rtt_ms = _per(c["rtt_slept_us"], c["rtt_sleeps"]) / 1000
     used = pace.shares(
         pace.PaceInputs(
             jobs_per_s=jobs_per_s,
             workers=run.workers,
             concurrency=run.concurrency,
             job_ms=run.job_ms,
-            # what each exchange's simulated wait really took (a busy event loop wakes late)
-            rtt_ms=_per(c["rtt_slept_us"], c["rtt_sleeps"]) / 1000 if c["rtt_sleeps"] else run.rtt_ms,
+            rtt_ms=slept_rtt_ms if c["rtt_sleeps"] else run.rtt_ms,
             round_trips_per_job=_per(c["worker_round_trips"], jobs),
             busiest_cpu_pct=busiest,
             redis_cpu_pct=redis_cpu_pct,
@@ -115,7 +116,7 @@ def derive(
         "loadgen_cpu_us_per_job": _per(cpu_s_total * 1e6, jobs),
         "busiest_process_cpu_pct": busiest,
         "redis_cpu_pct": redis_cpu_pct,
-        "simulated_rtt_mean_ms": _per(c["rtt_slept_us"], c["rtt_sleeps"]) / 1000,
+        "simulated_rtt_mean_ms": slept_rtt_ms,
         "errors": c["errors"],
         "errors_by_kind": errors_by_kind(c),
         "saturated": bool(reasons),

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import redis
 
 from bench.finish_fetch.loadstats import ERROR_PREFIX, error_kind
-from bench.protocol.autopipe import Flush
-from bench.protocol.queue import FINISH_LABELS, Call, Sender, now_us
+from bench.protocol.autopipe import AutoPipeline, Flush
+from bench.protocol.queue import FINISH_LABELS, Call, Queue, Sender, now_us
 
 
 class Meter(Protocol):
@@ -96,11 +97,9 @@ def run_steps(
     meter: Meter,
     stopping: Callable[[], bool],
     on_error: Callable[[BaseException], None] | None = None,
-    between: Callable[[], None] | None = None,
 ) -> None:
     """Call ``step`` until ``stopping()``; a failed step is counted by kind and the loop goes on.
-    ``between`` runs after every step (under gevent, a yield: a reply already waiting on the
-    socket is read without one, and Locust's own greenlets must still run).
+    (Under gevent the yields happen before each exchange: AutoPipeline's pause, not here.)
 
     Nothing is re-sent: a step that failed starts over (a job whose finish failed stays
     active, as a crashed worker's would, and the audit counts it there)."""
@@ -113,5 +112,23 @@ def run_steps(
                 on_error(exc)
             if isinstance(exc, redis.ConnectionError):
                 time.sleep(RECONNECT_BACKOFF_S)  # do not spin (and flood the log) while Redis is away
-        if between is not None:
-            between()
+
+
+@dataclass(frozen=True)
+class LoadHooks:
+    """What the load tool plugs into a run's connections: ``on_call`` hears every exchange
+    (Locust's request event), ``pause`` runs before each one on the wire (AutoPipeline's). The
+    raw driver plugs in neither."""
+
+    on_call: OnCall | None = None
+    pause: Callable[[bool], None] | None = None
+
+    def pipe(self, queue: Queue, rtt_ms: float, meter: Meter, role: str) -> AutoPipeline:
+        """A connection of ``role`` (producer or worker): the simulated rtt, its exchanges counted."""
+        return AutoPipeline(queue, rtt_ms / 1000.0, pause=self.pause, on_flush=flush_counter(meter, role))
+
+    def timer(self, inner: Sender, meter: Meter) -> TimedSender:
+        return TimedSender(inner, meter, self.on_call)
+
+
+NO_HOOKS = LoadHooks()

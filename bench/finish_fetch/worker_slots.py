@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 from bench.finish_fetch.loadstats import RunSettings
-from bench.finish_fetch.timed import Meter, OnCall, TimedSender, flush_counter
-from bench.protocol.autopipe import AutoPipeline
+from bench.finish_fetch.timed import NO_HOOKS, LoadHooks, Meter, TimedSender
 from bench.protocol.queue import FinishRefused, Job, Queue, Worker
 
 IDLE_WAIT_S = 0.05  # a worker with nothing to do blocks on the marker this long at most
@@ -101,20 +99,11 @@ class Slot:
 class WorkerConnection:
     """One worker: its connection's AutoPipeline and its ``concurrency`` slots."""
 
-    def __init__(
-        self,
-        queue: Queue,
-        run: RunSettings,
-        meter: Meter,
-        on_call: OnCall | None = None,
-        pause: Callable[[bool], None] | None = None,
-    ) -> None:
-        self.pipe = AutoPipeline(
-            queue, run.rtt_ms / 1000.0, pause=pause, on_flush=flush_counter(meter, "worker")
-        )
+    def __init__(self, queue: Queue, run: RunSettings, meter: Meter, hooks: LoadHooks = NO_HOOKS) -> None:
+        self.pipe = hooks.pipe(queue, run.rtt_ms, meter, "worker")
         gate, held = IdleGate(), InFlight()
         self.slots: list[Slot] = []
         for _ in range(run.concurrency):
-            timer = TimedSender(self.pipe, meter, on_call)
+            timer = hooks.timer(self.pipe, meter)
             worker = Worker(queue, run.strategy, sender=timer)  # type: ignore[arg-type]
             self.slots.append(Slot(worker, timer, meter, gate, run.job_ms / 1000.0, held))
