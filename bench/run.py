@@ -11,7 +11,7 @@ from bench.errors import BenchError
 from bench.harness.context import RunContext
 from bench.harness.profile import STAGES, Profile, load_profile
 from bench.harness.progress import Progress, StagePlan
-from bench.harness.run_folder import mark_complete, open_run
+from bench.harness.run_folder import add_quiet_machine, mark_complete, open_run
 from bench.results import RESULTS_DIR
 
 # Each stage is a module with run_stage(ctx: RunContext) -> None; the report is not one (below).
@@ -74,11 +74,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help=f"comma-separated, from {', '.join(STAGES)} (default: the profile's)",
     )
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders go")
-    parser.add_argument(
-        "--quiet-machine",
-        action="store_true",
-        help="do not start when other work is using the CPU (for CI-like use)",
-    )
+    add_quiet_machine(parser)
     return parser.parse_args(argv)
 
 

@@ -191,11 +191,12 @@ def test_the_check_names_the_hog(hog, sleepers) -> None:
     assert check.as_meta()["contended"] is True
 
 
+@pytest.mark.parametrize("command", ["run", "sweep", "race"])  # every command that opens a run folder
 def test_quiet_machine_with_a_hog_refuses_to_start(
-    hog, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    hog, tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
 ) -> None:
     results = tmp_path / "results"
-    assert bench_main(["run", "--profile", "smoke", "--quiet-machine", "--results", str(results)]) == 2
+    assert bench_main([command, "--profile", "smoke", "--quiet-machine", "--results", str(results)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("echomq-bench: error: the machine is not quiet")
     assert f"pid {hog.pid} " in err

@@ -3,8 +3,8 @@ profile's sweep-sizes for this run, checked as the profile's own value would be.
 
 A one-stage command (`bench sweep`, `bench race`) takes its section's keys as
 flags, the section's prefix dropped (``sweep-sizes`` is ``--sizes``,
-``race-delay-ms`` is ``--delay-ms``), beside ``--profile``, ``--protocols`` and
-``--results``.
+``race-delay-ms`` is ``--delay-ms``), beside ``--profile``, ``--protocols``,
+``--results`` and ``--quiet-machine`` (as `bench run` has it).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from bench.harness.profile import (
     parse_protocols,
     parse_value,
 )
+from bench.harness.run_folder import add_quiet_machine
 from bench.results import RESULTS_DIR
 
 Section = TypeVar("Section", FinishFetchOptions, SweepOptions, RaceOptions, BullmqWorkerOptions)
@@ -44,7 +45,7 @@ class SectionFlags(Generic[Section]):
         return "--" + option_key(name).removeprefix(self.prefix)
 
     def parser(self, prog: str, description: str) -> argparse.ArgumentParser:
-        """``--profile``, a flag for each key of the section, and ``--results``."""
+        """``--profile``, a flag for each key of the section, ``--results`` and ``--quiet-machine``."""
         parser = argparse.ArgumentParser(prog=prog, description=description)
         parser.add_argument("--profile", default="default", help="profiles/<name>.conf, or a path")
         hints = get_type_hints(self.section)
@@ -59,6 +60,7 @@ class SectionFlags(Generic[Section]):
             "--protocols", default=None, metavar="PROTOCOLS", help="the profile's protocols, comma-separated"
         )
         parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders go")
+        add_quiet_machine(parser)
         return parser
 
     def apply(self, options: Section, args: argparse.Namespace) -> Section:

@@ -8,6 +8,7 @@ SHAs) and ends the same way: complete, interrupted, or failed with a reason.
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import sys
 import uuid
@@ -58,6 +59,16 @@ def mark_complete(run_dir: Path) -> None:
 def _script_shas(client: CountingRedis, extra_scripts: Iterable[str]) -> dict[str, str]:
     queue = Queue.open(client, f"meta-{uuid.uuid4().hex[:8]}", tuple(extra_scripts))
     return queue.scripts.shas()
+
+
+def add_quiet_machine(parser: argparse.ArgumentParser) -> None:
+    """``--quiet-machine``, the same for every command that opens a run folder (run, sweep, race):
+    its value goes to open_run."""
+    parser.add_argument(
+        "--quiet-machine",
+        action="store_true",
+        help="do not start when other work is using the CPU (for CI-like use)",
+    )
 
 
 def machine_before_run(quiet_machine: bool) -> MachineCheck:

@@ -154,7 +154,9 @@ def main(argv: list[str]) -> int:
     profile = FLAGS.profile(args)
     plan = RacePlan.from_options(profile.race, profile.protocols)  # checked before a server starts
     progress = Progress([StagePlan("race", point_seconds(profile))], stage="race")
-    with open_run(profile, ["race"], args.results, extra_scripts(plan.variants), progress) as run:
+    with open_run(
+        profile, ["race"], args.results, extra_scripts(plan.variants), progress, args.quiet_machine
+    ) as run:
         run_stage(run.ctx)
         run.stage_done("race")
     print(f"results: {run.ctx.run_dir}")

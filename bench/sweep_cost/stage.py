@@ -359,7 +359,9 @@ def main(argv: list[str]) -> int:
     profile = FLAGS.profile(args)
     plan(profile.sweep, profile.protocols)  # every input checked before a server starts
     progress = Progress([StagePlan("sweep", point_seconds(profile))], stage="sweep")
-    with open_run(profile, ["sweep"], args.results, progress=progress) as run:
+    with open_run(
+        profile, ["sweep"], args.results, progress=progress, quiet_machine=args.quiet_machine
+    ) as run:
         run_stage(run.ctx)
         run.ctx.progress.done()
         run.stage_done("sweep")
