@@ -121,7 +121,7 @@ class Sample:
 
     @classmethod
     def of(cls, values: Sequence[float]) -> Sample:
-        clean = [float(v) for v in values if not _missing(v)]
+        clean = [float(v) for v in values if not is_missing(v)]
         if not clean:
             return cls(math.nan, math.nan, math.nan, None, 0)
         mean = sum(clean) / len(clean)
@@ -134,7 +134,7 @@ class Sample:
     @classmethod
     def with_stdev(cls, centre: float, stdev: float, scale: float = 1.0, n: int = 2) -> Sample:
         """A median ± stdev over ``n`` repetitions (sweep_cost rows); ``scale`` converts both."""
-        if _missing(stdev) or n < 2:
+        if is_missing(stdev) or n < 2:
             return cls(centre * scale, centre * scale, centre * scale)
         cv = stdev / abs(centre) if centre else None
         lo, hi = (centre - stdev) * scale, (centre + stdev) * scale
@@ -145,7 +145,7 @@ class Sample:
         return self.n >= 2 and self.stdev is not None
 
 
-def _missing(value: object) -> bool:
+def is_missing(value: object) -> bool:
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
@@ -212,7 +212,7 @@ def _by_threshold(a: Sample, b: Sample, higher_is_better: bool) -> str:
     return "better" if (change > 0) == higher_is_better else "worse"
 
 
-def _norm(value: object) -> object:
+def norm_key(value: object) -> object:
     """Key values that compare equal across runs: 1, 1.0 and '1' are one rtt_ms."""
     try:
         number = float(str(value))
@@ -250,7 +250,7 @@ def samples(stage: str, frame: pd.DataFrame) -> dict[tuple[object, ...], dict[st
         return {}
     out: dict[tuple[object, ...], dict[str, Sample]] = {}
     for raw_key, group in frame.groupby(list(keys), sort=True, dropna=False):
-        key = tuple(_norm(v) for v in raw_key)
+        key = tuple(norm_key(v) for v in raw_key)
         metrics: dict[str, Sample] = {}
         for metric in STAGE_METRICS[stage]:
             if metric.column not in group.columns or group[metric.column].isna().all():
@@ -264,9 +264,9 @@ def _sample(stage: str, column: str, group: pd.DataFrame) -> Sample:
     if stage == "sweep" and column in SWEEP_SPREAD_FROM_STDEV and "sweep_ms_stdev" in group.columns:
         row = group.iloc[0]
         median, stdev = float(row["sweep_ms_median"]), float(row["sweep_ms_stdev"])
-        scale = float(row[column]) / median if median and not _missing(row[column]) else 1.0
+        scale = float(row[column]) / median if median and not is_missing(row[column]) else 1.0
         reps: Any = row["reps"] if "reps" in group.columns else None
-        n = 2 if _missing(reps) else int(float(reps))  # an older file without reps: at least two
+        n = 2 if is_missing(reps) else int(float(reps))  # an older file without reps: at least two
         return Sample.with_stdev(median, stdev, scale, n)
     return Sample.of(group[column].tolist())
 
@@ -288,7 +288,7 @@ def _flags(frame: pd.DataFrame, stage: str, key: tuple[object, ...]) -> list[str
     keys = STAGE_KEYS[stage]
     mask = pd.Series(True, index=frame.index)
     for k, v in zip(keys, key, strict=True):
-        mask &= frame[k].map(_norm) == v
+        mask &= frame[k].map(norm_key) == v
     rows = frame[mask]
     flags = []
     for column in ("contended", "saturated"):
@@ -301,7 +301,7 @@ def _flags(frame: pd.DataFrame, stage: str, key: tuple[object, ...]) -> list[str
 
 def _truthy(value: object, missing: bool = False) -> bool:
     """A CSV flag as pandas may read it: bool, "True"/"False", 1/0; an empty cell is ``missing``."""
-    if _missing(value):
+    if is_missing(value):
         return missing
     return str(value).strip().lower() in ("true", "1", "1.0", "yes")
 
@@ -480,7 +480,7 @@ def _ratios_by_point(frame: pd.DataFrame) -> dict[tuple[object, ...], PairedRati
     """(point..., other strategy) -> fused/other jobs/s at that point."""
     ratios = paired_ratios(frame)
     return {
-        (*(_norm(r[c]) for c in POINT_COLUMNS), str(r["other"])): PairedRatio(
+        (*(norm_key(r[c]) for c in POINT_COLUMNS), str(r["other"])): PairedRatio(
             float(r["median"]), float(r["lo"]), float(r["hi"]), int(r["pairs"])
         )
         for r in ratios.to_dict("records")

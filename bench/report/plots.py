@@ -137,7 +137,7 @@ def plain_log_ticks(ax: Axes, axis: str = "y") -> None:
     target.set_minor_formatter(FuncFormatter(minor))
 
 
-def _wrapped(text: str, figure: Figure, fontsize: float) -> str:
+def wrapped(text: str, figure: Figure, fontsize: float) -> str:
     """``text`` wrapped to the figure's width, so a subtitle is never cut off at its edges."""
     chars = int(figure.get_figwidth() * 72 / (fontsize * 0.6))  # points across / an average glyph
     return "\n".join(textwrap.wrap(text, max(chars, 20)))
@@ -233,7 +233,7 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     subtitle = (
         f"bar = mean of {n_reps} repetitions (value at its foot), whisker = min..max, dot = one repetition"
     )
-    ax.set_title(_wrapped(subtitle, figure, 8), fontsize=8)
+    ax.set_title(wrapped(subtitle, figure, 8), fontsize=8)
     ax.legend(loc="upper right", framealpha=0.95)
     ax.grid(axis="y", alpha=0.3)
     save(figure, out_dir / "finish_fetch_jobs.png")
@@ -281,7 +281,7 @@ def ratio_against_concurrency(ratios: pd.DataFrame, out_dir: Path) -> Plot | Non
         "as concurrency grows the auto-pipelined connection carries many jobs' calls a round trip, "
         "so what is left of the gap is the second call's client and Redis cost."
     )
-    return _saved(figure, out_dir, "finish_fetch_ratio_concurrency.png", title, caption)
+    return saved(figure, out_dir, "finish_fetch_ratio_concurrency.png", title, caption)
 
 
 def _percentile_axis(ax: Axes) -> None:
@@ -366,7 +366,7 @@ def latency_percentiles(
         "the strategy, line style the workers/rtt point. Read the gap between strategies at p50 "
         "for the typical cycle and at p99/p99.9 for the tail."
     )
-    return _saved(figure, out_dir, "finish_fetch_latency.png", "Cycle latency percentiles", caption)
+    return saved(figure, out_dir, "finish_fetch_latency.png", "Cycle latency percentiles", caption)
 
 
 def latency_from_columns(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
@@ -387,7 +387,7 @@ def latency_from_columns(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
         "Lower is better. This run has no HDR files, so each point is the median of the "
         "repetitions' own percentiles (not an exact merge); read it for the shape only."
     )
-    return _saved(figure, out_dir, "finish_fetch_latency.png", "Cycle latency percentiles", caption)
+    return saved(figure, out_dir, "finish_fetch_latency.png", "Cycle latency percentiles", caption)
 
 
 def _per_scenario(
@@ -478,7 +478,7 @@ def sweep_time(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
         "square of the size. Compare each variant's slope, then its height. Skipped points are left "
         "out (see the table)."
     )
-    return _saved(figure, out_dir, "sweep_time.png", title, caption)
+    return saved(figure, out_dir, "sweep_time.png", title, caption)
 
 
 def probe_max(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
@@ -516,7 +516,7 @@ def probe_max(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
         "an atomic sweep holds Redis for its whole call, so its line rises with size; "
         "a line that stays near the 1 ms mark does not block others."
     )
-    return _saved(figure, out_dir, "sweep_probe_max.png", title, caption)
+    return saved(figure, out_dir, "sweep_probe_max.png", title, caption)
 
 
 def race_anomalies(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
@@ -574,7 +574,7 @@ def race_anomalies(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
         "A bar of 1 is one anomaly for every stalled job (K sweepers can recover a job K-1 times over). "
         "Bars for an app-side variant, growing with the delay, are its check-then-act gap biting."
     )
-    return _saved(figure, out_dir, "race_anomalies.png", title, caption)
+    return saved(figure, out_dir, "race_anomalies.png", title, caption)
 
 
 def worker_drivers(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
@@ -614,9 +614,9 @@ def worker_drivers(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
         "then fetch: two script calls a job); the fused bar is what one call a job would give on the "
         "same scripts. The client CPU a job above each bar says where the time goes."
     )
-    return _saved(figure, out_dir, "bullmq_worker_jobs.png", title, caption)
+    return saved(figure, out_dir, "bullmq_worker_jobs.png", title, caption)
 
 
-def _saved(figure: Figure, out_dir: Path, name: str, title: str, caption: str) -> Plot:
+def saved(figure: Figure, out_dir: Path, name: str, title: str, caption: str) -> Plot:
     save(figure, out_dir / name)
     return Plot(name, title, caption)
