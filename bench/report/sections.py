@@ -1,7 +1,7 @@
 """The report's sections: the run, finish-then-fetch, BullMQ's own worker, sweep cost, the race audit.
 
 Every table carries the protocol (echomq: lua/; bullmq: the bullmq package's own
-Lua), and every figure tells them apart (``plots.protocol_labelled``)."""
+Lua), and every figure tells them apart (``plot_style.protocol_labelled``)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,17 @@ import pandas as pd
 
 from bench.fits import headline_ratio, loglog_fit
 from bench.hdr import summary
-from bench.report import latency, plots
+from bench.report import latency
 from bench.report.compare import STAGE_KEYS, samples
 from bench.report.load import RunData, merged_histograms
 from bench.report.machine import beside_saturated, contended_note
 from bench.report.markdown import figure, flag_rows, fmt, markdown_table, missing_note, percent, present
-from bench.report.plots import protocol_labelled
+from bench.report.plot_bullmq_worker import worker_drivers
+from bench.report.plot_finish_fetch import jobs_per_s, ratio_against_concurrency
+from bench.report.plot_latency import latency_from_columns, latency_percentiles, split_variant
+from bench.report.plot_race import race_anomalies
+from bench.report.plot_style import protocol_labelled
+from bench.report.plot_sweep import probe_max, sweep_time
 from bench.report.ratios import POINT_COLUMNS, paired_ratios, shown_point_columns, values_by_rep
 
 # What the bullmq protocol runs, said once wherever its numbers are shown.
@@ -108,10 +113,10 @@ def finish_fetch_section(data: RunData) -> list[str]:
                   "each run's summary counts them by kind, its log has the tracebacks.", ""]  # fmt: skip
     lines += bullmq_note(frame)
     lines += _finish_fetch_summary(frame)
-    lines += figure(plots.jobs_per_s(protocol_labelled(frame), data.path), "no jobs_per_s values")
+    lines += figure(jobs_per_s(protocol_labelled(frame), data.path), "no jobs_per_s values")
     lines += _pace_section(frame)
     if frame["concurrency"].nunique(dropna=True) > 1:  # a line against concurrency needs two of them
-        plot = plots.ratio_against_concurrency(paired_ratios(frame), data.path)
+        plot = ratio_against_concurrency(paired_ratios(frame), data.path)
         lines += figure(plot, "no fused/two_call or fused/two_call_pipelined pairs")
     lines += _fidelity_section(data.meta.get("finish_fetch_fidelity"))
     e2e = latency.meaning(frame)
@@ -120,14 +125,14 @@ def finish_fetch_section(data: RunData) -> list[str]:
     if bad:
         lines += [f"*Unreadable HDR files left out: {', '.join(bad)}.*", ""]
     if histograms:
-        plot = plots.latency_percentiles(histograms, data.path, e2e.panel)
+        plot = latency_percentiles(histograms, data.path, e2e.panel)
         table = [
             {"metric": e2e.hdr_metric if m == "e2e" else m, "strategy": v, **summary(h)}
             for (m, v), h in histograms.items()
         ]
         lines += figure(plot, "no histograms")
         points = frame[list(POINT_COLUMNS)].drop_duplicates()
-        unpointed = any(not plots.split_variant(v)[1] for _, v in histograms)
+        unpointed = any(not split_variant(v)[1] for _, v in histograms)
         if len(points) > 1 and unpointed:  # older HDR file names carry the strategy, not the point
             lines += [
                 f"*The histograms are merged over all {len(points)} workers/rtt points of the run.*",
@@ -137,7 +142,7 @@ def finish_fetch_section(data: RunData) -> list[str]:
     else:
         lines += ["*No HDR files for finish_fetch; latency drawn from the CSV's percentile columns.*", ""]
         lines += figure(
-            plots.latency_from_columns(protocol_labelled(frame), data.path), "no cycle percentile columns"
+            latency_from_columns(protocol_labelled(frame), data.path), "no cycle percentile columns"
         )
     shown = beside_saturated(latency.shown_columns(present(data, "finish_fetch", frame)))
     lines += ["All repetitions:", "", markdown_table(flag_rows(shown)), ""]
@@ -286,8 +291,8 @@ def sweep_section(data: RunData) -> list[str]:
     lines += bullmq_note(frame)
     skipped = frame[frame["skipped"] != ""]
     measured = frame[frame["skipped"] == ""]
-    lines += figure(plots.sweep_time(protocol_labelled(measured), data.path), "no measured sweep points")
-    lines += figure(plots.probe_max(protocol_labelled(measured), data.path), "no probe_max_us values")
+    lines += figure(sweep_time(protocol_labelled(measured), data.path), "no measured sweep points")
+    lines += figure(probe_max(protocol_labelled(measured), data.path), "no probe_max_us values")
     slopes = _slopes(measured)
     if not slopes.empty:
         lines += ["Slope of log(sweep time) against log(size) (1 = linear, 2 = quadratic):", "",
@@ -370,7 +375,7 @@ def race_section(data: RunData) -> list[str]:
         variants = ", ".join(sorted(set(protocol_labelled(violations)["variant"])))
         lines += [f"> **Audit violations** (a job lost or in two places) in {len(violations)} setting(s): "
                   f"{variants}.", ""]  # fmt: skip
-    lines += figure(plots.race_anomalies(protocol_labelled(frame), data.path), "no anomaly columns")
+    lines += figure(race_anomalies(protocol_labelled(frame), data.path), "no anomaly columns")
     lines += ["All settings:", "", markdown_table(flag_rows(present(data, "race", frame))), ""]
     return lines
 
@@ -421,6 +426,6 @@ def bullmq_worker_section(data: RunData) -> list[str]:
     if ratios:
         lines += ["jobs/s of the suite's loops over BullMQ's Worker (per repetition pair):", "",
                   markdown_table(pd.DataFrame(ratios)), ""]  # fmt: skip
-    lines += figure(plots.worker_drivers(frame, data.path), "no jobs_per_s values")
+    lines += figure(worker_drivers(frame, data.path), "no jobs_per_s values")
     lines += ["All runs:", "", markdown_table(flag_rows(present(data, "bullmq_worker", frame))), ""]
     return lines
