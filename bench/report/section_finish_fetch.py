@@ -11,14 +11,13 @@ from bench.hdr import summary
 from bench.report import latency
 from bench.report.compare import STAGE_KEYS, samples
 from bench.report.load import RunData, merged_histograms
-from bench.report.machine import beside_saturated, contended_note
+from bench.report.machine import beside_saturated
 from bench.report.markdown import (
     bullmq_note,
     figure,
     flag_rows,
     fmt,
     markdown_table,
-    missing_note,
     percent,
     present,
 )
@@ -26,15 +25,14 @@ from bench.report.plot_finish_fetch import jobs_per_s, ratio_against_concurrency
 from bench.report.plot_latency import latency_from_columns, latency_percentiles, split_variant
 from bench.report.plot_style import protocol_labelled
 from bench.report.ratios import POINT_COLUMNS, paired_ratios, shown_point_columns
+from bench.report.section_head import section_head
 
 
 def finish_fetch_section(data: RunData) -> list[str]:
-    lines = ["## Finish-then-fetch: fused against two_call and two_call_pipelined", ""]
-    frame = data.frames.get("finish_fetch")
+    title = "Finish-then-fetch: fused against two_call and two_call_pipelined"
+    lines, frame = section_head(data, "finish_fetch", title, "repetition(s)")
     if frame is None:
-        return [*lines, "*Absent: this run has no finish_fetch.csv.*", ""]
-    lines += missing_note(data, "finish_fetch")
-    lines += contended_note(frame, "repetition(s)")
+        return lines
     saturated = int(frame["saturated"].fillna(False).astype(bool).sum())
     failed = int((~frame["audit_ok"].fillna(True).astype(bool)).sum())
     if saturated:

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 from bench.report.load import RunData
-from bench.report.machine import contended_note
-from bench.report.markdown import bullmq_note, figure, flag_rows, markdown_table, missing_note, present
+from bench.report.markdown import bullmq_note, figure, flag_rows, markdown_table, present
 from bench.report.plot_race import race_anomalies
 from bench.report.plot_style import protocol_labelled
+from bench.report.section_head import section_head
 
 
 def race_section(data: RunData) -> list[str]:
-    lines = ["## Race audit", ""]
-    frame = data.frames.get("race")
+    lines, frame = section_head(data, "race", "Race audit", "setting(s)")
     if frame is None:
-        return [*lines, "*Absent: this run has no race.csv.*", ""]
-    lines += missing_note(data, "race")
-    lines += contended_note(frame, "setting(s)")
+        return lines
     lines += bullmq_note(frame)
     violations = frame[frame["audit_violations"].fillna(0) > 0]
     if not violations.empty:

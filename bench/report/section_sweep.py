@@ -7,19 +7,16 @@ import pandas as pd
 
 from bench.fits import loglog_fit
 from bench.report.load import RunData
-from bench.report.machine import contended_note
-from bench.report.markdown import bullmq_note, figure, flag_rows, fmt, markdown_table, missing_note, present
+from bench.report.markdown import bullmq_note, figure, flag_rows, fmt, markdown_table, present
 from bench.report.plot_style import protocol_labelled
 from bench.report.plot_sweep import probe_max, sweep_time
+from bench.report.section_head import section_head
 
 
 def sweep_section(data: RunData) -> list[str]:
-    lines = ["## Sweep cost against active-list size", ""]
-    frame = data.frames.get("sweep")
+    lines, frame = section_head(data, "sweep", "Sweep cost against active-list size", "point(s)")
     if frame is None:
-        return [*lines, "*Absent: this run has no sweep_cost.csv.*", ""]
-    lines += missing_note(data, "sweep")
-    lines += contended_note(frame, "point(s)")
+        return lines
     lines += bullmq_note(frame)
     skipped = frame[frame["skipped"] != ""]
     measured = frame[frame["skipped"] == ""]
