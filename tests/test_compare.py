@@ -37,16 +37,10 @@ import pytest
 
 from bench.paths import REPO
 from bench.report.cli import compare_main
-from bench.report.compare import (
-    STAGE_METRICS,
-    Sample,
-    compare_runs,
-    context_lines,
-    significant,
-    t_critical,
-    verdict,
-)
+from bench.report.compare import STAGE_METRICS, compare_runs
+from bench.report.compare_context import context_lines
 from bench.report.load import load_run
+from bench.report.verdict import Sample, significant, t_critical, verdict
 
 STAGES = "finish_fetch,sweep,race"  # the report stage adds nothing to compare
 FIXTURES = Path(__file__).parent / "data"

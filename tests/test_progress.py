@@ -87,3 +87,15 @@ def test_a_run_s_progress_and_tables_fit_80_columns(tmp_path: Path, redis_server
         if not line.startswith("results: "):  # a path is printed whole, so it can be copied
             assert len(line) <= 80, line
     assert "per_10k" in done.stdout
+
+
+@pytest.mark.parametrize("name", ["smoke", "default", "stress"])
+def test_the_race_eta_plans_every_run_of_every_protocol(name: str) -> None:
+    # run_plan steps the progress line once a setting a repetition, each protocol's settings included
+    from bench.harness.profile import load_profile
+    from bench.race.plan import RacePlan
+    from bench.race.stage import point_seconds
+
+    profile = load_profile(name)
+    plan = RacePlan.from_options(profile.race, profile.protocols)
+    assert len(point_seconds(profile)) == len(plan.settings()) * plan.reps

@@ -13,9 +13,10 @@ import pytest
 from bench.__main__ import main as bench_main
 from bench.errors import BenchError
 from bench.report.cli import compare_main, report_main, runs_main
-from bench.report.compare import Sample, compare_runs, verdict
+from bench.report.compare import compare_runs
 from bench.report.load import load_run, parse_hdr_name
 from bench.report.render import write_report
+from bench.report.verdict import Sample, verdict
 from bench.results import FINISH_FETCH_COLUMNS, RACE_COLUMNS, SWEEP_COST_COLUMNS, hdr_name
 from tests.data.make_fixtures import CHANGES, PARTIAL, RUN_A, RUN_B, write_concurrency_run
 

@@ -9,7 +9,7 @@ import pytest
 
 from bench.report.compare import compare_runs, point_label
 from bench.report.load import load_run
-from bench.report.plots import colour, line_style, ordered, protocol_labelled, split_label
+from bench.report.plot_style import colour, line_style, ordered, protocol_labelled, split_label
 from bench.report.render import write_report
 from bench.results import (
     BULLMQ_WORKER_COLUMNS,

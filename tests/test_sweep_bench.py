@@ -5,18 +5,19 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from bench.errors import BenchError
-from bench.harness.profile import SweepOptions
+from bench.harness.profile import SweepOptions, load_profile
 from bench.hdr import encode, new_histogram, record_us
 from bench.results import NOT_SKIPPED, SWEEP_COST_COLUMNS, RunIds, SweepCostRow, row_dict
-from bench.sweep_cost.plan import PlannedPoint, Point, plan, pyperf_options
+from bench.sweep_cost.plan import PlannedPoint, Point, plan, pyperf_options, run_order
 from bench.sweep_cost.probe import Probe
 from bench.sweep_cost.pyperf_program import PROGRAM, ProgramSettings, forward_settings
-from bench.sweep_cost.stage import main
+from bench.sweep_cost.stage import main, point_seconds
 from bench.sweep_cost.summary import SIDE_DIR, SizeOutcome, make_row, slopes, sweep_cost_row
 
 # Spins inside Redis for ARGV[1] ms (by Redis's clock): a stand-in for a long sweep.
@@ -269,3 +270,39 @@ def test_a_sweep_that_times_out_is_an_error_and_is_never_sent_again(settings, cl
     [value] = json.loads(side.read_text())["values"]
     assert value["errors"] == ["a sweep call timed out after 0.15 s (not re-sent)"]
     assert value["sweep_s"] == []  # a failed sweep's time is not a measurement
+
+
+@pytest.mark.parametrize("name", ["smoke", "default", "stress"])
+def test_the_progress_line_plans_every_point_the_stage_runs(name):
+    # Every protocol's points count, the capped ones (a progress line each) and the largest size.
+    profile = load_profile(name)
+    planned = plan(profile.sweep, profile.protocols)
+    assert len(point_seconds(profile)) == len(planned)
+    groups = run_order(planned)
+    assert [p for _, _, group in groups for p in group] == planned  # each point once, in plan order
+    assert {(size, protocol) for size, protocol, _ in groups} == {
+        (size, protocol) for size in profile.sweep.sweep_sizes for protocol in profile.protocols
+    }
+
+
+def test_the_sweep_command_counts_each_point_once_on_the_progress_line(
+    tmp_path: Path, settings, monkeypatch, capsys
+):
+    monkeypatch.setenv("REDIS_URL", settings.url)
+    monkeypatch.setenv("COLUMNS", "200")  # the whole line, uncut
+    code = main(
+        [
+            "--profile", "smoke", "--protocols", "echomq,bullmq", "--sizes", "5", "--reps", "1",
+            "--variants", "atomic,atomic_linear", "--scenarios", "healthy", "--caps", "atomic_linear:*:1",
+            "--results", str(tmp_path),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    [run_dir] = list(tmp_path.iterdir())
+    with open(run_dir / "sweep_cost.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    # echomq's atomic and (capped) atomic_linear, bullmq's atomic: three points, one skipped
+    assert len(rows) == 3 and sum(r["skipped"] != NOT_SKIPPED for r in rows) == 1
+    counts = re.findall(r"\[1/1 sweep (\d+)/(\d+)", capsys.readouterr().err)
+    assert counts and {total for _, total in counts} == {"3"}
+    assert counts[-1] == ("3", "3")

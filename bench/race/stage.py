@@ -100,7 +100,7 @@ ATOMIC_S_PER_JOB = 0.004
 def point_seconds(profile: Profile) -> tuple[float, ...]:
     """The seconds each run of the stage should take, in order: for the run's ETA. A sweeper with
     a gap also waits its delay once a job, so a pass takes N x delay more."""
-    plan = RacePlan.from_options(profile.race)
+    plan = RacePlan.from_options(profile.race, profile.protocols)  # every protocol's runs count
     per_run = []
     for cell in plan.settings():
         per_job = GAP_S_PER_JOB + cell.delay_ms / 1000 if has_gap(cell.variant) else ATOMIC_S_PER_JOB

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from bench.errors import BenchError
 from bench.report.compare import compare_runs
+from bench.report.compare_markdown import compare_markdown
 from bench.report.load import load_run, resolve_run
-from bench.report.render import compare_markdown, write_report
+from bench.report.render import write_report
 from bench.report.runs import list_runs, runs_table
 from bench.results import RESULTS_DIR, write_atomic
 

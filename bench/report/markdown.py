@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from bench.report.load import ID_COLUMNS, OPTIONAL_FILES, STAGE_FILES, RunData
-from bench.report.plots import Plot
+from bench.report.plot_style import Plot
 
 
 def fmt(value: object) -> str:
@@ -81,3 +81,16 @@ def missing_note(data: RunData, stage: str) -> list[str]:
     file = {**STAGE_FILES, **OPTIONAL_FILES}[stage][0]
     return [f"> **Column(s) absent from {file}**: {', '.join(missing)} (an older or partial run); "
             "what needs them is left out.", ""]  # fmt: skip
+
+
+# What the bullmq protocol runs, said once wherever its numbers are shown.
+BULLMQ_NOTE = (
+    "bullmq is BullMQ's own Lua and argument builders from the installed bullmq package, run with a "
+    "BullMQ Worker's default options: lock 30 s, every completed job kept, no metrics, no limiter."
+)
+
+
+def bullmq_note(frame: pd.DataFrame) -> list[str]:
+    if "protocol" in frame.columns and (frame["protocol"] == "bullmq").any():
+        return [f"*{BULLMQ_NOTE}*", ""]
+    return []

@@ -112,6 +112,16 @@ def plan(options: SweepOptions, protocols: Sequence[str] = (ECHOMQ,)) -> list[Pl
     return planned
 
 
+def run_order(planned: Sequence[PlannedPoint]) -> list[tuple[int, str, list[PlannedPoint]]]:
+    """The planned points as the stage runs them: a size at a time, in it a protocol at a time
+    (one pyperf run over one grown queue), as (size, protocol, points). The stage and its ETA
+    both walk this, so the progress line counts every point the stage reports."""
+    groups: dict[tuple[int, str], list[PlannedPoint]] = {}
+    for planned_point in planned:  # plan() orders by size, then protocol: the groups keep it
+        groups.setdefault((planned_point.point.size, planned_point.point.protocol), []).append(planned_point)
+    return [(size, protocol, points) for (size, protocol), points in groups.items()]
+
+
 def loops_for(size: int) -> int:
     """Sweeps timed per pyperf value: several at small sizes, where one sweep is ~100 µs."""
     return max(1, min(20, 1000 // size))

@@ -57,6 +57,7 @@ from bench.sweep_cost.plan import (
     loops_for,
     plan,
     pyperf_options,
+    run_order,
     variants_of,
 )
 from bench.sweep_cost.pyperf_program import URL_ENV, ProgramSettings
@@ -239,13 +240,12 @@ def _point_estimate(point: Point, reps: int) -> float:
 def point_seconds(profile: Profile) -> tuple[float, ...]:
     """The seconds each point of the stage should take, in the order they run: for the run's ETA."""
     options = profile.sweep
-    planned = plan(options)
     estimates: list[float] = []
-    for size in sorted(set(options.sweep_sizes)):
-        at_size = [p for p in planned if p.point.size == size]
-        estimates += [0.0 for p in at_size if p.skipped]
-        measured = [p.point for p in at_size if not p.skipped]
-        build = size * 30e-6  # growing the active list to this size, once a size
+    # every protocol's points, as run_stage reports them: a group's skipped points, then its measured
+    for size, _, group in run_order(plan(options, profile.protocols)):
+        estimates += [0.0 for p in group if p.skipped]
+        measured = [p.point for p in group if not p.skipped]
+        build = size * 30e-6  # growing each protocol's active list to this size
         estimates += [_point_estimate(p, options.sweep_reps) + (build if i == 0 else 0.0)
                       for i, p in enumerate(measured)]  # fmt: skip
     return tuple(estimates)
@@ -307,17 +307,15 @@ def run_stage(ctx: RunContext) -> None:
     rows: list[SweepCostRow] = []
     hazard: list[SweepHazardRow] = []
     try:
-        for size in sorted(set(options.sweep_sizes)):
-            for protocol, scenario in scenarios.items():
-                ids = RunIds(ctx.run_dir.name, ctx.profile.name, protocol)
-                here = [p for p in planned if p.point.size == size and p.point.protocol == protocol]
-                for skipped in (p for p in here if p.skipped):
-                    point = skipped.point
-                    tell(f"{point.label} {point.scenario} {size:,}: skipped, {skipped.skipped}")
-                to_run = [p.point for p in here if not p.skipped]
-                outcome = measure_size(ctx, scenario, size, to_run, tell) if to_run else None
-                rows.extend(sweep_cost_row(ctx.run_dir, p, outcome, ids, options) for p in here)
-                write_csv(ctx.run_dir / CSV_NAME, SWEEP_COST_COLUMNS, map(row_dict, rows))
+        for size, protocol, here in run_order(planned):
+            ids = RunIds(ctx.run_dir.name, ctx.profile.name, protocol)
+            for skipped in (p for p in here if p.skipped):
+                point = skipped.point
+                tell(f"{point.label} {point.scenario} {size:,}: skipped, {skipped.skipped}")
+            to_run = [p.point for p in here if not p.skipped]
+            outcome = measure_size(ctx, scenarios[protocol], size, to_run, tell) if to_run else None
+            rows.extend(sweep_cost_row(ctx.run_dir, p, outcome, ids, options) for p in here)
+            write_csv(ctx.run_dir / CSV_NAME, SWEEP_COST_COLUMNS, map(row_dict, rows))
         for scenario in scenarios.values():
             scenario.queue.delete()
         hazard = run_hazard_sizes(ctx, client)

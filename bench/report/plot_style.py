@@ -1,0 +1,135 @@
+"""What every figure shares: the Plot record, each variant's fixed colour and line style, plain log
+ticks, and the atomic PNG write (matplotlib's Agg canvas)."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_hex, to_rgb
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
+
+from bench.results import write_atomic_with
+
+# Fixed colours so a variant looks the same in every figure.
+VARIANT_ORDER = (
+    "fused", "two_call", "two_call_pipelined", "atomic", "atomic_linear", "atomic_sliced", "app_side",
+    "app_side_pipelined",
+)  # fmt: skip
+PALETTE = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    "#bcbd22", "#17becf",
+)  # fmt: skip
+DPI = 110
+THOUSANDS = FuncFormatter(lambda v, _: f"{v:,.0f}")
+
+
+@dataclass(frozen=True)
+class Plot:
+    file: str
+    title: str
+    caption: str
+
+
+# The suite's own protocol: its variants go unprefixed; another's are "<protocol>.<variant>".
+HOME_PROTOCOL = "echomq"
+
+
+def protocol_labelled(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with each row's variant led by its protocol unless that is echomq
+    (``bullmq.fused``), so every figure tells the protocols apart."""
+    # finish_fetch.csv names its variants "strategy"; the sweep and race files "variant"
+    column = "strategy" if "strategy" in frame.columns else "variant"
+    if frame.empty or "protocol" not in frame.columns or column not in frame.columns:
+        return frame
+    shown = frame.copy()
+    other = shown["protocol"].fillna(HOME_PROTOCOL).astype(str) != HOME_PROTOCOL
+    shown.loc[other, column] = shown.loc[other, "protocol"].astype(str) + "." + shown.loc[other, column]
+    return shown
+
+
+def split_label(variant: str) -> tuple[str, str]:
+    """``bullmq.fused-w4-rtt0`` -> ("bullmq", "fused-w4-rtt0"); an unprefixed label is echomq's."""
+    head, dot, rest = variant.partition(".")
+    if dot and head.isidentifier() and rest:
+        return head, rest
+    return HOME_PROTOCOL, variant
+
+
+def _lighter(hex_colour: str, share: float = 0.45) -> str:
+    red, green, blue = to_rgb(hex_colour)
+    return to_hex((red + (1 - red) * share, green + (1 - green) * share, blue + (1 - blue) * share))
+
+
+def colour(variant: str) -> str:
+    """A variant's fixed colour; another protocol's variant takes a lighter shade of it."""
+    protocol, variant = split_label(variant)
+    # "fused-w4-rtt0" (a strategy at one load point) takes its strategy's colour
+    variant = variant.split("-", 1)[0] if variant.split("-", 1)[0] in VARIANT_ORDER else variant
+    if variant in VARIANT_ORDER:
+        base = PALETTE[VARIANT_ORDER.index(variant)]
+    else:
+        base = PALETTE[(len(VARIANT_ORDER) + sum(map(ord, variant))) % len(PALETTE)]
+    return base if protocol == HOME_PROTOCOL else _lighter(base)
+
+
+def line_style(variant: str) -> str:
+    """Solid for echomq's variants, dashed for another protocol's."""
+    return "-" if split_label(variant)[0] == HOME_PROTOCOL else "--"
+
+
+def ordered(variants: Sequence[str]) -> list[str]:
+    """Known variants first in their fixed order, each followed by its other protocols' labels."""
+    known: list[str] = []
+    for name in VARIANT_ORDER:
+        known += sorted((v for v in variants if split_label(v)[1] == name), key=lambda v: "." in v)
+    return known + sorted(set(variants) - set(known))
+
+
+def save(figure: Figure, path: Path) -> None:
+    """Render to PNG atomically: a reader never sees half a picture."""
+    FigureCanvasAgg(figure)
+    write_atomic_with(path, lambda handle: figure.savefig(handle, format="png", dpi=DPI))
+
+
+def _plain(value: float) -> str:
+    return f"{value:,.0f}" if value >= 1 else f"{value:g}"
+
+
+def plain_log_ticks(ax: Axes, axis: str = "y") -> None:
+    """Log-axis ticks as plain numbers (2,000 rather than 2e3); call after plotting.
+
+    On an axis spanning under two decades the minor ticks at 2 and 5 are labelled
+    too, and under one decade every minor tick, so there is always more than one
+    number to read off.
+    """
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    low, high = ax.get_ylim() if axis == "y" else ax.get_xlim()
+    decades = math.log10(high / low) if low > 0 else 99.0
+
+    def minor(value: float, _: object) -> str:
+        lead = round(value / 10 ** math.floor(math.log10(value)), 6) if value > 0 else 0
+        if decades < 1:  # under one decade: label every minor tick
+            return _plain(value)
+        return _plain(value) if decades < 2 and lead in (2, 5) else ""
+
+    target.set_major_formatter(FuncFormatter(lambda v, _: _plain(v)))
+    target.set_minor_formatter(FuncFormatter(minor))
+
+
+def wrapped(text: str, figure: Figure, fontsize: float) -> str:
+    """``text`` wrapped to the figure's width, so a subtitle is never cut off at its edges."""
+    chars = int(figure.get_figwidth() * 72 / (fontsize * 0.6))  # points across / an average glyph
+    return "\n".join(textwrap.wrap(text, max(chars, 20)))
+
+
+def saved(figure: Figure, out_dir: Path, name: str, title: str, caption: str) -> Plot:
+    save(figure, out_dir / name)
+    return Plot(name, title, caption)

@@ -1,0 +1,143 @@
+"""The verdict on one metric at one point, A against B, that does not cry wolf: a Sample of each
+run's repetitions, Welch's t-test over them, and the thresholds.
+
+A verdict needs evidence. It is decided in this order (``verdict``):
+
+1. ``unstable`` when the point was ``contended`` in either run (something
+   outside the run used the CPU during its window): its numbers say nothing.
+2. ``no spread`` when either run measured the metric once per point (a max, a
+   p99 of one window, a race count): one value against one value cannot tell a
+   change from noise. Two equal values are ``same``. Counts the code fixes
+   (``exact``, as the sweep's round trips) are judged by the thresholds alone.
+3. ``unstable`` when either run's coefficient of variation (stdev / mean over
+   the repetitions) exceeds 10%.
+4. ``same`` when B is within 3% of A (the noise threshold of Redis's own
+   performance CI), or when Welch's t-test over the repetitions does not find
+   the change significant at 95% (as pyperf's compare_to), or when the change is
+   significant but at most 5% (the regression threshold: not claimed).
+5. ``better`` / ``worse`` beyond 5% and significant, by the metric's direction:
+   more jobs/s is better; more µs, ms, round trips, calls, BUSY replies or
+   anomalies is worse. A count going from zero to anything is ``worse``.
+
+``unstable`` and ``no spread`` are not regressions: ``--fail-on-regression``
+fails on ``worse`` only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+UNSTABLE_CV = 0.10
+SAME_WITHIN = 0.03
+CLAIM_BEYOND = 0.05
+NO_SPREAD = "no spread"
+VERDICTS = ("better", "worse", "same", "unstable", NO_SPREAD)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One metric at one point of one run: its value and the spread of its repetitions."""
+
+    mean: float
+    lo: float
+    hi: float
+    cv: float | None = None  # None when there is only one value (no spread known)
+    n: int = 1
+    stdev: float | None = None
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Sample:
+        clean = [float(v) for v in values if not is_missing(v)]
+        if not clean:
+            return cls(math.nan, math.nan, math.nan, None, 0)
+        mean = sum(clean) / len(clean)
+        cv = sd = None
+        if len(clean) >= 2:
+            sd = math.sqrt(sum((v - mean) ** 2 for v in clean) / (len(clean) - 1))
+            cv = sd / abs(mean) if mean else (0.0 if sd == 0 else math.inf)
+        return cls(mean, min(clean), max(clean), cv, len(clean), sd)
+
+    @classmethod
+    def with_stdev(cls, centre: float, stdev: float, scale: float = 1.0, n: int = 2) -> Sample:
+        """A median ± stdev over ``n`` repetitions (sweep_cost rows); ``scale`` converts both."""
+        if is_missing(stdev) or n < 2:
+            return cls(centre * scale, centre * scale, centre * scale)
+        cv = stdev / abs(centre) if centre else None
+        lo, hi = (centre - stdev) * scale, (centre + stdev) * scale
+        return cls(centre * scale, lo, hi, cv, n, abs(stdev * scale))
+
+    @property
+    def has_spread(self) -> bool:
+        return self.n >= 2 and self.stdev is not None
+
+
+def is_missing(value: object) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def ratio(a: float, b: float) -> float:
+    """B/A; nan when both are zero, inf when only A is."""
+    if a == 0:
+        return math.nan if b == 0 else math.inf
+    return b / a
+
+
+# Two-sided 95% critical values of Student's t by degrees of freedom; between rows, linear in 1/df.
+T95 = {
+    1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+    10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980,
+}  # fmt: skip
+T95_INFINITE = 1.960
+
+
+def t_critical(df: float) -> float:
+    """The 95% two-sided critical t for ``df`` degrees of freedom (fractional, as Welch gives)."""
+    if df <= 1:
+        return T95[1]
+    rows = sorted(T95.items())
+    for (d0, t0), (d1, t1) in itertools.pairwise(rows):
+        if d0 <= df <= d1:
+            w = (1 / df - 1 / d0) / (1 / d1 - 1 / d0)
+            return t0 + w * (t1 - t0)
+    last_df, last_t = rows[-1]
+    return T95_INFINITE + (last_t - T95_INFINITE) * last_df / df
+
+
+def significant(a: Sample, b: Sample) -> bool:
+    """Welch's t-test at 95%: is the difference of the means beyond the repetitions' noise?"""
+    assert a.stdev is not None and b.stdev is not None
+    va, vb = a.stdev**2 / a.n, b.stdev**2 / b.n
+    if va + vb == 0:
+        return a.mean != b.mean  # no noise at all: any difference is real
+    t = abs(b.mean - a.mean) / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (a.n - 1) + vb**2 / (b.n - 1))
+    return t > t_critical(df)
+
+
+def verdict(
+    a: Sample, b: Sample, higher_is_better: bool, *, exact: bool = False, contended: bool = False
+) -> str:
+    """better | worse | same | unstable | no spread, by the rules of the module docstring."""
+    if contended:
+        return "unstable"
+    if not (a.has_spread and b.has_spread):
+        if a.mean == b.mean:
+            return "same"
+        return _by_threshold(a, b, higher_is_better) if exact else NO_SPREAD
+    if any(cv is not None and cv > UNSTABLE_CV for cv in (a.cv, b.cv)):
+        return "unstable"
+    if a.mean == b.mean or abs(ratio(a.mean, b.mean) - 1) <= SAME_WITHIN or not significant(a, b):
+        return "same"
+    return _by_threshold(a, b, higher_is_better)
+
+
+def _by_threshold(a: Sample, b: Sample, higher_is_better: bool) -> str:
+    change = ratio(a.mean, b.mean) - 1
+    if abs(change) <= CLAIM_BEYOND:
+        return "same"
+    return "better" if (change > 0) == higher_is_better else "worse"
