@@ -162,10 +162,13 @@ class EmbeddedRedis:
     ``with`` block, on Ctrl-C and on errors; the child also dies with its parent.
     """
 
-    def __init__(self, source: Source = "auto", extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, source: Source = "auto", extra_args: tuple[str, ...] = (), port: int | None = None
+    ) -> None:
         self.binary, self.source = find_binary(source)
         self.extra_args = extra_args
-        self.port = 0
+        self.fixed_port = port  # None: a free port, found at start
+        self.port = port or 0
         self.process: subprocess.Popen[bytes] | None = None
         self._dir: tempfile.TemporaryDirectory[str] | None = None
 
@@ -180,8 +183,9 @@ class EmbeddedRedis:
 
     def start(self) -> EmbeddedRedis:
         self._dir = tempfile.TemporaryDirectory(prefix="echomq-redis-")
-        for _attempt in range(3):  # a free port can be taken between probe and bind
-            self.port = _free_port()
+        # A free port can be taken between probe and bind: try three; a fixed port once.
+        for _attempt in range(3 if self.fixed_port is None else 1):
+            self.port = self.fixed_port or _free_port()
             self._spawn()
             if self._wait_ready():
                 return self
@@ -195,6 +199,12 @@ class EmbeddedRedis:
             + (f" (its log: {said})" if said else "")
             + "; set REDIS_URL to use a server of your own"
         )
+
+    @property
+    def folder(self) -> Path:
+        """The server's temporary folder (its --dir): its log, and a cluster node's nodes.conf."""
+        assert self._dir is not None
+        return Path(self._dir.name)
 
     def _last_log_line(self) -> str:
         """What the server last said, in its log or on stderr (a bad option goes there)."""
