@@ -104,6 +104,9 @@ class RedisSettings:
             client = self.connect_single()
             try:
                 known = str(client.info("cluster").get("cluster_enabled", 0)) == "1"
+            except redis.RedisError:
+                # Not answering now: a plain client, lazy as before, whose first command says why.
+                return False
             finally:
                 client.close()
             _CLUSTER_URLS[self.url] = known
