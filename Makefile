@@ -14,7 +14,7 @@ RUN ?= $(shell ls -1d results/*/ 2>/dev/null | tail -n 1)
 help: ## list the targets
 	@echo "echomq-bench targets:"
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 24
-	@echo "  (PROFILE=smoke|default|stress; REDIS_URL=redis://... to use your own server)"
+	@echo "  (PROFILE=smoke|default|stress|cluster; REDIS_URL=redis://... to use your own server)"
 
 venv: $(STAMP) ## create .venv and install the locked versions (requirements.lock) into it
 

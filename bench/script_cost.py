@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from bench.errors import BenchError
 from bench.harness.server import redis_for_run
 from bench.protocol.commandstats import CommandStats
-from bench.protocol.connection import CountingRedis
+from bench.protocol.connection import Client
 from bench.protocol.protocol import PROTOCOLS, check_protocol_names
 from bench.protocol.queue import Job, Producer, Queue, Worker
 from bench.protocol.sweep import AtomicSweeper
@@ -28,7 +28,7 @@ Commands = dict[str, float]
 Row = tuple[str, int, float, Commands]
 
 
-def _measure(client: CountingRedis, action: Callable[[], object], calls: int) -> tuple[int, float, Commands]:
+def _measure(client: Client, action: Callable[[], object], calls: int) -> tuple[int, float, Commands]:
     before = CommandStats.read(client)
     for _ in range(calls):
         action()
@@ -38,7 +38,7 @@ def _measure(client: CountingRedis, action: Callable[[], object], calls: int) ->
     return n, delta.usec.get("evalsha", 0) / max(n, 1), per_call
 
 
-def measure_phases(client: CountingRedis, calls: int, protocol: str = "echomq") -> list[Row]:
+def measure_phases(client: Client, calls: int, protocol: str = "echomq") -> list[Row]:
     """(phase, EVALSHA calls, server µs per call, commands per call) for each phase, on a
     queue of ``calls`` jobs. Every phase of one protocol runs on one queue, in this order."""
     rows: list[Row] = []
@@ -80,9 +80,7 @@ def measure_phases(client: CountingRedis, calls: int, protocol: str = "echomq") 
     return rows
 
 
-def measure_scripts(
-    client: CountingRedis, calls: int, protocol: str = "echomq"
-) -> list[tuple[str, int, float]]:
+def measure_scripts(client: Client, calls: int, protocol: str = "echomq") -> list[tuple[str, int, float]]:
     """(script, calls, server µs per call) for each phase of measure_phases."""
     return [(name, n, usec) for name, n, usec, _ in measure_phases(client, calls, protocol)]
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from bench.harness.server import EmbeddedRedis
-from bench.protocol.connection import CountingRedis, RedisSettings
+from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Queue
 
 
@@ -29,7 +29,7 @@ def settings(redis_server: EmbeddedRedis) -> RedisSettings:
 
 
 @pytest.fixture
-def client(settings: RedisSettings) -> Iterator[CountingRedis]:
+def client(settings: RedisSettings) -> Iterator[Client]:
     conn = settings.connect()
     yield conn
     conn.close()
@@ -43,7 +43,7 @@ def protocol_name() -> str:
 
 
 @pytest.fixture
-def queue(client: CountingRedis, protocol_name: str) -> Iterator[Queue]:
+def queue(client: Client, protocol_name: str) -> Iterator[Queue]:
     q = Queue.open(client, f"t-{uuid.uuid4().hex[:10]}", protocol=protocol_name)
     yield q
     q.delete()

@@ -11,7 +11,7 @@ import redis
 
 from bench.protocol.autopipe import AutoPipeline, Flush
 from bench.protocol.commandstats import CommandStats
-from bench.protocol.connection import CountingRedis, RedisSettings
+from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import STRATEGIES, Command, Producer, Queue, Worker
 from tests.helpers import wait_until
 
@@ -136,7 +136,7 @@ def test_calls_issued_while_an_exchange_is_in_flight_go_out_together_paying_the_
 
 
 def test_a_failed_exchange_fails_every_call_in_it_and_resends_none(
-    queue: Queue, client: CountingRedis, settings: RedisSettings
+    queue: Queue, client: Client, settings: RedisSettings
 ) -> None:
     own = settings.connect()
     try:
@@ -161,9 +161,7 @@ def test_a_refused_call_comes_back_as_its_error_and_the_others_keep_their_replie
     assert ok == b"PONG" and isinstance(refused, redis.ResponseError) and after == b"x"
 
 
-def test_after_script_flush_the_calls_load_again_and_are_sent_once_more(
-    queue: Queue, client: CountingRedis
-) -> None:
+def test_after_script_flush_the_calls_load_again_and_are_sent_once_more(queue: Queue, client: Client) -> None:
     Producer(queue).add_batch(3)
     flushes: list[Flush] = []
     pipe = AutoPipeline(queue, on_flush=flushes.append)

@@ -23,7 +23,7 @@ from bench.errors import BenchError
 from bench.paths import LUA_DIR, REPO
 from bench.protocol.audit import audit, server_run_id
 from bench.protocol.bullmq_package import REQUIRED_VERSION, require_bullmq
-from bench.protocol.connection import CountingRedis, RedisSettings
+from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.protocol import protocol_named
 from bench.protocol.queue import Producer, Queue, Worker, WorkerOptions
 from bench.protocol.sweep import make_sweeper
@@ -36,7 +36,7 @@ TIMES = {"timestamp", "processedOn", "finishedOn"}
 
 
 @pytest.fixture
-def bull(client: CountingRedis) -> Iterator[Queue]:
+def bull(client: Client) -> Iterator[Queue]:
     q = Queue.open(client, f"b-{uuid.uuid4().hex[:10]}", protocol="bullmq")
     yield q
     q.delete()
@@ -146,7 +146,7 @@ async def _bullmq_handles_one_job(url: str, name: str, data: dict[str, Any]) -> 
 
 @pytest.mark.parametrize("strategy", ["fused", "two_call"])
 def test_a_job_added_and_finished_by_the_suite_leaves_what_bullmqs_own_client_leaves(
-    client: CountingRedis, settings: RedisSettings, strategy: str
+    client: Client, settings: RedisSettings, strategy: str
 ):
     ours = Queue.open(client, f"ours-{uuid.uuid4().hex[:8]}", protocol="bullmq")
     theirs = Queue.open(client, f"theirs-{uuid.uuid4().hex[:8]}", protocol="bullmq")
@@ -174,7 +174,7 @@ def test_a_job_added_and_finished_by_the_suite_leaves_what_bullmqs_own_client_le
 
 
 def test_a_stalled_job_swept_by_the_suite_leaves_what_bullmqs_own_sweep_leaves(
-    client: CountingRedis, settings: RedisSettings
+    client: Client, settings: RedisSettings
 ):
     queues = [Queue.open(client, f"sw-{uuid.uuid4().hex[:8]}", protocol="bullmq") for _ in range(2)]
     try:

@@ -8,10 +8,10 @@ from bench.harness.calibration import calibrate
 from bench.harness.meta import installed_packages
 from bench.harness.system import cpu_list, system_view
 from bench.protocol.commandstats import CommandStats
-from bench.protocol.connection import CountingRedis
+from bench.protocol.connection import Client
 
 
-def test_calibration_takes_its_three_figures_quickly_and_never_resets_the_stats(client: CountingRedis):
+def test_calibration_takes_its_three_figures_quickly_and_never_resets_the_stats(client: Client):
     client.set("calibration-marker", 1)
     before = CommandStats.read(client)
     calibration = calibrate(client)

@@ -14,7 +14,7 @@ from redis.crc import key_slot
 
 from bench.protocol.audit import audit
 from bench.protocol.commandstats import CommandStats
-from bench.protocol.connection import CountingRedis, RedisSettings
+from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.deadline import (
     DEADLINE_SCRIPT_FILES,
     EchoMQDeadline,
@@ -269,7 +269,7 @@ def test_extend_lock_just_before_the_sweep_keeps_the_job_off_the_sweeps_list(que
 
 @pytest.mark.parametrize("finished_by", ["echomq-deadline", "echomq"])
 def test_a_job_finished_between_the_marking_sweep_and_the_moving_one_is_not_requeued(
-    queue: Queue, client: CountingRedis, finished_by: str
+    queue: Queue, client: Client, finished_by: str
 ):
     jobs = stalled_jobs(queue, 1)
     job_id = jobs[0].id
@@ -291,7 +291,7 @@ def test_a_job_finished_between_the_marking_sweep_and_the_moving_one_is_not_requ
 
 
 @pytest.fixture
-def full_pass_queue(client: CountingRedis) -> Iterator[Queue]:
+def full_pass_queue(client: Client) -> Iterator[Queue]:
     """A queue whose full pass runs at most every 300 ms."""
     q = Queue.open(client, f"t-{uuid.uuid4().hex[:10]}", protocol=EchoMQDeadline(full_pass_ms=300))
     yield q
@@ -380,7 +380,7 @@ def test_a_reclaim_on_a_paused_queue_goes_to_paused(queue: Queue):
     assert queue.client.llen(queue.keys.wait) == 0
 
 
-def test_a_limited_sweep_takes_the_oldest_deadlines_first(client: CountingRedis):
+def test_a_limited_sweep_takes_the_oldest_deadlines_first(client: Client):
     queue = Queue.open(client, f"t-{uuid.uuid4().hex[:10]}", protocol=EchoMQDeadline(sweep_limit=2))
     try:
         jobs = stalled_jobs(queue, 3)
@@ -400,7 +400,7 @@ def test_a_limited_sweep_takes_the_oldest_deadlines_first(client: CountingRedis)
 # What it costs.
 
 
-def test_the_hot_path_price_is_one_zadd_and_one_zrem_a_cycle_and_one_zadd_an_extend(client: CountingRedis):
+def test_the_hot_path_price_is_one_zadd_and_one_zrem_a_cycle_and_one_zadd_an_extend(client: Client):
     base = cycle_commands(measure_phases(client, 10, "echomq"))
     deadline = cycle_commands(measure_phases(client, 10, "echomq-deadline"))
     assert command_difference(base["fused cycle"], deadline["fused cycle"]) == {"zadd": 1, "zrem": 1}
@@ -429,7 +429,7 @@ def commands_per_sweep(queue: Queue) -> dict[str, int]:
     return {n: c for n, c in CommandStats.read(queue.client).since(before).calls.items() if c}
 
 
-def test_a_healthy_sweeps_commands_stay_flat_as_active_grows(client: CountingRedis):
+def test_a_healthy_sweeps_commands_stay_flat_as_active_grows(client: Client):
     counted: dict[str, list[dict[str, int]]] = {"echomq": [], "echomq-deadline": []}
     for size in (1_000, 20_000):
         for name, found in counted.items():
@@ -469,7 +469,7 @@ def test_concurrent_sweepers_reclaim_each_stalled_job_once(
     errors: list[BaseException] = []
     clients = [settings.connect() for _ in range(sweepers + 1)]
 
-    def sweep_loop(own: CountingRedis) -> None:
+    def sweep_loop(own: Client) -> None:
         try:
             sweeper = AtomicSweeper(queue.with_client(own), max_stalled=5)
             while not done.is_set():
@@ -482,7 +482,7 @@ def test_concurrent_sweepers_reclaim_each_stalled_job_once(
             errors.append(exc)
             done.set()
 
-    def work_loop(own: CountingRedis) -> None:
+    def work_loop(own: Client) -> None:
         worker = Worker(queue.with_client(own), "fused", WorkerOptions(lock_ms=LOCK_MS))
         job = worker.fetch()
         while job is not None and not done.is_set():

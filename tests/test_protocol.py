@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from bench.errors import BenchError
-from bench.protocol.connection import CountingRedis
+from bench.protocol.connection import Client
 from bench.protocol.protocol import PROTOCOLS, STEPS, EchoMQ, ScriptCall, protocol_named
 from bench.protocol.queue import Producer, Queue, Worker
 from bench.protocol.sweep import make_sweeper
@@ -46,7 +46,7 @@ def test_an_unknown_protocol_is_a_one_line_error() -> None:
     assert "echomq" in PROTOCOLS
 
 
-def test_producer_worker_and_sweeper_build_every_call_through_the_protocol(client: CountingRedis) -> None:
+def test_producer_worker_and_sweeper_build_every_call_through_the_protocol(client: Client) -> None:
     proto = Recording()
     queue = Queue.open(client, f"t-{uuid.uuid4().hex[:10]}", protocol=proto)
     try:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from bench.protocol.bullmq_client import connection_url, default_socket_timeout_s
-from bench.protocol.connection import CountingRedis, RedisSettings
+from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Producer, Queue, Worker, WorkerOptions
 from bench.sweep_cost.hazard import HazardCase, effective_timeout_s, measure, run_hazard
 from bench.sweep_cost.probe import Probe
@@ -20,7 +20,7 @@ TIMEOUT_S = 0.1
 
 
 @pytest.fixture
-def slow_case(client: CountingRedis) -> Iterator[HazardCase]:
+def slow_case(client: Client) -> Iterator[HazardCase]:
     """A sweep made slow on purpose at a small size: 3,000 stalled jobs behind 10,000 other ids,
     so BullMQ's LREM of each stalled id scans them all (about a second on 2 cores)."""
     queue = Queue.open(client, f"hz-{uuid.uuid4().hex[:8]}", protocol="bullmq")
@@ -43,7 +43,7 @@ def slow_case(client: CountingRedis) -> Iterator[HazardCase]:
 
 
 @pytest.fixture
-def busy_threshold(client: CountingRedis) -> Iterator[None]:
+def busy_threshold(client: Client) -> Iterator[None]:
     """Redis's busy threshold at 50 ms, so other clients get BUSY while the slow sweep runs."""
     name = next(n for n in ("busy-reply-threshold", "lua-time-limit") if client.config_get(n))
     old = client.config_get(name)[name]

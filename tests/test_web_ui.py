@@ -23,7 +23,7 @@ import pytest
 
 from bench.harness.server import EmbeddedRedis
 from bench.paths import LOCUSTFILE, REPO
-from bench.protocol.connection import CountingRedis
+from bench.protocol.connection import Client
 from tests.helpers import wait_until
 
 PASSWORD = "ux-Secret-8f3kq2"
@@ -104,7 +104,7 @@ class LocustUI:
 
 
 @pytest.fixture
-def password_url(client: CountingRedis, redis_server: EmbeddedRedis) -> Iterator[str]:
+def password_url(client: Client, redis_server: EmbeddedRedis) -> Iterator[str]:
     """A user with a password on the test server (the default user stays as it was)."""
     user = f"ux{uuid.uuid4().hex[:6]}"
     client.execute_command("ACL", "SETUSER", user, "on", f">{PASSWORD}", "~*", "&*", "+@all")

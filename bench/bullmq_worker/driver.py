@@ -29,7 +29,7 @@ from typing import Any
 
 from bench.errors import BenchError
 from bench.protocol.commandstats import CommandStats, client_side
-from bench.protocol.connection import CountingRedis, RedisSettings
+from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Queue, Worker
 
 PROGRAM = "bench.bullmq_worker.driver"
@@ -55,7 +55,7 @@ class Window:
     """Counts completions; marks the 1,000th and the last."""
 
     total: int
-    stats_client: CountingRedis
+    stats_client: Client
     done: int = 0
     start: Mark | None = None
     end: Mark | None = None
@@ -118,7 +118,7 @@ async def run_bullmq_worker(url: str, tag: str, concurrency: int, job_ms: float,
         await worker.close()
 
 
-def run_suite_loop(client: CountingRedis, name: str, strategy: str, job_ms: float, window: Window) -> None:
+def run_suite_loop(client: Client, name: str, strategy: str, job_ms: float, window: Window) -> None:
     """The suite's Worker over the bullmq protocol, one job at a time."""
     worker = Worker(Queue.open(client, name, protocol="bullmq"), strategy)  # type: ignore[arg-type]
     job = worker.fetch()

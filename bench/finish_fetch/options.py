@@ -110,6 +110,8 @@ def add_options(parser: Any) -> None:
             include_in_web_ui=shown,
         )
     parser.add_argument("--stages", default="", help=configargparse.SUPPRESS, include_in_web_ui=False)
+    # bench run's own: whether it starts an embedded cluster (Locust gets the cluster's URL).
+    parser.add_argument("--cluster", default="false", help=configargparse.SUPPRESS, include_in_web_ui=False)
     parser.add_argument(
         "--protocols", default="echomq", help=configargparse.SUPPRESS, include_in_web_ui=False
     )

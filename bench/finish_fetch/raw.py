@@ -24,7 +24,7 @@ from bench.finish_fetch.timed import run_steps
 from bench.finish_fetch.worker_slots import WorkerConnection
 from bench.protocol.audit import audit, server_run_id
 from bench.protocol.commandstats import CommandStats
-from bench.protocol.connection import CountingRedis, RedisSettings
+from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Queue
 
 JOIN_ALLOWANCE_S = 5.0  # past the socket timeout, how long a thread may take to notice the stop
@@ -67,7 +67,7 @@ class RawRun:
         self.run = run
         self.recorder = LockedRecorder()
         self.stopping = threading.Event()
-        self.clients: list[CountingRedis] = []
+        self.clients: list[Client] = []
         self.threads: list[threading.Thread] = []
 
     def _queue(self) -> Queue:

@@ -14,7 +14,7 @@ import gevent
 import redis
 
 from bench.errors import first_line
-from bench.protocol.connection import CountingRedis, RedisSettings
+from bench.protocol.connection import Client, RedisSettings
 
 WATCH_INTERVAL_S = 0.25  # how often the server is checked to be there and the same
 UNREACHABLE_ABORT_S = 2.0  # Redis unreachable this long stops the run (a dropped connection is not that)
@@ -38,7 +38,7 @@ class ServerWatch:
             client.close()
         self._stop(reason)
 
-    def _watch(self, client: CountingRedis) -> str:
+    def _watch(self, client: Client) -> str:
         where = self.settings.where
         down_since: float | None = None
         while True:

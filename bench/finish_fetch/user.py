@@ -17,7 +17,7 @@ from locust import User, constant
 from bench.errors import BenchError, first_line
 from bench.finish_fetch.current import Current
 from bench.finish_fetch.loadstats import RunSettings
-from bench.protocol.connection import CountingRedis
+from bench.protocol.connection import Client
 from bench.protocol.queue import Call, Command, Queue
 
 log = logging.getLogger("echomq")
@@ -39,7 +39,7 @@ class RedisUser(User):
     wait_time = constant(0)
     role: ClassVar[str] = ""
 
-    client: CountingRedis
+    client: Client
     queue: Queue
     load: RunSettings
 

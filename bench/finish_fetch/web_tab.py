@@ -19,7 +19,7 @@ from bench import hdr
 from bench.finish_fetch.current import RECORDER, Current
 from bench.finish_fetch.window import Controller
 from bench.protocol.commandstats import CommandStats, client_side
-from bench.protocol.connection import CountingRedis, RedisSettings
+from bench.protocol.connection import Client, RedisSettings
 
 TAB_KEY = "echomq"
 
@@ -110,7 +110,7 @@ class LiveTab:
         self.controller = controller
         self.finished: dict[str, list[dict[str, Any]]] = {}  # strategy -> its last window's rows
         self.message: str | None = None  # why the last Start was refused, or Redis's problem
-        self._client: CountingRedis | None = None
+        self._client: Client | None = None
         self._client_settings: RedisSettings | None = None
 
     def _server_commands(self) -> int | None:

@@ -36,7 +36,7 @@ from bench.finish_fetch.server_watch import ServerWatch
 from bench.finish_fetch.summary import build_summary, unmeasured_summary, write_summary
 from bench.harness.machine import clock
 from bench.protocol.commandstats import CommandStats
-from bench.protocol.connection import CountingRedis
+from bench.protocol.connection import Client
 from bench.protocol.queue import Queue
 
 log = logging.getLogger("echomq")
@@ -81,7 +81,7 @@ class Controller:
         self.redis_cpu: tuple[float, float] | None = None
         self.expected: set[str] = set()
         self.timers: list[gevent.Greenlet] = []
-        self.client: CountingRedis | None = None
+        self.client: Client | None = None
         self.watch: ServerWatch | None = None  # knows the server's run_id, for the audit
         self.aborted: str | None = None  # why the run stopped early
         self.server_error: str | None = None  # why the server's own figures are missing

@@ -22,6 +22,7 @@ import time
 from dataclasses import asdict, dataclass
 
 import redis
+from redis.cluster import RedisCluster
 
 from bench.protocol.commandstats import CommandStats
 
@@ -57,7 +58,7 @@ def python_loop_ns(iterations: int = LOOP_ITERATIONS, rounds: int = LOOP_ROUNDS)
     return best / iterations
 
 
-def ping_p50_us(client: redis.Redis, pings: int = PINGS) -> float:
+def ping_p50_us(client: redis.Redis | RedisCluster, pings: int = PINGS) -> float:
     client.ping()  # the connection is made before the first timed call
     times = []
     for _ in range(pings):
@@ -67,7 +68,7 @@ def ping_p50_us(client: redis.Redis, pings: int = PINGS) -> float:
     return statistics.median(times) / 1000
 
 
-def evalsha_us(client: redis.Redis, calls: int = EVALSHAS) -> float | None:
+def evalsha_us(client: redis.Redis | RedisCluster, calls: int = EVALSHAS) -> float | None:
     """Redis's µs per EVALSHA of ``return 1``, from the commandstats delta of our calls."""
     sha = str(client.script_load(RETURN_ONE))
     client.evalsha(sha, 0)  # loaded and run once, outside the delta
@@ -81,7 +82,7 @@ def evalsha_us(client: redis.Redis, calls: int = EVALSHAS) -> float | None:
     return delta.usec.get("evalsha", 0) / counted
 
 
-def calibrate(client: redis.Redis) -> Calibration:
+def calibrate(client: redis.Redis | RedisCluster) -> Calibration:
     """All three figures, on the given client's connection."""
     start = time.perf_counter()
     loop = python_loop_ns()

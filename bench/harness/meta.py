@@ -93,6 +93,8 @@ def collect_meta(
         "redis_source": server.source,
         "redis_binary": server.binary,
         "redis_url": server.url,
+        # A cluster's masters: address, slot ranges, version (empty for a single server).
+        "redis_cluster": [m.as_meta() for m in server.masters],
         "python": platform.python_version(),
         "redis_py": _version("redis"),
         "hiredis": HIREDIS_AVAILABLE,

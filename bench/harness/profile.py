@@ -129,6 +129,8 @@ class Profile:
     stages: tuple[str, ...] = ("finish_fetch", "sweep", "race", "bullmq_worker", "report")
     # the queue protocols every stage measures, side by side (bench/protocol/protocol.py PROTOCOLS)
     protocols: tuple[str, ...] = ("echomq",)
+    # With no REDIS_URL: start an embedded 3-master Redis Cluster instead of one server.
+    cluster: bool = False
     finish_fetch: FinishFetchOptions = FinishFetchOptions()
     sweep: SweepOptions = SweepOptions()
     race: RaceOptions = RaceOptions()
@@ -153,7 +155,11 @@ def parse_protocols(raw: str, *, flag: str | None = None) -> tuple[str, ...]:
 
 def resolved(profile: Profile) -> dict[str, Any]:
     """The profile as the run used it, every key with its value, defaults included (meta.json)."""
-    record: dict[str, Any] = {"name": profile.name, "stages": list(profile.stages)}
+    record: dict[str, Any] = {
+        "name": profile.name,
+        "stages": list(profile.stages),
+        "cluster": profile.cluster,
+    }
     for f in fields(Profile):
         section = getattr(profile, f.name)
         if isinstance(section, SECTIONS):
@@ -313,7 +319,11 @@ def load_profile(name_or_path: str) -> Profile:
     values: dict[type, dict[str, Any]] = {section: {} for section in SECTIONS}
     stages = Profile.stages
     protocols = Profile.protocols
+    cluster = Profile.cluster
     for key, text in raw.items():
+        if key == "cluster":
+            cluster = bool(parse_value(key, bool, text))
+            continue
         if key == "protocols":
             protocols = parse_protocols(text)
             continue
@@ -334,6 +344,7 @@ def load_profile(name_or_path: str) -> Profile:
         name=path.stem,
         stages=stages,
         protocols=protocols,
+        cluster=cluster,
         finish_fetch=FinishFetchOptions(**values[FinishFetchOptions]),
         sweep=SweepOptions(**values[SweepOptions]),
         race=RaceOptions(**values[RaceOptions]),

@@ -28,7 +28,7 @@ from bench.harness.profile import Profile
 from bench.harness.server import redis_for_run
 from bench.harness.terminal import table_width
 from bench.harness.watch_scope import watch_scope
-from bench.protocol.connection import CountingRedis
+from bench.protocol.connection import Client, primaries
 from bench.protocol.queue import Queue
 from bench.results import make_run_dir, read_json, update_meta
 
@@ -56,7 +56,7 @@ def mark_complete(run_dir: Path) -> None:
     update_meta(run_dir, complete=True, reason=None, finished=finished or _now())
 
 
-def _script_shas(client: CountingRedis, extra_scripts: Iterable[str]) -> dict[str, str]:
+def _script_shas(client: Client, extra_scripts: Iterable[str]) -> dict[str, str]:
     queue = Queue.open(client, f"meta-{uuid.uuid4().hex[:8]}", tuple(extra_scripts))
     return queue.scripts.shas()
 
@@ -99,7 +99,7 @@ def open_run(
     progress = progress or Progress()
     run: OpenRun | None = None
     try:
-        with redis_for_run() as (settings, server):
+        with redis_for_run(cluster=profile.cluster) as (settings, server):
             machine = machine_before_run(quiet_machine)
             run_dir = make_run_dir(profile.name, results_root)
             warning = machine.warning(table_width() - len("warning: "))  # one line on a terminal
@@ -116,7 +116,8 @@ def open_run(
             client = settings.connect()
             try:
                 shas = _script_shas(client, extra_scripts)
-                calibration = calibrate(client)
+                # On a cluster, the first master's figures: one server's, as on a single one.
+                calibration = calibrate(primaries(client)[0][1])
             finally:
                 client.close()
             scope = watch_scope(settings, server)

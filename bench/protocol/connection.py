@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from redis.backoff import NoBackoff
 from redis.client import Pipeline
+from redis.cluster import ClusterPipeline, RedisCluster
 from redis.retry import Retry
 
 from bench.errors import BenchError
+from bench.protocol.cluster_info import merge_info
 
 
 def redact_url(url: str) -> str:
@@ -33,6 +35,9 @@ class RedisSettings:
     url: str = "redis://127.0.0.1:6379/0"
     socket_timeout_s: float = 30.0
     connect_timeout_s: float = 5.0
+    # A Redis Cluster node: every client is a RedisCluster. None: ask the node (INFO cluster)
+    # at the first connect, so a child process handed only the URL finds out by itself.
+    cluster: bool | None = None
 
     @classmethod
     def from_url(cls, url: str, **overrides: Any) -> RedisSettings:
@@ -57,24 +62,59 @@ class RedisSettings:
             return parts.path
         return f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
 
-    def connect(self) -> CountingRedis:
+    def connect(self) -> Client:
         """A client on its own connection pool that never re-sends a command.
 
         redis-py retries a failed or timed-out command by default. A script such
         as moveToFinished or the sweep is not idempotent: a re-send could apply
         it twice, or pile a second long sweep behind a first one. So retries are
         off, and a timeout surfaces as redis.TimeoutError for the caller to count.
+        On a cluster the client still follows MOVED and ASK: a redirected command
+        did not run, so sending it to the right node is no re-send.
         """
-        client = CountingRedis.from_url(
-            self.url,
-            socket_timeout=self.socket_timeout_s,
-            socket_connect_timeout=self.connect_timeout_s,
-            retry=Retry(NoBackoff(), 0),
-            retry_on_error=[],
-            health_check_interval=0,
-        )
+        if self.is_cluster():
+            return self.connect_cluster()
+        return self.connect_single()
+
+    def connect_single(self) -> CountingRedis:
+        """A plain client of the one server (or cluster node) at the URL."""
+        client = CountingRedis.from_url(self.url, **self._options(), retry_on_error=[])
         assert isinstance(client, CountingRedis)  # from_url builds cls
         return client
+
+    def connect_cluster(self) -> CountingRedisCluster:
+        """A cluster client; the URL's node is where it learns the slots."""
+        client = CountingRedisCluster.from_url(self.url, **self._options())
+        assert isinstance(client, CountingRedisCluster)
+        return client
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            "socket_timeout": self.socket_timeout_s,
+            "socket_connect_timeout": self.connect_timeout_s,
+            "retry": Retry(NoBackoff(), 0),
+            "health_check_interval": 0,
+        }
+
+    def is_cluster(self) -> bool:
+        if self.cluster is not None:
+            return self.cluster
+        known = _CLUSTER_URLS.get(self.url)
+        if known is None:
+            client = self.connect_single()
+            try:
+                known = str(client.info("cluster").get("cluster_enabled", 0)) == "1"
+            except redis.RedisError:
+                # Not answering now: a plain client, lazy as before, whose first command says why.
+                return False
+            finally:
+                client.close()
+            _CLUSTER_URLS[self.url] = known
+        return known
+
+
+# What each URL's node said about cluster mode, once per process.
+_CLUSTER_URLS: dict[str, bool] = {}
 
 
 class CountingRedis(redis.Redis):
@@ -109,3 +149,105 @@ class CountingPipeline(Pipeline):
         if len(self.command_stack) > 0:
             self._owner.round_trips += 1
         return super().execute(raise_on_error)
+
+
+class CountingRedisCluster(RedisCluster):
+    """A RedisCluster that counts its round trips as CountingRedis does.
+
+    A command counts one, however its reply is routed; a MOVED or ASK redirect
+    (only while a slot migrates) is a second exchange it does not count. A
+    pipeline counts one per execute: a queue's pipelines go to the one node
+    that holds its hash tag.
+    """
+
+    # A class default: redis-py's constructor already sends COMMAND (its key parser) through
+    # execute_command, before __init__ could set it.
+    round_trips = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.round_trips = 0
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        self.round_trips += 1
+        return super().execute_command(*args, **options)
+
+    def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> CountingClusterPipeline:
+        if shard_hint:
+            raise redis.RedisError("shard_hint is not supported on a cluster")
+        return CountingClusterPipeline(self, transaction)
+
+    def info(self, section: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """INFO of every master as one answer (bench/protocol/cluster_info.py), so a caller
+        reading commandstats, CPU or run_id sees the whole cluster; ``target_nodes`` as redis-py."""
+        if "target_nodes" in kwargs:
+            return super().info(section, *args, **kwargs)
+        per_node = {name: node.info(section, *args) for name, node in primaries(self)}
+        return merge_info(section, per_node)
+
+    def node_client(self, key: str) -> redis.Redis:
+        """The plain client of the master that serves ``key``'s slot now."""
+        node = self.get_node_from_key(key)
+        client = node.redis_connection or self.get_redis_connection(node)
+        assert client is not None
+        return client
+
+
+class CountingClusterPipeline(ClusterPipeline):
+    """A cluster pipeline that adds one round trip to its client per non-empty execute."""
+
+    def __init__(self, owner: CountingRedisCluster, transaction: Any) -> None:
+        super().__init__(
+            nodes_manager=owner.nodes_manager,
+            commands_parser=owner.commands_parser,
+            startup_nodes=list(owner.nodes_manager.startup_nodes.values()),  # unused by the pipeline
+            result_callbacks=owner.result_callbacks,
+            cluster_response_callbacks=owner.cluster_response_callbacks,
+            read_from_replicas=owner.read_from_replicas,
+            load_balancing_strategy=owner.load_balancing_strategy,
+            reinitialize_steps=owner.reinitialize_steps,
+            retry=owner.retry,
+            lock=owner._lock,
+            transaction=transaction,
+            event_dispatcher=owner._event_dispatcher,
+        )
+        self._owner = owner
+
+    def execute(self, raise_on_error: bool = True) -> list[Any]:
+        if len(self) > 0:
+            self._owner.round_trips += 1
+        return super().execute(raise_on_error)
+
+    def mset(self, mapping: Any) -> Any:
+        return self.execute_command("MSET", *(item for pair in dict(mapping).items() for item in pair))
+
+    # redis-py's cluster pipeline refuses multi-key MSET, DEL, UNLINK and EXISTS (keys may span
+    # slots). A queue's keys share one slot, so each is one command to one node; keys that
+    # did not would fail the slot check here, as CROSSSLOT would on the server.
+    def delete(self, *names: Any) -> Any:
+        return self.execute_command("DEL", *names)
+
+    def unlink(self, *names: Any) -> Any:
+        return self.execute_command("UNLINK", *names)
+
+    def exists(self, *names: Any) -> Any:
+        return self.execute_command("EXISTS", *names)
+
+
+# Every client the suite makes: one server's, or a cluster's.
+Client: TypeAlias = CountingRedis | CountingRedisCluster
+
+
+def node_client(client: Client, key: str) -> redis.Redis:
+    """The plain client of the server that holds ``key``: the client itself on one server."""
+    if isinstance(client, CountingRedisCluster):
+        return client.node_client(key)
+    return client
+
+
+def primaries(client: Client) -> list[tuple[str, redis.Redis]]:
+    """(host:port, plain client) of every master; one server is its own only master."""
+    if isinstance(client, CountingRedisCluster):
+        return [(node.name, client.get_redis_connection(node)) for node in client.get_primaries()]
+    kwargs = client.connection_pool.connection_kwargs
+    return [(f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}", client)]

@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol
 import redis
 
 from bench.errors import BenchError, ProtocolError
-from bench.protocol.connection import CountingRedis
+from bench.protocol.connection import Client
 from bench.protocol.keys import QueueKeys
 from bench.protocol.protocol import (
     JOB_EXISTS,
@@ -74,7 +74,7 @@ class Sender(Protocol):
 class Queue:
     """One queue on one client: its protocol, its keys and its loaded scripts."""
 
-    client: CountingRedis
+    client: Client
     keys: QueueKeys
     scripts: Scripts
     protocol: QueueProtocol
@@ -82,7 +82,7 @@ class Queue:
     @classmethod
     def open(
         cls,
-        client: CountingRedis,
+        client: Client,
         name: str,
         extra_scripts: tuple[str, ...] = (),
         protocol: str | QueueProtocol = "echomq",
@@ -91,7 +91,7 @@ class Queue:
         scripts = load_scripts(client, extra_scripts, proto.script_sources())
         return cls(client, proto.keys(name), scripts, proto)
 
-    def with_client(self, client: CountingRedis) -> Queue:
+    def with_client(self, client: Client) -> Queue:
         """The same queue on another connection (scripts re-registered on it)."""
         return Queue.open(client, self.keys.name, tuple(self.scripts.extra), self.protocol)
 
@@ -101,8 +101,11 @@ class Queue:
 
     def pipeline_call(self, pipe: Any, call: ScriptCall) -> None:
         """Queue one call on a pipeline. EVALSHA with the known SHA: a pipeline holding a
-        Script object would first send SCRIPT EXISTS, a second round trip."""
-        pipe.evalsha(self.scripts.by_step(call.script).sha, len(call.keys), *call.keys, *call.args)
+        Script object would first send SCRIPT EXISTS, a second round trip. Through
+        execute_command: a cluster pipeline refuses its evalsha method, not the command
+        (it routes it by its keys, which share the queue's slot)."""
+        sha = self.scripts.by_step(call.script).sha
+        pipe.execute_command("EVALSHA", sha, len(call.keys), *call.keys, *call.args)
 
     def queue_on(self, pipe: Any, call: Call) -> None:
         """Queue a script call or a plain command on a pipeline."""

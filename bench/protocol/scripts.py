@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 
 import redis
+from redis.cluster import RedisCluster
 from redis.commands.core import Script
 
 from bench.paths import LUA_DIR
@@ -78,14 +79,16 @@ class Scripts:
                 return script
         return self.extra[file_name]
 
-    def load(self, client: redis.Redis) -> None:
+    def load(self, client: redis.Redis | RedisCluster) -> None:
         """SCRIPT LOAD every script, so no timed call pays for a NOSCRIPT reload."""
         for script in [*(getattr(self, n) for n in SCRIPT_FILES), *self.extra.values()]:
             script.sha = client.script_load(script.script)
 
 
 def load_scripts(
-    client: redis.Redis, extra_files: tuple[str, ...] = (), sources: Mapping[str, str] | None = None
+    client: redis.Redis | RedisCluster,
+    extra_files: tuple[str, ...] = (),
+    sources: Mapping[str, str] | None = None,
 ) -> Scripts:
     """Register a protocol's five scripts (``sources``, by step; default lua/'s) and
     ``extra_files`` from lua/, and load them."""

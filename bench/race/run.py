@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from bench.errors import BenchError
 from bench.protocol.audit import audit, server_run_id
-from bench.protocol.connection import CountingRedis, RedisSettings
+from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Producer, Queue, Worker, WorkerOptions
 from bench.protocol.sweep import Sweeper, SweepResult, make_sweeper
 from bench.race.count import Anomalies, count_anomalies, read_state
@@ -171,7 +171,7 @@ def stall_jobs(queue: Queue, count: int) -> list[str]:
 
 @dataclass
 class _Actors:
-    clients: list[CountingRedis] = field(default_factory=list)
+    clients: list[Client] = field(default_factory=list)
     threads: list[threading.Thread] = field(default_factory=list)
 
 

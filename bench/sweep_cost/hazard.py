@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import redis
 
@@ -80,7 +80,7 @@ def _bullmq_call(settings: RedisSettings, case: HazardCase, timeout_s: float | N
 
 
 def _suite_call(settings: RedisSettings, case: HazardCase, timeout_s: float) -> CallResult:
-    client = RedisSettings(settings.url, timeout_s, settings.connect_timeout_s).connect()
+    client = replace(settings, socket_timeout_s=timeout_s).connect()
     try:
         queue = case.queue.with_client(client)  # loads the scripts: before the clock starts
         sweeper = AtomicSweeper(queue, BENCH_MAX_STALLED, check_interval_ms=INTERVAL_MS)
@@ -165,7 +165,7 @@ def run_hazard(
 ) -> list[SweepHazardRow]:
     """Both clients, one call each, from the same state; the probe watching throughout."""
     timeout_s, bullmq_timeout_s = effective_timeout_s(configured_timeout_s)
-    with Probe(settings, probe_rate_hz) as probe:
+    with Probe(settings, probe_rate_hz, case.queue.keys.name) as probe:
         return [
             measure(name, settings, case, timeout_s, probe, bullmq_timeout_s=bullmq_timeout_s)
             for name in CLIENTS

@@ -21,7 +21,7 @@ import multiprocessing
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection as Pipe
 from types import TracebackType
 from typing import Any
@@ -30,7 +30,7 @@ import redis
 from hdrh.histogram import HdrHistogram
 
 from bench.hdr import decode, encode, new_histogram, record_us
-from bench.protocol.connection import RedisSettings
+from bench.protocol.connection import RedisSettings, node_client
 
 DEFAULT_RATE_HZ = 500.0  # PINGs a second, unless the profile says otherwise
 PROBE_TIMEOUT_S = 60.0  # a PING waits this long at most (Redis answers BUSY after 5 s)
@@ -61,10 +61,12 @@ def empty_window() -> ProbeWindow:
 class _OpenLoopPinger:
     """Sends PINGs on one connection without waiting; a reader thread takes the replies in order."""
 
-    def __init__(self, settings: RedisSettings) -> None:
+    def __init__(self, settings: RedisSettings, tag: str) -> None:
         self.settings = settings
         self.client = settings.connect()
-        self.conn: Any = self.client.connection_pool.get_connection()
+        # On a cluster, the master that holds the swept queue: the hold is per shard.
+        self.node = node_client(self.client, tag)
+        self.conn: Any = self.node.connection_pool.get_connection()
         self.conn.connect()
         self.due: collections.deque[float] = collections.deque()  # due times of PINGs in flight
         self.in_flight = threading.Semaphore(0)
@@ -146,12 +148,12 @@ def _run_window(pinger: _OpenLoopPinger, pipe: Pipe, rate_hz: float) -> ProbeWin
         due_index += 1
 
 
-def _probe_main(settings: RedisSettings, rate_hz: float, pipe: Pipe, sweeper_end: Pipe) -> None:
+def _probe_main(settings: RedisSettings, tag: str, rate_hz: float, pipe: Pipe, sweeper_end: Pipe) -> None:
     # The fork copied the sweeper's end of the pipe: closed here, so the sweeper's death is an
     # EOF, and the probe leaves with it instead of waiting for a command forever.
     sweeper_end.close()
-    pinger = _OpenLoopPinger(settings)
-    pinger.client.ping()
+    pinger = _OpenLoopPinger(settings, tag)
+    pinger.node.ping()
     pipe.send("ready")
     try:
         while pipe.recv() != _QUIT:
@@ -165,9 +167,10 @@ def _probe_main(settings: RedisSettings, rate_hz: float, pipe: Pipe, sweeper_end
 class Probe:
     """``with Probe(settings, 500) as probe: probe.begin(); ...; seen = probe.end()``."""
 
-    def __init__(self, settings: RedisSettings, rate_hz: float) -> None:
-        self.settings = RedisSettings(settings.url, PROBE_TIMEOUT_S, settings.connect_timeout_s)
+    def __init__(self, settings: RedisSettings, rate_hz: float, queue: str = "") -> None:
+        self.settings = replace(settings, socket_timeout_s=PROBE_TIMEOUT_S)
         self.rate_hz = rate_hz
+        self.tag = f"{{{queue}}}"  # the queue's hash tag: its master, on a cluster
         self._pipe: Pipe | None = None
         self._process: Any = None  # a multiprocessing Process of the chosen start method
 
@@ -177,7 +180,7 @@ class Probe:
         context: Any = multiprocessing.get_context(method)
         parent, child = context.Pipe()
         self._process = context.Process(
-            target=_probe_main, args=(self.settings, self.rate_hz, child, parent), daemon=True
+            target=_probe_main, args=(self.settings, self.tag, self.rate_hz, child, parent), daemon=True
         )
         self._process.start()
         child.close()

@@ -31,7 +31,7 @@ from bench.harness.profile import Profile, SweepOptions
 from bench.harness.progress import Progress, StagePlan
 from bench.harness.run_folder import open_run
 from bench.paths import REPO
-from bench.protocol.connection import CountingRedis, RedisSettings
+from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.protocol import protocol_named
 from bench.protocol.queue import Queue
 from bench.protocol.scripts import script_source
@@ -257,7 +257,7 @@ def check_profile(profile: Profile) -> None:
     plan(profile.sweep, profile.protocols)
 
 
-def run_hazard_sizes(ctx: RunContext, client: CountingRedis) -> list[SweepHazardRow]:
+def run_hazard_sizes(ctx: RunContext, client: Client) -> list[SweepHazardRow]:
     """The client-default hazard at each of the profile's sizes (bench/sweep_cost/hazard.py)."""
     options = ctx.profile.sweep
     sizes = sorted(set(options.sweep_hazard_sizes))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ import redis
 from bench.errors import BenchError
 from bench.hdr import encode
 from bench.protocol.commandstats import CommandStats, client_side
-from bench.protocol.connection import CountingRedis, RedisSettings
+from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Queue
 from bench.protocol.sweep import DEFAULT_SLICE, Sweeper, SweepResult, make_sweeper
 from bench.results import write_json
@@ -76,7 +76,7 @@ class ValueRecord:
 class Connected:
     """What every point of this process shares: one connection, one snapshot, one probe."""
 
-    client: CountingRedis
+    client: Client
     scenario: ScenarioQueue
     probe: Probe
 
@@ -95,7 +95,7 @@ class PointBench:
         warmups: int = 0,
         protocol: str = "echomq",
     ) -> None:
-        self.settings = RedisSettings.from_url(settings.url, socket_timeout_s=SWEEP_TIMEOUT_S)
+        self.settings = replace(settings, socket_timeout_s=SWEEP_TIMEOUT_S)
         self.queue_name = queue_name
         self.protocol = protocol
         self.side_dir = side_dir
@@ -110,7 +110,8 @@ class PointBench:
 
     def _connect(self) -> Connected:
         if self.connected is None:
-            probe = Probe(self.settings, self.probe_rate_hz).start()  # forked before any connection
+            # Forked before any connection; on the swept queue's master.
+            probe = Probe(self.settings, self.probe_rate_hz, self.queue_name).start()
             client = self.settings.connect()
             scenario = ScenarioQueue.attach(Queue.open(client, self.queue_name, protocol=self.protocol))
             self.connected = Connected(client, scenario, probe)
@@ -176,7 +177,7 @@ class PointBench:
         return elapsed
 
     @staticmethod
-    def _wait_for_redis(client: CountingRedis) -> None:
+    def _wait_for_redis(client: Client) -> None:
         wait_for_redis(client)
 
     def close(self) -> None:
@@ -186,7 +187,7 @@ class PointBench:
             self.connected = None
 
 
-def wait_for_redis(client: CountingRedis, poll_s: float = 0.1) -> None:
+def wait_for_redis(client: Client, poll_s: float = 0.1) -> None:
     """After a failed or long sweep: wait until Redis answers again (a script may still be running).
 
     A refused connection is not a busy server but a gone one: past UNREACHABLE_S of

