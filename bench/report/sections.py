@@ -17,6 +17,7 @@ from bench.report.load import RunData, merged_histograms
 from bench.report.machine import beside_saturated, contended_note
 from bench.report.markdown import figure, flag_rows, fmt, markdown_table, missing_note, percent, present
 from bench.report.plots import protocol_labelled
+from bench.report.price import price_section
 from bench.report.ratios import POINT_COLUMNS, paired_ratios, shown_point_columns, values_by_rep
 
 # What the bullmq protocol runs, said once wherever its numbers are shown.
@@ -110,6 +111,7 @@ def finish_fetch_section(data: RunData) -> list[str]:
     lines += _finish_fetch_summary(frame)
     lines += figure(plots.jobs_per_s(protocol_labelled(frame), data.path), "no jobs_per_s values")
     lines += _pace_section(frame)
+    lines += price_section(data)
     if frame["concurrency"].nunique(dropna=True) > 1:  # a line against concurrency needs two of them
         plot = plots.ratio_against_concurrency(paired_ratios(frame), data.path)
         lines += figure(plot, "no fused/two_call or fused/two_call_pipelined pairs")
