@@ -209,6 +209,14 @@ def test_labels_colours_and_order_tell_protocols_apart():
     assert split_label("fused-w4-rtt0.5") == ("echomq", "fused-w4-rtt0.5")  # a dotted rtt is no protocol
     assert colour("bullmq.fused") != colour("fused") and colour("fused-w2-rtt0") == colour("fused")
     assert (line_style("atomic"), line_style("bullmq.atomic")) == ("-", "--")
+    # A hyphenated protocol leads a known variant; its own shade and line, not bullmq's nor echomq's.
+    assert split_label("echomq-deadline.atomic") == ("echomq-deadline", "atomic")
+    assert split_label("echomq-deadline.fused-w4-rtt0.5") == ("echomq-deadline", "fused-w4-rtt0.5")
+    assert line_style("echomq-deadline.atomic") not in ("-", "--")
+    assert len({colour("atomic"), colour("bullmq.atomic"), colour("echomq-deadline.atomic")}) == 3
+    assert ordered(["echomq-deadline.atomic", "bullmq.atomic", "atomic"]) == [
+        "atomic", "bullmq.atomic", "echomq-deadline.atomic",
+    ]  # fmt: skip
     assert ordered(["bullmq.atomic", "app_side", "atomic", "bullmq.fused", "fused"]) == [
         "fused", "bullmq.fused", "atomic", "bullmq.atomic", "app_side",
     ]  # fmt: skip
