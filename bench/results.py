@@ -194,7 +194,26 @@ class BullmqWorkerRow:
     contended: bool = False
 
 
-Row = FinishFetchRow | SweepCostRow | RaceRow | SweepHazardRow | BullmqWorkerRow
+@dataclass(frozen=True)
+class ScriptCostRow:
+    """One worker step of one protocol with its scripts alone on a small queue: the hot
+    path's price, each protocol's against the others' in the same run."""
+
+    run_id: str
+    protocol: str
+    profile: str
+    step: str  # "fused cycle", "two-call cycle", "extendLock", "healthy sweep (100 active)"
+    rep: int
+    calls: int  # times the step ran
+    server_us_per_call: float  # Redis µs inside the step's EVALSHAs, a call (a cycle: a job)
+    commands_per_call: float  # every command the step ran, those inside its scripts too
+    commands: str  # the same by name, a call: "evalsha 1, hset 2, zadd 1"
+    foreign_cpu_pct: float | None = None
+    steal_pct: float | None = None
+    contended: bool = False
+
+
+Row = FinishFetchRow | SweepCostRow | RaceRow | SweepHazardRow | BullmqWorkerRow | ScriptCostRow
 
 # Columns a run from before them implies a value for: it ran one job in flight a
 # worker, held for no time. A reader fills them in instead of calling them absent.
@@ -210,6 +229,7 @@ SWEEP_COST_COLUMNS = columns_of(SweepCostRow)
 RACE_COLUMNS = columns_of(RaceRow)
 SWEEP_HAZARD_COLUMNS = columns_of(SweepHazardRow)
 BULLMQ_WORKER_COLUMNS = columns_of(BullmqWorkerRow)
+SCRIPT_COST_COLUMNS = columns_of(ScriptCostRow)
 
 
 _FLOAT_COLUMNS: dict[type, frozenset[str]] = {}

@@ -39,7 +39,7 @@ from bench.paths import REPO
 from bench.report.cli import compare_main
 from bench.report.compare import STAGE_METRICS, compare_runs
 from bench.report.compare_context import context_lines
-from bench.report.load import load_run
+from bench.report.load import OPTIONAL_FILES, STAGE_FILES, load_run
 from bench.report.verdict import Sample, significant, t_critical, verdict
 
 STAGES = "finish_fetch,sweep,race"  # the report stage adds nothing to compare
@@ -173,7 +173,8 @@ def _against(value: float, step: float, higher_is_better: bool) -> float:
     return value - step if higher_is_better else value + step
 
 
-CSVS = {"finish_fetch": "finish_fetch.csv", "sweep": "sweep_cost.csv", "race": "race.csv"}
+# Every file load_run reads, by its frame's name.
+CSVS = {stage: name for stage, (name, _) in {**STAGE_FILES, **OPTIONAL_FILES}.items()}
 
 
 def judged_as_quiet(run: Path, copy: Path) -> None:

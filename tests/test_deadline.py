@@ -15,6 +15,7 @@ from redis.crc import key_slot
 from bench.protocol.audit import audit
 from bench.protocol.commandstats import CommandStats
 from bench.protocol.connection import Client, RedisSettings
+from bench.protocol.cost import command_difference, cycle_commands, measure_phases
 from bench.protocol.deadline import (
     DEADLINE_SCRIPT_FILES,
     EchoMQDeadline,
@@ -26,7 +27,6 @@ from bench.protocol.protocol import EchoMQ
 from bench.protocol.queue import Job, Producer, Queue, Worker, WorkerOptions, now_ms
 from bench.protocol.scripts import numkeys, script_source
 from bench.protocol.sweep import AtomicSweeper
-from bench.script_cost import command_difference, cycle_commands, measure_phases
 from tests.helpers import ids, wait_until
 
 LOCK_MS = 60_000

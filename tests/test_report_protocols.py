@@ -15,11 +15,13 @@ from bench.results import (
     BULLMQ_WORKER_COLUMNS,
     FINISH_FETCH_COLUMNS,
     RACE_COLUMNS,
+    SCRIPT_COST_COLUMNS,
     SWEEP_COST_COLUMNS,
     SWEEP_HAZARD_COLUMNS,
     BullmqWorkerRow,
     FinishFetchRow,
     RaceRow,
+    ScriptCostRow,
     SweepCostRow,
     SweepHazardRow,
     row_dict,
@@ -127,6 +129,19 @@ def write_run(path: Path, bullmq_scale: float = 1.0) -> Path:
         ),
     ]
     write_csv(path / "sweep_hazard.csv", SWEEP_HAZARD_COLUMNS, map(row_dict, hazard))
+    price = [
+        ScriptCostRow(RUN, protocol, "smoke", step, rep, 200, us + extra_us, n + extra_n, commands)
+        for rep in (1, 2)
+        for protocol, extra_us, extra_n, more in (
+            ("echomq", 0.0, 0, ""),
+            ("echomq-deadline", 4.0, 2, ", zadd 1, zrem 1"),
+        )
+        for step, us, n, commands in (
+            ("fused cycle", 30.0, 9, "evalsha 1, hset 3, lmove 1, set 1" + more),
+            ("two-call cycle", 40.0, 10, "evalsha 2, hset 3, lmove 1, set 1" + more),
+        )
+    ]
+    write_csv(path / "script_cost.csv", SCRIPT_COST_COLUMNS, map(row_dict, price))
     return path
 
 
@@ -145,6 +160,11 @@ def test_every_table_and_figure_shows_both_protocols(tmp_path: Path):
         in text
     )
     assert "- suite, 40,000 stalled, timeout 5 s: 1 execution(s)" in text and "TimeoutError" in text
+    assert "### The hot path's price: each protocol's scripts alone" in text
+    line = (
+        "- **echomq-deadline** beyond echomq, Redis µs a job: fused cycle 4 µs (zadd +1, zrem +1); two-call"
+    )
+    assert line in text
     assert "Absent from this run" not in text
     for plot in ("finish_fetch_jobs.png", "sweep_time.png", "race_anomalies.png", "bullmq_worker_jobs.png"):
         assert (run / plot).read_bytes().startswith(PNG), plot
@@ -189,6 +209,14 @@ def test_labels_colours_and_order_tell_protocols_apart():
     assert split_label("fused-w4-rtt0.5") == ("echomq", "fused-w4-rtt0.5")  # a dotted rtt is no protocol
     assert colour("bullmq.fused") != colour("fused") and colour("fused-w2-rtt0") == colour("fused")
     assert (line_style("atomic"), line_style("bullmq.atomic")) == ("-", "--")
+    # A hyphenated protocol leads a known variant; its own shade and line, not bullmq's nor echomq's.
+    assert split_label("echomq-deadline.atomic") == ("echomq-deadline", "atomic")
+    assert split_label("echomq-deadline.fused-w4-rtt0.5") == ("echomq-deadline", "fused-w4-rtt0.5")
+    assert line_style("echomq-deadline.atomic") not in ("-", "--")
+    assert len({colour("atomic"), colour("bullmq.atomic"), colour("echomq-deadline.atomic")}) == 3
+    assert ordered(["echomq-deadline.atomic", "bullmq.atomic", "atomic"]) == [
+        "atomic", "bullmq.atomic", "echomq-deadline.atomic",
+    ]  # fmt: skip
     assert ordered(["bullmq.atomic", "app_side", "atomic", "bullmq.fused", "fused"]) == [
         "fused", "bullmq.fused", "atomic", "bullmq.atomic", "app_side",
     ]  # fmt: skip

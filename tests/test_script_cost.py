@@ -3,7 +3,8 @@
 import pytest
 
 from bench.errors import BenchError
-from bench.script_cost import main, measure_scripts
+from bench.protocol.cost import measure_scripts
+from bench.script_cost import main
 
 
 def test_each_phase_counts_exactly_its_calls(client):

@@ -37,6 +37,8 @@ from bench.finish_fetch.locust_run import (
     run_once,
     run_probe,
 )
+from bench.finish_fetch.price import CSV_NAME as PRICE_CSV
+from bench.finish_fetch.price import PRICE_S_PER_PROTOCOL, price_rows
 from bench.finish_fetch.probe import PROBE_METRIC
 from bench.finish_fetch.raw import run_raw
 from bench.finish_fetch.rows import csv_row, with_raw, write_histograms
@@ -46,6 +48,7 @@ from bench.harness.profile import FinishFetchOptions, Profile
 from bench.results import (
     FINISH_FETCH_COLUMNS,
     RAW_DIR,
+    SCRIPT_COST_COLUMNS,
     FinishFetchRow,
     RunIds,
     row_dict,
@@ -89,13 +92,15 @@ FIDELITY_CALL_S = 0.0003  # one timed trivial call of the fidelity check's plain
 
 def point_seconds(profile: Profile) -> tuple[float, ...]:
     """The seconds each step of the stage should take, in order: for the run's ETA. Per point, its
-    Locust runs, then its raw runs; at the end the fidelity check."""
+    Locust runs, then its raw runs, each protocol's; at the end the price and the fidelity check."""
     opts = profile.finish_fetch
     window = opts.warmup_s + opts.measure_s
-    per_point = (window + RUN_OVERHEAD_S,) * (opts.repetitions * len(opts.strategies))
+    rounds = len(opts.strategies) * len(profile.protocols)
+    per_point = (window + RUN_OVERHEAD_S,) * (opts.repetitions * rounds)
     if opts.raw_driver:
-        per_point += (window + RAW_OVERHEAD_S,) * len(opts.strategies)
+        per_point += (window + RAW_OVERHEAD_S,) * rounds
     steps = per_point * len(points_of(opts))
+    steps += (PRICE_S_PER_PROTOCOL * len(profile.protocols) * opts.repetitions,)
     if opts.fidelity_calls > 0:
         probe = PROBE_WARMUP_S + PROBE_MEASURE_S + RUN_OVERHEAD_S
         steps += (probe + 3 * opts.fidelity_calls * FIDELITY_CALL_S,)
@@ -156,6 +161,10 @@ def run_stage(ctx: RunContext) -> None:
                 rows = [_with_raw_at(r, *at) for r in rows]
                 shown = [dataclasses.replace(t, row=_with_raw_at(t.row, *at)) for t in shown]
                 write_csv(ctx.run_dir / "finish_fetch.csv", FINISH_FETCH_COLUMNS, map(row_dict, rows))
+    ctx.progress("hot path price: each protocol's scripts alone, protocols alternating")
+    priced = price_rows(ctx, protocols, opts.repetitions)
+    write_csv(ctx.run_dir / PRICE_CSV, SCRIPT_COST_COLUMNS, map(row_dict, priced))
+    ctx.progress.step(f"hot path price measured: {PRICE_CSV}")
     notes: list[str] = []
     if opts.fidelity_calls > 0:
         ctx.progress("latency fidelity: redis-benchmark, redis-py, the raw path, the Locust path")

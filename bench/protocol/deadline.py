@@ -10,11 +10,11 @@ full pass that finds a job whose entry is missing, is in their headers.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from bench.protocol.keys import QueueKeys
-from bench.protocol.protocol import EchoMQ, ScriptCall
+from bench.protocol.protocol import STAGE_CHUNK, EchoMQ, ScriptCall
 from bench.protocol.scripts import script_source
 
 if TYPE_CHECKING:
@@ -46,20 +46,26 @@ def full_pass_key(keys: QueueKeys) -> str:
     return keys.key(FULL_PASS_SUFFIX)
 
 
+def lapse_deadlines(pipe: Any, keys: QueueKeys, job_ids: Sequence[str], at_ms: int) -> None:
+    """Queue on ``pipe`` deadline entries that have passed for ``job_ids`` (XX: a missing
+    entry stays missing), in the order their locks lapsed, oldest first, each a
+    millisecond after the one before and the last at ``at_ms``: the sweep visits them in
+    that order (in fetch order, each LREM finds its id at the oldest end of active)."""
+    first = at_ms - len(job_ids) + 1
+    for start in range(0, len(job_ids), STAGE_CHUNK):
+        chunk = job_ids[start : start + STAGE_CHUNK]
+        pipe.zadd(deadlines_key(keys), {job_id: first + start + i for i, job_id in enumerate(chunk)}, xx=True)
+
+
 def lapse_locks(pipe: Any, keys: QueueKeys, job_ids: Iterable[str], at_ms: int) -> None:
     """Queue on ``pipe`` what lapsed locks leave: no lock, and a deadline entry that has
-    passed (XX: a missing entry stays missing). ``job_ids`` in the order their locks
-    lapsed, oldest first, each a millisecond after the one before and the last at
-    ``at_ms``: the sweep visits them in that order (in fetch order, each LREM finds its
-    id at the oldest end of active). A caller that stalls jobs by deleting their locks
-    (a worker crash, simulated) calls this, or the sweep sees them only when their
-    old deadlines come."""
+    passed (lapse_deadlines). A caller that stalls jobs by deleting their locks (a worker
+    crash, simulated) calls this, or the sweep sees them only when their old deadlines come."""
     ids = list(job_ids)
     if not ids:
         return
     pipe.delete(*(keys.lock(job_id) for job_id in ids))
-    first = at_ms - len(ids) + 1
-    pipe.zadd(deadlines_key(keys), {job_id: first + i for i, job_id in enumerate(ids)}, xx=True)
+    lapse_deadlines(pipe, keys, ids, at_ms)
 
 
 class EchoMQDeadline(EchoMQ):
@@ -89,3 +95,19 @@ class EchoMQDeadline(EchoMQ):
     def sweep(self, keys: QueueKeys, *, max_stalled: int, now_ms: int, interval_ms: int) -> ScriptCall:
         call = super().sweep(keys, max_stalled=max_stalled, now_ms=now_ms, interval_ms=interval_ms)
         return ScriptCall(call.script, call.keys, [*call.args, self.full_pass_ms, self.sweep_limit])
+
+    def sweep_state_keys(self, keys: QueueKeys) -> list[str]:
+        # The index is the sweep's state too: a timed sweep removes and moves entries.
+        return [*super().sweep_state_keys(keys), deadlines_key(keys)]
+
+    def reset_sweep_throttles(self, pipe: Any, keys: QueueKeys) -> None:
+        # A full pass just done: every timed call skips it alike (the steady state between
+        # full passes), where an expired key would make one call of many scan active.
+        super().reset_sweep_throttles(pipe, keys)
+        if self.full_pass_ms > 0:
+            pipe.set(full_pass_key(keys), 0, px=self.full_pass_ms)
+
+    def leave_stalled(self, pipe: Any, keys: QueueKeys, job_ids: Sequence[str], at_ms: int) -> None:
+        # The previous sweep marked only what it found due and lockless: due entries, marked.
+        super().leave_stalled(pipe, keys, job_ids, at_ms)
+        lapse_deadlines(pipe, keys, job_ids, at_ms)

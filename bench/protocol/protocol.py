@@ -27,6 +27,8 @@ JOB_MISSING, LOCK_MISSING, NOT_ACTIVE, LOCK_MISMATCH, JOB_EXISTS = -1, -2, -3, -
 
 # The five steps every protocol provides, by the name its Scripts object uses.
 STEPS = ("add_job", "move_to_active", "move_to_finished", "sweep", "extend_lock")
+# Ids a multi-key or multi-member command takes while a scenario is staged.
+STAGE_CHUNK = 5_000
 
 
 def text(value: Any) -> str:
@@ -141,6 +143,27 @@ class QueueProtocol(ABC):
     @abstractmethod
     def read_swept(self, reply: Any) -> tuple[list[str], list[str]]:
         """A sweep's reply as (ids moved to failed, ids moved to wait)."""
+
+    # Staging a sweep's state without running the workers that would make it (the
+    # sweep-cost scenarios): what each protocol keeps besides locks and job hashes.
+
+    def sweep_state_keys(self, keys: QueueKeys) -> list[str]:
+        """The keys a sweep reads and writes besides locks and job hashes: a scenario
+        snapshots them once and puts each back before every timed sweep."""
+        return [keys.active, keys.stalled]
+
+    def reset_sweep_throttles(self, pipe: Any, keys: QueueKeys) -> None:
+        """Queue on ``pipe`` the throttle state every timed sweep starts from: none, so
+        the call sweeps (never a throttled no-op)."""
+        pipe.delete(keys.stalled_check)
+
+    def leave_stalled(self, pipe: Any, keys: QueueKeys, job_ids: Sequence[str], at_ms: int) -> None:
+        """Queue on ``pipe`` what jobs whose locks lapsed before the previous sweep left
+        besides the missing locks (the caller deletes those): that sweep's marks, and
+        whatever index the protocol keeps, so the next sweep call reclaims them.
+        ``job_ids`` oldest lapse first, the last at ``at_ms``."""
+        for start in range(0, len(job_ids), STAGE_CHUNK):
+            pipe.sadd(keys.stalled, *job_ids[start : start + STAGE_CHUNK])
 
 
 class EchoMQ(QueueProtocol):

@@ -24,6 +24,7 @@ from bench.results import (
     HDR_DIR,
     RACE_COLUMNS,
     RESULTS_DIR,
+    SCRIPT_COST_COLUMNS,
     SWEEP_COST_COLUMNS,
     SWEEP_HAZARD_COLUMNS,
 )
@@ -38,10 +39,11 @@ STAGE_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
 # Files a stage writes only when the profile asks for them: loaded when there, never "absent".
 OPTIONAL_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
     "sweep_hazard": ("sweep_hazard.csv", SWEEP_HAZARD_COLUMNS),
+    "script_cost": ("script_cost.csv", SCRIPT_COST_COLUMNS),  # finish_fetch's, since the price
 }
 TEXT_COLUMNS = frozenset(
     {"run_id", "protocol", "profile", "strategy", "variant", "scenario", "skipped", "limit"}
-    | {"driver", "client", "error"}
+    | {"driver", "client", "error", "step", "commands"}
 )
 # Columns a run's every row holds alike: the report shows them once, in its Run section.
 ID_COLUMNS = ("run_id", "protocol", "profile")

@@ -9,7 +9,17 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from bench.report.plot_style import PALETTE, THOUSANDS, Plot, colour, ordered, save, saved, wrapped
+from bench.report.plot_style import (
+    PALETTE,
+    THOUSANDS,
+    Plot,
+    colour,
+    ordered,
+    save,
+    saved,
+    split_label,
+    wrapped,
+)
 
 POINT_COLUMNS = ("workers", "concurrency", "job_ms", "rtt_ms")
 
@@ -96,7 +106,12 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     ax.yaxis.set_major_formatter(THOUSANDS)
     ax.set_xlabel("point (workers x jobs in flight each, simulated round-trip time)")
     n_reps = int(data.groupby(["strategy", *POINT_COLUMNS]).size().max())
-    title = "Throughput: fused against " + " and ".join(v for v in variants if v != "fused")
+    # One name a strategy and one a protocol, so the title fits however many protocols ran.
+    strategies = list(dict.fromkeys(split_label(v)[1] for v in variants))
+    protocols = list(dict.fromkeys(split_label(v)[0] for v in variants))
+    title = "Throughput: fused against " + " and ".join(v for v in strategies if v != "fused")
+    if len(protocols) > 1:
+        title += f" ({', '.join(protocols)})"
     figure.suptitle(title)
     subtitle = (
         f"bar = mean of {n_reps} repetitions (value at its foot), whisker = min..max, dot = one repetition"

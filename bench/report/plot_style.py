@@ -55,10 +55,17 @@ def protocol_labelled(frame: pd.DataFrame) -> pd.DataFrame:
     return shown
 
 
+def _known(variant: str) -> bool:
+    """A strategy or sweep variant the suite names, alone or at a load point (``fused-w4-rtt0``)."""
+    return variant in VARIANT_ORDER or variant.split("-", 1)[0] in VARIANT_ORDER
+
+
 def split_label(variant: str) -> tuple[str, str]:
-    """``bullmq.fused-w4-rtt0`` -> ("bullmq", "fused-w4-rtt0"); an unprefixed label is echomq's."""
+    """``bullmq.fused-w4-rtt0`` -> ("bullmq", "fused-w4-rtt0"); an unprefixed label is echomq's.
+    A protocol named with a hyphen (``echomq-deadline.atomic``) leads a variant the suite knows,
+    which tells it from a point's dotted rtt (``fused-w4-rtt0.5``)."""
     head, dot, rest = variant.partition(".")
-    if dot and head.isidentifier() and rest:
+    if dot and rest and (head.isidentifier() or (head.replace("-", "_").isidentifier() and _known(rest))):
         return head, rest
     return HOME_PROTOCOL, variant
 
@@ -68,8 +75,20 @@ def _lighter(hex_colour: str, share: float = 0.45) -> str:
     return to_hex((red + (1 - red) * share, green + (1 - green) * share, blue + (1 - blue) * share))
 
 
+def _darker(hex_colour: str, share: float = 0.45) -> str:
+    red, green, blue = to_rgb(hex_colour)
+    return to_hex((red * (1 - share), green * (1 - share), blue * (1 - share)))
+
+
+# Another protocol's variant: a shade of its echomq colour and a line of its own.
+SHADES = {"bullmq": _lighter}
+PROTOCOL_LINES = {HOME_PROTOCOL: "-", "bullmq": "--"}
+OTHER_LINE = "-."  # a protocol without its own entry (echomq-deadline)
+
+
 def colour(variant: str) -> str:
-    """A variant's fixed colour; another protocol's variant takes a lighter shade of it."""
+    """A variant's fixed colour; another protocol's variant takes a lighter (bullmq) or darker
+    (any other) shade of it."""
     protocol, variant = split_label(variant)
     # "fused-w4-rtt0" (a strategy at one load point) takes its strategy's colour
     variant = variant.split("-", 1)[0] if variant.split("-", 1)[0] in VARIANT_ORDER else variant
@@ -77,19 +96,24 @@ def colour(variant: str) -> str:
         base = PALETTE[VARIANT_ORDER.index(variant)]
     else:
         base = PALETTE[(len(VARIANT_ORDER) + sum(map(ord, variant))) % len(PALETTE)]
-    return base if protocol == HOME_PROTOCOL else _lighter(base)
+    return base if protocol == HOME_PROTOCOL else SHADES.get(protocol, _darker)(base)
 
 
 def line_style(variant: str) -> str:
-    """Solid for echomq's variants, dashed for another protocol's."""
-    return "-" if split_label(variant)[0] == HOME_PROTOCOL else "--"
+    """Solid for echomq's variants, dashed for bullmq's, dash-dotted for another protocol's."""
+    return PROTOCOL_LINES.get(split_label(variant)[0], OTHER_LINE)
+
+
+def _protocol_order(variant: str) -> tuple[bool, str]:
+    protocol = split_label(variant)[0]
+    return protocol != HOME_PROTOCOL, protocol
 
 
 def ordered(variants: Sequence[str]) -> list[str]:
     """Known variants first in their fixed order, each followed by its other protocols' labels."""
     known: list[str] = []
     for name in VARIANT_ORDER:
-        known += sorted((v for v in variants if split_label(v)[1] == name), key=lambda v: "." in v)
+        known += sorted((v for v in variants if split_label(v)[1] == name), key=_protocol_order)
     return known + sorted(set(variants) - set(known))
 
 

@@ -1,12 +1,16 @@
-"""Sweep scenarios: N jobs in active, each marked, a share of them with its lock gone.
+"""Sweep scenarios: N jobs in active, a share of them with its lock gone since before
+the previous sweep, which marked them: the sweep timed is the one that reclaims them.
 
 The state is built once through the protocol client (addJob, moveToActive, and
 the protocol sweep as the mark pass), then kept on the server as a snapshot of
-active and stalled. Each timed sweep starts from a restore of that snapshot:
-two COPYs, and the locks put back and the stalled share's removed (a worker
-crash, simulated). That costs milliseconds where a rebuild through the
-protocol costs about 50 µs a job (12 s at 100,000 on 2 cores). Sweeps never
-touch locks, so a restore only rewrites them when asked.
+the protocol's sweep state (``sweep_state_keys``: active and stalled, and
+echomq-deadline's index). Each timed sweep starts from a restore of that
+snapshot: a COPY a key, the locks put back and the stalled share's removed (a
+worker crash, simulated), and what the protocol keeps for lapsed locks besides
+(``leave_stalled``: marks, lapsed deadlines) and its throttles reset. That costs
+milliseconds where a rebuild through the protocol costs about 50 µs a job (12 s
+at 100,000 on 2 cores). Sweeps never touch locks, so a restore only rewrites
+them when asked.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from bench.errors import BenchError
-from bench.protocol.queue import Producer, Queue, Worker, WorkerOptions, _text
+from bench.protocol.queue import Producer, Queue, Worker, WorkerOptions, _text, now_ms
 from bench.protocol.sweep import SLICED_PASS_KEYS, AtomicSweeper, SweepResult
 
 SCENARIOS = ("healthy", "all_stalled", "mixed")
@@ -53,19 +57,20 @@ class ScenarioQueue:
     queue: Queue
     ids: list[str]
 
-    @property
-    def _snapshot_active(self) -> str:
-        return self.queue.keys.key("bench:active-snapshot")
+    def _snapshot_of(self, key: str) -> str:
+        """Where the snapshot of one of the protocol's sweep state keys is kept."""
+        keys = self.queue.keys
+        return keys.key("bench:snapshot:" + key.removeprefix(keys.prefix))
 
     @property
-    def _snapshot_stalled(self) -> str:
-        return self.queue.keys.key("bench:stalled-snapshot")
+    def _state_keys(self) -> list[str]:
+        return self.queue.protocol.sweep_state_keys(self.queue.keys)
 
     @classmethod
     def attach(cls, queue: Queue) -> ScenarioQueue:
         """The snapshot another process built on this queue."""
         found = cls(queue, [])
-        found.ids = [_text(i) for i in queue.client.lrange(found._snapshot_active, 0, -1)]
+        found.ids = [_text(i) for i in queue.client.lrange(found._snapshot_of(queue.keys.active), 0, -1)]
         if not found.ids:
             raise BenchError(f"queue {queue.keys.name} holds no sweep snapshot; build it first")
         return found
@@ -91,8 +96,11 @@ class ScenarioQueue:
         if marked.moved or marked.failed:
             raise BenchError("the marking sweep reclaimed jobs whose lock should be alive")
         client, keys = self.queue.client, self.queue.keys
-        client.copy(keys.active, self._snapshot_active, replace=True)
-        client.copy(keys.stalled, self._snapshot_stalled, replace=True)
+        pipe = client.pipeline(transaction=False)
+        for key in self._state_keys:
+            pipe.delete(self._snapshot_of(key))  # COPY of a missing key leaves the target as it was
+            pipe.copy(key, self._snapshot_of(key), replace=True)
+        pipe.execute()
         self.ids = [_text(i) for i in client.lrange(keys.active, 0, -1)]
         if len(self.ids) != size:
             raise BenchError(f"built {len(self.ids)} active jobs where {size} were asked")
@@ -105,19 +113,25 @@ class ScenarioQueue:
             raise BenchError(f"fetched {len(taken)} of {count} jobs while building the sweep snapshot")
 
     def restore(self, stalled: Sequence[str], locks: bool = True) -> None:
-        """Back to the snapshot: wait and failed empty, active and marks as built.
-        With ``locks``, every lock is put back and those of ``stalled`` removed."""
-        client, keys = self.queue.client, self.queue.keys
+        """Back to the snapshot: wait and failed empty, the protocol's sweep state as
+        built, ``stalled`` left as a crash before the previous sweep leaves them (that
+        sweep marked them; protocol.leave_stalled) and no throttle in the way. With
+        ``locks``, every lock is put back and those of ``stalled`` removed."""
+        client, keys, protocol = self.queue.client, self.queue.keys, self.queue.protocol
         pipe = client.pipeline(transaction=False)
         pass_keys = [keys.key(suffix) for suffix in SLICED_PASS_KEYS]
-        pipe.delete(keys.wait, keys.failed, keys.paused, keys.stalled_check, *pass_keys)
-        pipe.copy(self._snapshot_active, keys.active, replace=True)
-        pipe.copy(self._snapshot_stalled, keys.stalled, replace=True)
+        pipe.delete(keys.wait, keys.failed, keys.paused, *pass_keys)
+        for key in self._state_keys:
+            pipe.unlink(key)  # an empty snapshot (nothing marked) copies nothing
+            pipe.copy(self._snapshot_of(key), key, replace=True)
         if locks:
             for chunk in _chunks(self.ids, KEY_CHUNK):
                 pipe.mset({keys.lock(job_id): LOCK_TOKEN for job_id in chunk})
             for chunk in _chunks(stalled, KEY_CHUNK):
                 pipe.unlink(*(keys.lock(job_id) for job_id in chunk))
+        # Oldest first: active holds the newest fetch on the left, so locks lapse right to left.
+        protocol.leave_stalled(pipe, keys, list(reversed(stalled)), now_ms() - 1)
+        protocol.reset_sweep_throttles(pipe, keys)
         pipe.execute()
 
     def check(self, stalled: Sequence[str], result: SweepResult) -> str | None:

@@ -53,6 +53,7 @@ class ValueRecord:
     round_trips: list[int] = field(default_factory=list)
     calls: list[int] = field(default_factory=list)
     server_us: list[int] = field(default_factory=list)
+    reclaimed: list[int] = field(default_factory=list)  # jobs each sweep moved to wait or failed
     hold_s: float = 0.0
     probe: ProbeWindow = field(default_factory=empty_window)
     errors: list[str] = field(default_factory=list)
@@ -63,6 +64,7 @@ class ValueRecord:
             "round_trips": self.round_trips,
             "calls": self.calls,
             "server_us": self.server_us,
+            "reclaimed": self.reclaimed,
             "hold_s": self.hold_s,
             "probe_hdr": encode(self.probe.histogram),
             "probe_busy": self.probe.busy,
@@ -170,6 +172,7 @@ class PointBench:
         record.round_trips.append(result.round_trips)
         record.calls.append(result.calls)
         record.server_us.append(sweep_server_us(CommandStats.read(client).since(before)))
+        record.reclaimed.append(len(result.moved) + len(result.failed))
         record.hold_s = max(record.hold_s, result.longest_call_s)
         problem = connected.scenario.check(stalled, result)
         if problem:

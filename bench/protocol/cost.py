@@ -1,0 +1,117 @@
+"""What each script costs Redis, alone on a small queue: calls, µs and commands per call.
+
+Each phase runs one script ``calls`` times; INFO commandstats before and after
+give the EVALSHA calls and µs (Redis's time inside the call, not the network's)
+and every command the phase ran, the scripts' own included, so a protocol's
+extra writes on the hot path (echomq-deadline's ZADD and ZREM) show as counts
+beside the µs. Deltas only: the server's statistics are not reset, so nothing
+else may use the server meanwhile.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+
+from bench.protocol.commandstats import CommandStats
+from bench.protocol.connection import Client
+from bench.protocol.queue import Job, Producer, Queue, Worker
+from bench.protocol.sweep import AtomicSweeper
+
+# A phase's commands per call: command name -> calls / the phase's calls.
+Commands = dict[str, float]
+Row = tuple[str, int, float, Commands]
+
+
+def _measure(client: Client, action: Callable[[], object], calls: int) -> tuple[int, float, Commands]:
+    before = CommandStats.read(client)
+    for _ in range(calls):
+        action()
+    delta = CommandStats.read(client).since(before)
+    n = delta.calls.get("evalsha", 0)
+    per_call = {name: count / max(calls, 1) for name, count in delta.calls.items() if count}
+    return n, delta.usec.get("evalsha", 0) / max(n, 1), per_call
+
+
+def measure_phases(client: Client, calls: int, protocol: str = "echomq") -> list[Row]:
+    """(phase, EVALSHA calls, server µs per call, commands per call) for each phase, on a
+    queue of ``calls`` jobs. Every phase of one protocol runs on one queue, in this order."""
+    rows: list[Row] = []
+    queue = Queue.open(client, f"cost-{uuid.uuid4().hex[:8]}", protocol=protocol)
+    try:
+        producer = Producer(queue)
+        worker = Worker(queue, "two_call")
+        rows.append(("addJob", *_measure(client, producer.add, calls)))
+        held: list[Job] = []
+        rows.append(("moveToActive", *_measure(client, lambda: held.append(worker.fetch()), calls)))  # type: ignore[arg-type]
+        to_finish = iter(held)
+        rows.append(
+            (
+                "moveToFinished (fetch next = 0)",
+                *_measure(client, lambda: worker.finish(next(to_finish), fetch_next=False), calls),
+            )
+        )
+        producer.add_batch(calls + 1)
+        current = [worker.fetch()]
+
+        def fused() -> None:
+            job = current[0]
+            assert job is not None
+            current[0] = worker.finish(job, fetch_next=True).next_job
+
+        rows.append(("moveToFinished (fetch next = 1)", *_measure(client, fused, calls)))
+
+        job = current[0]
+        assert job is not None
+        rows.append(("extendLock", *_measure(client, lambda: worker.extend_lock(job), calls)))
+        producer.add_batch(99)
+        while worker.fetch() is not None:
+            pass
+        sweeper = AtomicSweeper(queue)
+        sweeper.sweep()  # a protocol's first sweep may do more (echomq-deadline's full pass)
+        rows.append(("moveStalledJobsToWait (100 active, healthy)", *_measure(client, sweeper.sweep, calls)))
+    finally:
+        queue.delete()
+    return rows
+
+
+def measure_scripts(client: Client, calls: int, protocol: str = "echomq") -> list[tuple[str, int, float]]:
+    """(script, calls, server µs per call) for each phase of measure_phases."""
+    return [(name, n, usec) for name, n, usec, _ in measure_phases(client, calls, protocol)]
+
+
+# A worker's cycle, as phases of measure_phases: the fused one is one moveToFinished with
+# fetch next; the two-call one is moveToFinished without it, then moveToActive.
+CYCLES: dict[str, tuple[str, ...]] = {
+    "fused cycle": ("moveToFinished (fetch next = 1)",),
+    "two-call cycle": ("moveToFinished (fetch next = 0)", "moveToActive"),
+    "extendLock": ("extendLock",),
+    "healthy sweep (100 active)": ("moveStalledJobsToWait (100 active, healthy)",),
+}
+
+
+def cycle_commands(rows: Sequence[Row]) -> dict[str, Commands]:
+    """Commands a worker's cycle runs (CYCLES), from one protocol's phases."""
+    by_name = {row[0]: row[3] for row in rows}
+    found: dict[str, Commands] = {}
+    for cycle, phases in CYCLES.items():
+        total: Commands = {}
+        for phase in phases:
+            for name, count in by_name[phase].items():
+                total[name] = total.get(name, 0.0) + count
+        found[cycle] = total
+    return found
+
+
+def cycle_usec(rows: Sequence[Row]) -> dict[str, float]:
+    """Redis µs a worker's cycle (CYCLES) spends inside its scripts, from one protocol's phases:
+    the sum of its phases' µs per call (each phase ran once a cycle)."""
+    by_name = {row[0]: row[2] for row in rows}
+    return {cycle: sum(by_name[phase] for phase in phases) for cycle, phases in CYCLES.items()}
+
+
+def command_difference(base: Commands, other: Commands) -> Commands:
+    """Per command, what ``other`` runs a call beyond ``base`` (negative: fewer); zeros left out."""
+    names = set(base) | set(other)
+    diff = {n: other.get(n, 0.0) - base.get(n, 0.0) for n in names}
+    return {n: d for n, d in diff.items() if abs(d) > 1e-9}

@@ -1,0 +1,122 @@
+"""The sweep and race stages with ``protocols = echomq-deadline``, at smoke size: counts only."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.__main__ import main as bench_main
+from bench.finish_fetch.price import price_rows
+from bench.harness.context import RunContext
+from bench.harness.profile import Profile
+from bench.harness.server import EmbeddedRedis, ServerInfo
+from bench.protocol.commandstats import CommandStats
+from bench.protocol.deadline import full_pass_key
+from bench.protocol.queue import Queue
+from bench.protocol.sweep import AtomicSweeper
+from bench.report.price import parse_commands, price_lines, price_table
+from bench.sweep_cost.plan import Point
+from bench.sweep_cost.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_count, stalled_share
+from bench.sweep_cost.summary import load_side
+
+DEADLINE = "echomq-deadline"
+ANOMALIES = ("double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations")
+
+
+def rows_of(path: Path) -> list[dict[str, str]]:
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.fixture(params=["echomq", DEADLINE])
+def protocol_name(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.mark.parametrize("scenario", ["all_stalled", "mixed"])
+def test_each_restore_gives_the_sweep_the_same_work(queue: Queue, scenario: str):
+    built = ScenarioQueue.build(queue, 30)
+    stalled = stalled_share(built.ids, scenario)
+    sweeper = AtomicSweeper(queue, max_stalled=BENCH_MAX_STALLED, clear_throttle=False)  # as timed
+    ran = []
+    for n in range(3):
+        queue.client.delete(full_pass_key(queue.keys))  # as if its PX ran out between two timed calls
+        built.restore(stalled, locks=n == 0)  # as the timing loop: locks only for a new point
+        before = CommandStats.read(queue.client)
+        result = sweeper.sweep()
+        ran.append({c: k for c, k in CommandStats.read(queue.client).since(before).calls.items() if k})
+        assert built.check(stalled, result) is None
+    # The same commands each call, inside the script as outside it: the same state swept.
+    assert ran[0] == ran[1] == ran[2], ran
+    if queue.protocol.name == DEADLINE:
+        assert ran[0]["zrangebyscore"] == 1 and "zcard" not in ran[0]  # no full pass in a timed call
+
+
+def test_every_timed_deadline_sweep_reclaims_the_stalled_share(tmp_path: Path, settings, monkeypatch):
+    monkeypatch.setenv("REDIS_URL", settings.url)
+    sizes, scenarios = (40,), ("healthy", "all_stalled", "mixed")
+    argv = ["sweep", "--profile", "smoke", "--protocols", DEADLINE, "--sizes", ",".join(map(str, sizes))]
+    argv += ["--reps", "2", "--variants", "atomic", "--scenarios", ",".join(scenarios)]
+    assert bench_main([*argv, "--results", str(tmp_path)]) == 0
+    [run_dir] = list(tmp_path.iterdir())
+    rows = rows_of(run_dir / "sweep_cost.csv")
+    assert {(r["protocol"], r["scenario"], int(r["active_size"])) for r in rows} == {
+        (DEADLINE, s, n) for s in scenarios for n in sizes
+    }
+    for row in rows:
+        assert row["skipped"] == "no" and row["round_trips"] == "1.0", row  # checked: the stalled share moved
+    for size in sizes:
+        for scenario in scenarios:
+            side = load_side(run_dir, Point("atomic", scenario, size, DEADLINE))
+            reclaimed = [n for value in side for n in value["reclaimed"]]
+            # Each timed call starts from the same restored state: marks, lapsed deadlines and
+            # the full-pass throttle put back, so none finds less to do than the first.
+            expected = stalled_count(size, scenario)
+            assert len(reclaimed) >= 2 and set(reclaimed) == {expected}, (scenario, size)
+    meta = json.loads((run_dir / "meta.json").read_text())
+    own = meta["protocols"][DEADLINE]["script_shas"]["sweep"]
+    assert meta["sweep_script_shas"][f"{DEADLINE}.atomic"] == own
+
+
+def test_the_race_stage_runs_the_deadline_sweep_at_zero_anomalies(tmp_path: Path, settings, monkeypatch):
+    monkeypatch.setenv("REDIS_URL", settings.url)
+    argv = ["race", "--profile", "smoke", "--protocols", DEADLINE, "--variants", "all", "--sweepers", "2,8"]
+    argv += ["--jobs", "30", "--delay-ms", "0", "--reps", "1", "--workers", "1", "--deadline-s", "10"]
+    argv += ["--results", str(tmp_path)]
+    assert bench_main(argv) == 0
+    [run_dir] = list(tmp_path.iterdir())
+    rows = rows_of(run_dir / "race.csv")
+    # Only its own sweep keeps the index, so only that one races.
+    assert [(r["protocol"], r["variant"], r["sweepers"]) for r in rows] == [
+        (DEADLINE, "atomic", "2"),
+        (DEADLINE, "atomic", "8"),
+    ]
+    for row in rows:
+        assert [row[k] for k in ANOMALIES] == ["0", "0", "0", "0"], row
+
+
+def test_the_hot_path_price_counts_the_index_writes_against_echomq_in_one_run(
+    tmp_path: Path, settings, redis_server: EmbeddedRedis
+):
+    server = ServerInfo(redis_server.url, redis_server.source, redis_server.binary, redis_server.version())
+    ctx = RunContext(Profile("p", protocols=("echomq", DEADLINE)), settings, server, tmp_path)
+    rows = price_rows(ctx, ctx.profile.protocols, reps=2, calls=50)
+    # A B A B: each protocol's steps once a round.
+    assert [(r.protocol, r.rep) for r in rows if r.step == "fused cycle"] == [
+        ("echomq", 1), (DEADLINE, 1), ("echomq", 2), (DEADLINE, 2),
+    ]  # fmt: skip
+    assert all(r.server_us_per_call > 0 for r in rows)
+    commands = {(r.protocol, r.step): parse_commands(r.commands) for r in rows if r.rep == 1}
+    for step, extra in (("fused cycle", {"zadd": 1, "zrem": 1}), ("two-call cycle", {"zadd": 1, "zrem": 1})):
+        mine, base = commands[(DEADLINE, step)], commands[("echomq", step)]
+        assert {n: mine.get(n, 0) - base.get(n, 0) for n in extra} == extra, step
+        assert mine["evalsha"] == base["evalsha"]  # the same calls a job: only more inside them
+    import pandas as pd
+
+    table = price_table(pd.DataFrame([r.__dict__ for r in rows]))
+    [line] = price_lines(table)
+    assert line.startswith(f"- **{DEADLINE}** beyond echomq, Redis µs a job: fused cycle ")
+    assert "(zadd +1, zrem +1)" in line and "extendLock" in line and "(zadd +1" in line
