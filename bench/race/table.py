@@ -73,8 +73,8 @@ def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | N
         ])  # fmt: skip
     lines = [
         wrap_note(
-            f"race audit: K sweepers at once over N stalled jobs, {plan.workers} workers finishing "
-            "jobs meanwhile; counts summed over reps",
+            f"race audit: K sweepers at once over N stalled jobs, {plan.workers} "
+            f"worker{'' if plan.workers == 1 else 's'} finishing jobs meanwhile; counts summed over reps",
             width,
         ),
         render_table(header, rows, right=range(2, len(header)), keep_whole=(0, 1), width=width, gap=1),
