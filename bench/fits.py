@@ -18,7 +18,7 @@ from typing import TypeVar
 V = TypeVar("V")
 
 
-def _number(value: object) -> float | None:
+def finite_number(value: object) -> float | None:
     """A finite float, or None for a blank, missing or NaN cell."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
@@ -46,7 +46,7 @@ def loglog_fit(points: Iterable[tuple[object, object]]) -> LogLogFit | None:
     """
     kept = sorted(
         (x, y)
-        for x, y in ((_number(x), _number(y)) for x, y in points)
+        for x, y in ((finite_number(x), finite_number(y)) for x, y in points)
         if x is not None and y is not None and x > 0 and y > 0
     )
     if len({x for x, _ in kept}) < 2:
@@ -87,7 +87,7 @@ def paired_ratio(pairs: Iterable[tuple[object, object]]) -> PairedRatio | None:
     """
     ratios = [
         a / b
-        for a, b in ((_number(a), _number(b)) for a, b in pairs)
+        for a, b in ((finite_number(a), finite_number(b)) for a, b in pairs)
         if a is not None and b is not None and b != 0
     ]
     if not ratios:

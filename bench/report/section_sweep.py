@@ -11,6 +11,7 @@ from bench.report.markdown import bullmq_note, figure, flag_rows, fmt, markdown_
 from bench.report.plot_style import protocol_labelled
 from bench.report.plot_sweep import probe_max, sweep_time
 from bench.report.section_head import section_head
+from bench.report.section_sweep_goals import deadline_timing_lines, goal_lines
 
 
 def sweep_section(data: RunData) -> list[str]:
@@ -18,6 +19,7 @@ def sweep_section(data: RunData) -> list[str]:
     if frame is None:
         return lines
     lines += bullmq_note(frame)
+    lines += deadline_timing_lines(frame)
     skipped = frame[frame["skipped"] != ""]
     measured = frame[frame["skipped"] == ""]
     lines += figure(sweep_time(protocol_labelled(measured), data.path), "no measured sweep points")
@@ -26,6 +28,7 @@ def sweep_section(data: RunData) -> list[str]:
     if not slopes.empty:
         lines += ["Slope of log(sweep time) against log(size) (1 = linear, 2 = quadratic):", "",
                   markdown_table(slopes), ""]  # fmt: skip
+    lines += goal_lines(frame)
     if not skipped.empty:
         lines += [f"**Skipped points ({len(skipped)})**, not measured:", ""]
         named = protocol_labelled(skipped)

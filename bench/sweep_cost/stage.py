@@ -66,6 +66,7 @@ from bench.sweep_cost.summary import (
     SIDE_DIR,
     SizeOutcome,
     fmt,
+    goal_text,
     merge_pyperf,
     side_summary,
     slope_text,
@@ -328,6 +329,9 @@ def run_stage(ctx: RunContext) -> None:
     errors = [r for r in rows if r.skipped.startswith("error:")]
     print(table(rows))
     print(slope_text(fits))
+    goals = goal_text(rows)
+    if goals:
+        print(goals)
     for row in hazard:
         print(hazard_line(row))
     if errors:

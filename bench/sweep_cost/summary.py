@@ -6,7 +6,7 @@ import glob
 import io
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from textwrap import indent
 from typing import Any
@@ -30,6 +30,7 @@ from bench.results import (
 )
 from bench.sweep_cost.plan import PlannedPoint, Point
 from bench.sweep_cost.probe import ProbeWindow, empty_window
+from bench.sweep_goals import GOAL_HEADER, judge_all
 
 PYPERF_JSON = f"{PYPERF_DIR}/sweep_pyperf.json"  # every size's, merged (one a size beside it)
 SIDE_DIR = f"{PYPERF_DIR}/side"  # what each timed value saw besides its time
@@ -203,6 +204,17 @@ def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
             ),
         ]
     return "\n".join(lines)
+
+
+def goal_text(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
+    """Issue 16's goals against this run's points (bench.sweep_goals; the report shows the same)."""
+    results = judge_all([asdict(r) for r in rows])
+    if not results:
+        return ""
+    cells = [r.cells() for r in results]
+    body = render_table(GOAL_HEADER, cells, right=(1, 2), width=(width or table_width()) - 2)
+    title = wrap_note("goals (uncontended points only, at the size each names):", width)
+    return "\n".join(["", title, indent(body, "  ")])
 
 
 def variant_label(protocol: str, variant: str) -> str:

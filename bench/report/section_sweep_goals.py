@@ -1,0 +1,47 @@
+"""The sweep section's goals table (issue 16's goals, judged by bench.sweep_goals) and what
+echomq-deadline's timed sweep call holds."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pandas as pd
+
+from bench.report.markdown import markdown_table
+from bench.sweep_goals import GOAL_HEADER, GOAL_SIZE, MISSED, judge_all
+
+DEADLINE = "echomq-deadline"
+# What the restore (bench/sweep_cost/scenario.py: leave_stalled, reset_sweep_throttles) leaves
+# out of the time, read from lua/moveStalledJobsToWaitDeadline-8.lua.
+DEADLINE_TIMING = (
+    "*echomq-deadline's timed call* is the sweep that reclaims: the full pass's throttle check "
+    "(EXISTS), the ZRANGEBYSCORE of expired deadlines, the marks read back (SMISMEMBER), and for each "
+    "expired id a PTTL of its lock, its LREM from active, its entry and mark removed (ZREM, SREM) and "
+    "reclaimJob's HINCRBY and RPUSH to wait. It leaves out the marking sweep before it, the one that "
+    "first found each id lockless (one PTTL and one SADD an expired entry): the restore writes its "
+    "marks and lapsed deadlines untimed. And no timed call runs the full pass (ZCARD, LLEN, ZMSCORE "
+    "over active): its throttle key is set before each one. A job's reclaim costs that marking "
+    "sweep's PTTL and SADD beyond the all-stalled figure."
+)
+
+
+def goal_lines(frame: pd.DataFrame) -> list[str]:
+    """The goals the run's protocols have, each with its figure at the size it was judged at."""
+    results = judge_all(cast(list[dict[str, Any]], frame.to_dict("records")))  # the CSV's column names
+    if not results:
+        return []
+    cells = [r.cells() for r in results]
+    for row in cells:
+        row[3] = f"**{row[3]}**" if row[3] == MISSED else row[3]
+    lines = ["**Goals** (issue 16), judged on uncontended points only, at the size each names:", ""]
+    lines += [markdown_table(pd.DataFrame(cells, columns=list(GOAL_HEADER))), ""]
+    lines += [f"- *{r.goal.name}*: {r.goal.measure}." for r in results]
+    lines += [f"- A run whose sizes stop short of {GOAL_SIZE:,} (the default profile stops at "
+              "100,000; stress reaches it) leaves a goal at that size *not measured*.", ""]  # fmt: skip
+    return lines
+
+
+def deadline_timing_lines(frame: pd.DataFrame) -> list[str]:
+    if "protocol" in frame.columns and (frame["protocol"] == DEADLINE).any():
+        return [DEADLINE_TIMING, ""]
+    return []

@@ -1,0 +1,120 @@
+"""Issue 16's sweep goals against small synthetic sweep_cost.csv files: met, missed, not measured
+at a size the run lacks, and contended points left out as not evidence. Content only, no timing."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from bench.report.load import load_run
+from bench.report.section_sweep import sweep_section
+from bench.results import SWEEP_COST_COLUMNS, SweepCostRow, row_dict, write_csv
+from bench.sweep_cost.summary import goal_text
+from bench.sweep_goals import GOALS, MET, MISSED, NOT_MEASURED, judge_all
+
+DEFAULT_SIZES = (100, 10_000, 100_000)
+STRESS_SIZES = (*DEFAULT_SIZES, 1_000_000)
+
+
+def point(protocol: str, variant: str, scenario: str, size: int, **values: object) -> SweepCostRow:
+    row = SweepCostRow(
+        run_id="20240601-100000-stress", protocol=protocol, profile="stress", variant=variant,
+        scenario=scenario, active_size=size, slice_size=100, probe_rate_hz=200.0, reps=3,
+        sweep_ms_median=1.0, sweep_ms_stdev=0.01, us_per_active_job=1.0, round_trips=1,
+    )  # fmt: skip
+    return replace(row, **values)
+
+
+def run_rows(
+    sizes: tuple[int, ...],
+    *,
+    healthy_us: float = 40.0,
+    stalled_us_per_id: float = 2.5,
+    sliced_hold_ms: dict[int, float] | None = None,
+) -> list[SweepCostRow]:
+    """A run's goal rows: echomq-deadline healthy and all stalled, echomq's sliced sweep."""
+    holds = sliced_hold_ms or {}
+    rows = []
+    for size in sizes:
+        rows.append(point("echomq-deadline", "atomic", "healthy", size, server_us=healthy_us))
+        rows.append(
+            point("echomq-deadline", "atomic", "all_stalled", size, server_us=stalled_us_per_id * size)
+        )
+        for scenario in ("healthy", "all_stalled"):
+            rows.append(point("echomq", "atomic_sliced", scenario, size, hold_ms_max=holds.get(size, 1.2)))
+    return rows
+
+
+def verdicts(rows: list[SweepCostRow]) -> dict[str, tuple[str, str, str]]:
+    """goal name -> (verdict, at size, note), as the tables print them."""
+    return {r.goal.name: (r.verdict, r.cells()[2], r.note) for r in judge_all([row_dict(x) for x in rows])}
+
+
+HEALTHY, STALLED, SLICED = (goal.name for goal in GOALS)
+
+
+def test_a_default_run_leaves_the_million_goals_not_measured_and_says_its_largest_size() -> None:
+    got = verdicts(run_rows(DEFAULT_SIZES, sliced_hold_ms={10_000: 2.5}))
+    assert got[HEALTHY] == (NOT_MEASURED, "100,000", "largest size here: 100,000")
+    assert got[STALLED] == (NOT_MEASURED, "100,000", "largest size here: 100,000")
+    # A 2.5 ms call at one size misses the every-size goal, wherever the sizes stop.
+    assert got[SLICED][:2] == (MISSED, "10,000")
+
+
+def test_a_stress_run_meets_or_misses_each_goal_at_a_million() -> None:
+    met = verdicts(run_rows(STRESS_SIZES, healthy_us=300.0, stalled_us_per_id=3.0))
+    assert {name: v for name, (v, _, _) in met.items()} == {HEALTHY: MET, STALLED: MET, SLICED: MET}
+    assert met[HEALTHY][1] == "1,000,000"
+    missed = verdicts(run_rows(STRESS_SIZES, healthy_us=1000.0, stalled_us_per_id=3.2))
+    assert missed[HEALTHY][0] == MISSED  # "under 1 ms": 1 ms itself misses
+    assert missed[STALLED][0] == MISSED
+
+
+def test_a_contended_point_is_not_evidence_either_way() -> None:
+    rows = run_rows(STRESS_SIZES, sliced_hold_ms={10_000: 2.5})
+    rows = [replace(r, contended=True) if r.variant == "atomic_sliced" and r.active_size == 10_000 else r
+            for r in rows]  # fmt: skip
+    rows = [replace(r, contended=True) if r.variant == "atomic" and r.scenario == "healthy"
+            and r.active_size == 1_000_000 else r
+            for r in rows]  # fmt: skip
+    got = verdicts(rows)
+    assert got[SLICED][0] == MET and "contended at 10,000: not evidence" in got[SLICED][2]
+    assert got[HEALTHY] == (NOT_MEASURED, "100,000", "largest size here: 100,000; contended at "
+                            "1,000,000: not evidence")  # fmt: skip
+
+
+def test_a_goal_whose_protocol_did_not_run_is_left_out_and_a_skipped_point_is_not_a_figure() -> None:
+    rows = [r for r in run_rows(STRESS_SIZES) if r.protocol == "echomq"]
+    assert list(verdicts(rows)) == [SLICED]
+    rows = run_rows(STRESS_SIZES, sliced_hold_ms={1_000_000: 9.0})
+    erred = [replace(r, skipped="error: check failed") if r.hold_ms_max == 9.0 else r for r in rows]
+    assert verdicts(erred)[SLICED] == (NOT_MEASURED, "100,000", "largest size here: 100,000")
+    # One scenario's point at the size is enough: the other's error is no figure, not a miss.
+    erred = [replace(r, skipped="error: check failed") if r.hold_ms_max == 9.0 and r.scenario == "healthy"
+             else replace(r, hold_ms_max=1.2) if r.hold_ms_max == 9.0 else r for r in rows]  # fmt: skip
+    assert verdicts(erred)[SLICED][0] == MET
+
+
+def test_the_report_and_the_stage_print_the_same_goal_rows(tmp_path: Path) -> None:
+    rows = run_rows(DEFAULT_SIZES, sliced_hold_ms={10_000: 2.5})
+    run = tmp_path / "20240601-100000-default"
+    run.mkdir()
+    write_csv(run / "sweep_cost.csv", SWEEP_COST_COLUMNS, map(row_dict, rows))
+    text = "\n".join(sweep_section(load_run(run)))
+    assert "**Goals** (issue 16)" in text
+    assert f"| {SLICED} | 2.500 ms | 10,000 | **missed** |" in text
+    assert f"| {HEALTHY} | 0.040 ms | 100,000 | not measured | largest size here: 100,000 |" in text
+    assert f"| {STALLED} | 2.500 µs/id | 100,000 | not measured |" in text
+    assert "*echomq-deadline's timed call* is the sweep that reclaims" in text
+    assert "It leaves out the marking sweep before it" in text
+    terminal = goal_text(rows, width=200)
+    assert "missed" in terminal and "largest size here: 100,000" in terminal
+
+
+def test_a_run_without_echomq_deadline_has_no_deadline_timing_line(tmp_path: Path) -> None:
+    run = tmp_path / "20240601-100000-smoke"
+    run.mkdir()
+    rows = [r for r in run_rows(DEFAULT_SIZES) if r.protocol == "echomq"]
+    write_csv(run / "sweep_cost.csv", SWEEP_COST_COLUMNS, map(row_dict, rows))
+    text = "\n".join(sweep_section(load_run(run)))
+    assert "timed call" not in text and SLICED in text
