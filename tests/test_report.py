@@ -133,7 +133,7 @@ def test_compare_cli_prints_the_table_and_fails_on_regression(
     out = capsys.readouterr().out
     assert "| stage | point | metric | A | B | B/A |" in out
     assert "changed: redis_version: 7.2.4 -> 7.4.1" in out
-    assert "verdicts: better 3, worse 2" in out
+    assert "verdicts: better 3, worse 4" in out  # two of them script_cost's
     assert compare_main([*argv, "--fail-on-regression"]) == 1
     # Against itself nothing is worse, so CI passes.
     assert compare_main([RUN_A, RUN_A, "--results", str(results), "--fail-on-regression"]) == 0
@@ -319,7 +319,8 @@ def test_the_report_lists_the_machine_and_says_which_points_were_contended(resul
         "| Python loop, ns an iteration (the client's CPU) | 38.50 |",
         "| PING round trip p50 at one connection, µs | 48.20 |",
         "| system: aslr | full (2) |",
-        "| rows contended (other work in their windows) | finish_fetch 1/12, sweep 1/18, race 1/4 |",
+        "| rows contended (other work in their windows) | finish_fetch 1/12, sweep 1/18, race 1/4, "
+        "script_cost 0/18 |",
     ):
         assert row in text, row
     # Each stage says it as plainly as saturated, and flags the row.
@@ -361,7 +362,7 @@ def test_compare_changed_leaves_out_no_spread_rows_and_shows_each_runs_headline(
     ]
     assert table and not any("no spread" in line for line in table)
     assert "rows with no spread to judge by left out: 5" in out
-    assert "verdicts: better 3, worse 2, same 177, unstable 1, no spread 5" in out  # still counted
+    assert "verdicts: better 3, worse 4, same 187, unstable 1, no spread 5" in out  # still counted
     # The headline, defined once: the median of each run's A B pairs with [min-max].
     assert "| fused/two_call jobs/s | A | B | ranges |" in out
     assert "| workers=2 rtt_ms=0 | 1.67 [1.67-1.67] | 1.82 [1.82-1.82] | apart |" in out

@@ -3,10 +3,10 @@
 Rows are matched on their key columns (``STAGE_KEYS``), the protocol first: a
 bullmq point is compared with the same bullmq point only (a file from before the
 protocol column is echomq's, and echomq's points are labelled without it, as they
-always were). finish_fetch rows are one per repetition, so each point's value is
-the mean over its repetitions; sweep_cost rows carry a median and a stdev over
-``reps`` repetitions for the sweep time (and us_per_active_job, which is it
-divided by the size); every other sweep column and every race count is measured
+always were). finish_fetch and script_cost rows are one per repetition, so each
+point's value is the mean over its repetitions; sweep_cost rows carry a median and
+a stdev over ``reps`` repetitions for the sweep time (and us_per_active_job, which
+is it divided by the size); every other sweep column and every race count is measured
 once per point. Sweep points skipped in either run are left out and named in a note.
 
 Each metric at each point both runs have gets its verdict (bench.report.verdict);
@@ -29,6 +29,7 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "race": ("protocol", "variant", "sweepers", "stalled_jobs", "delay_ms"),
     "bullmq_worker": ("protocol", "driver", "concurrency", "job_ms"),
     "sweep_hazard": ("protocol", "client", "stalled_jobs"),
+    "script_cost": ("protocol", "step"),  # the hot path's price, a row per repetition
 }
 # A key value left out of a point's label: echomq's points read as they did before protocols.
 LABEL_DEFAULTS = {"protocol": "echomq"}
@@ -60,6 +61,8 @@ SWEEP_LOWER = (
 RACE_LOWER = ("double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations")
 WORKER_LOWER = ("client_cpu_us_per_job", "redis_calls_per_job", "redis_us_per_job")
 HAZARD_LOWER = ("server_executions", "server_rejected", "probe_busy", "probe_max_us")
+SCRIPT_COST_LOWER = ("server_us_per_call",)
+SCRIPT_COST_EXACT = ("commands_per_call",)  # the scripts fix it: no noise to test against
 
 STAGE_METRICS: dict[str, tuple[Metric, ...]] = {
     "finish_fetch": (
@@ -72,6 +75,10 @@ STAGE_METRICS: dict[str, tuple[Metric, ...]] = {
     "race": tuple(map(Metric, RACE_LOWER)),
     "bullmq_worker": (Metric("jobs_per_s", higher_is_better=True), *map(Metric, WORKER_LOWER)),
     "sweep_hazard": tuple(map(Metric, HAZARD_LOWER)),
+    "script_cost": (
+        *map(Metric, SCRIPT_COST_LOWER),
+        *(Metric(column, exact=True) for column in SCRIPT_COST_EXACT),
+    ),
 }
 
 # Sweep columns whose spread is the sweep time's (us_per_active_job is sweep time / size).

@@ -25,7 +25,9 @@ from bench.results import (
     HDR_DIR,
     PROTOCOL,
     RACE_COLUMNS,
+    SCRIPT_COST_COLUMNS,
     SWEEP_COST_COLUMNS,
+    ScriptCostRow,
     SweepCostRow,
     hdr_name,
     row_dict,
@@ -63,6 +65,11 @@ CHANGES = {
     ("race", "variant=app_side sweepers=4 stalled_jobs=100 delay_ms=2", "double_recoveries"): "no spread",
     ("race", "variant=atomic sweepers=4 stalled_jobs=100 delay_ms=2", "double_recoveries"): "same",  # 0, 0
     ("race", "variant=app_side sweepers=4 stalled_jobs=100 delay_ms=0", "lost_attempt_updates"): "no spread",
+    # the hot path's price, three repetitions a step: the deadline fused cycle 20% dearer, its
+    # two-call cycle two commands more (a count the scripts fix), echomq's as it was
+    ("script_cost", "protocol=echomq-deadline step=fused cycle", "server_us_per_call"): "worse",
+    ("script_cost", "protocol=echomq-deadline step=two-call cycle", "commands_per_call"): "worse",
+    ("script_cost", "step=fused cycle", "server_us_per_call"): "same",
 }
 
 STEADY = (1.0, 1.01, 0.99)  # a 1% spread over three repetitions
@@ -277,6 +284,33 @@ def race_rows(b: bool, run_id: str) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+# (protocol, step) -> (Redis µs a call, commands a call, the commands by name)
+SCRIPT_COSTS = {
+    ("echomq", "fused cycle"): (40.0, 12.0, "evalsha 1, hset 3, lpush 1, rpoplpush 1"),
+    ("echomq", "two-call cycle"): (48.0, 13.0, "evalsha 2, hset 3, lpush 1, rpoplpush 1"),
+    ("echomq", "extendLock"): (6.0, 2.0, "evalsha 1, set 1"),
+    ("echomq-deadline", "fused cycle"): (44.0, 14.0, "evalsha 1, hset 3, zadd 1, zrem 1"),
+    ("echomq-deadline", "two-call cycle"): (52.0, 15.0, "evalsha 2, hset 3, zadd 1, zrem 1"),
+    ("echomq-deadline", "extendLock"): (7.0, 3.0, "evalsha 1, set 1, zadd 1"),
+}
+
+
+def script_cost_rows(b: bool, run_id: str) -> list[dict[str, Any]]:
+    rows = []
+    for (protocol, step), (us, commands, by_name) in SCRIPT_COSTS.items():
+        if b and (protocol, step) == ("echomq-deadline", "fused cycle"):
+            us *= 1.2
+        if b and (protocol, step) == ("echomq-deadline", "two-call cycle"):
+            commands += 2
+        for rep, s in enumerate(STEADY, 1):
+            rows.append(row_dict(ScriptCostRow(
+                run_id=run_id, protocol=protocol, profile=run_id.rsplit("-", 1)[1], step=step, rep=rep,
+                calls=200, server_us_per_call=round(us * s, 3), commands_per_call=commands,
+                commands=by_name, foreign_cpu_pct=2.0, steal_pct=0.0, contended=False,
+            )))  # fmt: skip
+    return rows
+
+
 def write_histograms(run: Path, seed: int, slower: float) -> None:
     rng = random.Random(seed)
     for variant, centre in (("fused", 200.0), ("two_call", 330.0)):
@@ -296,6 +330,7 @@ def write_run(name: str, b: bool) -> None:
     write_csv(run / "finish_fetch.csv", FINISH_FETCH_COLUMNS, ff_rows(b, name))
     write_csv(run / "sweep_cost.csv", SWEEP_COST_COLUMNS, sweep_rows(b, name))
     write_csv(run / "race.csv", RACE_COLUMNS, race_rows(b, name))
+    write_csv(run / "script_cost.csv", SCRIPT_COST_COLUMNS, script_cost_rows(b, name))
     write_histograms(run, seed=2 if b else 1, slower=1.0)
 
 
