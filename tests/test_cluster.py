@@ -78,9 +78,10 @@ TINY_CLUSTER = {
     "cluster": "true",
     "strategies": "fused, two_call",
     "repetitions": 1,
-    "workers": 2,
+    "workers": 3,
     "concurrency": 2,
-    "producers": 1,
+    "producers": 3,
+    "queues": 3,  # one a master: every master's row, and the report's per-master table
     "batch-size": 10,
     "payload-bytes": 20,
     "warmup-s": 0.2,
@@ -114,10 +115,20 @@ def test_every_stage_at_smoke_size_on_the_cluster(
     monkeypatch.setenv("REDIS_URL", cluster.url)
     profile = load_profile(str(_tiny_cluster_profile(tmp_path)))
     results = tmp_path / "results"
-    assert execute(profile, ("finish_fetch", "sweep", "race"), results) == 0
+    assert execute(profile, ("finish_fetch", "sweep", "race", "report"), results) == 0
     (run_dir,) = results.iterdir()
     finish = pd.read_csv(run_dir / "finish_fetch.csv")
     assert finish["audit_ok"].all() and (finish["jobs"] > 0).all()
+    shards = pd.read_csv(run_dir / "finish_fetch_shards.csv")
+    assert set(shards["master"]) == {f"127.0.0.1:{p}" for p in cluster.ports}
+    by_run = shards.groupby(["strategy", "rep"])
+    assert (by_run["jobs"].sum() == finish.set_index(["strategy", "rep"])["jobs"]).all()  # parts sum up
+    assert (shards["jobs"] > 0).all() and (shards["master_queues"] == 1).all()
+    queues = pd.read_csv(run_dir / "finish_fetch_queues.csv")
+    assert (
+        len(queues) == 3 * len(finish) and queues.groupby(["strategy", "rep"])["master"].nunique().eq(3).all()
+    )
+    assert "Per master" in (run_dir / "report.md").read_text()
     sweep = pd.read_csv(run_dir / "sweep_cost.csv")
     assert (sweep["skipped"] == "no").all()
     race = pd.read_csv(run_dir / "race.csv")
