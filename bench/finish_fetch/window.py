@@ -82,6 +82,7 @@ class Controller:
         self.stats_after: dict[str, CommandStats] | None = None
         self.home: dict[str, str] = {}  # each of the run's queues: its master
         self.run_ids: dict[str, str] = {}  # each master's at the test's start, for the audit
+        self.queues: list[Queue] = []  # the run's queues, opened at the test's start
         self.redis_cpu: tuple[float, float] | None = None
         self.expected: set[str] = set()
         self.timers: list[gevent.Greenlet] = []
@@ -110,10 +111,13 @@ class Controller:
         run_id: str | None = None
         with contextlib.suppress(redis.RedisError):  # else the watcher learns it on its first answer
             run_id = str(self.client.info("server")["run_id"])  # so a restart from here on is seen
-        self.home, self.run_ids = {}, {}
+        self.home, self.run_ids, self.queues = {}, {}, []
         with contextlib.suppress(redis.RedisError):  # a server away: the users' start says why
-            self.home = homes(self.client, queue_names(self.client, run.queue, run.queues))
+            names = queue_names(self.client, run.queue, run.queues)
+            self.home = homes(self.client, names)
             self.run_ids = master_run_ids(self.client)
+            # opened now (scripts loaded on every master): after a master is lost, the rest audit
+            self.queues = [Queue.open(self.client, n, protocol=run.protocol) for n in names]
         self.watch = ServerWatch(control_settings(), run_id, self.abort)
         options = environment.parsed_options
         # With no --run-time, a headless run ends itself after warm-up + measure.
@@ -290,9 +294,9 @@ class Controller:
         master) says so."""
         assert self.client is not None and Current.run is not None
         try:
-            names = list(self.home) or [Current.run.queue]
-            queues = [Queue.open(self.client, n, protocol=Current.run.protocol) for n in names]
-            result = audit_queues(queues, issued_job_ids, self.run_ids, self.home)
+            if not self.queues:
+                raise redis.ConnectionError("the queues were never opened")
+            result = audit_queues(self.queues, issued_job_ids, self.run_ids, self.home)
         except redis.RedisError as exc:
             return {"ok": False, "verdict": f"not audited: Redis unreachable ({first_line(exc)})"}
         return {"ok": result.ok, "verdict": result.verdict, "counts": result.counts}

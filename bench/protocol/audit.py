@@ -102,14 +102,18 @@ def master_run_ids(client: object) -> dict[str, str]:
     return found
 
 
+GONE = ": its data is gone from view"
+RESTARTED = "restarted (new run_id): without persistence its data is gone"
+
+
 def _shard_lost(node: redis.Redis, expected: str | None) -> str:
     """Why a master's data cannot be audited, or "" when it can."""
     try:
         run_id = str(node.info("server")["run_id"])
     except redis.RedisError as exc:
-        return f"unreachable ({first_line(exc)}): its data is gone from view"
+        return f"unreachable ({first_line(exc)}){GONE}"
     if expected is not None and run_id != expected:
-        return "restarted (new run_id): without persistence its data is gone"
+        return RESTARTED
     return ""
 
 
@@ -130,10 +134,10 @@ def audit_queues(
         if why:
             lost[master] = why
     if lost and len(nodes) == 1:  # one server: lost as a whole, in the words it always had
-        (why,) = lost.values()
-        if why.startswith("restarted"):
+        ((where, why),) = lost.items()
+        if why == RESTARTED:
             return AuditResult(0, {}, server_restarted=True)
-        return AuditResult(0, {}, server_unreachable=f"Redis at {next(iter(lost))} {why.split(':')[0]}")
+        return AuditResult(0, {}, server_unreachable=f"Redis at {where} {why.removesuffix(GONE)}")
     whole = AuditResult(0, dict.fromkeys(PLACES, 0), lost_shards=lost, queues=0)
     for queue in queues:
         if home[queue.keys.name] in lost:
@@ -141,7 +145,7 @@ def audit_queues(
         try:
             part = audit(queue, produced(queue))
         except redis.RedisError as exc:  # lost between the check and the read
-            lost[home[queue.keys.name]] = f"unreachable ({first_line(exc)}): its data is gone from view"
+            lost[home[queue.keys.name]] = f"unreachable ({first_line(exc)}){GONE}"
             continue
         name = queue.keys.name
         whole.produced += part.produced
