@@ -95,7 +95,56 @@ class FinishFetchRow:
     raw_round_trips_per_job: float | None = None
     raw_commands_per_job: float | None = None
     locust_raw_jobs_ratio: float | None = None
+    # queues the producers and workers were spread over (finish_fetch_shards.csv: each master's part)
+    queues: int = 1
     foreign_cpu_pct: float | None = None
+    steal_pct: float | None = None
+    contended: bool = False
+
+
+@dataclass(frozen=True)
+class FinishFetchPart:
+    """The columns a part of a finish_fetch run starts with: which run, and its point."""
+
+    run_id: str
+    protocol: str
+    profile: str
+    strategy: str
+    workers: int
+    concurrency: int
+    job_ms: float
+    rtt_ms: float
+    queues: int  # the run's queues, on every master
+    rep: int
+
+
+@dataclass(frozen=True)
+class FinishFetchShardRow(FinishFetchPart):
+    """One master's part of a finish_fetch run (each cluster master; one server: its one row).
+    Over a run's rows, jobs and server_usec add up to its finish_fetch.csv row's."""
+
+    master: str  # host:port
+    master_queues: int  # the run's queues on this master
+    jobs: int  # finished in the window on this master's queues
+    jobs_per_s: float | None
+    server_calls: float | None  # client-sent commands this master ran in the window (commandstats)
+    server_usec: float | None
+    server_us_per_job: float | None
+    foreign_cpu_pct: float | None = None  # the run's window, as its finish_fetch.csv row
+    steal_pct: float | None = None
+    contended: bool = False
+
+
+@dataclass(frozen=True)
+class FinishFetchQueueRow(FinishFetchPart):
+    """One queue's part of a finish_fetch run, and the master that holds it."""
+
+    queue: str
+    slot: int
+    master: str
+    jobs: int
+    jobs_per_s: float | None
+    foreign_cpu_pct: float | None = None  # the run's window, as its finish_fetch.csv row
     steal_pct: float | None = None
     contended: bool = False
 
@@ -213,11 +262,14 @@ class ScriptCostRow:
     contended: bool = False
 
 
-Row = FinishFetchRow | SweepCostRow | RaceRow | SweepHazardRow | BullmqWorkerRow | ScriptCostRow
+Row = (
+    FinishFetchRow | FinishFetchShardRow | FinishFetchQueueRow | SweepCostRow | RaceRow | SweepHazardRow
+    | BullmqWorkerRow | ScriptCostRow
+)  # fmt: skip
 
 # Columns a run from before them implies a value for: it ran one job in flight a
 # worker, held for no time. A reader fills them in instead of calling them absent.
-FINISH_FETCH_IMPLIED: dict[str, float] = {"concurrency": 1, "job_ms": 0.0}
+FINISH_FETCH_IMPLIED: dict[str, float] = {"concurrency": 1, "job_ms": 0.0, "queues": 1}
 
 
 def columns_of(row_type: type[Row]) -> tuple[str, ...]:
@@ -225,6 +277,10 @@ def columns_of(row_type: type[Row]) -> tuple[str, ...]:
 
 
 FINISH_FETCH_COLUMNS = columns_of(FinishFetchRow)
+FINISH_FETCH_SHARD_COLUMNS = columns_of(FinishFetchShardRow)
+FINISH_FETCH_QUEUE_COLUMNS = columns_of(FinishFetchQueueRow)
+FINISH_FETCH_SHARDS_FILE = "finish_fetch_shards.csv"
+FINISH_FETCH_QUEUES_FILE = "finish_fetch_queues.csv"
 SWEEP_COST_COLUMNS = columns_of(SweepCostRow)
 RACE_COLUMNS = columns_of(RaceRow)
 SWEEP_HAZARD_COLUMNS = columns_of(SweepHazardRow)

@@ -71,15 +71,64 @@ def test_a_script_call_across_two_queues_is_refused(cluster: EmbeddedCluster):
         node.close()
 
 
+# Every stage once at its smallest: one repetition, one point, two strategies (fused against
+# two_call), a short window, the raw driver and the fidelity check kept (each is code that runs
+# on the cluster), tiny sweep sizes.
+TINY_CLUSTER = {
+    "cluster": "true",
+    "strategies": "fused, two_call",
+    "repetitions": 1,
+    "workers": 3,
+    "concurrency": 2,
+    "producers": 3,
+    "queues": 3,  # one a master: every master's row, and the report's per-master table
+    "batch-size": 10,
+    "payload-bytes": 20,
+    "warmup-s": 0.2,
+    "measure-s": 0.4,
+    "rtt-ms": 0,
+    "fidelity-calls": 50,
+    "sweep-variants": "atomic, app_side_pipelined",
+    "sweep-scenarios": "all_stalled",
+    "sweep-sizes": 10,
+    "sweep-reps": 1,
+    "probe-rate-hz": 100,
+    "race-variants": "atomic, app_side",
+    "race-sweepers": 2,
+    "race-jobs": 20,
+    "race-delay-ms": 0,
+    "race-reps": 1,
+    "race-workers": 1,
+}
+
+
+def _tiny_cluster_profile(folder: Path, **keys: object) -> Path:
+    path = folder / "tiny_cluster.conf"
+    lines = {**TINY_CLUSTER, **{k.replace("_", "-"): v for k, v in keys.items()}}
+    path.write_text("".join(f"{key} = {value}\n" for key, value in lines.items()))
+    return path
+
+
 def test_every_stage_at_smoke_size_on_the_cluster(
     tmp_path: Path, cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.setenv("REDIS_URL", cluster.url)
-    profile = load_profile("cluster")
-    assert execute(profile, ("finish_fetch", "sweep", "race"), tmp_path) == 0
-    (run_dir,) = tmp_path.iterdir()
+    profile = load_profile(str(_tiny_cluster_profile(tmp_path)))
+    results = tmp_path / "results"
+    assert execute(profile, ("finish_fetch", "sweep", "race", "report"), results) == 0
+    (run_dir,) = results.iterdir()
     finish = pd.read_csv(run_dir / "finish_fetch.csv")
     assert finish["audit_ok"].all() and (finish["jobs"] > 0).all()
+    shards = pd.read_csv(run_dir / "finish_fetch_shards.csv")
+    assert set(shards["master"]) == {f"127.0.0.1:{p}" for p in cluster.ports}
+    by_run = shards.groupby(["strategy", "rep"])
+    assert (by_run["jobs"].sum() == finish.set_index(["strategy", "rep"])["jobs"]).all()  # parts sum up
+    assert (shards["jobs"] > 0).all() and (shards["master_queues"] == 1).all()
+    queues = pd.read_csv(run_dir / "finish_fetch_queues.csv")
+    assert (
+        len(queues) == 3 * len(finish) and queues.groupby(["strategy", "rep"])["master"].nunique().eq(3).all()
+    )
+    assert "Per master" in (run_dir / "report.md").read_text()
     sweep = pd.read_csv(run_dir / "sweep_cost.csv")
     assert (sweep["skipped"] == "no").all()
     race = pd.read_csv(run_dir / "race.csv")

@@ -216,7 +216,8 @@ def judged_as_quiet(run: Path, copy: Path) -> None:
     meta["run_id"] = copy.name
     (copy / "meta.json").write_text(json.dumps(meta))
     for stage, frame in load_run(copy).frames.items():
-        frame.assign(contended=False).to_csv(copy / CSVS[stage], index=False)
+        if stage in CSVS:  # the stages' own CSVs (a per-master file has no contended flag)
+            frame.assign(contended=False).to_csv(copy / CSVS[stage], index=False)
 
 
 def noisy_twin(run: Path, twin: Path) -> None:

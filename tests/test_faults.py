@@ -264,7 +264,9 @@ def test_sigkill_of_redis_ends_the_run_with_what_it_measured(tmp_path: Path, ser
     summary = run.summary()
     assert summary["derived"]["errors_by_kind"].get("connection", 0) >= 1, summary["derived"]
     assert run.meta()["finish_fetch_errors"]["connection"] >= 1
-    assert summary["audit"]["verdict"].startswith("not audited: Redis unreachable")
+    assert summary["audit"]["verdict"].startswith(
+        f"not audited: Redis at 127.0.0.1:{server.port} unreachable"
+    )
     (verdict,) = run.meta()["finish_fetch_audit_failures"].values()
     assert verdict.startswith(f"not audited: Redis at 127.0.0.1:{server.port} unreachable"), verdict
 

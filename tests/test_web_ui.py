@@ -139,6 +139,7 @@ def test_the_ui_never_sends_the_password_and_its_tab_shows_us_percentiles_and_jo
         "Batch size",
         "Jobs in flight",
         "Job time",
+        "Queues",
     ):
         assert f'"{label}"' in page  # labels a person reads
     assert "Measure S" not in page and "Rtt Ms" not in page

@@ -173,6 +173,7 @@ class RunSettings:
     protocol: str = "echomq"
     concurrency: int = 1  # jobs in flight per worker connection
     job_ms: float = 0.0  # how long a worker holds each job before finishing it
+    queues: int = 1  # queues the users are spread over (``queue`` is their base name)
     probe: bool = False  # the latency-fidelity run: one user, a trivial EVALSHA, no queue load
 
     def as_dict(self) -> dict[str, Any]:
@@ -192,6 +193,7 @@ class RunSettings:
             "protocol": self.protocol,
             "concurrency": self.concurrency,
             "job_ms": self.job_ms,
+            "queues": self.queues,
             "probe": self.probe,
         }
 

@@ -31,9 +31,10 @@ from bench.harness.children import reap_group, spawn, stop_group
 from bench.harness.machine import MachineSample, watch_run
 from bench.harness.profile import FinishFetchOptions
 from bench.paths import LOCUSTFILE, REPO
-from bench.protocol.audit import AuditResult, audit, server_run_id
+from bench.protocol.audit import AuditResult, audit_queues, master_run_ids
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Queue
+from bench.protocol.spread import homes, queue_names
 from bench.results import FIDELITY_DIR, LOCUST_DIR
 from bench.results import read_json as read_summary
 
@@ -54,12 +55,15 @@ class Point:
     rtt_ms: float
     concurrency: int = 1
     job_ms: float = 0.0
+    queues: int = 1
 
     @property
     def label(self) -> str:
-        """w4-rtt1, w4-c8-j5-rtt1: concurrency and job time named when not 1 and 0, so the
-        names of runs without them stay as they were."""
+        """w4-rtt1, w4-q3-c8-j5-rtt1: queues, concurrency and job time named when not 1, 1 and 0,
+        so the names of runs without them stay as they were."""
         parts = [f"w{self.workers}"]
+        if self.queues != 1:
+            parts.append(f"q{self.queues}")
         if self.concurrency != 1:
             parts.append(f"c{self.concurrency}")
         if self.job_ms:
@@ -91,7 +95,7 @@ class RunResult:
         reason = self.summary.get("aborted")
         if reason:
             return str(reason)
-        if self.audit.server_restarted or self.audit.server_unreachable:
+        if self.audit.server_restarted or self.audit.server_unreachable or self.audit.lost_shards:
             return self.audit.verdict
         return None
 
@@ -127,6 +131,7 @@ def locust_command(
         "--rtt-ms", f"{point.rtt_ms:g}",
         "--concurrency", str(point.concurrency),
         "--job-ms", f"{point.job_ms:g}",
+        "--queues", str(point.queues),
         "--producers", str(opts.producers),
         "--batch-size", str(opts.batch_size),
         "--payload-bytes", str(opts.payload_bytes),
@@ -256,25 +261,29 @@ def run_once(
     prefix = folder / LOCUST_DIR / f"{point_id(protocol, strategy, point)}__r{rep}"
     client = settings.connect()
     try:
-        queue = Queue.open(client, name, protocol=protocol)
-        run_id = server_run_id(queue)
+        names = queue_names(client, name, point.queues)  # the names the Locust users compute too
+        queues = [Queue.open(client, n, protocol=protocol) for n in names]
+        home, run_ids = homes(client, names), master_run_ids(client)
         try:
             with watch_run(watch_pids) as watch:
                 summary = run_locust(settings, opts, strategy, point, name, prefix, protocol)
             machine = watch.within(summary.get("window_clock_s"))
-            # Locust has exited: nothing moves the queue now, so the audit is exact.
-            result = _audit_after(queue, run_id, settings.where)
+            # Locust has exited: nothing moves the queues now, so the audit is exact.
+            result = _audit_after(queues, run_ids, home, settings.where)
         finally:
-            with contextlib.suppress(redis.RedisError):  # a server gone has nothing left to delete
-                queue.delete()
+            for queue in queues:
+                with contextlib.suppress(redis.RedisError):  # a server gone has nothing left to delete
+                    queue.delete()
     finally:
         client.close()
     return RunResult(strategy, point, rep, summary, result, prefix, protocol, machine)
 
 
-def _audit_after(queue: Queue, run_id: str, where: str) -> AuditResult:
+def _audit_after(
+    queues: list[Queue], run_ids: dict[str, str], home: dict[str, str], where: str
+) -> AuditResult:
     try:
-        return audit(queue, issued_job_ids(queue), run_id)
+        return audit_queues(queues, issued_job_ids, run_ids, home)
     except redis.RedisError as exc:
         return AuditResult(0, {}, server_unreachable=f"Redis at {where} unreachable ({first_line(exc)})")
 

@@ -46,6 +46,7 @@ UI_LABELS = {
     "rtt-ms": "Simulated round trip",
     "concurrency": "Jobs in flight",
     "job-ms": "Job time",
+    "queues": "Queues",
 }
 UI_HELP = {
     "workers": "worker users; the web UI starts producers + workers users",
@@ -58,6 +59,8 @@ UI_HELP = {
     "rtt-ms": "ms each exchange on the wire waits once, whatever it carries: a simulated network",
     "concurrency": "jobs each worker holds at once, their calls auto-pipelined on its one connection",
     "job-ms": "ms a worker holds each job before finishing it (processing time)",
+    "queues": "queues the producers and workers are spread over evenly (on a cluster, over every "
+    "master); at most producers and workers",
 }
 SHOWN_KEYS = frozenset(UI_LABELS)
 LIST_NOTE = "; a list takes its first value here"
@@ -185,6 +188,7 @@ def run_settings(options: Any) -> RunSettings:
         or parse_protocols(getattr(options, "protocols", "echomq"))[0],
         concurrency=profile.concurrency[0],
         job_ms=profile.job_ms[0],
+        queues=profile.queues[0],
         probe=bool(getattr(options, "probe", False)),
     )
 

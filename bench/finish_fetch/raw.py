@@ -22,10 +22,11 @@ from bench.finish_fetch.producer_loop import ProducerLoop
 from bench.finish_fetch.summary import build_summary
 from bench.finish_fetch.timed import run_steps
 from bench.finish_fetch.worker_slots import WorkerConnection
-from bench.protocol.audit import audit, server_run_id
-from bench.protocol.commandstats import CommandStats
+from bench.protocol.audit import audit_queues, master_run_ids
+from bench.protocol.commandstats import added, read_per_master
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Queue
+from bench.protocol.spread import homes, queue_names
 
 JOIN_ALLOWANCE_S = 5.0  # past the socket timeout, how long a thread may take to notice the stop
 RAW_PROCESS = "raw"
@@ -69,11 +70,14 @@ class RawRun:
         self.stopping = threading.Event()
         self.clients: list[Client] = []
         self.threads: list[threading.Thread] = []
+        self.names: list[str] = []  # the run's queues (queue_names), known once measure starts
 
-    def _queue(self) -> Queue:
+    def _queue(self, index: int = 0) -> Queue:
+        """A connection of its own on the index-th queue (round robin: users spread evenly)."""
         client = self.settings.connect()
         self.clients.append(client)
-        return Queue.open(client, self.run.queue, protocol=self.run.protocol)
+        name = self.names[index % len(self.names)] if self.names else self.run.queue
+        return Queue.open(client, name, protocol=self.run.protocol)
 
     def _start(self, name: str, step: Any) -> None:
         thread = threading.Thread(
@@ -85,37 +89,44 @@ class RawRun:
     def measure(self) -> dict[str, Any]:
         """The run's summary (summary.py's shape, ``mode: raw``), audited after every thread stopped."""
         control = self._queue()
-        run_id = server_run_id(control)
+        self.names = queue_names(control.client, self.run.queue, self.run.queues)
+        home = homes(control.client, self.names)
+        run_ids = master_run_ids(control.client)
         try:
             for p in range(self.run.producers):
-                loop = ProducerLoop(self._queue(), self.run, self.recorder, stopping=self.stopping.is_set)
+                queue = self._queue(p)
+                loop = ProducerLoop(queue, self.run, self.recorder, stopping=self.stopping.is_set)
                 self._start(f"producer-{p}", loop.step)
             for w in range(self.run.workers):
-                for s, slot in enumerate(WorkerConnection(self._queue(), self.run, self.recorder).slots):
+                for s, slot in enumerate(WorkerConnection(self._queue(w), self.run, self.recorder).slots):
                     self._start(f"worker-{w}-slot-{s}", slot.step)
             time.sleep(self.run.warmup_s)
-            before = CommandStats.read(control.client), redis_cpu_seconds(control.client.info("cpu"))
+            before = read_per_master(control.client), redis_cpu_seconds(control.client.info("cpu"))
             self.recorder.reset(1)
             started = time.perf_counter()
             time.sleep(self.run.measure_s)
             self.recorder.freeze()
             window_s = time.perf_counter() - started
-            after = CommandStats.read(control.client), redis_cpu_seconds(control.client.info("cpu"))
+            after = read_per_master(control.client), redis_cpu_seconds(control.client.info("cpu"))
         finally:
             self._stop()
         aggregate = Aggregate()
         aggregate.reset(1)
         aggregate.absorb(RAW_PROCESS, "local", self.recorder.take(), final=True)
-        checked = audit(control, issued_job_ids(control), run_id)
+        queues = [Queue.open(control.client, n, protocol=self.run.protocol) for n in self.names]
+        checked = audit_queues(queues, issued_job_ids, run_ids, home)
+        by_master = {m: now.since(before[0][m]) for m, now in after[0].items() if m in before[0]}
         return build_summary(
             self.run,
             aggregate,
             window_s,
-            after[0].since(before[0]),
+            added(by_master.values()),
             after[1] - before[1],
             mode="raw",
             missing_processes=[],
             audit={"ok": checked.ok, "verdict": checked.verdict, "counts": checked.counts},
+            home=home,
+            server_by_master=by_master,
         )
 
     def _stop(self) -> None:
@@ -127,7 +138,8 @@ class RawRun:
     def close(self) -> None:
         with contextlib.suppress(redis.RedisError):
             if self.clients:
-                Queue.open(self.clients[0], self.run.queue, protocol=self.run.protocol).delete()
+                for name in self.names or [self.run.queue]:
+                    Queue.open(self.clients[0], name, protocol=self.run.protocol).delete()
         for client in self.clients:
             client.close()
 

@@ -57,6 +57,7 @@ def csv_row(run: RunResult, opts: FinishFetchOptions, ids: RunIds) -> FinishFetc
         audit_ok=run.audit.ok and bool(s.get("complete", False)),
         concurrency=run.point.concurrency,
         job_ms=run.point.job_ms,
+        queues=run.point.queues,
         commands_per_job=_round(d.get("commands_per_job"), 4),
         server_commands_per_job=_round(d.get("server_commands_per_job"), 4),
         fetches_alone_per_job=_round(d.get("fetches_alone_per_job"), 4),

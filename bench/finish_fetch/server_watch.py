@@ -14,7 +14,7 @@ import gevent
 import redis
 
 from bench.errors import first_line
-from bench.protocol.connection import Client, RedisSettings
+from bench.protocol.connection import Client, CountingRedisCluster, RedisSettings, primaries
 
 WATCH_INTERVAL_S = 0.25  # how often the server is checked to be there and the same
 UNREACHABLE_ABORT_S = 2.0  # Redis unreachable this long stops the run (a dropped connection is not that)
@@ -50,7 +50,8 @@ class ServerWatch:
                 now = time.monotonic()
                 down_since = down_since if down_since is not None else now
                 if now - down_since >= UNREACHABLE_ABORT_S:
-                    return f"Redis at {where} unreachable for {UNREACHABLE_ABORT_S:g}s: {first_line(exc)}"
+                    who = _who(client, where)
+                    return f"{who} unreachable for {UNREACHABLE_ABORT_S:g}s: {first_line(exc)}"
             else:
                 down_since = None
                 if self.run_id is None:
@@ -61,3 +62,17 @@ class ServerWatch:
                         "without persistence its data is gone"
                     )
             gevent.sleep(WATCH_INTERVAL_S)
+
+
+def _who(client: Client, where: str) -> str:
+    """What is unreachable: the server, or on a cluster the masters that do not answer (the URL's
+    node may well be alive: it is another shard that is gone)."""
+    if not isinstance(client, CountingRedisCluster):
+        return f"Redis at {where}"
+    down = []
+    for name, node in primaries(client):
+        try:
+            node.ping()
+        except redis.RedisError:
+            down.append(name)
+    return f"Redis Cluster master {', '.join(down)}" if down else f"Redis Cluster at {where}"

@@ -42,14 +42,22 @@ from bench.finish_fetch.price import PRICE_S_PER_PROTOCOL, price_rows
 from bench.finish_fetch.probe import PROBE_METRIC
 from bench.finish_fetch.raw import run_raw
 from bench.finish_fetch.rows import csv_row, with_raw, write_histograms
+from bench.finish_fetch.shard_rows import queue_rows, shard_rows
+from bench.finish_fetch.shard_table import shard_table
 from bench.finish_fetch.table import TableRow, table
 from bench.harness.context import RunContext
 from bench.harness.profile import FinishFetchOptions, Profile
 from bench.results import (
     FINISH_FETCH_COLUMNS,
+    FINISH_FETCH_QUEUE_COLUMNS,
+    FINISH_FETCH_QUEUES_FILE,
+    FINISH_FETCH_SHARD_COLUMNS,
+    FINISH_FETCH_SHARDS_FILE,
     RAW_DIR,
     SCRIPT_COST_COLUMNS,
+    FinishFetchQueueRow,
     FinishFetchRow,
+    FinishFetchShardRow,
     RunIds,
     row_dict,
     update_meta,
@@ -61,7 +69,9 @@ RTT_LABEL = (
     "simulated: each exchange on the wire waits rtt_ms once (a flush carrying several calls waits once); "
     "loopback otherwise"
 )
-HDR_VARIANT = "<strategy>-w<workers>[-c<concurrency>][-j<job_ms>]-rtt<rtt_ms> (c1 and j0 left out)"
+HDR_VARIANT = (
+    "<strategy>-w<workers>[-q<queues>][-c<concurrency>][-j<job_ms>]-rtt<rtt_ms> (q1, c1 and j0 left out)"
+)
 
 
 def check_profile(profile: Profile) -> None:
@@ -74,10 +84,11 @@ def check_profile(profile: Profile) -> None:
 
 
 def points_of(opts: FinishFetchOptions) -> list[Point]:
-    """The grid: every workers x concurrency x job_ms x rtt_ms, in that order."""
+    """The grid: every workers x queues x concurrency x job_ms x rtt_ms, in that order."""
     return [
-        Point(w, rtt, c, j)
+        Point(w, rtt, c, j, q)
         for w in opts.workers
+        for q in opts.queues
         for c in opts.concurrency
         for j in opts.job_ms
         for rtt in opts.rtt_ms
@@ -116,6 +127,8 @@ def run_stage(ctx: RunContext) -> None:
     update_meta(ctx.run_dir, finish_fetch={"rtt_ms": RTT_LABEL, "hdr_variant": hdr_variant})
     rows: list[FinishFetchRow] = []  # finish_fetch.csv
     shown: list[TableRow] = []  # the same, and what only the table shows
+    shards: list[FinishFetchShardRow] = []  # finish_fetch_shards.csv: each run's masters
+    queues: list[FinishFetchQueueRow] = []  # finish_fetch_queues.csv: each run's queues
     errors: Counter[str] = Counter()  # failed calls by kind, over every run: meta.json
     audits: dict[str, str] = {}  # the verdict of each run whose audit did not pass: meta.json
     total = len(points) * opts.repetitions * len(strategies) * len(protocols)
@@ -136,6 +149,10 @@ def run_stage(ctx: RunContext) -> None:
                 )
                 write_histograms(ctx.run_dir, run)
                 write_csv(ctx.run_dir / "finish_fetch.csv", FINISH_FETCH_COLUMNS, map(row_dict, rows))
+                ids = RunIds(ctx.run_dir.name, ctx.profile.name, protocol)
+                shards += shard_rows(run, ids)
+                queues += queue_rows(run, ids)
+                _write_parts(ctx.run_dir, shards, queues)
                 errors.update(derived.get("errors_by_kind", {}))
                 if not row.audit_ok:
                     audits[f"{run.variant_id} r{run.rep}"] = _audit_note(run)
@@ -174,10 +191,18 @@ def run_stage(ctx: RunContext) -> None:
         ctx.progress.step("latency fidelity measured")
     ctx.progress.done()
     print(table(shown, strategies, notes=notes))
+    per_master = shard_table(shards)
+    if per_master:
+        print(per_master)
     if errors:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(errors.items()))
         total = sum(errors.values())
         print(f"finish_fetch: {total} calls failed ({kinds}); see the runs' logs", file=sys.stderr)
+
+
+def _write_parts(run_dir: Path, shards: list[FinishFetchShardRow], queues: list[FinishFetchQueueRow]) -> None:
+    write_csv(run_dir / FINISH_FETCH_SHARDS_FILE, FINISH_FETCH_SHARD_COLUMNS, map(row_dict, shards))
+    write_csv(run_dir / FINISH_FETCH_QUEUES_FILE, FINISH_FETCH_QUEUE_COLUMNS, map(row_dict, queues))
 
 
 def _raw_run(
@@ -199,6 +224,7 @@ def _raw_run(
         concurrency=point.concurrency,
         protocol=protocol,
         job_ms=point.job_ms,
+        queues=point.queues,
     )
     try:
         summary = run_raw(ctx.settings, run)
@@ -211,10 +237,10 @@ def _raw_run(
 def _with_raw_at(
     row: FinishFetchRow, protocol: str, point: Point, strategy: str, raw: dict[str, Any]
 ) -> FinishFetchRow:
-    at = (row.workers, row.rtt_ms, row.concurrency, row.job_ms)
+    at = (row.workers, row.rtt_ms, row.concurrency, row.job_ms, row.queues)
     if row.protocol != protocol or row.strategy != strategy:
         return row
-    if at != (point.workers, point.rtt_ms, point.concurrency, point.job_ms):
+    if at != (point.workers, point.rtt_ms, point.concurrency, point.job_ms, point.queues):
         return row
     return with_raw(row, raw)
 

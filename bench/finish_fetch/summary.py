@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from bench import hdr
 from bench.finish_fetch import pace
 from bench.finish_fetch.loadstats import ERROR_PREFIX, Aggregate, RunSettings
+from bench.finish_fetch.shards import shard_figures
 from bench.protocol.commandstats import CommandStats, client_side
 from bench.results import write_json
 
@@ -143,6 +145,8 @@ def build_summary(
     server_error: str | None = None,
     audit: dict[str, Any] | None = None,
     window_clock: tuple[float, float] | None = None,
+    home: Mapping[str, str] | None = None,
+    server_by_master: Mapping[str, CommandStats] | None = None,
 ) -> dict[str, Any]:
     """The run's summary: settings, merged histograms, per-process parts, headline figures.
 
@@ -150,7 +154,8 @@ def build_summary(
     ``server_error`` why the server's own figures are missing, ``audit`` the
     queue's audit when this process could take it (a run of one process),
     ``window_clock`` the window's open and close on CLOCK_MONOTONIC (so the stage's
-    machine watch, in another process, judges this window and not Locust's start).
+    machine watch, in another process, judges this window and not Locust's start), ``home``
+    each queue's master and ``server_by_master`` each master's commandstats delta (``shards``).
     """
     summary: dict[str, Any] = {
         "kind": SUMMARY_KIND,
@@ -180,6 +185,7 @@ def build_summary(
             for pid, t in sorted(aggregate.processes.items())
         ],
         "derived": derive(run, aggregate, window_s, server, redis_cpu_s),
+        "shards": shard_figures(aggregate.counters, home or {}, server_by_master, window_s),
     }
     if audit is not None:
         summary["audit"] = audit

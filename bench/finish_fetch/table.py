@@ -52,16 +52,24 @@ def _limit(runs: Sequence[TableRow]) -> str:
     return named.most_common(1)[0][0] if named else "-"
 
 
-def _point(r: TableRow) -> tuple[str, int, int, float, float]:
-    return (r.row.protocol, r.row.workers, r.row.concurrency, r.row.job_ms, r.row.rtt_ms)
+def _point(r: TableRow) -> tuple[str, int, int, int, float, float]:
+    return (r.row.protocol, r.row.workers, r.row.queues, r.row.concurrency, r.row.job_ms, r.row.rtt_ms)
 
 
 def _heading(
-    protocol: str, workers: int, concurrency: int, job_ms: float, rtt: float, slept: Sequence[float]
+    protocol: str,
+    workers: int,
+    queues: int,
+    concurrency: int,
+    job_ms: float,
+    rtt: float,
+    slept: Sequence[float],
 ) -> str:
-    """[bullmq: ]workers 4, rtt 1 ms*, 8 jobs in flight each, job 5 ms (slept 1.07): the protocol
-    when the run measured several, the last three when set."""
+    """[bullmq: ]workers 4, rtt 1 ms*, 3 queues, 8 jobs in flight each, job 5 ms (slept 1.07): the
+    protocol when the run measured several, the last four when set."""
     text = f"{protocol + ': ' if protocol else ''}workers {workers}, rtt {rtt:g} ms*"
+    if queues != 1:
+        text += f", {queues} queues"
     if concurrency != 1:
         text += f", {concurrency} jobs in flight each"
     if job_ms:

@@ -17,8 +17,10 @@ from locust import User, constant
 from bench.errors import BenchError, first_line
 from bench.finish_fetch.current import Current
 from bench.finish_fetch.loadstats import RunSettings
+from bench.finish_fetch.seats import seated
 from bench.protocol.connection import Client
 from bench.protocol.queue import Call, Command, Queue
+from bench.protocol.spread import queue_names
 
 log = logging.getLogger("echomq")
 
@@ -49,7 +51,10 @@ class RedisUser(User):
         self.load = Current.run
         self.client = Current.redis.connect()
         # SCRIPT LOADs before any timed call
-        self.queue = Queue.open(self.client, self.load.queue, protocol=self.load.protocol)
+        names = queue_names(self.client, self.load.queue, self.load.queues)
+        first = Queue.open(self.client, names[0], protocol=self.load.protocol)
+        name = names[0] if self.role == "probe" else seated(first, names, self.role)
+        self.queue = first if name == names[0] else Queue.open(self.client, name, protocol=self.load.protocol)
 
     def on_stop(self) -> None:
         self.client.close()

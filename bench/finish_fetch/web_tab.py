@@ -18,7 +18,7 @@ from locust.env import Environment
 from bench import hdr
 from bench.finish_fetch.current import RECORDER, Current
 from bench.finish_fetch.window import Controller
-from bench.protocol.commandstats import CommandStats, client_side
+from bench.protocol.commandstats import CommandStats, added, client_side
 from bench.protocol.connection import Client, RedisSettings
 
 TAB_KEY = "echomq"
@@ -124,7 +124,7 @@ class LiveTab:
                 if self._client is not None:
                     self._client.close()
                 self._client, self._client_settings = settings.connect(), settings
-            return client_side(CommandStats.read(self._client).since(before)).total_calls
+            return client_side(CommandStats.read(self._client).since(added(before.values()))).total_calls
         except redis.RedisError:
             return None
 

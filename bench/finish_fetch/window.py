@@ -35,9 +35,11 @@ from bench.finish_fetch.options import summary_path
 from bench.finish_fetch.server_watch import ServerWatch
 from bench.finish_fetch.summary import build_summary, unmeasured_summary, write_summary
 from bench.harness.machine import clock
-from bench.protocol.commandstats import CommandStats
+from bench.protocol.audit import audit_queues, master_run_ids
+from bench.protocol.commandstats import CommandStats, added, read_per_master
 from bench.protocol.connection import Client
 from bench.protocol.queue import Queue
+from bench.protocol.spread import homes, queue_names
 
 log = logging.getLogger("echomq")
 
@@ -76,8 +78,11 @@ class Controller:
         self.epoch = 0
         self.window: tuple[float, float] | None = None
         self.window_clock = (0.0, 0.0)  # the same window on the machine watch's clock
-        self.stats_before: CommandStats | None = None
-        self.stats_after: CommandStats | None = None
+        self.stats_before: dict[str, CommandStats] | None = None  # a master's each (host:port)
+        self.stats_after: dict[str, CommandStats] | None = None
+        self.home: dict[str, str] = {}  # each of the run's queues: its master
+        self.run_ids: dict[str, str] = {}  # each master's at the test's start, for the audit
+        self.queues: list[Queue] = []  # the run's queues, opened at the test's start
         self.redis_cpu: tuple[float, float] | None = None
         self.expected: set[str] = set()
         self.timers: list[gevent.Greenlet] = []
@@ -106,6 +111,13 @@ class Controller:
         run_id: str | None = None
         with contextlib.suppress(redis.RedisError):  # else the watcher learns it on its first answer
             run_id = str(self.client.info("server")["run_id"])  # so a restart from here on is seen
+        self.home, self.run_ids, self.queues = {}, {}, []
+        with contextlib.suppress(redis.RedisError):  # a server away: the users' start says why
+            names = queue_names(self.client, run.queue, run.queues)
+            self.home = homes(self.client, names)
+            self.run_ids = master_run_ids(self.client)
+            # opened now (scripts loaded on every master): after a master is lost, the rest audit
+            self.queues = [Queue.open(self.client, n, protocol=run.protocol) for n in names]
         self.watch = ServerWatch(control_settings(), run_id, self.abort)
         options = environment.parsed_options
         # With no --run-time, a headless run ends itself after warm-up + measure.
@@ -160,11 +172,12 @@ class Controller:
             os._exit(EXIT_INTERRUPTED)
         self.abort("interrupted (SIGINT)", EXIT_INTERRUPTED)
 
-    def _server_figures(self) -> tuple[CommandStats, float] | None:
-        """commandstats and Redis CPU seconds now; None (and the reason kept) when Redis is away."""
+    def _server_figures(self) -> tuple[dict[str, CommandStats], float] | None:
+        """Each master's commandstats and Redis CPU seconds now; None (and the reason kept) when
+        Redis is away."""
         assert self.client is not None
         try:
-            return CommandStats.read(self.client), redis_cpu_seconds(self.client.info("cpu"))
+            return read_per_master(self.client), redis_cpu_seconds(self.client.info("cpu"))
         except redis.RedisError as exc:
             self.server_error = f"{error_kind(exc)}: {first_line(exc)}"
             return None
@@ -254,9 +267,11 @@ class Controller:
         """The closed window's summary: merged parts, the server's deltas, why it ended early."""
         run = Current.run
         assert run is not None and self.window is not None
-        server = None
+        server = by_master = None
         if self.stats_before is not None and self.stats_after is not None:
-            server = self.stats_after.since(self.stats_before)
+            before = self.stats_before
+            by_master = {m: now.since(before[m]) for m, now in self.stats_after.items() if m in before}
+            server = added(by_master.values())  # the whole is its masters' sum, exactly
         return build_summary(
             run,
             self.aggregate,
@@ -270,17 +285,18 @@ class Controller:
             window_clock=self.window_clock,
             # One process: every user has stopped, the queue is still, so the audit is exact.
             audit=None if self.distributed else self.audit(),
+            home=self.home,
+            server_by_master=by_master,
         )
 
     def audit(self) -> dict[str, Any]:
-        """The queue audit as the summary holds it; a restart or an absent server says so."""
-        from bench.protocol.audit import audit
-
+        """The audit of every queue as the summary holds it; a restart or an absent server (or
+        master) says so."""
         assert self.client is not None and Current.run is not None
         try:
-            queue = Queue.open(self.client, Current.run.queue, protocol=Current.run.protocol)
-            run_id = self.watch.run_id if self.watch is not None else None
-            result = audit(queue, issued_job_ids(queue), run_id)
+            if not self.queues:
+                raise redis.ConnectionError("the queues were never opened")
+            result = audit_queues(self.queues, issued_job_ids, self.run_ids, self.home)
         except redis.RedisError as exc:
             return {"ok": False, "verdict": f"not audited: Redis unreachable ({first_line(exc)})"}
         return {"ok": result.ok, "verdict": result.verdict, "counts": result.counts}

@@ -14,6 +14,7 @@ import threading
 import time
 
 from bench.finish_fetch.loadstats import RunSettings
+from bench.finish_fetch.seats import for_queue
 from bench.finish_fetch.timed import NO_HOOKS, LoadHooks, Meter, TimedSender
 from bench.protocol.queue import FinishRefused, Job, Queue, Worker
 
@@ -54,6 +55,7 @@ class Slot:
         self, worker: Worker, timer: TimedSender, meter: Meter, gate: IdleGate, job_s: float, held: InFlight
     ) -> None:
         self.worker = worker
+        self.queue_jobs = for_queue(worker.queue.keys.name)
         self.timer = timer
         self.meter = meter
         self.gate = gate
@@ -89,6 +91,7 @@ class Slot:
         # a slot's cycle: processing, finish and fetch; e2e: enqueued to finished
         self.meter.record("cycle", (time.perf_counter() - started) * 1e6)
         self.meter.count("jobs")
+        self.meter.count(self.queue_jobs)  # the queue's part: a hot shard shows
         if job.enqueued_us is not None:
             self.meter.record("e2e", self.timer.finished_us - job.enqueued_us)
         if next_job is None:

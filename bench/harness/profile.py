@@ -33,6 +33,9 @@ class FinishFetchOptions:
     workers: tuple[int, ...] = field(default=(4,), metadata=_min(1))
     # jobs in flight per worker connection, their calls auto-pipelined (a grid axis, as workers)
     concurrency: tuple[int, ...] = field(default=(1,), metadata=_min(1))
+    # queues the producers and workers are spread over evenly, named to land on every cluster
+    # master (bench/protocol/spread.py; a grid axis): at most producers and workers
+    queues: tuple[int, ...] = field(default=(1,), metadata=_min(1))
     # how long a worker holds each job before finishing it (processing time; a grid axis)
     job_ms: tuple[float, ...] = field(default=(0.0,), metadata=_min(0))
     producers: int = field(default=1, metadata=_min(1))
@@ -60,6 +63,13 @@ class FinishFetchOptions:
                 raise BenchError(
                     f"profile key strategies: unknown strategy {strategy!r}; use {', '.join(STRATEGIES)}"
                 )
+        fewest = min(self.producers, *self.workers)
+        if max(self.queues) > fewest:
+            raise BenchError(
+                f"profile key queues = {max(self.queues)} is more than producers {self.producers} or "
+                f"workers {min(self.workers)}: a queue needs a producer and a worker; raise those or "
+                "lower queues"
+            )
 
 
 @dataclass(frozen=True)

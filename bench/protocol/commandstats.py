@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
+
+from bench.protocol.connection import primaries
 
 
 @dataclass(frozen=True)
@@ -63,3 +66,21 @@ def client_side(stats: CommandStats, names: tuple[str, ...] = CLIENT_COMMANDS) -
         {n: c for n, c in stats.calls.items() if n in names},
         {n: u for n, u in stats.usec.items() if n in names},
     )
+
+
+def read_per_master(client: Any) -> dict[str, CommandStats]:
+    """INFO commandstats of each master (host:port) on its own; one server is its only master.
+    Read once here, so the masters' figures add up to the whole exactly (``added``)."""
+    return {name: CommandStats.read(node) for name, node in primaries(client)}
+
+
+def added(parts: Iterable[CommandStats]) -> CommandStats:
+    """Several masters' figures as one: calls, µs and refusals summed per command."""
+    calls: Counter[str] = Counter()
+    usec: Counter[str] = Counter()
+    rejected: Counter[str] = Counter()
+    for part in parts:
+        calls.update(part.calls)
+        usec.update(part.usec)
+        rejected.update(part.rejected)
+    return CommandStats(dict(calls), dict(usec), dict(rejected))

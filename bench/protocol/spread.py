@@ -12,10 +12,12 @@ from collections.abc import Sequence
 from redis.crc import key_slot
 
 from bench.errors import BenchError
+from bench.protocol.connection import Client, CountingRedisCluster, primaries
 from bench.protocol.keys import QueueKeys
 
 SlotRanges = Sequence[tuple[int, int]]  # one master's inclusive slot ranges
 MAX_TRIES = 100_000
+SLOTS = 16384
 
 
 def slot_of(queue: str) -> int:
@@ -51,3 +53,36 @@ def spread_names(base: str, count: int, masters: Sequence[SlotRanges]) -> list[s
                 taken.add(slot)
                 break
     return names
+
+
+def master_layout(client: Client) -> list[tuple[str, SlotRanges]]:
+    """(host:port, slot ranges) of every master, ordered by first slot, as the client's slot
+    map says now; one server holds every slot."""
+    if not isinstance(client, CountingRedisCluster):
+        ((address, _),) = primaries(client)
+        return [(address, [(0, SLOTS - 1)])]
+    ranges: dict[str, list[tuple[int, int]]] = {}
+    cache = client.nodes_manager.slots_cache
+    for slot in range(SLOTS):
+        owner = cache[slot][0].name if cache.get(slot) else ""
+        held = ranges.setdefault(owner, [])
+        if held and held[-1][1] == slot - 1:
+            held[-1] = (held[-1][0], slot)
+        else:
+            held.append((slot, slot))
+    ranges.pop("", None)  # slots no master serves (a cluster being formed)
+    return sorted(ranges.items(), key=lambda item: item[1][0])
+
+
+def queue_names(client: Client, base: str, count: int) -> list[str]:
+    """The run's queue names: ``base`` itself for one queue (as before queues), else ``count``
+    names spread over the masters the client sees."""
+    if count == 1:
+        return [base]
+    return spread_names(base, count, [ranges for _, ranges in master_layout(client)])
+
+
+def homes(client: Client, names: Sequence[str]) -> dict[str, str]:
+    """Each queue's master (host:port) by its slot."""
+    layout = master_layout(client)
+    return {name: layout[master_of(slot_of(name), [r for _, r in layout])][0] for name in names}

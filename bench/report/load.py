@@ -21,6 +21,8 @@ from bench.results import (
     BULLMQ_WORKER_COLUMNS,
     FINISH_FETCH_COLUMNS,
     FINISH_FETCH_IMPLIED,
+    FINISH_FETCH_SHARD_COLUMNS,
+    FINISH_FETCH_SHARDS_FILE,
     HDR_DIR,
     RACE_COLUMNS,
     RESULTS_DIR,
@@ -40,10 +42,11 @@ STAGE_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
 OPTIONAL_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
     "sweep_hazard": ("sweep_hazard.csv", SWEEP_HAZARD_COLUMNS),
     "script_cost": ("script_cost.csv", SCRIPT_COST_COLUMNS),  # finish_fetch's, since the price
+    "finish_fetch_shards": (FINISH_FETCH_SHARDS_FILE, FINISH_FETCH_SHARD_COLUMNS),
 }
 TEXT_COLUMNS = frozenset(
     {"run_id", "protocol", "profile", "strategy", "variant", "scenario", "skipped", "limit"}
-    | {"driver", "client", "error", "step", "commands"}
+    | {"driver", "client", "error", "step", "commands", "master", "queue"}
 )
 # Columns a run's every row holds alike: the report shows them once, in its Run section.
 ID_COLUMNS = ("run_id", "protocol", "profile")
@@ -124,6 +127,8 @@ def read_stage(
     missing = [c for c in columns if c not in frame.columns and c not in implied]
     for column in [c for c in columns if c not in frame.columns]:
         frame[column] = ""
+    # in the declared order, an added column in its place (an older run's extras after them)
+    frame = frame[[*columns, *(c for c in frame.columns if c not in columns)]]
     for column, value in implied.items():
         if column in frame.columns:
             frame[column] = frame[column].map(lambda cell, v=value: cell if str(cell).strip() else str(v))

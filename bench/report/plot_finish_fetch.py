@@ -21,16 +21,19 @@ from bench.report.plot_style import (
     wrapped,
 )
 
-POINT_COLUMNS = ("workers", "concurrency", "job_ms", "rtt_ms")
+POINT_COLUMNS = ("workers", "queues", "concurrency", "job_ms", "rtt_ms")
 
 
 def _num(value: object) -> str:
     return f"{float(value):g}"  # type: ignore[arg-type]
 
 
-def _point_label(workers: object, concurrency: object, job_ms: object, rtt_ms: object) -> str:
-    """Two lines: the workers (and their jobs in flight and job time when not 1 and 0), the rtt."""
+def _point_label(workers: object, queues: object, concurrency: object, job_ms: object, rtt_ms: object) -> str:
+    """Two lines: the workers (and their queues, jobs in flight and job time when not 1, 1 and 0),
+    the rtt."""
     first = f"{_num(workers)} workers"
+    if float(queues) != 1:  # type: ignore[arg-type]
+        first += f" on {_num(queues)} queues"
     if float(concurrency) != 1:  # type: ignore[arg-type]
         first += f" x {_num(concurrency)}"
     if float(job_ms):  # type: ignore[arg-type]
@@ -41,7 +44,7 @@ def _point_label(workers: object, concurrency: object, job_ms: object, rtt_ms: o
 def _with_point(frame: pd.DataFrame) -> pd.DataFrame:
     """The frame with every point column (an older run's concurrency 1 and job time 0 filled in)."""
     data = frame.copy()
-    for column, default in (("concurrency", 1), ("job_ms", 0)):
+    for column, default in (("queues", 1), ("concurrency", 1), ("job_ms", 0)):
         data[column] = data[column].fillna(default) if column in data else default
     return data
 

@@ -11,7 +11,7 @@ import pandas as pd
 
 from bench.fits import headline_ratio
 
-POINT_COLUMNS = ("protocol", "workers", "concurrency", "job_ms", "rtt_ms")
+POINT_COLUMNS = ("protocol", "workers", "queues", "concurrency", "job_ms", "rtt_ms")
 BASE = "fused"
 RATIO_COLUMNS = (*POINT_COLUMNS, "other", "median", "lo", "hi", "pairs")
 
@@ -22,7 +22,7 @@ def shown_point_columns(frame: pd.DataFrame) -> list[str]:
     when the run has a value other than 1 and 0 (an older run has only those)."""
     several = "protocol" in frame.columns and frame["protocol"].nunique(dropna=True) > 1
     shown = ["protocol", "workers"] if several else ["workers"]
-    for column, default in (("concurrency", 1), ("job_ms", 0)):
+    for column, default in (("queues", 1), ("concurrency", 1), ("job_ms", 0)):
         if column in frame.columns and (frame[column].fillna(default) != default).any():
             shown.append(column)
     return [*shown, "rtt_ms"]

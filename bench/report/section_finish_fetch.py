@@ -27,6 +27,7 @@ from bench.report.plot_style import protocol_labelled
 from bench.report.price import price_section
 from bench.report.ratios import POINT_COLUMNS, paired_ratios, shown_point_columns
 from bench.report.section_head import section_head
+from bench.report.section_shards import shards_section
 
 
 def finish_fetch_section(data: RunData) -> list[str]:
@@ -55,6 +56,7 @@ def finish_fetch_section(data: RunData) -> list[str]:
     lines += bullmq_note(frame)
     lines += _finish_fetch_summary(frame)
     lines += figure(jobs_per_s(protocol_labelled(frame), data.path), "no jobs_per_s values")
+    lines += shards_section(data.frames.get("finish_fetch_shards"))
     lines += _pace_section(frame)
     lines += price_section(data)
     if frame["concurrency"].nunique(dropna=True) > 1:  # a line against concurrency needs two of them

@@ -1,0 +1,87 @@
+"""The queues key: producers and workers spread evenly over several queues, on one server and on
+every master of a cluster, each queue and each master counted on its own (their parts sum to
+the run's whole), every queue audited."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.errors import BenchError
+from bench.finish_fetch.locust_run import Point, run_once
+from bench.finish_fetch.raw import run_raw
+from bench.finish_fetch.seats import seated
+from bench.finish_fetch.shard_rows import queue_rows, shard_rows
+from bench.finish_fetch.shard_table import shard_table
+from bench.harness.cluster import EmbeddedCluster
+from bench.harness.profile import FinishFetchOptions
+from bench.protocol.commandstats import CLIENT_COMMANDS
+from bench.protocol.connection import RedisSettings
+from bench.protocol.queue import Queue
+from bench.results import RunIds
+from tests.test_finish_fetch import QUICK, _raw_settings
+
+THREE = dataclasses.replace(QUICK, producers=3, workers=(3,), queues=(3,), measure_s=0.6)
+POINT = Point(workers=3, rtt_ms=0.0, queues=3)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[EmbeddedCluster]:
+    with EmbeddedCluster() as nodes:
+        yield nodes
+
+
+def _parts_sum_to_the_whole(summary: dict, masters: int) -> None:
+    shards = summary["shards"]
+    assert len(shards["queues"]) == 3 and len(shards["masters"]) == masters, shards
+    assert all(q["jobs"] > 0 for q in shards["queues"].values()), shards["queues"]  # every queue worked
+    jobs = summary["derived"]["jobs"]
+    assert sum(q["jobs"] for q in shards["queues"].values()) == jobs
+    assert sum(m["jobs"] for m in shards["masters"].values()) == jobs
+    usec = sum(u for name, u in summary["server"]["usec"].items() if name in CLIENT_COMMANDS)
+    assert sum(m["server_usec"] for m in shards["masters"].values()) == usec  # exactly: read once a master
+
+
+def test_three_queues_on_one_server(tmp_path: Path, settings: RedisSettings):
+    run = run_once(settings, THREE, "fused", POINT, 1, tmp_path)
+    assert run.audit.ok and run.audit.queues == 3, run.audit.verdict
+    _parts_sum_to_the_whole(run.summary, masters=1)
+    raw = run_raw(settings, dataclasses.replace(_raw_settings(THREE, "fused", POINT), queues=3))
+    assert raw["audit"]["ok"], raw["audit"]
+    _parts_sum_to_the_whole(raw, masters=1)
+
+
+def test_three_queues_land_on_every_master_of_the_cluster(tmp_path: Path, cluster: EmbeddedCluster):
+    settings = RedisSettings.from_url(cluster.url)
+    run = run_once(settings, THREE, "two_call", POINT, 1, tmp_path)
+    assert run.audit.ok and run.audit.queues == 3, run.audit.verdict
+    _parts_sum_to_the_whole(run.summary, masters=3)
+    homes = {q["master"] for q in run.summary["shards"]["queues"].values()}
+    assert homes == {f"127.0.0.1:{port}" for port in cluster.ports}  # one queue a master
+    ids = RunIds("r", "p")
+    rows = shard_rows(run, ids)
+    assert sum(r.jobs for r in rows) == run.summary["derived"]["jobs"]
+    assert all(r.server_us_per_job and r.master_queues == 1 for r in rows), rows
+    assert {r.master for r in queue_rows(run, ids)} == homes
+    lines = shard_table(rows).splitlines()
+    assert sum(1 for line in lines if "127.0.0.1:" in line) == 3  # a line a master
+
+
+def test_seats_go_round_the_queues_by_role(client):
+    names = ["s-0", "s-1", "s-2"]
+    first = Queue.open(client, names[0])
+    try:
+        taken = [seated(first, names, "worker") for _ in range(7)]
+        assert taken == [*names, *names, "s-0"]
+        assert seated(first, names, "producer") == "s-0"  # each role counts its own seats
+    finally:
+        first.delete()
+
+
+def test_more_queues_than_producers_or_workers_is_one_line():
+    with pytest.raises(BenchError, match="queues = 3 is more than producers 2") as caught:
+        FinishFetchOptions(producers=2, workers=(4,), queues=(1, 3))
+    assert "\n" not in str(caught.value)
