@@ -34,7 +34,11 @@ def _per_scenario(
         ax.set_title(f"scenario: {scenario}")
         ax.set_xlabel("active-list size (jobs, log scale)")
         ax.grid(which="both", alpha=0.3)
-        panels.append((ax, data[data["scenario"] == scenario]))
+        panel = data[data["scenario"] == scenario]
+        if panel["active_size"].nunique() == 1:  # one size: a log axis needs a span (a decade around it)
+            size = float(panel["active_size"].iloc[0])
+            ax.set_xlim(size / 3, size * 3)
+        panels.append((ax, panel))
     axes[0].set_ylabel(ylabel)
     figure.suptitle(title)
     return figure, panels
