@@ -59,12 +59,27 @@ def test_plan_runs_sizes_then_scenarios_then_variants_and_says_why_it_skips():
     assert "app_side:*:50" in skipped[(100, "healthy", "app_side")]
 
 
+def test_a_cap_named_with_a_protocol_overrides_the_variants_cap_for_that_protocol_alone():
+    options = SweepOptions(
+        sweep_variants=("atomic",),
+        sweep_scenarios=("all_stalled",),
+        sweep_sizes=(10, 100),
+        sweep_caps=("atomic:all_stalled:10", "echomq-deadline.atomic:all_stalled:100"),
+    )
+    planned = plan(options, ("echomq", "bullmq", "echomq-deadline"))
+    skipped = {(p.point.protocol, p.point.size) for p in planned if p.skipped}
+    assert skipped == {("echomq", 100), ("bullmq", 100)}
+    measured = {(p.point.protocol, p.point.size) for p in planned if not p.skipped}
+    assert ("echomq-deadline", 100) in measured
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
         ({"sweep_variants": ("atomic", "nope")}, "unknown sweep variant 'nope'"),
         ({"sweep_scenarios": ("sunny",)}, "unknown sweep scenario 'sunny'"),
-        ({"sweep_caps": ("atomic:10000",)}, "not variant:scenario:max_size"),
+        ({"sweep_caps": ("atomic:10000",)}, r"not \[protocol\.\]variant:scenario:max_size"),
+        ({"sweep_caps": ("nomq.atomic:all_stalled:10",)}, "nomq"),
         ({"sweep_caps": ("atomic:rainy:10",)}, "unknown scenario"),
     ],
 )

@@ -82,7 +82,7 @@ class SweepOptions:
     sweep_scenarios: tuple[str, ...] = ("healthy", "all_stalled", "mixed")
     sweep_sizes: tuple[int, ...] = field(default=(10, 100, 1000, 10_000, 100_000), metadata=_min(1))
     sweep_reps: int = field(default=5, metadata=_min(1))
-    # variant:scenario:max_size, '*' for any scenario; bigger points are skipped with a reason
+    # [protocol.]variant:scenario:max_size, "*" for any scenario; bigger points are skipped with a reason
     sweep_caps: tuple[str, ...] = (
         "atomic:all_stalled:10000",
         "atomic:mixed:30000",

@@ -54,16 +54,27 @@ class PlannedPoint:
     skipped: str | None = None  # why it is not measured
 
 
-def parse_caps(caps: Sequence[str]) -> dict[tuple[str, str], tuple[int, str]]:
-    """``variant:scenario:max_size`` ('*' for every scenario) -> {(variant, scenario): (max, entry)}."""
-    parsed: dict[tuple[str, str], tuple[int, str]] = {}
+# A cap's key: (protocol, variant, scenario); protocol None is every protocol's.
+CapKey = tuple[str | None, str, str]
+
+
+def parse_caps(caps: Sequence[str]) -> dict[CapKey, tuple[int, str]]:
+    """``[protocol.]variant:scenario:max_size`` ('*' for every scenario) ->
+    {(protocol or None, variant, scenario): (max, entry)}. A cap without a protocol applies
+    to the variant in every protocol; one with a protocol overrides it for that protocol
+    (``echomq-deadline.atomic:all_stalled:100000``: its sweep is not quadratic there)."""
+    parsed: dict[CapKey, tuple[int, str]] = {}
     for entry in caps:
         parts = [p.strip() for p in entry.strip().split(":")]
         if len(parts) != 3 or not parts[2].isdigit():
             raise BenchError(
-                f"sweep-caps entry {entry!r} is not variant:scenario:max_size; e.g. atomic:all_stalled:10000"
+                f"sweep-caps entry {entry!r} is not [protocol.]variant:scenario:max_size; "
+                "e.g. atomic:all_stalled:10000"
             )
-        variant, scenario, limit = parts
+        named, scenario, limit = parts
+        protocol, dot, variant = named.rpartition(".")
+        if dot:
+            check_protocol_names((protocol,))
         if variant not in SWEEPERS:
             raise BenchError(f"sweep-caps entry {entry!r}: unknown variant; use one of {', '.join(SWEEPERS)}")
         if scenario != "*" and scenario not in SCENARIOS:
@@ -71,8 +82,14 @@ def parse_caps(caps: Sequence[str]) -> dict[tuple[str, str], tuple[int, str]]:
                 f"sweep-caps entry {entry!r}: unknown scenario; use '*' or one of {', '.join(SCENARIOS)}"
             )
         for each in SCENARIOS if scenario == "*" else (scenario,):
-            parsed[(variant, each)] = (int(limit), entry.strip())
+            parsed[(protocol or None, variant, each)] = (int(limit), entry.strip())
     return parsed
+
+
+def cap_of(caps: dict[CapKey, tuple[int, str]], point: Point) -> tuple[int, str]:
+    """The cap on ``point``: its protocol's own, else the variant's in every protocol, else none."""
+    own = caps.get((point.protocol, point.variant, point.scenario))
+    return own or caps.get((None, point.variant, point.scenario), (0, ""))
 
 
 def variants_of(protocol: str, variants: Sequence[str]) -> list[str]:
@@ -84,7 +101,8 @@ def variants_of(protocol: str, variants: Sequence[str]) -> list[str]:
 def plan(options: SweepOptions, protocols: Sequence[str] = (ECHOMQ,)) -> list[PlannedPoint]:
     """Every point in the order it runs: size ascending, then protocol (each protocol's
     points are one pyperf run), then scenario, then variant; a variant runs for each
-    protocol it is a sweep of. A cap applies to a variant in every protocol."""
+    protocol it is a sweep of. A cap applies to a variant in every protocol but one with
+    a cap of its own (parse_caps)."""
     for variant in options.sweep_variants:
         if variant not in SWEEPERS:
             raise BenchError(f"unknown sweep variant {variant!r}; use some of {', '.join(SWEEPERS)}")
@@ -103,12 +121,13 @@ def plan(options: SweepOptions, protocols: Sequence[str] = (ECHOMQ,)) -> list[Pl
         for protocol in protocols:
             for scenario in options.sweep_scenarios:
                 for variant in variants_of(protocol, options.sweep_variants):
+                    point = Point(variant, scenario, size, protocol)
                     skipped = None
-                    limit, entry = caps.get((variant, scenario), (0, ""))
+                    limit, entry = cap_of(caps, point)
                     if entry and size > limit:
                         why = SLOW_BECAUSE.get(variant, "capped by the profile")
                         skipped = f"over the cap {entry}: {why}"
-                    planned.append(PlannedPoint(Point(variant, scenario, size, protocol), skipped))
+                    planned.append(PlannedPoint(point, skipped))
     return planned
 
 
