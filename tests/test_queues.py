@@ -85,3 +85,26 @@ def test_more_queues_than_producers_or_workers_is_one_line():
     with pytest.raises(BenchError, match="queues = 3 is more than producers 2") as caught:
         FinishFetchOptions(producers=2, workers=(4,), queues=(1, 3))
     assert "\n" not in str(caught.value)
+
+
+def test_the_per_master_lines_pair_a_master_with_the_repetitions_it_held_the_queue_in():
+    """One queue, three repetitions, the queue on another master each time: each master's line
+    is the one repetition it held the queue in; no line for a master holding none."""
+    from bench.results import FinishFetchShardRow
+
+    def part(rep: int, master: str, holder: int) -> FinishFetchShardRow:
+        held = rep == holder  # this master held the queue in this repetition
+        return FinishFetchShardRow(
+            "r", "echomq", "p", "fused", 3, 4, 0.0, 0.0, 1, rep, master, int(held),
+            3000 + rep if held else 0, 3000.0 + rep if held else 0.0, None, None,
+            120.0 + rep if held else None,
+        )  # fmt: skip
+
+    masters = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]
+    rows = [part(rep, master, i + 1) for rep in (1, 2, 3) for i, master in enumerate(masters)]
+    lines = [line.split() for line in shard_table(rows, width=100).splitlines() if "127.0.0.1:" in line]
+    assert [(cells[2], cells[4], cells[5], cells[6]) for cells in lines] == [
+        ("127.0.0.1:1", "1", "3001", "121.0"),
+        ("127.0.0.1:2", "1", "3002", "122.0"),
+        ("127.0.0.1:3", "1", "3003", "123.0"),
+    ]

@@ -29,19 +29,23 @@ def shard_table(rows: Sequence[FinishFetchShardRow], width: int | None = None) -
     and one queue (the stage's table says it all)."""
     if not rows or (all(r.queues == 1 for r in rows) and len({r.master for r in rows}) == 1):
         return ""
-    groups: dict[tuple[str, str], list[FinishFetchShardRow]] = {}
+    # Keyed by the queues a master held too: each repetition names its queues afresh, so at one
+    # queue the queue sits on another master each time; a master that held none is left out.
+    groups: dict[tuple[str, str, int], list[FinishFetchShardRow]] = {}
     for row in rows:
-        groups.setdefault((_run(row), row.master), []).append(row)
+        if row.master_queues:
+            groups.setdefault((_run(row), row.master, row.master_queues), []).append(row)
     lines = [
-        [run, master, str(of[0].master_queues), _median([r.jobs_per_s for r in of], "{:.0f}"),
+        [run, master, str(queues), str(len(of)), _median([r.jobs_per_s for r in of], "{:.0f}"),
          _median([r.server_us_per_job for r in of], "{:.1f}")]
-        for (run, master), of in groups.items()
+        for (run, master, queues), of in groups.items()
     ]  # fmt: skip
-    header = ["run", "master", "queues", "jobs/s", "redis µs/job"]
-    body = render_table(header, lines, right=range(2, 5), width=(width or table_width()) - 2)
+    header = ["run", "master", "queues", "reps", "jobs/s", "redis µs/job"]
+    body = render_table(header, lines, right=range(2, 6), width=(width or table_width()) - 2)
     note = wrap_note(
-        "per master (medians of the repetitions): jobs finished on its queues, and its own Redis "
-        "µs a job of them (INFO commandstats of that master); finish_fetch_shards.csv has every run",
+        "per master holding queues of the run (medians of the repetitions it held them in): jobs "
+        "finished on its queues, and its own Redis µs a job of them (INFO commandstats of that "
+        "master); finish_fetch_shards.csv has every run",
         width,
     )
     return note + "\n" + "\n".join("  " + line for line in body.splitlines())

@@ -16,10 +16,12 @@ def shards_section(frame: pd.DataFrame | None) -> list[str]:
         return []
     if (frame["queues"] == 1).all() and frame["master"].nunique() == 1:
         return []
+    # Keyed by the queues a master held too: each repetition names its queues afresh, so at one
+    # queue the queue sits on another master each time; a master that held none is left out.
+    held = frame[frame["master_queues"] > 0]
     table = (
-        frame.groupby(SHARD_KEYS, sort=True)
+        held.groupby([*SHARD_KEYS, "master_queues"], sort=True)
         .agg(
-            master_queues=("master_queues", "first"),
             reps=("rep", "nunique"),
             jobs_per_s=("jobs_per_s", "mean"),
             server_us_per_job=("server_us_per_job", "mean"),
@@ -29,8 +31,9 @@ def shards_section(frame: pd.DataFrame | None) -> list[str]:
     if table["protocol"].nunique() == 1:
         table = table.drop(columns="protocol")
     return [
-        "Per master, mean over repetitions (finish_fetch_shards.csv; each master's Redis µs a job "
-        "from its own INFO commandstats; finish_fetch_queues.csv has each queue):",
+        "Per master holding queues of the run, mean over the repetitions it held them in "
+        "(finish_fetch_shards.csv; each master's Redis µs a job from its own INFO commandstats; "
+        "finish_fetch_queues.csv has each queue):",
         "",
         markdown_table(table),
         "",
