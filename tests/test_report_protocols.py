@@ -226,3 +226,27 @@ def test_labels_colours_and_order_tell_protocols_apart():
 
     frame = pd.DataFrame({"protocol": ["echomq", "bullmq"], "variant": ["atomic", "atomic"]})
     assert list(protocol_labelled(frame)["variant"]) == ["atomic", "bullmq.atomic"]
+
+
+def test_the_throughput_plot_names_each_protocols_ratio_as_the_median_of_pairs():
+    """The figure's ratio lines use the one headline definition (median of the repetition pairs
+    [min-max]), a line a protocol, echomq's first; a ratio of means would read 2.00 here."""
+    import pandas as pd
+
+    from bench.report.plot_finish_fetch import _ratio_texts
+
+    point = {"workers": 4, "queues": 1, "concurrency": 1, "job_ms": 0.0, "rtt_ms": 1.0}
+    fused = {1: 100.0, 2: 300.0, 3: 200.0}
+    two_call = {1: 50.0, 2: 100.0, 3: 100.0}  # pairs: 2.0, 3.0, 2.0 -> median 2.0; means: 2.4
+    rows = [
+        {**point, "protocol": protocol, "strategy": label, "rep": rep, "jobs_per_s": value}
+        for protocol, prefix in (("bullmq", "bullmq."), ("echomq", ""))
+        for strategy, values in (("fused", fused), ("two_call", two_call))
+        for rep, value in values.items()
+        for label in [prefix + strategy]
+    ]
+    texts = _ratio_texts(pd.DataFrame(rows))
+    assert texts == [
+        "echomq: fused/two_call 2.00 [2.00-3.00]",
+        "bullmq: fused/two_call 2.00 [2.00-3.00]",
+    ]

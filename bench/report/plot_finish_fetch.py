@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from bench.report.plot_style import (
+    HOME_PROTOCOL,
     PALETTE,
     THOUSANDS,
     Plot,
@@ -20,6 +21,7 @@ from bench.report.plot_style import (
     split_label,
     wrapped,
 )
+from bench.report.ratios import paired_ratios
 
 POINT_COLUMNS = ("workers", "queues", "concurrency", "job_ms", "rtt_ms")
 
@@ -49,6 +51,27 @@ def _with_point(frame: pd.DataFrame) -> pd.DataFrame:
     return data
 
 
+def _ratio_texts(at_point: pd.DataFrame) -> list[str]:
+    """A line a protocol: fused over each other strategy, the median of the repetition pairs
+    [min-max] (report.ratios, the one definition); the protocol named when there are several."""
+    unlabelled = at_point.assign(strategy=[split_label(v)[1] for v in at_point["strategy"]])
+    unlabelled["protocol"] = (
+        unlabelled["protocol"].fillna(HOME_PROTOCOL) if "protocol" in unlabelled else HOME_PROTOCOL
+    )
+    ratios = paired_ratios(unlabelled)
+    several = ratios["protocol"].nunique() > 1
+    texts = []
+    order = sorted(dict.fromkeys(ratios["protocol"]), key=lambda name: name != HOME_PROTOCOL)
+    for protocol in order:
+        rows = ratios[ratios["protocol"] == protocol]
+        parts = [
+            f"{'fused' if k == 0 else ''}/{r.other} {r.median:.2f} [{r.lo:.2f}-{r.hi:.2f}]"
+            for k, r in enumerate(rows.itertuples())
+        ]
+        texts.append((f"{protocol}: " if several else "") + ", ".join(parts))
+    return texts
+
+
 def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     """Bars: mean jobs/s per strategy at each point; whiskers min..max; dots each rep."""
     needed = {"strategy", "workers", "rtt_ms", "jobs_per_s"}
@@ -58,7 +81,9 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     points = sorted(set(data[list(POINT_COLUMNS)].itertuples(index=False, name=None)))
     variants = ordered(data["strategy"].unique().tolist())
     width = 0.8 / len(variants)
-    figure = Figure(figsize=(max(6.0, 1.6 * len(points) * len(variants)), 4.6), layout="constrained")
+    # about half an inch a bar: nine bars a point (three protocols) stay readable without a
+    # figure many screens wide
+    figure = Figure(figsize=(max(6.0, 2.5 + 0.6 * len(points) * len(variants)), 4.8), layout="constrained")
     ax = figure.add_subplot()
     saturated_shown = False
 
@@ -94,16 +119,15 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
             ax.annotate(f"{mean:,.0f}", (x, 0), textcoords="offset points", xytext=(0, 4),
                         ha="center", va="bottom", fontsize=8, fontweight="bold",
                         color="white" if inside else "black")  # fmt: skip
+    lines_above = 0
     for j, point in enumerate(points):
-        means = data[at(point)].groupby("strategy")["jobs_per_s"].mean()
-        top = float(means.max())
-        lifts = [o for o in ("two_call", "two_call_pipelined") if o in means.index and means[o] > 0]
-        if "fused" in means.index:
-            for k, other in enumerate(reversed(lifts)):  # the first named highest
-                ax.annotate(f"fused/{other} = {means['fused'] / means[other]:.2f}", (j, top),
-                            textcoords="offset points", xytext=(0, 16 + 12 * k), ha="center", fontsize=8,
-                            fontweight="bold")  # fmt: skip
-    ax.set_ylim(0, float(data["jobs_per_s"].max()) * 1.3)
+        top = float(data[at(point)]["jobs_per_s"].max())
+        texts = _ratio_texts(data[at(point)])
+        lines_above = max(lines_above, len(texts))
+        for k, text in enumerate(reversed(texts)):  # the first protocol named highest
+            ax.annotate(text, (j, top), textcoords="offset points", xytext=(0, 10 + 11 * k),
+                        ha="center", fontsize=7.5, fontweight="bold")  # fmt: skip
+    ax.set_ylim(0, float(data["jobs_per_s"].max()) * (1.15 + 0.09 * lines_above))
     ax.set_xticks(range(len(points)), [_point_label(*point) for point in points])
     ax.set_ylabel("jobs finished per second (jobs/s)")
     ax.yaxis.set_major_formatter(THOUSANDS)
@@ -120,7 +144,7 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
         f"bar = mean of {n_reps} repetitions (value at its foot), whisker = min..max, dot = one repetition"
     )
     ax.set_title(wrapped(subtitle, figure, 8), fontsize=8)
-    ax.legend(loc="upper right", framealpha=0.95)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), framealpha=0.95, fontsize=8)  # off the bars
     ax.grid(axis="y", alpha=0.3)
     save(figure, out_dir / "finish_fetch_jobs.png")
     caption = (
