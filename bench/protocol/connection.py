@@ -117,14 +117,13 @@ class RedisSettings:
 _CLUSTER_URLS: dict[str, bool] = {}
 
 
-class CountingRedis(redis.Redis):
-    """A redis-py client that counts its round trips.
+class RoundTripCounting:
+    """Counts a client's exchanges on the wire: one a command (CountingRedis, CountingRedisCluster).
 
-    One request/response exchange counts one: a command, each step of
-    redis-py's NOSCRIPT recovery (EVALSHA, SCRIPT LOAD, EVALSHA), and a whole
-    pipeline. Connection set-up (HELLO, AUTH, CLIENT SETINFO) is not counted:
-    it happens once per connection, outside the measured loop.
-    """
+    ``round_trips`` is also a class default: redis-py's cluster constructor already sends COMMAND
+    (its key parser) through execute_command, before __init__ could set it."""
+
+    round_trips = 0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -132,7 +131,17 @@ class CountingRedis(redis.Redis):
 
     def execute_command(self, *args: Any, **options: Any) -> Any:
         self.round_trips += 1
-        return super().execute_command(*args, **options)
+        return super().execute_command(*args, **options)  # type: ignore[misc]
+
+
+class CountingRedis(RoundTripCounting, redis.Redis):
+    """A redis-py client that counts its round trips.
+
+    One request/response exchange counts one: a command, each step of
+    redis-py's NOSCRIPT recovery (EVALSHA, SCRIPT LOAD, EVALSHA), and a whole
+    pipeline. Connection set-up (HELLO, AUTH, CLIENT SETINFO) is not counted:
+    it happens once per connection, outside the measured loop.
+    """
 
     def pipeline(self, transaction: bool = False, shard_hint: Any = None) -> CountingPipeline:
         return CountingPipeline(self, transaction, shard_hint)
@@ -151,7 +160,7 @@ class CountingPipeline(Pipeline):
         return super().execute(raise_on_error)
 
 
-class CountingRedisCluster(RedisCluster):
+class CountingRedisCluster(RoundTripCounting, RedisCluster):
     """A RedisCluster that counts its round trips as CountingRedis does.
 
     A command counts one, however its reply is routed; a MOVED or ASK redirect
@@ -159,18 +168,6 @@ class CountingRedisCluster(RedisCluster):
     pipeline counts one per execute: a queue's pipelines go to the one node
     that holds its hash tag.
     """
-
-    # A class default: redis-py's constructor already sends COMMAND (its key parser) through
-    # execute_command, before __init__ could set it.
-    round_trips = 0
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.round_trips = 0
-
-    def execute_command(self, *args: Any, **options: Any) -> Any:
-        self.round_trips += 1
-        return super().execute_command(*args, **options)
 
     def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> CountingClusterPipeline:
         if shard_hint:
