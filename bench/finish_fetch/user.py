@@ -17,7 +17,7 @@ from locust import User, constant
 from bench.errors import BenchError, first_line
 from bench.finish_fetch.current import Current
 from bench.finish_fetch.loadstats import RunSettings
-from bench.finish_fetch.seats import seated
+from bench.finish_fetch.seats import mark_started, seated
 from bench.protocol.connection import Client
 from bench.protocol.queue import Call, Command, Queue
 from bench.protocol.spread import queue_names
@@ -55,6 +55,7 @@ class RedisUser(User):
         first = Queue.open(self.client, names[0], protocol=self.load.protocol)
         name = names[0] if self.role == "probe" else seated(first, names, self.role)
         self.queue = first if name == names[0] else Queue.open(self.client, name, protocol=self.load.protocol)
+        mark_started(first)  # the warm-up starts once every user is here, not once each is spawned
 
     def on_stop(self) -> None:
         self.client.close()

@@ -32,6 +32,7 @@ from bench.finish_fetch.loadstats import (
     redis_cpu_seconds,
 )
 from bench.finish_fetch.options import summary_path
+from bench.finish_fetch.seats import reset_started, started
 from bench.finish_fetch.server_watch import ServerWatch
 from bench.finish_fetch.summary import build_summary, unmeasured_summary, write_summary
 from bench.harness.machine import clock
@@ -118,6 +119,7 @@ class Controller:
             self.run_ids = master_run_ids(self.client)
             # opened now (scripts loaded on every master): after a master is lost, the rest audit
             self.queues = [Queue.open(self.client, n, protocol=run.protocol) for n in names]
+            reset_started(self.queues[0])
         self.watch = ServerWatch(control_settings(), run_id, self.abort)
         options = environment.parsed_options
         # With no --run-time, a headless run ends itself after warm-up + measure.
@@ -138,11 +140,9 @@ class Controller:
         assert runner is not None
         expected = min(run.producers + run.workers, runner.target_user_count)
         deadline = time.monotonic() + USERS_START_DEADLINE_S
-        while runner.user_count < expected:
+        while (ready := self._users_ready()) < expected:
             if time.monotonic() >= deadline:
-                self.abort(
-                    f"only {runner.user_count} of {expected} users started within {USERS_START_DEADLINE_S:g}s"
-                )
+                self.abort(f"only {ready} of {expected} users started within {USERS_START_DEADLINE_S:g}s")
                 return
             gevent.sleep(USERS_POLL_S)
         gevent.sleep(run.warmup_s)
@@ -150,6 +150,19 @@ class Controller:
         if auto_quit:
             gevent.sleep(run.measure_s)
             self._quit()
+
+    def _users_ready(self) -> int:
+        """Users spawned and done with their start: a user counts itself on the server once it has
+        connected and loaded its scripts (on a cluster, seconds on a loaded machine), so a window
+        does not open before the last one's first job."""
+        assert self.environment.runner is not None
+        spawned = self.environment.runner.user_count
+        if not self.queues:
+            return spawned
+        try:
+            return min(spawned, started(self.queues[0]))
+        except redis.RedisError:
+            return 0  # the watcher says why, or the deadline does
 
     def _quit(self) -> None:
         assert self.environment.runner is not None
