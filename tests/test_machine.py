@@ -50,6 +50,19 @@ subprocess.run([sys.executable, "-c", {burn!r}], check=True)
 print("reaped", flush=True)
 sys.stdin.readline()
 """
+# A child that ignores SIGCHLD (the kernel then reaps its children uncounted), and a grandchild
+# that burns a second of CPU, says its pid and waits to be killed.
+AUTOREAPER = """
+import os, signal, sys, time
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+if os.fork() == 0:
+    while time.process_time() < 1.0:
+        pass
+    print(os.getpid(), flush=True)
+    time.sleep(60)
+    os._exit(0)
+time.sleep(60)
+"""
 # A child that burns a fixed amount of its own CPU, whatever the machine's load, then exits.
 BURN = "import time\nwhile time.process_time() < {seconds}: pass\n"
 # A child that, for each line it reads, burns that many seconds of its own CPU and says when it
@@ -114,6 +127,26 @@ def test_the_same_hog_counted_as_the_run_is_not_foreign(hog) -> None:
     assert sample.busy_cpu_pct > 50  # the hog ran, and was counted as own
     assert sample.foreign_cpu_pct < FOREIGN_LIMIT_PCT, sample
     assert sample.contended == (sample.steal_pct > STEAL_LIMIT_PCT)
+
+
+def test_a_process_that_ends_uncounted_by_its_parent_is_not_taken_off_own_cpu(hog) -> None:
+    # The grandchild's second of CPU before the window never reaches its parent's count of
+    # reaped children (SIGCHLD ignored): taking it off own CPU would make it foreign.
+    parent = subprocess.Popen([sys.executable, "-c", AUTOREAPER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        grandchild = int(parent.stdout.readline())
+        with MachineWatch(tree_roots()) as watch:
+            until_used(hog.pid, 0.4)
+            psutil.Process(grandchild).kill()
+            wait_until(lambda: not psutil.pid_exists(grandchild), timeout_s=10, what="the grandchild gone")
+            until_used(hog.pid, 0.4)
+    finally:
+        parent.kill()
+        parent.wait()
+    sample = watch.sample
+    assert sample is not None and grandchild in sample.own_pids
+    assert sample.foreign_cpu_pct < FOREIGN_LIMIT_PCT, sample
 
 
 def test_without_the_hog_a_quiet_window_is_not_contended(sleepers) -> None:

@@ -38,6 +38,7 @@ import psutil
 FOREIGN_LIMIT_PCT = 10.0  # of one core
 STEAL_LIMIT_PCT = 5.0  # of one core
 SCAN_INTERVAL_S = 0.5
+REAPED_SLACK_S = 0.02  # CPU times tick in 10 ms: a reaped child counted a tick short
 # The kernel counts CPU time in 10 ms ticks, per CPU and per process: over a window much shorter
 # than a second that rounding alone can reach the 10% limit. A shorter window is judged over the
 # second around it (the machine just before and after is the machine it ran on).
@@ -119,12 +120,13 @@ def machine_cpu_s() -> tuple[float, float]:
     return float(busy), float(getattr(t, "steal", 0.0))
 
 
-def _cumulative_cpu(process: psutil.Process) -> tuple[float, int, float]:
-    """(own CPU plus that of reaped children, ppid, create time) of one process."""
+def _cumulative_cpu(process: psutil.Process) -> tuple[float, float, int, float]:
+    """(own CPU plus that of reaped children, that of reaped children, ppid, create time) of one
+    process."""
     with process.oneshot():
         t = process.cpu_times()
-        cpu = t.user + t.system + t.children_user + t.children_system
-        return float(cpu), process.ppid(), process.create_time()
+        children = t.children_user + t.children_system
+        return float(t.user + t.system + children), float(children), process.ppid(), process.create_time()
 
 
 def descendants(roots: Sequence[int]) -> dict[int, psutil.Process]:
@@ -152,6 +154,8 @@ class _Seen:
     created: float
     base_s: float  # cumulative CPU at the window's start; 0 for a process born in it
     last_s: float
+    reaped_base_s: float = 0.0  # the part of those of its reaped children
+    reaped_last_s: float = 0.0
 
 
 @dataclass
@@ -173,7 +177,7 @@ class _Tracker:
         alive: set[int] = set()
         for pid, process in found.items():
             try:
-                cpu, ppid, created = _cumulative_cpu(process)
+                cpu, reaped, ppid, created = _cumulative_cpu(process)
             except _GONE:
                 continue
             entry = self.seen.get(pid)
@@ -182,9 +186,12 @@ class _Tracker:
                 entry = None
             if entry is None:
                 # Found at the first scan: it ran before the window. Later: it was born in it.
-                self.seen[pid] = _Seen(pid, ppid, created, cpu if self.scans == 0 else 0.0, cpu)
+                first = self.scans == 0
+                self.seen[pid] = _Seen(
+                    pid, ppid, created, cpu if first else 0.0, cpu, reaped if first else 0.0, reaped
+                )
             else:
-                entry.last_s, entry.ppid = cpu, ppid
+                entry.last_s, entry.reaped_last_s, entry.ppid = cpu, reaped, ppid
             alive.add(pid)
         for pid in list(self.seen.keys() - alive):
             self.gone.append(self.seen.pop(pid))
@@ -192,27 +199,39 @@ class _Tracker:
 
     def own_cpu_s(self) -> float:
         total = sum(e.last_s - e.base_s for e in self.seen.values())
+        by_reaper: dict[int, list[_Seen]] = {}
         for entry in self.gone:
-            if self._lands_in_family(entry):
-                # Reaped into a process of ours still running: its whole CPU is in that one's
-                # count now, so only what it had used before the window comes off.
-                total -= entry.base_s
+            by_reaper.setdefault(self._reaper(entry) or 0, []).append(entry)
+        for reaper, ended in by_reaper.items():
+            if reaper and self._reaped(reaper, ended):
+                # Reaped into a process of ours still running: their whole CPU is in that one's
+                # count now, so only what they had used before the window comes off.
+                total -= sum(e.base_s for e in ended)
             else:
-                total += entry.last_s - entry.base_s
+                total += sum(e.last_s - e.base_s for e in ended)
         return max(total, 0.0)
 
-    def _lands_in_family(self, entry: _Seen) -> bool:
-        """Whether a process that ended was reaped, directly or through parents that ended too,
-        by one that is still running: its CPU then reached that one's count of reaped children."""
+    def _reaper(self, entry: _Seen) -> int | None:
+        """The process still running that a process that ended belonged to, directly or through
+        parents that ended too; None when it was none of ours."""
         gone = {e.pid: e for e in self.gone}
         ppid, visited = entry.ppid, {entry.pid}
         while ppid not in self.seen:
             parent = gone.get(ppid)
             if parent is None or ppid in visited:
-                return False
+                return None
             visited.add(ppid)
             ppid = parent.ppid
-        return True
+        return ppid
+
+    def _reaped(self, reaper: int, ended: list[_Seen]) -> bool:
+        """Whether the reaper's count of reaped children grew by the CPU of those that ended as
+        its own children: not when it ignores SIGCHLD (the kernel reaps them uncounted) or a
+        process re-parented away reaped them."""
+        running = self.seen[reaper]
+        grew = running.reaped_last_s - running.reaped_base_s
+        direct = sum(e.last_s for e in ended if e.ppid == reaper)
+        return grew >= direct - REAPED_SLACK_S
 
     def pids(self) -> frozenset[int]:
         return frozenset(self.seen) | frozenset(e.pid for e in self.gone)
