@@ -44,13 +44,14 @@
   lockless ids and is not rewritten each sweep.
 
   Cost: a healthy queue's call is a few commands whatever the active list's
-  length (no id has an expired deadline). Each expired id costs a PTTL and
-  O(log N) in the index (the marks are read with SMISMEMBER and written with
-  SADD, SREM and ZREM, 5000 ids a call); a reclaimed one also an LREM from the
-  right (oldest) end of active, where stalled jobs sit, and reclaimJob's
-  HINCRBY. They are visited oldest deadline first, so when most of active has
-  stalled each LREM finds its id near the end. SMISMEMBER and ZMSCORE need
-  Redis 6.2.
+  length (no id has an expired deadline). Each expired id costs O(log N) in
+  the index and a share of batched commands, 5000 ids a call: its lock is
+  looked up with MGET (a PTTL only for a lock that exists), its mark read with
+  SMISMEMBER and written with SADD, SREM and ZREM. A reclaimed one is taken
+  out of active from its right (oldest) end, where stalled jobs sit: RPOP a
+  chunk, push back what is not reclaimed, while most of a chunk is; an LREM
+  from the right for each one left; and reclaimJob's HINCRBY, the one command
+  each reclaimed id pays alone. SMISMEMBER and ZMSCORE need Redis 6.2.
 
   Missing entries. A job in active without an entry (a worker running
   moveToActive-11.lua beside this protocol, a script stopped half way, an
@@ -68,7 +69,8 @@
 -- @include "sweepCommon"
 
 local DEFAULT_FULL_MS = 60000
-local LOOKUP_BATCH = 5000 -- ids a ZMSCORE or SMISMEMBER: Lua's unpack fails near 8000
+local LOOKUP_BATCH = 5000 -- ids a ZMSCORE, SMISMEMBER or MGET: Lua's unpack fails near 8000
+local TAIL_CHUNK = 1000 -- ids of active an RPOP takes while reclaimed ones sit at its end
 
 local args, k = sweepArgs()
 local prefix, now = args.prefix, args.now
@@ -137,29 +139,88 @@ for from = 1, #due, LOOKUP_BATCH do
   end
 end
 
--- Each id: one PTTL; a reclaimed one an LREM too. The set writes go in batches after.
-local mark, unmark, gone, reclaim = {}, {}, {}, {}
+-- Which of them still have a lock, LOOKUP_BATCH locks an MGET.
+local hasLock = {}
+for from = 1, #due, LOOKUP_BATCH do
+  local to = math.min(from + LOOKUP_BATCH - 1, #due)
+  local lockKeys = {}
+  for i = from, to do
+    lockKeys[#lockKeys + 1] = prefix .. due[i] .. ":lock"
+  end
+  local values = redis.call("MGET", unpack(lockKeys))
+  for i, value in ipairs(values) do
+    hasLock[from + i - 1] = value ~= false
+  end
+end
+
+-- Takes one copy of each of `ids` out of active, the rightmost as LREM -1
+-- would; returns the set of those that were there. While most of a chunk at
+-- the right end is of `ids`, RPOP the next chunk; what they held besides goes
+-- back in order at the end. Then one LREM from the right for each id not
+-- found yet.
+local function takeOutOfActive(ids)
+  local wanted, left, taken, keep = {}, #ids, {}, {}
+  for _, jobId in ipairs(ids) do
+    wanted[jobId] = true
+  end
+  while left > 0 do
+    local chunk = redis.call("RPOP", k.active, math.min(TAIL_CHUNK, left))
+    if not chunk then
+      break -- active is empty
+    end
+    local found = 0
+    for _, jobId in ipairs(chunk) do -- the rightmost first
+      if wanted[jobId] then
+        wanted[jobId], taken[jobId], found = nil, true, found + 1
+      else
+        keep[#keep + 1] = jobId
+      end
+    end
+    left = left - found
+    if found * 2 < #chunk then
+      break -- the rest are not at the end: one LREM each
+    end
+  end
+  local back = {} -- leftmost first, so RPUSH leaves them where they were
+  for i = #keep, 1, -1 do
+    back[#back + 1] = keep[i]
+  end
+  batched("RPUSH", k.active, back)
+  for _, jobId in ipairs(ids) do
+    if wanted[jobId] and redis.call("LREM", k.active, -1, jobId) > 0 then
+      taken[jobId] = true
+    end
+  end
+  return taken
+end
+
+-- A lock that exists wins (one PTTL each); the set writes go in batches after.
+local mark, unmark, gone = {}, {}, {}
 for i, jobId in ipairs(due) do
-  local lockAt = lockDue(jobId)
-  if lockAt then
-    redis.call("ZADD", deadlines, lockAt, jobId)
+  if hasLock[i] then
+    redis.call("ZADD", deadlines, lockDue(jobId) or now, jobId)
     if wasMarked[i] then
       unmark[#unmark + 1] = jobId
     end
   elseif not wasMarked[i] then
     mark[#mark + 1] = jobId -- seen lockless once
   else
-    -- marked by an earlier sweep, and its lock is still gone
-    gone[#gone + 1] = jobId
-    if redis.call("LREM", k.active, -1, jobId) > 0 then
-      reclaim[#reclaim + 1] = jobId
-    end
+    gone[#gone + 1] = jobId -- marked by an earlier sweep, and its lock is still gone
   end
 end
 batched("SADD", k.stalled, mark)
 batched("SREM", k.stalled, unmark)
 batched("SREM", k.stalled, gone)
 batched("ZREM", deadlines, gone)
+-- Reclaimed in the order they became due: a job already finished or taken by
+-- another sweep is not in active, and is not.
+local inActive = takeOutOfActive(gone)
+local reclaim = {}
+for _, jobId in ipairs(gone) do
+  if inActive[jobId] then
+    reclaim[#reclaim + 1] = jobId
+  end
+end
 if #reclaim == 0 then
   return {{}, {}}
 end

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from redis.crc import key_slot
@@ -264,7 +264,8 @@ def test_extend_lock_just_before_the_sweep_keeps_the_job_off_the_sweeps_list(que
     before = CommandStats.read(queue.client)
     assert sweep(queue) == ([], [])
     delta = CommandStats.read(queue.client).since(before)
-    assert delta.calls.get("pttl", 0) == 0  # not due: the sweep did not even look at its lock
+    # not due: the sweep did not even look at its lock
+    assert delta.calls.get("pttl", 0) == 0 and delta.calls.get("mget", 0) == 0
 
 
 @pytest.mark.parametrize("finished_by", ["echomq-deadline", "echomq"])
@@ -509,3 +510,82 @@ def test_concurrent_sweepers_reclaim_each_stalled_job_once(
     assert all(c.hget(k.job(j), "atm") in (b"1", b"2") for j in stalled)  # one reclaim (+ its finish)
     in_active = set(ids(c.lrange(k.active, 0, -1)))
     assert set(index(queue)) == in_active  # every job in active has its entry, and only those
+
+
+# Taking reclaimed ids out of active: from its right end in chunks while they sit there, else LREM.
+
+
+def _two_sweeps(queue: Queue, lapsed: list[str]) -> tuple[list[str], list[str]]:
+    """Lapse the locks of ``lapsed``, mark them, then the sweep that reclaims: its reply (the
+    commands it ran inside in ``queue.swept_with``)."""
+    lapse(queue, lapsed)
+    assert sweep(queue, max_stalled=5) == ([], [])
+    assert marked(queue) == sorted(lapsed)
+    before = CommandStats.read(queue.client)
+    reply = sweep(queue, max_stalled=5)
+    queue.swept_with = CommandStats.read(queue.client).since(before).calls  # type: ignore[attr-defined]
+    return reply
+
+
+@pytest.mark.parametrize("count", [1, 1500, 2600])  # one id; two chunks but part of one; three
+def test_stalled_ids_at_the_oldest_end_leave_active_and_the_rest_keep_their_order(queue: Queue, count: int):
+    jobs = stalled_jobs(queue, count + 3)
+    active = ids(queue.client.lrange(queue.keys.active, 0, -1))  # newest first
+    oldest = active[-count:]
+    failed, moved = _two_sweeps(queue, [j for j in reversed(oldest)])
+    assert failed == [] and moved == list(reversed(oldest))  # in the order their locks lapsed
+    assert ids(queue.client.lrange(queue.keys.active, 0, -1)) == active[:-count]
+    assert ids(queue.client.lrange(queue.keys.wait, 0, -1)) == list(reversed(oldest))
+    assert len(jobs) == count + 3
+    # all taken by RPOP from the end (a chunk a 1000), none by LREM, whatever the count
+    assert queue.swept_with.get("lrem", 0) == 0 and queue.swept_with["rpop"] == -(-count // 1000)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "lapses",
+    [
+        lambda i: i % 3 == 2,  # one in three: a chunk at the end holds too few of them, so LREM
+        lambda i: i % 3 != 0,  # two in three: chunks from the end, the live ones among them put back
+        lambda i: (i < 1200 and i % 4 != 0) or (i >= 2000 and i % 5 == 0),  # chunks, then LREM
+    ],
+    ids=["one_in_three", "two_in_three", "chunks_then_lrem"],
+)
+def test_stalled_ids_among_live_ones_leave_active_and_the_rest_keep_their_order(
+    queue: Queue, lapses: Callable[[int], bool], request: pytest.FixtureRequest
+):
+    name = request.node.callspec.id
+    stalled_jobs(queue, 2500)
+    active = ids(queue.client.lrange(queue.keys.active, 0, -1))
+    lapsed = [job_id for i, job_id in enumerate(reversed(active)) if lapses(i)]  # i: from the oldest
+    failed, moved = _two_sweeps(queue, lapsed)
+    assert failed == [] and moved == lapsed
+    assert ids(queue.client.lrange(queue.keys.active, 0, -1)) == [j for j in active if j not in lapsed]
+    # one chunk with too few of them, then LREM; chunks while most of one is
+    rpops, lrems = {
+        "one_in_three": (1, 556),  # 277 of the 833 ids at the end were lapsed: too few
+        "two_in_three": (8, 0),  # 1000, 1000, 333, 111, ... at the end, two thirds each
+        "chunks_then_lrem": (3, 100),  # 750 of 1000, 150 of 250, 0 of 100: the last 100 by LREM
+    }[name]
+    calls = queue.swept_with  # type: ignore[attr-defined]
+    assert (calls["rpop"], calls.get("lrem", 0)) == (rpops, lrems), len(lapsed)
+
+
+def test_a_reclaimed_id_twice_in_active_leaves_once_from_the_oldest_end(queue: Queue):
+    stalled_jobs(queue, 3)
+    k = queue.keys
+    active = ids(queue.client.lrange(k.active, 0, -1))  # [3, 2, 1]
+    queue.client.lpush(k.active, active[-1])  # "1" again, at the newest end
+    assert _two_sweeps(queue, [active[-1]]) == ([], [active[-1]])
+    assert ids(queue.client.lrange(k.active, 0, -1)) == [active[-1], *active[:-1]]  # the left copy stays
+
+
+def test_a_marked_lockless_id_gone_from_active_is_not_reclaimed_beside_ones_that_are(queue: Queue):
+    stalled_jobs(queue, 4)
+    k = queue.keys
+    active = ids(queue.client.lrange(k.active, 0, -1))
+    lapsed = list(reversed(active))  # all four
+    lapse(queue, lapsed)
+    assert sweep(queue, max_stalled=5) == ([], [])
+    queue.client.lrem(k.active, 0, lapsed[1])  # taken out by another sweep meanwhile
+    assert sweep(queue, max_stalled=5) == ([], [lapsed[0], lapsed[2], lapsed[3]])
+    assert queue.client.llen(k.active) == 0 and lapsed[1] not in index(queue)
