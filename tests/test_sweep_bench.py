@@ -17,7 +17,7 @@ from bench.results import NOT_SKIPPED, SWEEP_COST_COLUMNS, RunIds, SweepCostRow,
 from bench.sweep_cost.plan import PlannedPoint, Point, plan, pyperf_options, run_order
 from bench.sweep_cost.probe import Probe
 from bench.sweep_cost.pyperf_program import PROGRAM, ProgramSettings, forward_settings
-from bench.sweep_cost.stage import main, point_seconds
+from bench.sweep_cost.stage import _point_estimate, main, point_seconds
 from bench.sweep_cost.summary import SIDE_DIR, SizeOutcome, make_row, slopes, sweep_cost_row
 
 # Spins inside Redis for ARGV[1] ms (by Redis's clock): a stand-in for a long sweep.
@@ -321,3 +321,11 @@ def test_the_sweep_command_counts_each_point_once_on_the_progress_line(
     counts = re.findall(r"\[1/1 sweep (\d+)/(\d+)", capsys.readouterr().err)
     assert counts and {total for _, total in counts} == {"3"}
     assert counts[-1] == ("3", "3")
+
+
+def test_the_eta_of_a_linear_sweep_at_a_million_is_minutes_and_a_quadratic_one_days():
+    # echomq-deadline's sweep is linear in the stalled ids; echomq's and BullMQ's (an LREM each) are not.
+    linear = _point_estimate(Point("atomic", "all_stalled", 1_000_000, "echomq-deadline"), 1)
+    assert linear < 600
+    for protocol in ("echomq", "bullmq"):
+        assert _point_estimate(Point("atomic", "all_stalled", 1_000_000, protocol), 1) > 100 * linear

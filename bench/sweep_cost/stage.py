@@ -218,12 +218,15 @@ def measure_size(
 
 # Rough µs a sweep spends per active job, to estimate the run's ETA (the progress line corrects it
 # by the pace it sees); the README's table has measured ones. Where a variant is quadratic, the
-# µs per job grow with the size by the factor given.
+# µs per job grow with the size by the factor given (one LREM a stalled id in the protocol's own
+# sweep, ours and BullMQ's; echomq-deadline's takes them from the end of active: linear).
 US_PER_JOB = {"app_side": 400.0, "app_side_pipelined": 40.0}
 QUADRATIC = {
-    ("atomic", "all_stalled"): 0.014,
-    ("atomic", "mixed"): 0.007,
-    ("app_side_pipelined", "mixed"): 0.002,
+    ("echomq", "atomic", "all_stalled"): 0.014,
+    ("echomq", "atomic", "mixed"): 0.007,
+    ("echomq", "app_side_pipelined", "mixed"): 0.002,
+    ("bullmq", "atomic", "all_stalled"): 0.005,
+    ("bullmq", "atomic", "mixed"): 0.0025,
 }
 RESTORE_US_PER_JOB = 8.0  # each timed sweep first restores its state
 POINT_OVERHEAD_S = 0.8  # pyperf's own work a point (calibration, metadata), in-process
@@ -231,7 +234,8 @@ PROCESS_START_S = 0.8  # a pyperf worker process, at sizes it does not run in-pr
 
 
 def _point_estimate(point: Point, reps: int) -> float:
-    us = US_PER_JOB.get(point.variant, 8.0) + QUADRATIC.get((point.variant, point.scenario), 0.0) * point.size
+    quadratic = QUADRATIC.get((point.protocol, point.variant, point.scenario), 0.0)
+    us = US_PER_JOB.get(point.variant, 8.0) + quadratic * point.size
     warmups = 1 if point.size < WARMUP_BELOW else 0
     sweeps = (reps + warmups) * loops_for(point.size)
     seconds = POINT_OVERHEAD_S + sweeps * point.size * (us + RESTORE_US_PER_JOB) / 1e6
