@@ -4,11 +4,15 @@ is gone and audits the queues it can still see, never counting jobs lost."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
+import redis
+from redis.crc import key_slot
 
 from bench.harness.cluster import EmbeddedCluster
+from bench.harness.slot_migration import move_slot
 from tests.test_faults import BenchRun, tiny_profile
 
 pytestmark = pytest.mark.timeout(120)
@@ -37,3 +41,39 @@ def test_a_master_killed_during_the_load_ends_the_run_and_the_audit_names_its_sh
     assert summary["audit"]["ok"] is False and summary["audit"]["verdict"] == verdict
     (row,) = run.rows()
     assert row["audit_ok"] == "False" and int(row["jobs"]) > 0
+
+
+def _queue_slot_on(node: redis.Redis) -> int:
+    """The slot of a queue whose keys this master holds (the run names its queues afresh)."""
+    for key in node.scan_iter(match="emq:{*}:*", count=1000):
+        return int(key_slot(key))
+    raise AssertionError("no queue key on this master")
+
+
+def test_a_queue_slot_moved_to_another_master_during_the_load_is_followed_and_every_job_found(
+    tmp_path: Path,
+):
+    with EmbeddedCluster() as cluster:
+        profile = tiny_profile(tmp_path, measure_s=8, workers=3, producers=3, queues=3)
+        run = BenchRun(tmp_path, profile, cluster.url)
+        run.wait_for_window()
+        masters = [redis.Redis(port=p) for p in cluster.ports]
+        try:
+            slot = _queue_slot_on(masters[0])
+            moved = move_slot(
+                slot, masters[0], masters[1], masters, batch=10, between_batches=lambda: time.sleep(0.01)
+            )
+            code = run.finish()
+        finally:
+            for m in masters:
+                m.close()
+    assert moved.keys_moved > 0 and moved.batches > 1, moved
+    assert code == 0, run.stderr
+    summary = run.summary()
+    # Followed: the calls answered MOVED, ASK or TRYAGAIN ran where the slot had gone, none failed.
+    assert summary["derived"]["errors"] == 0, summary["derived"]["errors_by_kind"]
+    followed = summary["derived"]["followed_by_kind"]
+    assert followed.get("moved", 0) > 0, (followed, moved)
+    assert summary["audit"]["ok"] is True, summary["audit"]
+    (row,) = run.rows()
+    assert row["audit_ok"] == "True" and int(row["jobs"]) > 0

@@ -24,6 +24,7 @@ from bench.errors import ProtocolError
 from bench.protocol.queue import Queue, _text
 
 ERROR_PREFIX = "errors:"  # a counter a kind of failed call: errors:timeout, errors:connection, ...
+FOLLOWED_PREFIX = "followed:"  # a counter a kind of cluster redirect followed: followed:moved, ...
 
 
 def error_kind(exc: BaseException) -> str:
@@ -36,7 +37,13 @@ def error_kind(exc: BaseException) -> str:
         return "loading"
     if isinstance(exc, redis.ConnectionError):
         return "connection"  # dropped (CLIENT KILL) or refused (server gone)
+    if isinstance(exc, redis.exceptions.TryAgainError):
+        return "tryagain"  # a slot half moved, still after the retries
+    if isinstance(exc, (redis.exceptions.AskError, redis.exceptions.MovedError)):
+        return "redirect"  # not followed (the call went another way than the auto-pipeline)
     if isinstance(exc, redis.ResponseError):
+        if "non local key" in str(exc):
+            return "non_local_key"  # a script touched a key of a slot half moved, not declared in KEYS
         return "busy" if str(exc).startswith("BUSY") else "response"
     if isinstance(exc, ProtocolError):
         return "protocol"  # a script answered with a negative code (e.g. the job is gone)

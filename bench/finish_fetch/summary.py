@@ -18,7 +18,7 @@ from typing import Any
 
 from bench import hdr
 from bench.finish_fetch import pace
-from bench.finish_fetch.loadstats import ERROR_PREFIX, Aggregate, RunSettings
+from bench.finish_fetch.loadstats import ERROR_PREFIX, FOLLOWED_PREFIX, Aggregate, RunSettings
 from bench.finish_fetch.shards import shard_figures
 from bench.protocol.commandstats import CommandStats, client_side
 from bench.results import write_json
@@ -121,6 +121,7 @@ def derive(
         "simulated_rtt_mean_ms": slept_rtt_ms,
         "errors": c["errors"],
         "errors_by_kind": errors_by_kind(c),
+        "followed_by_kind": by_kind(c, FOLLOWED_PREFIX),  # a cluster slot moving: MOVED, ASK, TRYAGAIN
         "saturated": bool(reasons),
         "saturated_because": reasons,
     }
@@ -128,8 +129,13 @@ def derive(
 
 def errors_by_kind(counters: Counter[str]) -> dict[str, int]:
     """The errors:<kind> counters as {kind: count}."""
-    found = sorted((k, v) for k, v in counters.items() if k.startswith(ERROR_PREFIX))
-    return {k.removeprefix(ERROR_PREFIX): v for k, v in found}
+    return by_kind(counters, ERROR_PREFIX)
+
+
+def by_kind(counters: Counter[str], prefix: str) -> dict[str, int]:
+    """The <prefix><kind> counters as {kind: count}."""
+    found = sorted((k, v) for k, v in counters.items() if k.startswith(prefix))
+    return {k.removeprefix(prefix): v for k, v in found}
 
 
 def build_summary(

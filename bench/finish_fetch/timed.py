@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import redis
 
-from bench.finish_fetch.loadstats import ERROR_PREFIX, error_kind
+from bench.finish_fetch.loadstats import ERROR_PREFIX, FOLLOWED_PREFIX, error_kind
 from bench.protocol.autopipe import AutoPipeline, Flush
 from bench.protocol.queue import FINISH_LABELS, Call, Queue, Sender, now_us
 
@@ -51,6 +51,9 @@ def flush_counter(meter: Meter, role: str) -> Callable[[Flush], None]:
         if flush.noscript:  # refused, then sent again: counted as failed calls, as a reload is worth seeing
             meter.count("errors", flush.noscript)
             meter.count(ERROR_PREFIX + "noscript", flush.noscript)
+        for kind, count in (("moved", flush.moved), ("ask", flush.asked), ("tryagain", flush.tryagain)):
+            if count:  # a cluster slot moving: followed, not failed
+                meter.count(FOLLOWED_PREFIX + kind, count)
 
     return counted
 

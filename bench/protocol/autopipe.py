@@ -28,10 +28,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
-from redis.exceptions import NoScriptError
+from redis.exceptions import AskError, MovedError, NoScriptError, TryAgainError
 
 from bench.protocol.connection import node_client
 from bench.protocol.queue import Call, Command, Queue
+from bench.protocol.redirects import ask, learn_moved, redirected, retry_tryagain
+
+REDIRECT_ROUNDS = 5  # MOVED, ASK and TRYAGAIN followed this many times over for one flush
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,10 @@ class Flush:
     slept_us: int  # the simulated network's wait (rtt), 0 without one
     noscript: int = 0  # calls Redis refused with NOSCRIPT (they had not run: sent again after SCRIPT LOAD)
     resent: bool = False  # this exchange is such a second sending
+    # a cluster's slot moving (redirects.py): calls answered MOVED, ASK or TRYAGAIN, followed
+    moved: int = 0
+    asked: int = 0
+    tryagain: int = 0
 
 
 class _Ticket:
@@ -93,6 +100,7 @@ class AutoPipeline:
         self._waiting: list[_Ticket] = []
         self._busy = False  # an exchange is on the wire, or its sender is about to send
         self._held: Any = None  # the pool's connection this pipeline keeps for its exchanges
+        self._held_pool: Any = None  # ... and its pool (a slot moved: no longer the queue's)
         self._woken = False  # the last exchange woke callers other than its sender
         self.flushes = 0
         self.calls = 0
@@ -163,10 +171,33 @@ class AutoPipeline:
             again = self._exchange([calls[i] for i in missing], resent=True)
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
+        self._follow(calls, replies)
         at = 0
         for ticket in batch:
             ticket.replies = replies[at : at + len(ticket.calls)]
             at += len(ticket.calls)
+
+    def _follow(self, calls: list[Call], replies: list[Any]) -> None:
+        """A cluster's slot moving: each call refused elsewhere sent where it now runs. While
+        the masters learn the slot's new owner one by one, an answer can send a call back
+        (MOVED to the source, then ASK): a few rounds."""
+        for _ in range(REDIRECT_ROUNDS):
+            moved = redirected(replies, MovedError)
+            if moved:
+                learn_moved(self.queue.client, replies[moved[0]])
+                self.close()  # the next exchange takes a connection of the slot's new owner
+                again = self._exchange([calls[i] for i in moved], resent=True)
+                for i, reply in zip(moved, again, strict=True):
+                    replies[i] = reply
+            for i in redirected(replies, AskError):
+                replies[i] = ask(self.queue.client, replies[i], self._command(calls[i]))
+            if redirected(replies, TryAgainError):
+                retry_tryagain(replies, calls, self._resend, self._sleep or time.sleep)
+            if not any(isinstance(r, (MovedError, AskError, TryAgainError)) for r in replies):
+                return
+
+    def _resend(self, calls: list[Call]) -> list[Any]:
+        return self._exchange(calls, resent=True)
 
     def _exchange(self, calls: list[Call], resent: bool) -> list[Any]:
         """One round trip: the simulated network's wait, then the calls, one reply each."""
@@ -182,7 +213,10 @@ class AutoPipeline:
         if self._on_flush is not None:
             scripts = sum(1 for call in calls if not isinstance(call, Command))
             noscript = sum(1 for reply in replies if isinstance(reply, NoScriptError))
-            self._on_flush(Flush(len(calls), scripts, slept_us, noscript, resent))
+            moved, asked, tryagain = (
+                len(redirected(replies, kind)) for kind in (MovedError, AskError, TryAgainError)
+            )
+            self._on_flush(Flush(len(calls), scripts, slept_us, noscript, resent, moved, asked, tryagain))
         return replies
 
     def _send_now(self, calls: list[Call]) -> list[Any]:
@@ -194,7 +228,7 @@ class AutoPipeline:
         Python). Replies come as Redis sent them (no redis-py response callbacks).
         """
         connection = self._connection()
-        commands = [call.args if isinstance(call, Command) else self._evalsha(call) for call in calls]
+        commands = [self._command(call) for call in calls]
         self.queue.client.round_trips += 1  # one exchange on the wire, however many it carries
         try:
             connection.send_packed_command(connection.pack_commands(commands), check_health=False)
@@ -213,18 +247,22 @@ class AutoPipeline:
 
     def _connection(self) -> Any:
         if self._held is None:
-            self._held = self._pool().get_connection()
+            self._held_pool = self._pool()
+            self._held = self._held_pool.get_connection()
         return self._held
 
     def close(self) -> None:
-        """Give the held connection back to the client's pool."""
+        """Give the held connection back to the pool it came from."""
         if self._held is not None:
-            self._pool().release(self._held)
+            self._held_pool.release(self._held)
             self._held = None
 
     def _pool(self) -> Any:
         """The pool of the server that holds the queue (on a cluster, its slot's master)."""
         return node_client(self.queue.client, self.queue.keys.tag).connection_pool
+
+    def _command(self, call: Call) -> tuple[Any, ...]:
+        return call.args if isinstance(call, Command) else self._evalsha(call)
 
     def _evalsha(self, call: Any) -> tuple[Any, ...]:
         sha = self.queue.scripts.by_step(call.script).sha
