@@ -75,5 +75,6 @@ def test_a_queue_slot_moved_to_another_master_during_the_load_is_followed_and_ev
     followed = summary["derived"]["followed_by_kind"]
     assert followed.get("moved", 0) > 0, (followed, moved)
     assert summary["audit"]["ok"] is True, summary["audit"]
+    assert "slot moving, calls sent on: " in run.stderr and f"{followed['moved']} moved" in run.stderr
     (row,) = run.rows()
     assert row["audit_ok"] == "True" and int(row["jobs"]) > 0

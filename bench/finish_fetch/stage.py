@@ -312,6 +312,9 @@ def _progress_line(run: RunResult, row: FinishFetchRow) -> str:
     if errors:
         kinds = ", ".join(f"{n} {k}" for k, n in run.summary["derived"].get("errors_by_kind", {}).items())
         notes.append(f"{errors} failed calls: {kinds or 'kinds not recorded'} (see {run.files}.log)")
+    followed = run.summary["derived"].get("followed_by_kind", {})
+    if followed:  # a cluster slot moved during the run
+        notes.append("slot moving, calls sent on: " + ", ".join(f"{n} {k}" for k, n in followed.items()))
     tail = f" ({'; '.join(notes)})" if notes else ""
     return (
         f"{run.protocol} {run.strategy} {run.point.label} rep {run.rep}: {row.jobs_per_s:.0f} jobs/s, "
