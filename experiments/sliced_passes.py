@@ -1,0 +1,50 @@
+"""Does the first sliced sweep after writing a million locks stall Redis because of how they are written?
+
+Six atomic_sliced passes over one queue in a row, the locks rewritten by MSET, by SET PX, or left
+alone before each; the longest call at the client and inside Redis (SLOWLOG over 1 ms).
+Usage: .venv/bin/python experiments/sliced_passes.py 1000000 healthy (diagnosis, not a benchmark)."""
+
+import sys
+import time
+
+from bench.harness.server import EmbeddedRedis
+from bench.protocol.connection import RedisSettings
+from bench.protocol.queue import Queue
+from bench.protocol.sweep import make_sweeper
+from bench.sweep_cost.scenario import LOCK_MS, LOCK_TOKEN, ScenarioQueue, stalled_share
+
+size = int(sys.argv[1])
+scenario = sys.argv[2]
+with EmbeddedRedis() as srv:
+    client = RedisSettings.from_url(srv.url).connect()
+    q = Queue.open(client, "exp", protocol="echomq")
+    sc = ScenarioQueue.build(q, size)
+    sw = make_sweeper("atomic_sliced", q, max_stalled=10**9, slice_size=100, clear_throttle=False)
+    stalled = stalled_share(sc.ids, scenario)
+
+    def px_locks():
+        pipe = client.pipeline(transaction=False)
+        for n, i in enumerate(sc.ids):
+            pipe.set(q.keys.lock(i), LOCK_TOKEN, px=LOCK_MS)
+            if n % 10000 == 9999:
+                pipe.execute()
+        pipe.execute()
+
+    for how in ["mset", "px", "none", "mset", "px", "none"]:
+        sc.restore(stalled, locks=(how == "mset"))
+        if how == "px":
+            px_locks()
+        client.slowlog_reset()
+        worst = 0.0
+        while True:
+            t0 = time.perf_counter()
+            reply = sw._call((100,))
+            worst = max(worst, time.perf_counter() - t0)
+            if len(reply) < 3:
+                break
+        evals = [e["duration"] for e in client.slowlog_get(10000) if e["command"].startswith(b"EVALSHA")]
+        print(
+            f"{how:5s}: client max {worst * 1e3:.2f} ms, "
+            f"slowlog EVALSHA >1ms: {len(evals)}, max {max(evals, default=0) / 1e3:.2f} ms",
+            flush=True,
+        )
