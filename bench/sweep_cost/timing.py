@@ -23,6 +23,7 @@ from bench.errors import BenchError
 from bench.hdr import encode
 from bench.protocol.commandstats import CommandStats, client_side
 from bench.protocol.connection import Client, RedisSettings, node_client
+from bench.protocol.lua_gc import collect_lua_garbage
 from bench.protocol.queue import Queue
 from bench.protocol.slowlog import SlowlogWatch
 from bench.protocol.sweep import DEFAULT_SLICE, Sweeper, SweepResult, make_sweeper
@@ -85,7 +86,8 @@ class Connected:
     client: Client
     scenario: ScenarioQueue
     probe: Probe
-    slowlog: SlowlogWatch  # on the swept queue's master
+    node: redis.Redis  # the swept queue's server (on a cluster, its master): its SLOWLOG and Lua VM
+    slowlog: SlowlogWatch
 
 
 class PointBench:
@@ -121,8 +123,8 @@ class PointBench:
             probe = Probe(self.settings, self.probe_rate_hz, self.queue_name).start()
             client = self.settings.connect()
             scenario = ScenarioQueue.attach(Queue.open(client, self.queue_name, protocol=self.protocol))
-            slowlog = SlowlogWatch(node_client(client, scenario.queue.keys.active))
-            self.connected = Connected(client, scenario, probe, slowlog)
+            node = node_client(client, scenario.queue.keys.active)
+            self.connected = Connected(client, scenario, probe, node, SlowlogWatch(node))
         return self.connected
 
     def time_point(self, loops: int, point: Point) -> float:
@@ -158,6 +160,8 @@ class PointBench:
         client, probe = connected.client, connected.probe
         connected.scenario.restore(stalled, locks=self.current != point)
         self.current = point
+        # the previous sweep's Lua garbage is collected now, not inside this one's calls
+        collect_lua_garbage(connected.node)
         before = CommandStats.read(client)
         probe.begin()
         connected.slowlog.start()
