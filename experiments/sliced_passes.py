@@ -5,7 +5,8 @@ alone before each; the longest call at the client and inside Redis (SLOWLOG over
 Usage: .venv/bin/python experiments/sliced_passes.py 1000000 healthy (diagnosis, not a benchmark)."""
 
 import sys
-import time
+
+from _sliced import sliced_pass
 
 from bench.harness.server import EmbeddedRedis
 from bench.protocol.connection import RedisSettings
@@ -34,17 +35,4 @@ with EmbeddedRedis() as srv:
         sc.restore(stalled, locks=(how == "mset"))
         if how == "px":
             px_locks()
-        client.slowlog_reset()
-        worst = 0.0
-        while True:
-            t0 = time.perf_counter()
-            reply = sw._call((100,))
-            worst = max(worst, time.perf_counter() - t0)
-            if len(reply) < 3:
-                break
-        evals = [e["duration"] for e in client.slowlog_get(10000) if e["command"].startswith(b"EVALSHA")]
-        print(
-            f"{how:5s}: client max {worst * 1e3:.2f} ms, "
-            f"slowlog EVALSHA >1ms: {len(evals)}, max {max(evals, default=0) / 1e3:.2f} ms",
-            flush=True,
-        )
+        print(f"{how:5s}: {sliced_pass(client, sw)}", flush=True)

@@ -8,7 +8,6 @@ during the load stage drives this."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -66,20 +65,3 @@ def move_slot(
         node.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
     src_host, src_port = _address(source)
     return SlotMove(slot, f"{src_host}:{src_port}", f"{host}:{port}", moved, batches)
-
-
-def wait_slot_owned(masters: Sequence[redis.Redis], slot: int, owner_port: int, deadline_s: float) -> None:
-    """Until every master's CLUSTER SLOTS names ``owner_port`` for ``slot``."""
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        if all(_owner_port(m, slot) == owner_port for m in masters):
-            return
-        time.sleep(0.02)
-    raise TimeoutError(f"slot {slot} not owned by port {owner_port} on every master within {deadline_s}s")
-
-
-def _owner_port(node: redis.Redis, slot: int) -> int | None:
-    for first, last, master, *_ in node.execute_command("CLUSTER", "SLOTS"):
-        if int(first) <= slot <= int(last):
-            return int(master[1])
-    return None

@@ -30,11 +30,12 @@ from typing import Any
 import redis
 from redis.exceptions import AskError, MovedError, NoScriptError, TryAgainError
 
-from bench.protocol.connection import node_client
+from bench.protocol.connection import node_client, write_and_read
 from bench.protocol.queue import Call, Command, Queue
 from bench.protocol.redirects import ask, learn_moved, redirected, retry_tryagain
 
 REDIRECT_ROUNDS = 5  # MOVED, ASK and TRYAGAIN followed this many times over for one flush
+REFUSED_ELSEWHERE = (MovedError, AskError, TryAgainError)  # a cluster's slot moving (redirects.py)
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,8 @@ class AutoPipeline:
         the masters learn the slot's new owner one by one, an answer can send a call back
         (MOVED to the source, then ASK): a few rounds."""
         for _ in range(REDIRECT_ROUNDS):
+            if not any(isinstance(r, REFUSED_ELSEWHERE) for r in replies):
+                return
             moved = redirected(replies, MovedError)
             if moved:
                 learn_moved(self.queue.client, replies[moved[0]])
@@ -193,8 +196,6 @@ class AutoPipeline:
                 replies[i] = ask(self.queue.client, replies[i], self._command(calls[i]))
             if redirected(replies, TryAgainError):
                 retry_tryagain(replies, calls, self._resend, self._sleep or time.sleep)
-            if not any(isinstance(r, (MovedError, AskError, TryAgainError)) for r in replies):
-                return
 
     def _resend(self, calls: list[Call]) -> list[Any]:
         return self._exchange(calls, resent=True)
@@ -212,9 +213,9 @@ class AutoPipeline:
         self.largest_flush = max(self.largest_flush, len(calls))
         if self._on_flush is not None:
             scripts = sum(1 for call in calls if not isinstance(call, Command))
-            noscript = sum(1 for reply in replies if isinstance(reply, NoScriptError))
-            moved, asked, tryagain = (
-                len(redirected(replies, kind)) for kind in (MovedError, AskError, TryAgainError)
+            refused = [reply for reply in replies if isinstance(reply, redis.ResponseError)]  # rare
+            noscript, moved, asked, tryagain = (
+                len(redirected(refused, kind)) for kind in (NoScriptError, *REFUSED_ELSEWHERE)
             )
             self._on_flush(Flush(len(calls), scripts, slept_us, noscript, resent, moved, asked, tryagain))
         return replies
@@ -228,22 +229,8 @@ class AutoPipeline:
         Python). Replies come as Redis sent them (no redis-py response callbacks).
         """
         connection = self._connection()
-        commands = [self._command(call) for call in calls]
         self.queue.client.round_trips += 1  # one exchange on the wire, however many it carries
-        try:
-            connection.send_packed_command(connection.pack_commands(commands), check_health=False)
-            replies: list[Any] = []
-            for _ in commands:
-                try:
-                    replies.append(connection.read_response())
-                except redis.ResponseError as exc:  # a whole reply: the connection stays in step
-                    replies.append(exc)
-        except BaseException:
-            # Replies left unread would be taken for the next exchange's: drop the connection
-            # (the next exchange opens a new one). Nothing is re-sent.
-            connection.disconnect()
-            raise
-        return replies
+        return write_and_read(connection, [self._command(call) for call in calls])
 
     def _connection(self) -> Any:
         if self._held is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
@@ -248,3 +249,21 @@ def primaries(client: Client) -> list[tuple[str, redis.Redis]]:
         return [(node.name, client.get_redis_connection(node)) for node in client.get_primaries()]
     kwargs = client.connection_pool.connection_kwargs
     return [(f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}", client)]
+
+
+def write_and_read(connection: Any, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+    """Every command written at once on ``connection``, then one reply each, a Redis error as a
+    value (a whole reply: the connection stays in step). On any other failure the connection is
+    dropped, since replies left unread would be taken for the next exchange's; nothing is re-sent."""
+    try:
+        connection.send_packed_command(connection.pack_commands(commands), check_health=False)
+        replies: list[Any] = []
+        for _ in commands:
+            try:
+                replies.append(connection.read_response())
+            except redis.ResponseError as exc:
+                replies.append(exc)
+    except BaseException:
+        connection.disconnect()
+        raise
+    return replies

@@ -21,7 +21,7 @@ from typing import Any
 
 from redis.exceptions import AskError, MovedError, TryAgainError
 
-from bench.protocol.connection import CountingRedisCluster
+from bench.protocol.connection import CountingRedisCluster, write_and_read
 
 TRYAGAIN_PAUSE_S = 0.02
 # A script's keys are moved over several MIGRATE batches: until the last, it is refused. About
@@ -54,15 +54,7 @@ def ask(client: Any, asked: AskError, command: tuple[Any, ...]) -> Any:
     connection = pool.get_connection()
     client.round_trips += 1
     try:
-        connection.send_packed_command(connection.pack_commands([("ASKING",), command]), check_health=False)
-        connection.read_response()  # OK
-        try:
-            return connection.read_response()
-        except Exception as exc:  # a whole reply: the connection stays in step
-            return exc
-    except BaseException:
-        connection.disconnect()
-        raise
+        return write_and_read(connection, [("ASKING",), command])[1]
     finally:
         pool.release(connection)
 
@@ -72,11 +64,9 @@ def retry_tryagain(
     calls: Sequence[Any],
     exchange: Callable[[list[Any]], list[Any]],
     sleep: Callable[[float], None],
-) -> int:
-    """Send the calls refused with TRYAGAIN again until they run (or TRYAGAIN_TIMES); how many
-    were refused at first."""
-    first = redirected(replies, TryAgainError)
-    waiting = first
+) -> None:
+    """Send the calls refused with TRYAGAIN again until they run (or TRYAGAIN_TIMES)."""
+    waiting = redirected(replies, TryAgainError)
     for _ in range(TRYAGAIN_TIMES):
         if not waiting:
             break
@@ -85,4 +75,3 @@ def retry_tryagain(
         for i, reply in zip(waiting, again, strict=True):
             replies[i] = reply
         waiting = [i for i in waiting if isinstance(replies[i], TryAgainError)]
-    return len(first)
