@@ -11,23 +11,30 @@
   ARGV[3] timestamp (ms)
   ARGV[4] check interval ms (0 = no throttle: every call sweeps)
   ARGV[5] slice: at most this many ids of active are visited a call
-          (optional; default 100: about 1 ms of Redis a call)
+          (optional; default 100)
+  ARGV[6] time budget, µs (optional; default 500; 0 = none): a call takes
+          no further chunk of ids once it has run this long (TIME), so a
+          call whose ids are slow to visit (all stalled at a million ids:
+          about 10 µs an id) stops before its slice
 
   Returns {<ids moved to failed>, <ids moved to wait>} when a call ends the
   pass, and {{}, {}} when throttled, as moveStalledJobsToWait-8.lua does. A
   call that leaves the pass unfinished returns a third element, the count of
   active ids still to visit: the client calls again until a reply has two
-  elements. When active holds no more than `slice` ids one call is the whole
-  pass, and does what the protocol script does.
+  elements. When active holds no more than `slice` ids and the budget is not
+  spent first, one call is the whole pass, and does what the protocol script
+  does.
 
   One pass (the protocol's move and mark) is spread over calls. The first
   call of a pass checks the throttle and notes LLEN active in
   <prefix>stalled-pass as the count to visit. Each call takes up to `slice`
-  ids from the right (oldest) end of active (RPOP) and, for each one, in one
-  atomic step: reclaims it when it is marked (in stalled) and its lock is
-  gone (unmark, attempts + 1, then failed past the max, else wait or
+  ids from the right (oldest) end of active, CHUNK ids an RPOP, and, for each
+  one, in one atomic step: reclaims it when it is marked (in stalled) and its
+  lock is gone (unmark, attempts + 1, then failed past the max, else wait or
   paused); otherwise puts it back at the left end, order kept (LPUSH), and
-  marks it if it is not marked yet.
+  marks it if it is not marked yet. Before each chunk but the first it reads
+  TIME and stops once the call has run its time budget. Where TIME does not
+  move inside a script, the budget never ends a call and the slice bounds it.
 
   The marks are kept from pass to pass, not rebuilt. The protocol's sweep
   deletes stalled and marks every active id again; spread over calls that
@@ -38,10 +45,10 @@
   end. Kept marks already hold the id of every healthy job: a healthy pass
   writes no mark at all, and a mark is only added or removed for a job that
   came into active or is reclaimed. What bounds a call: at most `slice` ids
-  visited (2 x `slice` in the call that starts a re-mark, below), a fixed
-  number of commands on each, each O(1), and a few more on the pass's own
-  keys; no command reads, writes or deletes a whole key but UNLINK, whose
-  freeing Redis does off the main thread.
+  visited (the re-mark below included), a fixed number of commands on each,
+  each O(1), a few on each chunk, and a few more on the pass's own keys; no
+  command reads, writes or deletes a whole key but UNLINK, whose freeing
+  Redis does off the main thread; and the time budget.
 
   Every script of the protocol that takes an id out of active unmarks it,
   so kept marks stay those of ids in active. Marks of ids taken out by
@@ -80,9 +87,13 @@
 -- @include "sweepCommon"
 -- @include "batched"
 
+local CHUNK = 25 -- ids an RPOP takes; the time budget is checked between chunks
+local DEFAULT_BUDGET_US = 500
+
 local args, k = sweepArgs()
 local prefix = args.prefix
 local slice = math.max(1, tonumber(ARGV[5]) or 100)
+local budgetUs = tonumber(ARGV[6]) or DEFAULT_BUDGET_US
 local prevKey = prefix .. "stalled-prev"
 local passKey = prefix .. "stalled-pass"
 
@@ -95,10 +106,22 @@ if not phase then
   phase, toVisit, kept = "reclaim", redis.call("LLEN", k.active), 0
 end
 
--- Up to `slice` ids from the right of active, and how many are left to visit.
-local function takeSlice()
-  local take = math.min(slice, toVisit)
-  local visited = take > 0 and redis.call("RPOP", k.active, take) or {}
+local function clockUs()
+  local t = redis.call("TIME")
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local startedUs = budgetUs > 0 and clockUs() or 0
+local visits = 0 -- ids this call has taken, in both phases
+
+-- The next chunk of ids from the right of active, or nil when the call is
+-- done: its slice taken, the pass's count visited, or its time budget spent.
+local function takeChunk()
+  local take = math.min(CHUNK, slice - visits, toVisit)
+  if take <= 0 or (visits > 0 and budgetUs > 0 and clockUs() - startedUs >= budgetUs) then
+    return nil
+  end
+  local visited = redis.call("RPOP", k.active, take) or {}
+  visits = visits + take
   -- fewer than asked: active ran out before the count, jobs left it meanwhile
   toVisit = #visited < take and 0 or toVisit - #visited
   return visited
@@ -106,26 +129,34 @@ end
 
 local failed, moved = {}, {}
 if phase == "reclaim" then
-  local visited = takeSlice()
-  local back, unmarked, reclaim = {}, {}, {}
-  for _, jobId in ipairs(visited) do
-    if redis.call("SISMEMBER", k.stalled, jobId) == 0 then
-      back[#back + 1] = jobId
-      unmarked[#unmarked + 1] = jobId
-    elseif redis.call("EXISTS", prefix .. jobId .. ":lock") == 0 then
-      -- unmarked at once: a second copy of the id in active is kept, as LREM 1 leaves it
-      redis.call("SREM", k.stalled, jobId)
-      reclaim[#reclaim + 1] = jobId
-    else
-      back[#back + 1] = jobId
-    end
-  end
-  -- RPOP gave the rightmost first; LPUSH in that order keeps their order.
-  batched("LPUSH", k.active, back)
-  batched("SADD", k.stalled, unmarked)
   local isPaused = redis.call("HGET", k.meta, "paused") == "1"
-  failed, moved = reclaimAll(k, args, reclaim, isPaused)
-  kept = kept + #back
+  for visited in takeChunk do
+    local back, unmarked, reclaim = {}, {}, {}
+    for _, jobId in ipairs(visited) do
+      if redis.call("SISMEMBER", k.stalled, jobId) == 0 then
+        back[#back + 1] = jobId
+        unmarked[#unmarked + 1] = jobId
+      elseif redis.call("EXISTS", prefix .. jobId .. ":lock") == 0 then
+        -- unmarked at once: a second copy of the id in active is kept, as LREM 1 leaves it
+        redis.call("SREM", k.stalled, jobId)
+        reclaim[#reclaim + 1] = jobId
+      else
+        back[#back + 1] = jobId
+      end
+    end
+    -- RPOP gave the rightmost first; LPUSH in that order keeps their order,
+    -- and each chunk goes left of the one before, where it was.
+    batched("LPUSH", k.active, back)
+    batched("SADD", k.stalled, unmarked)
+    local chunkFailed, chunkMoved = reclaimAll(k, args, reclaim, isPaused)
+    for _, jobId in ipairs(chunkFailed) do
+      failed[#failed + 1] = jobId
+    end
+    for _, jobId in ipairs(chunkMoved) do
+      moved[#moved + 1] = jobId
+    end
+    kept = kept + #back
+  end
   if toVisit == 0 and redis.call("SCARD", k.stalled) > kept then
     -- Marks beyond the ids kept: some are of ids no longer in active. Re-mark.
     phase, toVisit = "remark", redis.call("LLEN", k.active)
@@ -134,11 +165,12 @@ if phase == "reclaim" then
   end
 end
 if phase == "remark" then
-  local visited = takeSlice()
-  for _, jobId in ipairs(visited) do
-    redis.call("SMOVE", prevKey, k.stalled, jobId)
+  for visited in takeChunk do
+    for _, jobId in ipairs(visited) do
+      redis.call("SMOVE", prevKey, k.stalled, jobId)
+    end
+    batched("LPUSH", k.active, visited)
   end
-  batched("LPUSH", k.active, visited)
 end
 
 if toVisit <= 0 then

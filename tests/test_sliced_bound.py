@@ -23,11 +23,14 @@ from bench.protocol.sweep import SLICED_PASS_KEYS, AtomicSlicedSweeper
 from bench.sweep_cost.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_share
 
 SLICE = 100
+CHUNK = 25  # ids the script takes an RPOP, checking its budget between
 SIZES = (1_000, 20_000)
+NO_BUDGET = 0  # a call always takes its whole slice: its count of calls is exact
 # Commands inside one call: at most 4 per visited id (SISMEMBER, EXISTS, SREM,
-# HINCRBY) and a few for the pass (its hash, LLEN, the batched pushes...).
+# HINCRBY), a few a chunk of 25 (RPOP, the batched pushes, TIME) and a few for
+# the pass (its hash, LLEN, SCARD...).
 COMMANDS_PER_ID = 4
-COMMANDS_PER_CALL = 20
+COMMANDS_PER_CALL = 40
 # A mark is a dict entry and a short sds, under 64 bytes: a call that adds or
 # drops one mark per visited id stays well under this.
 BYTES_PER_ID = 100
@@ -53,7 +56,7 @@ def _marks(queue: Queue) -> tuple[int, int]:
     return members, size
 
 
-def pass_work(queue: Queue) -> list[CallWork]:
+def pass_work(queue: Queue, budget_us: int = NO_BUDGET) -> list[CallWork]:
     """One whole pass of the sliced sweep, call by call, with what each call did."""
     script = queue.scripts.by_file(AtomicSlicedSweeper.script_file)
     keys = queue.keys
@@ -61,7 +64,8 @@ def pass_work(queue: Queue) -> list[CallWork]:
     members, size = _marks(queue)
     while True:
         before = CommandStats.read(queue.client)
-        reply = script(keys.sweep_keys(), [BENCH_MAX_STALLED, keys.prefix, now_ms(), 0, SLICE])
+        args = [BENCH_MAX_STALLED, keys.prefix, now_ms(), 0, SLICE, budget_us]
+        reply = script(keys.sweep_keys(), args)
         inside = CommandStats.read(queue.client).since(before, exclude=MEASURED)
         members_after, size_after = _marks(queue)
         work.append(CallWork(inside.total_calls, abs(members_after - members), abs(size_after - size)))
@@ -152,9 +156,29 @@ def test_stray_marks_are_dropped_by_a_re_mark_of_bounded_calls(scenarios):
     client.sadd(keys.stalled, *(f"gone-{i}" for i in range(50)))
     calls = pass_work(built.queue)
     visits = SIZES[0] // SLICE
-    assert len(calls) == 2 * visits - 1  # the call that ends the visits starts the re-mark
-    assert max(call.commands for call in calls) <= 2 * (COMMANDS_PER_ID * SLICE + COMMANDS_PER_CALL)
+    assert len(calls) == 2 * visits  # the re-mark's visits count against the slice too
+    assert max(call.commands for call in calls) <= COMMANDS_PER_ID * SLICE + COMMANDS_PER_CALL
     assert {i.decode() for i in client.smembers(keys.stalled)} == set(built.ids)
     assert client.lrange(keys.active, 0, -1) == [i.encode() for i in built.ids]  # order kept
     assert client.llen(keys.wait) == 0
     assert client.exists(*(keys.key(k) for k in SLICED_PASS_KEYS)) == 0
+
+
+@pytest.mark.parametrize("scenario", ["healthy", "all_stalled"])
+def test_a_spent_time_budget_ends_a_call_after_its_first_chunk(scenarios, scenario: str):
+    """With a budget of 1 µs every call is over it after one chunk of 25 ids (visiting 25 ids
+    takes longer), so it stops there: four times the calls, and the same pass: every stalled
+    job reclaimed once, in the order of a pass without a budget, active's order kept."""
+    built = scenarios[SIZES[0]]
+    client, keys = built.queue.client, built.queue.keys
+    stalled = stalled_share(built.ids, scenario)
+    outcomes = []
+    for budget_us, calls_expected in ((NO_BUDGET, SIZES[0] // SLICE), (1, SIZES[0] // CHUNK)):
+        built.restore(stalled)
+        calls = pass_work(built.queue, budget_us)
+        assert len(calls) == calls_expected
+        outcomes.append((client.lrange(keys.wait, 0, -1), client.lrange(keys.active, 0, -1)))
+    assert outcomes[0] == outcomes[1]
+    wait, active = outcomes[1]
+    assert sorted(wait) == sorted(i.encode() for i in stalled)
+    assert active == [i.encode() for i in built.ids if i not in set(stalled)]

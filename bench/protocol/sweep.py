@@ -223,9 +223,13 @@ class AtomicLinearSweeper(AtomicSweeper):
         ensure_script(queue, self.script_file)
 
 
-# Ids of active one sliced call visits at most, unless told otherwise: about 1 ms
-# of Redis time a call on a 2-core VM (the sweep-cost note has the figures).
+# Ids of active one sliced call visits at most, unless told otherwise.
 DEFAULT_SLICE = 100
+# Redis time after which a sliced call takes no further chunk of ids (µs; 0 = none). At a
+# million all-stalled ids a 100-id call took 1.0-1.1 ms inside Redis, and a few in 10,000
+# 2.0-3.6 ms, on the CPU throughout (experiments/sliced_call_faults.py): the budget ends such
+# a call after a chunk or two.
+DEFAULT_SLICE_BUDGET_US = 500
 # Keys the sliced script keeps while a pass is spread over calls (after the prefix).
 SLICED_PASS_KEYS = ("stalled-prev", "stalled-pass")
 
@@ -246,9 +250,11 @@ class AtomicSlicedSweeper(AtomicSweeper):
         check_interval_ms: int = 0,
         slice_size: int = DEFAULT_SLICE,
         clear_throttle: bool = True,
+        budget_us: int = DEFAULT_SLICE_BUDGET_US,
     ) -> None:
         super().__init__(queue, max_stalled, check_interval_ms, clear_throttle)
         self.slice_size = slice_size
+        self.budget_us = budget_us
         ensure_script(queue, self.script_file)
 
     def sweep(self) -> SweepResult:
@@ -256,7 +262,7 @@ class AtomicSlicedSweeper(AtomicSweeper):
         result = SweepResult()
         while True:
             started = time.perf_counter()
-            reply = self._call((self.slice_size,))
+            reply = self._call((self.slice_size, self.budget_us))
             result.longest_call_s = max(result.longest_call_s, time.perf_counter() - started)
             result.calls += 1
             result.failed.extend(_text(i) for i in reply[0])

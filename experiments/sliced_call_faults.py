@@ -1,0 +1,73 @@
+"""Do the sliced sweep's long calls at a million stalled ids come with page faults in Redis?
+
+One queue of N active jobs, all stalled, Lua's garbage collected first. The pass is driven call by
+call; between calls Redis's minor page faults are read from /proc (same machine), and each call's
+time inside Redis from SLOWLOG (threshold 0.3 ms). Prints the faults of the long calls against
+those of the typical call.
+Usage: .venv/bin/python experiments/sliced_call_faults.py 1000000 [slice] (diagnosis, not a benchmark)."""
+
+import statistics
+import sys
+
+from bench.harness.server import EmbeddedRedis
+from bench.protocol.connection import RedisSettings
+from bench.protocol.lua_gc import collect_lua_garbage
+from bench.protocol.queue import Queue
+from bench.protocol.sweep import make_sweeper
+from bench.sweep_cost.scenario import ScenarioQueue, stalled_share
+
+
+def faults(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])  # minflt
+
+
+def sched(pid: int) -> tuple[int, int]:
+    """The main thread's time on a CPU and time runnable but waiting for one (ns)."""
+    with open(f"/proc/{pid}/task/{pid}/schedstat") as f:
+        run, wait, _ = f.read().split()
+    return int(run), int(wait)
+
+
+size = int(sys.argv[1])
+slice_size = int(sys.argv[2]) if len(sys.argv) > 2 else 100
+with EmbeddedRedis() as srv:
+    client = RedisSettings.from_url(srv.url).connect()
+    pid = int(client.info("server")["process_id"])
+    q = Queue.open(client, "exp", protocol="echomq")
+    sc = ScenarioQueue.build(q, size)
+    sliced = make_sweeper("atomic_sliced", q, max_stalled=10**9, slice_size=slice_size, clear_throttle=False)
+    sc.restore(stalled_share(sc.ids, "all_stalled"), locks=True)
+    collect_lua_garbage(client)
+    client.config_set("slowlog-max-len", size // slice_size + 1000)
+    client.config_set("slowlog-log-slower-than", 300)
+    client.slowlog_reset()
+    deltas, ran, waited = [], [], []
+    while True:
+        before, (run0, wait0) = faults(pid), sched(pid)
+        reply = sliced._call((slice_size,))
+        deltas.append(faults(pid) - before)
+        run1, wait1 = sched(pid)
+        ran.append((run1 - run0) // 1000)
+        waited.append((wait1 - wait0) // 1000)
+        if len(reply) < 3:
+            break
+    client.config_set("slowlog-log-slower-than", 1000)
+    evals = sorted(
+        (e for e in client.slowlog_get(size // slice_size + 1000) if e["command"].startswith(b"EVALSHA")),
+        key=lambda e: e["id"],
+    )
+    durations = [e["duration"] for e in evals]
+    print(f"{len(deltas)} calls, {len(durations)} logged over 0.3 ms; faults a call: median "
+          f"{statistics.median(deltas)}, max {max(deltas)}, total {sum(deltas)}")
+    if len(durations) == len(deltas):
+        slow = [i for i, d in enumerate(durations) if d > 2000]
+        normal = [i for i, d in enumerate(durations) if d <= 1500]
+        print(f"calls over 2 ms: {len(slow)}; their faults: {[deltas[i] for i in slow]}")
+        print(f"calls over 2 ms: durations {[durations[i] for i in slow]}")
+        print(f"calls over 2 ms: on CPU us {[ran[i] for i in slow]}, waiting for a CPU us {[waited[i] for i in slow]}")
+        print(f"calls up to 1.5 ms: on CPU median {statistics.median(ran[i] for i in normal)} us, "
+              f"waiting median {statistics.median(waited[i] for i in normal)} us")
+        print(f"calls up to 1.5 ms: mean faults {statistics.mean(deltas[i] for i in normal):.1f}")
+        many = sorted(range(len(deltas)), key=lambda i: -deltas[i])[:10]
+        print(f"most faults: {[(deltas[i], durations[i]) for i in many]}")
