@@ -2,9 +2,9 @@
 
 One queue of N active jobs, all stalled, Lua's garbage collected first. The pass is driven call by
 call; between calls Redis's minor page faults are read from /proc (same machine), and each call's
-time inside Redis from SLOWLOG (threshold 0.3 ms). Prints the faults of the long calls against
+time inside Redis from SLOWLOG (threshold 0.1 ms). Prints the faults of the long calls against
 those of the typical call.
-Usage: .venv/bin/python experiments/sliced_call_faults.py 1000000 [slice] (diagnosis, not a benchmark)."""
+Usage: .venv/bin/python experiments/sliced_call_faults.py 1000000 [slice [budget_us]] (diagnosis, not a benchmark)."""
 
 import statistics
 import sys
@@ -31,6 +31,7 @@ def sched(pid: int) -> tuple[int, int]:
 
 size = int(sys.argv[1])
 slice_size = int(sys.argv[2]) if len(sys.argv) > 2 else 100
+budget = [int(sys.argv[3])] if len(sys.argv) > 3 else []  # µs; none given: the script's default
 with EmbeddedRedis() as srv:
     client = RedisSettings.from_url(srv.url).connect()
     pid = int(client.info("server")["process_id"])
@@ -39,13 +40,13 @@ with EmbeddedRedis() as srv:
     sliced = make_sweeper("atomic_sliced", q, max_stalled=10**9, slice_size=slice_size, clear_throttle=False)
     sc.restore(stalled_share(sc.ids, "all_stalled"), locks=True)
     collect_lua_garbage(client)
-    client.config_set("slowlog-max-len", size // slice_size + 1000)
-    client.config_set("slowlog-log-slower-than", 300)
+    client.config_set("slowlog-max-len", size // 25 + 1000)
+    client.config_set("slowlog-log-slower-than", 100)
     client.slowlog_reset()
     deltas, ran, waited = [], [], []
     while True:
         before, (run0, wait0) = faults(pid), sched(pid)
-        reply = sliced._call((slice_size,))
+        reply = sliced._call((slice_size, *budget))
         deltas.append(faults(pid) - before)
         run1, wait1 = sched(pid)
         ran.append((run1 - run0) // 1000)
@@ -54,11 +55,14 @@ with EmbeddedRedis() as srv:
             break
     client.config_set("slowlog-log-slower-than", 1000)
     evals = sorted(
-        (e for e in client.slowlog_get(size // slice_size + 1000) if e["command"].startswith(b"EVALSHA")),
+        (e for e in client.slowlog_get(size // 25 + 1000) if e["command"].startswith(b"EVALSHA")),
         key=lambda e: e["id"],
     )
     durations = [e["duration"] for e in evals]
-    print(f"{len(deltas)} calls, {len(durations)} logged over 0.3 ms; faults a call: median "
+    ordered = sorted(durations)
+    print(f"inside Redis: median {ordered[len(ordered) // 2]} us, 99.9th {ordered[int(len(ordered) * 0.999)]} us, "
+          f"max {ordered[-1]} us")
+    print(f"{len(deltas)} calls, {len(durations)} logged over 0.1 ms; faults a call: median "
           f"{statistics.median(deltas)}, max {max(deltas)}, total {sum(deltas)}")
     if len(durations) == len(deltas):
         slow = [i for i, d in enumerate(durations) if d > 2000]

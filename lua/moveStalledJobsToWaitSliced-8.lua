@@ -12,7 +12,7 @@
   ARGV[4] check interval ms (0 = no throttle: every call sweeps)
   ARGV[5] slice: at most this many ids of active are visited a call
           (optional; default 100)
-  ARGV[6] time budget, µs (optional; default 500; 0 = none): a call takes
+  ARGV[6] time budget, µs (optional; default 250; 0 = none): a call takes
           no further chunk of ids once it has run this long (TIME), so a
           call whose ids are slow to visit (all stalled at a million ids:
           about 10 µs an id) stops before its slice
@@ -88,7 +88,7 @@
 -- @include "batched"
 
 local CHUNK = 25 -- ids an RPOP takes; the time budget is checked between chunks
-local DEFAULT_BUDGET_US = 500
+local DEFAULT_BUDGET_US = 250
 
 local args, k = sweepArgs()
 local prefix = args.prefix

