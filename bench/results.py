@@ -173,6 +173,10 @@ class SweepCostRow:
     hold_ms_max: float | None = None  # the longest call at the client (round trip included)
     # ... inside Redis (SLOWLOG), or the slowlog threshold when no call was slower
     redis_hold_ms_max: float | None = None
+    # µs after which a sliced call takes no further chunk of ids (the other variants ignore it)
+    slice_budget_us: int | None = None
+    # the most calls of one timed sweep over the server's slowlog threshold (SLOWLOG)
+    redis_slow_calls_max: int | None = None
     probe_p99_us: float | None = None
     probe_max_us: float | None = None
     probe_busy: float | None = None

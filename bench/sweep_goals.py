@@ -107,8 +107,10 @@ class GoalResult:
 GOAL_HEADER = ("goal", "measured", "at size", "verdict", "note")
 
 
-def _measured(rows: Iterable[Mapping[str, Any]], goal: SweepGoal) -> list[tuple[int, float, bool]]:
-    """(size, figure, contended) of every measured point the goal reads."""
+def _measured(
+    rows: Iterable[Mapping[str, Any]], goal: SweepGoal
+) -> list[tuple[int, float, bool, Mapping[str, Any]]]:
+    """(size, figure, contended, row) of every measured point the goal reads."""
     found = []
     for row in rows:
         if (row.get("protocol") or "echomq") != goal.protocol or row.get("variant") != goal.variant:
@@ -120,15 +122,15 @@ def _measured(rows: Iterable[Mapping[str, Any]], goal: SweepGoal) -> list[tuple[
         figure = goal.figure(row)
         if figure is not None:
             # pandas may hold the flag as a bool, numpy's bool or its text
-            found.append((int(float(row["active_size"])), figure, str(row.get("contended")) == "True"))
+            found.append((int(float(row["active_size"])), figure, str(row.get("contended")) == "True", row))
     return found
 
 
 def judge(goal: SweepGoal, rows: Sequence[Mapping[str, Any]]) -> GoalResult:
     """The goal against a run's sweep_cost rows (CSV rows, or SweepCostRow fields as a dict)."""
     points = _measured(rows, goal)
-    clean = [(size, figure) for size, figure, contended in points if not contended]
-    busy = sorted({size for size, _, contended in points if contended})
+    clean = [(size, figure) for size, figure, contended, _ in points if not contended]
+    busy = sorted({size for size, _, contended, _ in points if contended})
     aside = f"contended at {', '.join(f'{s:,}' for s in busy)}: not evidence" if busy else ""
     if not clean:
         why = "no uncontended point" if points else "not in this run"
@@ -141,13 +143,25 @@ def judge(goal: SweepGoal, rows: Sequence[Mapping[str, Any]]) -> GoalResult:
         failed = not goal.meets(figure)
         reached = largest >= GOAL_SIZE
         verdict = MISSED if failed else MET if reached else NOT_MEASURED
-        return GoalResult(goal, verdict, figure, size, _note("" if failed or reached else short, aside))
+        worst = next(r for s, f, c, r in points if (s, f, c) == (size, figure, False))
+        how_often = _slow_calls(worst) if failed else ""
+        return GoalResult(
+            goal, verdict, figure, size, _note(how_often, "" if failed or reached else short, aside)
+        )
     at_goal = [figure for size, figure in clean if size == GOAL_SIZE]
     if at_goal:
         figure = max(at_goal)
         return GoalResult(goal, MET if goal.meets(figure) else MISSED, figure, GOAL_SIZE, aside)
     figure = max(f for size, f in clean if size == largest)
     return GoalResult(goal, NOT_MEASURED, figure, largest, _note(short, aside))
+
+
+def _slow_calls(row: Mapping[str, Any]) -> str:
+    """How rare the long calls of a many-call sweep were, where SLOWLOG counted them."""
+    slow, calls = finite_number(row.get("redis_slow_calls_max")), finite_number(row.get("round_trips"))
+    if slow is None or calls is None or calls <= 1:
+        return ""
+    return f"{slow:,.0f} of {calls:,.0f} calls over the slowlog threshold"
 
 
 def _note(*parts: str) -> str:

@@ -69,6 +69,7 @@ def test_every_timed_deadline_sweep_reclaims_the_stalled_share(tmp_path: Path, s
     for row in rows:
         assert row["skipped"] == "no" and row["round_trips"] == "1.0", row  # checked: the stalled share moved
         assert float(row["redis_hold_ms_max"]) > 0, row  # Redis's own time (SLOWLOG) of the longest call
+        assert row["redis_slow_calls_max"] == "0", row  # counted: no 40-id call is over 1 ms
     for size in sizes:
         for scenario in scenarios:
             side = load_side(run_dir, Point("atomic", scenario, size, DEADLINE))

@@ -47,6 +47,12 @@ def test_a_slow_script_call_is_the_longest_and_its_time_is_redis_own(node: redis
     assert got.bound_us() == got.longest_us and not got.overflowed
 
 
+def test_the_span_counts_its_script_calls_over_the_threshold(node: redis.Redis):
+    got = span(node, LONG_SPIN, 1, LONG_SPIN, 1).stop()
+    assert got.slow_count() == 2
+    assert span(node, 1, 1).stop().slow_count() == 0
+
+
 def test_no_call_logged_bounds_the_longest_by_the_threshold(node: redis.Redis):
     got = span(node, 1, 1).stop()
     assert got.longest_us is None and got.bound_us() == SLOWLOG_THRESHOLD_US
@@ -66,9 +72,10 @@ def test_a_slow_command_outside_a_script_is_not_a_script_call(node: redis.Redis)
 def test_calls_pushed_out_of_the_log_leave_the_span_unknown(node: redis.Redis):
     node.config_set("slowlog-max-len", 1)
     got = span(node, LONG_SPIN, LONG_SPIN).stop()
-    assert got.overflowed and got.bound_us() is None
+    assert got.overflowed and got.bound_us() is None and got.slow_count() is None
 
 
 def test_a_threshold_too_loose_to_bound_anything_says_nothing(node: redis.Redis):
     node.config_set("slowlog-log-slower-than", 10_000)  # Redis's default
-    assert span(node, 1).stop().bound_us() is None
+    got = span(node, 1).stop()
+    assert got.bound_us() is None and got.slow_count() is None

@@ -6,6 +6,7 @@ import argparse
 import csv
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,12 +14,13 @@ import pytest
 from bench.errors import BenchError
 from bench.harness.profile import SweepOptions, load_profile
 from bench.hdr import encode, new_histogram, record_us
+from bench.protocol.sweep import DEFAULT_SLICE_BUDGET_US
 from bench.results import NOT_SKIPPED, SWEEP_COST_COLUMNS, RunIds, SweepCostRow, row_dict
 from bench.sweep_cost.plan import PlannedPoint, Point, plan, pyperf_options, run_order
 from bench.sweep_cost.probe import Probe
 from bench.sweep_cost.pyperf_program import PROGRAM, ProgramSettings, forward_settings
 from bench.sweep_cost.stage import _point_estimate, main, point_seconds
-from bench.sweep_cost.summary import SIDE_DIR, SizeOutcome, make_row, slopes, sweep_cost_row
+from bench.sweep_cost.summary import SIDE_DIR, SizeOutcome, make_row, slopes, sweep_cost_row, table
 
 # Spins inside Redis for ARGV[1] ms (by Redis's clock): a stand-in for a long sweep.
 SPIN = """
@@ -164,12 +166,21 @@ def test_a_skipped_point_is_a_typed_row_with_nothing_measured(tmp_path: Path):
     planned = PlannedPoint(Point("atomic", "all_stalled", 100_000), skipped=why)
     row = sweep_cost_row(tmp_path, planned, None, IDS, OPTIONS)
     assert row == SweepCostRow(
-        IDS.run_id, "echomq", IDS.profile, "atomic", "all_stalled", 100_000, 100, 500.0, skipped=why
+        IDS.run_id,
+        "echomq",
+        IDS.profile,
+        "atomic",
+        "all_stalled",
+        100_000,
+        100,
+        500.0,
+        skipped=why,
+        slice_budget_us=DEFAULT_SLICE_BUDGET_US,
     )
     written = row_dict(row)
     assert tuple(written) == SWEEP_COST_COLUMNS and written == make_row(tmp_path, planned, None, IDS, OPTIONS)
     set_ = ["run_id", "protocol", "profile", "variant", "scenario", "active_size", "slice_size"]
-    filled = [*set_, "probe_rate_hz", "reps", "skipped", "contended"]
+    filled = [*set_, "probe_rate_hz", "reps", "slice_budget_us", "skipped", "contended"]
     assert [c for c, v in written.items() if v != ""] == filled
     assert written["reps"] == 0  # no sweep measured
     assert written["contended"] is False  # no window: nothing foreign touched it
@@ -329,3 +340,13 @@ def test_the_eta_of_a_linear_sweep_at_a_million_is_minutes_and_a_quadratic_one_d
     assert linear < 600
     for protocol in ("echomq", "bullmq"):
         assert _point_estimate(Point("atomic", "all_stalled", 1_000_000, protocol), 1) > 100 * linear
+
+
+def test_the_table_says_how_many_of_a_many_call_sweeps_calls_were_slow():
+    base = SweepCostRow(IDS.run_id, "echomq", IDS.profile, "atomic_sliced", "all_stalled", 10**6, 100, 500.0)
+    sliced = replace(base, reps=1, round_trips=34_290.0, redis_slow_calls_max=3)
+    one_call = replace(base, variant="atomic_linear", reps=1, round_trips=1.0, redis_slow_calls_max=1)
+    quiet = replace(sliced, scenario="healthy", redis_slow_calls_max=0)
+    text = table([sliced, one_call, quiet], width=100)
+    assert "atomic_sliced all_stalled: 3 of 34,290 calls over 1 ms inside Redis" in text
+    assert "atomic_linear all_stalled:" not in text and "atomic_sliced healthy:" not in text

@@ -81,6 +81,23 @@ def test_the_sliced_goal_reads_redis_own_time_and_the_client_time_only_where_slo
     assert verdicts(unknown)[SLICED][:2] == (MISSED, "10,000")  # the client's 3.5 ms there
 
 
+def test_a_missed_sliced_goal_says_how_many_of_the_worst_sweeps_calls_were_slow() -> None:
+    rows = [
+        replace(r, redis_hold_ms_max=2.3, redis_slow_calls_max=3, round_trips=34_290)
+        if r.variant == "atomic_sliced" and r.active_size == 1_000_000 and r.scenario == "all_stalled"
+        else replace(r, redis_slow_calls_max=0, round_trips=50)
+        if r.variant == "atomic_sliced"
+        else r
+        for r in run_rows(STRESS_SIZES)
+    ]
+    got = verdicts(rows)[SLICED]
+    assert got == (MISSED, "1,000,000", "3 of 34,290 calls over the slowlog threshold")
+    unknown = [replace(r, redis_slow_calls_max=None) for r in rows]
+    assert verdicts(unknown)[SLICED] == (MISSED, "1,000,000", "")  # SLOWLOG could not count them
+    met = [replace(r, redis_hold_ms_max=1.0) if r.variant == "atomic_sliced" else r for r in rows]
+    assert verdicts(met)[SLICED] == (MET, "1,000,000", "")  # nothing to explain
+
+
 def test_a_contended_point_is_not_evidence_either_way() -> None:
     rows = run_rows(STRESS_SIZES, sliced_hold_ms={10_000: 2.5})
     rows = [replace(r, contended=True) if r.variant == "atomic_sliced" and r.active_size == 10_000 else r

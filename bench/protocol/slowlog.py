@@ -31,6 +31,7 @@ class SlowlogSpan:
     longest_us: int | None
     threshold_us: int | None
     overflowed: bool = False
+    slow_calls: int = 0  # script calls of the span logged (slower than the threshold)
 
     def bound_us(self) -> int | None:
         """The longest call's Redis time, or an upper bound on it (the threshold) when none was
@@ -43,6 +44,13 @@ class SlowlogSpan:
         if self.threshold_us is not None and self.threshold_us <= TIGHT_THRESHOLD_US:
             return self.threshold_us
         return None
+
+    def slow_count(self) -> int | None:
+        """How many script calls of the span were slower than the threshold; None when SLOWLOG
+        cannot tell (overflowed, or a threshold unknown or looser than 1 ms)."""
+        if self.overflowed or self.threshold_us is None or self.threshold_us > TIGHT_THRESHOLD_US:
+            return None
+        return self.slow_calls
 
 
 def _latest_id(node: redis.Redis) -> int:
@@ -89,7 +97,12 @@ class SlowlogWatch:
         mine = [e for e in entries if int(e["id"]) > self.from_id]
         logged = latest - self.from_id if latest > self.from_id else 0
         scripts = [int(e["duration"]) for e in mine if _name(e) in SCRIPT_CALLS]
-        return SlowlogSpan(max(scripts) if scripts else None, self.threshold, overflowed=len(mine) < logged)
+        return SlowlogSpan(
+            max(scripts) if scripts else None,
+            self.threshold,
+            overflowed=len(mine) < logged,
+            slow_calls=len(scripts),
+        )
 
 
 def _name(entry: dict[str, Any]) -> bytes:

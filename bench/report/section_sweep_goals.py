@@ -15,9 +15,10 @@ DEADLINE = "echomq-deadline"
 # out of the time, read from lua/moveStalledJobsToWaitDeadline-8.lua.
 DEADLINE_TIMING = (
     "*echomq-deadline's timed call* is the sweep that reclaims: the full pass's throttle check "
-    "(EXISTS), the ZRANGEBYSCORE of expired deadlines, the marks read back (SMISMEMBER), and for each "
-    "expired id a PTTL of its lock, its LREM from active, its entry and mark removed (ZREM, SREM) and "
-    "reclaimJob's HINCRBY and RPUSH to wait. It leaves out the marking sweep before it, the one that "
+    "(EXISTS), the ZRANGEBYSCORE of expired deadlines, their marks and locks read back (SMISMEMBER, "
+    "MGET; a PTTL only for a lock that exists), their entries and marks removed (ZREM, SREM), the "
+    "reclaimed ids taken from active's oldest end (RPOP chunks, an LREM only for one not found there) "
+    "and reclaimJob's HINCRBY and RPUSH to wait. It leaves out the marking sweep before it, the one that "
     "first found each id lockless (one PTTL and one SADD an expired entry): the restore writes its "
     "marks and lapsed deadlines untimed. And no timed call runs the full pass (ZCARD, LLEN, ZMSCORE "
     "over active): its throttle key is set before each one. A job's reclaim costs that marking "

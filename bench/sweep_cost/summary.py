@@ -19,6 +19,7 @@ from bench.harness.profile import SweepOptions
 from bench.harness.server import SLOWLOG_THRESHOLD_US
 from bench.harness.terminal import render_table, table_width, wrap_note
 from bench.hdr import decode, summary, write_hdr
+from bench.protocol.sweep import DEFAULT_SLICE_BUDGET_US
 from bench.results import (
     HDR_DIR,
     PYPERF_DIR,
@@ -68,6 +69,7 @@ class SideSummary:
     server_us: float | None
     hold_ms_max: float | None
     redis_hold_ms_max: float | None
+    redis_slow_calls_max: int | None
     probe: ProbeWindow
     errors: list[str]
 
@@ -88,6 +90,15 @@ def _redis_hold_ms(side: Sequence[dict[str, Any]]) -> float | None:
     return round(max(h for h in holds if h is not None) / 1e3, 4)
 
 
+def _redis_slow_calls(side: Sequence[dict[str, Any]]) -> int | None:
+    """The most calls of one timed sweep over the slowlog threshold; None when one could not tell
+    (or the side records predate the count)."""
+    counts = [n for r in side for n in r.get("redis_slow_calls", [None])]
+    if not counts or any(n is None for n in counts):
+        return None
+    return max(n for n in counts if n is not None)
+
+
 def side_summary(run_dir: Path, point: Point) -> SideSummary:
     side = load_side(run_dir, point)
     probe = empty_window()
@@ -101,6 +112,7 @@ def side_summary(run_dir: Path, point: Point) -> SideSummary:
         server_us=_median([n for r in side for n in r["server_us"]]),
         hold_ms_max=round(max(r["hold_s"] for r in side) * 1e3, 4) if side else None,
         redis_hold_ms_max=_redis_hold_ms(side),
+        redis_slow_calls_max=_redis_slow_calls(side),
         probe=probe,
         errors=sorted({e for record in side for e in record["errors"]}),
     )
@@ -120,6 +132,7 @@ def sweep_cost_row(
         active_size=point.size,
         slice_size=options.sweep_slice,
         probe_rate_hz=options.probe_rate_hz,
+        slice_budget_us=DEFAULT_SLICE_BUDGET_US,
     )
     if planned.skipped:
         return replace(row, skipped=planned.skipped)
@@ -145,6 +158,7 @@ def sweep_cost_row(
             server_us=side.server_us,
             hold_ms_max=side.hold_ms_max,
             redis_hold_ms_max=side.redis_hold_ms_max,
+            redis_slow_calls_max=side.redis_slow_calls_max,
             probe_p99_us=side.probe_p99_us,
             probe_max_us=side.probe_max_us,
             probe_busy=side.probe.busy,
@@ -183,6 +197,13 @@ def _redis_hold(ms: float | None) -> str:
     return fmt(ms, 3)
 
 
+def slow_calls_text(slow_calls: int | None, calls: float | None) -> str:
+    """How many of a many-call sweep's calls SLOWLOG logged ("" when none, or one call)."""
+    if not slow_calls or calls is None or calls <= 1:
+        return ""
+    return f"{slow_calls:,} of {round(calls):,} calls over {SLOWLOG_THRESHOLD_US / 1e3:g} ms inside Redis"
+
+
 def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
     """Per size: each variant's sweep ms, µs per job, hold and the probe's max; under it, why a point
     was not measured (skipped, or an error), so the table itself stays narrow."""
@@ -211,6 +232,11 @@ def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
             wrap_note(f"  {variant_label(r.protocol, r.variant)} {r.scenario}: {r.skipped}", width, "    ")
             for r in at_size
             if r.skipped
+        ]
+        lines += [
+            wrap_note(f"  {variant_label(r.protocol, r.variant)} {r.scenario}: {slow}", width, "    ")
+            for r in at_size
+            if (slow := slow_calls_text(r.redis_slow_calls_max, r.round_trips))
         ]
     if rows:
         lines += [

@@ -59,6 +59,8 @@ class ValueRecord:
     hold_s: float = 0.0
     # Redis's own longest call (SLOWLOG), or an upper bound; None once a sweep could not tell
     redis_hold_us: int | None = 0
+    # each sweep's calls over the slowlog threshold (None: SLOWLOG could not tell)
+    redis_slow_calls: list[int | None] = field(default_factory=list)
     probe: ProbeWindow = field(default_factory=empty_window)
     errors: list[str] = field(default_factory=list)
 
@@ -71,6 +73,7 @@ class ValueRecord:
             "reclaimed": self.reclaimed,
             "hold_s": self.hold_s,
             "redis_hold_us": self.redis_hold_us,
+            "redis_slow_calls": self.redis_slow_calls,
             "probe_hdr": encode(self.probe.histogram),
             "probe_busy": self.probe.busy,
             "probe_errors": self.probe.errors,
@@ -185,7 +188,9 @@ class PointBench:
         record.server_us.append(sweep_server_us(CommandStats.read(client).since(before)))
         record.reclaimed.append(len(result.moved) + len(result.failed))
         record.hold_s = max(record.hold_s, result.longest_call_s)
-        bound = connected.slowlog.stop().bound_us()
+        span = connected.slowlog.stop()
+        bound = span.bound_us()
+        record.redis_slow_calls.append(span.slow_count())
         record.redis_hold_us = (
             None if bound is None or record.redis_hold_us is None else max(record.redis_hold_us, bound)
         )
