@@ -1,0 +1,33 @@
+"""What the sliced sweep's time budget costs in Redis time: one all-stalled pass, budget off and on.
+
+One queue of N active jobs, all stalled; passes of atomic_sliced (slice 100) with the budget off
+(0) and at 250 µs taking turns, each after a restore and a Lua collection, as the sweep stage
+times them. Prints each pass's calls and Redis µs an id (commandstats of its EVALSHAs).
+Usage: .venv/bin/python experiments/sliced_budget_price.py 1000000 (diagnosis, not a benchmark)."""
+
+import sys
+
+from bench.harness.server import EmbeddedRedis
+from bench.protocol.commandstats import CommandStats
+from bench.protocol.connection import RedisSettings
+from bench.protocol.lua_gc import collect_lua_garbage
+from bench.protocol.queue import Queue
+from bench.protocol.sweep import AtomicSlicedSweeper
+from bench.sweep_cost.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_share
+
+size = int(sys.argv[1])
+with EmbeddedRedis() as srv:
+    client = RedisSettings.from_url(srv.url).connect()
+    q = Queue.open(client, "exp", protocol="echomq")
+    sc = ScenarioQueue.build(q, size)
+    stalled = stalled_share(sc.ids, "all_stalled")
+    for budget_us in (0, 250, 0, 250):
+        sweeper = AtomicSlicedSweeper(
+            q, max_stalled=BENCH_MAX_STALLED, slice_size=100, clear_throttle=False, budget_us=budget_us
+        )
+        sc.restore(stalled, locks=True)
+        collect_lua_garbage(client)
+        before = CommandStats.read(client)
+        result = sweeper.sweep()
+        spent = CommandStats.read(client).since(before).usec.get("evalsha", 0)
+        print(f"budget {budget_us} us: {result.calls} calls, {spent / size:.2f} Redis us an id", flush=True)
