@@ -4,7 +4,8 @@ One queue of N active jobs, all stalled, Lua's garbage collected first. The pass
 call; between calls Redis's minor page faults are read from /proc (same machine), and each call's
 time inside Redis from SLOWLOG (threshold 0.1 ms). Prints the faults of the long calls against
 those of the typical call.
-Usage: .venv/bin/python experiments/sliced_call_faults.py 1000000 [slice [budget_us]] (diagnosis, not a benchmark)."""
+Usage: .venv/bin/python experiments/sliced_call_faults.py 1000000 [slice [budget_us]]
+(diagnosis, not a benchmark)."""
 
 import statistics
 import sys
@@ -60,18 +61,28 @@ with EmbeddedRedis() as srv:
     )
     durations = [e["duration"] for e in evals]
     ordered = sorted(durations)
-    print(f"inside Redis: median {ordered[len(ordered) // 2]} us, 99.9th {ordered[int(len(ordered) * 0.999)]} us, "
-          f"max {ordered[-1]} us")
-    print(f"{len(deltas)} calls, {len(durations)} logged over 0.1 ms; faults a call: median "
-          f"{statistics.median(deltas)}, max {max(deltas)}, total {sum(deltas)}")
+    print(
+        f"inside Redis: median {ordered[len(ordered) // 2]} us, "
+        f"99.9th {ordered[int(len(ordered) * 0.999)]} us, "
+        f"max {ordered[-1]} us"
+    )
+    print(
+        f"{len(deltas)} calls, {len(durations)} logged over 0.1 ms; faults a call: median "
+        f"{statistics.median(deltas)}, max {max(deltas)}, total {sum(deltas)}"
+    )
     if len(durations) == len(deltas):
         slow = [i for i, d in enumerate(durations) if d > 2000]
         normal = [i for i, d in enumerate(durations) if d <= 1500]
         print(f"calls over 2 ms: {len(slow)}; their faults: {[deltas[i] for i in slow]}")
         print(f"calls over 2 ms: durations {[durations[i] for i in slow]}")
-        print(f"calls over 2 ms: on CPU us {[ran[i] for i in slow]}, waiting for a CPU us {[waited[i] for i in slow]}")
-        print(f"calls up to 1.5 ms: on CPU median {statistics.median(ran[i] for i in normal)} us, "
-              f"waiting median {statistics.median(waited[i] for i in normal)} us")
+        print(
+            f"calls over 2 ms: on CPU us {[ran[i] for i in slow]}, "
+            f"waiting for a CPU us {[waited[i] for i in slow]}"
+        )
+        print(
+            f"calls up to 1.5 ms: on CPU median {statistics.median(ran[i] for i in normal)} us, "
+            f"waiting median {statistics.median(waited[i] for i in normal)} us"
+        )
         print(f"calls up to 1.5 ms: mean faults {statistics.mean(deltas[i] for i in normal):.1f}")
         many = sorted(range(len(deltas)), key=lambda i: -deltas[i])[:10]
         print(f"most faults: {[(deltas[i], durations[i]) for i in many]}")

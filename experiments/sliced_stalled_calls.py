@@ -1,7 +1,8 @@
 """Where in an all-stalled atomic_sliced pass are its long calls, and what grows with the size?
 
 One queue of N active jobs, all stalled (marked by an earlier sweep, locks gone), Lua's garbage
-collected first as the sweep stage does. SLOWLOG logs every call over 0.3 ms (its inner commands are logged too, and are shorter) so each call's time
+collected first as the sweep stage does. SLOWLOG logs every call over 0.3 ms (its inner commands
+are logged too, and are shorter) so each call's time
 inside Redis is known in order; prints the longest calls, where in the pass they fell (the stalled
 set's size then), and how many calls went over 1 and 2 ms.
 Usage: .venv/bin/python experiments/sliced_stalled_calls.py 1000000 (diagnosis, not a benchmark)."""
@@ -36,7 +37,8 @@ with EmbeddedRedis() as srv:
         durations = [e["duration"] for e in calls]
         total = len(durations)
         print(
-            f"pass {n}: {total} calls, moved {len(result.moved)}, client max {result.longest_call_s * 1e3:.2f} ms, "
+            f"pass {n}: {total} calls, moved {len(result.moved)}, "
+            f"client max {result.longest_call_s * 1e3:.2f} ms, "
             f"median {sorted(durations)[total // 2]} us, over 1 ms {sum(d > 1000 for d in durations)}, "
             f"over 2 ms {sum(d > 2000 for d in durations)}",
             flush=True,

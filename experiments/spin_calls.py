@@ -22,7 +22,9 @@ with EmbeddedRedis() as srv:
     client.slowlog_reset()
     for _ in range(calls):
         client.evalsha(sha, 0, iterations)
-    durations = sorted(e["duration"] for e in client.slowlog_get(calls + 100) if e["command"].startswith(b"EVALSHA"))
+    durations = sorted(
+        e["duration"] for e in client.slowlog_get(calls + 100) if e["command"].startswith(b"EVALSHA")
+    )
     print(
         f"{len(durations)} of {calls} calls logged; median {durations[len(durations) // 2]} us, "
         f"99.9th {durations[int(len(durations) * 0.999)]} us, max {durations[-1]} us, "
