@@ -305,7 +305,10 @@ class MachineWatch:
             return self._tracker.pids()
 
     def stop(self) -> MachineSample:
+        """Ends the watch, once it has lasted MIN_WINDOW_S: a run shorter than that is judged over
+        the second from its start (what within() widens a short span to must lie in the watch)."""
         assert self._thread is not None, "stop() before start()"
+        self._stop.wait(MIN_WINDOW_S - (clock() - self._marks[0].t))  # the scans go on meanwhile
         self._stop.set()
         self._thread.join()
         self._scan()
@@ -316,8 +319,8 @@ class MachineWatch:
         """After stop(): the part of the watch around ``span`` (start and end on ``clock()``), from
         the last mark at or before its start to the first at or after its end, so the window is
         covered whole (a scan interval more at most on each side); a span shorter than ``min_s``
-        is widened about its middle to ``min_s``. The whole watch when ``span`` is missing or
-        lies outside it."""
+        is widened about its middle to ``min_s`` (moved inside the watch near one of its ends). The
+        whole watch when ``span`` is missing or lies outside it."""
         assert self.sample is not None, "within() before stop()"
         if span is None or len(span) != 2 or not span[0] < span[1]:
             return self.sample
@@ -328,6 +331,11 @@ class MachineWatch:
         if t1 - t0 < min_s:
             middle = (t0 + t1) / 2
             t0, t1 = middle - min_s / 2, middle + min_s / 2
+            # near an end of the watch, the second lies inside it, on the side it has
+            if t0 < first.t:
+                t0, t1 = first.t, min(first.t + min_s, last.t)
+            elif t1 > last.t:
+                t0, t1 = max(last.t - min_s, first.t), last.t
         opening = max((m for m in self._marks if m.t <= t0), key=lambda m: m.t, default=first)
         closing = min((m for m in self._marks if m.t >= t1), key=lambda m: m.t, default=last)
         return _between(opening, closing)
