@@ -350,3 +350,20 @@ def test_the_table_says_how_many_of_a_many_call_sweeps_calls_were_slow():
     text = table([sliced, one_call, quiet], width=100)
     assert "atomic_sliced all_stalled: 3 of 34,290 calls over 1 ms inside Redis" in text
     assert "atomic_linear all_stalled:" not in text and "atomic_sliced healthy:" not in text
+
+
+def test_multi_second_holds_keep_the_table_within_100_columns():
+    base = SweepCostRow(
+        IDS.run_id, "echomq-deadline", IDS.profile, "atomic", "all_stalled", 10**6, 100, 500.0
+    )
+    held = replace(
+        base, reps=1, sweep_ms_median=13_719.377, us_per_active_job=13.72, hold_ms_max=13_506.06,
+        redis_hold_ms_max=13_421.453, probe_max_us=5_496_831, round_trips=1.0,
+    )  # fmt: skip
+    quick = replace(base, scenario="healthy", reps=1, sweep_ms_median=0.61, hold_ms_max=0.561)
+    skipped = replace(base, protocol="echomq", skipped="over the cap atomic:all_stalled:10000")
+    text = table([held, quick, skipped], width=100)
+    assert max(len(line) for line in text.splitlines()) <= 100
+    row = next(line for line in text.splitlines() if "echomq-deadline.atomic  all_stalled" in line)
+    assert all(f in row.split() for f in ("13,719", "13,506", "13,421", "5,496,831")), row  # one line each
+    assert "0.610" in text and "0.561" in text  # short calls keep their decimals

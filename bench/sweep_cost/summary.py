@@ -190,11 +190,17 @@ def _note(row: SweepCostRow) -> str:
     return "CONTENDED" if row.contended else ""
 
 
+def fmt_ms(ms: float | None) -> str:
+    """Milliseconds to three significant decimals below 1 s, whole above: a multi-second hold's
+    µs would only widen the column past 100 terminal columns."""
+    return fmt(ms, 3 if ms is None or abs(ms) < 1000 else 0)
+
+
 def _redis_hold(ms: float | None) -> str:
     """The longest call inside Redis; at the slowlog threshold, nothing was logged: at most that."""
     if ms is not None and ms * 1e3 == SLOWLOG_THRESHOLD_US:
         return f"≤ {ms:,.3f}"
-    return fmt(ms, 3)
+    return fmt_ms(ms)
 
 
 def slow_calls_text(slow_calls: int | None, calls: float | None) -> str:
@@ -215,9 +221,9 @@ def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
             [
                 variant_label(r.protocol, r.variant),
                 r.scenario,
-                fmt(r.sweep_ms_median, 3),
+                fmt_ms(r.sweep_ms_median),
                 fmt(r.us_per_active_job),
-                fmt(r.hold_ms_max, 3),
+                fmt_ms(r.hold_ms_max),
                 _redis_hold(r.redis_hold_ms_max),
                 fmt(r.probe_max_us),
                 _note(r),
