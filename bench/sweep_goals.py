@@ -129,30 +129,29 @@ def _measured(
 def judge(goal: SweepGoal, rows: Sequence[Mapping[str, Any]]) -> GoalResult:
     """The goal against a run's sweep_cost rows (CSV rows, or SweepCostRow fields as a dict)."""
     points = _measured(rows, goal)
-    clean = [(size, figure) for size, figure, contended, _ in points if not contended]
+    clean = [(size, figure, row) for size, figure, contended, row in points if not contended]
     busy = sorted({size for size, _, contended, _ in points if contended})
     aside = f"contended at {', '.join(f'{s:,}' for s in busy)}: not evidence" if busy else ""
     if not clean:
         why = "no uncontended point" if points else "not in this run"
         return GoalResult(goal, NOT_MEASURED, None, None, _note(why, aside))
-    largest = max(size for size, _ in clean)
+    largest = max(size for size, _, _ in clean)
     # Why a point short of the goal's size is no verdict, said beside its figure.
     short = f"largest size here: {largest:,}" if largest < GOAL_SIZE else f"no point at {GOAL_SIZE:,}"
     if goal.every_size:
-        size, figure = max(clean, key=lambda point: (point[1], point[0]))  # the worst; a tie: the largest
+        size, figure, worst = max(clean, key=lambda point: (point[1], point[0]))  # a tie: the largest
         failed = not goal.meets(figure)
         reached = largest >= GOAL_SIZE
         verdict = MISSED if failed else MET if reached else NOT_MEASURED
-        worst = next(r for s, f, c, r in points if (s, f, c) == (size, figure, False))
         how_often = _slow_calls(worst) if failed else ""
         return GoalResult(
             goal, verdict, figure, size, _note(how_often, "" if failed or reached else short, aside)
         )
-    at_goal = [figure for size, figure in clean if size == GOAL_SIZE]
+    at_goal = [figure for size, figure, _ in clean if size == GOAL_SIZE]
     if at_goal:
         figure = max(at_goal)
         return GoalResult(goal, MET if goal.meets(figure) else MISSED, figure, GOAL_SIZE, aside)
-    figure = max(f for size, f in clean if size == largest)
+    figure = max(f for size, f, _ in clean if size == largest)
     return GoalResult(goal, NOT_MEASURED, figure, largest, _note(short, aside))
 
 

@@ -9,19 +9,13 @@ Usage: .venv/bin/python experiments/sliced_after_big_script.py 1000000 (diagnosi
 import sys
 import time
 
-from _sliced import sliced_pass
+from _sliced import scenario_queue, sliced_pass
 
-from bench.harness.server import EmbeddedRedis
-from bench.protocol.connection import RedisSettings
-from bench.protocol.queue import Queue
 from bench.protocol.sweep import make_sweeper
-from bench.sweep_cost.scenario import ScenarioQueue, stalled_share
+from bench.sweep_cost.scenario import stalled_share
 
 size = int(sys.argv[1])
-with EmbeddedRedis() as srv:
-    client = RedisSettings.from_url(srv.url).connect()
-    q = Queue.open(client, "exp", protocol="echomq")
-    sc = ScenarioQueue.build(q, size)
+with scenario_queue(size) as (client, q, sc):
     sliced = make_sweeper("atomic_sliced", q, max_stalled=10**9, slice_size=100, clear_throttle=False)
     atomic = make_sweeper("atomic", q, max_stalled=10**9, clear_throttle=False)
     stalled = stalled_share(sc.ids, "healthy")

@@ -7,19 +7,15 @@ Usage: .venv/bin/python experiments/sliced_budget_price.py 1000000 (diagnosis, n
 
 import sys
 
-from bench.harness.server import EmbeddedRedis
+from _sliced import scenario_queue
+
 from bench.protocol.commandstats import CommandStats
-from bench.protocol.connection import RedisSettings
 from bench.protocol.lua_gc import collect_lua_garbage
-from bench.protocol.queue import Queue
 from bench.protocol.sweep import AtomicSlicedSweeper
-from bench.sweep_cost.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_share
+from bench.sweep_cost.scenario import BENCH_MAX_STALLED, stalled_share
 
 size = int(sys.argv[1])
-with EmbeddedRedis() as srv:
-    client = RedisSettings.from_url(srv.url).connect()
-    q = Queue.open(client, "exp", protocol="echomq")
-    sc = ScenarioQueue.build(q, size)
+with scenario_queue(size) as (client, q, sc):
     stalled = stalled_share(sc.ids, "all_stalled")
     for budget_us in (0, 250, 0, 250):
         sweeper = AtomicSlicedSweeper(

@@ -10,12 +10,11 @@ Usage: .venv/bin/python experiments/sliced_call_faults.py 1000000 [slice [budget
 import statistics
 import sys
 
-from bench.harness.server import EmbeddedRedis
-from bench.protocol.connection import RedisSettings
+from _sliced import logged_script_calls, scenario_queue
+
 from bench.protocol.lua_gc import collect_lua_garbage
-from bench.protocol.queue import Queue
 from bench.protocol.sweep import make_sweeper
-from bench.sweep_cost.scenario import ScenarioQueue, stalled_share
+from bench.sweep_cost.scenario import stalled_share
 
 
 def faults(pid: int) -> int:
@@ -33,11 +32,8 @@ def sched(pid: int) -> tuple[int, int]:
 size = int(sys.argv[1])
 slice_size = int(sys.argv[2]) if len(sys.argv) > 2 else 100
 budget = [int(sys.argv[3])] if len(sys.argv) > 3 else []  # µs; none given: the script's default
-with EmbeddedRedis() as srv:
-    client = RedisSettings.from_url(srv.url).connect()
+with scenario_queue(size) as (client, q, sc):
     pid = int(client.info("server")["process_id"])
-    q = Queue.open(client, "exp", protocol="echomq")
-    sc = ScenarioQueue.build(q, size)
     sliced = make_sweeper("atomic_sliced", q, max_stalled=10**9, slice_size=slice_size, clear_throttle=False)
     sc.restore(stalled_share(sc.ids, "all_stalled"), locks=True)
     collect_lua_garbage(client)
@@ -55,11 +51,7 @@ with EmbeddedRedis() as srv:
         if len(reply) < 3:
             break
     client.config_set("slowlog-log-slower-than", 1000)
-    evals = sorted(
-        (e for e in client.slowlog_get(size // 25 + 1000) if e["command"].startswith(b"EVALSHA")),
-        key=lambda e: e["id"],
-    )
-    durations = [e["duration"] for e in evals]
+    durations = logged_script_calls(client, size // 25 + 1000)
     ordered = sorted(durations)
     print(
         f"inside Redis: median {ordered[len(ordered) // 2]} us, "

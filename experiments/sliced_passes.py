@@ -6,20 +6,14 @@ Usage: .venv/bin/python experiments/sliced_passes.py 1000000 healthy (diagnosis,
 
 import sys
 
-from _sliced import sliced_pass
+from _sliced import scenario_queue, sliced_pass
 
-from bench.harness.server import EmbeddedRedis
-from bench.protocol.connection import RedisSettings
-from bench.protocol.queue import Queue
 from bench.protocol.sweep import make_sweeper
-from bench.sweep_cost.scenario import LOCK_MS, LOCK_TOKEN, ScenarioQueue, stalled_share
+from bench.sweep_cost.scenario import LOCK_MS, LOCK_TOKEN, stalled_share
 
 size = int(sys.argv[1])
 scenario = sys.argv[2]
-with EmbeddedRedis() as srv:
-    client = RedisSettings.from_url(srv.url).connect()
-    q = Queue.open(client, "exp", protocol="echomq")
-    sc = ScenarioQueue.build(q, size)
+with scenario_queue(size) as (client, q, sc):
     sw = make_sweeper("atomic_sliced", q, max_stalled=10**9, slice_size=100, clear_throttle=False)
     stalled = stalled_share(sc.ids, scenario)
 

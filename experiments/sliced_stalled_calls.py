@@ -9,19 +9,15 @@ Usage: .venv/bin/python experiments/sliced_stalled_calls.py 1000000 (diagnosis, 
 
 import sys
 
-from bench.harness.server import EmbeddedRedis
-from bench.protocol.connection import RedisSettings
+from _sliced import logged_script_calls, scenario_queue
+
 from bench.protocol.lua_gc import collect_lua_garbage
-from bench.protocol.queue import Queue
 from bench.protocol.sweep import make_sweeper
-from bench.sweep_cost.scenario import ScenarioQueue, stalled_share
+from bench.sweep_cost.scenario import stalled_share
 
 size = int(sys.argv[1])
 passes = int(sys.argv[2]) if len(sys.argv) > 2 else 2
-with EmbeddedRedis() as srv:
-    client = RedisSettings.from_url(srv.url).connect()
-    q = Queue.open(client, "exp", protocol="echomq")
-    sc = ScenarioQueue.build(q, size)
+with scenario_queue(size) as (client, q, sc):
     sliced = make_sweeper("atomic_sliced", q, max_stalled=10**9, slice_size=100, clear_throttle=False)
     stalled = stalled_share(sc.ids, "all_stalled")
     client.config_set("slowlog-max-len", size // 100 + 1000)
@@ -32,9 +28,7 @@ with EmbeddedRedis() as srv:
         client.slowlog_reset()
         result = sliced.sweep()
         client.config_set("slowlog-log-slower-than", 1000)
-        calls = [e for e in client.slowlog_get(size // 100 + 1000) if e["command"].startswith(b"EVALSHA")]
-        calls.sort(key=lambda e: e["id"])
-        durations = [e["duration"] for e in calls]
+        durations = logged_script_calls(client, size // 100 + 1000)
         total = len(durations)
         print(
             f"pass {n}: {total} calls, moved {len(result.moved)}, "
