@@ -31,6 +31,8 @@ from bench.race.count import count_anomalies, read_state
 from bench.race.plan import RaceSetting
 from bench.race.run import run_once, stall_jobs
 
+pytestmark = pytest.mark.protocol
+
 # Fields every job hash carries whose values are times (or the lock token): compared by presence.
 TIMES = {"timestamp", "processedOn", "finishedOn"}
 
