@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.__main__ import main as bench_main
-from bench.finish_fetch.price import price_rows
+from bench.finish_fetch.script_cost import price_rows
 from bench.harness.context import RunContext
 from bench.harness.profile import Profile
 from bench.harness.server import EmbeddedRedis, ServerInfo
@@ -17,7 +17,7 @@ from bench.protocol.commandstats import CommandStats
 from bench.protocol.deadline import full_pass_key
 from bench.protocol.queue import Queue
 from bench.protocol.sweep import AtomicSweeper
-from bench.report.price import parse_commands, price_lines, price_table
+from bench.report.sections.script_cost import parse_commands, price_lines, price_table
 from bench.sweep_cost.plan import Point
 from bench.sweep_cost.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_count, stalled_share
 from bench.sweep_cost.summary import load_side

@@ -26,6 +26,7 @@ import redis
 
 from bench.errors import BenchError, first_line
 from bench.finish_fetch.fidelity import Fidelity, measure_plain
+from bench.finish_fetch.fidelity_probe import PROBE_METRIC
 from bench.finish_fetch.loadstats import RunSettings
 from bench.finish_fetch.locust_run import (
     INTERRUPTED,
@@ -37,11 +38,10 @@ from bench.finish_fetch.locust_run import (
     run_once,
     run_probe,
 )
-from bench.finish_fetch.price import CSV_NAME as PRICE_CSV
-from bench.finish_fetch.price import PRICE_S_PER_PROTOCOL, price_rows
-from bench.finish_fetch.probe import PROBE_METRIC
 from bench.finish_fetch.raw import run_raw
 from bench.finish_fetch.rows import csv_row, with_raw, write_histograms
+from bench.finish_fetch.script_cost import CSV_NAME as PRICE_CSV
+from bench.finish_fetch.script_cost import PRICE_S_PER_PROTOCOL, price_rows
 from bench.finish_fetch.shard_rows import queue_rows, shard_rows
 from bench.finish_fetch.shard_table import shard_table
 from bench.finish_fetch.table import TableRow, table

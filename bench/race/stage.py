@@ -1,7 +1,7 @@
 """The race audit: K sweepers of one variant at once over N stalled jobs, counting what their gaps do.
 
 Each setting runs ``reps`` times, alternating, each run on a fresh queue
-(bench/race/run.py). What is counted, summed over repetitions (occurrences,
+(bench/race/trial.py). What is counted, summed over repetitions (occurrences,
 not jobs; bench/race/count.py):
 
 - double_recoveries: reclaims of a job beyond its first. Counted from the
@@ -46,8 +46,8 @@ from bench.race.plan import (
     RacePlan,
     extra_scripts,
 )
-from bench.race.run import run_once
 from bench.race.table import RaceOutcome, format_table
+from bench.race.trial import run_once
 from bench.results import RACE_COLUMNS, RunIds, row_dict, update_meta, write_csv
 
 

@@ -31,8 +31,8 @@ from bench.harness.profile import Profile, SweepOptions
 from bench.harness.progress import Progress, StagePlan
 from bench.harness.run_folder import open_run
 from bench.paths import REPO
+from bench.protocol.base import protocol_named
 from bench.protocol.connection import Client, RedisSettings
-from bench.protocol.protocol import protocol_named
 from bench.protocol.queue import Queue
 from bench.protocol.scripts import script_source
 from bench.protocol.sweep import SWEEPERS

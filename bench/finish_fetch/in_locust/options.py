@@ -22,8 +22,8 @@ from bench.errors import BenchError
 from bench.finish_fetch.in_locust.redaction import REDIS_SCHEMES, shown_host, unredact
 from bench.finish_fetch.loadstats import RunSettings
 from bench.harness.profile import FinishFetchOptions, known_keys, option_key, parse_protocols, parse_value
+from bench.protocol.base import PROTOCOLS
 from bench.protocol.connection import RedisSettings
-from bench.protocol.protocol import PROTOCOLS
 from bench.protocol.queue import STRATEGIES
 from bench.results import RESULTS_DIR, run_id
 

@@ -24,9 +24,9 @@ from bench.report.markdown import (
 from bench.report.plots.finish_fetch import jobs_per_s, ratio_against_concurrency
 from bench.report.plots.latency import latency_from_columns, latency_percentiles, split_variant
 from bench.report.plots.style import protocol_labelled
-from bench.report.price import price_section
 from bench.report.ratios import POINT_COLUMNS, paired_ratios, shown_point_columns
 from bench.report.sections.head import section_head
+from bench.report.sections.script_cost import price_section
 from bench.report.sections.shards import shards_section
 
 

@@ -1,7 +1,7 @@
 """The hot path's price: Redis µs and commands per worker step of each protocol, scripts alone.
 
 The load runs measure whole cycles under load, producers and all. Beside them,
-each protocol's steps run alone on a small queue (bench.protocol.cost): the
+each protocol's steps run alone on a small queue (bench.protocol.script_cost): the
 fused and two-call cycles, extendLock and a healthy sweep. The protocols take
 turns, A B C A B C, one repetition a round, so what a protocol's extra writes
 cost (echomq-deadline's ZADD and ZREM) is read against echomq's in the same
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from bench.harness.context import RunContext
 from bench.harness.machine import MachineSample, clock, watch_run
-from bench.protocol.cost import Row, cycle_commands, cycle_usec, measure_phases
+from bench.protocol.script_cost import Row, cycle_commands, cycle_usec, measure_phases
 from bench.results import ScriptCostRow
 
 CSV_NAME = "script_cost.csv"
