@@ -252,7 +252,7 @@ class BullmqWorkerRow:
 @dataclass(frozen=True)
 class ScriptCostRow:
     """One worker step of one protocol with its scripts alone on a small queue: the hot
-    path's price, each protocol's against the others' in the same run."""
+    path's script cost, each protocol's against the others' in the same run."""
 
     run_id: str
     protocol: str

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.__main__ import main as bench_main
-from bench.finish_fetch.script_cost import price_rows
+from bench.finish_fetch.script_cost import script_cost_rows
 from bench.harness.context import RunContext
 from bench.harness.profile import Profile
 from bench.harness.server import EmbeddedRedis, ServerInfo
@@ -17,7 +17,7 @@ from bench.protocol.commandstats import CommandStats
 from bench.protocol.deadline import full_pass_key
 from bench.protocol.queue import Queue
 from bench.protocol.sweep import AtomicSweeper
-from bench.report.sections.script_cost import parse_commands, price_lines, price_table
+from bench.report.sections.script_cost import parse_commands, script_cost_lines, script_cost_table
 from bench.sweep_cost.plan import Point
 from bench.sweep_cost.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_count, stalled_share
 from bench.sweep_cost.summary import load_side
@@ -105,7 +105,7 @@ def test_the_hot_path_price_counts_the_index_writes_against_echomq_in_one_run(
 ):
     server = ServerInfo(redis_server.url, redis_server.source, redis_server.binary, redis_server.version())
     ctx = RunContext(Profile("p", protocols=("echomq", DEADLINE)), settings, server, tmp_path)
-    rows = price_rows(ctx, ctx.profile.protocols, reps=2, calls=50)
+    rows = script_cost_rows(ctx, ctx.profile.protocols, reps=2, calls=50)
     # A B A B: each protocol's steps once a round.
     assert [(r.protocol, r.rep) for r in rows if r.step == "fused cycle"] == [
         ("echomq", 1), (DEADLINE, 1), ("echomq", 2), (DEADLINE, 2),
@@ -118,7 +118,7 @@ def test_the_hot_path_price_counts_the_index_writes_against_echomq_in_one_run(
         assert mine["evalsha"] == base["evalsha"]  # the same calls a job: only more inside them
     import pandas as pd
 
-    table = price_table(pd.DataFrame([r.__dict__ for r in rows]))
-    [line] = price_lines(table)
+    table = script_cost_table(pd.DataFrame([r.__dict__ for r in rows]))
+    [line] = script_cost_lines(table)
     assert line.startswith(f"- **{DEADLINE}** beyond echomq, Redis µs a job: fused cycle ")
     assert "(zadd +1, zrem +1)" in line and "extendLock" in line and "(zadd +1" in line

@@ -62,11 +62,11 @@ def test_the_stage_runs_every_strategy_and_writes_every_file(
         assert abs(float(rows[strategy]["server_commands_per_job"]) - commands) <= 0.1, rows[strategy]
     for suffix in ("fused-w2-rtt0", "two_call-w2-rtt0", "two_call_pipelined-w2-rtt0"):
         assert (tmp_path / RAW_DIR / f"{suffix}_summary.json").is_file()
-    with (tmp_path / "script_cost.csv").open() as handle:  # the hot path's price, scripts alone
-        price = {row["step"]: row for row in csv.DictReader(handle)}
-    assert set(price) == {"fused cycle", "two-call cycle", "extendLock", "healthy sweep (100 active)"}
-    assert ", evalsha 1, " in price["fused cycle"]["commands"] and price["fused cycle"]["rep"] == "1"
-    assert ", evalsha 2, " in price["two-call cycle"]["commands"]
+    with (tmp_path / "script_cost.csv").open() as handle:  # the hot path's script cost, scripts alone
+        costs = {row["step"]: row for row in csv.DictReader(handle)}
+    assert set(costs) == {"fused cycle", "two-call cycle", "extendLock", "healthy sweep (100 active)"}
+    assert ", evalsha 1, " in costs["fused cycle"]["commands"] and costs["fused cycle"]["rep"] == "1"
+    assert ", evalsha 2, " in costs["two-call cycle"]["commands"]
     table = capsys.readouterr().out
     assert "fused/two_call " in table and "fused/two_call_pipelined" in table and "jobs/s" in table
     assert "latency fidelity" in table and "bare redis-py" in table

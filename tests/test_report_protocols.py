@@ -129,7 +129,7 @@ def write_run(path: Path, bullmq_scale: float = 1.0) -> Path:
         ),
     ]
     write_csv(path / "sweep_hazard.csv", SWEEP_HAZARD_COLUMNS, map(row_dict, hazard))
-    price = [
+    costs = [
         ScriptCostRow(RUN, protocol, "smoke", step, rep, 200, us + extra_us, n + extra_n, commands)
         for rep in (1, 2)
         for protocol, extra_us, extra_n, more in (
@@ -141,7 +141,7 @@ def write_run(path: Path, bullmq_scale: float = 1.0) -> Path:
             ("two-call cycle", 40.0, 10, "evalsha 2, hset 3, lmove 1, set 1" + more),
         )
     ]
-    write_csv(path / "script_cost.csv", SCRIPT_COST_COLUMNS, map(row_dict, price))
+    write_csv(path / "script_cost.csv", SCRIPT_COST_COLUMNS, map(row_dict, costs))
     return path
 
 
@@ -160,7 +160,7 @@ def test_every_table_and_figure_shows_both_protocols(tmp_path: Path):
         in text
     )
     assert "- suite, 40,000 stalled, timeout 5 s: 1 execution(s)" in text and "TimeoutError" in text
-    assert "### The hot path's price: each protocol's scripts alone" in text
+    assert "### The hot path's script cost: each protocol's scripts alone" in text
     line = (
         "- **echomq-deadline** beyond echomq, Redis µs a job: fused cycle 4 µs (zadd +1, zrem +1); two-call"
     )

@@ -1,4 +1,4 @@
-"""The hot path's price: Redis µs and commands per worker step of each protocol, scripts alone.
+"""The hot path's script cost: Redis µs and commands per worker step of each protocol, scripts alone.
 
 The load runs measure whole cycles under load, producers and all. Beside them,
 each protocol's steps run alone on a small queue (bench.protocol.script_cost): the
@@ -18,8 +18,8 @@ from bench.protocol.script_cost import Row, cycle_commands, cycle_usec, measure_
 from bench.results import ScriptCostRow
 
 CSV_NAME = "script_cost.csv"
-PRICE_CALLS = 200  # calls a script a repetition: enough for µs a call (Redis counts every µs)
-PRICE_S_PER_PROTOCOL = 1.5  # one protocol's phases at PRICE_CALLS, about: for the run's ETA
+SCRIPT_COST_CALLS = 200  # calls a script a repetition: enough for µs a call (Redis counts every µs)
+SCRIPT_COST_S_PER_PROTOCOL = 1.5  # one protocol's phases at SCRIPT_COST_CALLS, about: for the run's ETA
 
 
 def commands_text(commands: dict[str, float]) -> str:
@@ -27,8 +27,8 @@ def commands_text(commands: dict[str, float]) -> str:
     return ", ".join(f"{name} {count:g}" for name, count in sorted(commands.items()))
 
 
-def price_rows(
-    ctx: RunContext, protocols: Sequence[str], reps: int, calls: int = PRICE_CALLS
+def script_cost_rows(
+    ctx: RunContext, protocols: Sequence[str], reps: int, calls: int = SCRIPT_COST_CALLS
 ) -> list[ScriptCostRow]:
     """Every step of every protocol, ``reps`` times, alternating; the machine watched through."""
     measured: list[tuple[str, int, list[Row], tuple[float, float]]] = []  # protocol, rep, phases, span

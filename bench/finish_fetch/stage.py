@@ -40,8 +40,8 @@ from bench.finish_fetch.locust_run import (
 )
 from bench.finish_fetch.raw import run_raw
 from bench.finish_fetch.rows import csv_row, with_raw, write_histograms
-from bench.finish_fetch.script_cost import CSV_NAME as PRICE_CSV
-from bench.finish_fetch.script_cost import PRICE_S_PER_PROTOCOL, price_rows
+from bench.finish_fetch.script_cost import CSV_NAME as SCRIPT_COST_CSV
+from bench.finish_fetch.script_cost import SCRIPT_COST_S_PER_PROTOCOL, script_cost_rows
 from bench.finish_fetch.shard_rows import queue_rows, shard_rows
 from bench.finish_fetch.shard_table import shard_table
 from bench.finish_fetch.table import TableRow, table
@@ -103,7 +103,7 @@ FIDELITY_CALL_S = 0.0003  # one timed trivial call of the fidelity check's plain
 
 def point_seconds(profile: Profile) -> tuple[float, ...]:
     """The seconds each step of the stage should take, in order: for the run's ETA. Per point, its
-    Locust runs, then its raw runs, each protocol's; at the end the price and the fidelity check."""
+    Locust runs, then its raw runs, each protocol's; at the end the script cost and the fidelity check."""
     opts = profile.finish_fetch
     window = opts.warmup_s + opts.measure_s
     rounds = len(opts.strategies) * len(profile.protocols)
@@ -111,7 +111,7 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
     if opts.raw_driver:
         per_point += (window + RAW_OVERHEAD_S,) * rounds
     steps = per_point * len(points_of(opts))
-    steps += (PRICE_S_PER_PROTOCOL * len(profile.protocols) * opts.repetitions,)
+    steps += (SCRIPT_COST_S_PER_PROTOCOL * len(profile.protocols) * opts.repetitions,)
     if opts.fidelity_calls > 0:
         probe = PROBE_WARMUP_S + PROBE_MEASURE_S + RUN_OVERHEAD_S
         steps += (probe + 3 * opts.fidelity_calls * FIDELITY_CALL_S,)
@@ -178,10 +178,10 @@ def run_stage(ctx: RunContext) -> None:
                 rows = [_with_raw_at(r, *at) for r in rows]
                 shown = [dataclasses.replace(t, row=_with_raw_at(t.row, *at)) for t in shown]
                 write_csv(ctx.run_dir / "finish_fetch.csv", FINISH_FETCH_COLUMNS, map(row_dict, rows))
-    ctx.progress("hot path price: each protocol's scripts alone, protocols alternating")
-    priced = price_rows(ctx, protocols, opts.repetitions)
-    write_csv(ctx.run_dir / PRICE_CSV, SCRIPT_COST_COLUMNS, map(row_dict, priced))
-    ctx.progress.step(f"hot path price measured: {PRICE_CSV}")
+    ctx.progress("script cost: each protocol's scripts alone, protocols alternating")
+    measured = script_cost_rows(ctx, protocols, opts.repetitions)
+    write_csv(ctx.run_dir / SCRIPT_COST_CSV, SCRIPT_COST_COLUMNS, map(row_dict, measured))
+    ctx.progress.step(f"script cost measured: {SCRIPT_COST_CSV}")
     notes: list[str] = []
     if opts.fidelity_calls > 0:
         ctx.progress("latency fidelity: redis-benchmark, redis-py, the raw path, the Locust path")

@@ -41,7 +41,7 @@ STAGE_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
 # Files a stage writes only when the profile asks for them: loaded when there, never "absent".
 OPTIONAL_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
     "sweep_hazard": ("sweep_hazard.csv", SWEEP_HAZARD_COLUMNS),
-    "script_cost": ("script_cost.csv", SCRIPT_COST_COLUMNS),  # finish_fetch's, since the price
+    "script_cost": ("script_cost.csv", SCRIPT_COST_COLUMNS),  # finish_fetch's, since the script cost
     "finish_fetch_shards": (FINISH_FETCH_SHARDS_FILE, FINISH_FETCH_SHARD_COLUMNS),
 }
 TEXT_COLUMNS = frozenset(

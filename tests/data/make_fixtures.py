@@ -65,7 +65,7 @@ CHANGES = {
     ("race", "variant=app_side sweepers=4 stalled_jobs=100 delay_ms=2", "double_recoveries"): "no spread",
     ("race", "variant=atomic sweepers=4 stalled_jobs=100 delay_ms=2", "double_recoveries"): "same",  # 0, 0
     ("race", "variant=app_side sweepers=4 stalled_jobs=100 delay_ms=0", "lost_attempt_updates"): "no spread",
-    # the hot path's price, three repetitions a step: the deadline fused cycle 20% dearer, its
+    # the hot path's script cost, three repetitions a step: the deadline fused cycle 20% dearer, its
     # two-call cycle two commands more (a count the scripts fix), echomq's as it was
     ("script_cost", "protocol=echomq-deadline step=fused cycle", "server_us_per_call"): "worse",
     ("script_cost", "protocol=echomq-deadline step=two-call cycle", "commands_per_call"): "worse",

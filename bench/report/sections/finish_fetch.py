@@ -26,7 +26,7 @@ from bench.report.plots.latency import latency_from_columns, latency_percentiles
 from bench.report.plots.style import protocol_labelled
 from bench.report.ratios import POINT_COLUMNS, paired_ratios, shown_point_columns
 from bench.report.sections.head import section_head
-from bench.report.sections.script_cost import price_section
+from bench.report.sections.script_cost import script_cost_section
 from bench.report.sections.shards import shards_section
 
 
@@ -58,7 +58,7 @@ def finish_fetch_section(data: RunData) -> list[str]:
     lines += figure(jobs_per_s(protocol_labelled(frame), data.path), "no jobs_per_s values")
     lines += shards_section(data.frames.get("finish_fetch_shards"))
     lines += _pace_section(frame)
-    lines += price_section(data)
+    lines += script_cost_section(data)
     if frame["concurrency"].nunique(dropna=True) > 1:  # a line against concurrency needs two of them
         plot = ratio_against_concurrency(paired_ratios(frame), data.path)
         lines += figure(plot, "no fused/two_call or fused/two_call_pipelined pairs")

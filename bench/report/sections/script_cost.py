@@ -1,4 +1,4 @@
-"""The hot path's price (script_cost.csv): Redis µs and commands a worker step, each protocol
+"""The hot path's script cost (script_cost.csv): Redis µs and commands a worker step, each protocol
 against echomq's in the same run."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from bench.report.load import RunData
 from bench.report.machine import contended_note
 from bench.report.markdown import fmt, markdown_table
 
-BASE = "echomq"  # what every other protocol's price is read against
+BASE = "echomq"  # what every other protocol's script cost is read against
 # The steps a worker pays a job (or a renewal) for: the line under the table names these.
 HOT_STEPS = ("fused cycle", "two-call cycle", "extendLock")
 
@@ -31,7 +31,7 @@ def _beyond(base: str, other: str) -> str:
     return ", ".join(f"{n} {d:+g}" for n, d in diff.items() if abs(d) > 1e-9) or "same"
 
 
-def price_table(frame: pd.DataFrame) -> pd.DataFrame:
+def script_cost_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per step and protocol: the median µs a call over repetitions, the commands, and beside
     echomq's row what the protocol costs more (µs) and runs more (commands)."""
     medians = (
@@ -58,7 +58,7 @@ def price_table(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def price_lines(table: pd.DataFrame) -> list[str]:
+def script_cost_lines(table: pd.DataFrame) -> list[str]:
     """One line a protocol other than echomq: its extra µs a job on the hot path."""
     lines = []
     column = f"µs beyond {BASE}"
@@ -76,20 +76,20 @@ def price_lines(table: pd.DataFrame) -> list[str]:
     return lines
 
 
-def price_section(data: RunData) -> list[str]:
+def script_cost_section(data: RunData) -> list[str]:
     frame = data.frames.get("script_cost")
     if frame is None or frame.empty:
         return []
-    lines = ["### The hot path's price: each protocol's scripts alone", ""]
+    lines = ["### The hot path's script cost: each protocol's scripts alone", ""]
     lines += [
         "Each step of a worker run alone on a small queue, the protocols taking turns (A B A B): Redis's "
         "own µs inside its EVALSHAs (INFO commandstats), a cycle being one job, and every command it "
-        "runs, those inside the scripts too. No load, no network: the price of a protocol's extra "
+        "runs, those inside the scripts too. No load, no network: the script cost of a protocol's extra "
         "writes, not a throughput.",
         "",
     ]
     lines += contended_note(frame, "repetition(s)")
-    table = price_table(frame)
-    lines += price_lines(table)
+    table = script_cost_table(frame)
+    lines += script_cost_lines(table)
     lines += ["", markdown_table(table), ""]
     return lines
