@@ -73,7 +73,7 @@ class FinishFetchRow:
     loadgen_cpu_pct: float | None
     saturated: bool
     audit_ok: bool
-    # Jobs in flight per worker connection and the time each job is held (issue 11).
+    # Jobs in flight per worker connection and the time each job is held.
     concurrency: int = 1
     job_ms: float = 0.0
     # Script calls a job's cycle sends (1 fused, 2 two-call): counted at the client, and by INFO

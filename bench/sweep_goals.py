@@ -1,4 +1,4 @@
-"""Issue 16's sweep goals, defined once: the figure each one reads from sweep_cost.csv, its
+"""The sweep goals, defined once: the figure each one reads from sweep_cost.csv, its
 limit, and how a run's rows meet it.
 
 A pure leaf (the standard library and the other leaves): the sweep stage's terminal table

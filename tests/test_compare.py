@@ -16,8 +16,8 @@ asserted nothing; the flag makes a real A/A pass on a loaded machine, but
 vacuously. On a quiet machine it would test something compare cannot see: a
 sweep point's spread is pyperf's values inside one process against one
 redis-server, far tighter than the change between two runs' processes and
-servers, so a quiet real A/A fails on process-to-process variance (the issue's
-147 `worse`), not on compare. And a second smoke run doubles the suite's
+servers, so a quiet real A/A fails on process-to-process variance (147
+`worse` in one), not on compare. And a second smoke run doubles the suite's
 longest fixture. The twin tests compare's rule exactly, on real data, whatever
 the machine does: its points are judged as if quiet (the run's own contended
 flags cleared in both), so a loaded machine cannot make the test vacuous.

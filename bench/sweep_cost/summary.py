@@ -270,7 +270,7 @@ def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
 
 
 def goal_text(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
-    """Issue 16's goals against this run's points (bench.sweep_goals; the report shows the same)."""
+    """The sweep goals against this run's points (bench.sweep_goals; the report shows the same)."""
     results = judge_all([asdict(r) for r in rows])
     if not results:
         return ""
