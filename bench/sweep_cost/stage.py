@@ -112,6 +112,7 @@ def run_pyperf(
         points=tuple((p.variant, p.scenario) for p in points),
         side_dir=run_dir / SIDE_DIR,
         slice_size=options.sweep_slice,
+        slice_budget_us=options.sweep_slice_budget_us,
         probe_rate_hz=options.probe_rate_hz,
         protocol=protocol,
     )
