@@ -32,6 +32,8 @@ from bench.race.plan import RaceSetting
 from bench.race.run import run_once, stall_jobs
 from tests.helpers import race_anomalies
 
+pytestmark = pytest.mark.protocol
+
 # Fields every job hash carries whose values are times (or the lock token): compared by presence.
 TIMES = {"timestamp", "processedOn", "finishedOn"}
 

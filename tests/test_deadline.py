@@ -31,6 +31,8 @@ from bench.protocol.scripts import numkeys, script_source
 from bench.protocol.sweep import AtomicSweeper
 from tests.helpers import ids, wait_until
 
+pytestmark = pytest.mark.protocol
+
 LOCK_MS = 60_000
 
 
