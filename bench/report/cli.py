@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from bench.errors import BenchError
-from bench.report.compare import compare_runs
-from bench.report.compare_markdown import compare_markdown
+from bench.report.compare.metrics import compare_runs
+from bench.report.compare.page import compare_markdown
 from bench.report.load import load_run, resolve_run
 from bench.report.publish import PUBLISHED_DIR, publish_run
 from bench.report.render import write_report
