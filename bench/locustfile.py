@@ -29,12 +29,12 @@ import gevent
 from gevent.pool import Group
 from locust import task
 
-from bench.finish_fetch import hooks
-from bench.finish_fetch.current import RECORDER
+from bench.finish_fetch.in_locust import hooks
+from bench.finish_fetch.in_locust.current import RECORDER
+from bench.finish_fetch.in_locust.user import RedisUser
 from bench.finish_fetch.probe import PROBE_LABEL, PROBE_SCRIPT
 from bench.finish_fetch.producer_loop import ProducerLoop
 from bench.finish_fetch.timed import LoadHooks, TimedSender, run_steps
-from bench.finish_fetch.user import RedisUser
 from bench.finish_fetch.worker_slots import WorkerConnection
 from bench.protocol.autopipe import AutoPipeline
 from bench.protocol.queue import Command

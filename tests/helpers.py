@@ -34,6 +34,17 @@ def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0, what: str
 PROTOCOL_NAMES = ("echomq", "echomq-deadline")
 
 
+def race_anomalies(found: Any) -> tuple[int, int, int, int]:
+    """A race run's counts that an atomic sweep keeps at zero: double recoveries, lost attempt
+    updates, finished jobs requeued, audit violations."""
+    return (
+        found.double_recoveries,
+        found.lost_attempt_updates,
+        found.requeued_after_finish,
+        found.audit_violations,
+    )
+
+
 def has_deadlines(queue: Any) -> bool:
     """True when the queue's protocol keeps a deadline index (echomq-deadline)."""
     from bench.protocol.deadline import EchoMQDeadline

@@ -37,8 +37,8 @@ import pytest
 
 from bench.paths import REPO
 from bench.report.cli import compare_main
-from bench.report.compare import STAGE_METRICS, compare_runs
-from bench.report.compare_context import context_lines
+from bench.report.compare.context import context_lines
+from bench.report.compare.metrics import STAGE_METRICS, compare_runs
 from bench.report.load import OPTIONAL_FILES, STAGE_FILES, load_run
 from bench.report.verdict import Sample, significant, t_critical, verdict
 

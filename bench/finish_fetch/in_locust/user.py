@@ -15,7 +15,7 @@ from typing import ClassVar
 from locust import User, constant
 
 from bench.errors import BenchError, first_line
-from bench.finish_fetch.current import Current
+from bench.finish_fetch.in_locust.current import Current
 from bench.finish_fetch.loadstats import RunSettings
 from bench.finish_fetch.seats import mark_started, seated
 from bench.protocol.connection import Client
