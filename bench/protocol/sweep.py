@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.errors import BenchError
-from bench.protocol.protocol import ScriptCall
+from bench.protocol.protocol import ScriptCall, SweepSlice
 from bench.protocol.queue import Queue, _text, now_ms
 from bench.protocol.scripts import SCRIPT_FILES, script_source
 
@@ -63,12 +63,16 @@ class AtomicSweeper(Sweeper):
     # protocol. The linear and sliced forms are extra scripts of lua/ with the same KEYS.
     protocol_step = True
 
-    def _call(self, extra_args: tuple[Any, ...] = ()) -> Any:
+    def _build(self, extra_args: tuple[Any, ...] = ()) -> ScriptCall:
         call = self.queue.protocol.sweep(
             self.queue.keys, max_stalled=self.max_stalled, now_ms=now_ms(), interval_ms=self.check_interval_ms
         )
         if not self.protocol_step:
             call = ScriptCall(self.script_file, call.keys, [*call.args, *extra_args])
+        return call
+
+    def _call(self, extra_args: tuple[Any, ...] = ()) -> Any:
+        call = self._build(extra_args)
         if not self.clear_throttle:
             return self.queue.call(call)
         pipe = self.queue.client.pipeline(transaction=False)
@@ -238,7 +242,9 @@ SLICED_PASS_KEYS = ("stalled-prev", "stalled-pass")
 class AtomicSlicedSweeper(AtomicSweeper):
     """The same contract with a bounded hold: each EVALSHA visits at most
     ``slice_size`` ids of active; the sweep calls until the pass is done (a
-    reply of two elements). What it gives up is in the script's header."""
+    reply of two elements). What it gives up is in the script's header. A
+    protocol whose own sweep spreads a pass over calls (``sliced_sweep_own``:
+    echomq-deadline, ``slice_size`` expired deadlines a call) is called instead."""
 
     name = "atomic_sliced"
     script_file = "moveStalledJobsToWaitSliced-8.lua"
@@ -256,7 +262,20 @@ class AtomicSlicedSweeper(AtomicSweeper):
         super().__init__(queue, max_stalled, check_interval_ms, clear_throttle)
         self.slice_size = slice_size
         self.budget_us = budget_us
-        ensure_script(queue, self.script_file)
+        self.protocol_step = queue.protocol.sliced_sweep_own
+        if not self.protocol_step:
+            ensure_script(queue, self.script_file)
+
+    def _build(self, extra_args: tuple[Any, ...] = ()) -> ScriptCall:
+        if not self.protocol_step:
+            return super()._build(extra_args)
+        return self.queue.protocol.sliced_sweep(
+            self.queue.keys,
+            max_stalled=self.max_stalled,
+            now_ms=now_ms(),
+            interval_ms=self.check_interval_ms,
+            cut=SweepSlice(self.slice_size, self.budget_us),
+        )
 
     def sweep(self) -> SweepResult:
         before = self.queue.client.round_trips
