@@ -25,7 +25,8 @@ import psutil
 import pytest
 
 from bench.__main__ import main as bench_main
-from bench.finish_fetch.locust_run import Point, run_once
+from bench.finish_fetch.locust_run import run_once
+from bench.finish_fetch.plan import Point
 from bench.harness import run_folder
 from bench.harness.machine import FOREIGN_LIMIT_PCT, STEAL_LIMIT_PCT, MachineSample, check_machine
 from bench.harness.profile import FinishFetchOptions

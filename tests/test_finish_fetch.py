@@ -13,7 +13,8 @@ import pytest
 
 from bench import hdr
 from bench.finish_fetch.loadstats import Aggregate, Recorder, RunSettings
-from bench.finish_fetch.locust_run import Point, run_once
+from bench.finish_fetch.locust_run import run_once
+from bench.finish_fetch.plan import Point
 from bench.finish_fetch.raw import run_raw
 from bench.finish_fetch.stage import run_stage
 from bench.finish_fetch.table import TableRow, table

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from bench.errors import BenchError
-from bench.finish_fetch.locust_run import Point, run_once
+from bench.finish_fetch.locust_run import run_once
+from bench.finish_fetch.plan import Point
 from bench.finish_fetch.raw import run_raw
+from bench.finish_fetch.rows import queue_rows, shard_rows
 from bench.finish_fetch.seats import seated
-from bench.finish_fetch.shard_rows import queue_rows, shard_rows
-from bench.finish_fetch.shard_table import shard_table
+from bench.finish_fetch.table import shard_table
 from bench.harness.cluster import EmbeddedCluster
 from bench.harness.profile import FinishFetchOptions
 from bench.protocol.commandstats import CLIENT_COMMANDS

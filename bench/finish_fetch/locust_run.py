@@ -26,6 +26,7 @@ import redis
 
 from bench.errors import BenchError, first_line
 from bench.finish_fetch.loadstats import issued_job_ids
+from bench.finish_fetch.plan import Point, point_id
 from bench.finish_fetch.summary import SUMMARY_KIND, SUMMARY_VERSION
 from bench.harness.children import reap_group, spawn, stop_group
 from bench.harness.machine import MachineSample, watch_run
@@ -44,38 +45,6 @@ STARTUP_ALLOWANCE_S = 60.0  # Locust's start, the workers' connect and the final
 # (its master waits up to 10 s for a worker's last delta), then its process group is killed.
 INTERRUPT_GRACE_S = 15.0
 INTERRUPTED = "interrupted (Ctrl-C)"
-
-
-@dataclass(frozen=True)
-class Point:
-    """One load point: worker users, the simulated round-trip time, jobs in flight per worker,
-    and how long each job is held."""
-
-    workers: int
-    rtt_ms: float
-    concurrency: int = 1
-    job_ms: float = 0.0
-    queues: int = 1
-
-    @property
-    def label(self) -> str:
-        """w4-rtt1, w4-q3-c8-j5-rtt1: queues, concurrency and job time named when not 1, 1 and 0,
-        so the names of runs without them stay as they were."""
-        parts = [f"w{self.workers}"]
-        if self.queues != 1:
-            parts.append(f"q{self.queues}")
-        if self.concurrency != 1:
-            parts.append(f"c{self.concurrency}")
-        if self.job_ms:
-            parts.append(f"j{self.job_ms:g}")
-        return "-".join([*parts, f"rtt{self.rtt_ms:g}"])
-
-
-def point_id(protocol: str, strategy: str, point: Point) -> str:
-    """``fused-w4-rtt0``, led by the protocol unless it is echomq (``bullmq.fused-w4-rtt0``): the
-    name a run's histograms, Locust files and raw summary go under."""
-    led = strategy if protocol == "echomq" else f"{protocol}.{strategy}"
-    return f"{led}-{point.label}"
 
 
 @dataclass

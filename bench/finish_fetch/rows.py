@@ -1,4 +1,6 @@
-"""What one run leaves in the run folder: its row of finish_fetch.csv, and its histograms."""
+"""What one run leaves in the run folder: its row of finish_fetch.csv, its histograms, and its
+rows of finish_fetch_shards.csv (one a master) and finish_fetch_queues.csv (one a queue), from
+its summary's ``shards``."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ from typing import Any
 from bench import hdr
 from bench.finish_fetch.locust_run import STAGE, RunResult
 from bench.harness.profile import FinishFetchOptions
-from bench.results import HDR_DIR, FinishFetchRow, RunIds, hdr_name
+from bench.protocol.spread import slot_of
+from bench.results import HDR_DIR, FinishFetchQueueRow, FinishFetchRow, FinishFetchShardRow, RunIds, hdr_name
 
 
 def _round(value: Any, digits: int) -> float | None:
@@ -95,3 +98,44 @@ def write_histograms(run_dir: Path, run: RunResult) -> None:
     for metric, encoded in run.summary["histograms"].items():
         name = hdr_name(STAGE, run.variant_id, run.rep, _metric_file_name(metric))
         hdr.write_hdr(run_dir / HDR_DIR / name, hdr.decode(encoded))
+
+
+def _point(run: RunResult, ids: RunIds) -> dict[str, Any]:
+    p = run.point
+    return {
+        "run_id": ids.run_id, "protocol": ids.protocol, "profile": ids.profile, "strategy": run.strategy,
+        "rep": run.rep, "workers": p.workers, "concurrency": p.concurrency, "job_ms": p.job_ms,
+        "rtt_ms": p.rtt_ms, "queues": p.queues, **(run.machine.row_fields() if run.machine else {}),
+    }  # fmt: skip
+
+
+def shard_rows(run: RunResult, ids: RunIds) -> list[FinishFetchShardRow]:
+    masters = run.summary.get("shards", {}).get("masters", {})
+    return [
+        FinishFetchShardRow(
+            **_point(run, ids),
+            master=master,
+            master_queues=len(m["queues"]),
+            jobs=m["jobs"],
+            jobs_per_s=_round(m["jobs_per_s"], 1),
+            server_calls=m["server_calls"],
+            server_usec=m["server_usec"],
+            server_us_per_job=_round(m["server_us_per_job"], 2),
+        )
+        for master, m in masters.items()
+    ]
+
+
+def queue_rows(run: RunResult, ids: RunIds) -> list[FinishFetchQueueRow]:
+    queues = run.summary.get("shards", {}).get("queues", {})
+    return [
+        FinishFetchQueueRow(
+            **_point(run, ids),
+            queue=name,
+            slot=slot_of(name),
+            master=q["master"],
+            jobs=q["jobs"],
+            jobs_per_s=_round(q["jobs_per_s"], 1),
+        )
+        for name, q in queues.items()
+    ]

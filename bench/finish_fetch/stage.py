@@ -32,19 +32,16 @@ from bench.finish_fetch.locust_run import (
     INTERRUPTED,
     PROBE_MEASURE_S,
     PROBE_WARMUP_S,
-    Point,
     RunResult,
-    point_id,
     run_once,
     run_probe,
 )
+from bench.finish_fetch.plan import Point, point_id, points_of
 from bench.finish_fetch.raw import run_raw
-from bench.finish_fetch.rows import csv_row, with_raw, write_histograms
+from bench.finish_fetch.rows import csv_row, queue_rows, shard_rows, with_raw, write_histograms
 from bench.finish_fetch.script_cost import CSV_NAME as SCRIPT_COST_CSV
 from bench.finish_fetch.script_cost import SCRIPT_COST_S_PER_PROTOCOL, script_cost_rows
-from bench.finish_fetch.shard_rows import queue_rows, shard_rows
-from bench.finish_fetch.shard_table import shard_table
-from bench.finish_fetch.table import TableRow, table
+from bench.finish_fetch.table import TableRow, shard_table, table
 from bench.harness.context import RunContext
 from bench.harness.profile import FinishFetchOptions, Profile
 from bench.results import (
@@ -81,18 +78,6 @@ def check_profile(profile: Profile) -> None:
     strategies = profile.finish_fetch.strategies
     if len(set(strategies)) != len(strategies):
         raise BenchError(f"profile key strategies names one twice ({', '.join(strategies)}); list each once")
-
-
-def points_of(opts: FinishFetchOptions) -> list[Point]:
-    """The grid: every workers x queues x concurrency x job_ms x rtt_ms, in that order."""
-    return [
-        Point(w, rtt, c, j, q)
-        for w in opts.workers
-        for q in opts.queues
-        for c in opts.concurrency
-        for j in opts.job_ms
-        for rtt in opts.rtt_ms
-    ]
 
 
 # Beyond its window, a run spends this long starting Locust, stopping it and auditing the queue.
