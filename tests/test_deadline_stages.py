@@ -19,8 +19,8 @@ from bench.protocol.queue import Queue
 from bench.protocol.sweep import AtomicSweeper
 from bench.report.sections.script_cost import parse_commands, script_cost_lines, script_cost_table
 from bench.sweep_cost.plan import Point
+from bench.sweep_cost.rows import load_side
 from bench.sweep_cost.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_count, stalled_share
-from bench.sweep_cost.summary import load_side
 
 DEADLINE = "echomq-deadline"
 ANOMALIES = ("double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations")

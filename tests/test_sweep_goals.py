@@ -9,7 +9,7 @@ from pathlib import Path
 from bench.report.load import load_run
 from bench.report.sections.sweep import sweep_section
 from bench.results import SWEEP_COST_COLUMNS, SweepCostRow, row_dict, write_csv
-from bench.sweep_cost.summary import goal_text
+from bench.sweep_cost.table import goal_text
 from bench.sweep_goals import GOALS, MET, MISSED, NOT_MEASURED, judge_all
 
 DEFAULT_SIZES = (100, 10_000, 100_000)

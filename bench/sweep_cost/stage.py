@@ -4,7 +4,7 @@
 Both run the pyperf program (bench/sweep_cost/pyperf_program.py) as a
 subprocess, one pyperf run a size, against a queue the stage builds and grows
 through the protocol client (bench/sweep_cost/scenario.py), and merge pyperf's
-values with the side files into sweep_cost.csv (bench/sweep_cost/summary.py).
+values with the side files into sweep_cost.csv (bench/sweep_cost/rows.py).
 """
 
 from __future__ import annotations
@@ -61,19 +61,9 @@ from bench.sweep_cost.plan import (
     variants_of,
 )
 from bench.sweep_cost.pyperf_program import URL_ENV, ProgramSettings
+from bench.sweep_cost.rows import SIDE_DIR, SizeOutcome, merge_pyperf, side_summary, sweep_cost_row
 from bench.sweep_cost.scenario import ScenarioQueue
-from bench.sweep_cost.summary import (
-    SIDE_DIR,
-    SizeOutcome,
-    fmt,
-    goal_text,
-    merge_pyperf,
-    side_summary,
-    slope_text,
-    slopes,
-    sweep_cost_row,
-    table,
-)
+from bench.sweep_cost.table import fmt, goal_text, slope_text, slopes, table
 from bench.sweep_cost.timing import SWEEP_TIMEOUT_S
 
 PYPERF_LOG = f"{PYPERF_DIR}/sweep_pyperf.log"

@@ -1,0 +1,162 @@
+"""The sweep stage's table on stdout, its goal lines, and the log-log slopes printed under it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from textwrap import indent
+from typing import Any
+
+from bench.fits import loglog_fit
+from bench.harness.server import SLOWLOG_THRESHOLD_US
+from bench.harness.terminal import render_table, table_width, wrap_note
+from bench.results import SweepCostRow
+from bench.sweep_goals import GOAL_HEADER, judge_all
+
+
+def fmt(value: Any, digits: int = 2) -> str:
+    if value == "" or value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _note(row: SweepCostRow) -> str:
+    if row.skipped:
+        return "error" if row.skipped.startswith("error:") else "skipped"
+    return "CONTENDED" if row.contended else ""
+
+
+def fmt_ms(ms: float | None) -> str:
+    """Milliseconds to three significant decimals below 1 s, whole above: a multi-second hold's
+    µs would only widen the column past 100 terminal columns."""
+    return fmt(ms, 3 if ms is None or abs(ms) < 1000 else 0)
+
+
+def _redis_hold(ms: float | None) -> str:
+    """The longest call inside Redis; at the slowlog threshold, nothing was logged: at most that."""
+    if ms is not None and ms * 1e3 == SLOWLOG_THRESHOLD_US:
+        return f"≤ {ms:,.3f}"
+    return fmt_ms(ms)
+
+
+def slow_calls_text(slow_calls: int | None, calls: float | None) -> str:
+    """How many of a many-call sweep's calls SLOWLOG logged ("" when none, or one call)."""
+    if not slow_calls or calls is None or calls <= 1:
+        return ""
+    return f"{slow_calls:,} of {round(calls):,} calls over {SLOWLOG_THRESHOLD_US / 1e3:g} ms inside Redis"
+
+
+def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
+    """Per size: each variant's sweep ms, µs per job, hold and the probe's max; under it, why a point
+    was not measured (skipped, or an error), so the table itself stays narrow."""
+    lines: list[str] = []
+    header = ["variant", "scenario", "sweep ms", "µs/job", "hold ms", "in redis", "probe max µs", "note"]
+    for size in sorted({r.active_size for r in rows}):
+        at_size = [r for r in rows if r.active_size == size]
+        cells = [
+            [
+                variant_label(r.protocol, r.variant),
+                r.scenario,
+                fmt_ms(r.sweep_ms_median),
+                fmt(r.us_per_active_job),
+                fmt_ms(r.hold_ms_max),
+                _redis_hold(r.redis_hold_ms_max),
+                fmt(r.probe_max_us),
+                _note(r),
+            ]
+            for r in at_size
+        ]
+        body = render_table(
+            header, cells, right=range(2, 7), keep_whole=(0, 1), width=(width or table_width()) - 2
+        )
+        lines += ["", f"active size {size:,}", indent(body, "  ")]
+        lines += [
+            wrap_note(f"  {variant_label(r.protocol, r.variant)} {r.scenario}: {r.skipped}", width, "    ")
+            for r in at_size
+            if r.skipped
+        ]
+        lines += [
+            wrap_note(f"  {variant_label(r.protocol, r.variant)} {r.scenario}: {slow}", width, "    ")
+            for r in at_size
+            if (slow := slow_calls_text(r.redis_slow_calls_max, r.round_trips))
+        ]
+    if rows:
+        lines += [
+            "",
+            wrap_note(
+                "hold ms: the longest single call of a sweep, timed at the client (a round trip and the "
+                "client's pauses in it); in redis: the same call's time inside Redis (SLOWLOG; ≤: none "
+                "was over the server's slowlog threshold; -: SLOWLOG could not tell)",
+                width,
+                "  ",
+            ),
+        ]
+    contended = [r for r in rows if r.contended]
+    if contended:
+        worst = max(r.foreign_cpu_pct or 0.0 for r in contended)
+        lines += [
+            "",
+            wrap_note(
+                f"CONTENDED: {len(contended)} of {len(rows)} points shared the machine with other work "
+                f"(foreign CPU up to {worst:.0f}% of a core): their figures are not comparable",
+                width,
+            ),
+        ]
+    return "\n".join(lines)
+
+
+def goal_text(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
+    """The sweep goals against this run's points (bench.sweep_goals; the report shows the same)."""
+    results = judge_all([asdict(r) for r in rows])
+    if not results:
+        return ""
+    cells = [r.cells() for r in results]
+    body = render_table(GOAL_HEADER, cells, right=(1, 2), width=(width or table_width()) - 2)
+    title = wrap_note("goals (uncontended points only, at the size each names):", width)
+    return "\n".join(["", title, indent(body, "  ")])
+
+
+def variant_label(protocol: str, variant: str) -> str:
+    """As Point.label: the variant, led by its protocol unless that is echomq."""
+    return variant if protocol == "echomq" else f"{protocol}.{variant}"
+
+
+def slopes(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """Least-squares slope of log(sweep time) on log(size) per protocol, variant and scenario
+    (1 = linear, 2 = quadratic), over all sizes and over the two largest; keyed
+    ``<variant label>/<scenario>``."""
+    fits: dict[str, dict[str, float]] = {}
+
+    def label(row: Mapping[str, Any]) -> str:
+        return variant_label(row.get("protocol") or "echomq", row["variant"])
+
+    pairs = sorted({(label(r), r["scenario"]) for r in rows})
+    for variant, scenario in pairs:
+        fit = loglog_fit(
+            (r["active_size"], r["sweep_ms_median"])
+            for r in rows
+            if label(r) == variant and r["scenario"] == scenario
+        )
+        if fit is None:
+            continue
+        fits[f"{variant}/{scenario}"] = {
+            "slope": round(fit.slope, 3),
+            "slope_top_two": round(fit.slope_top_two, 3),
+            "from_size": int(fit.from_x),
+            "to_size": int(fit.to_x),
+        }
+    return fits
+
+
+def slope_text(fits: dict[str, dict[str, float]], width: int | None = None) -> str:
+    rows = []
+    for name, fit in fits.items():
+        variant, scenario = name.split("/")
+        sizes = f"{fit['from_size']:,}..{fit['to_size']:,}"
+        rows.append([variant, scenario, f"{fit['slope']:.2f}", sizes, f"{fit['slope_top_two']:.2f}"])
+    header = ["variant", "scenario", "slope", "over sizes", "two largest"]
+    body = render_table(header, rows, right=(2, 4), keep_whole=(0, 1), width=(width or table_width()) - 2)
+    title = wrap_note("slope of log(sweep time) on log(active size) (1 linear, 2 quadratic):", width)
+    return "\n".join(["", title, indent(body, "  ")])
