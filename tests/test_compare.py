@@ -224,7 +224,7 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = subprocess.run(
         [sys.executable, "-m", "bench", "run", "--profile", str(profile), "--stages", STAGES,
          "--results", str(results)],
-        cwd=REPO, capture_output=True, text=True, timeout=400,
+        cwd=REPO, capture_output=True, text=True, timeout=110,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     (run,) = [p for p in results.iterdir() if p.is_dir()]
@@ -295,6 +295,9 @@ def noisy_twin(run: Path, twin: Path) -> None:
     race.to_csv(twin / "race.csv", index=False)
 
 
+@pytest.mark.locust
+@pytest.mark.slow
+@pytest.mark.timeout(120)  # the first to ask for smoke_run pays for its three stages
 def test_a_real_smoke_run_against_its_noisy_twin_gives_no_worse(
     smoke_run: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -334,6 +337,9 @@ def test_a_point_contended_in_one_run_is_unstable_however_far_it_moved() -> None
     assert "worse" not in set(rows["verdict"])
 
 
+@pytest.mark.locust
+@pytest.mark.slow
+@pytest.mark.timeout(120)  # the first to ask for smoke_run pays for its three stages
 def test_a_real_smoke_run_records_its_calibration_and_software(smoke_run: Path) -> None:
     meta = json.loads((smoke_run / "meta.json").read_text())
     calibration = meta["calibration"]
