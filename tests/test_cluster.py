@@ -21,6 +21,8 @@ from bench.protocol.connection import CountingRedisCluster, RedisSettings
 from bench.protocol.queue import Producer, Queue, Worker
 from bench.run import execute
 
+pytestmark = pytest.mark.cluster
+
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[EmbeddedCluster]:

@@ -15,7 +15,7 @@ from bench.harness.cluster import EmbeddedCluster
 from bench.harness.slot_migration import move_slot
 from tests.test_faults import BenchRun, tiny_profile
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.cluster]
 
 
 def test_a_master_killed_during_the_load_ends_the_run_and_the_audit_names_its_shard(tmp_path: Path):

@@ -14,6 +14,8 @@ from redis.cluster import RedisCluster
 from bench.errors import BenchError
 from bench.harness.cluster import EmbeddedCluster, free_cluster_ports, slot_ranges
 
+pytestmark = pytest.mark.cluster
+
 
 def _gone(pid: int) -> bool:
     status = Path(f"/proc/{pid}/status")

@@ -23,7 +23,7 @@ from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Queue
 from bench.protocol.spread import homes, queue_names
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.cluster]
 END_DEADLINE_S = 90.0  # three Python + Locust starts on a busy 2-core machine, then the window
 
 

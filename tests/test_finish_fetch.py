@@ -137,8 +137,11 @@ def test_job_ms_is_held_without_blocking_the_other_jobs_in_flight(tmp_path: Path
     assert cycle.get_min_value() >= 0.95 * 20_000  # every job was held its 20 ms
     # Four slots each hold a job: counted as each starts, the others are holding theirs.
     assert d["jobs_in_flight_mean"] >= 3, d
-    # Overlap shows in the rate too: past one slot's 50 jobs/s, never past four slots' 200.
-    assert 1.4 * 50 < d["jobs_per_s"] <= 200 * 1.05, d
+    # Overlap shows in the rate too, however slow the machine makes each cycle: by Little's law the
+    # rate times the mean cycle is the jobs held at once, past one slot's, never past four.
+    held_at_once = d["jobs_per_s"] * cycle.get_mean_value() / 1e6
+    assert 1.4 < held_at_once <= 4 * 1.1, (held_at_once, d)  # the window's edges cut a few cycles
+    assert d["jobs_per_s"] <= 200 * 1.05, d  # never past four slots' 200 jobs/s
     assert d["limit"] == "job time", d
 
 

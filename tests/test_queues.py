@@ -54,6 +54,7 @@ def test_three_queues_on_one_server(tmp_path: Path, settings: RedisSettings):
     _parts_sum_to_the_whole(raw, masters=1)
 
 
+@pytest.mark.cluster
 def test_three_queues_land_on_every_master_of_the_cluster(tmp_path: Path, cluster: EmbeddedCluster):
     settings = RedisSettings.from_url(cluster.url)
     run = run_once(settings, THREE, "two_call", POINT, 1, tmp_path)

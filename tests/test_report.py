@@ -13,7 +13,7 @@ import pytest
 from bench.__main__ import main as bench_main
 from bench.errors import BenchError
 from bench.report.cli import compare_main, report_main, runs_main
-from bench.report.compare import compare_runs
+from bench.report.compare.metrics import compare_runs
 from bench.report.load import load_run, parse_hdr_name
 from bench.report.render import write_report
 from bench.report.verdict import Sample, verdict

@@ -10,7 +10,7 @@ is it divided by the size); every other sweep column and every race count is mea
 once per point. Sweep points skipped in either run are left out and named in a note.
 
 Each metric at each point both runs have gets its verdict (bench.report.verdict);
-compare_markdown renders the rows, compare_context what the two runs ran on.
+compare.page renders the rows, compare.context what the two runs ran on.
 """
 
 from __future__ import annotations
