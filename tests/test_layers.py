@@ -24,3 +24,19 @@ def test_every_import_contract_is_kept() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     kept = [line for line in result.stdout.splitlines() if line.rstrip().endswith("KEPT")]
     assert len(kept) == 7, result.stdout  # the seven contracts in pyproject.toml
+
+
+def test_every_stage_has_the_same_face() -> None:
+    """bench run drives each stage through stage.py's check_profile, point_seconds and run_stage;
+    each stage folder keeps its grid, CSV rows and terminal table in plan.py, rows.py, table.py."""
+    import importlib
+
+    from bench.run import STAGE_MODULES
+
+    for stage, name in STAGE_MODULES.items():
+        module = importlib.import_module(name)
+        for function in ("check_profile", "point_seconds", "run_stage"):
+            assert callable(getattr(module, function, None)), f"{name} has no {function}"
+        folder = REPO / Path(*name.split(".")[:-1])
+        for part in ("plan.py", "rows.py", "table.py"):
+            assert (folder / part).is_file(), f"{stage}: no {part}"

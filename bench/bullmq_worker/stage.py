@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import hashlib
 import os
-import statistics
 import subprocess
 import sys
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from bench.bullmq_worker.driver import PROGRAM, URL_ENV, WINDOW_FROM, DriverResult
+from bench.bullmq_worker.plan import PROTOCOL, Run, runs_of
+from bench.bullmq_worker.rows import csv_row
+from bench.bullmq_worker.table import table
 from bench.errors import BenchError
-from bench.fits import headline_ratio
 from bench.harness.children import reap_group, spawn
 from bench.harness.context import RunContext
 from bench.harness.machine import watch_run
@@ -35,7 +36,6 @@ from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Producer, Queue
 from bench.results import BULLMQ_WORKER_COLUMNS, BullmqWorkerRow, row_dict, update_meta, write_csv
 
-PROTOCOL = "bullmq"
 CSV_NAME = "bullmq_worker.csv"
 FILL_CHUNK = 1000  # jobs a pipeline while pre-filling
 START_ALLOWANCE_S = 60.0  # the driver's imports, connections and close
@@ -44,24 +44,6 @@ OPTIONS = (
     "BullMQ Worker defaults: lock 30 s, every completed job kept (removeOnComplete unset), no metrics, "
     "no limiter, maxStalledCount 1, stalledInterval 30 s; a no-op processor unless job_ms > 0"
 )
-
-
-@dataclass(frozen=True)
-class Run:
-    """One driver at one concurrency."""
-
-    driver: str
-    concurrency: int
-
-    @property
-    def label(self) -> str:
-        return f"{self.driver} c{self.concurrency}"
-
-
-def runs_of(options: BullmqWorkerOptions) -> list[Run]:
-    """BullMQ's Worker at each concurrency, then the suite's two loops (concurrency 1)."""
-    workers = [Run("bullmq_worker", c) for c in dict.fromkeys(options.bullmq_worker_concurrency)]
-    return [*workers, Run("fused", 1), Run("two_call", 1)]
 
 
 def called_scripts() -> dict[str, str]:
@@ -75,6 +57,11 @@ def called_scripts() -> dict[str, str]:
         files[step]: hashlib.sha1(sources[step].encode()).hexdigest()
         for step in ("move_to_active", "move_to_finished")
     }
+
+
+def point_seconds(profile: Profile) -> tuple[float, ...]:
+    """No estimate: a run lasts as long as its driver takes to drain the queue, unknown before."""
+    return ()
 
 
 def check_profile(profile: Profile) -> None:
@@ -122,24 +109,6 @@ def run_driver(settings: RedisSettings, run: Run, queue: str, options: BullmqWor
     return result
 
 
-def csv_row(run: Run, rep: int, result: DriverResult, job_ms: float, audit_ok: bool) -> BullmqWorkerRow:
-    jobs = result.jobs
-    return BullmqWorkerRow(
-        protocol=PROTOCOL,
-        driver=run.driver,
-        concurrency=run.concurrency,
-        job_ms=job_ms,
-        rep=rep,
-        jobs=jobs,
-        duration_s=round(result.duration_s, 4),
-        jobs_per_s=round(jobs / result.duration_s, 1),
-        client_cpu_us_per_job=round(result.cpu_s * 1e6 / jobs, 1),
-        redis_calls_per_job=round(sum(result.calls.values()) / jobs, 4),
-        redis_us_per_job=round(sum(result.usec.values()) / jobs, 2),
-        audit_ok=audit_ok,
-    )
-
-
 def one_run(
     settings: RedisSettings, run: Run, rep: int, options: BullmqWorkerOptions, watch_pids: Sequence[int] = ()
 ) -> BullmqWorkerRow:
@@ -158,49 +127,6 @@ def one_run(
     finally:
         queue.delete()
         client.close()
-
-
-def _median_spread(values: Sequence[float], form: str) -> str:
-    middle = form.format(statistics.median(values))
-    if len(values) < 2:
-        return middle
-    return f"{middle} [{form.format(min(values))}-{form.format(max(values))}]"
-
-
-def table(rows: Sequence[BullmqWorkerRow]) -> str:
-    """Medians over repetitions per driver; the suite's loops against BullMQ's Worker at concurrency 1."""
-    lines = [
-        f"BullMQ's own Worker beside the suite's loops over the same scripts (window: completion "
-        f"{WINDOW_FROM:,} to the last; medians [min-max] of the repetitions)",
-        f"  {'driver':<16}{'conc':>5}{'jobs/s':>24}{'cpu µs/job':>12}{'calls/job':>11}"
-        f"{'redis µs/job':>14}  audit  busy",
-    ]
-    runs = list(dict.fromkeys(Run(r.driver, r.concurrency) for r in rows))
-    for run in runs:
-        mine = [r for r in rows if Run(r.driver, r.concurrency) == run]
-        audited = sum(1 for r in mine if r.audit_ok)
-        rate = _median_spread([r.jobs_per_s for r in mine], "{:.0f}")
-        lines.append(
-            f"  {run.driver:<16}{run.concurrency:>5}{rate:>24}"
-            f"{statistics.median(r.client_cpu_us_per_job for r in mine):>12.0f}"
-            f"{statistics.median(r.redis_calls_per_job for r in mine):>11.2f}"
-            f"{statistics.median(r.redis_us_per_job for r in mine):>14.1f}  ok {audited}/{len(mine)}"
-            f"  {sum(r.contended for r in mine)}/{len(mine)}"
-        )
-    base = {r.rep: r.jobs_per_s for r in rows if (r.driver, r.concurrency) == ("bullmq_worker", 1)}
-    for loop in ("fused", "two_call"):
-        other = {r.rep: r.jobs_per_s for r in rows if r.driver == loop}
-        ratio = headline_ratio(other, base)  # paired by repetition, as every A/B figure is
-        if ratio:
-            lines.append(f"  {loop} loop / BullMQ Worker at concurrency 1, jobs/s: {ratio.text()}")
-    contended = [r for r in rows if r.contended]
-    if contended:
-        worst = max(r.foreign_cpu_pct or 0.0 for r in contended)
-        lines.append(
-            f"  CONTENDED: {len(contended)} of {len(rows)} runs shared the machine with other work "
-            f"(foreign CPU up to {worst:.0f}% of a core): their figures are not comparable"
-        )
-    return "\n".join(lines)
 
 
 def run_stage(ctx: RunContext) -> None:

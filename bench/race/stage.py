@@ -46,7 +46,8 @@ from bench.race.plan import (
     RacePlan,
     extra_scripts,
 )
-from bench.race.table import RaceOutcome, format_table
+from bench.race.rows import RaceOutcome
+from bench.race.table import format_table
 from bench.race.trial import run_once
 from bench.results import RACE_COLUMNS, RunIds, row_dict, update_meta, write_csv
 
