@@ -13,7 +13,7 @@ import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, BinaryIO, Union, get_args, get_origin, get_type_hints
+from typing import Any, BinaryIO, ClassVar, Union, get_args, get_origin, get_type_hints
 
 from bench.errors import BenchError
 
@@ -22,7 +22,7 @@ RESULTS_DIR = Path(os.environ.get("EMQ_RESULTS_DIR", "results"))
 # The protocol a row measured when it does not say (a run from before the protocol column).
 PROTOCOL = "echomq"
 
-# One frozen dataclass a CSV: its field names, in order, are the file's columns.
+# One frozen dataclass a CSV: its field names, in order, are the file's columns; FILE its name.
 # Every row starts with run_id, protocol and profile, and carries the load
 # settings that differ between profiles, so the CSVs of many runs concatenate
 # without hand work. A value that was not measured (a skipped point) is None,
@@ -45,6 +45,8 @@ class RunIds:
 
 @dataclass(frozen=True)
 class FinishFetchRow:
+    FILE: ClassVar[str] = "finish_fetch.csv"
+
     run_id: str
     protocol: str
     profile: str
@@ -124,6 +126,7 @@ class FinishFetchShardRow(FinishFetchPart):
     """One master's part of a finish_fetch run (each cluster master; one server: its one row).
     Over a run's rows, jobs and server_usec add up to its finish_fetch.csv row's."""
 
+    FILE: ClassVar[str] = "finish_fetch_shards.csv"
     master: str  # host:port
     master_queues: int  # the run's queues on this master
     jobs: int  # finished in the window on this master's queues
@@ -140,6 +143,7 @@ class FinishFetchShardRow(FinishFetchPart):
 class FinishFetchQueueRow(FinishFetchPart):
     """One queue's part of a finish_fetch run, and the master that holds it."""
 
+    FILE: ClassVar[str] = "finish_fetch_queues.csv"
     queue: str
     slot: int
     master: str
@@ -157,6 +161,8 @@ NOT_SKIPPED = "no"
 
 @dataclass(frozen=True)
 class SweepCostRow:
+    FILE: ClassVar[str] = "sweep_cost.csv"
+
     run_id: str
     protocol: str
     profile: str
@@ -190,6 +196,8 @@ class SweepCostRow:
 
 @dataclass(frozen=True)
 class RaceRow:
+    FILE: ClassVar[str] = "race.csv"
+
     run_id: str
     protocol: str
     profile: str
@@ -214,6 +222,7 @@ class RaceRow:
 class SweepHazardRow:
     """One all-stalled sweep sent once by a client, with that client's retry settings."""
 
+    FILE: ClassVar[str] = "sweep_hazard.csv"
     protocol: str
     client: str  # "bullmq" (BullMQ's own connection settings) or "suite" (no re-sends)
     stalled_jobs: int
@@ -233,6 +242,7 @@ class SweepHazardRow:
 class BullmqWorkerRow:
     """One run of a worker driver over a pre-filled queue, timed from its 1,000th completion."""
 
+    FILE: ClassVar[str] = "bullmq_worker.csv"
     protocol: str
     driver: str  # "bullmq_worker" (BullMQ's own asyncio Worker), or the suite's "fused" / "two_call" loop
     concurrency: int
@@ -255,6 +265,7 @@ class ScriptCostRow:
     """One worker step of one protocol with its scripts alone on a small queue: the hot
     path's script cost, each protocol's against the others' in the same run."""
 
+    FILE: ClassVar[str] = "script_cost.csv"
     run_id: str
     protocol: str
     profile: str
@@ -286,8 +297,6 @@ def columns_of(row_type: type[Row]) -> tuple[str, ...]:
 FINISH_FETCH_COLUMNS = columns_of(FinishFetchRow)
 FINISH_FETCH_SHARD_COLUMNS = columns_of(FinishFetchShardRow)
 FINISH_FETCH_QUEUE_COLUMNS = columns_of(FinishFetchQueueRow)
-FINISH_FETCH_SHARDS_FILE = "finish_fetch_shards.csv"
-FINISH_FETCH_QUEUES_FILE = "finish_fetch_queues.csv"
 SWEEP_COST_COLUMNS = columns_of(SweepCostRow)
 RACE_COLUMNS = columns_of(RaceRow)
 SWEEP_HAZARD_COLUMNS = columns_of(SweepHazardRow)
@@ -412,6 +421,13 @@ def write_csv(path: Path, columns: Iterable[str], rows: Iterable[Mapping[str, An
     for row in rows:
         writer.writerow(dict(row))
     write_atomic(path, buffer.getvalue())
+
+
+def write_rows(folder: Path, row_type: type[Row], rows: Iterable[Row]) -> Path:
+    """The rows as ``folder``/``row_type.FILE`` (every column, in order), atomically."""
+    path = folder / row_type.FILE
+    write_csv(path, columns_of(row_type), map(row_dict, rows))
+    return path
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:

@@ -34,9 +34,8 @@ from bench.paths import REPO
 from bench.protocol.audit import audit
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Producer, Queue
-from bench.results import BULLMQ_WORKER_COLUMNS, BullmqWorkerRow, row_dict, update_meta, write_csv
+from bench.results import BullmqWorkerRow, update_meta, write_rows
 
-CSV_NAME = "bullmq_worker.csv"
 FILL_CHUNK = 1000  # jobs a pipeline while pre-filling
 START_ALLOWANCE_S = 60.0  # the driver's imports, connections and close
 SLOWEST_JOB_S = 0.05  # a run gets this long a job (at concurrency 1), beyond its sleeps
@@ -151,7 +150,7 @@ def run_stage(ctx: RunContext) -> None:
             ctx.progress(f"run {len(rows) + 1}/{total}: {run.label} rep {rep}")
             row = one_run(ctx.settings, run, rep, options, ctx.watch_pids)
             rows.append(row)
-            write_csv(ctx.run_dir / CSV_NAME, BULLMQ_WORKER_COLUMNS, map(row_dict, rows))
+            write_rows(ctx.run_dir, BullmqWorkerRow, rows)
             audit_note = "" if row.audit_ok else " (AUDIT FAILED)"
             if row.contended:
                 audit_note += f" (contended: foreign CPU {row.foreign_cpu_pct:.0f}% of a core)"

@@ -17,7 +17,6 @@ from bench.harness.machine import MachineSample, clock, watch_run
 from bench.protocol.script_cost import Row, cycle_commands, cycle_usec, measure_phases
 from bench.results import ScriptCostRow
 
-CSV_NAME = "script_cost.csv"
 SCRIPT_COST_CALLS = 200  # calls a script a repetition: enough for µs a call (Redis counts every µs)
 SCRIPT_COST_S_PER_PROTOCOL = 1.5  # one protocol's phases at SCRIPT_COST_CALLS, about: for the run's ETA
 

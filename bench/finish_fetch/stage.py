@@ -39,27 +39,20 @@ from bench.finish_fetch.locust_run import (
 from bench.finish_fetch.plan import Point, point_id, points_of
 from bench.finish_fetch.raw import run_raw
 from bench.finish_fetch.rows import csv_row, queue_rows, shard_rows, with_raw, write_histograms
-from bench.finish_fetch.script_cost import CSV_NAME as SCRIPT_COST_CSV
 from bench.finish_fetch.script_cost import SCRIPT_COST_S_PER_PROTOCOL, script_cost_rows
 from bench.finish_fetch.table import TableRow, shard_table, table
 from bench.harness.context import RunContext
 from bench.harness.profile import FinishFetchOptions, Profile
 from bench.results import (
-    FINISH_FETCH_COLUMNS,
-    FINISH_FETCH_QUEUE_COLUMNS,
-    FINISH_FETCH_QUEUES_FILE,
-    FINISH_FETCH_SHARD_COLUMNS,
-    FINISH_FETCH_SHARDS_FILE,
     RAW_DIR,
-    SCRIPT_COST_COLUMNS,
     FinishFetchQueueRow,
     FinishFetchRow,
     FinishFetchShardRow,
     RunIds,
-    row_dict,
+    ScriptCostRow,
     update_meta,
-    write_csv,
     write_json,
+    write_rows,
 )
 
 RTT_LABEL = (
@@ -133,7 +126,7 @@ def run_stage(ctx: RunContext) -> None:
                     TableRow(row, derived["simulated_rtt_mean_ms"], derived["loadgen_cpu_us_per_job"])
                 )
                 write_histograms(ctx.run_dir, run)
-                write_csv(ctx.run_dir / "finish_fetch.csv", FINISH_FETCH_COLUMNS, map(row_dict, rows))
+                write_rows(ctx.run_dir, FinishFetchRow, rows)
                 ids = RunIds(ctx.run_dir.name, ctx.profile.name, protocol)
                 shards += shard_rows(run, ids)
                 queues += queue_rows(run, ids)
@@ -162,11 +155,11 @@ def run_stage(ctx: RunContext) -> None:
                 at = (protocol, point, strategy, raw)
                 rows = [_with_raw_at(r, *at) for r in rows]
                 shown = [dataclasses.replace(t, row=_with_raw_at(t.row, *at)) for t in shown]
-                write_csv(ctx.run_dir / "finish_fetch.csv", FINISH_FETCH_COLUMNS, map(row_dict, rows))
+                write_rows(ctx.run_dir, FinishFetchRow, rows)
     ctx.progress("script cost: each protocol's scripts alone, protocols alternating")
     measured = script_cost_rows(ctx, protocols, opts.repetitions)
-    write_csv(ctx.run_dir / SCRIPT_COST_CSV, SCRIPT_COST_COLUMNS, map(row_dict, measured))
-    ctx.progress.step(f"script cost measured: {SCRIPT_COST_CSV}")
+    write_rows(ctx.run_dir, ScriptCostRow, measured)
+    ctx.progress.step(f"script cost measured: {ScriptCostRow.FILE}")
     notes: list[str] = []
     if opts.fidelity_calls > 0:
         ctx.progress("latency fidelity: redis-benchmark, redis-py, the raw path, the Locust path")
@@ -186,8 +179,8 @@ def run_stage(ctx: RunContext) -> None:
 
 
 def _write_parts(run_dir: Path, shards: list[FinishFetchShardRow], queues: list[FinishFetchQueueRow]) -> None:
-    write_csv(run_dir / FINISH_FETCH_SHARDS_FILE, FINISH_FETCH_SHARD_COLUMNS, map(row_dict, shards))
-    write_csv(run_dir / FINISH_FETCH_QUEUES_FILE, FINISH_FETCH_QUEUE_COLUMNS, map(row_dict, queues))
+    write_rows(run_dir, FinishFetchShardRow, shards)
+    write_rows(run_dir, FinishFetchQueueRow, queues)
 
 
 def _raw_run(

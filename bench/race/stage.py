@@ -49,7 +49,7 @@ from bench.race.plan import (
 from bench.race.rows import RaceOutcome
 from bench.race.table import format_table
 from bench.race.trial import run_once
-from bench.results import RACE_COLUMNS, RunIds, row_dict, update_meta, write_csv
+from bench.results import RaceRow, RunIds, update_meta, write_rows
 
 
 def run_plan(
@@ -119,7 +119,7 @@ def run_stage(ctx: RunContext) -> None:
     update_meta(ctx.run_dir, race=plan_record(plan))
     outcomes = run_plan(ctx.settings, plan, ctx.progress.step, ctx.watch_pids)
     ids = RunIds(ctx.run_dir.name, ctx.profile.name)
-    write_csv(ctx.run_dir / "race.csv", RACE_COLUMNS, [row_dict(o.row(ids)) for o in outcomes])
+    write_rows(ctx.run_dir, RaceRow, [o.row(ids) for o in outcomes])
     ctx.progress.done()
     print(format_table(outcomes, plan))
 

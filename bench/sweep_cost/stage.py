@@ -38,15 +38,13 @@ from bench.protocol.scripts import script_source
 from bench.protocol.sweep import SWEEPERS
 from bench.results import (
     PYPERF_DIR,
-    SWEEP_COST_COLUMNS,
-    SWEEP_HAZARD_COLUMNS,
     RunIds,
     SweepCostRow,
     SweepHazardRow,
     read_json,
     row_dict,
     update_meta,
-    write_csv,
+    write_rows,
 )
 from bench.sweep_cost.hazard import HAZARD_PROTOCOL, INTERVAL_MS, hazard_line, run_hazard, scenario_case
 from bench.sweep_cost.plan import (
@@ -67,8 +65,6 @@ from bench.sweep_cost.table import fmt, goal_text, slope_text, slopes, table
 from bench.sweep_cost.timing import SWEEP_TIMEOUT_S
 
 PYPERF_LOG = f"{PYPERF_DIR}/sweep_pyperf.log"
-CSV_NAME = "sweep_cost.csv"
-HAZARD_CSV = "sweep_hazard.csv"
 PYPERF_STOP_GRACE_S = 5.0
 
 
@@ -271,7 +267,7 @@ def run_hazard_sizes(ctx: RunContext, client: Client) -> list[SweepHazardRow]:
             for row in found:
                 ctx.progress(hazard_line(row))
             rows.extend(found)
-            write_csv(ctx.run_dir / HAZARD_CSV, SWEEP_HAZARD_COLUMNS, map(row_dict, rows))
+            write_rows(ctx.run_dir, SweepHazardRow, rows)
     finally:
         queue.delete()
     update_meta(
@@ -311,7 +307,7 @@ def run_stage(ctx: RunContext) -> None:
             to_run = [p.point for p in here if not p.skipped]
             outcome = measure_size(ctx, scenarios[protocol], size, to_run, tell) if to_run else None
             rows.extend(sweep_cost_row(ctx.run_dir, p, outcome, ids, options) for p in here)
-            write_csv(ctx.run_dir / CSV_NAME, SWEEP_COST_COLUMNS, map(row_dict, rows))
+            write_rows(ctx.run_dir, SweepCostRow, rows)
         for scenario in scenarios.values():
             scenario.queue.delete()
         hazard = run_hazard_sizes(ctx, client)
@@ -330,7 +326,10 @@ def run_stage(ctx: RunContext) -> None:
     for row in hazard:
         print(hazard_line(row))
     if errors:
-        print(f"\n{len(errors)} sweep point(s) failed; their rows in {CSV_NAME} say why:", file=sys.stderr)
+        print(
+            f"\n{len(errors)} sweep point(s) failed; their rows in {SweepCostRow.FILE} say why:",
+            file=sys.stderr,
+        )
         for r in errors:
             print(f"  {r.protocol} {r.variant} {r.scenario} {r.active_size}: {r.skipped}", file=sys.stderr)
     sizes = sorted(set(options.sweep_sizes))
