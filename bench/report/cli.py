@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bench.errors import BenchError
 from bench.report.compare import compare_runs
+from bench.report.compare_context import drift
 from bench.report.compare_markdown import compare_markdown
 from bench.report.load import load_run, resolve_run
 from bench.report.render import write_report
@@ -41,7 +42,7 @@ def compare_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     a = load_run(resolve_run(args.run_a, args.results))
     b = load_run(resolve_run(args.run_b, args.results))
-    comparison = compare_runs(a.frames, b.frames)
+    comparison = compare_runs(a.frames, b.frames, drift(a.meta, b.meta))
     text = compare_markdown(a, b, comparison, args.changed)
     print(text, end="")
     if args.output:
