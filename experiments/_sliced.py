@@ -6,17 +6,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from bench.harness.server import EmbeddedRedis
-from bench.protocol.connection import Client, RedisSettings
+from bench.protocol.connection import Client, CountingRedis, RedisSettings
 from bench.protocol.queue import Queue
 from bench.protocol.sweep import Sweeper
 from bench.sweep_cost.scenario import ScenarioQueue
 
 
 @contextmanager
-def scenario_queue(size: int) -> Iterator[tuple[Client, Queue, ScenarioQueue]]:
+def scenario_queue(size: int) -> Iterator[tuple[CountingRedis, Queue, ScenarioQueue]]:
     """A fresh embedded server holding one echomq queue of ``size`` active jobs, marked."""
     with EmbeddedRedis() as server:
-        client = RedisSettings.from_url(server.url).connect()
+        # one node, not the cluster union: Lua's GC and SLOWLOG are a server's own
+        client = RedisSettings.from_url(server.url).connect_single()
         queue = Queue.open(client, "exp", protocol="echomq")
         yield client, queue, ScenarioQueue.build(queue, size)
 

@@ -54,7 +54,7 @@ with EmbeddedRedis() as srv:
             src = src.replace(a, b)
         shas[name] = client.script_load(src)
     call = q.protocol.sweep(q.keys, max_stalled=BENCH_MAX_STALLED, now_ms=now_ms(), interval_ms=0)
-    results = {n: [] for n in CUTS}
+    results: dict[str, list[float]] = {n: [] for n in CUTS}
     first = True
     for _ in range(reps):
         for name, sha in shas.items():

@@ -13,7 +13,7 @@ import sys
 from _sliced import logged_script_calls, scenario_queue
 
 from bench.protocol.lua_gc import collect_lua_garbage
-from bench.protocol.sweep import make_sweeper
+from bench.protocol.sweep import AtomicSlicedSweeper, make_sweeper
 from bench.sweep_cost.scenario import stalled_share
 
 
@@ -35,6 +35,7 @@ budget = [int(sys.argv[3])] if len(sys.argv) > 3 else []  # µs; none given: the
 with scenario_queue(size) as (client, q, sc):
     pid = int(client.info("server")["process_id"])
     sliced = make_sweeper("atomic_sliced", q, max_stalled=10**9, slice_size=slice_size, clear_throttle=False)
+    assert isinstance(sliced, AtomicSlicedSweeper)  # its calls one at a time, below
     sc.restore(stalled_share(sc.ids, "all_stalled"), locks=True)
     collect_lua_garbage(client)
     client.config_set("slowlog-max-len", size // 25 + 1000)

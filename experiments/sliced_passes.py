@@ -17,7 +17,7 @@ with scenario_queue(size) as (client, q, sc):
     sw = make_sweeper("atomic_sliced", q, max_stalled=10**9, slice_size=100, clear_throttle=False)
     stalled = stalled_share(sc.ids, scenario)
 
-    def px_locks():
+    def px_locks() -> None:
         pipe = client.pipeline(transaction=False)
         for n, i in enumerate(sc.ids):
             pipe.set(q.keys.lock(i), LOCK_TOKEN, px=LOCK_MS)

@@ -13,7 +13,7 @@ import pytest
 from bench.__main__ import main as bench_main
 from bench.errors import BenchError
 from bench.report.cli import compare_main, report_main, runs_main
-from bench.report.compare import compare_runs
+from bench.report.compare.metrics import compare_runs
 from bench.report.load import load_run, parse_hdr_name
 from bench.report.render import write_report
 from bench.report.verdict import Sample, verdict
@@ -157,6 +157,7 @@ def test_compare_with_a_partial_run_names_what_it_could_not_compare(
 # ---- report ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_report_writes_markdown_and_valid_pngs(results: Path) -> None:
     run = results / RUN_A
     report = write_report(run)
@@ -196,6 +197,7 @@ def test_a_partial_run_is_reported_with_what_it_has(results: Path) -> None:
     assert not (run / "sweep_time.png").exists() and not (run / "race_anomalies.png").exists()
 
 
+@pytest.mark.slow
 def test_a_run_without_meta_is_reported_and_says_so(results: Path) -> None:
     run = results / RUN_B
     (run / "meta.json").unlink()
@@ -274,6 +276,7 @@ def test_ratio_is_nan_only_when_both_are_zero() -> None:
     assert len(rows) == 1 and math.isnan(rows.iloc[0]["ratio"]) and rows.iloc[0]["verdict"] == "same"
 
 
+@pytest.mark.slow
 def test_the_in_run_report_says_complete_with_the_finish_time(results: Path) -> None:
     from bench.harness.context import Progress, RunContext
     from bench.harness.profile import load_profile
@@ -304,6 +307,7 @@ def _edit(run: Path, name: str, change) -> None:
     frame.to_csv(run / name, index=False)
 
 
+@pytest.mark.slow
 def test_the_report_lists_the_machine_and_says_which_points_were_contended(results: Path) -> None:
     run = results / RUN_A
 
@@ -339,6 +343,7 @@ def test_the_report_lists_the_machine_and_says_which_points_were_contended(resul
     assert "| backlog wait | fused |" in text and "| e2e | fused |" not in text
 
 
+@pytest.mark.slow
 def test_open_loop_end_to_end_is_queue_latency_below_saturation_only(results: Path) -> None:
     run = results / RUN_A
 
@@ -372,6 +377,7 @@ def test_compare_changed_leaves_out_no_spread_rows_and_shows_each_runs_headline(
     assert out.index("| fused/two_call jobs/s |") < out.index("| stage | point | metric |")
 
 
+@pytest.mark.slow
 def test_a_run_with_jobs_in_flight_shows_three_strategies_the_pace_and_the_fidelity(tmp_path: Path) -> None:
     run = write_concurrency_run(tmp_path)
     text = write_report(run).read_text()

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.report.compare import compare_runs, point_label
+from bench.report.compare.metrics import compare_runs, point_label
 from bench.report.load import load_run
-from bench.report.plot_style import colour, line_style, ordered, protocol_labelled, split_label
+from bench.report.plots.style import colour, line_style, ordered, protocol_labelled, split_label
 from bench.report.render import write_report
 from bench.results import (
     BULLMQ_WORKER_COLUMNS,
@@ -145,6 +145,7 @@ def write_run(path: Path, bullmq_scale: float = 1.0) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_every_table_and_figure_shows_both_protocols(tmp_path: Path):
     run = write_run(tmp_path / "20261201-100000-smoke")
     text = write_report(run).read_text()
@@ -233,7 +234,7 @@ def test_the_throughput_plot_names_each_protocols_ratio_as_the_median_of_pairs()
     [min-max]), a line a protocol, echomq's first; a ratio of means would read 2.00 here."""
     import pandas as pd
 
-    from bench.report.plot_finish_fetch import _ratio_texts
+    from bench.report.plots.finish_fetch import _ratio_texts
 
     point = {"workers": 4, "queues": 1, "concurrency": 1, "job_ms": 0.0, "rtt_ms": 1.0}
     fused = {1: 100.0, 2: 300.0, 3: 200.0}

@@ -14,7 +14,7 @@ from hdrh.histogram import HdrHistogram
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from bench.report.plot_style import Plot, colour, ordered, plain_log_ticks, saved
+from bench.report.plots.style import Plot, colour, ordered, plain_log_ticks, saved
 
 # Percentiles marked on the latency curves, and the curve's finer points between them.
 MARKED_PERCENTILES = (50.0, 90.0, 99.0, 99.9)

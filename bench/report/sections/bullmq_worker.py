@@ -7,11 +7,11 @@ import math
 import pandas as pd
 
 from bench.fits import headline_ratio
-from bench.report.compare import STAGE_KEYS, samples
+from bench.report.compare.metrics import STAGE_KEYS, samples
 from bench.report.load import RunData
 from bench.report.machine import contended_note
 from bench.report.markdown import figure, flag_rows, fmt, markdown_table, missing_note, present
-from bench.report.plot_bullmq_worker import worker_drivers
+from bench.report.plots.bullmq_worker import worker_drivers
 from bench.report.ratios import values_by_rep
 
 

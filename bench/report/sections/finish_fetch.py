@@ -9,7 +9,7 @@ import pandas as pd
 
 from bench.hdr import summary
 from bench.report import latency
-from bench.report.compare import STAGE_KEYS, samples
+from bench.report.compare.metrics import STAGE_KEYS, samples
 from bench.report.load import RunData, merged_histograms
 from bench.report.machine import beside_saturated
 from bench.report.markdown import (
@@ -21,13 +21,13 @@ from bench.report.markdown import (
     percent,
     present,
 )
-from bench.report.plot_finish_fetch import jobs_per_s, ratio_against_concurrency
-from bench.report.plot_latency import latency_from_columns, latency_percentiles, split_variant
-from bench.report.plot_style import protocol_labelled
+from bench.report.plots.finish_fetch import jobs_per_s, ratio_against_concurrency
+from bench.report.plots.latency import latency_from_columns, latency_percentiles, split_variant
+from bench.report.plots.style import protocol_labelled
 from bench.report.price import price_section
 from bench.report.ratios import POINT_COLUMNS, paired_ratios, shown_point_columns
-from bench.report.section_head import section_head
-from bench.report.section_shards import shards_section
+from bench.report.sections.head import section_head
+from bench.report.sections.shards import shards_section
 
 
 def finish_fetch_section(data: RunData) -> list[str]:

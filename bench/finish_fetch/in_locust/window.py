@@ -22,7 +22,9 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from bench.errors import first_line
-from bench.finish_fetch.current import RECORDER, Current, control_settings
+from bench.finish_fetch.in_locust.current import RECORDER, Current, control_settings
+from bench.finish_fetch.in_locust.options import summary_path
+from bench.finish_fetch.in_locust.server_watch import ServerWatch
 from bench.finish_fetch.loadstats import (
     Aggregate,
     Recorder,
@@ -31,9 +33,7 @@ from bench.finish_fetch.loadstats import (
     issued_job_ids,
     redis_cpu_seconds,
 )
-from bench.finish_fetch.options import summary_path
 from bench.finish_fetch.seats import reset_started, started
-from bench.finish_fetch.server_watch import ServerWatch
 from bench.finish_fetch.summary import build_summary, unmeasured_summary, write_summary
 from bench.harness.machine import clock
 from bench.protocol.audit import audit_queues, master_run_ids

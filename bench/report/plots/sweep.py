@@ -10,7 +10,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from bench.report.plot_style import Plot, colour, line_style, ordered, plain_log_ticks, saved
+from bench.report.plots.style import Plot, colour, line_style, ordered, plain_log_ticks, saved
 
 
 def _per_scenario(

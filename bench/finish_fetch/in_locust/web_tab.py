@@ -16,8 +16,8 @@ from hdrh.histogram import HdrHistogram
 from locust.env import Environment
 
 from bench import hdr
-from bench.finish_fetch.current import RECORDER, Current
-from bench.finish_fetch.window import Controller
+from bench.finish_fetch.in_locust.current import RECORDER, Current
+from bench.finish_fetch.in_locust.window import Controller
 from bench.protocol.commandstats import CommandStats, added, client_side
 from bench.protocol.connection import Client, RedisSettings
 

@@ -19,8 +19,8 @@ import configargparse
 from locust.env import Environment
 
 from bench.errors import BenchError
+from bench.finish_fetch.in_locust.redaction import REDIS_SCHEMES, shown_host, unredact
 from bench.finish_fetch.loadstats import RunSettings
-from bench.finish_fetch.redaction import REDIS_SCHEMES, shown_host, unredact
 from bench.harness.profile import FinishFetchOptions, known_keys, option_key, parse_protocols, parse_value
 from bench.protocol.connection import RedisSettings
 from bench.protocol.protocol import PROTOCOLS

@@ -1,6 +1,6 @@
 """Locust's custom-client pattern for Redis: the abstract user that holds the client and reports it.
 
-A user's loop (producer_loop.py, worker_slots.py) times each exchange in µs
+A user's loop (producer_loop.py, driver.py) times each exchange in µs
 into our own HdrHistograms (Locust's buckets are too coarse for ~100 µs
 calls); this user adds Locust's ``events.request`` for each, so Locust's UI
 and CSVs work as usual.
@@ -15,7 +15,7 @@ from typing import ClassVar
 from locust import User, constant
 
 from bench.errors import BenchError, first_line
-from bench.finish_fetch.current import Current
+from bench.finish_fetch.in_locust.current import Current
 from bench.finish_fetch.loadstats import RunSettings
 from bench.finish_fetch.seats import mark_started, seated
 from bench.protocol.connection import Client

@@ -7,8 +7,8 @@ import dataclasses
 
 from locust.env import Environment
 
+from bench.finish_fetch.in_locust.options import redis_settings, run_settings
 from bench.finish_fetch.loadstats import Recorder, RunSettings
-from bench.finish_fetch.options import redis_settings, run_settings
 from bench.protocol.connection import RedisSettings
 
 CONTROL_TIMEOUT_S = 30.0  # the controller's own socket timeout: a paused server is waited for

@@ -9,7 +9,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from bench.report.plot_style import (
+from bench.report.plots.style import (
     HOME_PROTOCOL,
     PALETTE,
     THOUSANDS,

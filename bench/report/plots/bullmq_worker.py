@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from bench.report.plot_style import PALETTE, THOUSANDS, Plot, saved
+from bench.report.plots.style import PALETTE, THOUSANDS, Plot, saved
 
 
 def worker_drivers(frame: pd.DataFrame, out_dir: Path) -> Plot | None:

@@ -22,11 +22,11 @@ from locust import events
 from locust.env import Environment
 
 from bench.errors import BenchError
-from bench.finish_fetch.current import Current, read_settings
+from bench.finish_fetch.in_locust.current import Current, read_settings
+from bench.finish_fetch.in_locust.options import add_options, begin_test, default_summary, summary_path
+from bench.finish_fetch.in_locust.user import RedisUser
+from bench.finish_fetch.in_locust.window import EXIT_INTERRUPTED, Controller, install_load_side, role_of
 from bench.finish_fetch.loadstats import RunSettings
-from bench.finish_fetch.options import add_options, begin_test, default_summary, summary_path
-from bench.finish_fetch.user import RedisUser
-from bench.finish_fetch.window import EXIT_INTERRUPTED, Controller, install_load_side, role_of
 from bench.harness.meta import git_state
 from bench.harness.server import check_server
 from bench.protocol.connection import redact_url
@@ -111,7 +111,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
         controller = Controller(environment)
         tab = None
         if environment.web_ui is not None:
-            from bench.finish_fetch import web_ui  # Flask and the UI's pieces only with a UI
+            from bench.finish_fetch.in_locust import web_ui  # Flask and the UI's pieces only with a UI
 
             tab = web_ui.install(environment, controller, prepare)
             problem = web_ui.unreachable_line(environment)

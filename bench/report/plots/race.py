@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
-from bench.report.plot_style import Plot, colour, ordered, saved
+from bench.report.plots.style import Plot, colour, ordered, saved
 
 ANOMALIES = ("double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations")
 

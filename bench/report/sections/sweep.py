@@ -8,10 +8,10 @@ import pandas as pd
 from bench.fits import loglog_fit
 from bench.report.load import RunData
 from bench.report.markdown import bullmq_note, figure, flag_rows, fmt, markdown_table, present
-from bench.report.plot_style import protocol_labelled
-from bench.report.plot_sweep import probe_max, sweep_time
-from bench.report.section_head import section_head
-from bench.report.section_sweep_goals import deadline_timing_lines, goal_lines
+from bench.report.plots.style import protocol_labelled
+from bench.report.plots.sweep import probe_max, sweep_time
+from bench.report.sections.head import section_head
+from bench.report.sections.sweep_goals import deadline_timing_lines, goal_lines
 
 
 def sweep_section(data: RunData) -> list[str]:

@@ -26,11 +26,11 @@ from locust import LoadTestShape
 from locust.env import Environment
 
 from bench.errors import BenchError
+from bench.finish_fetch.in_locust.options import redis_settings, redis_settings_from, run_settings
+from bench.finish_fetch.in_locust.redaction import scrub, show_host
+from bench.finish_fetch.in_locust.web_tab import COLUMNS, TAB_KEY, LiveTab, shown
+from bench.finish_fetch.in_locust.window import Controller
 from bench.finish_fetch.loadstats import RunSettings
-from bench.finish_fetch.options import redis_settings, redis_settings_from, run_settings
-from bench.finish_fetch.redaction import scrub, show_host
-from bench.finish_fetch.web_tab import COLUMNS, TAB_KEY, LiveTab, shown
-from bench.finish_fetch.window import Controller
 from bench.harness.server import check_server
 
 log = logging.getLogger("echomq")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from bench.report.load import RunData
 from bench.report.markdown import bullmq_note, figure, flag_rows, markdown_table, present
-from bench.report.plot_race import race_anomalies
-from bench.report.plot_style import protocol_labelled
-from bench.report.section_head import section_head
+from bench.report.plots.race import race_anomalies
+from bench.report.plots.style import protocol_labelled
+from bench.report.sections.head import section_head
 
 
 def race_section(data: RunData) -> list[str]:

@@ -1,4 +1,4 @@
-"""The sweep section's goals table (issue 16's goals, judged by bench.sweep_goals) and what
+"""The sweep section's goals table (the goals docs/protocols.md states, judged by bench.sweep_goals) and what
 echomq-deadline's timed sweep call holds."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def goal_lines(frame: pd.DataFrame) -> list[str]:
     cells = [r.cells() for r in results]
     for row in cells:
         row[3] = f"**{row[3]}**" if row[3] == MISSED else row[3]
-    lines = ["**Goals** (issue 16), judged on uncontended points only, at the size each names:", ""]
+    lines = ["**Goals**, judged on uncontended points only, at the size each names:", ""]
     lines += [markdown_table(pd.DataFrame(cells, columns=list(GOAL_HEADER))), ""]
     lines += [f"- *{r.goal.name}*: {r.goal.measure}." for r in results]
     lines += [f"- A run whose sizes stop short of {GOAL_SIZE:,} (the default profile stops at "
