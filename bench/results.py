@@ -1,4 +1,5 @@
-"""Run folders and result files: the columns of design.md, written so a crash cannot tear them."""
+"""Run folders and result files: the columns docs/results-reference.md lists, written so a crash
+cannot tear them."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from bench.errors import BenchError
 
 RESULTS_DIR = Path(os.environ.get("EMQ_RESULTS_DIR", "results"))
 
-# The protocol every row measured: the only one today (another is being added).
+# The protocol a row measured when it does not say (a run from before the protocol column).
 PROTOCOL = "echomq"
 
 # One frozen dataclass a CSV: its field names, in order, are the file's columns.
@@ -73,7 +74,7 @@ class FinishFetchRow:
     loadgen_cpu_pct: float | None
     saturated: bool
     audit_ok: bool
-    # Jobs in flight per worker connection and the time each job is held (issue 11).
+    # Jobs in flight per worker connection and the time each job is held.
     concurrency: int = 1
     job_ms: float = 0.0
     # Script calls a job's cycle sends (1 fused, 2 two-call): counted at the client, and by INFO

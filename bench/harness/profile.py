@@ -89,6 +89,8 @@ class SweepOptions:
         "app_side:*:10000",
     )
     sweep_slice: int = field(default=100, metadata=_min(1))
+    # µs of Redis time after which a sliced call takes no further chunk of ids; 0: no budget
+    sweep_slice_budget_us: int = field(default=250, metadata=_min(0))
     probe_rate_hz: float = field(default=500.0, metadata=_min(1))
     # the client-default hazard (with bullmq among the protocols): an all-stalled sweep of each
     # size, once through BullMQ's own connection settings and once through the suite's client;

@@ -326,10 +326,11 @@ def make_sweeper(
     act_delay_ms: float = 0.0,
     slice_size: int = DEFAULT_SLICE,
     clear_throttle: bool = True,
+    budget_us: int = DEFAULT_SLICE_BUDGET_US,
 ) -> Sweeper:
     """A sweeper of ``variant`` on ``queue``, given what applies to it: a simulated pause
-    of ``act_delay_ms`` between check and act where it has that gap, ``slice_size``
-    where it sweeps in slices, ``clear_throttle`` where the protocol throttles its sweep
+    of ``act_delay_ms`` between check and act where it has that gap, ``slice_size`` and
+    ``budget_us`` where it sweeps in slices, ``clear_throttle`` where the protocol throttles its sweep
     (AtomicSweeper); every other variant ignores them. A variant that is not one of the
     queue's protocol's sweeps is a one-line error."""
     factory = sweeper_class(variant)
@@ -343,7 +344,9 @@ def make_sweeper(
         pause_s = act_delay_ms / 1000.0
         return factory(queue, max_stalled, act_delay=lambda: time.sleep(pause_s))
     if issubclass(factory, AtomicSlicedSweeper):
-        return factory(queue, max_stalled, slice_size=slice_size, clear_throttle=clear_throttle)
+        return factory(
+            queue, max_stalled, slice_size=slice_size, clear_throttle=clear_throttle, budget_us=budget_us
+        )
     if issubclass(factory, AtomicSweeper):
         return factory(queue, max_stalled, clear_throttle=clear_throttle)
     return factory(queue, max_stalled)

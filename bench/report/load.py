@@ -32,7 +32,7 @@ from bench.results import (
     SWEEP_HAZARD_COLUMNS,
 )
 
-# stage -> (file, columns of design.md)
+# stage -> (file, its columns: bench/results.py, listed in docs/results-reference.md)
 STAGE_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
     "finish_fetch": ("finish_fetch.csv", FINISH_FETCH_COLUMNS),
     "sweep": ("sweep_cost.csv", SWEEP_COST_COLUMNS),

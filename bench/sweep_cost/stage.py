@@ -118,6 +118,7 @@ def run_pyperf(
         points=tuple((p.variant, p.scenario) for p in points),
         side_dir=run_dir / SIDE_DIR,
         slice_size=options.sweep_slice,
+        slice_budget_us=options.sweep_slice_budget_us,
         probe_rate_hz=options.probe_rate_hz,
         protocol=protocol,
     )
@@ -223,7 +224,7 @@ def measure_size(
 
 
 # Rough µs a sweep spends per active job, to estimate the run's ETA (the progress line corrects it
-# by the pace it sees); the README's table has measured ones. Where a variant is quadratic, the
+# by the pace it sees); published runs have measured ones. Where a variant is quadratic, the
 # µs per job grow with the size by the factor given (one LREM a stalled id in the protocol's own
 # sweep, ours and BullMQ's; echomq-deadline's takes them from the end of active: linear).
 US_PER_JOB = {"app_side": 400.0, "app_side_pipelined": 40.0}

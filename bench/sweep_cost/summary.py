@@ -19,7 +19,7 @@ from bench.harness.profile import SweepOptions
 from bench.harness.server import SLOWLOG_THRESHOLD_US
 from bench.harness.terminal import render_table, table_width, wrap_note
 from bench.hdr import decode, summary, write_hdr
-from bench.protocol.sweep import DEFAULT_SLICE_BUDGET_US
+from bench.protocol.sweep import is_sliced
 from bench.results import (
     HDR_DIR,
     PYPERF_DIR,
@@ -132,7 +132,8 @@ def sweep_cost_row(
         active_size=point.size,
         slice_size=options.sweep_slice,
         probe_rate_hz=options.probe_rate_hz,
-        slice_budget_us=DEFAULT_SLICE_BUDGET_US,
+        # the budget a sliced call ran under; no other variant has one
+        slice_budget_us=options.sweep_slice_budget_us if is_sliced(point.variant) else None,
     )
     if planned.skipped:
         return replace(row, skipped=planned.skipped)

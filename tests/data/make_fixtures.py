@@ -173,7 +173,7 @@ def ff_rows(b: bool, run_id: str) -> list[dict[str, Any]]:
 
 
 # A run of the default profile's shape, written by the report tests into a folder of their own:
-# three strategies at 1 and 8 jobs in flight, rtt 0 and 1, with issue 11's columns filled.
+# three strategies at 1 and 8 jobs in flight, rtt 0 and 1, with the concurrency and job_ms columns filled.
 CONCURRENCY_RUN = "20240504-100000-default"
 # (strategy, concurrency, rtt) -> (jobs/s, round trips a job); commands a job follow the strategy
 CONCURRENCY_POINTS = {

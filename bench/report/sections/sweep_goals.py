@@ -1,6 +1,6 @@
-"""The sweep section's goals table (judged by bench.sweep_goals, with the run's control), BullMQ's
-all-stalled sweep beside echomq-deadline's sliced pass, and what echomq-deadline's timed sweep
-call holds."""
+"""The sweep section's goals table (the goals docs/protocols.md states, judged by
+bench.sweep_goals with the run's control), BullMQ's all-stalled sweep beside echomq-deadline's
+sliced pass, and what echomq-deadline's timed sweep call holds."""
 
 from __future__ import annotations
 
