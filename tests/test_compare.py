@@ -1,7 +1,7 @@
 """compare's verdicts need evidence: an A/A comparison on a real smoke run, single-sample metrics,
 significance over repetitions, contended points, and what it says about the two machines.
 
-The A/A test makes one real smoke run and compares it with a twin in which
+The A/A test makes one real run (smoke's stages, smaller) and compares it with a twin in which
 every measured value has moved against it by one standard error of its own
 repetitions (and every once-per-point value by half as much again): noise of
 the size the run itself shows, always in the unfavourable direction. That must
@@ -186,14 +186,45 @@ def test_context_lines_show_calibrations_side_by_side_and_name_changed_packages(
 # ---- A/A on a real smoke run --------------------------------------------------------------------
 
 
+# Smaller than smoke, with what the A/A needs: two repetitions of each finish_fetch point and each
+# sweep point (a spread to judge), two strategies, sweep sizes and scenarios, and race settings
+# measured once (no spread: no verdict).
+TINY = """
+strategies = fused, two_call
+repetitions = 2
+workers = 2
+concurrency = 4
+producers = 1
+batch-size = 20
+payload-bytes = 50
+warmup-s = 0.3
+measure-s = 0.5
+rtt-ms = 0
+fidelity-calls = 200
+sweep-variants = atomic, app_side
+sweep-scenarios = healthy, all_stalled
+sweep-sizes = 10, 100
+sweep-reps = 2
+probe-rate-hz = 200
+race-variants = all
+race-sweepers = 2
+race-jobs = 30
+race-delay-ms = 0
+race-reps = 1
+race-workers = 1
+"""
+
+
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One real `python -m bench run --profile smoke` (stages that compare reads)."""
+    """One real `python -m bench run` of a tiny profile (the stages that compare reads)."""
     results = tmp_path_factory.mktemp("aa")
+    profile = results.parent / "aa-tiny.conf"
+    profile.write_text(TINY)
     out = subprocess.run(
-        [sys.executable, "-m", "bench", "run", "--profile", "smoke", "--stages", STAGES,
+        [sys.executable, "-m", "bench", "run", "--profile", str(profile), "--stages", STAGES,
          "--results", str(results)],
-        cwd=REPO, capture_output=True, text=True, timeout=400,
+        cwd=REPO, capture_output=True, text=True, timeout=110,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     (run,) = [p for p in results.iterdir() if p.is_dir()]
@@ -264,6 +295,9 @@ def noisy_twin(run: Path, twin: Path) -> None:
     race.to_csv(twin / "race.csv", index=False)
 
 
+@pytest.mark.locust
+@pytest.mark.slow
+@pytest.mark.timeout(120)  # the first to ask for smoke_run pays for its three stages
 def test_a_real_smoke_run_against_its_noisy_twin_gives_no_worse(
     smoke_run: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -303,6 +337,9 @@ def test_a_point_contended_in_one_run_is_unstable_however_far_it_moved() -> None
     assert "worse" not in set(rows["verdict"])
 
 
+@pytest.mark.locust
+@pytest.mark.slow
+@pytest.mark.timeout(120)  # the first to ask for smoke_run pays for its three stages
 def test_a_real_smoke_run_records_its_calibration_and_software(smoke_run: Path) -> None:
     meta = json.loads((smoke_run / "meta.json").read_text())
     calibration = meta["calibration"]

@@ -31,6 +31,8 @@ QUICK = FinishFetchOptions(
 )
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_the_stage_runs_every_strategy_and_writes_every_file(
     tmp_path: Path, settings: RedisSettings, redis_server: EmbeddedRedis, capsys: pytest.CaptureFixture[str]
 ):
@@ -110,6 +112,8 @@ def _check_counts(summary: dict[str, object], strategy: str, point: Point) -> No
     assert d["jobs_in_flight_mean"] > 1, d
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_eight_jobs_in_flight_on_one_worker_share_round_trips_and_both_drivers_count_alike(
     tmp_path: Path, settings: RedisSettings, strategy: str
@@ -128,6 +132,8 @@ def test_eight_jobs_in_flight_on_one_worker_share_round_trips_and_both_drivers_c
         assert set(summary["counters"]) >= COUNTED, summary["counters"]
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_job_ms_is_held_without_blocking_the_other_jobs_in_flight(tmp_path: Path, settings: RedisSettings):
     point = Point(workers=1, rtt_ms=0.0, concurrency=4, job_ms=20.0)
     run = run_once(settings, QUICK, "fused", point, 1, tmp_path)
@@ -145,6 +151,8 @@ def test_job_ms_is_held_without_blocking_the_other_jobs_in_flight(tmp_path: Path
     assert d["limit"] == "job time", d
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_the_simulated_rtt_is_paid_once_an_exchange(tmp_path: Path, settings: RedisSettings):
     point = Point(workers=1, rtt_ms=2.0, concurrency=8)
     run = run_once(settings, QUICK, "fused", point, 1, tmp_path)
@@ -154,6 +162,8 @@ def test_the_simulated_rtt_is_paid_once_an_exchange(tmp_path: Path, settings: Re
     assert c["worker_round_trips"] < 0.75 * c["jobs"]  # fewer waits than jobs: flushes carried several
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_two_processes_merge_their_histograms_exactly(tmp_path: Path, settings: RedisSettings):
     # a longer warm-up: two worker processes must start and connect before the window opens
     opts = dataclasses.replace(QUICK, loadgen_processes=2, producers=1, warmup_s=1.0)
@@ -167,6 +177,8 @@ def test_two_processes_merge_their_histograms_exactly(tmp_path: Path, settings: 
     assert run.audit.ok, run.audit.verdict
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_open_loop_at_an_unreachable_rate_is_marked_saturated(tmp_path: Path, settings: RedisSettings):
     opts = dataclasses.replace(QUICK, target_rate=10_000_000.0)
     run = run_once(settings, opts, "two_call", Point(workers=1, rtt_ms=0.0), 1, tmp_path)
@@ -177,6 +189,8 @@ def test_open_loop_at_an_unreachable_rate_is_marked_saturated(tmp_path: Path, se
     assert run.audit.ok, run.audit.verdict
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_a_run_that_ends_during_warm_up_writes_a_summary_that_says_so(
     tmp_path: Path, settings: RedisSettings, queue: Queue
 ):
@@ -231,6 +245,7 @@ def test_an_unknown_strategy_in_a_profile_is_a_one_line_error(tmp_path: Path):
     assert not (tmp_path / "out").exists()  # checked before any folder is made
 
 
+@pytest.mark.locust
 @pytest.mark.parametrize(
     ("option", "value", "words"),
     [
@@ -251,6 +266,8 @@ def test_a_bad_locust_option_is_a_one_line_error(option: str, value: str, words:
     _one_line_error(result, "error: argument", *words)  # argparse names the program after its entry
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_locust_accepts_every_key_of_every_profile():
     for conf in sorted(PROFILES_DIR.glob("*.conf")):
         result = subprocess.run(

@@ -154,6 +154,7 @@ def test_compare_with_a_partial_run_names_what_it_could_not_compare(
 # ---- report ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_report_writes_markdown_and_valid_pngs(results: Path) -> None:
     run = results / RUN_A
     report = write_report(run)
@@ -193,6 +194,7 @@ def test_a_partial_run_is_reported_with_what_it_has(results: Path) -> None:
     assert not (run / "sweep_time.png").exists() and not (run / "race_anomalies.png").exists()
 
 
+@pytest.mark.slow
 def test_a_run_without_meta_is_reported_and_says_so(results: Path) -> None:
     run = results / RUN_B
     (run / "meta.json").unlink()
@@ -271,6 +273,7 @@ def test_ratio_is_nan_only_when_both_are_zero() -> None:
     assert len(rows) == 1 and math.isnan(rows.iloc[0]["ratio"]) and rows.iloc[0]["verdict"] == "same"
 
 
+@pytest.mark.slow
 def test_the_in_run_report_says_complete_with_the_finish_time(results: Path) -> None:
     from bench.harness.context import Progress, RunContext
     from bench.harness.profile import load_profile
@@ -301,6 +304,7 @@ def _edit(run: Path, name: str, change) -> None:
     frame.to_csv(run / name, index=False)
 
 
+@pytest.mark.slow
 def test_the_report_lists_the_machine_and_says_which_points_were_contended(results: Path) -> None:
     run = results / RUN_A
 
@@ -336,6 +340,7 @@ def test_the_report_lists_the_machine_and_says_which_points_were_contended(resul
     assert "| backlog wait | fused |" in text and "| e2e | fused |" not in text
 
 
+@pytest.mark.slow
 def test_open_loop_end_to_end_is_queue_latency_below_saturation_only(results: Path) -> None:
     run = results / RUN_A
 
@@ -369,6 +374,7 @@ def test_compare_changed_leaves_out_no_spread_rows_and_shows_each_runs_headline(
     assert out.index("| fused/two_call jobs/s |") < out.index("| stage | point | metric |")
 
 
+@pytest.mark.slow
 def test_a_run_with_jobs_in_flight_shows_three_strategies_the_pace_and_the_fidelity(tmp_path: Path) -> None:
     run = write_concurrency_run(tmp_path)
     text = write_report(run).read_text()

@@ -145,6 +145,7 @@ def write_run(path: Path, bullmq_scale: float = 1.0) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_every_table_and_figure_shows_both_protocols(tmp_path: Path):
     run = write_run(tmp_path / "20261201-100000-smoke")
     text = write_report(run).read_text()

@@ -246,6 +246,7 @@ def test_the_probe_counts_every_ping_due_during_a_stall(client, settings):
     assert held.histogram.get_max_value() >= 100_000
 
 
+@pytest.mark.slow
 def test_the_sweep_command_writes_every_column(tmp_path: Path, settings, monkeypatch, capsys):
     monkeypatch.setenv("REDIS_URL", settings.url)
     code = main(
@@ -339,6 +340,7 @@ def test_the_progress_line_plans_every_point_the_stage_runs(name):
     }
 
 
+@pytest.mark.slow
 def test_the_sweep_command_counts_each_point_once_on_the_progress_line(
     tmp_path: Path, settings, monkeypatch, capsys
 ):
