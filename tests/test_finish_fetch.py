@@ -267,7 +267,7 @@ def locust_lists() -> dict[tuple[str, ...], subprocess.CompletedProcess[str]]:
         )
         for extra in options
     }
-    done = {}
+    done: dict[tuple[str, ...], subprocess.CompletedProcess[str]] = {}
     try:
         for extra, child in started.items():
             out, err = child.communicate(timeout=60)
