@@ -196,7 +196,7 @@ def test_compare_matches_rows_by_protocol(tmp_path: Path):
     ) in rows.index
 
 
-def test_a_run_without_bullmq_says_its_worker_stage_did_not_run(tmp_path: Path):
+def test_a_run_without_bullmq_says_its_worker_stage_did_not_run(tmp_path: Path, figures_undrawn: None):
     run = write_run(tmp_path / "r")
     (run / "bullmq_worker.csv").unlink()
     write_json(
