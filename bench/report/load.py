@@ -26,6 +26,7 @@ from bench.results import (
     RACE_COLUMNS,
     RESULTS_DIR,
     SCRIPT_COST_COLUMNS,
+    SWEEP_CONTROL_COLUMNS,
     SWEEP_COST_COLUMNS,
     SWEEP_HAZARD_COLUMNS,
     BullmqWorkerRow,
@@ -33,6 +34,7 @@ from bench.results import (
     FinishFetchShardRow,
     RaceRow,
     ScriptCostRow,
+    SweepControlRow,
     SweepCostRow,
     SweepHazardRow,
 )
@@ -47,6 +49,7 @@ STAGE_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
 # Files a stage writes only when the profile asks for them: loaded when there, never "absent".
 OPTIONAL_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
     "sweep_hazard": (SweepHazardRow.FILE, SWEEP_HAZARD_COLUMNS),
+    "sweep_control": (SweepControlRow.FILE, SWEEP_CONTROL_COLUMNS),  # the sweep stage's control
     "script_cost": (ScriptCostRow.FILE, SCRIPT_COST_COLUMNS),  # finish_fetch's, since the script cost
     "finish_fetch_shards": (FinishFetchShardRow.FILE, FINISH_FETCH_SHARD_COLUMNS),
 }

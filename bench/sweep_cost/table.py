@@ -11,7 +11,7 @@ from bench.fits import loglog_fit
 from bench.harness.server import SLOWLOG_THRESHOLD_US
 from bench.harness.terminal import render_table, table_width, wrap_note
 from bench.results import SweepCostRow
-from bench.sweep_goals import GOAL_HEADER, judge_all
+from bench.sweep_goals import GOAL_HEADER, RATIO_HEADER, bullmq_ratios, judge_all
 
 
 def fmt(value: Any, digits: int = 2) -> str:
@@ -107,15 +107,27 @@ def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def goal_text(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
-    """The sweep goals against this run's points (bench.sweep_goals; the report shows the same)."""
-    results = judge_all([asdict(r) for r in rows])
-    if not results:
-        return ""
-    cells = [r.cells() for r in results]
-    body = render_table(GOAL_HEADER, cells, right=(1, 2), width=(width or table_width()) - 2)
-    title = wrap_note("goals (uncontended points only, at the size each names):", width)
-    return "\n".join(["", title, indent(body, "  ")])
+def goal_text(
+    rows: Sequence[SweepCostRow], control: Sequence[Mapping[str, Any]] = (), width: int | None = None
+) -> str:
+    """The goals against this run's points and control (bench.sweep_goals; the report shows the
+    same), and BullMQ's all-stalled sweep beside echomq-deadline's sliced pass."""
+    found = [asdict(r) for r in rows]
+    results = judge_all(found, control)
+    lines: list[str] = []
+    if results:
+        cells = [r.cells() for r in results]
+        body = render_table(GOAL_HEADER, cells, right=(1, 2), width=(width or table_width()) - 2)
+        title = wrap_note("goals (uncontended points only, at the size each names):", width)
+        lines += ["", title, indent(body, "  ")]
+    ratios = bullmq_ratios(found)
+    if ratios:
+        body = render_table(RATIO_HEADER, [r.cells() for r in ratios], right=(1, 2, 3),
+                            width=(width or table_width()) - 2)  # fmt: skip
+        title = wrap_note("BullMQ's all-stalled sweep against echomq-deadline's sliced pass, "
+                          "Redis µs a stalled id:", width)  # fmt: skip
+        lines += ["", title, indent(body, "  ")]
+    return "\n".join(lines)
 
 
 def variant_label(protocol: str, variant: str) -> str:

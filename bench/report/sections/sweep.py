@@ -1,11 +1,7 @@
 """The sweep-cost section: sweep time and the probe's worst wait against size, the log-log
-slopes, the skipped points, the client-default hazard, the goals table (the goals
-docs/protocols.md states, judged by bench.sweep_goals) and what echomq-deadline's timed sweep
-call holds."""
+slopes, the skipped points, and the client-default hazard."""
 
 from __future__ import annotations
-
-from typing import Any, cast
 
 import pandas as pd
 
@@ -15,44 +11,7 @@ from bench.report.markdown import bullmq_note, figure, flag_rows, fmt, markdown_
 from bench.report.plots.style import protocol_labelled
 from bench.report.plots.sweep import probe_max, sweep_time
 from bench.report.sections.head import section_head
-from bench.sweep_goals import GOAL_HEADER, GOAL_SIZE, MISSED, judge_all
-
-DEADLINE = "echomq-deadline"
-# What the restore (bench/sweep_cost/scenario.py: leave_stalled, reset_sweep_throttles) leaves
-# out of the time, read from lua/moveStalledJobsToWaitDeadline-8.lua.
-DEADLINE_TIMING = (
-    "*echomq-deadline's timed call* is the sweep that reclaims: the full pass's throttle check "
-    "(EXISTS), the ZRANGEBYSCORE of expired deadlines, their marks and locks read back (SMISMEMBER, "
-    "MGET; a PTTL only for a lock that exists), their entries and marks removed (ZREM, SREM), the "
-    "reclaimed ids taken from active's oldest end (RPOP chunks, an LREM only for one not found there) "
-    "and reclaimJob's HINCRBY and RPUSH to wait. It leaves out the marking sweep before it, the one that "
-    "first found each id lockless (one PTTL and one SADD an expired entry): the restore writes its "
-    "marks and lapsed deadlines untimed. And no timed call runs the full pass (ZCARD, LLEN, ZMSCORE "
-    "over active): its throttle key is set before each one. A job's reclaim costs that marking "
-    "sweep's PTTL and SADD beyond the all-stalled figure."
-)
-
-
-def goal_lines(frame: pd.DataFrame) -> list[str]:
-    """The goals the run's protocols have, each with its figure at the size it was judged at."""
-    results = judge_all(cast(list[dict[str, Any]], frame.to_dict("records")))  # the CSV's column names
-    if not results:
-        return []
-    cells = [r.cells() for r in results]
-    for row in cells:
-        row[3] = f"**{row[3]}**" if row[3] == MISSED else row[3]
-    lines = ["**Goals**, judged on uncontended points only, at the size each names:", ""]
-    lines += [markdown_table(pd.DataFrame(cells, columns=list(GOAL_HEADER))), ""]
-    lines += [f"- *{r.goal.name}*: {r.goal.measure}." for r in results]
-    lines += [f"- A run whose sizes stop short of {GOAL_SIZE:,} (the default profile stops at "
-              "100,000; stress reaches it) leaves a goal at that size *not measured*.", ""]  # fmt: skip
-    return lines
-
-
-def deadline_timing_lines(frame: pd.DataFrame) -> list[str]:
-    if "protocol" in frame.columns and (frame["protocol"] == DEADLINE).any():
-        return [DEADLINE_TIMING, ""]
-    return []
+from bench.report.sections.sweep_goals import deadline_timing_lines, goal_lines
 
 
 def sweep_section(data: RunData) -> list[str]:
@@ -69,7 +28,7 @@ def sweep_section(data: RunData) -> list[str]:
     if not slopes.empty:
         lines += ["Slope of log(sweep time) against log(size) (1 = linear, 2 = quadratic):", "",
                   markdown_table(slopes), ""]  # fmt: skip
-    lines += goal_lines(frame)
+    lines += goal_lines(frame, data.frames.get("sweep_control"))
     if not skipped.empty:
         lines += [f"**Skipped points ({len(skipped)})**, not measured:", ""]
         named = protocol_labelled(skipped)
