@@ -296,7 +296,8 @@ class ScriptCostRow:
     calls: int  # times the step ran
     server_us_per_call: float  # Redis µs inside the step's EVALSHAs, a call (a cycle: a job)
     commands_per_call: float  # every command the step ran, those inside its scripts too
-    commands: str  # the same by name, a call: "evalsha 1, hset 2, zadd 1"
+    # the same by name, a call; a JSON object in its cell: {"evalsha": 1, "hset": 2, "zadd": 1}
+    commands: dict[str, float]
     foreign_cpu_pct: float | None = None
     steal_pct: float | None = None
     contended: bool = False
@@ -345,7 +346,8 @@ def _float_columns(row_type: type[Row]) -> frozenset[str]:
 
 def row_dict(row: Row) -> dict[str, Any]:
     """A row as the CSV writer takes it: None (not measured) becomes an empty cell, an int in a
-    float column a float, and an empty text cell its stated stand-in (``empty_as``)."""
+    float column a float, a mapping a JSON object, and an empty text cell its stated stand-in
+    (``empty_as``)."""
     floats = _float_columns(type(row))
     out: dict[str, Any] = {}
     for f in fields(row):
@@ -354,6 +356,8 @@ def row_dict(row: Row) -> dict[str, Any]:
             value = ""
         elif f.name in floats and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
+        elif isinstance(value, dict):  # a structured cell: JSON, read back with json.loads
+            value = json.dumps(value, sort_keys=True)
         elif value == "" and "empty_as" in f.metadata:
             value = f.metadata["empty_as"]
         out[f.name] = value

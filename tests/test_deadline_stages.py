@@ -17,7 +17,8 @@ from bench.protocol.commandstats import CommandStats
 from bench.protocol.deadline import full_pass_key
 from bench.protocol.queue import Queue
 from bench.protocol.sweep import AtomicSweeper
-from bench.report.sections.script_cost import parse_commands, script_cost_lines, script_cost_table
+from bench.report.sections.script_cost import script_cost_lines, script_cost_table
+from bench.results import row_dict
 from bench.sweep_cost.plan import Point
 from bench.sweep_cost.rows import load_side
 from bench.sweep_cost.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_count, stalled_share
@@ -119,14 +120,14 @@ def test_the_hot_path_price_counts_the_index_writes_against_echomq_in_one_run(
         ("echomq", 1), (DEADLINE, 1), ("echomq", 2), (DEADLINE, 2),
     ]  # fmt: skip
     assert all(r.server_us_per_call > 0 for r in rows)
-    commands = {(r.protocol, r.step): parse_commands(r.commands) for r in rows if r.rep == 1}
+    commands = {(r.protocol, r.step): r.commands for r in rows if r.rep == 1}
     for step, extra in (("fused cycle", {"zadd": 1, "zrem": 1}), ("two-call cycle", {"zadd": 1, "zrem": 1})):
         mine, base = commands[(DEADLINE, step)], commands[("echomq", step)]
         assert {n: mine.get(n, 0) - base.get(n, 0) for n in extra} == extra, step
         assert mine["evalsha"] == base["evalsha"]  # the same calls a job: only more inside them
     import pandas as pd
 
-    table = script_cost_table(pd.DataFrame([r.__dict__ for r in rows]))
+    table = script_cost_table(pd.DataFrame([row_dict(r) for r in rows]))  # as script_cost.csv holds them
     [line] = script_cost_lines(table)
     assert line.startswith(f"- **{DEADLINE}** beyond echomq, Redis µs a job: fused cycle ")
     assert "(zadd +1, zrem +1)" in line and "extendLock" in line and "(zadd +1" in line

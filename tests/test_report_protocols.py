@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -12,7 +13,12 @@ from bench.report.compare.metrics import compare_runs, point_label
 from bench.report.load import load_run
 from bench.report.plots.style import colour, line_style, ordered, protocol_labelled, split_label
 from bench.report.render import write_report
-from bench.report.sections.script_cost import script_cost_lines, script_cost_table
+from bench.report.sections.script_cost import (
+    commands_text,
+    parse_commands,
+    script_cost_lines,
+    script_cost_table,
+)
 from bench.results import (
     BULLMQ_WORKER_COLUMNS,
     FINISH_FETCH_COLUMNS,
@@ -261,7 +267,7 @@ def test_a_script_cost_whose_rounds_differ_in_sign_is_same_within_noise_with_its
     the rounds' median difference with its [min-max] and a verdict, never a bare difference."""
     rows = [
         {"step": "fused cycle", "protocol": protocol, "rep": rep, "server_us_per_call": us,
-         "commands": "evalsha 1"}
+         "commands": '{"evalsha": 1}'}
         for rep, (base, deadline) in enumerate(((40.0, 48.1), (44.0, 43.7), (41.0, 39.0)), 1)
         for protocol, us in (("echomq", base), ("echomq-deadline", deadline))
     ]  # fmt: skip
@@ -277,3 +283,15 @@ def test_a_script_cost_whose_rounds_differ_in_sign_is_same_within_noise_with_its
     ]
     [line] = script_cost_lines(script_cost_table(pd.DataFrame(dearer)))
     assert line.endswith("], more (same)")
+
+
+def test_the_commands_cell_is_a_json_object_and_an_older_runs_text_still_reads():
+    row = ScriptCostRow(
+        run_id="r", protocol="echomq", profile="p", step="fused cycle", rep=1, calls=2,
+        server_us_per_call=1.0, commands_per_call=1.5, commands={"evalsha": 1, "zadd": 0.5},
+    )  # fmt: skip
+    cell = row_dict(row)["commands"]
+    assert json.loads(cell) == {"evalsha": 1, "zadd": 0.5}
+    assert parse_commands(cell) == {"evalsha": 1.0, "zadd": 0.5}
+    assert parse_commands("evalsha 1, zadd 0.5") == parse_commands(cell)  # a run from before
+    assert commands_text(cell) == "evalsha 1, zadd 0.5"  # as the report's table shows it

@@ -21,9 +21,9 @@ SCRIPT_COST_CALLS = 200  # calls a script a repetition: enough for µs a call (R
 SCRIPT_COST_S_PER_PROTOCOL = 1.5  # one protocol's phases at SCRIPT_COST_CALLS, about: for the run's ETA
 
 
-def commands_text(commands: dict[str, float]) -> str:
-    """``evalsha 1, hset 2``: every command a call ran, by name."""
-    return ", ".join(f"{name} {count:g}" for name, count in sorted(commands.items()))
+def by_name(commands: dict[str, float]) -> dict[str, float]:
+    """Every command a call ran, by name, a whole count as an int (``{"evalsha": 1}``)."""
+    return {name: int(n) if float(n).is_integer() else n for name, n in sorted(commands.items())}
 
 
 def script_cost_rows(
@@ -57,7 +57,7 @@ def script_cost_rows(
                     calls=calls,
                     server_us_per_call=round(usec[step], 2),
                     commands_per_call=round(sum(commands[step].values()), 3),
-                    commands=commands_text(commands[step]),
+                    commands=by_name(commands[step]),
                     **machine.row_fields(),
                 )
             )

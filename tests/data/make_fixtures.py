@@ -282,14 +282,14 @@ def race_rows(b: bool, run_id: str) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-# (protocol, step) -> (Redis µs a call, commands a call, the commands by name)
+# (protocol, step) -> (Redis µs a call, commands a call, the commands by name, a call)
 SCRIPT_COSTS = {
-    ("echomq", "fused cycle"): (40.0, 12.0, "evalsha 1, hset 3, lpush 1, rpoplpush 1"),
-    ("echomq", "two-call cycle"): (48.0, 13.0, "evalsha 2, hset 3, lpush 1, rpoplpush 1"),
-    ("echomq", "extendLock"): (6.0, 2.0, "evalsha 1, set 1"),
-    ("echomq-deadline", "fused cycle"): (44.0, 14.0, "evalsha 1, hset 3, zadd 1, zrem 1"),
-    ("echomq-deadline", "two-call cycle"): (52.0, 15.0, "evalsha 2, hset 3, zadd 1, zrem 1"),
-    ("echomq-deadline", "extendLock"): (7.0, 3.0, "evalsha 1, set 1, zadd 1"),
+    ("echomq", "fused cycle"): (40.0, 12.0, {"evalsha": 1, "hset": 3, "lpush": 1, "rpoplpush": 1}),
+    ("echomq", "two-call cycle"): (48.0, 13.0, {"evalsha": 2, "hset": 3, "lpush": 1, "rpoplpush": 1}),
+    ("echomq", "extendLock"): (6.0, 2.0, {"evalsha": 1, "set": 1}),
+    ("echomq-deadline", "fused cycle"): (44.0, 14.0, {"evalsha": 1, "hset": 3, "zadd": 1, "zrem": 1}),
+    ("echomq-deadline", "two-call cycle"): (52.0, 15.0, {"evalsha": 2, "hset": 3, "zadd": 1, "zrem": 1}),
+    ("echomq-deadline", "extendLock"): (7.0, 3.0, {"evalsha": 1, "set": 1, "zadd": 1}),
 }
 
 

@@ -3,6 +3,7 @@ against echomq's in the same run."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import pandas as pd
@@ -17,14 +18,23 @@ BASE = "echomq"  # what every other protocol's script cost is read against
 HOT_STEPS = ("fused cycle", "two-call cycle", "extendLock")
 
 
-def parse_commands(text: str) -> dict[str, float]:
-    """``"evalsha 1, zadd 1"`` (script_cost.csv's commands cell) as {name: count a call}."""
+def parse_commands(cell: str) -> dict[str, float]:
+    """script_cost.csv's commands cell, ``{"evalsha": 1, "zadd": 1}``, as {name: count a call}; a
+    run from before the JSON cell wrote ``evalsha 1, zadd 1``."""
+    text = str(cell).strip()
+    if text.startswith("{"):
+        return {str(name): float(n) for name, n in json.loads(text).items()}
     found: dict[str, float] = {}
-    for part in (p.strip() for p in str(text).split(",")):
+    for part in (p.strip() for p in text.split(",")):
         if part:
             name, _, count = part.rpartition(" ")
             found[name] = float(count)
     return found
+
+
+def commands_text(cell: str) -> str:
+    """The cell as the table shows it: ``evalsha 1, zadd 1``."""
+    return ", ".join(f"{name} {n:g}" for name, n in sorted(parse_commands(cell).items()))
 
 
 def _beyond(base: str, other: str) -> str:
@@ -87,7 +97,7 @@ def script_cost_table(frame: pd.DataFrame) -> pd.DataFrame:
             "redis µs a call, median [min-max]": f"{fmt(usec.median())} [{fmt(usec.min())}-"
             f"{fmt(usec.max())}]",
             f"µs beyond {BASE}, median [min-max]": extra_cost(base, mine).text() if own else "",
-            "commands a call": commands,
+            "commands a call": commands_text(commands),
             f"commands beyond {BASE}": _beyond(base["commands"].iloc[0], commands) if own else "",
         })  # fmt: skip
     return pd.DataFrame(rows)
