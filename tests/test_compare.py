@@ -218,8 +218,8 @@ def test_context_lines_show_calibrations_side_by_side_and_name_changed_packages(
 
 
 # Smaller than smoke, with what the A/A needs: four repetitions of each finish_fetch point (split
-# two and two for an A/A pair), two of each sweep point (a spread to judge), two strategies, sweep sizes and scenarios, and race settings
-# measured once (no spread: no verdict).
+# two and two for an A/A pair), two of each sweep point (a spread to judge), two strategies,
+# sweep sizes and scenarios, and race settings measured once (no spread: no verdict).
 TINY = """
 strategies = fused, two_call
 repetitions = 4

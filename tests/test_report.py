@@ -197,8 +197,7 @@ def test_a_partial_run_is_reported_with_what_it_has(results: Path) -> None:
     assert not (run / "sweep_time.png").exists() and not (run / "race_anomalies.png").exists()
 
 
-@pytest.mark.slow
-def test_a_run_without_meta_is_reported_and_says_so(results: Path) -> None:
+def test_a_run_without_meta_is_reported_and_says_so(results: Path, figures_undrawn: None) -> None:
     run = results / RUN_B
     (run / "meta.json").unlink()
     (run / "race.csv").write_text(",".join(RACE_COLUMNS) + "\n")  # a header and no rows
@@ -224,7 +223,9 @@ def test_a_folder_that_is_not_a_run_is_refused_in_one_line(
         report_main(["no-such-run", "--results", str(tmp_path)])
 
 
-def test_report_main_defaults_to_the_newest_run(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_main_defaults_to_the_newest_run(
+    results: Path, capsys: pytest.CaptureFixture[str], figures_undrawn: None
+) -> None:
     assert report_main(["--results", str(results)]) == 0
     assert capsys.readouterr().out.strip() == str(results / PARTIAL / "report.md")
 
@@ -307,8 +308,9 @@ def _edit(run: Path, name: str, change) -> None:
     frame.to_csv(run / name, index=False)
 
 
-@pytest.mark.slow
-def test_the_report_lists_the_machine_and_says_which_points_were_contended(results: Path) -> None:
+def test_the_report_lists_the_machine_and_says_which_points_were_contended(
+    results: Path, figures_undrawn: None
+) -> None:
     run = results / RUN_A
 
     def busy_rep(frame: pd.DataFrame) -> None:
@@ -343,8 +345,9 @@ def test_the_report_lists_the_machine_and_says_which_points_were_contended(resul
     assert "| backlog wait | fused |" in text and "| e2e | fused |" not in text
 
 
-@pytest.mark.slow
-def test_open_loop_end_to_end_is_queue_latency_below_saturation_only(results: Path) -> None:
+def test_open_loop_end_to_end_is_queue_latency_below_saturation_only(
+    results: Path, figures_undrawn: None
+) -> None:
     run = results / RUN_A
 
     def open_loop(frame: pd.DataFrame) -> None:
