@@ -47,6 +47,14 @@ def _mapping(value: object) -> dict[str, object]:
     return value if isinstance(value, dict) else {}
 
 
+def experiment_tables(data: RunData) -> dict[str, pd.DataFrame]:
+    """An experiment's CSVs (experiments/ writes <name>.csv and <name>_<table>.csv), by file name."""
+    name = data.meta.get("experiment")
+    if not name:
+        return {}
+    return {path.name: pd.read_csv(path) for path in sorted(data.path.glob(f"{name}*.csv"))}
+
+
 def quiet_check(data: RunData) -> str:
     """How quiet the machine was: the look before the run, and the worst measured window."""
     parts = []
@@ -56,7 +64,8 @@ def quiet_check(data: RunData) -> str:
             f"before the run foreign CPU {fmt(before.get('foreign_cpu_pct'))}% of a core, "
             f"steal {fmt(before.get('steal_pct'))}%"
         )
-    frames = [f for f in data.frames.values() if "foreign_cpu_pct" in f.columns]
+    every = [*data.frames.values(), *experiment_tables(data).values()]
+    frames = [f for f in every if "foreign_cpu_pct" in f.columns]
     if frames:
         worst = max((f["foreign_cpu_pct"].max() for f in frames), default=None)
         steal = max((f["steal_pct"].max() for f in frames if "steal_pct" in f.columns), default=None)
@@ -171,6 +180,7 @@ def run_section(data: RunData) -> list[str]:
         ("Races", "Counts summed over the settings' repetitions and delays.", race_table(data)),
         ("BullMQ's own Worker", "Medians of the repetitions.", worker_table(data)),
     ]
+    sections += [(name, "The experiment's rows.", table) for name, table in experiment_tables(data).items()]
     for title, note, table in sections:
         lines += _section(title, note, table)
     return lines
