@@ -245,38 +245,61 @@ def test_an_unknown_strategy_in_a_profile_is_a_one_line_error(tmp_path: Path):
     assert not (tmp_path / "out").exists()  # checked before any folder is made
 
 
+BAD_OPTIONS = [
+    ("--strategy", "sideways", ("--strategy", "sideways")),
+    ("--workers", "two", ("--workers", "whole number")),
+    ("--concurrency", "0", ("--concurrency", "below its minimum 1")),
+    ("--job-ms", "-1", ("--job-ms", "below its minimum 0")),
+]
+PROFILE_CONFS = sorted(PROFILES_DIR.glob("*.conf"))
+
+
+@pytest.fixture(scope="module")
+def locust_lists() -> dict[tuple[str, ...], subprocess.CompletedProcess[str]]:
+    """`locust -f bench/locustfile.py <options> --list` for each bad option and each profile, all
+    started at once: each is seconds of Python and Locust imports, and none waits on another."""
+    options = [(option, value) for option, value, _ in BAD_OPTIONS]
+    options += [("--config", str(conf)) for conf in PROFILE_CONFS]
+    base = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
+    started = {
+        extra: subprocess.Popen(
+            [*base, *extra, "--list"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for extra in options
+    }
+    done: dict[tuple[str, ...], subprocess.CompletedProcess[str]] = {}
+    try:
+        for extra, child in started.items():
+            out, err = child.communicate(timeout=60)
+            done[extra] = subprocess.CompletedProcess(child.args, child.returncode, out, err)
+    finally:
+        for child in started.values():
+            child.kill()
+            child.wait()
+    return done
+
+
 @pytest.mark.locust
-@pytest.mark.parametrize(
-    ("option", "value", "words"),
-    [
-        ("--strategy", "sideways", ("--strategy", "sideways")),
-        ("--workers", "two", ("--workers", "whole number")),
-        ("--concurrency", "0", ("--concurrency", "below its minimum 1")),
-        ("--job-ms", "-1", ("--job-ms", "below its minimum 0")),
-    ],
-)
-def test_a_bad_locust_option_is_a_one_line_error(option: str, value: str, words: tuple[str, ...]):
-    result = subprocess.run(
-        [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), option, value, "--list"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+@pytest.mark.slow  # the first test of the two pays for locust_lists
+@pytest.mark.parametrize(("option", "value", "words"), BAD_OPTIONS)
+def test_a_bad_locust_option_is_a_one_line_error(
+    locust_lists: dict[tuple[str, ...], subprocess.CompletedProcess[str]],
+    option: str,
+    value: str,
+    words: tuple[str, ...],
+):
+    result = locust_lists[(option, value)]
     _one_line_error(result, "error: argument", *words)  # argparse names the program after its entry
 
 
 @pytest.mark.locust
 @pytest.mark.slow
-def test_locust_accepts_every_key_of_every_profile():
-    for conf in sorted(PROFILES_DIR.glob("*.conf")):
-        result = subprocess.run(
-            [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--config", str(conf), "--list"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+def test_locust_accepts_every_key_of_every_profile(
+    locust_lists: dict[tuple[str, ...], subprocess.CompletedProcess[str]],
+):
+    assert len(PROFILE_CONFS) >= 4  # smoke, default, stress, cluster
+    for conf in PROFILE_CONFS:
+        result = locust_lists[("--config", str(conf))]
         assert result.returncode == 0, f"{conf.name}: {result.stderr}"
         assert "WorkerUser" in result.stdout and "ProducerUser" in result.stdout
 
