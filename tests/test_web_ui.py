@@ -23,7 +23,7 @@ import pytest
 
 from bench.harness.server import EmbeddedRedis
 from bench.paths import LOCUSTFILE, REPO
-from bench.protocol.connection import Client
+from bench.protocol.connection import Client, RedisSettings
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.locust
@@ -68,6 +68,7 @@ class LocustUI:
         self.base = f"http://127.0.0.1:{self.port}"
         self.results = results
         self.log = log
+        self.queue = f"t-{uuid.uuid4().hex}"
         env = {**os.environ, "REDIS_URL": url, "EMQ_RESULTS_DIR": str(results)}
         command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--config", "profiles/smoke.conf"]
         command += [
@@ -76,7 +77,7 @@ class LocustUI:
             "--web-port",
             str(self.port),
             "--queue",
-            f"t-{uuid.uuid4().hex}",
+            self.queue,
         ]
         self.handle = log.open("w")
         self.process = subprocess.Popen(
@@ -105,27 +106,38 @@ class LocustUI:
         self.handle.close()
 
 
-@pytest.fixture
-def password_url(client: Client, redis_server: EmbeddedRedis) -> Iterator[str]:
+@pytest.fixture(scope="module")
+def password_url(settings: RedisSettings, redis_server: EmbeddedRedis) -> Iterator[str]:
     """A user with a password on the test server (the default user stays as it was)."""
     user = f"ux{uuid.uuid4().hex[:6]}"
+    client = settings.connect()
     client.execute_command("ACL", "SETUSER", user, "on", f">{PASSWORD}", "~*", "&*", "+@all")
     host_port = redis_server.url.removeprefix("redis://").split("/")[0]
     try:
         yield f"redis://{user}:{PASSWORD}@{host_port}/0"
     finally:
         client.execute_command("ACL", "DELUSER", user)
+        client.close()
 
 
-@pytest.fixture
-def ui(password_url: str, tmp_path: Path) -> Iterator[LocustUI]:
-    started = LocustUI(password_url, tmp_path / "results", tmp_path / "locust.log")
+@pytest.fixture(scope="module")
+def ui(password_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocustUI]:
+    """One Locust web UI for the module's tests of it: a refused start first, then a whole test."""
+    folder = tmp_path_factory.mktemp("ui")
+    started = LocustUI(password_url, folder / "results", folder / "locust.log")
     yield started
     started.stop()
 
 
 def _all_answers(ui: LocustUI) -> dict[str, str]:
     return {path: _get(ui.base, path) for path in GET_ROUTES}
+
+
+def test_a_start_with_a_bad_setting_is_refused_with_the_reason(ui: LocustUI):
+    # before the module's other test of the same UI starts a run: no user has started yet
+    refused = _post(ui.base, "/swarm", {"Workers": "two"})
+    assert not refused["success"] and "'two' is not a whole number" in refused["message"], refused
+    assert json.loads(_get(ui.base, "/stats/requests"))["user_count"] == 0
 
 
 @pytest.mark.slow
@@ -204,12 +216,6 @@ def test_the_ui_never_sends_the_password_and_its_tab_shows_us_percentiles_and_jo
     assert PASSWORD not in ui.log.read_text()
 
 
-def test_a_start_with_a_bad_setting_is_refused_with_the_reason(ui: LocustUI):
-    refused = _post(ui.base, "/swarm", {"Workers": "two"})
-    assert not refused["success"] and "'two' is not a whole number" in refused["message"], refused
-    assert json.loads(_get(ui.base, "/stats/requests"))["user_count"] == 0
-
-
 @pytest.mark.slow
 def test_a_missing_redis_is_one_line_in_the_terminal_and_a_message_in_the_ui(tmp_path: Path):
     url = f"redis://:{PASSWORD}@127.0.0.1:{_free_port()}/0"  # nothing listens there
@@ -267,3 +273,48 @@ def test_a_headless_user_count_that_differs_from_the_profile_is_refused(
     assert lines[-1].startswith("echomq-bench: error: -u 3 does not match producers 1 + workers 4 = 5")
     assert not any("Traceback" in line for line in lines)
     assert not list(tmp_path.glob("*"))  # refused before a test, so no folder
+
+
+def _ui_test(ui: LocustUI, strategy: str, keep: bool) -> dict[str, Any]:
+    """One short test started from the UI's form, to its end; its summary."""
+    form = {"Workers": "2", "Producers": "1", "Warm-up": "0.3", "Measured window": "1", "Jobs in flight": "1"}
+    started = _post(ui.base, "/swarm", {**form, "Strategy": strategy, "Keep queue": str(keep).lower()})
+    assert started["success"], started
+    pattern = f"*-locust-{strategy}/finish_fetch_summary.json"
+    wait_until(lambda: any(ui.results.glob(pattern)), 40, f"the {strategy} test's summary")
+    [path] = ui.results.glob(pattern)
+    wait_until(lambda: f"{path}" in ui.log.read_text(), 10, "the log to name the summary")
+    return dict(json.loads(path.read_text()))
+
+
+def test_a_ui_test_leaves_the_users_keys_as_they_were_and_none_of_its_own(
+    redis_server: EmbeddedRedis, client: Client, tmp_path: Path
+):
+    """A server holding keys of its own: a kept test's queue stays, the next test runs on a fresh
+    name (its audit counts its own jobs only), and once it stops its keys are gone; every key the
+    user had is as it was."""
+    client.set("user:counter", 41)
+    client.hset("user:profile", mapping={"name": "ada", "plan": "pro"})
+    client.rpush("user:inbox", *[f"m{i}" for i in range(30)])
+    client.zadd("user:scores", {f"p{i}": i for i in range(20)})
+    client.set("user:session", "x", ex=3600)
+    own = ["user:counter", "user:profile", "user:inbox", "user:scores", "user:session"]
+    dumps = {key: client.dump(key) for key in own}
+    before = client.dbsize()
+    ui = LocustUI(redis_server.url, tmp_path / "results", tmp_path / "locust.log")
+    try:
+        kept = _ui_test(ui, "fused", keep=True)
+        assert kept["settings"]["queue"] == ui.queue and kept["audit"]["ok"], kept["audit"]
+        with_kept = client.dbsize()
+        assert with_kept > before  # --keep-queue: the test's keys stay to inspect
+        second = _ui_test(ui, "two_call", keep=False)
+        # a fresh name: the kept queue's jobs are not this test's, and its audit does not count them
+        assert second["settings"]["queue"] == f"{ui.queue}-2" and second["audit"]["ok"], second["audit"]
+        wait_until(lambda: client.dbsize() == with_kept, 10, "the second test's keys to be deleted")
+        assert "deleted the test's" in ui.log.read_text()
+    finally:
+        ui.stop()
+    for key in client.scan_iter(match=f"*{{{ui.queue}}}*"):  # the kept test's, deleted by hand
+        client.delete(key)
+    assert client.dbsize() == before
+    assert {key: client.dump(key) for key in own} == dumps

@@ -1,13 +1,17 @@
-"""A bullmq_worker run's row of bullmq_worker.csv."""
+"""A bullmq_worker run as its CSV row (bullmq_worker.csv)."""
 
 from __future__ import annotations
 
 from bench.bullmq_worker.driver import DriverResult
-from bench.bullmq_worker.plan import PROTOCOL, Run
+from bench.bullmq_worker.plan import Run
 from bench.results import BullmqWorkerRow
 
+PROTOCOL = "bullmq"
 
-def csv_row(run: Run, rep: int, result: DriverResult, job_ms: float, audit_ok: bool) -> BullmqWorkerRow:
+
+def csv_row(
+    run: Run, rep: int, result: DriverResult, job_ms: float, audit_ok: bool, prefilled: int
+) -> BullmqWorkerRow:
     jobs = result.jobs
     return BullmqWorkerRow(
         protocol=PROTOCOL,
@@ -22,4 +26,5 @@ def csv_row(run: Run, rep: int, result: DriverResult, job_ms: float, audit_ok: b
         redis_calls_per_job=round(sum(result.calls.values()) / jobs, 4),
         redis_us_per_job=round(sum(result.usec.values()) / jobs, 2),
         audit_ok=audit_ok,
+        prefilled_jobs=prefilled,
     )

@@ -1,4 +1,4 @@
-"""The bullmq_worker stage's table on stdout: medians over repetitions per driver."""
+"""The bullmq_worker stage's terminal table: medians [min-max] of the repetitions, a row a run."""
 
 from __future__ import annotations
 
@@ -18,32 +18,53 @@ def _median_spread(values: Sequence[float], form: str) -> str:
     return f"{middle} [{form.format(min(values))}-{form.format(max(values))}]"
 
 
-def table(rows: Sequence[BullmqWorkerRow]) -> str:
-    """Medians over repetitions per driver; the suite's loops against BullMQ's Worker at concurrency 1."""
+def _by_rep(rows: Sequence[BullmqWorkerRow], run: Run) -> dict[int, float]:
+    return {r.rep: r.jobs_per_s for r in rows if Run(r.driver, r.concurrency) == run}
+
+
+def ratio_lines(rows: Sequence[BullmqWorkerRow]) -> list[str]:
+    """Node's fused over its two-call at each concurrency, and the suite's loops over the Python
+    Worker at concurrency 1: jobs/s paired by repetition, as every A/B figure is."""
+    lines = []
+    for concurrency in dict.fromkeys(r.concurrency for r in rows):
+        fused = _by_rep(rows, Run("node_manual_fused", concurrency))
+        ratio = headline_ratio(fused, _by_rep(rows, Run("node_manual_two_call", concurrency)))
+        if ratio:
+            lines.append(
+                f"  Node manual fused / two-call at concurrency {concurrency}, jobs/s: {ratio.text()}"
+            )
+    base = _by_rep(rows, Run("bullmq_worker", 1))
+    for loop in ("fused", "two_call"):
+        ratio = headline_ratio(_by_rep(rows, Run(loop, 1)), base)
+        if ratio:
+            lines.append(f"  suite {loop} loop / Python Worker at concurrency 1, jobs/s: {ratio.text()}")
+    return lines
+
+
+def table(rows: Sequence[BullmqWorkerRow], node_absent: str | None = None) -> str:
+    """Medians over repetitions per driver and concurrency, then the paired ratios."""
     lines = [
-        f"BullMQ's own Worker beside the suite's loops over the same scripts (window: completion "
+        f"BullMQ's own workers beside the suite's loops over its scripts (window: completion "
         f"{WINDOW_FROM:,} to the last; medians [min-max] of the repetitions)",
-        f"  {'driver':<16}{'conc':>5}{'jobs/s':>24}{'cpu µs/job':>12}{'calls/job':>11}"
-        f"{'redis µs/job':>14}  audit  busy",
+        f"  {'driver':<21}{'conc':>5}{'jobs/s':>20}{'win s':>7}{'cpu µs':>8}{'calls':>7}"
+        f"{'redis µs':>9}  audit  busy",
     ]
-    runs = list(dict.fromkeys(Run(r.driver, r.concurrency) for r in rows))
+    runs = sorted(dict.fromkeys(Run(r.driver, r.concurrency) for r in rows), key=lambda r: r.concurrency)
     for run in runs:
         mine = [r for r in rows if Run(r.driver, r.concurrency) == run]
         audited = sum(1 for r in mine if r.audit_ok)
         rate = _median_spread([r.jobs_per_s for r in mine], "{:.0f}")
         lines.append(
-            f"  {run.driver:<16}{run.concurrency:>5}{rate:>24}"
-            f"{statistics.median(r.client_cpu_us_per_job for r in mine):>12.0f}"
-            f"{statistics.median(r.redis_calls_per_job for r in mine):>11.2f}"
-            f"{statistics.median(r.redis_us_per_job for r in mine):>14.1f}  ok {audited}/{len(mine)}"
+            f"  {run.driver:<21}{run.concurrency:>5}{rate:>20}"
+            f"{statistics.median(r.duration_s for r in mine):>7.2f}"
+            f"{statistics.median(r.client_cpu_us_per_job for r in mine):>8.0f}"
+            f"{statistics.median(r.redis_calls_per_job for r in mine):>7.2f}"
+            f"{statistics.median(r.redis_us_per_job for r in mine):>9.1f}  ok {audited}/{len(mine)}"
             f"  {sum(r.contended for r in mine)}/{len(mine)}"
         )
-    base = {r.rep: r.jobs_per_s for r in rows if (r.driver, r.concurrency) == ("bullmq_worker", 1)}
-    for loop in ("fused", "two_call"):
-        other = {r.rep: r.jobs_per_s for r in rows if r.driver == loop}
-        ratio = headline_ratio(other, base)  # paired by repetition, as every A/B figure is
-        if ratio:
-            lines.append(f"  {loop} loop / BullMQ Worker at concurrency 1, jobs/s: {ratio.text()}")
+    lines += ratio_lines(rows)
+    if node_absent:
+        lines.append(f"  No Node rows: {node_absent}")
     contended = [r for r in rows if r.contended]
     if contended:
         worst = max(r.foreign_cpu_pct or 0.0 for r in contended)

@@ -146,12 +146,14 @@ def sweep_table(data: RunData, column: str) -> pd.DataFrame | None:
     return table.reset_index()
 
 
-def race_table(data: RunData) -> pd.DataFrame | None:
+def race_table(
+    data: RunData, by: tuple[str, ...] = ("protocol", "variant", "sweepers")
+) -> pd.DataFrame | None:
     frame = data.frames.get("race")
     if frame is None or frame.empty:
         return None
     counts = ["double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations"]
-    return frame.groupby(["protocol", "variant", "sweepers"], as_index=False, sort=False)[counts].sum()
+    return frame.groupby(list(by), as_index=False, sort=False)[counts].sum()
 
 
 def worker_table(data: RunData) -> pd.DataFrame | None:
@@ -214,8 +216,10 @@ def render_headline(runs: list[RunData]) -> str:
     if data is None:
         return NONE_YET
     link = f"docs/results/README.md#{anchor(data.run_id)}"
+    commit = str(data.meta.get("git_sha") or "unknown")[:12]
     lines = [
-        f"From run [{data.run_id}]({link}), {quiet_check(data)}.",
+        f"From run [{data.run_id}]({link}) at commit {commit}.",
+        f"How quiet the machine was: {quiet_check(data)}.",
         "",
         GENERATED,
         "",
@@ -227,9 +231,9 @@ def render_headline(runs: list[RunData]) -> str:
     if sweep is not None:
         stalled = sweep[sweep["scenario"] == "all_stalled"].drop(columns="scenario")
         lines += ["All-stalled sweep, µs a job of the active list:", "", markdown_table(stalled), ""]
-    races = race_table(data)
+    races = race_table(data, by=("protocol", "variant"))  # every sweeper count's summed: short
     if races is not None:
-        lines += ["Races, counts:", "", markdown_table(races), ""]
+        lines += ["Races, counts summed over the settings:", "", markdown_table(races), ""]
     return "\n".join(lines).rstrip()
 
 
