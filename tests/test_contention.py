@@ -141,7 +141,7 @@ def locust_run(settings: RedisSettings, folder: Path, watch_pids: list[int] | No
     run = run_once(
         settings, QUICK, "fused", Point(workers=1, rtt_ms=0.0), 1, folder, watch_pids=watch_pids or []
     )
-    assert run.machine is not None and run.summary["window_clock_s"] is not None
+    assert run.machine is not None and run.summary.window_clock_s is not None
     assert run.audit.ok, run.audit.verdict
     return run.machine
 

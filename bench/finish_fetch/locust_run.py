@@ -20,14 +20,13 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import redis
 
 from bench.errors import BenchError, first_line
 from bench.finish_fetch.loadstats import issued_job_ids
 from bench.finish_fetch.plan import Point, point_id
-from bench.finish_fetch.summary import SUMMARY_KIND, SUMMARY_VERSION
+from bench.finish_fetch.summary import SUMMARY_KIND, SUMMARY_VERSION, RunSummary
 from bench.harness.children import reap_group, spawn, stop_group
 from bench.harness.machine import MachineSample, watch_run
 from bench.harness.profile import FinishFetchOptions
@@ -36,8 +35,7 @@ from bench.protocol.audit import AuditResult, audit_queues, master_run_ids
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Queue
 from bench.protocol.spread import homes, queue_names
-from bench.results import FIDELITY_DIR, LOCUST_DIR
-from bench.results import read_json as read_summary
+from bench.results import FIDELITY_DIR, LOCUST_DIR, read_json
 
 STAGE = "finish_fetch"
 STARTUP_ALLOWANCE_S = 60.0  # Locust's start, the workers' connect and the final reports
@@ -52,7 +50,7 @@ class RunResult:
     strategy: str
     point: Point
     rep: int
-    summary: dict[str, Any]
+    summary: RunSummary
     audit: AuditResult
     files: Path  # the prefix of the run's Locust CSVs, summary and log
     protocol: str = "echomq"
@@ -61,7 +59,7 @@ class RunResult:
     @property
     def stopped(self) -> str | None:
         """Why the run stopped before its end (Locust's own reason, or the audit's), if it did."""
-        reason = self.summary.get("aborted")
+        reason = self.summary.aborted
         if reason:
             return str(reason)
         if self.audit.server_restarted or self.audit.server_unreachable or self.audit.lost_shards:
@@ -135,7 +133,7 @@ def run_locust(
     prefix: Path,
     protocol: str = "echomq",
     probe: bool = False,
-) -> dict[str, Any]:
+) -> RunSummary:
     """Run one headless Locust run to its end; returns its summary. A failed run is a BenchError.
 
     Locust runs in a process group of its own: Ctrl-C here is passed on to it
@@ -177,20 +175,20 @@ def run_locust(
         raise BenchError(
             f"Locust run {prefix.name} failed (exit {code}): {_last_error(log_path)}; see {log_path}"
         )
-    summary = read_summary(summary_path)
-    if summary.get("kind") != SUMMARY_KIND or summary.get("version") != SUMMARY_VERSION:
+    data = read_json(summary_path)
+    if data.get("kind") != SUMMARY_KIND or data.get("version") != SUMMARY_VERSION:
         raise BenchError(f"{summary_path} is not a finish_fetch summary of version {SUMMARY_VERSION}")
-    if not summary["measured"]:
+    summary = RunSummary.from_json(data)
+    if not summary.measured:
         if interrupted:
             raise KeyboardInterrupt  # stopped before its window opened: nothing measured
         raise BenchError(
-            f"Locust run {prefix.name} stopped before measuring anything: {summary['aborted']}; "
-            f"see {log_path}"
+            f"Locust run {prefix.name} stopped before measuring anything: {summary.aborted}; see {log_path}"
         )
-    summary["exit_code"] = code
+    summary.exit_code = code
     if interrupted:
-        summary["aborted"] = INTERRUPTED
-        summary["complete"] = False
+        summary.aborted = INTERRUPTED
+        summary.complete = False
     return summary
 
 
@@ -236,7 +234,7 @@ def run_once(
         try:
             with watch_run(watch_pids) as watch:
                 summary = run_locust(settings, opts, strategy, point, name, prefix, protocol)
-            machine = watch.within(summary.get("window_clock_s"))
+            machine = watch.within(summary.window_clock_s)
             # Locust has exited: nothing moves the queues now, so the audit is exact.
             result = _audit_after(queues, run_ids, home, settings.where)
         finally:
@@ -262,7 +260,7 @@ PROBE_WARMUP_S = 0.5
 PROBE_MEASURE_S = 1.5
 
 
-def run_probe(settings: RedisSettings, opts: FinishFetchOptions, folder: Path) -> dict[str, Any]:
+def run_probe(settings: RedisSettings, opts: FinishFetchOptions, folder: Path) -> RunSummary:
     """The fidelity probe under Locust (locustfile's ProbeUser) on a fresh, empty queue; its summary."""
     name = f"ffprobe-{uuid.uuid4().hex[:10]}"
     short = replace(opts, warmup_s=PROBE_WARMUP_S, measure_s=PROBE_MEASURE_S, loadgen_processes=1)

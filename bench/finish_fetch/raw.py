@@ -21,7 +21,7 @@ import redis
 from bench.finish_fetch.driver import WorkerDriver
 from bench.finish_fetch.loadstats import Aggregate, Recorder, RunSettings, issued_job_ids, redis_cpu_seconds
 from bench.finish_fetch.producer_loop import ProducerLoop
-from bench.finish_fetch.summary import build_summary
+from bench.finish_fetch.summary import RunSummary, build_summary
 from bench.finish_fetch.timed import run_steps
 from bench.protocol.audit import audit_queues, master_run_ids
 from bench.protocol.commandstats import added, read_per_master
@@ -87,7 +87,7 @@ class RawRun:
         self.threads.append(thread)
         thread.start()
 
-    def measure(self) -> dict[str, Any]:
+    def measure(self) -> RunSummary:
         """The run's summary (summary.py's shape, ``mode: raw``), audited after every thread stopped."""
         control = self._queue()
         self.names = queue_names(control.client, self.run.queue, self.run.queues)
@@ -144,7 +144,7 @@ class RawRun:
             client.close()
 
 
-def run_raw(settings: RedisSettings, run: RunSettings) -> dict[str, Any]:
+def run_raw(settings: RedisSettings, run: RunSettings) -> RunSummary:
     """One raw run of ``run`` (its queue name replaced by a fresh one, deleted after)."""
     fresh = dataclasses.replace(run, queue=f"ffraw-{run.strategy}-{uuid.uuid4().hex[:10]}")
     raw = RawRun(settings, fresh)

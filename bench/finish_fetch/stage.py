@@ -20,7 +20,6 @@ import uuid
 from collections import Counter
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
 
 import redis
 
@@ -40,6 +39,7 @@ from bench.finish_fetch.plan import Point, point_id, points_of
 from bench.finish_fetch.raw import run_raw
 from bench.finish_fetch.rows import csv_row, queue_rows, shard_rows, with_raw, write_histograms
 from bench.finish_fetch.script_cost import SCRIPT_COST_S_PER_PROTOCOL, script_cost_rows
+from bench.finish_fetch.summary import RunSummary
 from bench.finish_fetch.table import TableRow, shard_table, table
 from bench.harness.context import RunContext
 from bench.harness.profile import FinishFetchOptions, Profile
@@ -121,17 +121,15 @@ def run_stage(ctx: RunContext) -> None:
                 )
                 row = csv_row(run, opts, RunIds(ctx.run_dir.name, ctx.profile.name, protocol))
                 rows.append(row)
-                derived = run.summary["derived"]
-                shown.append(
-                    TableRow(row, derived["simulated_rtt_mean_ms"], derived["loadgen_cpu_us_per_job"])
-                )
+                derived = run.summary.figures
+                shown.append(TableRow(row, derived.simulated_rtt_mean_ms, derived.loadgen_cpu_us_per_job))
                 write_histograms(ctx.run_dir, run)
                 write_rows(ctx.run_dir, FinishFetchRow, rows)
                 ids = RunIds(ctx.run_dir.name, ctx.profile.name, protocol)
                 shards += shard_rows(run, ids)
                 queues += queue_rows(run, ids)
                 _write_parts(ctx.run_dir, shards, queues)
-                errors.update(derived.get("errors_by_kind", {}))
+                errors.update(derived.errors_by_kind)
                 if not row.audit_ok:
                     audits[f"{run.variant_id} r{run.rep}"] = _audit_note(run)
                 update_meta(
@@ -146,11 +144,10 @@ def run_stage(ctx: RunContext) -> None:
                 ctx.progress(f"raw driver: {protocol} {strategy} {point.label}")
                 raw = _raw_run(ctx, opts, strategy, point, protocol)
                 ctx.progress.step(
-                    f"raw driver: {protocol} {strategy} {point.label}: "
-                    f"{raw['derived']['jobs_per_s']:.0f} jobs/s"
+                    f"raw driver: {protocol} {strategy} {point.label}: {raw.figures.jobs_per_s:.0f} jobs/s"
                 )
-                if not raw["audit"]["ok"]:
-                    audits[f"raw-{protocol}-{strategy}-{point.label}"] = raw["audit"]["verdict"]
+                if raw.audit is not None and not raw.audit["ok"]:
+                    audits[f"raw-{protocol}-{strategy}-{point.label}"] = raw.audit["verdict"]
                     update_meta(ctx.run_dir, finish_fetch_audit_failures=audits)
                 at = (protocol, point, strategy, raw)
                 rows = [_with_raw_at(r, *at) for r in rows]
@@ -185,7 +182,7 @@ def _write_parts(run_dir: Path, shards: list[FinishFetchShardRow], queues: list[
 
 def _raw_run(
     ctx: RunContext, opts: FinishFetchOptions, strategy: str, point: Point, protocol: str
-) -> dict[str, Any]:
+) -> RunSummary:
     """The raw driver at one point and strategy; its summary is kept beside the Locust runs'."""
     run = RunSettings(
         strategy=strategy,
@@ -208,12 +205,13 @@ def _raw_run(
         summary = run_raw(ctx.settings, run)
     except redis.RedisError as exc:
         raise BenchError(f"raw driver run {strategy} {point.label} failed: {first_line(exc)}") from None
-    write_json(ctx.run_dir / RAW_DIR / f"{point_id(protocol, strategy, point)}_summary.json", summary)
+    path = ctx.run_dir / RAW_DIR / f"{point_id(protocol, strategy, point)}_summary.json"
+    write_json(path, summary.to_json())
     return summary
 
 
 def _with_raw_at(
-    row: FinishFetchRow, protocol: str, point: Point, strategy: str, raw: dict[str, Any]
+    row: FinishFetchRow, protocol: str, point: Point, strategy: str, raw: RunSummary
 ) -> FinishFetchRow:
     at = (row.workers, row.rtt_ms, row.concurrency, row.job_ms, row.queues)
     if row.protocol != protocol or row.strategy != strategy:
@@ -231,7 +229,7 @@ def _fidelity(ctx: RunContext, opts: FinishFetchOptions) -> Fidelity:
     except redis.RedisError as exc:
         raise BenchError(f"latency fidelity check failed: {first_line(exc)}") from None
     summary = run_probe(ctx.settings, opts, ctx.run_dir)
-    probe = summary["percentiles_us"].get(PROBE_METRIC, {})
+    probe = summary.percentiles_us.get(PROBE_METRIC, {})
     p50 = probe.get("p50")
     note = f"{probe.get('count', 0)} calls" if p50 is not None else "the probe run timed no call"
     return dataclasses.replace(
@@ -259,7 +257,7 @@ def _audit_note(run: RunResult) -> str:
     """Why the run's audit_ok is false, in the audit's own words."""
     if not run.audit.ok:
         return run.audit.verdict
-    missing = ", ".join(run.summary.get("missing_processes") or [])
+    missing = ", ".join(run.summary.missing_processes)
     cut = run.stopped or (f"no final report from {missing}" if missing else "the summary is incomplete")
     return f"cut short ({cut}); the queue itself: {run.audit.verdict}"
 
@@ -281,16 +279,16 @@ def _progress_line(run: RunResult, row: FinishFetchRow) -> str:
     if run.machine is not None and run.machine.contended:
         notes.append(run.machine.note())
     if row.saturated:
-        notes.append("saturated: " + "; ".join(run.summary["derived"]["saturated_because"]))
+        notes.append("saturated: " + "; ".join(run.summary.figures.saturated_because))
     if run.stopped:
         notes.append(f"STOPPED EARLY: {run.stopped}")
     if not row.audit_ok:
         notes.append(f"AUDIT FAILED: {run.audit.verdict}")
-    errors = run.summary["derived"].get("errors", 0)
+    errors = run.summary.figures.errors
     if errors:
-        kinds = ", ".join(f"{n} {k}" for k, n in run.summary["derived"].get("errors_by_kind", {}).items())
+        kinds = ", ".join(f"{n} {k}" for k, n in run.summary.figures.errors_by_kind.items())
         notes.append(f"{errors} failed calls: {kinds or 'kinds not recorded'} (see {run.files}.log)")
-    followed = run.summary["derived"].get("followed_by_kind", {})
+    followed = run.summary.figures.followed_by_kind
     if followed:  # a cluster slot moved during the run
         notes.append("slot moving, calls sent on: " + ", ".join(f"{n} {k}" for k, n in followed.items()))
     tail = f" ({'; '.join(notes)})" if notes else ""

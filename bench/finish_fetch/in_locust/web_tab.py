@@ -18,6 +18,7 @@ from locust.env import Environment
 from bench import hdr
 from bench.finish_fetch.in_locust.current import RECORDER, Current
 from bench.finish_fetch.in_locust.window import Controller
+from bench.finish_fetch.summary import RunSummary
 from bench.protocol.commandstats import CommandStats, added, client_side
 from bench.protocol.connection import Client, RedisSettings
 
@@ -164,19 +165,17 @@ class LiveTab:
                 rows += finished
         return rows
 
-    def record_finished(self, summary: dict[str, Any]) -> None:
+    def record_finished(self, summary: RunSummary) -> None:
         """A test ended: keep its window's figures, from its summary, as the strategy's last."""
-        if not summary.get("measured"):
+        if not summary.measured:
             return
-        d = summary["derived"]
-        strategy = summary["settings"]["strategy"]
-        state = "finished" if summary.get("complete") else f"stopped early: {summary.get('aborted')}"
-        counters = summary.get("counters", {})
-        server = d.get("server_calls_per_job")
-        jobs = int(d["jobs"])
+        d = summary.figures
+        strategy = summary.settings["strategy"]
+        state = "finished" if summary.complete else f"stopped early: {summary.aborted}"
+        server = d.server_calls_per_job
         self.finished[strategy] = strategy_rows(
-            strategy, state, jobs, float(summary["window_s"]), int(counters.get("worker_round_trips", 0)),
-            round(server * jobs) if server is not None else None, summary.get("percentiles_us", {}),
+            strategy, state, d.jobs, summary.window_s, summary.counters.get("worker_round_trips", 0),
+            round(server * d.jobs) if server is not None else None, summary.percentiles_us,
         )  # fmt: skip
 
     def payload(self) -> dict[str, Any]:
