@@ -24,7 +24,7 @@ from pathlib import Path
 import redis
 
 from bench.errors import BenchError, first_line
-from bench.finish_fetch.loadstats import issued_job_ids
+from bench.finish_fetch.loadstats import RunSettings, issued_job_ids
 from bench.finish_fetch.plan import Point, point_id
 from bench.finish_fetch.summary import SUMMARY_KIND, SUMMARY_VERSION, RunSummary
 from bench.harness.children import reap_group, spawn, stop_group
@@ -91,24 +91,11 @@ def locust_command(
         "-u", str(users), "-r", str(max(users, 10) * 10),  # all spawned well inside the warm-up
         "--csv", str(prefix),
         "--summary-json", f"{prefix}_summary.json",
-        "--queue", queue, "--keep-queue",  # this process audits the queue, then deletes it
-        "--strategy", strategy,
-        "--protocol", protocol,
-        "--workers", str(point.workers),
-        "--rtt-ms", f"{point.rtt_ms:g}",
-        "--concurrency", str(point.concurrency),
-        "--job-ms", f"{point.job_ms:g}",
-        "--queues", str(point.queues),
-        "--producers", str(opts.producers),
-        "--batch-size", str(opts.batch_size),
-        "--payload-bytes", str(opts.payload_bytes),
-        "--target-rate", f"{opts.target_rate:g}",
-        "--warmup-s", f"{opts.warmup_s:g}",
-        "--measure-s", f"{opts.measure_s:g}",
-        "--socket-timeout-s", f"{opts.socket_timeout_s:g}",
+        "--keep-queue",  # this process audits the queue, then deletes it
+        *RunSettings.at(opts, strategy, point, queue, protocol, probe).locust_flags(),
     ]  # fmt: skip
     if probe:
-        return [*command, "--probe"]  # one process: the probe is one user
+        return command  # one process: the probe is one user
     if opts.loadgen_processes > 1:
         # A port of its own on loopback: runs (or other suites) on the default 5557 cannot collide.
         port = str(_free_port())

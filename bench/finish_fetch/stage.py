@@ -184,23 +184,7 @@ def _raw_run(
     ctx: RunContext, opts: FinishFetchOptions, strategy: str, point: Point, protocol: str
 ) -> RunSummary:
     """The raw driver at one point and strategy; its summary is kept beside the Locust runs'."""
-    run = RunSettings(
-        strategy=strategy,
-        workers=point.workers,
-        producers=opts.producers,
-        batch_size=opts.batch_size,
-        payload_bytes=opts.payload_bytes,
-        target_rate=opts.target_rate,
-        warmup_s=opts.warmup_s,
-        measure_s=opts.measure_s,
-        rtt_ms=point.rtt_ms,
-        queue="",  # run_raw names a fresh one
-        socket_timeout_s=opts.socket_timeout_s,
-        concurrency=point.concurrency,
-        protocol=protocol,
-        job_ms=point.job_ms,
-        queues=point.queues,
-    )
+    run = RunSettings.at(opts, strategy, point, "", protocol)  # run_raw names a fresh queue
     try:
         summary = run_raw(ctx.settings, run)
     except redis.RedisError as exc:
