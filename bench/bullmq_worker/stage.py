@@ -57,7 +57,7 @@ OPTIONS = (
 def called_scripts() -> dict[str, str]:
     """The scripts the Python drivers call, by file, with their SHA1: BullMQ's Worker registers all
     of its package's, but on jobs shorter than its lock renewal it calls only these two."""
-    from bench.protocol.protocol import protocol_named
+    from bench.protocol.base import protocol_named
 
     protocol = protocol_named(PROTOCOL)
     files, sources = protocol.script_files(), protocol.script_sources()
@@ -75,7 +75,7 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
 def check_profile(profile: Profile) -> None:
     """Nothing to check beyond the profile's own minimums; the package when bullmq is asked for."""
     if PROTOCOL in profile.protocols:
-        from bench.protocol.protocol import protocol_named
+        from bench.protocol.base import protocol_named
 
         protocol_named(PROTOCOL)
 
