@@ -36,7 +36,10 @@ from bench.errors import BenchError
 from bench.harness.children import reap_group, spawn
 from bench.harness.context import RunContext
 from bench.harness.machine import watch_run
+from bench.harness.overrides import SectionFlags
 from bench.harness.profile import BullmqWorkerOptions, Profile
+from bench.harness.progress import Progress, StagePlan
+from bench.harness.run_folder import open_run
 from bench.paths import REPO
 from bench.protocol.audit import audit
 from bench.protocol.bullmq_package import installed_version
@@ -237,3 +240,29 @@ def run_stage(ctx: RunContext) -> None:
     update_meta(ctx.run_dir, bullmq_worker={**about, "node": node_record(found, called)})
     ctx.progress.done()
     print(table(rows, None if peer else str(found)))
+
+
+# --- python -m bench bullmq-worker ---------------------------------------------------------------
+
+
+FLAGS = SectionFlags(BullmqWorkerOptions, prefix="bullmq-worker-")
+
+
+def main(argv: list[str]) -> int:
+    """`python -m bench bullmq-worker`: the stage alone, into its own run folder."""
+    parser = FLAGS.parser(
+        "echomq-bench bullmq-worker",
+        "BullMQ's own workers alone, beside the suite's loops. Settings default to the profile's keys.",
+    )
+    args = parser.parse_args(argv)
+    profile = FLAGS.profile(args)
+    check_profile(profile)  # before a server starts
+    progress = Progress([StagePlan("bullmq_worker", point_seconds(profile))], stage="bullmq_worker")
+    with open_run(
+        profile, ["bullmq_worker"], args.results, progress=progress, quiet_machine=args.quiet_machine
+    ) as run:
+        run_stage(run.ctx)
+        run.ctx.progress.done()
+        run.stage_done("bullmq_worker")
+    print(f"results: {run.ctx.run_dir}")
+    return 0

@@ -42,7 +42,10 @@ from bench.finish_fetch.script_cost import SCRIPT_COST_S_PER_PROTOCOL, script_co
 from bench.finish_fetch.summary import RunSummary
 from bench.finish_fetch.table import TableRow, shard_table, table
 from bench.harness.context import RunContext
+from bench.harness.overrides import SectionFlags
 from bench.harness.profile import FinishFetchOptions, Profile
+from bench.harness.progress import Progress, StagePlan
+from bench.harness.run_folder import open_run
 from bench.results import (
     RAW_DIR,
     FinishFetchQueueRow,
@@ -281,3 +284,30 @@ def _progress_line(run: RunResult, row: FinishFetchRow) -> str:
         f"{row.round_trips_per_job:.2f} rt/job, {row.commands_per_job:.2f} cmd/job, "
         f"cycle p50 {row.cycle_p50_us} µs, limit {row.limit}{tail}"
     )
+
+
+# --- python -m bench finish-fetch ---------------------------------------------------------------
+
+
+FLAGS = SectionFlags(FinishFetchOptions)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m bench finish-fetch`: the stage alone, into its own run folder."""
+    parser = FLAGS.parser(
+        "echomq-bench finish-fetch",
+        "Finish-then-fetch alone: each strategy under Locust, then the raw driver. "
+        "Settings default to the profile's keys.",
+    )
+    args = parser.parse_args(argv)
+    profile = FLAGS.profile(args)
+    check_profile(profile)  # before a server starts
+    progress = Progress([StagePlan("finish_fetch", point_seconds(profile))], stage="finish_fetch")
+    with open_run(
+        profile, ["finish_fetch"], args.results, progress=progress, quiet_machine=args.quiet_machine
+    ) as run:
+        run_stage(run.ctx)
+        run.ctx.progress.done()
+        run.stage_done("finish_fetch")
+    print(f"results: {run.ctx.run_dir}")
+    return 0
