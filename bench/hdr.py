@@ -18,9 +18,10 @@ def new_histogram() -> HdrHistogram:
     return HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS)
 
 
-def record_us(histogram: HdrHistogram, value_us: float) -> None:
-    """Record a latency in µs, clamped into the trackable range."""
-    histogram.record_value(min(max(int(value_us), LOWEST_US), HIGHEST_US))
+def record_us(histogram: HdrHistogram, value_us: float, count: int = 1) -> None:
+    """Record a latency in µs (``count`` times: the jobs of one exchange), clamped into the
+    trackable range."""
+    histogram.record_value(min(max(int(value_us), LOWEST_US), HIGHEST_US), count)
 
 
 def encode(histogram: HdrHistogram) -> str:

@@ -26,16 +26,15 @@ if find_spec("bench") is None:  # run from a checkout that is not installed
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import gevent
-from gevent.pool import Group
 from locust import task
 
-from bench.finish_fetch import hooks
-from bench.finish_fetch.current import RECORDER
+from bench.finish_fetch.driver import WorkerDriver
+from bench.finish_fetch.in_locust import hooks
+from bench.finish_fetch.in_locust.current import RECORDER
+from bench.finish_fetch.in_locust.user import RedisUser
 from bench.finish_fetch.probe import PROBE_LABEL, PROBE_SCRIPT
 from bench.finish_fetch.producer_loop import ProducerLoop
 from bench.finish_fetch.timed import LoadHooks, TimedSender, run_steps
-from bench.finish_fetch.user import RedisUser
-from bench.finish_fetch.worker_slots import WorkerConnection
 from bench.protocol.autopipe import AutoPipeline
 from bench.protocol.queue import Command
 
@@ -96,25 +95,18 @@ class ProducerUser(RedisUser):
 
 
 class WorkerUser(RedisUser):
-    """One worker connection and its jobs in flight: a greenlet a slot, by the run's strategy."""
+    """One worker connection and its jobs in flight, driven in rounds by this user's one greenlet
+    (driver.py), by the run's strategy."""
 
     role = "worker"
 
     def on_start(self) -> None:
         super().on_start()
-        self.connection = WorkerConnection(self.queue, self.load, RECORDER, _load_hooks(self))
-        self.slot_greenlets = Group()
+        self.driver = WorkerDriver(self.queue, self.load, RECORDER, _load_hooks(self))
 
     @task
     def work(self) -> None:
-        first, *others = self.connection.slots
-        for slot in others:
-            self.slot_greenlets.spawn(run_steps, slot.step, RECORDER, _running, self.log_error)
-        run_steps(first.step, RECORDER, _running, self.log_error)
-
-    def on_stop(self) -> None:
-        self.slot_greenlets.kill()
-        super().on_stop()
+        run_steps(self.driver.step, RECORDER, _running, self.log_error)
 
 
 class ProbeUser(RedisUser):

@@ -1,4 +1,5 @@
-"""Run folders and result files: the columns of design.md, written so a crash cannot tear them."""
+"""Run folders and result files: the columns docs/results-reference.md lists, written so a crash
+cannot tear them."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from bench.errors import BenchError
 
 RESULTS_DIR = Path(os.environ.get("EMQ_RESULTS_DIR", "results"))
 
-# The protocol every row measured: the only one today (another is being added).
+# The protocol a row measured when it does not say (a run from before the protocol column).
 PROTOCOL = "echomq"
 
 # One frozen dataclass a CSV: its field names, in order, are the file's columns.
@@ -73,7 +74,7 @@ class FinishFetchRow:
     loadgen_cpu_pct: float | None
     saturated: bool
     audit_ok: bool
-    # Jobs in flight per worker connection and the time each job is held (issue 11).
+    # Jobs in flight per worker connection and the time each job is held.
     concurrency: int = 1
     job_ms: float = 0.0
     # Script calls a job's cycle sends (1 fused, 2 two-call): counted at the client, and by INFO
@@ -188,6 +189,26 @@ class SweepCostRow:
 
 
 @dataclass(frozen=True)
+class SweepControlRow:
+    """The sweep stage's control: calls of a Lua loop of plain arithmetic, each timed inside Redis."""
+
+    run_id: str
+    protocol: str  # "none": the loop belongs to no queue protocol
+    profile: str
+    calls: int
+    iterations: int  # additions a call
+    redis_us_median: int | None = None
+    redis_us_p999: int | None = None
+    redis_us_max: int | None = None
+    calls_over_1ms: int | None = None
+    # calls another client's script call overlapped, so their µs could not be told apart (left out)
+    calls_mixed: int = 0
+    foreign_cpu_pct: float | None = None
+    steal_pct: float | None = None
+    contended: bool = False
+
+
+@dataclass(frozen=True)
 class RaceRow:
     run_id: str
     protocol: str
@@ -270,7 +291,7 @@ class ScriptCostRow:
 
 Row = (
     FinishFetchRow | FinishFetchShardRow | FinishFetchQueueRow | SweepCostRow | RaceRow | SweepHazardRow
-    | BullmqWorkerRow | ScriptCostRow
+    | BullmqWorkerRow | ScriptCostRow | SweepControlRow
 )  # fmt: skip
 
 # Columns a run from before them implies a value for: it ran one job in flight a
@@ -290,6 +311,7 @@ FINISH_FETCH_QUEUES_FILE = "finish_fetch_queues.csv"
 SWEEP_COST_COLUMNS = columns_of(SweepCostRow)
 RACE_COLUMNS = columns_of(RaceRow)
 SWEEP_HAZARD_COLUMNS = columns_of(SweepHazardRow)
+SWEEP_CONTROL_COLUMNS = columns_of(SweepControlRow)
 BULLMQ_WORKER_COLUMNS = columns_of(BullmqWorkerRow)
 SCRIPT_COST_COLUMNS = columns_of(ScriptCostRow)
 

@@ -13,15 +13,23 @@
   ARGV[4] check interval ms (0 = no throttle: every call sweeps)
   ARGV[5] full pass interval ms (extra, optional; default 60000; 0 = every call)
   ARGV[6] limit: expired deadlines read a call at most (extra, optional; 0 or
-          absent = all of them)
+          absent = all of them, in one call). With a limit, one pass over the
+          expired deadlines is spread over calls (below).
+  ARGV[7] time budget, µs (extra, optional; default 250; 0 = none): with a
+          limit, a call reads no further chunk of deadlines once it has run
+          this long (TIME), as moveStalledJobsToWaitSliced-8.lua does
 
   Returns {<ids moved to failed>, <ids moved to wait>}; {{}, {}} when throttled.
+  With a limit, a call that leaves its pass unfinished returns a third
+  element, the count of expired deadlines still to read: the client calls
+  again until a reply has two elements.
 
   Derived keys (from the prefix, so the same hash tag and slot):
     <prefix>deadlines      ZSET: one entry a locked job, score = when its lock
                            expires (ms); moveToActive and fetch-next add it,
                            extendLock moves it, finishing removes it
     <prefix>deadline-full  STRING: the full pass's throttle, set with PX
+    <prefix>deadline-pass  HASH: a pass spread over calls (with a limit) while it runs
 
   The index says when to look; the lock says what is true. Each id whose
   deadline has passed (ZRANGEBYSCORE -inf <timestamp>, oldest first):
@@ -53,6 +61,27 @@
   from the right for each one left; and reclaimJob's HINCRBY, the one command
   each reclaimed id pays alone. SMISMEMBER and ZMSCORE need Redis 6.2.
 
+  A pass spread over calls (a limit). The first call of a pass checks the
+  throttle, runs the full pass when it is due, and notes its timestamp in
+  deadline-pass: the pass reads the deadlines expired by then, oldest first,
+  at most `limit` a call, CHUNK ids a read (ZRANGEBYSCORE ... LIMIT), each id
+  settled as above, and the next call goes on where the last stopped. Where
+  it stopped is a score and how many entries of that score the pass left in
+  place (those it marked): ids settled by the pass either leave the range
+  (a live lock's entry moves past the pass's timestamp, a reclaimed one's
+  entry is removed) or stay marked, so each call reads from that score on,
+  skipping that many: never an offset into the whole range (ZRANGEBYSCORE
+  walks an offset one entry at a time). A marked id is so read once a pass
+  and reclaimed by a later pass, never by a call of the pass that marked it:
+  the two-pass grace holds between passes as it does between sweeps.
+  What it gives up against one call: workers run between calls. An entry
+  that moves (extendLock) or leaves (a finish) meanwhile from the score the
+  pass stopped at makes the next call skip one id of that score: it is read
+  by the next pass (marked, or reclaimed, one pass later, never sooner).
+  Deadlines that expire during a pass wait for the next pass. The throttle
+  is checked when a pass starts only, and any client's call carries on the
+  pass in progress. The full pass, when it is due, is still one O(N) call.
+
   Missing entries. A job in active without an entry (a worker running
   moveToActive-11.lua beside this protocol, a script stopped half way, an
   entry deleted by hand) is never due. A full pass finds it: at most once a
@@ -71,16 +100,25 @@
 local DEFAULT_FULL_MS = 60000
 local LOOKUP_BATCH = 5000 -- ids a ZMSCORE, SMISMEMBER or MGET: Lua's unpack fails near 8000
 local TAIL_CHUNK = 1000 -- ids of active an RPOP takes while reclaimed ones sit at its end
+local CHUNK = 25 -- deadlines a read of a limited call; its time budget is checked between reads
+local DEFAULT_BUDGET_US = 250
 
 local args, k = sweepArgs()
 local prefix, now = args.prefix, args.now
 local deadlines = prefix .. "deadlines"
 local fullMs = tonumber(ARGV[5]) or DEFAULT_FULL_MS
 local limit = tonumber(ARGV[6]) or 0
+local budgetUs = tonumber(ARGV[7]) or DEFAULT_BUDGET_US
+local passKey = prefix .. "deadline-pass"
 -- When a lock without expiry is looked at again.
 local recheckMs = fullMs > 0 and fullMs or DEFAULT_FULL_MS
 
-if throttled(k, args) then
+-- A limited pass in progress: its timestamp, the score it stopped at and the entries of
+-- that score it left in place; none: this call starts a sweep (or a pass).
+local pass = limit > 0 and redis.call("HMGET", passKey, "now", "score", "kept") or {}
+-- Scores are kept as Redis wrote them: a number passed back would be formatted with %.14g.
+local passNow, atScore, keptAt = pass[1], pass[2], tonumber(pass[3]) or 0
+if not passNow and throttled(k, args) then
   return {{}, {}}
 end
 
@@ -114,42 +152,6 @@ local function fullPass()
         redis.call("ZADD", deadlines, lockDue(jobId) or now, jobId)
       end
     end
-  end
-end
-
-fullPass()
-
-local due
-if limit > 0 then
-  due = redis.call("ZRANGEBYSCORE", deadlines, "-inf", now, "LIMIT", 0, limit)
-else
-  due = redis.call("ZRANGEBYSCORE", deadlines, "-inf", now)
-end
-if #due == 0 then
-  return {{}, {}}
-end
-
--- Which of them an earlier sweep marked, LOOKUP_BATCH ids a SMISMEMBER.
-local wasMarked = {}
-for from = 1, #due, LOOKUP_BATCH do
-  local to = math.min(from + LOOKUP_BATCH - 1, #due)
-  local found = redis.call("SMISMEMBER", k.stalled, unpack(due, from, to))
-  for i, isMember in ipairs(found) do
-    wasMarked[from + i - 1] = isMember == 1
-  end
-end
-
--- Which of them still have a lock, LOOKUP_BATCH locks an MGET.
-local hasLock = {}
-for from = 1, #due, LOOKUP_BATCH do
-  local to = math.min(from + LOOKUP_BATCH - 1, #due)
-  local lockKeys = {}
-  for i = from, to do
-    lockKeys[#lockKeys + 1] = prefix .. due[i] .. ":lock"
-  end
-  local values = redis.call("MGET", unpack(lockKeys))
-  for i, value in ipairs(values) do
-    hasLock[from + i - 1] = value ~= false
   end
 end
 
@@ -194,36 +196,112 @@ local function takeOutOfActive(ids)
   return taken
 end
 
--- A lock that exists wins (one PTTL each); the set writes go in batches after.
-local mark, unmark, gone = {}, {}, {}
-for i, jobId in ipairs(due) do
-  if hasLock[i] then
-    redis.call("ZADD", deadlines, lockDue(jobId) or now, jobId)
-    if wasMarked[i] then
-      unmark[#unmark + 1] = jobId
+-- Settles each of `due` (expired deadlines, oldest first) as the header says, in
+-- batches; returns the ids moved to failed, those moved to wait, and for each of
+-- `due` whether its entry stays where it was (marked now: seen lockless once).
+local isPaused -- read once a call, when something is reclaimed
+local function settle(due)
+  local wasMarked, hasLock = {}, {}
+  for from = 1, #due, LOOKUP_BATCH do
+    local to = math.min(from + LOOKUP_BATCH - 1, #due)
+    local found = redis.call("SMISMEMBER", k.stalled, unpack(due, from, to))
+    local lockKeys = {}
+    for i = from, to do
+      wasMarked[i] = found[i - from + 1] == 1
+      lockKeys[#lockKeys + 1] = prefix .. due[i] .. ":lock"
     end
-  elseif not wasMarked[i] then
-    mark[#mark + 1] = jobId -- seen lockless once
-  else
-    gone[#gone + 1] = jobId -- marked by an earlier sweep, and its lock is still gone
+    local values = redis.call("MGET", unpack(lockKeys))
+    for i, value in ipairs(values) do
+      hasLock[from + i - 1] = value ~= false
+    end
+  end
+  -- A lock that exists wins (one PTTL each); the set writes go in batches after.
+  local mark, unmark, gone, stays = {}, {}, {}, {}
+  for i, jobId in ipairs(due) do
+    if hasLock[i] then
+      redis.call("ZADD", deadlines, lockDue(jobId) or now, jobId)
+      if wasMarked[i] then
+        unmark[#unmark + 1] = jobId
+      end
+    elseif not wasMarked[i] then
+      mark[#mark + 1] = jobId -- seen lockless once
+      stays[i] = true
+    else
+      gone[#gone + 1] = jobId -- marked by an earlier sweep, and its lock is still gone
+    end
+  end
+  batched("SADD", k.stalled, mark)
+  batched("SREM", k.stalled, unmark)
+  batched("SREM", k.stalled, gone)
+  batched("ZREM", deadlines, gone)
+  -- Reclaimed in the order they became due: a job already finished or taken by
+  -- another sweep is not in active, and is not.
+  local inActive = takeOutOfActive(gone)
+  local reclaim = {}
+  for _, jobId in ipairs(gone) do
+    if inActive[jobId] then
+      reclaim[#reclaim + 1] = jobId
+    end
+  end
+  if #reclaim == 0 then
+    return {}, {}, stays
+  end
+  if isPaused == nil then
+    isPaused = redis.call("HGET", k.meta, "paused") == "1"
+  end
+  local failed, moved = reclaimAll(k, args, reclaim, isPaused)
+  return failed, moved, stays
+end
+
+if limit <= 0 then -- one call: every expired deadline
+  fullPass()
+  local failed, moved = settle(redis.call("ZRANGEBYSCORE", deadlines, "-inf", now))
+  return {failed, moved}
+end
+
+if not passNow then -- a pass starts
+  fullPass()
+  passNow = ARGV[3]
+end
+
+local spent = budgetSpent(budgetUs)
+local failed, moved, read, ended = {}, {}, 0, false
+while read < limit do
+  if read > 0 and spent() then
+    break
+  end
+  local take = math.min(CHUNK, limit - read)
+  local rows = redis.call("ZRANGEBYSCORE", deadlines, atScore or "-inf", passNow, "WITHSCORES",
+    "LIMIT", keptAt, take)
+  local due, scores = {}, {}
+  for i = 1, #rows, 2 do
+    due[#due + 1], scores[#scores + 1] = rows[i], rows[i + 1]
+  end
+  local chunkFailed, chunkMoved, stays = settle(due)
+  appendAll(failed, chunkFailed)
+  appendAll(moved, chunkMoved)
+  -- Where the pass stopped: the last score read, and the entries of it left in place.
+  for i, score in ipairs(scores) do
+    if score ~= atScore then -- one number has one text as Redis writes it
+      atScore, keptAt = score, 0
+    end
+    if stays[i] then
+      keptAt = keptAt + 1
+    end
+  end
+  read = read + #due
+  if #due < take then
+    ended = true -- no expired deadline left to read
+    break
   end
 end
-batched("SADD", k.stalled, mark)
-batched("SREM", k.stalled, unmark)
-batched("SREM", k.stalled, gone)
-batched("ZREM", deadlines, gone)
--- Reclaimed in the order they became due: a job already finished or taken by
--- another sweep is not in active, and is not.
-local inActive = takeOutOfActive(gone)
-local reclaim = {}
-for _, jobId in ipairs(gone) do
-  if inActive[jobId] then
-    reclaim[#reclaim + 1] = jobId
-  end
+local left = 0
+if not ended then
+  left = redis.call("ZCOUNT", deadlines, atScore, passNow) - keptAt
 end
-if #reclaim == 0 then
-  return {{}, {}}
+if left <= 0 then
+  redis.call("DEL", passKey)
+  return {failed, moved}
 end
-local isPaused = redis.call("HGET", k.meta, "paused") == "1"
-local failed, moved = reclaimAll(k, args, reclaim, isPaused)
-return {failed, moved}
+redis.call("HSET", passKey, "now", passNow, "score", atScore, "kept", keptAt)
+return {failed, moved, left}

@@ -106,18 +106,14 @@ if not phase then
   phase, toVisit, kept = "reclaim", redis.call("LLEN", k.active), 0
 end
 
-local function clockUs()
-  local t = redis.call("TIME")
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-local startedUs = budgetUs > 0 and clockUs() or 0
+local spent = budgetSpent(budgetUs)
 local visits = 0 -- ids this call has taken, in both phases
 
 -- The next chunk of ids from the right of active, or nil when the call is
 -- done: its slice taken, the pass's count visited, or its time budget spent.
 local function takeChunk()
   local take = math.min(CHUNK, slice - visits, toVisit)
-  if take <= 0 or (visits > 0 and budgetUs > 0 and clockUs() - startedUs >= budgetUs) then
+  if take <= 0 or (visits > 0 and spent()) then
     return nil
   end
   local visited = redis.call("RPOP", k.active, take) or {}
@@ -149,12 +145,8 @@ if phase == "reclaim" then
     batched("LPUSH", k.active, back)
     batched("SADD", k.stalled, unmarked)
     local chunkFailed, chunkMoved = reclaimAll(k, args, reclaim, isPaused)
-    for _, jobId in ipairs(chunkFailed) do
-      failed[#failed + 1] = jobId
-    end
-    for _, jobId in ipairs(chunkMoved) do
-      moved[#moved + 1] = jobId
-    end
+    appendAll(failed, chunkFailed)
+    appendAll(moved, chunkMoved)
     kept = kept + #back
   end
   if toVisit == 0 and redis.call("SCARD", k.stalled) > kept then

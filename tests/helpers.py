@@ -11,6 +11,8 @@ from typing import Any
 
 import psutil
 
+from bench.harness.machine import CHECK_WINDOW_S, MachineCheck, check_machine
+
 
 def ids(values: Iterable[Any]) -> list[str]:
     """Redis replies (bytes or str) as text."""
@@ -30,6 +32,17 @@ def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0, what: str
 # The protocols the contract tests of lua/ run against (a module's params fixture
 # ``protocol_name`` overrides conftest's, which opens echomq alone).
 PROTOCOL_NAMES = ("echomq", "echomq-deadline")
+
+
+def race_anomalies(found: Any) -> tuple[int, int, int, int]:
+    """A race run's counts that an atomic sweep keeps at zero: double recoveries, lost attempt
+    updates, finished jobs requeued, audit violations."""
+    return (
+        found.double_recoveries,
+        found.lost_attempt_updates,
+        found.requeued_after_finish,
+        found.audit_violations,
+    )
 
 
 def has_deadlines(queue: Any) -> bool:
@@ -53,6 +66,24 @@ hog = [sys.executable, "-c", "while True: pass"]
 quiet = subprocess.DEVNULL  # no pipe of ours held open
 print(subprocess.Popen(hog, start_new_session=True, stdin=quiet, stdout=quiet, stderr=quiet).pid)
 """
+
+
+def all_but(process: psutil.Process) -> list[int]:
+    """Every process on the machine but ``process`` and its ancestors: as a watch's roots, they make
+    ``process`` the one foreign process that ran before the window, however busy the machine is
+    (other busy processes are own, so none can push it out of a check's busiest)."""
+    skip = {process.pid, *(p.pid for p in process.parents())}
+    return [p.pid for p in psutil.process_iter() if p.pid not in skip]
+
+
+def check_naming(process: psutil.Process) -> Callable[..., MachineCheck]:
+    """A run's check before it starts (``run_folder.check_machine``, monkeypatched) with the rest of
+    the machine counted as own: ``process`` is the busiest it names."""
+
+    def check(roots: object = None, window_s: float = CHECK_WINDOW_S) -> MachineCheck:
+        return check_machine(all_but(process), window_s)
+
+    return check
 
 
 @contextmanager

@@ -6,6 +6,8 @@ from bench.protocol.audit import audit, server_run_id
 from bench.protocol.queue import Producer, Queue, Worker
 from tests.helpers import PROTOCOL_NAMES
 
+pytestmark = pytest.mark.protocol
+
 
 @pytest.fixture(params=PROTOCOL_NAMES)
 def protocol_name(request: pytest.FixtureRequest) -> str:

@@ -15,6 +15,8 @@ from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import STRATEGIES, Command, Producer, Queue, Worker
 from tests.helpers import wait_until
 
+pytestmark = pytest.mark.protocol
+
 JOBS_PER_SLOT = 40
 
 

@@ -21,13 +21,17 @@ from bench.protocol.deadline import (
     EchoMQDeadline,
     deadlines_key,
     full_pass_key,
+    lapse_deadlines,
     lapse_locks,
+    pass_key,
 )
-from bench.protocol.protocol import EchoMQ
+from bench.protocol.protocol import EchoMQ, SweepSlice
 from bench.protocol.queue import Job, Producer, Queue, Worker, WorkerOptions, now_ms
 from bench.protocol.scripts import numkeys, script_source
 from bench.protocol.sweep import AtomicSweeper
 from tests.helpers import ids, wait_until
+
+pytestmark = pytest.mark.protocol
 
 LOCK_MS = 60_000
 
@@ -35,6 +39,31 @@ LOCK_MS = 60_000
 @pytest.fixture
 def protocol_name() -> str:
     return "echomq-deadline"
+
+
+# The contract tests run against the sweep in one call (no limit) and against a pass spread
+# over calls of at most LIMIT expired deadlines (the limited call): sweep() below is a pass.
+LIMIT = 2
+
+
+@pytest.fixture(params=[0, LIMIT], ids=["one_call", "limited"])
+def sweep_limit(request: pytest.FixtureRequest) -> int:
+    return int(request.param)
+
+
+@pytest.fixture
+def queue(client: Client, sweep_limit: int) -> Iterator[Queue]:
+    q = Queue.open(client, f"t-{uuid.uuid4().hex[:10]}", protocol=EchoMQDeadline(sweep_limit=sweep_limit))
+    yield q
+    q.delete()
+
+
+@pytest.fixture
+def one_call_queue(client: Client) -> Iterator[Queue]:
+    """For the tests that count the commands of the sweep in one call."""
+    q = Queue.open(client, f"t-{uuid.uuid4().hex[:10]}", protocol=EchoMQDeadline())
+    yield q
+    q.delete()
 
 
 def index(queue: Queue) -> dict[str, float]:
@@ -48,11 +77,20 @@ def marked(queue: Queue) -> list[str]:
 
 
 def sweep(queue: Queue, *, now: int | None = None, max_stalled: int = 1) -> tuple[list[str], list[str]]:
-    """One sweep call at client time ``now``: (ids moved to failed, ids moved to wait)."""
-    call = queue.protocol.sweep(
-        queue.keys, max_stalled=max_stalled, now_ms=now_ms() if now is None else now, interval_ms=0
-    )
-    return queue.protocol.read_swept(queue.call(call))
+    """One sweep at client time ``now``: (ids moved to failed, ids moved to wait). With a limit,
+    a pass: calls until a reply has two elements (each call's ids in the order it gave them)."""
+    failed: list[str] = []
+    moved: list[str] = []
+    for _ in range(100_000):
+        call = queue.protocol.sweep(
+            queue.keys, max_stalled=max_stalled, now_ms=now_ms() if now is None else now, interval_ms=0
+        )
+        reply = queue.call(call)
+        got_failed, got_moved = queue.protocol.read_swept(reply)
+        failed, moved = failed + got_failed, moved + got_moved
+        if len(reply) < 3:
+            return failed, moved
+    raise AssertionError("a limited pass did not end within 100,000 calls")
 
 
 def fetch_at(queue: Queue, ts: int, token: str = "w:1", lock_ms: int = LOCK_MS) -> str:
@@ -292,9 +330,10 @@ def test_a_job_finished_between_the_marking_sweep_and_the_moving_one_is_not_requ
 
 
 @pytest.fixture
-def full_pass_queue(client: Client) -> Iterator[Queue]:
+def full_pass_queue(client: Client, sweep_limit: int) -> Iterator[Queue]:
     """A queue whose full pass runs at most every 300 ms."""
-    q = Queue.open(client, f"t-{uuid.uuid4().hex[:10]}", protocol=EchoMQDeadline(full_pass_ms=300))
+    protocol = EchoMQDeadline(full_pass_ms=300, sweep_limit=sweep_limit)
+    q = Queue.open(client, f"t-{uuid.uuid4().hex[:10]}", protocol=protocol)
     yield q
     q.delete()
 
@@ -381,7 +420,7 @@ def test_a_reclaim_on_a_paused_queue_goes_to_paused(queue: Queue):
     assert queue.client.llen(queue.keys.wait) == 0
 
 
-def test_a_limited_sweep_takes_the_oldest_deadlines_first(client: Client):
+def test_a_limited_pass_spans_calls_and_reclaims_in_the_next_pass_oldest_first(client: Client):
     queue = Queue.open(client, f"t-{uuid.uuid4().hex[:10]}", protocol=EchoMQDeadline(sweep_limit=2))
     try:
         jobs = stalled_jobs(queue, 3)
@@ -390,10 +429,13 @@ def test_a_limited_sweep_takes_the_oldest_deadlines_first(client: Client):
         for age, job in zip((1, 3, 2), jobs, strict=True):  # job 2 lapsed first, then 3, then 1
             lapse_locks(pipe, queue.keys, [job.id], ts - age * 1000)
         pipe.execute()
-        assert sweep(queue) == ([], []) and marked(queue) == ["2", "3"]
-        assert sweep(queue) == ([], ["2", "3"])
-        assert sweep(queue) == ([], []) and marked(queue) == ["1"]
-        assert sweep(queue) == ([], ["1"])
+        call = queue.protocol.sweep(queue.keys, max_stalled=1, now_ms=now_ms(), interval_ms=0)
+        assert queue.call(call) == [[], [], 1]  # two read and marked, one left: the pass goes on
+        assert marked(queue) == ["2", "3"] and client.exists(pass_key(queue.keys))
+        assert queue.call(call) == [[], []]  # the third, marked; the pass is done
+        assert marked(queue) == ["1", "2", "3"] and not client.exists(pass_key(queue.keys))
+        assert sweep(queue) == ([], ["2", "3", "1"])  # the next pass reclaims, oldest first
+        assert ids(client.lrange(queue.keys.wait, 0, -1)) == ["2", "3", "1"]
     finally:
         queue.delete()
 
@@ -528,7 +570,10 @@ def _two_sweeps(queue: Queue, lapsed: list[str]) -> tuple[list[str], list[str]]:
 
 
 @pytest.mark.parametrize("count", [1, 1500, 2600])  # one id; two chunks but part of one; three
-def test_stalled_ids_at_the_oldest_end_leave_active_and_the_rest_keep_their_order(queue: Queue, count: int):
+def test_stalled_ids_at_the_oldest_end_leave_active_and_the_rest_keep_their_order(
+    one_call_queue: Queue, count: int
+):
+    queue = one_call_queue
     jobs = stalled_jobs(queue, count + 3)
     active = ids(queue.client.lrange(queue.keys.active, 0, -1))  # newest first
     oldest = active[-count:]
@@ -551,8 +596,9 @@ def test_stalled_ids_at_the_oldest_end_leave_active_and_the_rest_keep_their_orde
     ids=["one_in_three", "two_in_three", "chunks_then_lrem"],
 )
 def test_stalled_ids_among_live_ones_leave_active_and_the_rest_keep_their_order(
-    queue: Queue, lapses: Callable[[int], bool], request: pytest.FixtureRequest
+    one_call_queue: Queue, lapses: Callable[[int], bool], request: pytest.FixtureRequest
 ):
+    queue = one_call_queue
     name = request.node.callspec.id
     stalled_jobs(queue, 2500)
     active = ids(queue.client.lrange(queue.keys.active, 0, -1))
@@ -589,3 +635,83 @@ def test_a_marked_lockless_id_gone_from_active_is_not_reclaimed_beside_ones_that
     queue.client.lrem(k.active, 0, lapsed[1])  # taken out by another sweep meanwhile
     assert sweep(queue, max_stalled=5) == ([], [lapsed[0], lapsed[2], lapsed[3]])
     assert queue.client.llen(k.active) == 0 and lapsed[1] not in index(queue)
+
+
+# The limited call: a pass of many calls, each reading at most its limit.
+
+
+def fill_stalled(queue: Queue, size: int) -> list[str]:
+    """``size`` jobs in active whose locks lapsed (no lock, an expired entry), as the protocol
+    leaves them; their ids oldest first (the rightmost of active lapsed first)."""
+    c, k = queue.client, queue.keys
+    job_ids = [str(i) for i in range(size)]
+    pipe = c.pipeline(transaction=False)
+    for start in range(0, size, 5_000):
+        chunk = job_ids[start : start + 5_000]
+        pipe.lpush(k.active, *chunk)
+        pipe.zadd(deadlines_key(k), dict.fromkeys(chunk, 0))
+    lapse_deadlines(pipe, k, job_ids, now_ms() - 1)
+    pipe.execute()
+    return job_ids
+
+
+def limited_pass(queue: Queue, limit: int, budget_us: int = 0) -> list[tuple[int, list[str]]]:
+    """One pass of calls of ``limit``: per call, the marks it added and the ids it moved."""
+    calls: list[tuple[int, list[str]]] = []
+    while len(calls) < 100_000:
+        marks = queue.client.scard(queue.keys.stalled)
+        call = queue.protocol.sliced_sweep(
+            queue.keys, max_stalled=5, now_ms=now_ms(), interval_ms=0, cut=SweepSlice(limit, budget_us)
+        )
+        reply = queue.call(call)
+        calls.append((queue.client.scard(queue.keys.stalled) - marks, ids(reply[1])))
+        if len(reply) < 3:
+            return calls
+    raise AssertionError("a limited pass did not end within 100,000 calls")
+
+
+@pytest.mark.parametrize("stalled", [1_000, 20_000])
+def test_each_call_of_a_limited_pass_reads_at_most_its_limit_and_the_pass_reclaims_each_once(
+    client: Client, stalled: int
+):
+    limit = 150
+    queue = Queue.open(client, f"t-{uuid.uuid4().hex[:10]}", protocol=EchoMQDeadline())
+    try:
+        lapsed = fill_stalled(queue, stalled)
+        calls = -(-stalled // limit)
+        marking = limited_pass(queue, limit)
+        # every id read is lockless and unmarked: a call marks what it reads, no more than its limit
+        assert [n for n, _ in marking] == [limit] * (stalled // limit) + (
+            [stalled % limit] if stalled % limit else []
+        )
+        assert all(moved == [] for _, moved in marking) and len(marking) == calls
+        assert queue.client.scard(queue.keys.stalled) == stalled
+        reclaiming = limited_pass(queue, limit)
+        # every id read is marked and lockless: a call reclaims what it reads, oldest first
+        assert [len(moved) for _, moved in reclaiming] == [
+            len(lapsed[i : i + limit]) for i in range(0, stalled, limit)
+        ]
+        assert [j for _, moved in reclaiming for j in moved] == lapsed  # each once, in the order they lapsed
+        c, k = queue.client, queue.keys
+        assert ids(c.lrange(k.wait, 0, -1)) == lapsed and c.llen(k.active) == 0
+        assert c.zcard(deadlines_key(k)) == 0 and c.scard(k.stalled) == 0
+        assert not c.exists(pass_key(k))
+    finally:
+        queue.delete()
+
+
+def test_a_limited_pass_among_live_jobs_reclaims_exactly_the_stalled_and_keeps_the_rest(client: Client):
+    queue = Queue.open(client, f"t-{uuid.uuid4().hex[:10]}", protocol=EchoMQDeadline())
+    try:
+        jobs = stalled_jobs(queue, 300)
+        active = ids(queue.client.lrange(queue.keys.active, 0, -1))
+        lapsed = [j for i, j in enumerate(reversed(active)) if i % 3 == 1]  # oldest first
+        lapse(queue, lapsed)
+        assert [moved for _, moved in limited_pass(queue, 7)] == [[]] * (-(-len(lapsed) // 7))
+        moved = [j for _, got in limited_pass(queue, 7) for j in got]
+        assert moved == lapsed
+        assert ids(queue.client.lrange(queue.keys.active, 0, -1)) == [j for j in active if j not in lapsed]
+        assert len(jobs) == 300 and marked(queue) == []
+        assert limited_pass(queue, 7) == [(0, [])]  # nothing due: one call, a pass
+    finally:
+        queue.delete()

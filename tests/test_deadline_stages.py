@@ -12,7 +12,7 @@ from bench.__main__ import main as bench_main
 from bench.finish_fetch.price import price_rows
 from bench.harness.context import RunContext
 from bench.harness.profile import Profile
-from bench.harness.server import EmbeddedRedis, ServerInfo
+from bench.harness.server import SLOWLOG_THRESHOLD_US, EmbeddedRedis, ServerInfo
 from bench.protocol.commandstats import CommandStats
 from bench.protocol.deadline import full_pass_key
 from bench.protocol.queue import Queue
@@ -55,6 +55,7 @@ def test_each_restore_gives_the_sweep_the_same_work(queue: Queue, scenario: str)
         assert ran[0]["zrangebyscore"] == 1 and "zcard" not in ran[0]  # no full pass in a timed call
 
 
+@pytest.mark.slow
 def test_every_timed_deadline_sweep_reclaims_the_stalled_share(tmp_path: Path, settings, monkeypatch):
     monkeypatch.setenv("REDIS_URL", settings.url)
     sizes, scenarios = (40,), ("healthy", "all_stalled", "mixed")
@@ -69,7 +70,12 @@ def test_every_timed_deadline_sweep_reclaims_the_stalled_share(tmp_path: Path, s
     for row in rows:
         assert row["skipped"] == "no" and row["round_trips"] == "1.0", row  # checked: the stalled share moved
         assert float(row["redis_hold_ms_max"]) > 0, row  # Redis's own time (SLOWLOG) of the longest call
-        assert row["redis_slow_calls_max"] == "0", row  # counted: no 40-id call is over 1 ms
+        # Counted, not timed: SLOWLOG logs at most the one call a 40-id sweep makes (over 1 ms only
+        # on a busy machine), and with none logged the hold is the 1 ms threshold that bounds it.
+        slow, hold_ms = int(row["redis_slow_calls_max"]), float(row["redis_hold_ms_max"])
+        threshold_ms = SLOWLOG_THRESHOLD_US / 1e3
+        assert slow in (0, 1), row
+        assert hold_ms == threshold_ms if slow == 0 else hold_ms >= threshold_ms, row
     for size in sizes:
         for scenario in scenarios:
             side = load_side(run_dir, Point("atomic", scenario, size, DEADLINE))
@@ -91,10 +97,12 @@ def test_the_race_stage_runs_the_deadline_sweep_at_zero_anomalies(tmp_path: Path
     assert bench_main(argv) == 0
     [run_dir] = list(tmp_path.iterdir())
     rows = rows_of(run_dir / "race.csv")
-    # Only its own sweep keeps the index, so only that one races.
+    # Only its own sweep keeps the index, in one call or a pass over calls: only those race.
     assert [(r["protocol"], r["variant"], r["sweepers"]) for r in rows] == [
         (DEADLINE, "atomic", "2"),
+        (DEADLINE, "atomic_sliced", "2"),
         (DEADLINE, "atomic", "8"),
+        (DEADLINE, "atomic_sliced", "8"),
     ]
     for row in rows:
         assert [row[k] for k in ANOMALIES] == ["0", "0", "0", "0"], row

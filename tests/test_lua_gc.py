@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bench.protocol.connection import Client
 from bench.protocol.lua_gc import MOST_ROUNDS, collect_lua_garbage
+
+pytestmark = pytest.mark.protocol
 
 # A script that leaves garbage: 200,000 distinct strings in a table it drops.
 LITTER = "local t = {} for i = 1, 200000 do t[i] = 'litter:' .. i end return #t"

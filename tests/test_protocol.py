@@ -13,6 +13,8 @@ from bench.protocol.protocol import PROTOCOLS, STEPS, EchoMQ, ScriptCall, protoc
 from bench.protocol.queue import Producer, Queue, Worker
 from bench.protocol.sweep import make_sweeper
 
+pytestmark = pytest.mark.protocol
+
 
 class Recording(EchoMQ):
     """EchoMQ that notes each step it is asked to build."""

@@ -22,6 +22,7 @@ from bench.race.plan import RacePlan, RaceSetting, variant_names
 from bench.race.run import RaceLog, run_once
 from bench.race.table import RaceOutcome
 from bench.results import RACE_COLUMNS, RaceRow, RunIds, row_dict
+from tests.helpers import race_anomalies
 
 ATOMIC = [name for name in SWEEPERS if not has_gap(name)]
 WITH_GAP = [name for name in SWEEPERS if has_gap(name)]
@@ -118,12 +119,21 @@ def test_atomic_sweeps_with_8_sweepers_show_no_anomaly(settings: RedisSettings, 
         assert (found.errors, found.unrecovered) == (0, 0)
         assert found.reclaimed == 100 and found.sweeps >= 8  # each sweeper swept at least once
         assert found.finished == (100 if workers else 0)  # every live job finished during the sweeps
-        assert (
-            found.double_recoveries,
-            found.lost_attempt_updates,
-            found.requeued_after_finish,
-            found.audit_violations,
-        ) == (0, 0, 0, 0)
+        assert race_anomalies(found) == (0, 0, 0, 0)
+
+
+@pytest.mark.parametrize("sweepers", [2, 8])
+def test_the_deadline_sweeps_limited_passes_race_clean(settings: RedisSettings, sweepers: int):
+    # echomq-deadline's sweep as a pass of many calls (atomic_sliced): 10 expired deadlines a call,
+    # so each pass spans calls that the other sweepers' calls and the workers' finishes interleave
+    setting = RaceSetting(
+        "atomic_sliced", sweepers=sweepers, stalled_jobs=100, delay_ms=0.0, workers=2, deadline_s=20,
+        slice_size=10, protocol="echomq-deadline",
+    )  # fmt: skip
+    for found in run_reps(settings, setting, reps=2):
+        assert (found.errors, found.unrecovered) == (0, 0)
+        assert found.reclaimed == 100 and found.finished == 100
+        assert race_anomalies(found) == (0, 0, 0, 0)
 
 
 @pytest.mark.parametrize("variant", WITH_GAP)

@@ -6,6 +6,8 @@ from bench.errors import BenchError
 from bench.protocol.cost import measure_scripts
 from bench.script_cost import main
 
+pytestmark = pytest.mark.protocol
+
 
 def test_each_phase_counts_exactly_its_calls(client):
     rows = measure_scripts(client, 20)

@@ -12,6 +12,8 @@ from bench.protocol.queue import Job, Producer, Queue, Worker, WorkerOptions, no
 from bench.protocol.scripts import SCRIPT_FILES, numkeys, script_source
 from tests.helpers import PROTOCOL_NAMES, ids
 
+pytestmark = pytest.mark.protocol
+
 
 @pytest.fixture(params=PROTOCOL_NAMES)
 def protocol_name(request: pytest.FixtureRequest) -> str:

@@ -22,6 +22,8 @@ from bench.protocol.queue import Queue, now_ms
 from bench.protocol.sweep import SLICED_PASS_KEYS, AtomicSlicedSweeper
 from bench.sweep_cost.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_share
 
+pytestmark = pytest.mark.protocol
+
 SLICE = 100
 CHUNK = 25  # ids the script takes an RPOP, checking its budget between
 SIZES = (1_000, 20_000)
@@ -117,6 +119,7 @@ def _measure(scenarios: dict[int, ScenarioQueue], scenario: str) -> dict[int, li
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["healthy", "mixed", "all_stalled"])
 def test_commands_per_call_follow_the_slice_not_the_list(measured, scenario: str):
     found = measured(scenario)

@@ -10,6 +10,8 @@ import redis
 from bench.harness.server import SLOWLOG_THRESHOLD_US, EmbeddedRedis
 from bench.protocol.slowlog import SlowlogWatch
 
+pytestmark = pytest.mark.protocol
+
 SPIN = "for i = 1, tonumber(ARGV[1]) do end return 1"  # a script that holds Redis a while
 LONG_SPIN = 3_000_000  # tens of ms in Redis's Lua on any machine: far over a 1 ms threshold
 

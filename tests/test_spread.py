@@ -27,6 +27,7 @@ def test_one_server_gets_plain_names():
     assert spread_names("q", 3, [[(0, 16383)]]) == ["q-0", "q-1", "q-2"]
 
 
+@pytest.mark.cluster
 def test_the_names_land_where_the_cluster_puts_them():
     with EmbeddedCluster() as cluster:
         client = RedisCluster.from_url(cluster.url)

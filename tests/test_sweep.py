@@ -9,6 +9,8 @@ from bench.protocol.queue import Job, Producer, Queue, Worker, WorkerOptions, no
 from bench.protocol.sweep import AppSidePipelinedSweeper, AppSideSweeper, AtomicSweeper
 from tests.helpers import PROTOCOL_NAMES, has_deadlines, ids
 
+pytestmark = pytest.mark.protocol
+
 
 @pytest.fixture(params=PROTOCOL_NAMES)
 def protocol_name(request: pytest.FixtureRequest) -> str:

@@ -16,6 +16,7 @@ from bench.harness.profile import SweepOptions, load_profile
 from bench.hdr import encode, new_histogram, record_us
 from bench.protocol.sweep import DEFAULT_SLICE_BUDGET_US
 from bench.results import NOT_SKIPPED, SWEEP_COST_COLUMNS, RunIds, SweepCostRow, row_dict
+from bench.sweep_cost.control import control_row, spin_times
 from bench.sweep_cost.plan import PlannedPoint, Point, plan, pyperf_options, run_order
 from bench.sweep_cost.probe import Probe
 from bench.sweep_cost.pyperf_program import PROGRAM, ProgramSettings, forward_settings
@@ -75,6 +76,21 @@ def test_a_cap_named_with_a_protocol_overrides_the_variants_cap_for_that_protoco
     assert ("echomq-deadline", 100) in measured
 
 
+def test_a_capped_point_says_the_reason_that_holds_for_its_protocol():
+    options = SweepOptions(
+        sweep_variants=("atomic",), sweep_scenarios=("all_stalled",), sweep_sizes=(10, 100),
+        sweep_caps=("atomic:all_stalled:10", "echomq-deadline.atomic:all_stalled:10"),
+    )  # fmt: skip
+    why = {
+        p.point.protocol: p.skipped
+        for p in plan(options, ("echomq", "bullmq", "echomq-deadline"))
+        if p.skipped
+    }
+    assert set(why) == {"echomq", "bullmq", "echomq-deadline"}
+    assert "quadratic" in why["echomq"] and "quadratic" in why["bullmq"]
+    assert "quadratic" not in why["echomq-deadline"] and "linear" in why["echomq-deadline"]
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -99,7 +115,9 @@ def test_pyperf_is_never_left_at_its_default_of_many_processes():
 
 def test_the_pyperf_program_reads_back_the_argv_it_is_given_and_forwards_it_whole(tmp_path: Path):
     points = (("atomic", "mixed"), ("app_side", "healthy"))
-    settings = ProgramSettings("q-1", 1000, points, tmp_path, slice_size=7, probe_rate_hz=250.0)
+    settings = ProgramSettings(
+        "q-1", 1000, points, tmp_path, slice_size=7, slice_budget_us=40, probe_rate_hz=250.0
+    )
     parser = argparse.ArgumentParser()
     ProgramSettings.add_arguments(parser)
     args = parser.parse_args(settings.argv())
@@ -122,6 +140,7 @@ def test_one_default_slice_and_probe_rate_from_the_profile_to_the_time_function(
     bench = PointBench(RedisSettings.from_url("redis://localhost:1"), "q", tmp_path)  # connects lazily
     assert profile.sweep_slice == program.slice_size == bench.slice_size == 100
     assert profile.probe_rate_hz == program.probe_rate_hz == bench.probe_rate_hz
+    assert profile.sweep_slice_budget_us == program.slice_budget_us == bench.slice_budget_us == 250
 
 
 def test_slope_is_one_for_linear_and_two_for_quadratic():
@@ -175,17 +194,26 @@ def test_a_skipped_point_is_a_typed_row_with_nothing_measured(tmp_path: Path):
         100,
         500.0,
         skipped=why,
-        slice_budget_us=DEFAULT_SLICE_BUDGET_US,
     )
     written = row_dict(row)
     assert tuple(written) == SWEEP_COST_COLUMNS and written == make_row(tmp_path, planned, None, IDS, OPTIONS)
     set_ = ["run_id", "protocol", "profile", "variant", "scenario", "active_size", "slice_size"]
-    filled = [*set_, "probe_rate_hz", "reps", "slice_budget_us", "skipped", "contended"]
+    filled = [*set_, "probe_rate_hz", "reps", "skipped", "contended"]  # atomic has no budget: empty
     assert [c for c, v in written.items() if v != ""] == filled
     assert written["reps"] == 0  # no sweep measured
     assert written["contended"] is False  # no window: nothing foreign touched it
     measured = row_dict(SweepCostRow(IDS.run_id, "echomq", IDS.profile, "atomic", "healthy", 10, 100, 500.0))
     assert measured["skipped"] == NOT_SKIPPED
+
+
+def test_a_sliced_row_says_the_budget_the_profile_set(tmp_path):
+    sliced = PlannedPoint(Point("atomic_sliced", "healthy", 10), skipped="over a cap")
+    assert sweep_cost_row(tmp_path, sliced, None, IDS, OPTIONS).slice_budget_us == DEFAULT_SLICE_BUDGET_US
+    for budget in (0, 40):
+        options = replace(OPTIONS, sweep_slice_budget_us=budget)
+        assert sweep_cost_row(tmp_path, sliced, None, IDS, options).slice_budget_us == budget
+        linear = PlannedPoint(Point("atomic_linear", "healthy", 10), skipped="over a cap")
+        assert sweep_cost_row(tmp_path, linear, None, IDS, options).slice_budget_us is None
 
 
 def test_the_probe_counts_busy_replies_and_carries_on(client, settings):
@@ -219,17 +247,25 @@ def test_the_probe_counts_every_ping_due_during_a_stall(client, settings):
     assert held.histogram.get_max_value() >= 100_000
 
 
+@pytest.mark.slow
 def test_the_sweep_command_writes_every_column(tmp_path: Path, settings, monkeypatch, capsys):
     monkeypatch.setenv("REDIS_URL", settings.url)
     code = main(
         [
             "--profile", "smoke", "--sizes", "5", "--reps", "1",
             "--variants", "atomic_linear,app_side", "--scenarios", "mixed,healthy",
-            "--caps", "app_side:mixed:1", "--results", str(tmp_path),
+            "--caps", "app_side:mixed:1", "--control-calls", "30", "--control-iterations", "100",
+            "--results", str(tmp_path),
         ]
     )  # fmt: skip
     assert code == 0
     [run_dir] = list(tmp_path.iterdir())
+    with open(run_dir / "sweep_control.csv") as handle:
+        [control] = list(csv.DictReader(handle))
+    assert (control["protocol"], control["calls"], control["iterations"]) == ("none", "30", "100")
+    if int(control["calls_mixed"]) < 30:  # another test's script call can overlap one (counted)
+        median, p999, worst = (int(control[c]) for c in ("redis_us_median", "redis_us_p999", "redis_us_max"))
+        assert 0 < median <= p999 <= worst and 0 <= int(control["calls_over_1ms"]) <= 30
     with open(run_dir / "sweep_cost.csv") as handle:
         reader = csv.DictReader(handle)
         assert tuple(reader.fieldnames or ()) == SWEEP_COST_COLUMNS
@@ -239,7 +275,8 @@ def test_the_sweep_command_writes_every_column(tmp_path: Path, settings, monkeyp
     measured = [r for key, r in rows.items() if key != ("app_side", "mixed")]
     for row in measured:
         assert row["skipped"] == NOT_SKIPPED, row
-        assert all(row[c] != "" for c in SWEEP_COST_COLUMNS if c != "skipped"), row
+        assert all(row[c] != "" for c in SWEEP_COST_COLUMNS if c not in ("skipped", "slice_budget_us")), row
+        assert row["slice_budget_us"] == ""  # neither variant is sliced: no budget
         assert row["reps"] == "1" and row["probe_busy"] == "0.0"  # a float column: empty when unmeasured
     assert float(rows[("atomic_linear", "mixed")]["round_trips"]) == 1.0
     raw = run_dir / "pyperf"  # pyperf's own files in a folder of their own
@@ -252,6 +289,20 @@ def test_the_sweep_command_writes_every_column(tmp_path: Path, settings, monkeyp
     assert meta["stages_planned"] == meta["stages_done"] == ["sweep"]
     printed = capsys.readouterr().out
     assert "active size 5" in printed and "slope of log(sweep time)" in printed
+    assert "control, a Lua loop (30 calls, in Redis)" in printed
+
+
+def test_the_control_times_each_call_alone_or_counts_it_as_overlapped(client):
+    times, mixed = spin_times(client, 25, 1000)
+    assert len(times) + mixed == 25 and all(t > 0 for t in times)
+    row = control_row(RunIds("r", "p", "none"), [5, 1, 1500, 3, 2], 6, 1000, 1)
+    assert (row.redis_us_median, row.redis_us_p999, row.redis_us_max, row.calls_over_1ms) == (
+        3,
+        1500,
+        1500,
+        1,
+    )
+    assert control_row(RunIds("r", "p", "none"), [], 6, 1000, 6).redis_us_max is None
 
 
 def test_a_run_checks_the_sweep_keys_before_any_stage_starts():
@@ -311,6 +362,7 @@ def test_the_progress_line_plans_every_point_the_stage_runs(name):
     }
 
 
+@pytest.mark.slow
 def test_the_sweep_command_counts_each_point_once_on_the_progress_line(
     tmp_path: Path, settings, monkeypatch, capsys
 ):
@@ -367,3 +419,10 @@ def test_multi_second_holds_keep_the_table_within_100_columns():
     row = next(line for line in text.splitlines() if "echomq-deadline.atomic  all_stalled" in line)
     assert all(f in row.split() for f in ("13,719", "13,506", "13,421", "5,496,831")), row  # one line each
     assert "0.610" in text and "0.561" in text  # short calls keep their decimals
+
+
+def test_the_sliced_sweeper_gets_the_budget_it_is_given(queue):
+    from bench.protocol.sweep import AtomicSlicedSweeper, make_sweeper
+
+    sweeper = make_sweeper("atomic_sliced", queue, slice_size=7, budget_us=40)
+    assert isinstance(sweeper, AtomicSlicedSweeper) and (sweeper.slice_size, sweeper.budget_us) == (7, 40)

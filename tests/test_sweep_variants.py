@@ -25,6 +25,8 @@ from bench.protocol.sweep import (
 from bench.sweep_cost.probe import Probe
 from bench.sweep_cost.scenario import BENCH_MAX_STALLED, SCENARIOS, ScenarioQueue, stalled_share
 
+pytestmark = pytest.mark.protocol
+
 ATOMIC = ("atomic", "atomic_linear", "atomic_sliced")
 STALLED_REASON = "job stalled more than allowable limit"
 

@@ -13,14 +13,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bench.harness.server import EmbeddedRedis
 from bench.paths import REPO
+
+pytestmark = pytest.mark.locust
 
 SLOW_START_S = 1.0  # each user's start takes this long: five times the warm-up below
 
 SLOW_LOCUSTFILE = f"""
 import gevent
-from bench.finish_fetch.user import RedisUser
+from bench.finish_fetch.in_locust.user import RedisUser
 from bench.locustfile import ProbeUser, ProducerUser, WorkerUser  # noqa: F401 (Locust finds them)
 
 _start = RedisUser.on_start

@@ -80,12 +80,12 @@ class Recorder:
             self._accrue_time()
             self.measuring = False
 
-    def record(self, metric: str, value_us: float) -> None:
+    def record(self, metric: str, value_us: float, count: int = 1) -> None:
         if self.measuring:
             histogram = self._histograms.get(metric)
             if histogram is None:
                 histogram = self._histograms[metric] = hdr.new_histogram()
-            hdr.record_us(histogram, value_us)
+            hdr.record_us(histogram, value_us, count)
 
     def count(self, name: str, amount: int = 1) -> None:
         if self.measuring:

@@ -4,11 +4,10 @@ loop at target-rate. No Locust or gevent import here."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 from bench.finish_fetch.loadstats import RunSettings
 from bench.finish_fetch.timed import NO_HOOKS, LoadHooks, Meter
-from bench.protocol.queue import Command, Producer, Queue, now_us
+from bench.protocol.queue import Call, Command, Producer, Queue, now_us
 
 BACKLOG_BATCHES = 10  # closed loop: producers keep the wait list below this many batches
 BACKLOG_POLL_S = 0.002
@@ -24,10 +23,8 @@ class ProducerLoop:
         run: RunSettings,
         meter: Meter,
         hooks: LoadHooks = NO_HOOKS,
-        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self.queue = queue
-        self.stopping = stopping  # the closed loop's wait for room gives up when told to stop
         self.run = run
         self.meter = meter
         self.timer = hooks.timer(hooks.pipe(queue, run.rtt_ms, meter, "producer"), meter)
@@ -35,20 +32,31 @@ class ProducerLoop:
         per_user_rate = run.target_rate / run.producers
         self.interval_s = run.batch_size / per_user_rate if per_user_rate > 0 else 0.0
         self.next_slot = time.perf_counter()
+        self.check: list[Call] = [Command(("LLEN", queue.keys.wait))]
+        self.backlog = 0  # the wait list's length after the last exchange (closed loop)
 
     def step(self) -> None:
-        """One batch: at its slot (open loop), or once the backlog has room (closed loop)."""
-        if self.interval_s > 0:
-            slot = self.wait_for_slot()
-        else:
-            if not self.wait_for_room():
+        """One batch: at its slot (open loop), or once the backlog has room (closed loop). The
+        closed loop's backlog check rides in the batch's own exchange (LLEN after the adds), so a
+        batch costs one round trip while there is room."""
+        closed = self.interval_s <= 0
+        if closed:
+            if self.backlog >= BACKLOG_BATCHES * self.run.batch_size:
+                time.sleep(BACKLOG_POLL_S)  # full: look again a little later (run_steps sees a stop)
+                self.backlog = self._raised(self.timer.send(self.check, "backlog check")[0])
                 return
             slot = time.perf_counter()
+        else:
+            slot = self.wait_for_slot()
         # The jobs carry the slot's time: when the producer is behind schedule,
         # end-to-end latency includes the time it spent behind.
         slot_us = now_us() - int((time.perf_counter() - slot) * 1e6)
         n = self.run.batch_size
-        ids = self.producer.add_batch(n, self.run.payload_bytes, enqueued_us=slot_us)
+        calls: list[Call] = [*self.producer.batch_calls(n, self.run.payload_bytes, slot_us)]
+        replies = self.timer.send(calls + self.check if closed else calls, f"addJob x{n}")
+        ids = self.producer.read_ids(replies[:n])
+        if closed:
+            self.backlog = self._raised(replies[n])
         self.meter.record("enqueue", (time.perf_counter() - slot) * 1e6)
         self.meter.count("jobs_added", len(ids))
         self.meter.count("producer_calls", n)
@@ -61,17 +69,6 @@ class ProducerLoop:
         if delay > 0:
             time.sleep(delay)
         return slot
-
-    def wait_for_room(self) -> bool:
-        """Closed loop: add as fast as possible, but keep the backlog bounded. False: told to stop
-        (with the workers stopped the backlog never drains)."""
-        limit = BACKLOG_BATCHES * self.run.batch_size
-        check = [Command(("LLEN", self.queue.keys.wait))]
-        while self._raised(self.timer.send(check, "backlog check")[0]) >= limit:
-            if self.stopping():
-                return False
-            time.sleep(BACKLOG_POLL_S)
-        return True
 
     @staticmethod
     def _raised(reply: object) -> int:

@@ -1,5 +1,6 @@
-"""The raw driver: the Locust users' own producer loops, worker slots and connections, run in plain
-threads of this process with no Locust, as the harness's calibration at each point.
+"""The raw driver: the Locust users' own producer loops and worker drivers, each on its connection,
+run in plain threads of this process (a thread a connection, never one a job) with no Locust, as the
+harness's calibration at each point.
 
 Its summary has the Locust run's shape (summary.py builds both), so the two
 count the same way; its jobs/s and CPU per job beside Locust's say what
@@ -17,11 +18,11 @@ from typing import Any
 
 import redis
 
+from bench.finish_fetch.driver import WorkerDriver
 from bench.finish_fetch.loadstats import Aggregate, Recorder, RunSettings, issued_job_ids, redis_cpu_seconds
 from bench.finish_fetch.producer_loop import ProducerLoop
 from bench.finish_fetch.summary import build_summary
 from bench.finish_fetch.timed import run_steps
-from bench.finish_fetch.worker_slots import WorkerConnection
 from bench.protocol.audit import audit_queues, master_run_ids
 from bench.protocol.commandstats import added, read_per_master
 from bench.protocol.connection import Client, RedisSettings
@@ -40,9 +41,9 @@ class LockedRecorder(Recorder):
         super().__init__()
         self._lock = threading.Lock()
 
-    def record(self, metric: str, value_us: float) -> None:
+    def record(self, metric: str, value_us: float, count: int = 1) -> None:
         with self._lock:
-            super().record(metric, value_us)
+            super().record(metric, value_us, count)
 
     def count(self, name: str, amount: int = 1) -> None:
         with self._lock:
@@ -123,11 +124,10 @@ class RawRun:
         try:
             for p in range(self.run.producers):
                 queue = self._queue(p)
-                loop = ProducerLoop(queue, self.run, self.recorder, stopping=self.stopping.is_set)
+                loop = ProducerLoop(queue, self.run, self.recorder)
                 self._start(f"producer-{p}", loop.step)
             for w in range(self.run.workers):
-                for s, slot in enumerate(WorkerConnection(self._queue(w), self.run, self.recorder).slots):
-                    self._start(f"worker-{w}-slot-{s}", slot.step)
+                self._start(f"worker-{w}", WorkerDriver(self._queue(w), self.run, self.recorder).step)
             self._sleep(self.run.warmup_s)
             before = read_per_master(control.client), redis_cpu_seconds(control.client.info("cpu"))
             self.recorder.reset(1)

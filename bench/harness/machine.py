@@ -299,6 +299,12 @@ class MachineWatch:
             with self._lock:
                 self._scan()
 
+    def scans_so_far(self) -> int:
+        """How many scans the watch has made. A mark after a given moment exists once two more
+        than at that moment are done (the one under way may have begun before it)."""
+        with self._lock:
+            return len(self._marks)
+
     def counted_so_far(self) -> frozenset[int]:
         """The pids counted as own up to the last scan (while the window is still open)."""
         with self._lock:
@@ -407,12 +413,17 @@ class MachineCheck:
 
     def warning(self, width: int | None = None) -> str | None:
         """The one line printed before a run on a busy machine; None on a quiet one. With
-        ``width`` it names only the busiest processes that fit in it, so it stays one line."""
+        ``width`` it names only the busiest processes that fit in it, so it stays one line; when
+        even the busiest alone leaves no room, the tail goes on a second line, indented (rather
+        than the terminal wrapping it mid-word)."""
         if not self.contended:
             return None
         tail = ": results will be marked contended"
         room = None if width is None else width - len(tail)
-        return f"{self.culprits(room)}{tail}"
+        named = self.culprits(room)
+        if width is None or len(named) + len(tail) <= width:
+            return f"{named}{tail}"
+        return f"{named}:\n  {tail.removeprefix(': ')}"
 
     def as_meta(self) -> dict[str, object]:
         return {

@@ -13,6 +13,7 @@ from typing import Any
 
 from redis.utils import HIREDIS_AVAILABLE
 
+from bench import invocation
 from bench.harness.profile import Profile, resolved
 from bench.harness.server import ServerInfo
 from bench.harness.system import system_view
@@ -83,6 +84,7 @@ def collect_meta(
     profile: Profile, server: ServerInfo, script_shas: dict[str, str], scope: WatchScope
 ) -> dict[str, Any]:
     return {
+        "command": invocation.command(),  # as typed; a published run says how to make it again
         "protocols": protocol_record(profile.protocols),
         "bullmq": _version("bullmq"),
         "profile": profile.name,

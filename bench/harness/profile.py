@@ -89,6 +89,8 @@ class SweepOptions:
         "app_side:*:10000",
     )
     sweep_slice: int = field(default=100, metadata=_min(1))
+    # µs of Redis time after which a sliced call takes no further chunk of ids; 0: no budget
+    sweep_slice_budget_us: int = field(default=250, metadata=_min(0))
     probe_rate_hz: float = field(default=500.0, metadata=_min(1))
     # the client-default hazard (with bullmq among the protocols): an all-stalled sweep of each
     # size, once through BullMQ's own connection settings and once through the suite's client;
@@ -96,6 +98,10 @@ class SweepOptions:
     sweep_hazard_sizes: tuple[int, ...] = field(default=(), metadata=_min(1))
     # the socket timeout both clients of the hazard use; 0 = redis-py's default, as BullMQ keeps it
     sweep_hazard_timeout_s: float = field(default=0.0, metadata=_min(0))
+    # the control: calls of a Lua loop of plain arithmetic, each timed inside Redis, beside which
+    # the sliced sweeps' longest calls are judged (0: not run); its additions a call
+    sweep_control_calls: int = field(default=2000, metadata=_min(0))
+    sweep_control_iterations: int = field(default=70_000, metadata=_min(1))
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,7 @@ class AutoPipeline:
         self.flushes = 0
         self.calls = 0
         self.largest_flush = 0
+        self._shas: dict[str, str] = {}
 
     @property
     def waiting(self) -> int:
@@ -252,5 +253,8 @@ class AutoPipeline:
         return call.args if isinstance(call, Command) else self._evalsha(call)
 
     def _evalsha(self, call: Any) -> tuple[Any, ...]:
-        sha = self.queue.scripts.by_step(call.script).sha
+        # a script's SHA is its text's: looked up once (a reload after NOSCRIPT keeps it)
+        sha = self._shas.get(call.script)
+        if sha is None:
+            sha = self._shas[call.script] = self.queue.scripts.by_step(call.script).sha
         return ("EVALSHA", sha, len(call.keys), *call.keys, *call.args)

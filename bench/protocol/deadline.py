@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from bench.protocol.keys import QueueKeys
-from bench.protocol.protocol import STAGE_CHUNK, EchoMQ, ScriptCall
+from bench.protocol.protocol import STAGE_CHUNK, EchoMQ, ScriptCall, SweepSlice
 from bench.protocol.scripts import script_source
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ DEADLINE_SCRIPT_FILES: dict[str, str] = {
 # Keys the scripts build from the prefix (the queue's hash tag, so its slot).
 DEADLINES_SUFFIX = "deadlines"
 FULL_PASS_SUFFIX = "deadline-full"
+PASS_SUFFIX = "deadline-pass"  # a pass spread over calls (a limit), while it runs
 # The full pass runs at most this often (ms): a job whose entry is missing is found
 # by the first full pass after it went missing and reclaimed by the sweep after that.
 FULL_PASS_MS = 60_000
@@ -44,6 +45,11 @@ def deadlines_key(keys: QueueKeys) -> str:
 def full_pass_key(keys: QueueKeys) -> str:
     """The full pass's throttle (a STRING set with PX)."""
     return keys.key(FULL_PASS_SUFFIX)
+
+
+def pass_key(keys: QueueKeys) -> str:
+    """Where a pass spread over calls stands (a HASH), while it runs."""
+    return keys.key(PASS_SUFFIX)
 
 
 def lapse_deadlines(pipe: Any, keys: QueueKeys, job_ids: Sequence[str], at_ms: int) -> None:
@@ -72,8 +78,10 @@ class EchoMQDeadline(EchoMQ):
     """lua/'s protocol with a deadline index: cheap sweeps, one ZADD or ZREM more a step."""
 
     name = "echomq-deadline"
-    # The sweep variants that keep the index: the protocol's own (bench.protocol.sweep).
-    sweep_variants: ClassVar[tuple[str, ...] | None] = ("atomic",)
+    # The sweep variants that keep the index: the protocol's own (bench.protocol.sweep), in one
+    # call or its pass spread over calls of a limit (its sliced form).
+    sweep_variants: ClassVar[tuple[str, ...] | None] = ("atomic", "atomic_sliced")
+    sliced_sweep_own: ClassVar[bool] = True
 
     def __init__(self, full_pass_ms: int = FULL_PASS_MS, sweep_limit: int = 0) -> None:
         self.full_pass_ms = full_pass_ms  # 0: a full pass every sweep call
@@ -96,6 +104,13 @@ class EchoMQDeadline(EchoMQ):
         call = super().sweep(keys, max_stalled=max_stalled, now_ms=now_ms, interval_ms=interval_ms)
         return ScriptCall(call.script, call.keys, [*call.args, self.full_pass_ms, self.sweep_limit])
 
+    def sliced_sweep(
+        self, keys: QueueKeys, *, max_stalled: int, now_ms: int, interval_ms: int, cut: SweepSlice
+    ) -> ScriptCall:
+        # The limit (ARGV[6]) is the slice: expired deadlines a call reads at most.
+        call = super().sweep(keys, max_stalled=max_stalled, now_ms=now_ms, interval_ms=interval_ms)
+        return ScriptCall(call.script, call.keys, [*call.args, self.full_pass_ms, cut.size, cut.budget_us])
+
     def sweep_state_keys(self, keys: QueueKeys) -> list[str]:
         # The index is the sweep's state too: a timed sweep removes and moves entries.
         return [*super().sweep_state_keys(keys), deadlines_key(keys)]
@@ -104,6 +119,7 @@ class EchoMQDeadline(EchoMQ):
         # A full pass just done: every timed call skips it alike (the steady state between
         # full passes), where an expired key would make one call of many scan active.
         super().reset_sweep_throttles(pipe, keys)
+        pipe.delete(pass_key(keys))  # and no pass half done
         if self.full_pass_ms > 0:
             pipe.set(full_pass_key(keys), 0, px=self.full_pass_ms)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from bench.errors import BenchError
 
@@ -36,12 +37,13 @@ class QueueKeys:
         if not _NAMESPACE.match(self.namespace):
             raise BenchError(f"key namespace {self.namespace!r} is not allowed; use 1-20 letters or digits")
 
-    @property
+    # Built once a queue: a load driver asks for them on every call it builds.
+    @cached_property
     def tag(self) -> str:
         """The queue name as its hash tag: ``{name}``."""
         return f"{{{self.name}}}"
 
-    @property
+    @cached_property
     def prefix(self) -> str:
         """``<namespace>:{name}:``, with the trailing colon scripts append ids and suffixes to."""
         return f"{self.namespace}:{self.tag}:"
@@ -121,19 +123,21 @@ class QueueKeys:
     # KEYS lists in the order protocol.md gives each script.
 
     def add_job_keys(self) -> list[str]:
-        return [self.wait, self.paused, self.meta, self.id_counter, self.events, self.marker]
+        return list(self._add_job_keys)
 
     def move_to_active_keys(self) -> list[str]:
-        return [*self._fetch_keys(), self.marker]
+        return list(self._move_to_active_keys)
 
     def move_to_finished_keys(self, job_id: str, target: str) -> list[str]:
-        return [
-            *self._fetch_keys(),
-            self.key(target),
-            self.job(job_id),
-            self.metrics(target),
-            self.marker,
-        ]
+        return [*self._fetch_keys, self.key(target), self.job(job_id), self.metrics(target), self.marker]
+
+    @cached_property
+    def _add_job_keys(self) -> tuple[str, ...]:
+        return (self.wait, self.paused, self.meta, self.id_counter, self.events, self.marker)
+
+    @cached_property
+    def _move_to_active_keys(self) -> tuple[str, ...]:
+        return (*self._fetch_keys, self.marker)
 
     def sweep_keys(self) -> list[str]:
         return [
@@ -150,8 +154,9 @@ class QueueKeys:
     def extend_lock_keys(self, job_id: str) -> list[str]:
         return [self.lock(job_id), self.stalled]
 
-    def _fetch_keys(self) -> list[str]:
-        return [
+    @cached_property
+    def _fetch_keys(self) -> tuple[str, ...]:
+        return (
             self.wait,
             self.active,
             self.prioritized,
@@ -162,4 +167,4 @@ class QueueKeys:
             self.paused,
             self.meta,
             self.pc,
-        ]
+        )

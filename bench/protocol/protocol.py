@@ -45,6 +45,15 @@ class ScriptCall:
 
 
 @dataclass(frozen=True)
+class SweepSlice:
+    """Where a call of a sweep spread over calls stops: ``size`` ids at most, and no further
+    chunk of them once it has run ``budget_us`` inside Redis (0: no budget)."""
+
+    size: int
+    budget_us: int
+
+
+@dataclass(frozen=True)
 class Added:
     """addJob's reply read: the id, or a refusal code."""
 
@@ -73,6 +82,9 @@ class QueueProtocol(ABC):
     sweep_throttled: ClassVar[bool] = False
     # The sweep variants (bench.protocol.sweep) that implement this protocol's sweep; None: all.
     sweep_variants: ClassVar[tuple[str, ...] | None] = None
+    # True when the protocol's own sweep step also spreads a pass over calls (sliced_sweep);
+    # else the suite's sliced script of lua/ is its sliced sweep.
+    sliced_sweep_own: ClassVar[bool] = False
 
     @abstractmethod
     def keys(self, queue_name: str) -> QueueKeys:
@@ -139,6 +151,14 @@ class QueueProtocol(ABC):
 
     @abstractmethod
     def sweep(self, keys: QueueKeys, *, max_stalled: int, now_ms: int, interval_ms: int) -> ScriptCall: ...
+
+    def sliced_sweep(
+        self, keys: QueueKeys, *, max_stalled: int, now_ms: int, interval_ms: int, cut: SweepSlice
+    ) -> ScriptCall:
+        """One call of the protocol's own sweep with a pass spread over calls, where
+        ``sliced_sweep_own``: at most ``cut.size`` ids a call, no further chunk past
+        ``cut.budget_us``; a reply of three elements means the pass goes on."""
+        raise NotImplementedError(f"{self.name} has no sweep of its own spread over calls")
 
     @abstractmethod
     def read_swept(self, reply: Any) -> tuple[list[str], list[str]]:

@@ -223,8 +223,20 @@ class Producer:
         """
         if count <= 0:
             return []
-        calls = [self._call(job_payload(payload_bytes, enqueued_us), "", 0, 0) for _ in range(count)]
+        calls = self.batch_calls(count, payload_bytes, enqueued_us)
         replies = (self.sender or self.queue).send(calls, f"addJob x{count}")
+        return self.read_ids(replies)
+
+    def batch_calls(
+        self, count: int, payload_bytes: int = 0, enqueued_us: int | None = None
+    ) -> list[ScriptCall]:
+        """``count`` addJob calls carrying one payload: a batch's jobs share its enqueue time, so
+        the data is encoded once (a load driver sends these beside other calls)."""
+        data = job_payload(payload_bytes, enqueued_us)
+        return [self._call(data, "", 0, 0) for _ in range(count)]
+
+    def read_ids(self, replies: Sequence[Any]) -> list[str]:
+        """The ids of a batch's addJob replies (a refused call raises)."""
         return [self.queue.protocol.read_added(_raised(r), "").job_id for r in replies]
 
 
@@ -290,25 +302,27 @@ class Worker:
     def _send(self, calls: Sequence[Call], label: str) -> list[Any]:
         return (self.sender or self.queue).send(calls, label)
 
-    def _new_token(self) -> str:
+    def new_token(self) -> str:
         # A token per fetch, so a lock can be traced to the fetch that took it.
         self._fetches += 1
         return f"{self.worker_id}:{self._fetches}"
 
-    def _fetch_call(self, token: str) -> ScriptCall:
+    def fetch_call(self, token: str) -> ScriptCall:
+        """moveToActive under ``token`` as its protocol builds it."""
         return self.queue.protocol.move_to_active(
             self.queue.keys, token=token, options=self.options, now_ms=now_ms()
         )
 
-    def _job(self, reply: Any, token: str) -> Job | None:
+    def read_job(self, reply: Any, token: str) -> Job | None:
+        """A fetch reply as the job taken under ``token``; None when none was."""
         fetched = self.queue.protocol.read_fetched(reply)
         return Job(fetched[0], fetched[1], token) if fetched is not None else None
 
     def fetch(self) -> Job | None:
         """moveToActive: take the next job and lock it; None when there is none."""
-        token = self._new_token()
-        (reply,) = self._send([self._fetch_call(token)], LABEL_FETCH)
-        return self._job(_raised(reply), token)
+        token = self.new_token()
+        (reply,) = self._send([self.fetch_call(token)], LABEL_FETCH)
+        return self.read_job(_raised(reply), token)
 
     def fetch_batch(self, count: int) -> list[Job]:
         """moveToActive ``count`` times in one exchange (one round trip); the jobs taken,
@@ -317,9 +331,9 @@ class Worker:
         As in Producer.add_batch, a pipeline calls EVALSHA with the known SHA."""
         if count <= 0:
             return []
-        tokens = [self._new_token() for _ in range(count)]
-        replies = self._send([self._fetch_call(token) for token in tokens], f"{LABEL_FETCH} x{count}")
-        jobs = (self._job(_raised(reply), token) for reply, token in zip(replies, tokens, strict=True))
+        tokens = [self.new_token() for _ in range(count)]
+        replies = self._send([self.fetch_call(token) for token in tokens], f"{LABEL_FETCH} x{count}")
+        jobs = (self.read_job(_raised(reply), token) for reply, token in zip(replies, tokens, strict=True))
         return [job for job in jobs if job is not None]
 
     def finish_call(
@@ -336,11 +350,12 @@ class Worker:
             now_ms=now_ms(),
         )
 
-    def _outcome(self, reply: Any, job: Job) -> FinishOutcome:
+    def read_finish(self, reply: Any, job: Job) -> FinishOutcome:
+        """A moveToFinished reply: its refusal code, or the next job (fused)."""
         code = self.queue.protocol.finish_code(reply)
         if code < 0:
             return FinishOutcome(None, code)
-        return FinishOutcome(self._job(reply, job.token))
+        return FinishOutcome(self.read_job(reply, job.token))
 
     def finish(
         self,
@@ -353,7 +368,7 @@ class Worker:
         """moveToFinished. With ``fetch_next`` the next job comes back locked with the same token."""
         call = self.finish_call(job, fetch_next=fetch_next, failed=failed, value=value)
         (reply,) = self._send([call], LABEL_FUSED if fetch_next else LABEL_FINISH)
-        return self._outcome(_raised(reply), job)
+        return self.read_finish(_raised(reply), job)
 
     def _finished(self, job: Job, fetch_next: bool) -> Job | None:
         outcome = self.finish(job, fetch_next=fetch_next)
@@ -373,13 +388,13 @@ class Worker:
         if self.strategy == "two_call":
             self._finished(job, fetch_next=False)
             return self.fetch()
-        token = self._new_token()
-        calls = [self.finish_call(job, fetch_next=False), self._fetch_call(token)]
+        token = self.new_token()
+        calls = [self.finish_call(job, fetch_next=False), self.fetch_call(token)]
         finished, fetched = self._send(calls, LABEL_PIPELINED)
-        next_job = None if isinstance(fetched, Exception) else self._job(fetched, token)
+        next_job = None if isinstance(fetched, Exception) else self.read_job(fetched, token)
         if isinstance(finished, Exception):
             raise finished
-        outcome = self._outcome(finished, job)
+        outcome = self.read_finish(finished, job)
         if outcome.code < 0:
             raise FinishRefused(outcome.code, job.id, next_job)
         _raised(fetched)

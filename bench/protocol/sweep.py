@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.errors import BenchError
-from bench.protocol.protocol import ScriptCall
+from bench.protocol.protocol import ScriptCall, SweepSlice
 from bench.protocol.queue import Queue, _text, now_ms
 from bench.protocol.scripts import SCRIPT_FILES, script_source
 
@@ -63,12 +63,16 @@ class AtomicSweeper(Sweeper):
     # protocol. The linear and sliced forms are extra scripts of lua/ with the same KEYS.
     protocol_step = True
 
-    def _call(self, extra_args: tuple[Any, ...] = ()) -> Any:
+    def _build(self, extra_args: tuple[Any, ...] = ()) -> ScriptCall:
         call = self.queue.protocol.sweep(
             self.queue.keys, max_stalled=self.max_stalled, now_ms=now_ms(), interval_ms=self.check_interval_ms
         )
         if not self.protocol_step:
             call = ScriptCall(self.script_file, call.keys, [*call.args, *extra_args])
+        return call
+
+    def _call(self, extra_args: tuple[Any, ...] = ()) -> Any:
+        call = self._build(extra_args)
         if not self.clear_throttle:
             return self.queue.call(call)
         pipe = self.queue.client.pipeline(transaction=False)
@@ -238,7 +242,9 @@ SLICED_PASS_KEYS = ("stalled-prev", "stalled-pass")
 class AtomicSlicedSweeper(AtomicSweeper):
     """The same contract with a bounded hold: each EVALSHA visits at most
     ``slice_size`` ids of active; the sweep calls until the pass is done (a
-    reply of two elements). What it gives up is in the script's header."""
+    reply of two elements). What it gives up is in the script's header. A
+    protocol whose own sweep spreads a pass over calls (``sliced_sweep_own``:
+    echomq-deadline, ``slice_size`` expired deadlines a call) is called instead."""
 
     name = "atomic_sliced"
     script_file = "moveStalledJobsToWaitSliced-8.lua"
@@ -256,7 +262,20 @@ class AtomicSlicedSweeper(AtomicSweeper):
         super().__init__(queue, max_stalled, check_interval_ms, clear_throttle)
         self.slice_size = slice_size
         self.budget_us = budget_us
-        ensure_script(queue, self.script_file)
+        self.protocol_step = queue.protocol.sliced_sweep_own
+        if not self.protocol_step:
+            ensure_script(queue, self.script_file)
+
+    def _build(self, extra_args: tuple[Any, ...] = ()) -> ScriptCall:
+        if not self.protocol_step:
+            return super()._build(extra_args)
+        return self.queue.protocol.sliced_sweep(
+            self.queue.keys,
+            max_stalled=self.max_stalled,
+            now_ms=now_ms(),
+            interval_ms=self.check_interval_ms,
+            cut=SweepSlice(self.slice_size, self.budget_us),
+        )
 
     def sweep(self) -> SweepResult:
         before = self.queue.client.round_trips
@@ -307,10 +326,11 @@ def make_sweeper(
     act_delay_ms: float = 0.0,
     slice_size: int = DEFAULT_SLICE,
     clear_throttle: bool = True,
+    budget_us: int = DEFAULT_SLICE_BUDGET_US,
 ) -> Sweeper:
     """A sweeper of ``variant`` on ``queue``, given what applies to it: a simulated pause
-    of ``act_delay_ms`` between check and act where it has that gap, ``slice_size``
-    where it sweeps in slices, ``clear_throttle`` where the protocol throttles its sweep
+    of ``act_delay_ms`` between check and act where it has that gap, ``slice_size`` and
+    ``budget_us`` where it sweeps in slices, ``clear_throttle`` where the protocol throttles its sweep
     (AtomicSweeper); every other variant ignores them. A variant that is not one of the
     queue's protocol's sweeps is a one-line error."""
     factory = sweeper_class(variant)
@@ -324,7 +344,9 @@ def make_sweeper(
         pause_s = act_delay_ms / 1000.0
         return factory(queue, max_stalled, act_delay=lambda: time.sleep(pause_s))
     if issubclass(factory, AtomicSlicedSweeper):
-        return factory(queue, max_stalled, slice_size=slice_size, clear_throttle=clear_throttle)
+        return factory(
+            queue, max_stalled, slice_size=slice_size, clear_throttle=clear_throttle, budget_us=budget_us
+        )
     if issubclass(factory, AtomicSweeper):
         return factory(queue, max_stalled, clear_throttle=clear_throttle)
     return factory(queue, max_stalled)

@@ -6,10 +6,13 @@ import argparse
 from pathlib import Path
 
 from bench.errors import BenchError
-from bench.report.compare import compare_runs
-from bench.report.compare_markdown import compare_markdown
+from bench.report.compare.context import drift
+from bench.report.compare.metrics import compare_runs
+from bench.report.compare.page import compare_markdown
 from bench.report.load import load_run, resolve_run
+from bench.report.publish import PUBLISHED_DIR, publish_run
 from bench.report.render import write_report
+from bench.report.results_page import README, pages, stale_pages
 from bench.report.runs import list_runs, runs_table
 from bench.results import RESULTS_DIR, write_atomic
 
@@ -41,7 +44,7 @@ def compare_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     a = load_run(resolve_run(args.run_a, args.results))
     b = load_run(resolve_run(args.run_b, args.results))
-    comparison = compare_runs(a.frames, b.frames)
+    comparison = compare_runs(a.frames, b.frames, drift(a.meta, b.meta))
     text = compare_markdown(a, b, comparison, args.changed)
     print(text, end="")
     if args.output:
@@ -60,4 +63,47 @@ def runs_main(argv: list[str]) -> int:
         print(f"no runs in {args.results} (`make bench` makes one)")
         return 0
     print(runs_table(runs))
+    return 0
+
+
+def _shown(path: Path) -> str:
+    """``path`` as the user may type it: relative to where they are when it is below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def publish_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="echomq-bench publish",
+        description="Copy a run's portable files into docs/results/<run-id>/, or (--page) write the "
+        "results page and the README's headline table from the published runs.",
+    )
+    parser.add_argument("run", nargs="?", help="run folder or run id to publish")
+    parser.add_argument(
+        "--page", action="store_true", help="write docs/results/README.md and the README's table"
+    )
+    parser.add_argument("--check", action="store_true", help="with --page: write nothing, exit 1 when stale")
+    parser.add_argument("--to", type=Path, default=PUBLISHED_DIR, help="where published runs are")
+    parser.add_argument("--readme", type=Path, default=README, help="the README whose table is rewritten")
+    parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders are")
+    args = parser.parse_args(argv)
+    if args.run and (args.page or args.check):
+        raise BenchError("give a run to publish, or --page, not both; publish first, then --page")
+    if args.run:
+        published = publish_run(resolve_run(args.run, args.results), args.to)
+        print(f"published {published.run_id}: {len(published.files)} files, {published.size / 1024:.0f} KB "
+              f"in {_shown(published.folder)}; `make docs` writes the results page")  # fmt: skip
+        return 0
+    if not args.page:
+        raise BenchError("give a run to publish (results/<run-id>), or --page to write the results page")
+    if args.check:
+        stale = stale_pages(args.to, args.readme)
+        for path in stale:
+            print(f"{_shown(path)} differs from what the published runs make; run `make docs`")
+        return 1 if stale else 0
+    for path, text in pages(args.to, args.readme).items():
+        write_atomic(path, text)
+        print(f"wrote {_shown(path)}")
     return 0

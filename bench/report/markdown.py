@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from bench.report.load import ID_COLUMNS, OPTIONAL_FILES, STAGE_FILES, RunData
-from bench.report.plot_style import Plot
+from bench.report.plots.style import Plot
 
 
 def fmt(value: object) -> str:

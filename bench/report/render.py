@@ -1,8 +1,8 @@
-"""A run's report.md, section by section (section_*.py), with its plots (plot_*.py) beside it in the
+"""A run's report.md, section by section (sections/), with its plots (plots/) beside it in the
 run folder.
 
 Every table carries the protocol (echomq: lua/; bullmq: the bullmq package's own
-Lua), and every figure tells them apart (``plot_style.protocol_labelled``)."""
+Lua), and every figure tells them apart (``plots.style.protocol_labelled``)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 
 from bench.report.load import RunData, load_run
 from bench.report.machine import machine_section
-from bench.report.section_bullmq_worker import bullmq_worker_section
-from bench.report.section_finish_fetch import finish_fetch_section
-from bench.report.section_race import race_section
-from bench.report.section_run import meta_section
-from bench.report.section_sweep import sweep_section
+from bench.report.sections.bullmq_worker import bullmq_worker_section
+from bench.report.sections.finish_fetch import finish_fetch_section
+from bench.report.sections.meta import meta_section
+from bench.report.sections.race import race_section
+from bench.report.sections.sweep import sweep_section
 from bench.results import write_atomic
 
 

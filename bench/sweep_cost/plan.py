@@ -13,9 +13,12 @@ from bench.sweep_cost.scenario import SCENARIOS
 
 ECHOMQ = "echomq"
 
-# Why a variant gets slow enough to be capped (a capped row's `skipped` says it).
+# Why a variant of a protocol gets slow enough to be capped, by the point's label (a capped row's
+# `skipped` says it). The reason differs by protocol: echomq-deadline's sweep is linear.
 SLOW_BECAUSE = {
     "atomic": "one LREM scan of active per reclaimed id makes it quadratic",
+    "bullmq.atomic": "one LREM scan of active per reclaimed id makes it quadratic",
+    "echomq-deadline.atomic": "linear (ids taken from the end of active); capped to keep the run short",
     "app_side": "one round trip per command, about five per stalled job",
     "app_side_pipelined": "each LREM scans active past the live jobs: quadratic once a share stalls",
 }
@@ -125,7 +128,7 @@ def plan(options: SweepOptions, protocols: Sequence[str] = (ECHOMQ,)) -> list[Pl
                     skipped = None
                     limit, entry = cap_of(caps, point)
                     if entry and size > limit:
-                        why = SLOW_BECAUSE.get(variant, "capped by the profile")
+                        why = SLOW_BECAUSE.get(point.label, "capped by the profile")
                         skipped = f"over the cap {entry}: {why}"
                     planned.append(PlannedPoint(point, skipped))
     return planned

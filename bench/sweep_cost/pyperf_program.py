@@ -21,7 +21,7 @@ import pyperf
 
 from bench.errors import BenchError
 from bench.protocol.connection import RedisSettings
-from bench.protocol.sweep import DEFAULT_SLICE
+from bench.protocol.sweep import DEFAULT_SLICE, DEFAULT_SLICE_BUDGET_US
 from bench.sweep_cost.plan import Point
 from bench.sweep_cost.probe import DEFAULT_RATE_HZ
 from bench.sweep_cost.scenario import BENCH_MAX_STALLED, stalled_count
@@ -42,6 +42,7 @@ class ProgramSettings:
     points: tuple[tuple[str, str], ...]  # (variant, scenario), in the order pyperf runs them
     side_dir: Path
     slice_size: int = DEFAULT_SLICE
+    slice_budget_us: int = DEFAULT_SLICE_BUDGET_US
     probe_rate_hz: float = DEFAULT_RATE_HZ
     protocol: str = "echomq"  # the queue's protocol: one pyperf run measures one protocol's points
 
@@ -104,6 +105,7 @@ def main() -> None:
         settings.queue,
         settings.side_dir,
         slice_size=settings.slice_size,
+        slice_budget_us=settings.slice_budget_us,
         probe_rate_hz=settings.probe_rate_hz,
         warmups=args.warmups or 0,
         protocol=settings.protocol,
@@ -118,6 +120,7 @@ def main() -> None:
                 "stalled_jobs": stalled_count(point.size, point.scenario),
                 "max_stalled": BENCH_MAX_STALLED,
                 "sweep_slice": settings.slice_size,
+                "sweep_slice_budget_us": settings.slice_budget_us,
                 "probe_rate_hz": settings.probe_rate_hz,
             }
             runner.bench_time_func(point.name, bench.time_point, point, metadata=metadata)

@@ -19,7 +19,7 @@ from bench.harness.profile import SweepOptions
 from bench.harness.server import SLOWLOG_THRESHOLD_US
 from bench.harness.terminal import render_table, table_width, wrap_note
 from bench.hdr import decode, summary, write_hdr
-from bench.protocol.sweep import DEFAULT_SLICE_BUDGET_US
+from bench.protocol.sweep import is_sliced
 from bench.results import (
     HDR_DIR,
     PYPERF_DIR,
@@ -32,7 +32,7 @@ from bench.results import (
 )
 from bench.sweep_cost.plan import PlannedPoint, Point
 from bench.sweep_cost.probe import ProbeWindow, empty_window
-from bench.sweep_goals import GOAL_HEADER, judge_all
+from bench.sweep_goals import GOAL_HEADER, RATIO_HEADER, bullmq_ratios, judge_all
 
 PYPERF_JSON = f"{PYPERF_DIR}/sweep_pyperf.json"  # every size's, merged (one a size beside it)
 SIDE_DIR = f"{PYPERF_DIR}/side"  # what each timed value saw besides its time
@@ -132,7 +132,8 @@ def sweep_cost_row(
         active_size=point.size,
         slice_size=options.sweep_slice,
         probe_rate_hz=options.probe_rate_hz,
-        slice_budget_us=DEFAULT_SLICE_BUDGET_US,
+        # the budget a sliced call ran under; no other variant has one
+        slice_budget_us=options.sweep_slice_budget_us if is_sliced(point.variant) else None,
     )
     if planned.skipped:
         return replace(row, skipped=planned.skipped)
@@ -269,15 +270,27 @@ def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def goal_text(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
-    """Issue 16's goals against this run's points (bench.sweep_goals; the report shows the same)."""
-    results = judge_all([asdict(r) for r in rows])
-    if not results:
-        return ""
-    cells = [r.cells() for r in results]
-    body = render_table(GOAL_HEADER, cells, right=(1, 2), width=(width or table_width()) - 2)
-    title = wrap_note("goals (uncontended points only, at the size each names):", width)
-    return "\n".join(["", title, indent(body, "  ")])
+def goal_text(
+    rows: Sequence[SweepCostRow], control: Sequence[Mapping[str, Any]] = (), width: int | None = None
+) -> str:
+    """The goals against this run's points and control (bench.sweep_goals; the report shows the
+    same), and BullMQ's all-stalled sweep beside echomq-deadline's sliced pass."""
+    found = [asdict(r) for r in rows]
+    results = judge_all(found, control)
+    lines: list[str] = []
+    if results:
+        cells = [r.cells() for r in results]
+        body = render_table(GOAL_HEADER, cells, right=(1, 2), width=(width or table_width()) - 2)
+        title = wrap_note("goals (uncontended points only, at the size each names):", width)
+        lines += ["", title, indent(body, "  ")]
+    ratios = bullmq_ratios(found)
+    if ratios:
+        body = render_table(RATIO_HEADER, [r.cells() for r in ratios], right=(1, 2, 3),
+                            width=(width or table_width()) - 2)  # fmt: skip
+        title = wrap_note("BullMQ's all-stalled sweep against echomq-deadline's sliced pass, "
+                          "Redis µs a stalled id:", width)  # fmt: skip
+        lines += ["", title, indent(body, "  ")]
+    return "\n".join(lines)
 
 
 def variant_label(protocol: str, variant: str) -> str:

@@ -26,7 +26,7 @@ from bench.protocol.connection import Client, RedisSettings, node_client
 from bench.protocol.lua_gc import collect_lua_garbage
 from bench.protocol.queue import Queue
 from bench.protocol.slowlog import SlowlogWatch
-from bench.protocol.sweep import DEFAULT_SLICE, Sweeper, SweepResult, make_sweeper
+from bench.protocol.sweep import DEFAULT_SLICE, DEFAULT_SLICE_BUDGET_US, Sweeper, SweepResult, make_sweeper
 from bench.results import write_json
 from bench.sweep_cost.plan import Point
 from bench.sweep_cost.probe import DEFAULT_RATE_HZ, Probe, ProbeWindow, empty_window
@@ -103,6 +103,7 @@ class PointBench:
         side_dir: Path,
         *,
         slice_size: int = DEFAULT_SLICE,
+        slice_budget_us: int = DEFAULT_SLICE_BUDGET_US,
         probe_rate_hz: float = DEFAULT_RATE_HZ,
         warmups: int = 0,
         protocol: str = "echomq",
@@ -112,6 +113,7 @@ class PointBench:
         self.protocol = protocol
         self.side_dir = side_dir
         self.slice_size = slice_size
+        self.slice_budget_us = slice_budget_us
         self.probe_rate_hz = probe_rate_hz
         self.warmups = warmups  # pyperf's warm-up values: timed, but not side-recorded
         self.connected: Connected | None = None
@@ -143,6 +145,7 @@ class PointBench:
                 queue,
                 max_stalled=BENCH_MAX_STALLED,
                 slice_size=self.slice_size,
+                budget_us=self.slice_budget_us,
                 clear_throttle=False,
             )
         stalled = stalled_share(connected.scenario.ids, point.scenario)

@@ -1,0 +1,120 @@
+"""What the two runs of a comparison ran on, said before any verdict: their machine
+calibrations side by side, a machine that was busy at the start, and every system setting and
+package version that differs."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from bench.report.verdict import ratio
+
+CALIBRATION_DIFFERS = 0.10  # a calibration figure this far apart: the machines (or moments) differ
+
+
+def _num(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        return None
+    return float(value)
+
+
+def _shown(value: object) -> str:
+    number = _num(value)
+    if number is None:
+        return "—" if value is None else str(value)
+    return f"{number:.3g}" if abs(number) < 100 else f"{number:,.0f}"
+
+
+def calibration_lines(meta_a: Mapping[str, object], meta_b: Mapping[str, object]) -> list[str]:
+    """The two runs' calibrations side by side with B/A, and a line when they differ."""
+    cal_a, cal_b = _calibration(meta_a), _calibration(meta_b)
+    if not cal_a and not cal_b:
+        return ["calibration: absent from both runs (runs made before it was recorded)"]
+    lines = ["| calibration | A | B | B/A |", "|---|---|---|---|"]
+    differ = []
+    for key in dict.fromkeys([*cal_a, *cal_b]):
+        if key == "took_s":  # how long the calibration took: not a figure of the machine
+            continue
+        va, vb = _num(cal_a.get(key)), _num(cal_b.get(key))
+        r = ratio(va, vb) if va is not None and vb is not None else math.nan
+        lines.append(f"| {key} | {_shown(cal_a.get(key))} | {_shown(cal_b.get(key))} | {_shown(r)} |")
+        if not math.isnan(r) and abs(r - 1) > CALIBRATION_DIFFERS:
+            differ.append(f"{key} x{r:.2f}")
+    for name, cal in (("A", cal_a), ("B", cal_b)):
+        if not cal:
+            lines.append(f"calibration: absent from run {name}")
+    if differ:
+        lines.append(
+            f"the machines (or moments) differ: {', '.join(differ)}; absolute figures are not "
+            "comparable, ratios within each run are"
+        )
+    return lines
+
+
+def _calibration(meta: Mapping[str, object]) -> Mapping[str, object]:
+    cal = meta.get("calibration")
+    return cal if isinstance(cal, Mapping) else {}
+
+
+def drift(meta_a: Mapping[str, object], meta_b: Mapping[str, object]) -> float:
+    """The largest relative change of a machine calibration figure from A to B, either way
+    (x1.2 and x0.83 are both 0.2): how far the machine itself moved between the runs; 0 when
+    either run has none."""
+    cal_a, cal_b = _calibration(meta_a), _calibration(meta_b)
+    moved = [0.0]
+    for key in cal_a.keys() & cal_b.keys():
+        va, vb = _num(cal_a.get(key)), _num(cal_b.get(key))
+        if key == "took_s" or va is None or vb is None or va <= 0 or vb <= 0:
+            continue
+        moved.append(max(va, vb) / min(va, vb) - 1)
+    return max(moved)
+
+
+def _versions(meta: Mapping[str, object]) -> dict[str, str]:
+    packages = meta.get("packages")
+    return {str(k): str(v) for k, v in packages.items()} if isinstance(packages, Mapping) else {}
+
+
+def package_lines(meta_a: Mapping[str, object], meta_b: Mapping[str, object]) -> list[str]:
+    """Every installed package whose version differs between the runs, or that only one has."""
+    va, vb = _versions(meta_a), _versions(meta_b)
+    if not va or not vb:
+        missing = " and ".join(n for n, v in (("A", va), ("B", vb)) if not v)
+        return [f"packages: not recorded in run {missing}; versions cannot be compared"]
+    lines = []
+    for name in sorted(va.keys() | vb.keys(), key=str.lower):
+        a, b = va.get(name), vb.get(name)
+        if a == b:
+            continue
+        if a is None:
+            lines.append(f"package only in B: {name} {b}")
+        elif b is None:
+            lines.append(f"package only in A: {name} {a}")
+        else:
+            lines.append(f"package changed: {name} {a} -> {b}")
+    return lines
+
+
+def machine_lines(meta_a: Mapping[str, object], meta_b: Mapping[str, object]) -> list[str]:
+    """What the machine looked like before each run, and the system settings that differ."""
+    lines = []
+    for name, meta in (("A", meta_a), ("B", meta_b)):
+        before = meta.get("machine_before")
+        if isinstance(before, Mapping) and before.get("contended"):
+            busiest = ", ".join(str(b) for b in before.get("busiest") or []) or "other work"
+            lines.append(f"run {name} started on a busy machine: {busiest}")
+    sys_a, sys_b = meta_a.get("system"), meta_b.get("system")
+    if isinstance(sys_a, Mapping) and isinstance(sys_b, Mapping):
+        for key in dict.fromkeys([*sys_a, *sys_b]):
+            if sys_a.get(key) != sys_b.get(key):
+                lines.append(f"system changed: {key}: {sys_a.get(key)} -> {sys_b.get(key)}")
+    return lines
+
+
+def context_lines(meta_a: Mapping[str, object], meta_b: Mapping[str, object]) -> list[str]:
+    """All compare says about the two runs' machines and software before its first verdict."""
+    return [
+        *calibration_lines(meta_a, meta_b),
+        *machine_lines(meta_a, meta_b),
+        *package_lines(meta_a, meta_b),
+    ]

@@ -1,0 +1,264 @@
+"""Run against run: every metric both runs have, A, B, the ratio B/A and a verdict that does not cry wolf.
+
+Rows are matched on their key columns (``STAGE_KEYS``), the protocol first: a
+bullmq point is compared with the same bullmq point only (a file from before the
+protocol column is echomq's, and echomq's points are labelled without it, as they
+always were). finish_fetch and script_cost rows are one per repetition, so each
+point's value is the mean over its repetitions; sweep_cost rows carry a median and
+a stdev over ``reps`` repetitions for the sweep time; every other sweep column and
+every race count is measured once per point. Sweep points skipped in either run are
+left out and named in a note.
+
+Each measurement is judged once: a column derived from another (us_per_active_job is
+the sweep time over the size, redis_ceiling_jobs_per_s is a second over Redis's µs a
+job) is left out. A column is ``exact`` only where the code fixes it in every row
+(commands a job or a call); a count the run's timing moves (atomic_sliced's round trips
+end with its time budget) is measured.
+
+Each metric at each point both runs have gets its verdict (bench.report.verdict);
+compare.page renders the rows, compare.context what the two runs ran on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from bench.report.verdict import BETWEEN_RUNS, CLAIM_BEYOND, Sample, claim_beyond, is_missing, ratio, verdict
+
+STAGE_KEYS: dict[str, tuple[str, ...]] = {
+    "finish_fetch": ("protocol", "strategy", "workers", "queues", "concurrency", "job_ms", "rtt_ms"),
+    "sweep": ("protocol", "variant", "scenario", "active_size"),
+    "race": ("protocol", "variant", "sweepers", "stalled_jobs", "delay_ms"),
+    "bullmq_worker": ("protocol", "driver", "concurrency", "job_ms"),
+    "sweep_hazard": ("protocol", "client", "stalled_jobs"),
+    "script_cost": ("protocol", "step"),  # the hot path's price, a row per repetition
+}
+# A key value left out of a point's label: echomq's points read as they did before protocols.
+LABEL_DEFAULTS = {"protocol": "echomq"}
+
+
+@dataclass(frozen=True)
+class Metric:
+    column: str
+    higher_is_better: bool = False
+    exact: bool = False  # a count the code fixes, not a measurement: no noise to test against
+    floor: float = BETWEEN_RUNS  # the least change between two runs claimed (verdict.claim_beyond)
+
+
+# A key at this value is left out of a point's name (a run from before the key ran at it).
+KEY_DEFAULTS: dict[str, object] = {"queues": 1, "concurrency": 1, "job_ms": 0}
+
+# Lower is better for every metric but jobs/s, the Redis ceiling and the Locust/raw ratio. The raw
+# driver's own columns are left out: it runs once a point, every repetition carries its one value.
+FINISH_FETCH_LOWER = (
+    "round_trips_per_job", "server_calls_per_job", "server_us_per_job", "cycle_p50_us", "cycle_p90_us",
+    "cycle_p99_us", "cycle_p999_us", "cycle_max_us", "e2e_p50_us", "e2e_p99_us",
+    "server_commands_per_job", "loadgen_cpu_us_per_job",
+)  # fmt: skip
+FINISH_FETCH_HIGHER = ("locust_raw_jobs_ratio",)
+FINISH_FETCH_EXACT = ("commands_per_job",)  # the strategy fixes it: 1 fused, 2 two-call
+# round_trips is measured: atomic_sliced's calls end with its time budget, not a fixed count.
+SWEEP_LOWER = (
+    "round_trips", "server_us", "hold_ms_max", "probe_p99_us", "probe_max_us", "probe_busy",
+)  # fmt: skip
+# pyperf's spread is its values inside one process against one server: between two runs the
+# processes and servers differ too, and a sub-millisecond sweep moves by a fifth (issue's A/A).
+SWEEP_TIME_FLOOR = 0.25
+RACE_LOWER = ("double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations")
+WORKER_LOWER = ("client_cpu_us_per_job", "redis_calls_per_job", "redis_us_per_job")
+HAZARD_LOWER = ("server_executions", "server_rejected", "probe_busy", "probe_max_us")
+SCRIPT_COST_LOWER = ("server_us_per_call",)
+SCRIPT_COST_EXACT = ("commands_per_call",)  # the scripts fix it: no noise to test against
+
+STAGE_METRICS: dict[str, tuple[Metric, ...]] = {
+    "finish_fetch": (
+        Metric("jobs_per_s", higher_is_better=True),
+        *map(Metric, FINISH_FETCH_LOWER),
+        *(Metric(column, higher_is_better=True) for column in FINISH_FETCH_HIGHER),
+        *(Metric(column, exact=True) for column in FINISH_FETCH_EXACT),
+    ),
+    "sweep": (Metric("sweep_ms_median", floor=SWEEP_TIME_FLOOR), *map(Metric, SWEEP_LOWER)),
+    "race": tuple(map(Metric, RACE_LOWER)),
+    "bullmq_worker": (Metric("jobs_per_s", higher_is_better=True), *map(Metric, WORKER_LOWER)),
+    "sweep_hazard": tuple(map(Metric, HAZARD_LOWER)),
+    "script_cost": (
+        *map(Metric, SCRIPT_COST_LOWER),
+        *(Metric(column, exact=True) for column in SCRIPT_COST_EXACT),
+    ),
+}
+
+# Sweep columns whose spread is the sweep time's pyperf stdev.
+SWEEP_SPREAD_FROM_STDEV = ("sweep_ms_median",)
+
+
+def norm_key(value: object) -> object:
+    """Key values that compare equal across runs: 1, 1.0 and '1' are one rtt_ms."""
+    try:
+        number = float(str(value))
+    except ValueError:
+        return str(value)
+    return int(number) if number.is_integer() else number
+
+
+def key_order(key: tuple[object, ...]) -> tuple[tuple[int, object], ...]:
+    """Sort keys with numbers as numbers (size 200 before 1000)."""
+    return tuple((0, v) if isinstance(v, int | float) else (1, str(v)) for v in key)
+
+
+def point_label(keys: Sequence[str], values: Sequence[object]) -> str:
+    """``strategy=fused workers=4 concurrency=8 rtt_ms=1``; a key at its default (KEY_DEFAULTS,
+    LABEL_DEFAULTS: echomq goes unnamed) is left out, so a point names what sets it apart."""
+    defaults = {**KEY_DEFAULTS, **LABEL_DEFAULTS}
+    return " ".join(
+        f"{k}={v}" for k, v in zip(keys, values, strict=True) if k not in defaults or v != defaults[k]
+    )
+
+
+def with_known_keys(stage: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with each key column it lacks whose value is known (a file from before the
+    protocol column is echomq's)."""
+    missing = {k: v for k, v in LABEL_DEFAULTS.items() if k in STAGE_KEYS[stage] and k not in frame.columns}
+    return frame.assign(**missing) if missing else frame
+
+
+def samples(stage: str, frame: pd.DataFrame) -> dict[tuple[object, ...], dict[str, Sample]]:
+    """Per point (the stage's key values), each metric's Sample."""
+    keys = STAGE_KEYS[stage]
+    frame = with_known_keys(stage, frame)
+    if frame.empty or any(k not in frame.columns for k in keys):
+        return {}
+    out: dict[tuple[object, ...], dict[str, Sample]] = {}
+    for raw_key, group in frame.groupby(list(keys), sort=True, dropna=False):
+        key = tuple(norm_key(v) for v in raw_key)
+        metrics: dict[str, Sample] = {}
+        for metric in STAGE_METRICS[stage]:
+            if metric.column not in group.columns or group[metric.column].isna().all():
+                continue
+            metrics[metric.column] = _sample(stage, metric.column, group)
+        out[key] = metrics
+    return out
+
+
+def _sample(stage: str, column: str, group: pd.DataFrame) -> Sample:
+    if stage == "sweep" and column in SWEEP_SPREAD_FROM_STDEV and "sweep_ms_stdev" in group.columns:
+        row = group.iloc[0]
+        median, stdev = float(row["sweep_ms_median"]), float(row["sweep_ms_stdev"])
+        scale = float(row[column]) / median if median and not is_missing(row[column]) else 1.0
+        reps: Any = row["reps"] if "reps" in group.columns else None
+        n = 2 if is_missing(reps) else int(float(reps))  # an older file without reps: at least two
+        return Sample.with_stdev(median, stdev, scale, n)
+    return Sample.of(group[column].tolist())
+
+
+@dataclass
+class Comparison:
+    rows: pd.DataFrame  # stage, point, metric, a, b, ratio, cv_a, cv_b, verdict, note
+    notes: list[str]
+    drift: float = 0.0  # the calibrations' largest relative change, which widened the thresholds
+
+    def thresholds(self) -> str:
+        """The between-runs thresholds this comparison judged by, as a sentence."""
+        floors = sorted({m.floor for ms in STAGE_METRICS.values() for m in ms if not m.exact})
+        shown = " or ".join(f"{claim_beyond(f, self.drift):.0%}" for f in floors)
+        widened = f", the floors widened by the calibrations' drift ({self.drift:.0%})" if self.drift else ""
+        return (
+            f"a measured metric is judged changed beyond {shown} (a sweep's time the larger)"
+            f"{widened}; a count the code fixes beyond {CLAIM_BEYOND:.0%}"
+        )
+
+    def count(self, what: str) -> int:
+        return int((self.rows["verdict"] == what).sum()) if not self.rows.empty else 0
+
+
+COMPARISON_COLUMNS = ("stage", "point", "metric", "a", "b", "ratio", "cv_a", "cv_b", "verdict", "note")
+
+
+def _flags(frame: pd.DataFrame, stage: str, key: tuple[object, ...]) -> list[str]:
+    """Why a point's numbers may not be valid: contended or saturated repetitions, failed audits."""
+    keys = STAGE_KEYS[stage]
+    mask = pd.Series(True, index=frame.index)
+    for k, v in zip(keys, key, strict=True):
+        mask &= frame[k].map(norm_key) == v
+    rows = frame[mask]
+    flags = []
+    for column in ("contended", "saturated"):
+        if column in rows.columns and any(_truthy(v) for v in rows[column]):
+            flags.append(column)
+    if "audit_ok" in rows.columns and not all(_truthy(v, missing=True) for v in rows["audit_ok"]):
+        flags.append("audit failed")
+    return flags
+
+
+def _truthy(value: object, missing: bool = False) -> bool:
+    """A CSV flag as pandas may read it: bool, "True"/"False", 1/0; an empty cell is ``missing``."""
+    if is_missing(value):
+        return missing
+    return str(value).strip().lower() in ("true", "1", "1.0", "yes")
+
+
+def compare_runs(
+    a: Mapping[str, pd.DataFrame], b: Mapping[str, pd.DataFrame], drift: float = 0.0
+) -> Comparison:
+    """Every metric both runs have, matched on the stage's key columns; ``drift`` is the largest
+    relative change of a machine calibration figure between the runs (compare.context.drift),
+    which widens every measured metric's threshold."""
+    rows: list[dict[str, object]] = []
+    notes: list[str] = []
+    for stage, keys in STAGE_KEYS.items():
+        if stage not in a and stage not in b:
+            continue  # neither run has it: nothing to say
+        if stage not in a or stage not in b:
+            missing = " and ".join(name for name, run in (("A", a), ("B", b)) if stage not in run)
+            notes.append(f"{stage}: absent from run {missing}; not compared")
+            continue
+        frame_a = with_known_keys(stage, _usable(stage, a[stage], notes, "A"))
+        frame_b = with_known_keys(stage, _usable(stage, b[stage], notes, "B"))
+        points_a, points_b = samples(stage, frame_a), samples(stage, frame_b)
+        for side, only in (("A", points_a.keys() - points_b), ("B", points_b.keys() - points_a)):
+            if only:
+                labels = "; ".join(point_label(keys, k) for k in sorted(only, key=key_order))
+                notes.append(f"{stage}: only in run {side}: {labels}")
+        for key in sorted(points_a.keys() & points_b.keys(), key=key_order):
+            flags_a, flags_b = _flags(frame_a, stage, key), _flags(frame_b, stage, key)
+            flags = [f"{f} in A" for f in flags_a] + [f"{f} in B" for f in flags_b]
+            contended = "contended" in flags_a or "contended" in flags_b
+            for metric in STAGE_METRICS[stage]:
+                sa, sb = points_a[key].get(metric.column), points_b[key].get(metric.column)
+                if sa is None or sb is None:
+                    continue
+                rows.append(
+                    {
+                        "stage": stage,
+                        "point": point_label(keys, key),
+                        "metric": metric.column,
+                        "a": sa.mean,
+                        "b": sb.mean,
+                        "ratio": ratio(sa.mean, sb.mean),
+                        "cv_a": sa.cv,
+                        "cv_b": sb.cv,
+                        "verdict": verdict(
+                            sa,
+                            sb,
+                            metric.higher_is_better,
+                            exact=metric.exact,
+                            contended=contended,
+                            beyond=claim_beyond(metric.floor, drift),
+                        ),
+                        "note": ", ".join(flags),
+                    }
+                )
+    return Comparison(pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS)), notes, drift)
+
+
+def _usable(stage: str, frame: pd.DataFrame, notes: list[str], side: str) -> pd.DataFrame:
+    """Drop skipped sweep points (no measurement to compare), saying so."""
+    if stage != "sweep" or "skipped" not in frame.columns:
+        return frame
+    skipped = frame["skipped"].fillna("").astype(str).str.strip() != ""
+    if skipped.any():
+        notes.append(f"sweep: {int(skipped.sum())} skipped point(s) in run {side} not compared")
+    return frame[~skipped]

@@ -1,0 +1,194 @@
+"""The finish-then-fetch figures: jobs/s per strategy at each point, and the fused advantage
+against jobs in flight."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
+
+from bench.report.plots.style import (
+    HOME_PROTOCOL,
+    PALETTE,
+    THOUSANDS,
+    Plot,
+    colour,
+    ordered,
+    save,
+    saved,
+    split_label,
+    wrapped,
+)
+from bench.report.ratios import paired_ratios
+
+POINT_COLUMNS = ("workers", "queues", "concurrency", "job_ms", "rtt_ms")
+
+
+def _num(value: object) -> str:
+    return f"{float(value):g}"  # type: ignore[arg-type]
+
+
+def _point_label(workers: object, queues: object, concurrency: object, job_ms: object, rtt_ms: object) -> str:
+    """Two lines: the workers (and their queues, jobs in flight and job time when not 1, 1 and 0),
+    the rtt."""
+    first = f"{_num(workers)} workers"
+    if float(queues) != 1:  # type: ignore[arg-type]
+        first += f" on {_num(queues)} queues"
+    if float(concurrency) != 1:  # type: ignore[arg-type]
+        first += f" x {_num(concurrency)}"
+    if float(job_ms):  # type: ignore[arg-type]
+        first += f", job {_num(job_ms)} ms"
+    return f"{first}\nrtt {_num(rtt_ms)} ms"
+
+
+def _with_point(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with every point column (an older run's concurrency 1 and job time 0 filled in)."""
+    data = frame.copy()
+    for column, default in (("queues", 1), ("concurrency", 1), ("job_ms", 0)):
+        data[column] = data[column].fillna(default) if column in data else default
+    return data
+
+
+def _ratio_texts(at_point: pd.DataFrame) -> list[str]:
+    """A line a protocol: fused over each other strategy, the median of the repetition pairs
+    [min-max] (report.ratios, the one definition); the protocol named when there are several."""
+    unlabelled = at_point.assign(strategy=[split_label(v)[1] for v in at_point["strategy"]])
+    unlabelled["protocol"] = (
+        unlabelled["protocol"].fillna(HOME_PROTOCOL) if "protocol" in unlabelled else HOME_PROTOCOL
+    )
+    ratios = paired_ratios(unlabelled)
+    several = ratios["protocol"].nunique() > 1
+    texts = []
+    order = sorted(dict.fromkeys(ratios["protocol"]), key=lambda name: name != HOME_PROTOCOL)
+    for protocol in order:
+        rows = ratios[ratios["protocol"] == protocol]
+        parts = [
+            f"{'fused' if k == 0 else ''}/{r.other} {r.median:.2f} [{r.lo:.2f}-{r.hi:.2f}]"
+            for k, r in enumerate(rows.itertuples())
+        ]
+        texts.append((f"{protocol}: " if several else "") + ", ".join(parts))
+    return texts
+
+
+def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
+    """Bars: mean jobs/s per strategy at each point; whiskers min..max; dots each rep."""
+    needed = {"strategy", "workers", "rtt_ms", "jobs_per_s"}
+    if frame.empty or not needed <= set(frame.columns) or frame["jobs_per_s"].isna().all():
+        return None
+    data = _with_point(frame.dropna(subset=["jobs_per_s"]))
+    points = sorted(set(data[list(POINT_COLUMNS)].itertuples(index=False, name=None)))
+    variants = ordered(data["strategy"].unique().tolist())
+    width = 0.8 / len(variants)
+    # about half an inch a bar: nine bars a point (three protocols) stay readable without a
+    # figure many screens wide
+    figure = Figure(figsize=(max(6.0, 2.5 + 0.6 * len(points) * len(variants)), 4.8), layout="constrained")
+    ax = figure.add_subplot()
+    saturated_shown = False
+
+    def at(point: tuple[object, ...]) -> pd.Series:
+        mask = pd.Series(True, index=data.index)
+        for column, value in zip(POINT_COLUMNS, point, strict=True):
+            mask &= data[column] == value
+        return mask
+
+    for i, variant in enumerate(variants):
+        for j, point in enumerate(points):
+            reps = data[(data["strategy"] == variant) & at(point)]
+            if reps.empty:
+                continue
+            x = j + (i - (len(variants) - 1) / 2) * width
+            values = reps["jobs_per_s"].astype(float)
+            mean = values.mean()
+            ax.bar(x, mean, width * 0.9, color=colour(variant), label=variant if j == 0 else None)
+            ax.errorbar(
+                x, mean, yerr=[[mean - values.min()], [values.max() - mean]], color="black", capsize=4
+            )
+            sat = reps["saturated"].fillna(False).astype(bool) if "saturated" in reps else None
+            ok = values[~sat] if sat is not None else values
+            ax.scatter([x] * len(ok), ok, color="black", s=12, zorder=3)
+            if sat is not None and sat.any():
+                label = None if saturated_shown else "saturated repetition"
+                ax.scatter(
+                    [x] * int(sat.sum()), values[sat], color="red", marker="x", s=40, zorder=4, label=label
+                )
+                saturated_shown = True
+            # the mean at the bar's foot, where no whisker reaches (a whisker spans min..max)
+            inside = mean >= 0.12 * float(data["jobs_per_s"].max())
+            ax.annotate(f"{mean:,.0f}", (x, 0), textcoords="offset points", xytext=(0, 4),
+                        ha="center", va="bottom", fontsize=8, fontweight="bold",
+                        color="white" if inside else "black")  # fmt: skip
+    lines_above = 0
+    for j, point in enumerate(points):
+        top = float(data[at(point)]["jobs_per_s"].max())
+        texts = _ratio_texts(data[at(point)])
+        lines_above = max(lines_above, len(texts))
+        for k, text in enumerate(reversed(texts)):  # the first protocol named highest
+            ax.annotate(text, (j, top), textcoords="offset points", xytext=(0, 10 + 11 * k),
+                        ha="center", fontsize=7.5, fontweight="bold")  # fmt: skip
+    ax.set_ylim(0, float(data["jobs_per_s"].max()) * (1.15 + 0.09 * lines_above))
+    ax.set_xticks(range(len(points)), [_point_label(*point) for point in points])
+    ax.set_ylabel("jobs finished per second (jobs/s)")
+    ax.yaxis.set_major_formatter(THOUSANDS)
+    ax.set_xlabel("point (workers x jobs in flight each, simulated round-trip time)")
+    n_reps = int(data.groupby(["strategy", *POINT_COLUMNS]).size().max())
+    # One name a strategy and one a protocol, so the title fits however many protocols ran.
+    strategies = list(dict.fromkeys(split_label(v)[1] for v in variants))
+    protocols = list(dict.fromkeys(split_label(v)[0] for v in variants))
+    title = "Throughput: fused against " + " and ".join(v for v in strategies if v != "fused")
+    if len(protocols) > 1:
+        title += f" ({', '.join(protocols)})"
+    figure.suptitle(title)
+    subtitle = (
+        f"bar = mean of {n_reps} repetitions (value at its foot), whisker = min..max, dot = one repetition"
+    )
+    ax.set_title(wrapped(subtitle, figure, 8), fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), framealpha=0.95, fontsize=8)  # off the bars
+    ax.grid(axis="y", alpha=0.3)
+    save(figure, out_dir / "finish_fetch_jobs.png")
+    caption = (
+        "Taller is better. Compare the bar heights of fused and the two-call strategies at each point; "
+        "a gap much wider than the whiskers is a real difference, overlapping whiskers are not."
+    )
+    return Plot("finish_fetch_jobs.png", title, caption)
+
+
+def ratio_against_concurrency(ratios: pd.DataFrame, out_dir: Path) -> Plot | None:
+    """fused/two_call and fused/two_call_pipelined jobs/s against jobs in flight, one line per rtt
+    (and per workers and job time, when the run has several); whiskers: the pairs' min..max."""
+    if ratios.empty or ratios["concurrency"].nunique() < 2:
+        return None
+    others = [o for o in ("two_call", "two_call_pipelined") if o in set(ratios["other"])]
+    others += sorted(set(ratios["other"]) - set(others))
+    figure = Figure(figsize=(5.4 * len(others) + 0.6, 4.6), layout="constrained")
+    axes = figure.subplots(1, len(others), squeeze=False, sharey=True)[0]
+    several = [c for c in ("workers", "job_ms") if ratios[c].nunique() > 1]
+    for ax, other in zip(axes, others, strict=True):
+        rows = ratios[ratios["other"] == other]
+        for n, (key, line) in enumerate(rows.groupby(["rtt_ms", *several], sort=True)):
+            line = line.sort_values("concurrency")
+            parts = (key,) if not isinstance(key, tuple) else key
+            label = f"rtt {parts[0]:g} ms" + "".join(
+                f", {name.replace('_ms', '')} {value:g}"
+                for name, value in zip(several, parts[1:], strict=True)
+            )
+            yerr = [line["median"] - line["lo"], line["hi"] - line["median"]]
+            ax.errorbar(line["concurrency"], line["median"], yerr=yerr, marker="o", ms=4, capsize=3,
+                        color=PALETTE[n % len(PALETTE)], label=label)  # fmt: skip
+        ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.set_xlabel("jobs in flight per worker connection (concurrency, log scale)")
+        ax.set_title(f"fused / {other}")
+        ax.grid(which="both", alpha=0.3)
+        ax.legend(loc="upper right", fontsize=8)
+    axes[0].set_ylabel("jobs/s ratio (median of the repetition pairs)")
+    title = "Where fusing stops mattering: the fused advantage against concurrency"
+    figure.suptitle(title)
+    caption = (
+        "Above the dashed line fused does more jobs/s. Each line is one simulated round-trip time; "
+        "as concurrency grows the auto-pipelined connection carries many jobs' calls a round trip, "
+        "so what is left of the gap is the second call's client and Redis cost."
+    )
+    return saved(figure, out_dir, "finish_fetch_ratio_concurrency.png", title, caption)

@@ -1,0 +1,127 @@
+"""The latency percentile curves of finish-then-fetch: from merged HDR histograms, or from the
+CSV's percentile columns when a run has none."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from hdrh.histogram import HdrHistogram
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from bench.report.plots.style import Plot, colour, ordered, plain_log_ticks, saved
+
+# Percentiles marked on the latency curves, and the curve's finer points between them.
+MARKED_PERCENTILES = (50.0, 90.0, 99.0, 99.9)
+CURVE_PERCENTILES = tuple(100 * (1 - 10 ** (-k)) for k in np.linspace(math.log10(2), 3, 40))
+
+
+def _percentile_axis(ax: Axes) -> None:
+    """x = 1/(1-q) on a log scale: each 9 of the percentile takes the same width."""
+    ax.set_xscale("log")
+    ticks = [1 / (1 - p / 100) for p in MARKED_PERCENTILES]
+    ax.set_xticks(ticks, [f"p{p:g}" for p in MARKED_PERCENTILES])
+    ax.minorticks_off()
+    ax.set_xlabel("percentile")
+
+
+def _latency_axes(ax: Axes, title: str, legend: bool = True) -> None:
+    """Percentiles across, µs up on a log scale; call after plotting the curves."""
+    _percentile_axis(ax)
+    ax.set_yscale("log")
+    plain_log_ticks(ax)
+    ax.set_ylabel("latency (µs, log scale)")
+    ax.set_title(title)
+    ax.grid(which="both", alpha=0.3)
+    if legend:
+        ax.legend(loc="upper left")
+
+
+LINE_STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1)), (0, (1, 3)))
+E2E_NAME = "end to end (enqueue to finish)"
+# an optional "<protocol>." leads another protocol's strategy: "bullmq.fused-w4-c8-rtt1"
+POINT = re.compile(
+    r"^(?P<strategy>(?:[a-z][a-z_-]*\.)?[a-z_]+)-w(?P<workers>\d+)(?:-c(?P<conc>\d+))?(?:-j(?P<job>[\d.]+))?"
+    r"-rtt(?P<rtt>[\d.]+)$"
+)
+
+
+def split_variant(variant: str) -> tuple[str, str]:
+    """An HDR variant id, "fused-w4-rtt1" or "fused-w4-c8-j5-rtt1", as (strategy, "4 workers, rtt
+    1 ms" with "x 8" and ", job 5 ms" when set); a name without a point ("fused") as (itself, "")."""
+    match = POINT.match(variant)
+    if match:
+        workers = f"{match['workers']} workers" + (f" x {match['conc']}" if match["conc"] else "")
+        job = f", job {match['job']} ms" if match["job"] else ""
+        return match["strategy"], f"{workers}{job}, rtt {match['rtt']} ms"
+    strategy, _, rest = variant.partition("-")
+    return strategy, rest
+
+
+def latency_percentiles(
+    histograms: Mapping[tuple[str, str], HdrHistogram], out_dir: Path, e2e_name: str = E2E_NAME
+) -> Plot | None:
+    """Cycle (and end-to-end) latency percentile curves per variant, from merged HDR histograms.
+
+    ``histograms`` maps (metric, variant) to the merge of every repetition's histogram;
+    ``e2e_name`` is what the end-to-end panel measured (in closed loop: the backlog's wait).
+    """
+    metrics = [m for m in ("cycle", "e2e") if any(k[0] == m for k in histograms)]
+    if not metrics:
+        return None
+    figure = Figure(figsize=(6.0 * len(metrics), 5.2), layout="constrained")
+    axes = figure.subplots(1, len(metrics), squeeze=False)[0]
+    names = {"cycle": "worker cycle (finish + fetch)", "e2e": e2e_name}
+    variants = ordered(sorted({v for _, v in histograms}))
+    points = sorted({split_variant(v)[1] for v in variants})
+    style = {point: LINE_STYLES[i % len(LINE_STYLES)] for i, point in enumerate(points)}
+    for ax, metric in zip(axes, metrics, strict=True):
+        for variant in variants:
+            histogram = histograms.get((metric, variant))
+            if histogram is None or histogram.get_total_count() == 0:
+                continue
+            strategy, point = split_variant(variant)
+            xs = [1 / (1 - p / 100) for p in CURVE_PERCENTILES]
+            ys = [histogram.get_value_at_percentile(p) for p in CURVE_PERCENTILES]
+            label = ", ".join(part for part in (strategy, point) if part)
+            if metric == metrics[0]:
+                label += f" (n={histogram.get_total_count():,})"
+            ax.plot(xs, ys, color=colour(strategy), linestyle=style[point], label=label)
+            marks = [histogram.get_value_at_percentile(p) for p in MARKED_PERCENTILES]
+            ax.scatter([1 / (1 - p / 100) for p in MARKED_PERCENTILES], marks, color=colour(strategy), s=18)
+        _latency_axes(ax, f"Latency percentiles: {names.get(metric, metric)}", legend=False)
+    # one legend for both panels, below them: off the data; colour = strategy, line style = point
+    handles, labels = axes[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 3), fontsize=9)
+    caption = (
+        "Lower is better. Each line is every repetition's HDR histogram merged exactly; colour is "
+        "the strategy, line style the workers/rtt point. Read the gap between strategies at p50 "
+        "for the typical cycle and at p99/p99.9 for the tail."
+    )
+    return saved(figure, out_dir, "finish_fetch_latency.png", "Cycle latency percentiles", caption)
+
+
+def latency_from_columns(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
+    """The same figure from the CSV's percentile columns, when the run has no HDR files."""
+    columns = {50.0: "cycle_p50_us", 90.0: "cycle_p90_us", 99.0: "cycle_p99_us", 99.9: "cycle_p999_us"}
+    present = {p: c for p, c in columns.items() if c in frame.columns and not frame[c].isna().all()}
+    if frame.empty or "strategy" not in frame.columns or len(present) < 2:
+        return None
+    figure = Figure(figsize=(6.4, 4.6), layout="constrained")
+    ax = figure.add_subplot()
+    for variant in ordered(frame["strategy"].unique().tolist()):
+        rows = frame[frame["strategy"] == variant]
+        xs = [1 / (1 - p / 100) for p in present]
+        ys = [float(rows[c].median()) for c in present.values()]
+        ax.plot(xs, ys, marker="o", color=colour(variant), label=variant)
+    _latency_axes(ax, "Cycle latency percentiles (median over repetitions of the CSV's columns)")
+    caption = (
+        "Lower is better. This run has no HDR files, so each point is the median of the "
+        "repetitions' own percentiles (not an exact merge); read it for the shape only."
+    )
+    return saved(figure, out_dir, "finish_fetch_latency.png", "Cycle latency percentiles", caption)

@@ -1,0 +1,146 @@
+"""The sweep-cost figures: sweep time and the probe's worst wait against active-list size, one
+panel a scenario, log-log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from bench.report.plots.style import Plot, colour, line_style, ordered, plain_log_ticks, saved
+
+
+def _per_scenario(
+    frame: pd.DataFrame, column: str, ylabel: str, title: str
+) -> tuple[Figure, list[tuple[Axes, pd.DataFrame]]] | None:
+    needed = {"variant", "scenario", "active_size", column}
+    if frame.empty or not needed <= set(frame.columns):
+        return None
+    data = frame.dropna(subset=[column, "active_size"])
+    data = data[(data[column] > 0) & (data["active_size"] > 0)]  # log axes
+    if data.empty:
+        return None
+    scenarios = [s for s in ("healthy", "mixed", "all_stalled") if s in set(data["scenario"])]
+    scenarios += sorted(set(data["scenario"]) - set(scenarios))
+    figure = Figure(figsize=(4.6 * len(scenarios) + 0.6, 4.6), layout="constrained")
+    axes = figure.subplots(1, len(scenarios), squeeze=False, sharey=True)[0]
+    panels = []
+    for ax, scenario in zip(axes, scenarios, strict=True):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(f"scenario: {scenario}")
+        ax.set_xlabel("active-list size (jobs, log scale)")
+        ax.grid(which="both", alpha=0.3)
+        panel = data[data["scenario"] == scenario]
+        if panel["active_size"].nunique() == 1:  # one size: a log axis needs a span (a decade around it)
+            size = float(panel["active_size"].iloc[0])
+            ax.set_xlim(size / 3, size * 3)
+        panels.append((ax, panel))
+    axes[0].set_ylabel(ylabel)
+    figure.suptitle(title)
+    return figure, panels
+
+
+def _finish_panels(panels: list[tuple[Axes, pd.DataFrame]]) -> None:
+    for ax, _ in panels:
+        plain_log_ticks(ax, "x")
+        plain_log_ticks(ax, "y")
+    # one legend below the panels, off the data (the panels share their variants and colours)
+    seen: dict[str, Any] = {}
+    for ax, _ in panels:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, handle)
+    figure = panels[0][0].get_figure()
+    assert isinstance(figure, Figure)
+    figure.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=min(len(seen), 4),
+                  fontsize=8)  # fmt: skip
+
+
+def _slope_guides(ax: Axes, rows: pd.DataFrame, column: str, first: bool) -> None:
+    """Dashed guides of slope 1 and 2 from the panel's lowest first point: a line parallel to a
+    guide grows as that power of the size (1 linear, 2 quadratic)."""
+    if rows.empty:
+        return
+    x0 = float(rows["active_size"].min())
+    y0 = float(rows.loc[rows["active_size"] == x0, column].min())
+    x1 = float(rows["active_size"].max())
+    if x1 <= x0 or y0 <= 0:
+        return
+    low, high = ax.get_ylim()
+    for power, dashes in ((1, (4, 3)), (2, (1, 2))):
+        end = x1
+        if y0 * (end / x0) ** power > high:  # stop where the guide leaves the panel
+            end = x0 * (high / y0) ** (1 / power)
+        ys = [y0, y0 * (end / x0) ** power]
+        label = f"slope {power} ({'linear' if power == 1 else 'quadratic'})" if first else None
+        ax.plot([x0, end], ys, color="black", linewidth=0.9, dashes=dashes, alpha=0.6, label=label, zorder=1)
+        ax.annotate(f"slope {power}", (end, ys[1]), textcoords="offset points", xytext=(-2, -10 * power + 4),
+                    ha="right", fontsize=7, color="dimgray")  # fmt: skip
+    ax.set_ylim(low, high)
+
+
+def sweep_time(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
+    """Sweep time against active-list size, log-log, one panel a scenario, one line a variant."""
+    title = "Sweep time against active-list size"
+    made = _per_scenario(frame, "sweep_ms_median", "sweep time (ms, median; log scale)", title)
+    if made is None:
+        return None
+    figure, panels = made
+    for ax, rows in panels:
+        for variant in ordered(rows["variant"].unique().tolist()):
+            line = rows[rows["variant"] == variant].sort_values("active_size")
+            stdev = line["sweep_ms_stdev"].fillna(0) if "sweep_ms_stdev" in line else None
+            ax.errorbar(line["active_size"], line["sweep_ms_median"], yerr=stdev, marker="o", ms=4,
+                        capsize=3, color=colour(variant), linestyle=line_style(variant),
+                        label=variant)  # fmt: skip
+    for i, (ax, rows) in enumerate(panels):
+        _slope_guides(ax, rows, "sweep_ms_median", first=i == 0)
+    _finish_panels(panels)
+    caption = (
+        "Lower is better. On log-log axes a slope of 1 is linear in the list size and 2 is quadratic; "
+        "the dashed guides have those slopes: a line parallel to the steeper one grows with the "
+        "square of the size. Compare each variant's slope, then its height. Skipped points are left "
+        "out (see the table)."
+    )
+    return saved(figure, out_dir, "sweep_time.png", title, caption)
+
+
+def probe_max(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
+    """The probe client's worst latency during sweeps against size; red rings mark BUSY replies."""
+    title = "Other clients' worst wait during a sweep (probe max latency)"
+    made = _per_scenario(frame, "probe_max_us", "probe max latency (µs, log scale)", title)
+    if made is None:
+        return None
+    figure, panels = made
+    busy_shown = False
+    for ax, rows in panels:
+        ax.axhline(1000, color="grey", linestyle="--", linewidth=1)
+        ax.annotate("1 ms", (1, 1000), xycoords=("axes fraction", "data"), ha="right", va="bottom",
+                    fontsize=8, color="grey")  # fmt: skip
+        for variant in ordered(rows["variant"].unique().tolist()):
+            line = rows[rows["variant"] == variant].sort_values("active_size")
+            ax.plot(
+                line["active_size"],
+                line["probe_max_us"],
+                marker="o",
+                ms=4,
+                color=colour(variant),
+                linestyle=line_style(variant),
+                label=variant,
+            )
+            if "probe_busy" in line:
+                busy = line[line["probe_busy"].fillna(0) > 0]
+                if not busy.empty:
+                    ax.scatter(busy["active_size"], busy["probe_max_us"], s=120, facecolors="none",
+                               edgecolors="red", label=None if busy_shown else "probe got BUSY")  # fmt: skip
+                    busy_shown = True
+    _finish_panels(panels)
+    caption = (
+        "Lower is better. This is how long another client waited at worst while the sweep ran: "
+        "an atomic sweep holds Redis for its whole call, so its line rises with size; "
+        "a line that stays near the 1 ms mark does not block others."
+    )
+    return saved(figure, out_dir, "sweep_probe_max.png", title, caption)

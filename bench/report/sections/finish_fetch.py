@@ -1,0 +1,229 @@
+"""The finish-then-fetch section: per-point jobs/s and the fused ratios, which side set the pace,
+the latency fidelity check and the latency curves, then every repetition."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from bench.hdr import summary
+from bench.report import latency
+from bench.report.compare.metrics import STAGE_KEYS, samples
+from bench.report.load import RunData, merged_histograms
+from bench.report.machine import beside_saturated
+from bench.report.markdown import (
+    bullmq_note,
+    figure,
+    flag_rows,
+    fmt,
+    markdown_table,
+    percent,
+    present,
+)
+from bench.report.plots.finish_fetch import jobs_per_s, ratio_against_concurrency
+from bench.report.plots.latency import latency_from_columns, latency_percentiles, split_variant
+from bench.report.plots.style import protocol_labelled
+from bench.report.price import price_section
+from bench.report.ratios import POINT_COLUMNS, paired_ratios, shown_point_columns
+from bench.report.sections.head import section_head
+from bench.report.sections.shards import shards_section
+
+
+def finish_fetch_section(data: RunData) -> list[str]:
+    title = "Finish-then-fetch: fused against two_call and two_call_pipelined"
+    lines, frame = section_head(data, "finish_fetch", title, "repetition(s)")
+    if frame is None:
+        return lines
+    saturated = int(frame["saturated"].fillna(False).astype(bool).sum())
+    failed = int((~frame["audit_ok"].fillna(True).astype(bool)).sum())
+    if saturated:
+        lines += [f"> **{saturated} repetition(s) saturated**: the load generator, not Redis, was the limit; "
+                  "their jobs/s understate what Redis can do.", ""]  # fmt: skip
+    verdicts = data.meta.get("finish_fetch_audit_failures") or {}
+    if failed and verdicts:  # the audit's own words: a restart or a gone server is not a lost job
+        lines += [f"> **Audit not passed in {failed} repetition(s)**; those repetitions' numbers are "
+                  "not valid:", *(f"> - {run}: {verdict}" for run, verdict in sorted(verdicts.items())),
+                  ""]  # fmt: skip
+    elif failed:
+        lines += [f"> **Audit FAILED in {failed} repetition(s)**: jobs lost or duplicated; "
+                  "those repetitions' numbers are not valid.", ""]  # fmt: skip
+    errors = data.meta.get("finish_fetch_errors") or {}
+    if errors:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(errors.items()))
+        lines += [f"> **{sum(errors.values())} calls failed** in the measured windows ({kinds}); "
+                  "each run's summary counts them by kind, its log has the tracebacks.", ""]  # fmt: skip
+    lines += bullmq_note(frame)
+    lines += _finish_fetch_summary(frame)
+    lines += figure(jobs_per_s(protocol_labelled(frame), data.path), "no jobs_per_s values")
+    lines += shards_section(data.frames.get("finish_fetch_shards"))
+    lines += _pace_section(frame)
+    lines += price_section(data)
+    if frame["concurrency"].nunique(dropna=True) > 1:  # a line against concurrency needs two of them
+        plot = ratio_against_concurrency(paired_ratios(frame), data.path)
+        lines += figure(plot, "no fused/two_call or fused/two_call_pipelined pairs")
+    lines += _fidelity_section(data.meta.get("finish_fetch_fidelity"))
+    e2e = latency.meaning(frame)
+    lines += latency.note(frame)
+    histograms, bad = merged_histograms(data, "finish_fetch")
+    if bad:
+        lines += [f"*Unreadable HDR files left out: {', '.join(bad)}.*", ""]
+    if histograms:
+        plot = latency_percentiles(histograms, data.path, e2e.panel)
+        table = [
+            {"metric": e2e.hdr_metric if m == "e2e" else m, "strategy": v, **summary(h)}
+            for (m, v), h in histograms.items()
+        ]
+        lines += figure(plot, "no histograms")
+        points = frame[list(POINT_COLUMNS)].drop_duplicates()
+        unpointed = any(not split_variant(v)[1] for _, v in histograms)
+        if len(points) > 1 and unpointed:  # older HDR file names carry the strategy, not the point
+            lines += [
+                f"*The histograms are merged over all {len(points)} workers/rtt points of the run.*",
+                "",
+            ]
+        lines += ["Merged HDR histograms (µs, all repetitions):", "", markdown_table(pd.DataFrame(table)), ""]
+    else:
+        lines += ["*No HDR files for finish_fetch; latency drawn from the CSV's percentile columns.*", ""]
+        lines += figure(
+            latency_from_columns(protocol_labelled(frame), data.path), "no cycle percentile columns"
+        )
+    shown = beside_saturated(latency.shown_columns(present(data, "finish_fetch", frame)))
+    lines += ["All repetitions:", "", markdown_table(flag_rows(shown)), ""]
+    return lines
+
+
+def _finish_fetch_summary(frame: pd.DataFrame) -> list[str]:
+    keys = STAGE_KEYS["finish_fetch"]
+    points = samples("finish_fetch", frame)
+    if not points:
+        return ["*No points: the key columns (strategy, workers, rtt_ms) are missing.*", ""]
+    shown = {"strategy", *shown_point_columns(frame)}
+    rows = []
+    for key, metrics in points.items():
+        jobs = metrics.get("jobs_per_s")
+        row: dict[str, object] = {k: v for k, v in zip(keys, key, strict=True) if k in shown}
+        row["reps"] = jobs.n if jobs else 0
+        row["jobs/s mean"] = jobs.mean if jobs else math.nan
+        row["jobs/s min..max"] = f"{fmt(jobs.lo)}..{fmt(jobs.hi)}" if jobs else "—"
+        row["jobs/s cv"] = percent(jobs.cv) if jobs else "—"
+        for column in ("round_trips_per_job", "server_us_per_job", "cycle_p50_us", "cycle_p99_us"):
+            row[column] = metrics[column].mean if column in metrics else math.nan
+        rows.append(row)
+    lines = ["Per point, mean over repetitions:", "", markdown_table(pd.DataFrame(rows)), ""]
+    ratios = _fused_ratios(frame)
+    if not ratios.empty:
+        others = " and ".join(f"fused / {o}" for o in dict.fromkeys(paired_ratios(frame)["other"]))
+        lines += [
+            f"{others} jobs/s (the median of the repetition pairs, A B C order):",
+            "",
+            markdown_table(ratios),
+            "",
+        ]
+    return lines
+
+
+def _fused_ratios(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per point: the median of the repetition-paired fused/other ratios, with their min-max
+    (bench.fits.paired_ratio, as the stage's terminal table prints it), a column pair per
+    other strategy."""
+    if frame["rep"].isna().all():
+        return pd.DataFrame()
+    ratios = paired_ratios(frame)
+    if ratios.empty:
+        return ratios
+    shown = shown_point_columns(frame)
+    several = ratios["other"].nunique() > 1
+    rows = []
+    for point, group in ratios.groupby(shown, sort=True):
+        row: dict[str, object] = dict(zip(shown, point, strict=True))
+        for r in group.itertuples(index=False):
+            name = f"fused/{r.other}: " if several else ""
+            row[f"{name}median of pairs"] = r.median
+            row[f"{name}[min-max]"] = f"[{r.lo:.2f}-{r.hi:.2f}]"
+        row["pairs"] = int(group["pairs"].min())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+PACE_COLUMNS = {
+    "jobs_per_s": "jobs/s",
+    "round_trips_per_job": "rt/job",
+    "commands_per_job": "cmd/job",
+    "server_commands_per_job": "cmd/job (commandstats)",
+    "server_us_per_job": "Redis µs/job",
+    "redis_ceiling_jobs_per_s": "Redis ceiling jobs/s",
+    "limit_share": "limit's share",
+    "locust_raw_jobs_ratio": "Locust/raw jobs/s",
+    "loadgen_cpu_us_per_job": "Locust CPU µs/job",
+    "raw_cpu_us_per_job": "raw CPU µs/job",
+}
+
+
+def _pace_section(frame: pd.DataFrame) -> list[str]:
+    """Per point and strategy: what Redis could do, what was done, and which side set the pace."""
+    if "limit" not in frame.columns or not (frame["limit"].fillna("") != "").any():
+        return []
+    shown = ["strategy", *shown_point_columns(frame)]
+    rows = []
+    for key, group in frame.groupby(shown, sort=True):
+        row: dict[str, object] = dict(zip(shown, key, strict=True))
+        for column, title in PACE_COLUMNS.items():
+            values = group[column] if column in group else pd.Series(dtype=float)
+            row[title] = values.mean() if not values.isna().all() else math.nan
+        named = group["limit"][group["limit"] != ""]
+        row["limit"] = named.mode().iloc[0] if not named.empty else "—"  # what most repetitions named
+        rows.append(row)
+    return [
+        "### Which side set the pace",
+        "",
+        "Means over the repetitions. The Redis ceiling is 1e6 / Redis µs per job (INFO commandstats, "
+        "producers' addJob included): the jobs/s Redis could do were its own time the only cost. "
+        "The limit is the side that used the largest share of its capacity: the client (the busiest "
+        "load process's CPU), the network (simulated round trips x rtt per worker connection), the "
+        "job time (job-ms per slot) or Redis (its CPU); latency when no side used 70% of its "
+        "capacity (each connection waits on its exchanges; more jobs in flight would help, and on a "
+        "shared machine other processes may have taken the difference). Commands per job are "
+        "counted at the client and cross-checked by the server; round trips per job fall below 1 "
+        "when a flush of the "
+        "auto-pipelined connection carries several jobs' calls. Locust/raw compares Locust's jobs/s "
+        "with the same loops run without Locust (the raw driver) at the same point.",
+        "",
+        markdown_table(pd.DataFrame(rows)),
+        "",
+    ]
+
+
+def _fidelity_section(fidelity: object) -> list[str]:
+    """The latency-fidelity check from meta.json: what the client library and the harness add."""
+    if not isinstance(fidelity, dict):
+        return []
+    bench_note = str(fidelity.get("redis_benchmark_note") or "")
+    rows = [
+        ("redis-benchmark (C client)", fidelity.get("redis_benchmark_p50_us"), bench_note),
+        ("bare redis-py, plain loop", fidelity.get("redis_py_p50_us"), ""),
+        ("the raw driver's timed path, plain loop", fidelity.get("raw_path_p50_us"), ""),
+        ("the same path under Locust", fidelity.get("locust_path_p50_us"), fidelity.get("locust_note", "")),
+    ]
+    table = pd.DataFrame(
+        [(way, math.nan if p50 is None else p50, note) for way, p50, note in rows],
+        columns=["way", "p50 µs", "note"],
+    )
+    lines = [
+        "### Latency fidelity",
+        "",
+        f"The p50 of one trivial EVALSHA (`return 1`) at one client, {fmt(fidelity.get('calls'))} calls "
+        "each way, in the same run:",
+        "",
+        markdown_table(table),
+        "",
+    ]
+    redis_py, locust = fidelity.get("redis_py_p50_us"), fidelity.get("locust_path_p50_us")
+    raw = fidelity.get("raw_path_p50_us")
+    if isinstance(redis_py, int | float) and isinstance(locust, int | float):
+        over_raw = (
+            f", {locust - raw:+.0f} µs to its own path outside Locust" if isinstance(raw, int | float) else ""
+        )
+        lines += [f"The harness under Locust adds {locust - redis_py:+.0f} µs to the bare redis-py p50 "
+                  f"(goal: at most 20 µs){over_raw}.", ""]  # fmt: skip
+    return lines

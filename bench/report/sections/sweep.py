@@ -1,0 +1,94 @@
+"""The sweep-cost section: sweep time and the probe's worst wait against size, the log-log
+slopes, the skipped points, and the client-default hazard."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bench.fits import loglog_fit
+from bench.report.load import RunData
+from bench.report.markdown import bullmq_note, figure, flag_rows, fmt, markdown_table, present
+from bench.report.plots.style import protocol_labelled
+from bench.report.plots.sweep import probe_max, sweep_time
+from bench.report.sections.head import section_head
+from bench.report.sections.sweep_goals import deadline_timing_lines, goal_lines
+
+
+def sweep_section(data: RunData) -> list[str]:
+    lines, frame = section_head(data, "sweep", "Sweep cost against active-list size", "point(s)")
+    if frame is None:
+        return lines
+    lines += bullmq_note(frame)
+    lines += deadline_timing_lines(frame)
+    skipped = frame[frame["skipped"] != ""]
+    measured = frame[frame["skipped"] == ""]
+    lines += figure(sweep_time(protocol_labelled(measured), data.path), "no measured sweep points")
+    lines += figure(probe_max(protocol_labelled(measured), data.path), "no probe_max_us values")
+    slopes = _slopes(measured)
+    if not slopes.empty:
+        lines += ["Slope of log(sweep time) against log(size) (1 = linear, 2 = quadratic):", "",
+                  markdown_table(slopes), ""]  # fmt: skip
+    lines += goal_lines(frame, data.frames.get("sweep_control"))
+    if not skipped.empty:
+        lines += [f"**Skipped points ({len(skipped)})**, not measured:", ""]
+        named = protocol_labelled(skipped)
+        points = named[["variant", "scenario", "active_size", "skipped"]].itertuples(index=False)
+        lines += [f"- {v} / {s} / {fmt(n)}: {why}" for v, s, n, why in points]
+        lines.append("")
+    busy = measured[measured["probe_busy"].fillna(0) > 0]
+    if not busy.empty:
+        lines += [f"> **The probe got BUSY replies at {len(busy)} point(s)**: Redis refused other clients "
+                  "while a script ran.", ""]  # fmt: skip
+    shown = present(data, "sweep", frame)
+    order = [c for c in ("scenario", "active_size", "protocol", "variant") if c in shown.columns]
+    shown = shown.sort_values(order)
+    shown["skipped"] = shown["skipped"].map(lambda why: f"**skipped**: {why}" if why else "")
+    lines += ["All points:", "", markdown_table(flag_rows(shown)), ""]
+    lines += _hazard(data)
+    return lines
+
+
+def _hazard(data: RunData) -> list[str]:
+    """The client-default hazard: BullMQ's sweep past its client's timeout, against ours."""
+    frame = data.frames.get("sweep_hazard")
+    if frame is None or frame.empty:
+        return []
+    lines = ["### The client-default hazard: a sweep held past the socket timeout", ""]
+    lines += [
+        "One all-stalled BullMQ sweep a row, sent once by a client: `bullmq` is BullMQ's own connection "
+        "(redis-py's socket timeout, re-sent on a timeout: `Retry(ExponentialBackoff(cap=20, base=1), 20)`), "
+        "`suite` is the suite's client, which never re-sends. *server_executions* counts the script's runs "
+        "on the server for the one call, *server_rejected* the re-sends Redis refused (BUSY), *probe_busy* "
+        "the BUSY replies another client got meanwhile; *reply_matches* says whether the call returned "
+        "exactly the jobs that moved.",
+        "",
+    ]
+    for row in frame.to_dict("records"):
+        reply = "raised" if pd.isna(row["reply_ids"]) else f"returned {fmt(row['reply_ids'])} ids"
+        verdict = "matches" if row["reply_matches"] is True else "**does not match**"
+        error = str(row["error"] or "")
+        lines.append(
+            f"- {row['client']}, {fmt(row['stalled_jobs'])} stalled, "
+            f"timeout {fmt(row['socket_timeout_s'])} s: "
+            f"{fmt(row['server_executions'])} execution(s) and {fmt(row['server_rejected'])} refused for one "
+            f"call; it {reply} for {fmt(row['moved_ids'])} moved ({verdict}); other clients got "
+            f"{fmt(row['probe_busy'])} BUSY" + (f"; the caller saw {error}" if error else "")
+        )
+    lines += ["", markdown_table(present(data, "sweep_hazard", frame)), ""]
+    return lines
+
+
+def _slopes(frame: pd.DataFrame) -> pd.DataFrame:
+    """The stage's own fit (bench.fits.loglog_fit) as a table: over every size, and
+    between the two largest, where the growth at scale shows most plainly."""
+    table = []
+    for (protocol, variant, scenario), group in frame.groupby(["protocol", "variant", "scenario"]):
+        fit = loglog_fit(zip(group["active_size"], group["sweep_ms_median"], strict=True))
+        if fit is None:
+            continue
+        table.append({
+            "protocol": protocol, "variant": variant, "scenario": scenario,
+            "sizes": f"{fmt(fit.from_x)}..{fmt(fit.to_x)}",
+            "slope (all sizes)": round(fit.slope, 3), "slope (two largest)": round(fit.slope_top_two, 3),
+        })  # fmt: skip
+    return pd.DataFrame(table)

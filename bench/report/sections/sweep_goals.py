@@ -1,0 +1,75 @@
+"""The sweep section's goals table (the goals docs/protocols.md states, judged by
+bench.sweep_goals with the run's control), BullMQ's all-stalled sweep beside echomq-deadline's
+sliced pass, and what echomq-deadline's timed sweep call holds."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pandas as pd
+
+from bench.report.markdown import markdown_table
+from bench.sweep_goals import (
+    GOAL_HEADER,
+    GOAL_SIZE,
+    MISSED,
+    RATIO_HEADER,
+    bullmq_ratios,
+    control_of,
+    judge_all,
+)
+
+DEADLINE = "echomq-deadline"
+# What the restore (bench/sweep_cost/scenario.py: leave_stalled, reset_sweep_throttles) leaves
+# out of the time, read from lua/moveStalledJobsToWaitDeadline-8.lua.
+DEADLINE_TIMING = (
+    "*echomq-deadline's timed call* is the sweep that reclaims: the full pass's throttle check "
+    "(EXISTS), the ZRANGEBYSCORE of expired deadlines, their marks and locks read back (SMISMEMBER, "
+    "MGET; a PTTL only for a lock that exists), their entries and marks removed (ZREM, SREM), the "
+    "reclaimed ids taken from active's oldest end (RPOP chunks, an LREM only for one not found there) "
+    "and reclaimJob's HINCRBY and RPUSH to wait. It leaves out the marking sweep before it, the one that "
+    "first found each id lockless (one PTTL and one SADD an expired entry): the restore writes its "
+    "marks and lapsed deadlines untimed. And no timed call runs the full pass (ZCARD, LLEN, ZMSCORE "
+    "over active): its throttle key is set before each one. A job's reclaim costs that marking "
+    "sweep's PTTL and SADD beyond the all-stalled figure."
+)
+
+
+def _records(frame: pd.DataFrame | None) -> list[dict[str, Any]]:
+    return [] if frame is None else cast(list[dict[str, Any]], frame.to_dict("records"))
+
+
+def goal_lines(frame: pd.DataFrame, control: pd.DataFrame | None = None) -> list[str]:
+    """The goals the run's protocols have, each with its figure at the size it was judged at, the
+    control they read, and BullMQ's all-stalled sweep against echomq-deadline's sliced pass."""
+    rows, control_rows = _records(frame), _records(control)  # the CSVs' column names
+    results = judge_all(rows, control_rows)
+    lines: list[str] = []
+    if results:
+        cells = [r.cells() for r in results]
+        for row in cells:
+            row[3] = f"**{row[3]}**" if row[3] == MISSED else row[3]
+        lines += ["**Goals**, judged on uncontended points only, at the size each names:", ""]
+        lines += [markdown_table(pd.DataFrame(cells, columns=list(GOAL_HEADER))), ""]
+        lines += [f"- *{r.goal.name}*: {r.goal.measure}." for r in results]
+        lines += [f"- A run whose sizes stop short of {GOAL_SIZE:,} (the default profile stops at "
+                  "100,000; stress reaches it) leaves a goal at that size *not measured*, but "
+                  "echomq-deadline's sliced pass, judged at the run's largest size (its note says "
+                  "which).", ""]  # fmt: skip
+    found = control_of(control_rows)
+    if found is not None:
+        shown = found.text().removeprefix("control: ")
+        lines += ["**The control**, a Lua loop of plain arithmetic (no key, no allocation) timed call "
+                  f"by call inside Redis in this run: {shown}.", ""]  # fmt: skip
+    ratios = bullmq_ratios(rows)
+    if ratios:
+        lines += ["**BullMQ's all-stalled sweep beside echomq-deadline's sliced pass**, Redis µs a "
+                  "stalled id (commandstats, median of the timed sweeps):", ""]  # fmt: skip
+        lines += [markdown_table(pd.DataFrame([r.cells() for r in ratios], columns=list(RATIO_HEADER))), ""]
+    return lines
+
+
+def deadline_timing_lines(frame: pd.DataFrame) -> list[str]:
+    if "protocol" in frame.columns and (frame["protocol"] == DEADLINE).any():
+        return [DEADLINE_TIMING, ""]
+    return []
