@@ -327,3 +327,43 @@ def bullmq_ratios(rows: Sequence[Mapping[str, Any]]) -> list[BullmqRatio]:
             ours, ours_busy = found[(DEADLINE, size)]
             ratios.append(BullmqRatio(size, bullmq, ours, busy or ours_busy))
     return ratios
+
+
+# The sliced passes point by point: what a pass of many calls did, with the probe's tail beside it.
+PASS_HEADER = (
+    "scenario", "active size", "calls", "longest ms", "over", "redis ms", "µs/stalled id",
+    "probe p99 µs", "probe max µs",
+)  # fmt: skip
+STALLED_SHARE = {"all_stalled": 1.0, "mixed": 0.1}  # of active (bench/sweep_cost/scenario.py)
+
+
+def _cell(value: Any, digits: int = 0) -> str:
+    number = finite_number(value)
+    return "-" if number is None else f"{number:,.{digits}f}"
+
+
+def sliced_passes(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
+    """A line a measured point of a sliced sweep (either protocol's), by size then label:
+    median calls a pass, the longest call inside Redis (SLOWLOG), the most calls of one pass
+    over the slowlog threshold, Redis ms of the pass (commandstats), that over the stalled ids,
+    and the probe's p99 and max wait meanwhile; each as (the variant's label, PASS_HEADER's cells)."""
+    found = []
+    for row in rows:
+        if row.get("variant") != SLICED or str(row.get("skipped") or "") not in ("", NOT_SKIPPED):
+            continue
+        protocol = row.get("protocol") or "echomq"
+        label = SLICED if protocol == "echomq" else f"{protocol}.{SLICED}"
+        size = int(float(row["active_size"]))
+        server_us = finite_number(row.get("server_us"))
+        share = STALLED_SHARE.get(str(row.get("scenario")))
+        per_id = "-" if server_us is None or not share else f"{server_us / (size * share):,.2f}"
+        longest = _cell(row.get("redis_hold_ms_max"), 3)
+        if finite_number(row.get("redis_slow_calls_max")) == 0 and longest != "-":
+            longest = f"≤ {longest}"  # none logged: the threshold bounds it
+        found.append((size, label, [
+            str(row.get("scenario")), f"{size:,}", _cell(row.get("round_trips")),
+            longest, _cell(row.get("redis_slow_calls_max")),
+            "-" if server_us is None else f"{server_us / 1e3:,.3f}", per_id,
+            _cell(row.get("probe_p99_us")), _cell(row.get("probe_max_us")),
+        ]))  # fmt: skip
+    return [(label, cells) for _, label, cells in sorted(found, key=lambda item: (item[1], item[0]))]

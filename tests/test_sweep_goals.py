@@ -265,5 +265,11 @@ def test_the_report_shows_the_control_the_sliced_goals_and_the_bullmq_ratio(tmp_
     assert f"| {PER_ID} | 18.000 µs/id | 1,000,000 | **missed** | missed by 3.000 µs/id (1.2x); " in text
     assert "in this run: max 2.300 ms, 99.9th 1.700 ms, median 0.420 ms over 2,000 calls." in text
     assert "| 10,000 | 180.00 | 18.00 | 10.0x |" in text
+    # the sliced passes point by point: calls, longest in Redis, calls over 1 ms, Redis ms, µs an id
+    sliced = "| echomq-deadline.atomic_sliced | all_stalled | 1,000,000 | 30,000 | 1.900 | 12 | 18,000.000 |"
+    assert sliced + " 18.00 |" in text
+    assert "| echomq-deadline.atomic_sliced | healthy | 1,000,000 | 1 | - | - | 0.090 | - |" in text
     terminal = goal_text(rows, [row_dict(control)], width=200)
-    assert "missed by 3.000 µs/id" in terminal and "10.0x" in terminal
+    assert "missed by 3.000 µs/id" in terminal and "10.0x" in terminal and "18,000.000" in terminal
+    quiet = [replace(r, redis_hold_ms_max=1.0, redis_slow_calls_max=0) for r in rows]
+    assert "≤ 1.000" in goal_text(quiet, width=200) and "≤" not in terminal

@@ -13,10 +13,12 @@ from bench.sweep_goals import (
     GOAL_HEADER,
     GOAL_SIZE,
     MISSED,
+    PASS_HEADER,
     RATIO_HEADER,
     bullmq_ratios,
     control_of,
     judge_all,
+    sliced_passes,
 )
 
 DEADLINE = "echomq-deadline"
@@ -61,6 +63,14 @@ def goal_lines(frame: pd.DataFrame, control: pd.DataFrame | None = None) -> list
         shown = found.text().removeprefix("control: ")
         lines += ["**The control**, a Lua loop of plain arithmetic (no key, no allocation) timed call "
                   f"by call inside Redis in this run: {shown}.", ""]  # fmt: skip
+    passes = sliced_passes(rows)
+    if passes:
+        lines += ["**The sliced passes**: median calls a pass, the longest call inside Redis (SLOWLOG; at "
+                  "the threshold when none was logged), the most calls of one pass over the threshold, "
+                  "Redis time of the pass (commandstats) and that a stalled id, and the probe's tail "
+                  "meanwhile:", ""]  # fmt: skip
+        table = pd.DataFrame([[label, *cells] for label, cells in passes], columns=["variant", *PASS_HEADER])
+        lines += [markdown_table(table), ""]
     ratios = bullmq_ratios(rows)
     if ratios:
         lines += ["**BullMQ's all-stalled sweep beside echomq-deadline's sliced pass**, Redis µs a "
