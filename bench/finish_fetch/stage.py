@@ -132,13 +132,13 @@ def run_stage(ctx: RunContext) -> None:
     queues: list[FinishFetchQueueRow] = []  # finish_fetch_queues.csv: each run's queues
     errors: Counter[str] = Counter()  # failed calls by kind, over every run: meta.json
     audits: dict[str, str] = {}  # the verdict of each run whose audit did not pass: meta.json
-    total = len(points) * opts.repetitions * len(strategies) * len(protocols)
     # A B A B: drift on a shared machine hits every strategy and protocol alike.
     rounds = [(protocol, strategy) for protocol in protocols for strategy in strategies]
     for point in points:
         for rep in range(1, opts.repetitions + 1):
             for protocol, strategy in rounds:  # A B C A B C: drift on a shared machine hits all alike
-                ctx.progress(f"run {len(rows) + 1}/{total}: {protocol} {strategy} {point.label} rep {rep}")
+                # the stage's own counter (its points done of its plan) is the line's only count
+                ctx.progress(f"{protocol} {strategy} {point.label} rep {rep}")
                 run = run_once(
                     ctx.settings, opts, strategy, point, rep, ctx.run_dir, protocol, ctx.watch_pids
                 )
