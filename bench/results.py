@@ -197,6 +197,26 @@ class SweepCostRow:
 
 
 @dataclass(frozen=True)
+class SweepControlRow:
+    """The sweep stage's control: calls of a Lua loop of plain arithmetic, each timed inside Redis."""
+
+    run_id: str
+    protocol: str  # "none": the loop belongs to no queue protocol
+    profile: str
+    calls: int
+    iterations: int  # additions a call
+    redis_us_median: int | None = None
+    redis_us_p999: int | None = None
+    redis_us_max: int | None = None
+    calls_over_1ms: int | None = None
+    # calls another client's script call overlapped, so their µs could not be told apart (left out)
+    calls_mixed: int = 0
+    foreign_cpu_pct: float | None = None
+    steal_pct: float | None = None
+    contended: bool = False
+
+
+@dataclass(frozen=True)
 class RaceRow:
     run_id: str
     protocol: str
@@ -279,7 +299,7 @@ class ScriptCostRow:
 
 Row = (
     FinishFetchRow | FinishFetchShardRow | FinishFetchQueueRow | SweepCostRow | RaceRow | SweepHazardRow
-    | BullmqWorkerRow | ScriptCostRow
+    | BullmqWorkerRow | ScriptCostRow | SweepControlRow
 )  # fmt: skip
 
 # Columns a run from before them implies a value for: it ran one job in flight a
@@ -299,6 +319,7 @@ FINISH_FETCH_QUEUES_FILE = "finish_fetch_queues.csv"
 SWEEP_COST_COLUMNS = columns_of(SweepCostRow)
 RACE_COLUMNS = columns_of(RaceRow)
 SWEEP_HAZARD_COLUMNS = columns_of(SweepHazardRow)
+SWEEP_CONTROL_COLUMNS = columns_of(SweepControlRow)
 BULLMQ_WORKER_COLUMNS = columns_of(BullmqWorkerRow)
 SCRIPT_COST_COLUMNS = columns_of(ScriptCostRow)
 

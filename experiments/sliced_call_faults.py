@@ -3,14 +3,14 @@
 One queue of N active jobs, all stalled, Lua's garbage collected first. The pass is driven call by
 call; between calls Redis's minor page faults are read from /proc (same machine), and each call's
 time inside Redis from SLOWLOG (threshold 0.1 ms). Prints the faults of the long calls against
-those of the typical call.
-Usage: .venv/bin/python experiments/sliced_call_faults.py 1000000 [slice [budget_us]]
+those of the typical call; a run folder keeps the pass (sliced_call_faults.csv) and each call
+over 2 ms (sliced_call_faults_slow.csv).
+Usage: .venv/bin/python experiments/sliced_call_faults.py 1000000 [slice [budget_us]] [--quiet-machine]
 (diagnosis, not a benchmark)."""
 
 import statistics
-import sys
 
-from _sliced import logged_script_calls, scenario_queue
+from _sliced import logged_script_calls, sliced_experiment
 
 from bench.protocol.lua_gc import collect_lua_garbage
 from bench.protocol.sweep import AtomicSlicedSweeper, make_sweeper
@@ -29,10 +29,10 @@ def sched(pid: int) -> tuple[int, int]:
     return int(run), int(wait)
 
 
-size = int(sys.argv[1])
-slice_size = int(sys.argv[2]) if len(sys.argv) > 2 else 100
-budget = [int(sys.argv[3])] if len(sys.argv) > 3 else []  # µs; none given: the script's default
-with scenario_queue(size) as (client, q, sc):
+with sliced_experiment("sliced_call_faults") as (exp, client, q, sc):
+    size = int(exp.args[0])
+    slice_size = int(exp.args[1]) if len(exp.args) > 1 else 100
+    budget = [int(exp.args[2])] if len(exp.args) > 2 else []  # µs; none given: the script's default
     pid = int(client.info("server")["process_id"])
     sliced = make_sweeper("atomic_sliced", q, max_stalled=10**9, slice_size=slice_size, clear_throttle=False)
     assert isinstance(sliced, AtomicSlicedSweeper)  # its calls one at a time, below
@@ -54,6 +54,19 @@ with scenario_queue(size) as (client, q, sc):
     client.config_set("slowlog-log-slower-than", 1000)
     durations = logged_script_calls(client, size // 25 + 1000)
     ordered = sorted(durations)
+    exp.row(
+        size=size,
+        slice=slice_size,
+        budget_us=budget[0] if budget else "",
+        calls=len(deltas),
+        logged_over_100us=len(durations),
+        median_us=ordered[len(ordered) // 2],
+        p999_us=ordered[int(len(ordered) * 0.999)],
+        max_us=ordered[-1],
+        faults_median=statistics.median(deltas),
+        faults_max=max(deltas),
+        faults_total=sum(deltas),
+    )
     print(
         f"inside Redis: median {ordered[len(ordered) // 2]} us, "
         f"99.9th {ordered[int(len(ordered) * 0.999)]} us, "
@@ -65,6 +78,15 @@ with scenario_queue(size) as (client, q, sc):
     )
     if len(durations) == len(deltas):
         slow = [i for i, d in enumerate(durations) if d > 2000]
+        for i in slow:
+            exp.row(
+                "slow",
+                call=i,
+                duration_us=durations[i],
+                faults=deltas[i],
+                on_cpu_us=ran[i],
+                waiting_us=waited[i],
+            )
         normal = [i for i, d in enumerate(durations) if d <= 1500]
         print(f"calls over 2 ms: {len(slow)}; their faults: {[deltas[i] for i in slow]}")
         print(f"calls over 2 ms: durations {[durations[i] for i in slow]}")

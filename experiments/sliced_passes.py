@@ -1,19 +1,20 @@
 """Does the first sliced sweep after writing a million locks stall Redis because of how they are written?
 
 Six atomic_sliced passes over one queue in a row, the locks rewritten by MSET, by SET PX, or left
-alone before each; the longest call at the client and inside Redis (SLOWLOG over 1 ms).
-Usage: .venv/bin/python experiments/sliced_passes.py 1000000 healthy (diagnosis, not a benchmark)."""
+alone before each; the longest call at the client and inside Redis (SLOWLOG over 1 ms); a run
+folder keeps them.
+Usage: .venv/bin/python experiments/sliced_passes.py 1000000 healthy [--quiet-machine]
+(diagnosis, not a benchmark)."""
 
-import sys
+from dataclasses import asdict
 
-from _sliced import scenario_queue, sliced_pass
+from _sliced import sliced_experiment, sliced_pass
 
 from bench.protocol.sweep import make_sweeper
 from bench.sweep_cost.scenario import LOCK_MS, LOCK_TOKEN, stalled_share
 
-size = int(sys.argv[1])
-scenario = sys.argv[2]
-with scenario_queue(size) as (client, q, sc):
+with sliced_experiment("sliced_passes") as (exp, client, q, sc):
+    size, scenario = int(exp.args[0]), exp.args[1]
     sw = make_sweeper("atomic_sliced", q, max_stalled=10**9, slice_size=100, clear_throttle=False)
     stalled = stalled_share(sc.ids, scenario)
 
@@ -29,4 +30,6 @@ with scenario_queue(size) as (client, q, sc):
         sc.restore(stalled, locks=(how == "mset"))
         if how == "px":
             px_locks()
-        print(f"{how:5s}: {sliced_pass(client, sw)}", flush=True)
+        times = sliced_pass(client, sw)
+        exp.row(size=size, scenario=scenario, locks_written_by=how, **asdict(times))
+        print(f"{how:5s}: {times.text()}", flush=True)

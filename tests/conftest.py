@@ -7,12 +7,15 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from bench.harness.server import EmbeddedRedis
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Queue
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="session")
@@ -33,6 +36,22 @@ def client(settings: RedisSettings) -> Iterator[Client]:
     conn = settings.connect()
     yield conn
     conn.close()
+
+
+@pytest.fixture
+def figures_undrawn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A report's figures built as usual (data, titles, captions, files) but not rasterized: each
+    PNG file holds the signature alone. For tests that read a report's text; drawing takes most of
+    a report's time and is tested where the PNGs are read (tests/test_report.py)."""
+    from matplotlib.figure import Figure
+
+    def undrawn(self: Figure, target: object, *args: object, **kwargs: object) -> None:
+        if hasattr(target, "write"):
+            target.write(PNG_SIGNATURE)
+        else:
+            Path(str(target)).write_bytes(PNG_SIGNATURE)
+
+    monkeypatch.setattr(Figure, "savefig", undrawn)
 
 
 @pytest.fixture

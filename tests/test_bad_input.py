@@ -21,8 +21,6 @@ from bench.harness.server import EmbeddedRedis
 
 REPO = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.timeout(60)
-
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[EmbeddedRedis]:
@@ -101,6 +99,7 @@ def test_a_results_folder_that_cannot_be_written_is_one_line(
     assert keys_of(server) == [b"user:key"]
 
 
+@pytest.mark.slow
 def test_a_tls_url_at_a_plain_server_says_so_in_one_line(tmp_path: Path, server: EmbeddedRedis):
     # The embedded server has no TLS: the handshake fails (after the 5 s connect timeout).
     url = f"rediss://:tls-secret@127.0.0.1:{server.port}/0"
@@ -133,6 +132,7 @@ def test_an_unknown_variant_or_stage_is_one_line_before_any_server_or_folder(
     assert keys_of(server) == [b"user:key"]
 
 
+@pytest.mark.locust
 def test_headless_locust_without_a_reachable_redis_is_one_line_not_a_traceback(tmp_path: Path):
     closed = EmbeddedRedis()  # a port that was free a moment ago: nothing listens there now
     closed.start()

@@ -92,6 +92,7 @@ def test_the_race_stage_runs_bullmqs_sweep_at_zero_anomalies(tmp_path: Path, set
     assert [c.protocol for c in plan_.settings() if c.variant == "atomic"] == ["echomq", "bullmq"] * 2
 
 
+@pytest.mark.slow
 def test_bullmqs_own_worker_and_the_suites_loops_process_a_prefilled_queue(
     tmp_path: Path, settings, monkeypatch
 ):
@@ -134,6 +135,8 @@ def test_the_bullmq_worker_stage_is_skipped_without_bullmq(tmp_path: Path, setti
     assert not (run_dir / "bullmq_worker.csv").exists()
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_finish_fetch_alternates_the_protocols_and_audits_bullmqs_queue(
     tmp_path: Path, settings, redis_server, capsys
 ):
@@ -151,6 +154,7 @@ def test_finish_fetch_alternates_the_protocols_and_audits_bullmqs_queue(
         payload_bytes=20,
         warmup_s=0.3,
         measure_s=1.0,
+        fidelity_calls=0,  # the fidelity check is no protocol's: tests/test_finish_fetch.py runs it
     )
     server = ServerInfo(redis_server.url, redis_server.source, redis_server.binary, redis_server.version())
     profile = Profile("quick", protocols=("echomq", "bullmq"), finish_fetch=quick)

@@ -111,6 +111,8 @@ def _tiny_cluster_profile(folder: Path, **keys: object) -> Path:
     return path
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_every_stage_at_smoke_size_on_the_cluster(
     tmp_path: Path, cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch
 ):
@@ -145,6 +147,7 @@ def test_every_stage_at_smoke_size_on_the_cluster(
     _no_crossslot(run_dir)
 
 
+@pytest.mark.slow
 def test_the_cluster_profile_starts_its_own_cluster_without_url(tmp_path: Path, monkeypatch):
     monkeypatch.delenv("REDIS_URL", raising=False)
     assert execute(load_profile("cluster"), ("race",), tmp_path) == 0
@@ -171,6 +174,7 @@ def test_cluster_state_fail_is_one_line():
     assert "cluster_state:fail" in message and "0 of 16384 slots" in message
 
 
+@pytest.mark.slow
 def test_a_master_unreachable_then_in_fail_state_is_one_line():
     with EmbeddedCluster() as nodes:
         victim = f"127.0.0.1:{nodes.ports[2]}"

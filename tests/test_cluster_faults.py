@@ -15,9 +15,10 @@ from bench.harness.cluster import EmbeddedCluster
 from bench.harness.slot_migration import move_slot
 from tests.test_faults import BenchRun, tiny_profile
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.cluster]
+pytestmark = [pytest.mark.timeout(120), pytest.mark.cluster, pytest.mark.locust]
 
 
+@pytest.mark.slow
 def test_a_master_killed_during_the_load_ends_the_run_and_the_audit_names_its_shard(tmp_path: Path):
     with EmbeddedCluster() as cluster:
         profile = tiny_profile(tmp_path, measure_s=30, workers=3, producers=3, queues=3)
@@ -50,6 +51,7 @@ def _queue_slot_on(node: redis.Redis) -> int:
     raise AssertionError("no queue key on this master")
 
 
+@pytest.mark.slow
 def test_a_queue_slot_moved_to_another_master_during_the_load_is_followed_and_every_job_found(
     tmp_path: Path,
 ):

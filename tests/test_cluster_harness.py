@@ -54,6 +54,7 @@ def test_embedded_cluster_starts_serves_every_slot_and_stops(source: str):
     assert not any(folder.exists() for folder in folders)
 
 
+@pytest.mark.slow
 def test_a_failed_start_leaves_no_node_running():
     ports = free_cluster_ports(3)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:

@@ -98,6 +98,7 @@ def race_results(redis_server: EmbeddedRedis, tmp_path: Path, monkeypatch: pytes
     return tmp_path
 
 
+@pytest.mark.slow
 def test_a_race_run_beside_a_hog_is_contended_at_every_setting(
     race_results: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -111,6 +112,7 @@ def test_a_race_run_beside_a_hog_is_contended_at_every_setting(
     assert f"pid {hog.pid} " in warning and warning.endswith(": results will be marked contended")
 
 
+@pytest.mark.slow
 def test_the_same_race_run_without_the_hog_is_contended_nowhere(
     race_results: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -147,15 +149,21 @@ def locust_window(settings: RedisSettings, folder: Path) -> list[Window]:
     return [{k: str(v) for k, v in locust_run(settings, folder).row_fields().items()}]
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_a_locust_run_beside_a_hog_is_contended(settings: RedisSettings, tmp_path: Path) -> None:
     with cpu_hog():
         assert_all_contended(locust_window(settings, tmp_path))
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_the_same_locust_run_without_the_hog_is_not(settings: RedisSettings, tmp_path: Path) -> None:
     assert_none_contended(quiet_or_skip(lambda: locust_window(settings, tmp_path)))
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_a_locust_run_with_the_whole_machine_as_own_leaves_no_foreign_cpu(
     settings: RedisSettings, tmp_path: Path
 ) -> None:

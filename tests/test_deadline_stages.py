@@ -55,6 +55,7 @@ def test_each_restore_gives_the_sweep_the_same_work(queue: Queue, scenario: str)
         assert ran[0]["zrangebyscore"] == 1 and "zcard" not in ran[0]  # no full pass in a timed call
 
 
+@pytest.mark.slow
 def test_every_timed_deadline_sweep_reclaims_the_stalled_share(tmp_path: Path, settings, monkeypatch):
     monkeypatch.setenv("REDIS_URL", settings.url)
     sizes, scenarios = (40,), ("healthy", "all_stalled", "mixed")

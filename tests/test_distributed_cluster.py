@@ -23,10 +23,11 @@ from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Queue
 from bench.protocol.spread import homes, queue_names
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.cluster]
+pytestmark = [pytest.mark.timeout(120), pytest.mark.cluster, pytest.mark.locust]
 END_DEADLINE_S = 90.0  # three Python + Locust starts on a busy 2-core machine, then the window
 
 
+@pytest.mark.slow
 def test_a_master_and_two_workers_count_every_job_on_the_cluster(tmp_path: Path):
     with EmbeddedCluster() as cluster:
         port, base = str(_free_port()), f"dist-{uuid.uuid4().hex[:8]}"

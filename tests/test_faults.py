@@ -35,7 +35,7 @@ WINDOW_OPEN = "window 1 opened"  # Locust's log line once warm-up is over and me
 START_DEADLINE_S = 30.0  # python + Locust start on a busy 2-core machine
 END_DEADLINE_S = 40.0  # the run ends, or finishes its window, within this after the fault
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = pytest.mark.timeout(90)  # past START_DEADLINE_S + END_DEADLINE_S: their message, not ours
 
 
 def tiny_profile(folder: Path, measure_s: float, **keys: Any) -> Path:
@@ -255,6 +255,8 @@ def assert_stopped(run: BenchRun, code: int, *words: str) -> str:
     return line
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_sigkill_of_redis_ends_the_run_with_what_it_measured(tmp_path: Path, server: EmbeddedRedis):
     run = BenchRun(tmp_path, tiny_profile(tmp_path, measure_s=30), server.url)
     run.wait_for_window()
@@ -271,6 +273,8 @@ def test_sigkill_of_redis_ends_the_run_with_what_it_measured(tmp_path: Path, ser
     assert verdict.startswith(f"not audited: Redis at 127.0.0.1:{server.port} unreachable"), verdict
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_a_restart_on_the_same_port_ends_the_run_and_the_audit_says_the_data_is_gone(
     tmp_path: Path, server: EmbeddedRedis
 ):
@@ -292,6 +296,8 @@ def test_a_restart_on_the_same_port_ends_the_run_and_the_audit_says_the_data_is_
     assert "jobs lost or duplicated" not in text
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_script_flush_is_counted_and_the_run_carries_on(
     tmp_path: Path, server: EmbeddedRedis, admin: redis.Redis
 ):
@@ -304,6 +310,8 @@ def test_script_flush_is_counted_and_the_run_carries_on(
     assert admin.dbsize() == 0  # the run deleted its queue's keys, as after any run
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_client_kill_drops_the_workers_connections_and_the_run_carries_on(
     tmp_path: Path, server: EmbeddedRedis, admin: redis.Redis
 ):
@@ -326,6 +334,8 @@ def test_client_kill_drops_the_workers_connections_and_the_run_carries_on(
     assert admin.dbsize() == 0
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_client_pause_holds_every_client_for_two_seconds_and_the_run_carries_on(
     tmp_path: Path, server: EmbeddedRedis, admin: redis.Redis
 ):
@@ -343,6 +353,8 @@ BUSY_LUA = "local t = redis.call('TIME'); local stop = t[1] * 1e6 + t[2] + ARGV[
 )
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_a_call_longer_than_the_socket_timeout_is_counted_once_and_never_resent(
     tmp_path: Path, server: EmbeddedRedis, admin: redis.Redis
 ):
@@ -360,6 +372,8 @@ def test_a_call_longer_than_the_socket_timeout_is_counted_once_and_never_resent(
     assert run.summary()["settings"]["socket_timeout_s"] == 0.3
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_ctrl_c_during_bench_run_keeps_what_was_measured_and_leaves_no_process(tmp_path: Path):
     # No REDIS_URL: the run starts its own redis-server, which must not outlive it either.
     run = BenchRun(tmp_path, tiny_profile(tmp_path, measure_s=30), None)
@@ -379,6 +393,7 @@ def test_ctrl_c_during_bench_run_keeps_what_was_measured_and_leaves_no_process(t
     assert note.startswith("cut short (interrupted (Ctrl-C)); the queue itself: ok"), note
 
 
+@pytest.mark.locust
 def test_ctrl_c_during_a_headless_locust_run_writes_its_summary_and_stops_every_process(
     tmp_path: Path, server: EmbeddedRedis, admin: redis.Redis
 ):
@@ -415,6 +430,8 @@ def test_ctrl_c_during_a_headless_locust_run_writes_its_summary_and_stops_every_
     assert not any(pid_alive(p) for p in family)
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_redis_killed_during_warm_up_still_ends_with_one_line(tmp_path: Path, server: EmbeddedRedis):
     # Before the window: nothing measured, so no row; still bounded, one line, meta incomplete.
     run = BenchRun(tmp_path, tiny_profile(tmp_path, measure_s=30, warmup_s=30), server.url)
@@ -465,6 +482,7 @@ def wait_for_sweep_processes(run: BenchRun) -> None:
     run.family = descendants(run.process.pid) | {run.process.pid}
 
 
+@pytest.mark.slow
 def test_sigkill_of_redis_during_the_sweep_stage_ends_it_in_seconds(tmp_path: Path, server: EmbeddedRedis):
     # The sweep worker waits for a busy Redis after a failed sweep; a refused one is gone, not busy.
     run = sweep_run(tmp_path, server.url)
@@ -479,6 +497,7 @@ def test_sigkill_of_redis_during_the_sweep_stage_ends_it_in_seconds(tmp_path: Pa
     assert meta["complete"] is False and meta["reason"].startswith("Redis failed during sweep")
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_the_sweep_stage_stops_pyperf_its_worker_and_the_probe(tmp_path: Path):
     run = sweep_run(tmp_path, None)
     wait_for_sweep_processes(run)

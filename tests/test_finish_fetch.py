@@ -32,6 +32,8 @@ QUICK = FinishFetchOptions(
 )
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_the_stage_runs_every_strategy_and_writes_every_file(
     tmp_path: Path, settings: RedisSettings, redis_server: EmbeddedRedis, capsys: pytest.CaptureFixture[str]
 ):
@@ -119,6 +121,8 @@ def _check_counts(summary: dict[str, object], strategy: str, point: Point) -> No
     assert d["jobs_in_flight_mean"] > 1, d
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_eight_jobs_in_flight_on_one_worker_share_round_trips_and_both_drivers_count_alike(
     tmp_path: Path, settings: RedisSettings, strategy: str
@@ -137,6 +141,8 @@ def test_eight_jobs_in_flight_on_one_worker_share_round_trips_and_both_drivers_c
         assert set(summary["counters"]) >= COUNTED, summary["counters"]
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_job_ms_is_held_without_blocking_the_other_jobs_in_flight(tmp_path: Path, settings: RedisSettings):
     point = Point(workers=1, rtt_ms=0.0, concurrency=4, job_ms=20.0)
     run = run_once(settings, QUICK, "fused", point, 1, tmp_path)
@@ -154,6 +160,8 @@ def test_job_ms_is_held_without_blocking_the_other_jobs_in_flight(tmp_path: Path
     assert d["limit"] == "job time", d
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_the_simulated_rtt_is_paid_once_an_exchange(tmp_path: Path, settings: RedisSettings):
     point = Point(workers=1, rtt_ms=2.0, concurrency=8)
     run = run_once(settings, QUICK, "fused", point, 1, tmp_path)
@@ -163,6 +171,8 @@ def test_the_simulated_rtt_is_paid_once_an_exchange(tmp_path: Path, settings: Re
     assert c["worker_round_trips"] < 0.75 * c["jobs"]  # fewer waits than jobs: flushes carried several
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_two_processes_merge_their_histograms_exactly(tmp_path: Path, settings: RedisSettings):
     # a longer warm-up: two worker processes must start and connect before the window opens
     opts = dataclasses.replace(QUICK, loadgen_processes=2, producers=1, warmup_s=1.0)
@@ -176,6 +186,8 @@ def test_two_processes_merge_their_histograms_exactly(tmp_path: Path, settings: 
     assert run.audit.ok, run.audit.verdict
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_open_loop_at_an_unreachable_rate_is_marked_saturated(tmp_path: Path, settings: RedisSettings):
     opts = dataclasses.replace(QUICK, target_rate=10_000_000.0)
     run = run_once(settings, opts, "two_call", Point(workers=1, rtt_ms=0.0), 1, tmp_path)
@@ -186,6 +198,8 @@ def test_open_loop_at_an_unreachable_rate_is_marked_saturated(tmp_path: Path, se
     assert run.audit.ok, run.audit.verdict
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_a_run_that_ends_during_warm_up_writes_a_summary_that_says_so(
     tmp_path: Path, settings: RedisSettings, queue: Queue
 ):
@@ -240,35 +254,61 @@ def test_an_unknown_strategy_in_a_profile_is_a_one_line_error(tmp_path: Path):
     assert not (tmp_path / "out").exists()  # checked before any folder is made
 
 
-@pytest.mark.parametrize(
-    ("option", "value", "words"),
-    [
-        ("--strategy", "sideways", ("--strategy", "sideways")),
-        ("--workers", "two", ("--workers", "whole number")),
-        ("--concurrency", "0", ("--concurrency", "below its minimum 1")),
-        ("--job-ms", "-1", ("--job-ms", "below its minimum 0")),
-    ],
-)
-def test_a_bad_locust_option_is_a_one_line_error(option: str, value: str, words: tuple[str, ...]):
-    result = subprocess.run(
-        [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), option, value, "--list"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+BAD_OPTIONS = [
+    ("--strategy", "sideways", ("--strategy", "sideways")),
+    ("--workers", "two", ("--workers", "whole number")),
+    ("--concurrency", "0", ("--concurrency", "below its minimum 1")),
+    ("--job-ms", "-1", ("--job-ms", "below its minimum 0")),
+]
+PROFILE_CONFS = sorted(PROFILES_DIR.glob("*.conf"))
+
+
+@pytest.fixture(scope="module")
+def locust_lists() -> dict[tuple[str, ...], subprocess.CompletedProcess[str]]:
+    """`locust -f bench/locustfile.py <options> --list` for each bad option and each profile, all
+    started at once: each is seconds of Python and Locust imports, and none waits on another."""
+    options = [(option, value) for option, value, _ in BAD_OPTIONS]
+    options += [("--config", str(conf)) for conf in PROFILE_CONFS]
+    base = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
+    started = {
+        extra: subprocess.Popen(
+            [*base, *extra, "--list"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for extra in options
+    }
+    done: dict[tuple[str, ...], subprocess.CompletedProcess[str]] = {}
+    try:
+        for extra, child in started.items():
+            out, err = child.communicate(timeout=60)
+            done[extra] = subprocess.CompletedProcess(child.args, child.returncode, out, err)
+    finally:
+        for child in started.values():
+            child.kill()
+            child.wait()
+    return done
+
+
+@pytest.mark.locust
+@pytest.mark.slow  # the first test of the two pays for locust_lists
+@pytest.mark.parametrize(("option", "value", "words"), BAD_OPTIONS)
+def test_a_bad_locust_option_is_a_one_line_error(
+    locust_lists: dict[tuple[str, ...], subprocess.CompletedProcess[str]],
+    option: str,
+    value: str,
+    words: tuple[str, ...],
+):
+    result = locust_lists[(option, value)]
     _one_line_error(result, "error: argument", *words)  # argparse names the program after its entry
 
 
-def test_locust_accepts_every_key_of_every_profile():
-    for conf in sorted(PROFILES_DIR.glob("*.conf")):
-        result = subprocess.run(
-            [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--config", str(conf), "--list"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+@pytest.mark.locust
+@pytest.mark.slow
+def test_locust_accepts_every_key_of_every_profile(
+    locust_lists: dict[tuple[str, ...], subprocess.CompletedProcess[str]],
+):
+    assert len(PROFILE_CONFS) >= 4  # smoke, default, stress, cluster
+    for conf in PROFILE_CONFS:
+        result = locust_lists[("--config", str(conf))]
         assert result.returncode == 0, f"{conf.name}: {result.stderr}"
         assert "WorkerUser" in result.stdout and "ProducerUser" in result.stdout
 

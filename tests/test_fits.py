@@ -56,7 +56,9 @@ def test_the_headline_pairs_the_runs_by_repetition() -> None:
     assert headline_ratio({1: 1.0}, {2: 1.0}) is None
 
 
-def test_the_report_shows_the_median_of_pairs_not_the_ratio_of_means(tmp_path: Path) -> None:
+def test_the_report_shows_the_median_of_pairs_not_the_ratio_of_means(
+    tmp_path: Path, figures_undrawn: None
+) -> None:
     run = tmp_path / RUN_A
     shutil.copytree(DATA / RUN_A, run)
     csv = run / "finish_fetch.csv"

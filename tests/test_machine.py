@@ -130,6 +130,7 @@ def test_the_same_hog_counted_as_the_run_is_not_foreign(hog) -> None:
     assert sample.contended == (sample.steal_pct > STEAL_LIMIT_PCT)
 
 
+@pytest.mark.slow
 def test_a_process_that_ends_uncounted_by_its_parent_is_not_taken_off_own_cpu(hog) -> None:
     # The grandchild's second of CPU before the window never reaches its parent's count of
     # reaped children (SIGCHLD ignored): taking it off own CPU would make it foreign.
@@ -150,6 +151,7 @@ def test_a_process_that_ends_uncounted_by_its_parent_is_not_taken_off_own_cpu(ho
     assert sample.foreign_cpu_pct < FOREIGN_LIMIT_PCT, sample
 
 
+@pytest.mark.slow
 def test_without_the_hog_a_quiet_window_is_not_contended(sleepers) -> None:
     # The machine is shared: try windows until one is quiet, and say who was busy if none is.
     deadline = time.monotonic() + 20
@@ -271,6 +273,7 @@ def past_a_mark(watch: MachineWatch) -> None:
     wait_until(lambda: watch.scans_so_far() >= seen + 2, what="two more scans of the watch")
 
 
+@pytest.mark.slow
 def test_spans_one_after_another_each_get_their_own_cpu(burner) -> None:
     # Own CPU is the burner's, known by construction: each span must get what was used in it
     # (as one sweep point after another, or one race run after another, in one watch).
@@ -288,6 +291,7 @@ def test_spans_one_after_another_each_get_their_own_cpu(burner) -> None:
     assert samples[0].own_pids == {burner.pid}
 
 
+@pytest.mark.slow
 def test_a_span_under_a_second_is_judged_over_the_second_around_it(burner) -> None:
     # The kernel's 10 ms ticks would make a 50 ms window's figures noise: widened, not trusted as is.
     with MachineWatch([burner.pid], interval_s=0.05) as watch:
@@ -308,6 +312,7 @@ def test_a_watch_shorter_than_a_second_is_judged_over_the_second_from_its_start(
     assert watch.within(span).window_s >= MIN_WINDOW_S
 
 
+@pytest.mark.slow
 def test_within_picks_the_part_of_the_watch_another_process_timed(burner) -> None:
     with MachineWatch([burner.pid], interval_s=0.05) as watch:
         burn(burner, 0.05)  # the child is running and warm before the window

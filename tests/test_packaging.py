@@ -37,6 +37,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
+@pytest.mark.slow
 def test_wheel_holds_every_subpackage_and_script(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     packages = {p.parent.relative_to(REPO).as_posix() for p in (REPO / "bench").rglob("__init__.py")}
@@ -50,6 +51,7 @@ def test_wheel_holds_every_subpackage_and_script(wheel: Path) -> None:
         assert f"bench/profiles/{profile.name}" in names, profile
 
 
+@pytest.mark.slow
 def test_installed_wheel_reads_its_own_lua_and_profiles(wheel: Path, tmp_path: Path) -> None:
     target = tmp_path / "site"
     subprocess.run(

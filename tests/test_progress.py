@@ -69,6 +69,7 @@ def test_the_eta_covers_the_stages_still_to_come() -> None:
     assert clock(65) == "1:05" and clock(3723) == "1:02:03"
 
 
+@pytest.mark.slow
 def test_a_run_s_progress_and_tables_fit_80_columns(tmp_path: Path, redis_server: EmbeddedRedis) -> None:
     conf = tmp_path / "tiny.conf"
     conf.write_text(

@@ -45,6 +45,8 @@ def _parts_sum_to_the_whole(summary: dict, masters: int) -> None:
     assert sum(m["server_usec"] for m in shards["masters"].values()) == usec  # exactly: read once a master
 
 
+@pytest.mark.locust
+@pytest.mark.slow
 def test_three_queues_on_one_server(tmp_path: Path, settings: RedisSettings):
     run = run_once(settings, THREE, "fused", POINT, 1, tmp_path)
     assert run.audit.ok and run.audit.queues == 3, run.audit.verdict
@@ -54,6 +56,7 @@ def test_three_queues_on_one_server(tmp_path: Path, settings: RedisSettings):
     _parts_sum_to_the_whole(raw, masters=1)
 
 
+@pytest.mark.locust
 @pytest.mark.cluster
 def test_three_queues_land_on_every_master_of_the_cluster(tmp_path: Path, cluster: EmbeddedCluster):
     settings = RedisSettings.from_url(cluster.url)

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.data.make_fixtures import RUN_A
 
 DATA = Path(__file__).parent / "data"
@@ -54,6 +56,7 @@ def run_isolated(body: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_report_command_runs_without_redis_pyperf_or_locust(tmp_path: Path) -> None:
     run = tmp_path / RUN_A
     shutil.copytree(DATA / RUN_A, run)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from bench.report.compare.metrics import compare_runs, point_label
 from bench.report.load import load_run
 from bench.report.plots.style import colour, line_style, ordered, protocol_labelled, split_label
+from bench.report.price import price_lines, price_table
 from bench.report.render import write_report
 from bench.results import (
     BULLMQ_WORKER_COLUMNS,
@@ -145,6 +147,7 @@ def write_run(path: Path, bullmq_scale: float = 1.0) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_every_table_and_figure_shows_both_protocols(tmp_path: Path):
     run = write_run(tmp_path / "20261201-100000-smoke")
     text = write_report(run).read_text()
@@ -162,7 +165,8 @@ def test_every_table_and_figure_shows_both_protocols(tmp_path: Path):
     assert "- suite, 40,000 stalled, timeout 5 s: 1 execution(s)" in text and "TimeoutError" in text
     assert "### The hot path's price: each protocol's scripts alone" in text
     line = (
-        "- **echomq-deadline** beyond echomq, Redis µs a job: fused cycle 4 µs (zadd +1, zrem +1); two-call"
+        "- **echomq-deadline** beyond echomq, Redis µs a job: fused cycle +4.00 µs [+4.00 to +4.00], more "
+        "(zadd +1, zrem +1); two-call"
     )
     assert line in text
     assert "Absent from this run" not in text
@@ -192,7 +196,7 @@ def test_compare_matches_rows_by_protocol(tmp_path: Path):
     ) in rows.index
 
 
-def test_a_run_without_bullmq_says_its_worker_stage_did_not_run(tmp_path: Path):
+def test_a_run_without_bullmq_says_its_worker_stage_did_not_run(tmp_path: Path, figures_undrawn: None):
     run = write_run(tmp_path / "r")
     (run / "bullmq_worker.csv").unlink()
     write_json(
@@ -250,3 +254,26 @@ def test_the_throughput_plot_names_each_protocols_ratio_as_the_median_of_pairs()
         "echomq: fused/two_call 2.00 [2.00-3.00]",
         "bullmq: fused/two_call 2.00 [2.00-3.00]",
     ]
+
+
+def test_a_price_whose_rounds_differ_in_sign_is_same_within_noise_with_its_range():
+    """The issue's run pair: the deadline cycle +8 µs in one run, -0.3 µs in another. A price is
+    the rounds' median difference with its [min-max] and a verdict, never a bare difference."""
+    rows = [
+        {"step": "fused cycle", "protocol": protocol, "rep": rep, "server_us_per_call": us,
+         "commands": "evalsha 1"}
+        for rep, (base, deadline) in enumerate(((40.0, 48.1), (44.0, 43.7), (41.0, 39.0)), 1)
+        for protocol, us in (("echomq", base), ("echomq-deadline", deadline))
+    ]  # fmt: skip
+    table = price_table(pd.DataFrame(rows))
+    [line] = price_lines(table)
+    assert "fused cycle -0.30 µs [-2.00 to +8.10], same within noise" in line
+    # A clear price, every round dearer beyond 5%: "more".
+    dearer = [
+        {**r, "protocol": protocol, "server_us_per_call": r["server_us_per_call"] * factor}
+        for r in rows
+        if r["protocol"] == "echomq"
+        for protocol, factor in (("echomq", 1.0), ("echomq-deadline", 1.2))
+    ]
+    [line] = price_lines(price_table(pd.DataFrame(dearer)))
+    assert line.endswith("], more (same)")

@@ -119,6 +119,7 @@ def _measure(scenarios: dict[int, ScenarioQueue], scenario: str) -> dict[int, li
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["healthy", "mixed", "all_stalled"])
 def test_commands_per_call_follow_the_slice_not_the_list(measured, scenario: str):
     found = measured(scenario)

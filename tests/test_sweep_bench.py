@@ -16,6 +16,7 @@ from bench.harness.profile import SweepOptions, load_profile
 from bench.hdr import encode, new_histogram, record_us
 from bench.protocol.sweep import DEFAULT_SLICE_BUDGET_US
 from bench.results import NOT_SKIPPED, SWEEP_COST_COLUMNS, RunIds, SweepCostRow, row_dict
+from bench.sweep_cost.control import control_row, spin_times
 from bench.sweep_cost.plan import PlannedPoint, Point, plan, pyperf_options, run_order
 from bench.sweep_cost.probe import Probe
 from bench.sweep_cost.pyperf_program import PROGRAM, ProgramSettings, forward_settings
@@ -246,17 +247,25 @@ def test_the_probe_counts_every_ping_due_during_a_stall(client, settings):
     assert held.histogram.get_max_value() >= 100_000
 
 
+@pytest.mark.slow
 def test_the_sweep_command_writes_every_column(tmp_path: Path, settings, monkeypatch, capsys):
     monkeypatch.setenv("REDIS_URL", settings.url)
     code = main(
         [
             "--profile", "smoke", "--sizes", "5", "--reps", "1",
             "--variants", "atomic_linear,app_side", "--scenarios", "mixed,healthy",
-            "--caps", "app_side:mixed:1", "--results", str(tmp_path),
+            "--caps", "app_side:mixed:1", "--control-calls", "30", "--control-iterations", "100",
+            "--results", str(tmp_path),
         ]
     )  # fmt: skip
     assert code == 0
     [run_dir] = list(tmp_path.iterdir())
+    with open(run_dir / "sweep_control.csv") as handle:
+        [control] = list(csv.DictReader(handle))
+    assert (control["protocol"], control["calls"], control["iterations"]) == ("none", "30", "100")
+    if int(control["calls_mixed"]) < 30:  # another test's script call can overlap one (counted)
+        median, p999, worst = (int(control[c]) for c in ("redis_us_median", "redis_us_p999", "redis_us_max"))
+        assert 0 < median <= p999 <= worst and 0 <= int(control["calls_over_1ms"]) <= 30
     with open(run_dir / "sweep_cost.csv") as handle:
         reader = csv.DictReader(handle)
         assert tuple(reader.fieldnames or ()) == SWEEP_COST_COLUMNS
@@ -280,6 +289,20 @@ def test_the_sweep_command_writes_every_column(tmp_path: Path, settings, monkeyp
     assert meta["stages_planned"] == meta["stages_done"] == ["sweep"]
     printed = capsys.readouterr().out
     assert "active size 5" in printed and "slope of log(sweep time)" in printed
+    assert "control, a Lua loop (30 calls, in Redis)" in printed
+
+
+def test_the_control_times_each_call_alone_or_counts_it_as_overlapped(client):
+    times, mixed = spin_times(client, 25, 1000)
+    assert len(times) + mixed == 25 and all(t > 0 for t in times)
+    row = control_row(RunIds("r", "p", "none"), [5, 1, 1500, 3, 2], 6, 1000, 1)
+    assert (row.redis_us_median, row.redis_us_p999, row.redis_us_max, row.calls_over_1ms) == (
+        3,
+        1500,
+        1500,
+        1,
+    )
+    assert control_row(RunIds("r", "p", "none"), [], 6, 1000, 6).redis_us_max is None
 
 
 def test_a_run_checks_the_sweep_keys_before_any_stage_starts():
@@ -339,6 +362,7 @@ def test_the_progress_line_plans_every_point_the_stage_runs(name):
     }
 
 
+@pytest.mark.slow
 def test_the_sweep_command_counts_each_point_once_on_the_progress_line(
     tmp_path: Path, settings, monkeypatch, capsys
 ):

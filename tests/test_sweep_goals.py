@@ -1,5 +1,6 @@
-"""Issue 16's sweep goals against small synthetic sweep_cost.csv files: met, missed, not measured
-at a size the run lacks, and contended points left out as not evidence. Content only, no timing."""
+"""The sweep goals against small synthetic sweep_cost.csv files: met, missed (by how much, with
+the control), not measured at a size the run lacks, and contended points left out as not
+evidence. Content only, no timing."""
 
 from __future__ import annotations
 
@@ -8,9 +9,16 @@ from pathlib import Path
 
 from bench.report.load import load_run
 from bench.report.sections.sweep import sweep_section
-from bench.results import SWEEP_COST_COLUMNS, SweepCostRow, row_dict, write_csv
+from bench.results import (
+    SWEEP_CONTROL_COLUMNS,
+    SWEEP_COST_COLUMNS,
+    SweepControlRow,
+    SweepCostRow,
+    row_dict,
+    write_csv,
+)
 from bench.sweep_cost.summary import goal_text
-from bench.sweep_goals import GOALS, MET, MISSED, NOT_MEASURED, judge_all
+from bench.sweep_goals import GOALS, MET, MISSED, NOT_MEASURED, bullmq_ratios, judge_all
 
 DEFAULT_SIZES = (100, 10_000, 100_000)
 STRESS_SIZES = (*DEFAULT_SIZES, 1_000_000)
@@ -50,7 +58,8 @@ def verdicts(rows: list[SweepCostRow]) -> dict[str, tuple[str, str, str]]:
     return {r.goal.name: (r.verdict, r.cells()[2], r.note) for r in judge_all([row_dict(x) for x in rows])}
 
 
-HEALTHY, STALLED, SLICED = (goal.name for goal in GOALS)
+HEALTHY, STALLED, SLICED, UNDER_1MS, UNDER_CONTROL, PER_ID, HEALTHY_PASS = (goal.name for goal in GOALS)
+OLD_GOALS = (HEALTHY, STALLED, SLICED)
 
 
 def test_a_default_run_leaves_the_million_goals_not_measured_and_says_its_largest_size() -> None:
@@ -63,7 +72,7 @@ def test_a_default_run_leaves_the_million_goals_not_measured_and_says_its_larges
 
 def test_a_stress_run_meets_or_misses_each_goal_at_a_million() -> None:
     met = verdicts(run_rows(STRESS_SIZES, healthy_us=300.0, stalled_us_per_id=3.0))
-    assert {name: v for name, (v, _, _) in met.items()} == {HEALTHY: MET, STALLED: MET, SLICED: MET}
+    assert {name: met[name][0] for name in OLD_GOALS} == {HEALTHY: MET, STALLED: MET, SLICED: MET}
     assert met[HEALTHY][1] == "1,000,000"
     missed = verdicts(run_rows(STRESS_SIZES, healthy_us=1000.0, stalled_us_per_id=3.2))
     assert missed[HEALTHY][0] == MISSED  # "under 1 ms": 1 ms itself misses
@@ -146,3 +155,121 @@ def test_a_run_without_echomq_deadline_has_no_deadline_timing_line(tmp_path: Pat
     write_csv(run / "sweep_cost.csv", SWEEP_COST_COLUMNS, map(row_dict, rows))
     text = "\n".join(sweep_section(load_run(run)))
     assert "timed call" not in text and SLICED in text
+
+
+# echomq-deadline's sliced pass: judged at the run's largest size, against the run's control.
+
+
+def sliced_rows(
+    sizes: tuple[int, ...],
+    *,
+    us_per_id: float = 8.0,
+    healthy_us: float = 90.0,
+    hold_ms: float = 1.9,
+    slow_calls: int = 12,
+    calls: int = 30_000,
+) -> list[SweepCostRow]:
+    """echomq-deadline's sliced pass, healthy and all stalled, at each size."""
+    rows = []
+    for size in sizes:
+        rows.append(point("echomq-deadline", "atomic_sliced", "healthy", size, server_us=healthy_us))
+        rows.append(
+            point(
+                "echomq-deadline", "atomic_sliced", "all_stalled", size, server_us=us_per_id * size,
+                redis_hold_ms_max=hold_ms, redis_slow_calls_max=slow_calls, round_trips=calls,
+            )
+        )  # fmt: skip
+    return rows
+
+
+CONTROL: dict[str, object] = {
+    "calls": 2000, "redis_us_median": 420, "redis_us_p999": 1700, "redis_us_max": 2300, "contended": False,
+}  # fmt: skip
+CONTROL_TEXT = "control: max 2.300 ms, 99.9th 1.700 ms, median 0.420 ms over 2,000 calls"
+
+
+def sliced_verdicts(
+    rows: list[SweepCostRow], control: dict[str, object] | None = CONTROL
+) -> dict[str, tuple[str, ...]]:
+    """The sliced pass's goals: name -> (verdict, measured, at size, note)."""
+    found = judge_all([row_dict(r) for r in rows], [control] if control else [])
+    mine = [r for r in found if (r.goal.protocol, r.goal.variant) == ("echomq-deadline", "atomic_sliced")]
+    return {r.goal.name: (r.verdict, *r.cells()[1:3], r.note) for r in mine}
+
+
+def test_the_sliced_pass_meets_its_goals_at_a_million_and_shows_the_control_it_was_held_to() -> None:
+    got = sliced_verdicts(sliced_rows(STRESS_SIZES))
+    assert got == {
+        UNDER_1MS: (MET, "0.040 % over", "1,000,000", ""),  # 12 of 30,000 calls
+        UNDER_CONTROL: (MET, "1.900 ms", "1,000,000", CONTROL_TEXT),
+        PER_ID: (MET, "8.000 µs/id", "1,000,000", ""),
+        HEALTHY_PASS: (MET, "0.090 ms", "1,000,000", ""),
+    }
+
+
+def test_a_missed_sliced_goal_says_by_how_much_and_what_the_control_showed() -> None:
+    rows = sliced_rows(STRESS_SIZES, us_per_id=18.0, healthy_us=250.0, hold_ms=2.9, slow_calls=60)
+    got = sliced_verdicts(rows)
+    slow = "60 of 30,000 calls over the slowlog threshold"
+    assert got[UNDER_1MS] == (MISSED, "0.200 % over", "1,000,000", f"missed by 0.100 % over (2.0x); {slow}; "
+                              f"{CONTROL_TEXT}")  # fmt: skip
+    assert got[UNDER_CONTROL] == (MISSED, "2.900 ms", "1,000,000", f"missed by 0.600 ms (1.3x); {slow}; "
+                                  f"{CONTROL_TEXT}")  # fmt: skip
+    assert got[PER_ID][0] == MISSED and got[PER_ID][3].startswith("missed by 3.000 µs/id (1.2x); ")
+    assert got[HEALTHY_PASS][0] == MISSED and got[HEALTHY_PASS][3].startswith("missed by 0.050 ms (1.2x)")
+    # 0.1% of the calls over 1 ms is 99.9% under: met
+    assert sliced_verdicts(sliced_rows(STRESS_SIZES, slow_calls=30))[UNDER_1MS][0] == MET
+
+
+def test_a_default_run_judges_the_sliced_pass_at_its_largest_size_and_says_which() -> None:
+    got = sliced_verdicts(sliced_rows(DEFAULT_SIZES, us_per_id=20.0))
+    assert got[PER_ID] == (MISSED, "20.000 µs/id", "100,000",
+                           "missed by 5.000 µs/id (1.3x); 12 of 30,000 calls over the slowlog threshold; "
+                           f"{CONTROL_TEXT}; judged at 100,000, the largest size here")  # fmt: skip
+    assert got[HEALTHY_PASS] == (MET, "0.090 ms", "100,000", "judged at 100,000, the largest size here")
+
+
+def test_the_control_goal_without_a_control_or_with_a_busy_one_or_below_what_slowlog_tells_is_no_verdict():
+    rows = sliced_rows(STRESS_SIZES)
+    assert sliced_verdicts(rows, None)[UNDER_CONTROL] == (NOT_MEASURED, "1.900 ms", "1,000,000",
+                                                          "no control in this run")  # fmt: skip
+    busy = {**CONTROL, "contended": True}
+    assert sliced_verdicts(rows, busy)[UNDER_CONTROL][0] == NOT_MEASURED
+    assert "contended: not evidence" in sliced_verdicts(rows, busy)[UNDER_CONTROL][3]
+    # SLOWLOG logged no call of the pass: 1 ms bounds its longest, which says nothing against a
+    # control whose worst was 0.8 ms, and meets one whose worst was 2.3 ms.
+    quiet = sliced_rows(STRESS_SIZES, hold_ms=1.0, slow_calls=0)
+    fast = {**CONTROL, "redis_us_max": 800}
+    assert sliced_verdicts(quiet, fast)[UNDER_CONTROL][0] == NOT_MEASURED
+    assert sliced_verdicts(quiet)[UNDER_CONTROL][0] == MET
+
+
+def test_the_bullmq_ratio_is_its_redis_us_a_stalled_id_over_the_sliced_pass_at_each_size_both_ran() -> None:
+    rows = sliced_rows((10_000, 30_000, 100_000), us_per_id=4.0)
+    rows += [point("bullmq", "atomic", "all_stalled", n, server_us=us * n)
+             for n, us in ((10_000, 60.0), (30_000, 172.0))]  # fmt: skip
+    rows.append(point("bullmq", "atomic", "all_stalled", 100_000, skipped="over the cap"))
+    ratios = bullmq_ratios([row_dict(r) for r in rows])
+    assert [(r.size, r.cells()[3]) for r in ratios] == [(10_000, "15.0x"), (30_000, "43.0x")]
+
+
+def test_the_report_shows_the_control_the_sliced_goals_and_the_bullmq_ratio(tmp_path: Path) -> None:
+    run = tmp_path / "20240601-100000-stress"
+    run.mkdir()
+    rows = sliced_rows(STRESS_SIZES, us_per_id=18.0)
+    rows.append(point("bullmq", "atomic", "all_stalled", 10_000, server_us=1_800_000.0))
+    write_csv(run / "sweep_cost.csv", SWEEP_COST_COLUMNS, map(row_dict, rows))
+    control = SweepControlRow("20240601-100000-stress", "none", "stress", 2000, 70_000, 420, 1700, 2300, 3)
+    write_csv(run / "sweep_control.csv", SWEEP_CONTROL_COLUMNS, [row_dict(control)])
+    text = "\n".join(sweep_section(load_run(run)))
+    assert f"| {PER_ID} | 18.000 µs/id | 1,000,000 | **missed** | missed by 3.000 µs/id (1.2x); " in text
+    assert "in this run: max 2.300 ms, 99.9th 1.700 ms, median 0.420 ms over 2,000 calls." in text
+    assert "| 10,000 | 180.00 | 18.00 | 10.0x |" in text
+    # the sliced passes point by point: calls, longest in Redis, calls over 1 ms, Redis ms, µs an id
+    sliced = "| echomq-deadline.atomic_sliced | all_stalled | 1,000,000 | 30,000 | 1.900 | 12 | 18,000.000 |"
+    assert sliced + " 18.00 |" in text
+    assert "| echomq-deadline.atomic_sliced | healthy | 1,000,000 | 1 | - | - | 0.090 | - |" in text
+    terminal = goal_text(rows, [row_dict(control)], width=200)
+    assert "missed by 3.000 µs/id" in terminal and "10.0x" in terminal and "18,000.000" in terminal
+    quiet = [replace(r, redis_hold_ms_max=1.0, redis_slow_calls_max=0) for r in rows]
+    assert "≤ 1.000" in goal_text(quiet, width=200) and "≤" not in terminal

@@ -52,6 +52,7 @@ def busy_threshold(client: Client) -> Iterator[None]:
     client.config_set(name, old)
 
 
+@pytest.mark.slow
 def test_bullmqs_client_sends_a_slow_sweep_again_and_ours_does_not(
     settings: RedisSettings, slow_case: HazardCase, busy_threshold: None
 ):

@@ -26,6 +26,8 @@ from bench.paths import LOCUSTFILE, REPO
 from bench.protocol.connection import Client
 from tests.helpers import wait_until
 
+pytestmark = pytest.mark.locust
+
 PASSWORD = "ux-Secret-8f3kq2"
 # Every GET route of Locust's UI (locust/web.py), and ours.
 GET_ROUTES = (
@@ -126,6 +128,7 @@ def _all_answers(ui: LocustUI) -> dict[str, str]:
     return {path: _get(ui.base, path) for path in GET_ROUTES}
 
 
+@pytest.mark.slow
 def test_the_ui_never_sends_the_password_and_its_tab_shows_us_percentiles_and_jobs_per_s(ui: LocustUI):
     before = _all_answers(ui)
     page = before["/"]
@@ -207,6 +210,7 @@ def test_a_start_with_a_bad_setting_is_refused_with_the_reason(ui: LocustUI):
     assert json.loads(_get(ui.base, "/stats/requests"))["user_count"] == 0
 
 
+@pytest.mark.slow
 def test_a_missing_redis_is_one_line_in_the_terminal_and_a_message_in_the_ui(tmp_path: Path):
     url = f"redis://:{PASSWORD}@127.0.0.1:{_free_port()}/0"  # nothing listens there
     ui = LocustUI(url, tmp_path / "results", tmp_path / "locust.log")

@@ -13,8 +13,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bench.harness.server import EmbeddedRedis
 from bench.paths import REPO
+
+pytestmark = pytest.mark.locust
 
 SLOW_START_S = 1.0  # each user's start takes this long: five times the warm-up below
 

@@ -101,6 +101,10 @@ class SweepOptions:
     sweep_hazard_sizes: tuple[int, ...] = field(default=(), metadata=_min(1))
     # the socket timeout both clients of the hazard use; 0 = redis-py's default, as BullMQ keeps it
     sweep_hazard_timeout_s: float = field(default=0.0, metadata=_min(0))
+    # the control: calls of a Lua loop of plain arithmetic, each timed inside Redis, beside which
+    # the sliced sweeps' longest calls are judged (0: not run); its additions a call
+    sweep_control_calls: int = field(default=2000, metadata=_min(0))
+    sweep_control_iterations: int = field(default=70_000, metadata=_min(1))
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from bench.errors import BenchError
+from bench.report.compare.context import drift
 from bench.report.compare.metrics import compare_runs
 from bench.report.compare.page import compare_markdown
 from bench.report.load import load_run, resolve_run
@@ -43,7 +44,7 @@ def compare_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     a = load_run(resolve_run(args.run_a, args.results))
     b = load_run(resolve_run(args.run_b, args.results))
-    comparison = compare_runs(a.frames, b.frames)
+    comparison = compare_runs(a.frames, b.frames, drift(a.meta, b.meta))
     text = compare_markdown(a, b, comparison, args.changed)
     print(text, end="")
     if args.output:

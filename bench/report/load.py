@@ -27,6 +27,7 @@ from bench.results import (
     RACE_COLUMNS,
     RESULTS_DIR,
     SCRIPT_COST_COLUMNS,
+    SWEEP_CONTROL_COLUMNS,
     SWEEP_COST_COLUMNS,
     SWEEP_HAZARD_COLUMNS,
 )
@@ -41,6 +42,7 @@ STAGE_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
 # Files a stage writes only when the profile asks for them: loaded when there, never "absent".
 OPTIONAL_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
     "sweep_hazard": ("sweep_hazard.csv", SWEEP_HAZARD_COLUMNS),
+    "sweep_control": ("sweep_control.csv", SWEEP_CONTROL_COLUMNS),  # the sweep stage's control
     "script_cost": ("script_cost.csv", SCRIPT_COST_COLUMNS),  # finish_fetch's, since the price
     "finish_fetch_shards": (FINISH_FETCH_SHARDS_FILE, FINISH_FETCH_SHARD_COLUMNS),
 }

@@ -3,11 +3,14 @@ against echomq's in the same run."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
 from bench.report.load import RunData
 from bench.report.machine import contended_note
 from bench.report.markdown import fmt, markdown_table
+from bench.report.verdict import CLAIM_BEYOND, Sample, verdict
 
 BASE = "echomq"  # what every other protocol's price is read against
 # The steps a worker pays a job (or a renewal) for: the line under the table names these.
@@ -31,45 +34,78 @@ def _beyond(base: str, other: str) -> str:
     return ", ".join(f"{n} {d:+g}" for n, d in diff.items() if abs(d) > 1e-9) or "same"
 
 
-def price_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per step and protocol: the median µs a call over repetitions, the commands, and beside
-    echomq's row what the protocol costs more (µs) and runs more (commands)."""
-    medians = (
-        frame.groupby(["step", "protocol"], sort=False)
-        .agg(
-            reps=("rep", "nunique"),
-            server_us_per_call=("server_us_per_call", "median"),
-            commands=("commands", "first"),
-        )
-        .reset_index()
-        .to_dict("records")
+# verdict's words as a price reads them: lower µs is "better", so a dearer protocol costs "more"
+PRICE_WORDS = {"worse": "more", "better": "less"}
+SAME_WITHIN_NOISE = "same within noise"
+
+
+@dataclass(frozen=True)
+class Extra:
+    """What a protocol's step costs beyond echomq's in one run: the median over repetitions of
+    the per-round differences (the protocols alternate, round by round), their [min-max], and
+    the verdict on the two protocols' repetitions by compare's rules (bench.report.verdict)."""
+
+    median: float
+    lo: float
+    hi: float
+    verdict: str
+
+    def text(self) -> str:
+        return f"{self.median:+.2f} µs [{self.lo:+.2f} to {self.hi:+.2f}], {self.verdict}"
+
+
+def extra_cost(base: pd.DataFrame, other: pd.DataFrame) -> Extra:
+    """``other``'s µs a call beyond ``base``'s, both a step's rows (one a repetition)."""
+    a = base.set_index("rep")["server_us_per_call"].astype(float)
+    b = other.set_index("rep")["server_us_per_call"].astype(float)
+    rounds = (b - a).dropna()  # paired by repetition: the same round, the same machine moment
+    if rounds.empty:
+        rounds = pd.Series([b.median() - a.median()])
+    # One run, the protocols alternating: no drift between runs to allow for, compare's least
+    # claimed change for a count (CLAIM_BEYOND) is the floor.
+    said = verdict(Sample.of(a.tolist()), Sample.of(b.tolist()), higher_is_better=False, beyond=CLAIM_BEYOND)
+    return Extra(
+        float(rounds.median()),
+        float(rounds.min()),
+        float(rounds.max()),
+        PRICE_WORDS.get(said, SAME_WITHIN_NOISE),
     )
-    base = {str(m["step"]): m for m in medians if m["protocol"] == BASE}
+
+
+def price_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per step and protocol: the median µs a call over repetitions [min-max], the commands, and
+    beside echomq's row what the protocol costs more (µs, with its range and verdict) and runs more
+    (commands)."""
     rows = []
-    for m in medians:
-        own = base.get(str(m["step"])) if m["protocol"] != BASE else None
+    for (step, protocol), mine in frame.groupby(["step", "protocol"], sort=False):
+        usec = mine["server_us_per_call"].astype(float)
+        base = frame[(frame["step"] == step) & (frame["protocol"] == BASE)]
+        own = protocol != BASE and not base.empty
+        commands = mine["commands"].iloc[0]
         rows.append({
-            "step": m["step"], "protocol": m["protocol"], "reps": m["reps"],
-            "redis µs a call (median)": m["server_us_per_call"],
-            f"µs beyond {BASE}": m["server_us_per_call"] - own["server_us_per_call"] if own else None,
-            "commands a call": m["commands"],
-            f"commands beyond {BASE}": _beyond(own["commands"], m["commands"]) if own else "",
+            "step": step, "protocol": protocol, "reps": mine["rep"].nunique(),
+            "redis µs a call, median [min-max]": f"{fmt(usec.median())} [{fmt(usec.min())}-"
+            f"{fmt(usec.max())}]",
+            f"µs beyond {BASE}, median [min-max]": extra_cost(base, mine).text() if own else "",
+            "commands a call": commands,
+            f"commands beyond {BASE}": _beyond(base["commands"].iloc[0], commands) if own else "",
         })  # fmt: skip
     return pd.DataFrame(rows)
 
 
 def price_lines(table: pd.DataFrame) -> list[str]:
-    """One line a protocol other than echomq: its extra µs a job on the hot path."""
+    """One line a protocol other than echomq: its extra µs a job on the hot path, each with its
+    range over repetitions and a verdict, never a bare difference."""
     lines = []
-    column = f"µs beyond {BASE}"
+    column = f"µs beyond {BASE}, median [min-max]"
     for protocol in [p for p in table["protocol"].unique() if p != BASE]:
         mine = table[(table["protocol"] == protocol) & table["step"].isin(HOT_STEPS)]
         parts = [
-            f"{step} {fmt(extra)} µs ({beyond})"
+            f"{step} {extra} ({beyond})"
             for step, extra, beyond in mine[["step", column, f"commands beyond {BASE}"]].itertuples(
                 index=False
             )
-            if pd.notna(extra)
+            if extra
         ]
         if parts:
             lines.append(f"- **{protocol}** beyond {BASE}, Redis µs a job: " + "; ".join(parts))
@@ -85,7 +121,9 @@ def price_section(data: RunData) -> list[str]:
         "Each step of a worker run alone on a small queue, the protocols taking turns (A B A B): Redis's "
         "own µs inside its EVALSHAs (INFO commandstats), a cycle being one job, and every command it "
         "runs, those inside the scripts too. No load, no network: the price of a protocol's extra "
-        "writes, not a throughput.",
+        "writes, not a throughput. Beyond echomq: the median of the rounds' differences [min-max]; "
+        '"more" or "less" only where compare\'s rules find a change beyond 5%, else the same '
+        "within noise.",
         "",
     ]
     lines += contended_note(frame, "repetition(s)")

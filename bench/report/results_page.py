@@ -47,6 +47,14 @@ def _mapping(value: object) -> dict[str, object]:
     return value if isinstance(value, dict) else {}
 
 
+def experiment_tables(data: RunData) -> dict[str, pd.DataFrame]:
+    """An experiment's CSVs (experiments/ writes <name>.csv and <name>_<table>.csv), by file name."""
+    name = data.meta.get("experiment")
+    if not name:
+        return {}
+    return {path.name: pd.read_csv(path) for path in sorted(data.path.glob(f"{name}*.csv"))}
+
+
 def quiet_check(data: RunData) -> str:
     """How quiet the machine was: the look before the run, and the worst measured window."""
     parts = []
@@ -56,7 +64,8 @@ def quiet_check(data: RunData) -> str:
             f"before the run foreign CPU {fmt(before.get('foreign_cpu_pct'))}% of a core, "
             f"steal {fmt(before.get('steal_pct'))}%"
         )
-    frames = [f for f in data.frames.values() if "foreign_cpu_pct" in f.columns]
+    every = [*data.frames.values(), *experiment_tables(data).values()]
+    frames = [f for f in every if "foreign_cpu_pct" in f.columns]
     if frames:
         worst = max((f["foreign_cpu_pct"].max() for f in frames), default=None)
         steal = max((f["steal_pct"].max() for f in frames if "steal_pct" in f.columns), default=None)
@@ -137,12 +146,14 @@ def sweep_table(data: RunData, column: str) -> pd.DataFrame | None:
     return table.reset_index()
 
 
-def race_table(data: RunData) -> pd.DataFrame | None:
+def race_table(
+    data: RunData, by: tuple[str, ...] = ("protocol", "variant", "sweepers")
+) -> pd.DataFrame | None:
     frame = data.frames.get("race")
     if frame is None or frame.empty:
         return None
     counts = ["double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations"]
-    return frame.groupby(["protocol", "variant", "sweepers"], as_index=False, sort=False)[counts].sum()
+    return frame.groupby(list(by), as_index=False, sort=False)[counts].sum()
 
 
 def worker_table(data: RunData) -> pd.DataFrame | None:
@@ -171,6 +182,7 @@ def run_section(data: RunData) -> list[str]:
         ("Races", "Counts summed over the settings' repetitions and delays.", race_table(data)),
         ("BullMQ's own Worker", "Medians of the repetitions.", worker_table(data)),
     ]
+    sections += [(name, "The experiment's rows.", table) for name, table in experiment_tables(data).items()]
     for title, note, table in sections:
         lines += _section(title, note, table)
     return lines
@@ -204,8 +216,10 @@ def render_headline(runs: list[RunData]) -> str:
     if data is None:
         return NONE_YET
     link = f"docs/results/README.md#{anchor(data.run_id)}"
+    commit = str(data.meta.get("git_sha") or "unknown")[:12]
     lines = [
-        f"From run [{data.run_id}]({link}), {quiet_check(data)}.",
+        f"From run [{data.run_id}]({link}) at commit {commit}.",
+        f"How quiet the machine was: {quiet_check(data)}.",
         "",
         GENERATED,
         "",
@@ -217,9 +231,9 @@ def render_headline(runs: list[RunData]) -> str:
     if sweep is not None:
         stalled = sweep[sweep["scenario"] == "all_stalled"].drop(columns="scenario")
         lines += ["All-stalled sweep, µs a job of the active list:", "", markdown_table(stalled), ""]
-    races = race_table(data)
+    races = race_table(data, by=("protocol", "variant"))  # every sweeper count's summed: short
     if races is not None:
-        lines += ["Races, counts:", "", markdown_table(races), ""]
+        lines += ["Races, counts summed over the settings:", "", markdown_table(races), ""]
     return "\n".join(lines).rstrip()
 
 

@@ -1,23 +1,32 @@
 """The verdict on one metric at one point, A against B, that does not cry wolf: a Sample of each
-run's repetitions, Welch's t-test over them, and the thresholds.
+run's repetitions, the ranges and Welch's t-test over them, and a threshold set by the spread
+between runs as well as inside one.
 
 A verdict needs evidence. It is decided in this order (``verdict``):
 
-1. ``unstable`` when the point was ``contended`` in either run (something
+1. A deterministic count (``exact``: a count the code fixes, as commands a
+   job) is judged on its value alone: ``same`` within 5%, else ``better`` or
+   ``worse`` by the metric's direction; a busy machine does not move it.
+2. ``unstable`` when the point was ``contended`` in either run (something
    outside the run used the CPU during its window): its numbers say nothing.
-2. ``no spread`` when either run measured the metric once per point (a max, a
+3. ``no spread`` when either run measured the metric once per point (a max, a
    p99 of one window, a race count): one value against one value cannot tell a
-   change from noise. Two equal values are ``same``. Counts the code fixes
-   (``exact``, as the sweep's round trips) are judged by the thresholds alone.
-3. ``unstable`` when either run's coefficient of variation (stdev / mean over
-   the repetitions) exceeds 10%.
-4. ``same`` when B is within 3% of A (the noise threshold of Redis's own
-   performance CI), or when Welch's t-test over the repetitions does not find
-   the change significant at 95% (as pyperf's compare_to), or when the change is
-   significant but at most 5% (the regression threshold: not claimed).
-5. ``better`` / ``worse`` beyond 5% and significant, by the metric's direction:
-   more jobs/s is better; more µs, ms, round trips, calls, BUSY replies or
-   anomalies is worse. A count going from zero to anything is ``worse``.
+   change from noise. Two equal values are ``same``.
+4. The between-runs threshold: the metric's floor (``BETWEEN_RUNS``, 15%:
+   two runs of identical code on a shared machine differ by this much; a
+   sweep's time has its own, as pyperf's spread is measured inside one
+   process against one server) widened by the drift of the two runs' machine
+   calibrations (``claim_beyond``). Beyond it, with the two runs' ranges
+   [min-max] over repetitions apart, ``better`` / ``worse`` by the metric's
+   direction, however noisy each run.
+5. ``unstable`` when either run's coefficient of variation (stdev / mean)
+   exceeds 10%.
+6. ``same`` within the threshold widened by the larger of the two runs'
+   coefficients of variation, or when Welch's t-test over the
+   repetitions does not find the change significant at 95% (as pyperf's
+   compare_to); else ``better`` / ``worse``. More jobs/s is better; more µs,
+   ms, round trips, calls, BUSY replies or anomalies is worse. A count going
+   from zero to anything is ``worse``.
 
 ``unstable`` and ``no spread`` are not regressions: ``--fail-on-regression``
 fails on ``worse`` only.
@@ -33,8 +42,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 UNSTABLE_CV = 0.10
-SAME_WITHIN = 0.03
-CLAIM_BEYOND = 0.05
+CLAIM_BEYOND = 0.05  # a deterministic count this far apart is a change the code made
+BETWEEN_RUNS = 0.15  # the least change between two runs a measured metric is judged on
 NO_SPREAD = "no spread"
 VERDICTS = ("better", "worse", "same", "unstable", NO_SPREAD)
 
@@ -119,25 +128,48 @@ def significant(a: Sample, b: Sample) -> bool:
     return t > t_critical(df)
 
 
+def claim_beyond(floor: float, drift: float) -> float:
+    """The least change claimed: the metric's ``floor`` widened by the calibration ``drift``
+    (the largest relative change of a machine calibration figure between the two runs)."""
+    return (1 + floor) * (1 + max(drift, 0.0)) - 1
+
+
+def apart(a: Sample, b: Sample) -> bool:
+    """The two runs' ranges over repetitions do not overlap."""
+    return a.hi < b.lo or b.hi < a.lo
+
+
 def verdict(
-    a: Sample, b: Sample, higher_is_better: bool, *, exact: bool = False, contended: bool = False
+    a: Sample,
+    b: Sample,
+    higher_is_better: bool,
+    *,
+    exact: bool = False,
+    contended: bool = False,
+    beyond: float = BETWEEN_RUNS,
 ) -> str:
-    """better | worse | same | unstable | no spread, by the rules of the module docstring."""
+    """better | worse | same | unstable | no spread, by the rules of the module docstring;
+    ``beyond`` is the between-runs threshold of a measured metric (``claim_beyond``)."""
+    if exact:  # a busy CPU does not change a count the code fixes
+        return _by_threshold(a, b, higher_is_better, CLAIM_BEYOND)
     if contended:
         return "unstable"
     if not (a.has_spread and b.has_spread):
-        if a.mean == b.mean:
-            return "same"
-        return _by_threshold(a, b, higher_is_better) if exact else NO_SPREAD
+        return "same" if a.mean == b.mean else NO_SPREAD
+    if apart(a, b) and abs(ratio(a.mean, b.mean) - 1) > beyond:
+        return _by_threshold(a, b, higher_is_better, beyond)
     if any(cv is not None and cv > UNSTABLE_CV for cv in (a.cv, b.cv)):
         return "unstable"
-    if a.mean == b.mean or abs(ratio(a.mean, b.mean) - 1) <= SAME_WITHIN or not significant(a, b):
+    # Ranges that overlap: the threshold widened by the noisier run's own spread (two repetitions
+    # far apart in one run say a change of that size between runs is no news).
+    beyond += max(cv or 0.0 for cv in (a.cv, b.cv))
+    if abs(ratio(a.mean, b.mean) - 1) <= beyond or not significant(a, b):
         return "same"
-    return _by_threshold(a, b, higher_is_better)
+    return _by_threshold(a, b, higher_is_better, beyond)
 
 
-def _by_threshold(a: Sample, b: Sample, higher_is_better: bool) -> str:
+def _by_threshold(a: Sample, b: Sample, higher_is_better: bool, beyond: float) -> str:
     change = ratio(a.mean, b.mean) - 1
-    if abs(change) <= CLAIM_BEYOND:
+    if abs(change) <= beyond:
         return "same"
     return "better" if (change > 0) == higher_is_better else "worse"

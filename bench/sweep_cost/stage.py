@@ -30,17 +30,20 @@ from bench.harness.overrides import SectionFlags
 from bench.harness.profile import Profile, SweepOptions
 from bench.harness.progress import Progress, StagePlan
 from bench.harness.run_folder import open_run
+from bench.harness.terminal import wrap_note
 from bench.paths import REPO
-from bench.protocol.connection import Client, RedisSettings
+from bench.protocol.connection import Client, RedisSettings, node_client
 from bench.protocol.protocol import protocol_named
 from bench.protocol.queue import Queue
 from bench.protocol.scripts import script_source
 from bench.protocol.sweep import SWEEPERS
 from bench.results import (
     PYPERF_DIR,
+    SWEEP_CONTROL_COLUMNS,
     SWEEP_COST_COLUMNS,
     SWEEP_HAZARD_COLUMNS,
     RunIds,
+    SweepControlRow,
     SweepCostRow,
     SweepHazardRow,
     read_json,
@@ -48,6 +51,7 @@ from bench.results import (
     update_meta,
     write_csv,
 )
+from bench.sweep_cost.control import control_line, run_control
 from bench.sweep_cost.hazard import HAZARD_PROTOCOL, INTERVAL_MS, hazard_line, run_hazard, scenario_case
 from bench.sweep_cost.plan import (
     ECHOMQ,
@@ -79,6 +83,8 @@ from bench.sweep_cost.timing import SWEEP_TIMEOUT_S
 PYPERF_LOG = f"{PYPERF_DIR}/sweep_pyperf.log"
 CSV_NAME = "sweep_cost.csv"
 HAZARD_CSV = "sweep_hazard.csv"
+CONTROL_CSV = "sweep_control.csv"
+CONTROL_PROTOCOL = "none"  # the control's row: a Lua loop of no queue protocol
 PYPERF_STOP_GRACE_S = 5.0
 
 
@@ -295,6 +301,22 @@ def run_hazard_sizes(ctx: RunContext, client: Client) -> list[SweepHazardRow]:
     return rows
 
 
+def run_control_point(ctx: RunContext, client: Client, queue: Queue) -> list[SweepControlRow]:
+    """The control (bench/sweep_cost/control.py) on the swept queues' server, into sweep_control.csv."""
+    options = ctx.profile.sweep
+    if options.sweep_control_calls <= 0:
+        return []
+    ctx.progress(f"control: {options.sweep_control_calls:,} calls of a Lua loop of plain arithmetic")
+    node = node_client(client, queue.keys.active)
+    ids = RunIds(ctx.run_dir.name, ctx.profile.name, CONTROL_PROTOCOL)
+    row = run_control(
+        node, ids, options.sweep_control_calls, options.sweep_control_iterations, tuple(ctx.watch_pids)
+    )
+    write_csv(ctx.run_dir / CONTROL_CSV, SWEEP_CONTROL_COLUMNS, [row_dict(row)])
+    ctx.progress(control_line(row))
+    return [row]
+
+
 def run_stage(ctx: RunContext) -> None:
     """The sweep stage: every point of the profile, into sweep_cost.csv; then the table and slopes;
     then the client-default hazard, into sweep_hazard.csv, where the profile asks for it."""
@@ -312,6 +334,7 @@ def run_stage(ctx: RunContext) -> None:
     }
     rows: list[SweepCostRow] = []
     hazard: list[SweepHazardRow] = []
+    control: list[SweepControlRow] = []
     try:
         for size, protocol, here in run_order(planned):
             ids = RunIds(ctx.run_dir.name, ctx.profile.name, protocol)
@@ -322,6 +345,8 @@ def run_stage(ctx: RunContext) -> None:
             outcome = measure_size(ctx, scenarios[protocol], size, to_run, tell) if to_run else None
             rows.extend(sweep_cost_row(ctx.run_dir, p, outcome, ids, options) for p in here)
             write_csv(ctx.run_dir / CSV_NAME, SWEEP_COST_COLUMNS, map(row_dict, rows))
+        # after the largest size, the sliced sweeps' longest calls it is read against
+        control = run_control_point(ctx, client, next(iter(scenarios.values())).queue)
         for scenario in scenarios.values():
             scenario.queue.delete()
         hazard = run_hazard_sizes(ctx, client)
@@ -334,7 +359,9 @@ def run_stage(ctx: RunContext) -> None:
     errors = [r for r in rows if r.skipped.startswith("error:")]
     print(table(rows))
     print(slope_text(fits))
-    goals = goal_text(rows)
+    if control:
+        print("\n" + wrap_note(control_line(control[0]), None, "  "))
+    goals = goal_text(rows, [row_dict(r) for r in control])
     if goals:
         print(goals)
     for row in hazard:

@@ -32,7 +32,14 @@ from bench.results import (
 )
 from bench.sweep_cost.plan import PlannedPoint, Point
 from bench.sweep_cost.probe import ProbeWindow, empty_window
-from bench.sweep_goals import GOAL_HEADER, judge_all
+from bench.sweep_goals import (
+    GOAL_HEADER,
+    PASS_HEADER,
+    RATIO_HEADER,
+    bullmq_ratios,
+    judge_all,
+    sliced_passes,
+)
 
 PYPERF_JSON = f"{PYPERF_DIR}/sweep_pyperf.json"  # every size's, merged (one a size beside it)
 SIDE_DIR = f"{PYPERF_DIR}/side"  # what each timed value saw besides its time
@@ -270,15 +277,33 @@ def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def goal_text(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
-    """Issue 16's goals against this run's points (bench.sweep_goals; the report shows the same)."""
-    results = judge_all([asdict(r) for r in rows])
-    if not results:
-        return ""
-    cells = [r.cells() for r in results]
-    body = render_table(GOAL_HEADER, cells, right=(1, 2), width=(width or table_width()) - 2)
-    title = wrap_note("goals (uncontended points only, at the size each names):", width)
-    return "\n".join(["", title, indent(body, "  ")])
+def goal_text(
+    rows: Sequence[SweepCostRow], control: Sequence[Mapping[str, Any]] = (), width: int | None = None
+) -> str:
+    """The goals against this run's points and control (bench.sweep_goals; the report shows the
+    same), and BullMQ's all-stalled sweep beside echomq-deadline's sliced pass."""
+    found = [asdict(r) for r in rows]
+    results = judge_all(found, control)
+    passes: dict[str, list[list[str]]] = {}
+    for label, cells in sliced_passes(found):
+        passes.setdefault(label, []).append(cells)
+    tables: list[tuple[str, Sequence[str], list[list[str]], range]] = [
+        (f"{label}: median calls a pass, the longest inside Redis (SLOWLOG), calls of a pass over its "
+         "threshold, Redis time (commandstats), the probe's tail:", PASS_HEADER, cells, range(1, 9))
+        for label, cells in passes.items()
+    ]  # fmt: skip
+    tables += [
+        ("goals (uncontended points only, at the size each names):", GOAL_HEADER,
+         [r.cells() for r in results], range(1, 3)),
+        ("BullMQ's all-stalled sweep against echomq-deadline's sliced pass, Redis µs a stalled id:",
+         RATIO_HEADER, [r.cells() for r in bullmq_ratios(found)], range(1, 4)),
+    ]  # fmt: skip
+    lines: list[str] = []
+    for title, header, rows_of, right in tables:
+        if rows_of:
+            body = render_table(header, rows_of, right=right, width=(width or table_width()) - 2)
+            lines += ["", wrap_note(title, width), indent(body, "  ")]
+    return "\n".join(lines)
 
 
 def variant_label(protocol: str, variant: str) -> str:

@@ -43,20 +43,18 @@ PARTIAL = "20240503-100000-default"
 # What RUN_B changes against RUN_A, and the verdict each change must get.
 # (stage, point, metric) -> verdict
 CHANGES = {
-    ("finish_fetch", "strategy=fused workers=2 rtt_ms=0", "jobs_per_s"): "better",  # +10%, spreads apart
+    ("finish_fetch", "strategy=fused workers=2 rtt_ms=0", "jobs_per_s"): "better",  # +25%, spreads apart
     ("finish_fetch", "strategy=two_call workers=2 rtt_ms=0", "jobs_per_s"): "same",  # +1%
-    ("finish_fetch", "strategy=fused workers=2 rtt_ms=0", "cycle_p99_us"): "worse",  # +20%
+    ("finish_fetch", "strategy=fused workers=2 rtt_ms=0", "cycle_p99_us"): "worse",  # +30%
     ("finish_fetch", "strategy=two_call workers=2 rtt_ms=0", "cycle_p99_us"): "unstable",  # cv 20%
     ("finish_fetch", "strategy=fused workers=2 rtt_ms=0", "server_us_per_job"): "same",  # +8%, overlap
     ("finish_fetch", "strategy=two_call workers=2 rtt_ms=0", "server_us_per_job"): "same",  # +4%, apart
     ("finish_fetch", "strategy=fused workers=2 rtt_ms=0", "round_trips_per_job"): "same",  # equal
-    ("finish_fetch", "strategy=fused workers=2 rtt_ms=1", "jobs_per_s"): "worse",  # -10%
+    ("finish_fetch", "strategy=fused workers=2 rtt_ms=1", "jobs_per_s"): "worse",  # -25%
     # the atomic all-stalled sweep at 1,000 twice as fast: time and per-job time have repetitions
     # (median ± stdev); Redis µs, hold and probe max are measured once per point: no verdict
-    **{
-        ("sweep", "variant=atomic scenario=all_stalled active_size=1000", metric): "better"
-        for metric in ("sweep_ms_median", "us_per_active_job")
-    },
+    # (us_per_active_job is the same measurement over the size: judged once, not twice)
+    ("sweep", "variant=atomic scenario=all_stalled active_size=1000", "sweep_ms_median"): "better",
     **{
         ("sweep", "variant=atomic scenario=all_stalled active_size=1000", metric): "no spread"
         for metric in ("server_us", "hold_ms_max", "probe_max_us")
@@ -65,7 +63,7 @@ CHANGES = {
     ("race", "variant=app_side sweepers=4 stalled_jobs=100 delay_ms=2", "double_recoveries"): "no spread",
     ("race", "variant=atomic sweepers=4 stalled_jobs=100 delay_ms=2", "double_recoveries"): "same",  # 0, 0
     ("race", "variant=app_side sweepers=4 stalled_jobs=100 delay_ms=0", "lost_attempt_updates"): "no spread",
-    # the hot path's price, three repetitions a step: the deadline fused cycle 20% dearer, its
+    # the hot path's price, three repetitions a step: the deadline fused cycle 30% dearer, its
     # two-call cycle two commands more (a count the scripts fix), echomq's as it was
     ("script_cost", "protocol=echomq-deadline step=fused cycle", "server_us_per_call"): "worse",
     ("script_cost", "protocol=echomq-deadline step=two-call cycle", "commands_per_call"): "worse",
@@ -116,9 +114,9 @@ def ff_rows(b: bool, run_id: str) -> list[dict[str, Any]]:
     """finish_fetch.csv: fused and two_call, A B A B, at (2 workers, rtt 0) and (2 workers, rtt 1)."""
     per_variant: dict[tuple[str, float], dict[str, list[float]]] = {
         ("fused", 0): {
-            "jobs_per_s": [1100, 1111, 1089] if b else [1000, 1010, 990],
+            "jobs_per_s": [1250, 1262.5, 1237.5] if b else [1000, 1010, 990],
             "server_us_per_job": [54, 58, 50] if b else [50, 54, 46],
-            "cycle_p99_us": [480, 484.8, 475.2] if b else [400, 404, 396],
+            "cycle_p99_us": [520, 525.2, 514.8] if b else [400, 404, 396],
             "round_trips_per_job": [1.0, 1.0, 1.0],
             "server_calls_per_job": [1.0, 1.0, 1.0],
             "cycle_p50_us": [200 * s for s in STEADY],
@@ -132,7 +130,7 @@ def ff_rows(b: bool, run_id: str) -> list[dict[str, Any]]:
             "cycle_p50_us": [330 * s for s in STEADY],
         },
         ("fused", 1): {
-            "jobs_per_s": [360, 363.6, 356.4] if b else [400, 404, 396],
+            "jobs_per_s": [300, 303, 297] if b else [400, 404, 396],
             "server_us_per_job": [50 * s for s in STEADY],
             "cycle_p99_us": [2400 * s for s in STEADY],
             "round_trips_per_job": [1.0, 1.0, 1.0],
@@ -302,7 +300,7 @@ def script_cost_rows(b: bool, run_id: str) -> list[dict[str, Any]]:
     rows = []
     for (protocol, step), (us, commands, by_name) in SCRIPT_COSTS.items():
         if b and (protocol, step) == ("echomq-deadline", "fused cycle"):
-            us *= 1.2
+            us *= 1.3
         if b and (protocol, step) == ("echomq-deadline", "two-call cycle"):
             commands += 2
         for rep, s in enumerate(STEADY, 1):

@@ -27,9 +27,7 @@ def _shown(value: object) -> str:
 
 def calibration_lines(meta_a: Mapping[str, object], meta_b: Mapping[str, object]) -> list[str]:
     """The two runs' calibrations side by side with B/A, and a line when they differ."""
-    cal_a, cal_b = meta_a.get("calibration"), meta_b.get("calibration")
-    cal_a = cal_a if isinstance(cal_a, Mapping) else {}
-    cal_b = cal_b if isinstance(cal_b, Mapping) else {}
+    cal_a, cal_b = _calibration(meta_a), _calibration(meta_b)
     if not cal_a and not cal_b:
         return ["calibration: absent from both runs (runs made before it was recorded)"]
     lines = ["| calibration | A | B | B/A |", "|---|---|---|---|"]
@@ -51,6 +49,25 @@ def calibration_lines(meta_a: Mapping[str, object], meta_b: Mapping[str, object]
             "comparable, ratios within each run are"
         )
     return lines
+
+
+def _calibration(meta: Mapping[str, object]) -> Mapping[str, object]:
+    cal = meta.get("calibration")
+    return cal if isinstance(cal, Mapping) else {}
+
+
+def drift(meta_a: Mapping[str, object], meta_b: Mapping[str, object]) -> float:
+    """The largest relative change of a machine calibration figure from A to B, either way
+    (x1.2 and x0.83 are both 0.2): how far the machine itself moved between the runs; 0 when
+    either run has none."""
+    cal_a, cal_b = _calibration(meta_a), _calibration(meta_b)
+    moved = [0.0]
+    for key in cal_a.keys() & cal_b.keys():
+        va, vb = _num(cal_a.get(key)), _num(cal_b.get(key))
+        if key == "took_s" or va is None or vb is None or va <= 0 or vb <= 0:
+            continue
+        moved.append(max(va, vb) / min(va, vb) - 1)
+    return max(moved)
 
 
 def _versions(meta: Mapping[str, object]) -> dict[str, str]:

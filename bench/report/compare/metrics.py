@@ -5,9 +5,15 @@ bullmq point is compared with the same bullmq point only (a file from before the
 protocol column is echomq's, and echomq's points are labelled without it, as they
 always were). finish_fetch and script_cost rows are one per repetition, so each
 point's value is the mean over its repetitions; sweep_cost rows carry a median and
-a stdev over ``reps`` repetitions for the sweep time (and us_per_active_job, which
-is it divided by the size); every other sweep column and every race count is measured
-once per point. Sweep points skipped in either run are left out and named in a note.
+a stdev over ``reps`` repetitions for the sweep time; every other sweep column and
+every race count is measured once per point. Sweep points skipped in either run are
+left out and named in a note.
+
+Each measurement is judged once: a column derived from another (us_per_active_job is
+the sweep time over the size, redis_ceiling_jobs_per_s is a second over Redis's µs a
+job) is left out. A column is ``exact`` only where the code fixes it in every row
+(commands a job or a call); a count the run's timing moves (atomic_sliced's round trips
+end with its time budget) is measured.
 
 Each metric at each point both runs have gets its verdict (bench.report.verdict);
 compare.page renders the rows, compare.context what the two runs ran on.
@@ -21,7 +27,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.report.verdict import Sample, is_missing, ratio, verdict
+from bench.report.verdict import BETWEEN_RUNS, CLAIM_BEYOND, Sample, claim_beyond, is_missing, ratio, verdict
 
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "finish_fetch": ("protocol", "strategy", "workers", "queues", "concurrency", "job_ms", "rtt_ms"),
@@ -40,6 +46,7 @@ class Metric:
     column: str
     higher_is_better: bool = False
     exact: bool = False  # a count the code fixes, not a measurement: no noise to test against
+    floor: float = BETWEEN_RUNS  # the least change between two runs claimed (verdict.claim_beyond)
 
 
 # A key at this value is left out of a point's name (a run from before the key ran at it).
@@ -52,12 +59,15 @@ FINISH_FETCH_LOWER = (
     "cycle_p99_us", "cycle_p999_us", "cycle_max_us", "e2e_p50_us", "e2e_p99_us",
     "server_commands_per_job", "loadgen_cpu_us_per_job",
 )  # fmt: skip
-FINISH_FETCH_HIGHER = ("redis_ceiling_jobs_per_s", "locust_raw_jobs_ratio")
+FINISH_FETCH_HIGHER = ("locust_raw_jobs_ratio",)
 FINISH_FETCH_EXACT = ("commands_per_job",)  # the strategy fixes it: 1 fused, 2 two-call
+# round_trips is measured: atomic_sliced's calls end with its time budget, not a fixed count.
 SWEEP_LOWER = (
-    "sweep_ms_median", "us_per_active_job", "round_trips", "server_us", "hold_ms_max", "probe_p99_us",
-    "probe_max_us", "probe_busy",
+    "round_trips", "server_us", "hold_ms_max", "probe_p99_us", "probe_max_us", "probe_busy",
 )  # fmt: skip
+# pyperf's spread is its values inside one process against one server: between two runs the
+# processes and servers differ too, and a sub-millisecond sweep moves by a fifth (issue's A/A).
+SWEEP_TIME_FLOOR = 0.25
 RACE_LOWER = ("double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations")
 WORKER_LOWER = ("client_cpu_us_per_job", "redis_calls_per_job", "redis_us_per_job")
 HAZARD_LOWER = ("server_executions", "server_rejected", "probe_busy", "probe_max_us")
@@ -71,7 +81,7 @@ STAGE_METRICS: dict[str, tuple[Metric, ...]] = {
         *(Metric(column, higher_is_better=True) for column in FINISH_FETCH_HIGHER),
         *(Metric(column, exact=True) for column in FINISH_FETCH_EXACT),
     ),
-    "sweep": tuple(Metric(c, exact=c == "round_trips") for c in SWEEP_LOWER),
+    "sweep": (Metric("sweep_ms_median", floor=SWEEP_TIME_FLOOR), *map(Metric, SWEEP_LOWER)),
     "race": tuple(map(Metric, RACE_LOWER)),
     "bullmq_worker": (Metric("jobs_per_s", higher_is_better=True), *map(Metric, WORKER_LOWER)),
     "sweep_hazard": tuple(map(Metric, HAZARD_LOWER)),
@@ -81,8 +91,8 @@ STAGE_METRICS: dict[str, tuple[Metric, ...]] = {
     ),
 }
 
-# Sweep columns whose spread is the sweep time's (us_per_active_job is sweep time / size).
-SWEEP_SPREAD_FROM_STDEV = ("sweep_ms_median", "us_per_active_job")
+# Sweep columns whose spread is the sweep time's pyperf stdev.
+SWEEP_SPREAD_FROM_STDEV = ("sweep_ms_median",)
 
 
 def norm_key(value: object) -> object:
@@ -148,6 +158,17 @@ def _sample(stage: str, column: str, group: pd.DataFrame) -> Sample:
 class Comparison:
     rows: pd.DataFrame  # stage, point, metric, a, b, ratio, cv_a, cv_b, verdict, note
     notes: list[str]
+    drift: float = 0.0  # the calibrations' largest relative change, which widened the thresholds
+
+    def thresholds(self) -> str:
+        """The between-runs thresholds this comparison judged by, as a sentence."""
+        floors = sorted({m.floor for ms in STAGE_METRICS.values() for m in ms if not m.exact})
+        shown = " or ".join(f"{claim_beyond(f, self.drift):.0%}" for f in floors)
+        widened = f", the floors widened by the calibrations' drift ({self.drift:.0%})" if self.drift else ""
+        return (
+            f"a measured metric is judged changed beyond {shown} (a sweep's time the larger)"
+            f"{widened}; a count the code fixes beyond {CLAIM_BEYOND:.0%}"
+        )
 
     def count(self, what: str) -> int:
         return int((self.rows["verdict"] == what).sum()) if not self.rows.empty else 0
@@ -179,8 +200,12 @@ def _truthy(value: object, missing: bool = False) -> bool:
     return str(value).strip().lower() in ("true", "1", "1.0", "yes")
 
 
-def compare_runs(a: Mapping[str, pd.DataFrame], b: Mapping[str, pd.DataFrame]) -> Comparison:
-    """Every metric both runs have, matched on the stage's key columns."""
+def compare_runs(
+    a: Mapping[str, pd.DataFrame], b: Mapping[str, pd.DataFrame], drift: float = 0.0
+) -> Comparison:
+    """Every metric both runs have, matched on the stage's key columns; ``drift`` is the largest
+    relative change of a machine calibration figure between the runs (compare.context.drift),
+    which widens every measured metric's threshold."""
     rows: list[dict[str, object]] = []
     notes: list[str] = []
     for stage, keys in STAGE_KEYS.items():
@@ -216,12 +241,17 @@ def compare_runs(a: Mapping[str, pd.DataFrame], b: Mapping[str, pd.DataFrame]) -
                         "cv_a": sa.cv,
                         "cv_b": sb.cv,
                         "verdict": verdict(
-                            sa, sb, metric.higher_is_better, exact=metric.exact, contended=contended
+                            sa,
+                            sb,
+                            metric.higher_is_better,
+                            exact=metric.exact,
+                            contended=contended,
+                            beyond=claim_beyond(metric.floor, drift),
                         ),
                         "note": ", ".join(flags),
                     }
                 )
-    return Comparison(pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS)), notes)
+    return Comparison(pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS)), notes, drift)
 
 
 def _usable(stage: str, frame: pd.DataFrame, notes: list[str], side: str) -> pd.DataFrame:

@@ -50,6 +50,7 @@ def compare_markdown(a: RunData, b: RunData, comparison: Comparison, changed_onl
         rows = rows.rename(columns={"a": "A", "b": "B", "ratio": "B/A", "cv_a": "cv A", "cv_b": "cv B"})
     lines += [markdown_table(rows), ""]
     lines += [f"note: {n}" for n in comparison.notes]
+    lines.append(f"thresholds: {comparison.thresholds()}")
     counts = ", ".join(f"{v} {comparison.count(v)}" for v in VERDICTS)
     lines.append(f"verdicts: {counts}")
     return "\n".join(lines) + "\n"

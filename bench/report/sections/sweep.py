@@ -28,7 +28,7 @@ def sweep_section(data: RunData) -> list[str]:
     if not slopes.empty:
         lines += ["Slope of log(sweep time) against log(size) (1 = linear, 2 = quadratic):", "",
                   markdown_table(slopes), ""]  # fmt: skip
-    lines += goal_lines(frame)
+    lines += goal_lines(frame, data.frames.get("sweep_control"))
     if not skipped.empty:
         lines += [f"**Skipped points ({len(skipped)})**, not measured:", ""]
         named = protocol_labelled(skipped)

@@ -1,5 +1,6 @@
-"""The sweep section's goals table (the goals docs/protocols.md states, judged by bench.sweep_goals) and what
-echomq-deadline's timed sweep call holds."""
+"""The sweep section's goals table (the goals docs/protocols.md states, judged by
+bench.sweep_goals with the run's control), BullMQ's all-stalled sweep beside echomq-deadline's
+sliced pass, and what echomq-deadline's timed sweep call holds."""
 
 from __future__ import annotations
 
@@ -8,7 +9,17 @@ from typing import Any, cast
 import pandas as pd
 
 from bench.report.markdown import markdown_table
-from bench.sweep_goals import GOAL_HEADER, GOAL_SIZE, MISSED, judge_all
+from bench.sweep_goals import (
+    GOAL_HEADER,
+    GOAL_SIZE,
+    MISSED,
+    PASS_HEADER,
+    RATIO_HEADER,
+    bullmq_ratios,
+    control_of,
+    judge_all,
+    sliced_passes,
+)
 
 DEADLINE = "echomq-deadline"
 # What the restore (bench/sweep_cost/scenario.py: leave_stalled, reset_sweep_throttles) leaves
@@ -26,19 +37,45 @@ DEADLINE_TIMING = (
 )
 
 
-def goal_lines(frame: pd.DataFrame) -> list[str]:
-    """The goals the run's protocols have, each with its figure at the size it was judged at."""
-    results = judge_all(cast(list[dict[str, Any]], frame.to_dict("records")))  # the CSV's column names
-    if not results:
-        return []
-    cells = [r.cells() for r in results]
-    for row in cells:
-        row[3] = f"**{row[3]}**" if row[3] == MISSED else row[3]
-    lines = ["**Goals**, judged on uncontended points only, at the size each names:", ""]
-    lines += [markdown_table(pd.DataFrame(cells, columns=list(GOAL_HEADER))), ""]
-    lines += [f"- *{r.goal.name}*: {r.goal.measure}." for r in results]
-    lines += [f"- A run whose sizes stop short of {GOAL_SIZE:,} (the default profile stops at "
-              "100,000; stress reaches it) leaves a goal at that size *not measured*.", ""]  # fmt: skip
+def _records(frame: pd.DataFrame | None) -> list[dict[str, Any]]:
+    return [] if frame is None else cast(list[dict[str, Any]], frame.to_dict("records"))
+
+
+def goal_lines(frame: pd.DataFrame, control: pd.DataFrame | None = None) -> list[str]:
+    """The goals the run's protocols have, each with its figure at the size it was judged at, the
+    control they read, and BullMQ's all-stalled sweep against echomq-deadline's sliced pass."""
+    rows, control_rows = _records(frame), _records(control)  # the CSVs' column names
+    results = judge_all(rows, control_rows)
+    lines: list[str] = []
+    if results:
+        cells = [r.cells() for r in results]
+        for row in cells:
+            row[3] = f"**{row[3]}**" if row[3] == MISSED else row[3]
+        lines += ["**Goals**, judged on uncontended points only, at the size each names:", ""]
+        lines += [markdown_table(pd.DataFrame(cells, columns=list(GOAL_HEADER))), ""]
+        lines += [f"- *{r.goal.name}*: {r.goal.measure}." for r in results]
+        lines += [f"- A run whose sizes stop short of {GOAL_SIZE:,} (the default profile stops at "
+                  "100,000; stress reaches it) leaves a goal at that size *not measured*, but "
+                  "echomq-deadline's sliced pass, judged at the run's largest size (its note says "
+                  "which).", ""]  # fmt: skip
+    found = control_of(control_rows)
+    if found is not None:
+        shown = found.text().removeprefix("control: ")
+        lines += ["**The control**, a Lua loop of plain arithmetic (no key, no allocation) timed call "
+                  f"by call inside Redis in this run: {shown}.", ""]  # fmt: skip
+    passes = sliced_passes(rows)
+    if passes:
+        lines += ["**The sliced passes**: median calls a pass, the longest call inside Redis (SLOWLOG; at "
+                  "the threshold when none was logged), the most calls of one pass over the threshold, "
+                  "Redis time of the pass (commandstats) and that a stalled id, and the probe's tail "
+                  "meanwhile:", ""]  # fmt: skip
+        table = pd.DataFrame([[label, *cells] for label, cells in passes], columns=["variant", *PASS_HEADER])
+        lines += [markdown_table(table), ""]
+    ratios = bullmq_ratios(rows)
+    if ratios:
+        lines += ["**BullMQ's all-stalled sweep beside echomq-deadline's sliced pass**, Redis µs a "
+                  "stalled id (commandstats, median of the timed sweeps):", ""]  # fmt: skip
+        lines += [markdown_table(pd.DataFrame([r.cells() for r in ratios], columns=list(RATIO_HEADER))), ""]
     return lines
 
 

@@ -1,0 +1,117 @@
+"""A diagnosis in experiments/ as a run: results/<run-id>/ with meta.json and its output as CSV.
+
+An experiment is not a stage, but a figure it gives is cited like a stage's: so it gets a run id,
+meta.json says the machine, the check before it, the commit and the command, the machine is
+watched while it runs, and every row it writes ends with that watch's columns (bench.results).
+`echomq-bench publish` then publishes it like any other run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import invocation
+from bench.errors import BenchError
+from bench.harness.machine import MachineSample, watch_run
+from bench.harness.meta import cpu_model, git_state
+from bench.harness.run_folder import machine_before_run
+from bench.harness.system import system_view
+from bench.protocol.connection import Client
+from bench.results import make_run_dir, update_meta, write_csv
+
+QUIET_FLAG = "--quiet-machine"
+EXPERIMENT_PROFILE = "experiment"  # meta.json's profile: the results page never heads the README with it
+
+
+def _now() -> str:
+    return dt.datetime.now().isoformat(timespec="seconds")
+
+
+@dataclass
+class Experiment:
+    """What the body of ``with experiment_run(...)`` gets: its arguments and where its rows go."""
+
+    name: str
+    run_dir: Path
+    args: list[str]  # the command line's words after the script, without --quiet-machine
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def row(self, table: str = "", **values: Any) -> None:
+        """One row of a CSV (``<name>.csv``, or ``<name>_<table>.csv``): a dict, the CSV's edge."""
+        self.tables.setdefault(table, []).append(values)
+
+    def record_server(self, client: Client) -> None:
+        """The Redis the experiment ran on, into meta.json."""
+        info = client.info("server")
+        update_meta(self.run_dir, redis_version=info.get("redis_version"), redis_source="embedded")
+
+    def write(self, watch: MachineSample) -> list[Path]:
+        """Each table as a CSV whose rows end with the machine watch's columns."""
+        written = []
+        for table, rows in self.tables.items():
+            path = self.run_dir / (f"{self.name}_{table}.csv" if table else f"{self.name}.csv")
+            columns = list(dict.fromkeys(key for row in rows for key in row))
+            full = [{**dict.fromkeys(columns, ""), **row, **watch.row_fields()} for row in rows]
+            write_csv(path, [*columns, *watch.row_fields()], full)
+            written.append(path)
+        return written
+
+
+@contextmanager
+def experiment_run(name: str, argv: Sequence[str], results_root: Path | None = None) -> Iterator[Experiment]:
+    """Open results/<date-time>-<name>/ for the experiment ``name`` run with ``argv`` (the words
+    after the script; ``--quiet-machine`` refuses a busy machine as `echomq-bench run` does), watch
+    the machine while the body runs, then write its rows and mark it complete; an error or Ctrl-C
+    marks it incomplete with the reason."""
+    args = [word for word in argv if word != QUIET_FLAG]
+    check = machine_before_run(QUIET_FLAG in argv)
+    warning = check.warning()
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
+    run_dir = make_run_dir(name, results_root)
+    invocation.typed([".venv/bin/python", f"experiments/{name}.py", *argv])
+    sha, dirty = git_state()
+    update_meta(
+        run_dir,
+        run_id=run_dir.name,
+        profile=EXPERIMENT_PROFILE,
+        experiment=name,
+        command=invocation.command(),
+        started=_now(),
+        complete=False,
+        git_sha=sha,
+        git_dirty=dirty,
+        cpu_model=cpu_model(),
+        cores=os.cpu_count(),
+        platform=platform.platform(),
+        python=platform.python_version(),
+        machine_before=check.as_meta(),
+        machine_watch="this process and its children (the embedded redis-server)",
+        system=system_view(),
+    )
+    experiment = Experiment(name, run_dir, args)
+    watch = watch_run().start()
+    try:
+        yield experiment
+    except BaseException as exc:
+        watch.stop()
+        reason = (
+            "interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
+        )
+        update_meta(run_dir, complete=False, reason=reason, finished=_now())
+        raise
+    sample = watch.stop()
+    if not experiment.tables:
+        update_meta(run_dir, complete=False, reason="no rows written", finished=_now())
+        raise BenchError(f"experiment {name} wrote no rows; {run_dir} holds its meta.json only")
+    experiment.write(sample)
+    update_meta(run_dir, complete=True, reason=None, finished=_now(), stages_done=[name])
+    print(f"results: {run_dir}")
