@@ -262,12 +262,14 @@ class BullmqWorkerRow:
     """One run of a worker driver over a pre-filled queue, timed from its 1,000th completion."""
 
     protocol: str
-    driver: str  # "bullmq_worker" (BullMQ's own asyncio Worker), or the suite's "fused" / "two_call" loop
+    # "node_worker", "node_manual_fused", "node_manual_two_call" (BullMQ's Node package),
+    # "bullmq_worker" (its Python port's asyncio Worker), or the suite's "fused" / "two_call" loop
+    driver: str
     concurrency: int
     job_ms: float
     rep: int
     jobs: int  # completions in the window
-    duration_s: float
+    duration_s: float  # the window: from the 1,000th completion to the last
     jobs_per_s: float
     client_cpu_us_per_job: float
     redis_calls_per_job: float  # client-sent commands (EVALSHA, BZPOPMIN...) a job
@@ -276,6 +278,7 @@ class BullmqWorkerRow:
     foreign_cpu_pct: float | None = None  # over the driver's whole run (its warm-up included)
     steal_pct: float | None = None
     contended: bool = False
+    prefilled_jobs: int | None = None  # in the queue at the start, sized for the window
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,9 @@
                            expires (ms); moveToActive and fetch-next add it,
                            extendLock moves it, finishing removes it
     <prefix>deadline-full  STRING: the full pass's throttle, set with PX
-    <prefix>deadline-pass  HASH: a pass spread over calls (with a limit) while it runs
+    <prefix>deadline-pass  HASH: a pass spread over calls (with a limit) while it
+                           runs: full (ids of active its full pass has walked),
+                           now (its timestamp), score and kept (where it stopped)
 
   The index says when to look; the lock says what is true. Each id whose
   deadline has passed (ZRANGEBYSCORE -inf <timestamp>, oldest first):
@@ -62,9 +64,10 @@
   each reclaimed id pays alone. SMISMEMBER and ZMSCORE need Redis 6.2.
 
   A pass spread over calls (a limit). The first call of a pass checks the
-  throttle, runs the full pass when it is due, and notes its timestamp in
-  deadline-pass: the pass reads the deadlines expired by then, oldest first,
-  at most `limit` a call, CHUNK ids a read (ZRANGEBYSCORE ... LIMIT), each id
+  throttle, starts the full pass when it is due (below), and notes the
+  pass's timestamp in deadline-pass once that is done: the pass reads the
+  deadlines expired by then, oldest first, at most `limit` ids a call (the
+  full pass's counted too), CHUNK ids a read (ZRANGEBYSCORE ... LIMIT), each id
   settled as above, and the next call goes on where the last stopped. Where
   it stopped is a score and how many entries of that score the pass left in
   place (those it marked): ids settled by the pass either leave the range
@@ -80,7 +83,12 @@
   by the next pass (marked, or reclaimed, one pass later, never sooner).
   Deadlines that expire during a pass wait for the next pass. The throttle
   is checked when a pass starts only, and any client's call carries on the
-  pass in progress. The full pass, when it is due, is still one O(N) call.
+  pass in progress. The full pass, when it is due, opens the pass and is
+  spread over its calls too: `limit` ids of active a call at most (LRANGE
+  from the right end, ZMSCORE), its place in deadline-pass; the pass's
+  timestamp is taken when it is done, so what it indexed as due is read by
+  the same pass. A job that leaves active meanwhile shifts the ids still to
+  walk by one, so one may be missed and found by the next full pass.
 
   Missing entries. A job in active without an entry (a worker running
   moveToActive-11.lua beside this protocol, a script stopped half way, an
@@ -88,10 +96,11 @@
   full pass interval (its throttle key), when ZCARD deadlines differs from
   LLEN active, every id of active is looked up (ZMSCORE, 5000 a call) and one
   without an entry is indexed as due now (lockless) or when its lock expires.
-  The expired scan of the same call then marks a lockless one, and the next
-  sweep reclaims it: found within one full pass interval of going missing,
+  The expired scan of the same call (or pass) then marks a lockless one, and
+  the next sweep reclaims it: found within one full pass interval of going missing,
   reclaimed within two. The full pass is O(N), once a full pass interval, and
-  only when the counts differ; equal counts with a missing entry and a stale
+  only when the counts differ (one call without a limit, spread over the
+  pass's calls with one); equal counts with a missing entry and a stale
   one (an id that left active by another protocol's script) wait until the
   stale entry has expired and been cleared (two sweeps after it expires).
 ]]
@@ -113,12 +122,14 @@ local passKey = prefix .. "deadline-pass"
 -- When a lock without expiry is looked at again.
 local recheckMs = fullMs > 0 and fullMs or DEFAULT_FULL_MS
 
--- A limited pass in progress: its timestamp, the score it stopped at and the entries of
--- that score it left in place; none: this call starts a sweep (or a pass).
-local pass = limit > 0 and redis.call("HMGET", passKey, "now", "score", "kept") or {}
+-- A limited pass in progress: how far its full pass has walked active from the right end,
+-- or its timestamp, the score it stopped at and the entries of that score it left in place;
+-- none of them: this call starts a sweep (or a pass).
+local pass = limit > 0 and redis.call("HMGET", passKey, "full", "now", "score", "kept") or {}
+local fullAt = tonumber(pass[1])
 -- Scores are kept as Redis wrote them: a number passed back would be formatted with %.14g.
-local passNow, atScore, keptAt = pass[1], pass[2], tonumber(pass[3]) or 0
-if not passNow and throttled(k, args) then
+local passNow, atScore, keptAt = pass[2], pass[3], tonumber(pass[4]) or 0
+if not fullAt and not passNow and throttled(k, args) then
   return {{}, {}}
 end
 
@@ -131,24 +142,26 @@ local function lockDue(jobId)
   return now + (ttl == -1 and recheckMs or ttl)
 end
 
--- The full pass: index every id of active that has no entry.
-local function fullPass()
+-- True when the full pass is due: its interval has passed (the interval starts again now)
+-- and the index and active differ in length.
+local function fullPassDue()
   if fullMs > 0 then
     if redis.call("EXISTS", prefix .. "deadline-full") == 1 then
-      return
+      return false
     end
     redis.call("SET", prefix .. "deadline-full", now, "PX", fullMs)
   end
-  if redis.call("ZCARD", deadlines) == redis.call("LLEN", k.active) then
-    return
-  end
-  local active = redis.call("LRANGE", k.active, 0, -1)
-  for from = 1, #active, LOOKUP_BATCH do
-    local to = math.min(from + LOOKUP_BATCH - 1, #active)
-    local scores = redis.call("ZMSCORE", deadlines, unpack(active, from, to))
+  return redis.call("ZCARD", deadlines) ~= redis.call("LLEN", k.active)
+end
+
+-- Indexes each of `ids` (of active) that has no entry: due now when its lock is gone.
+local function indexMissing(ids)
+  for from = 1, #ids, LOOKUP_BATCH do
+    local to = math.min(from + LOOKUP_BATCH - 1, #ids)
+    local scores = redis.call("ZMSCORE", deadlines, unpack(ids, from, to))
     for i, score in ipairs(scores) do
       if not score then
-        local jobId = active[from + i - 1]
+        local jobId = ids[from + i - 1]
         redis.call("ZADD", deadlines, lockDue(jobId) or now, jobId)
       end
     end
@@ -253,19 +266,47 @@ local function settle(due)
   return failed, moved, stays
 end
 
-if limit <= 0 then -- one call: every expired deadline
-  fullPass()
+if limit <= 0 then -- one call: the full pass when due, then every expired deadline
+  if fullPassDue() then
+    indexMissing(redis.call("LRANGE", k.active, 0, -1))
+  end
   local failed, moved = settle(redis.call("ZRANGEBYSCORE", deadlines, "-inf", now))
   return {failed, moved}
 end
 
-if not passNow then -- a pass starts
-  fullPass()
-  passNow = ARGV[3]
-end
-
 local spent = budgetSpent(budgetUs)
-local failed, moved, read, ended = {}, {}, 0, false
+local read = 0 -- ids this call has read: of active (the full pass), then expired deadlines
+if not fullAt and not passNow and fullPassDue() then
+  fullAt = 0 -- the pass starts with a full pass
+end
+if fullAt then
+  -- The full pass a chunk at a time from the right (oldest) end, where fetches do not move
+  -- what is left to walk; a job that leaves active meanwhile shifts the rest by one, so one
+  -- id may be missed, to be found by the next full pass.
+  while read < limit do
+    if read > 0 and spent() then
+      break
+    end
+    local take = math.min(CHUNK, limit - read)
+    local ids = redis.call("LRANGE", k.active, -(fullAt + take), -(fullAt + 1))
+    indexMissing(ids)
+    fullAt, read = fullAt + #ids, read + #ids
+    if #ids < take then
+      fullAt = nil -- walked to the left end
+      break
+    end
+  end
+  if fullAt then
+    redis.call("HSET", passKey, "full", fullAt)
+    return {{}, {}, math.max(1, redis.call("LLEN", k.active) - fullAt)}
+  end
+  redis.call("HDEL", passKey, "full")
+end
+-- The expired deadlines: those of the pass's timestamp, taken once its full pass is done, so
+-- what that indexed as due is read by the same pass.
+passNow = passNow or ARGV[3]
+
+local failed, moved, ended = {}, {}, false
 while read < limit do
   if read > 0 and spent() then
     break
@@ -297,11 +338,15 @@ while read < limit do
 end
 local left = 0
 if not ended then
-  left = redis.call("ZCOUNT", deadlines, atScore, passNow) - keptAt
+  left = redis.call("ZCOUNT", deadlines, atScore or "-inf", passNow) - keptAt
 end
 if left <= 0 then
   redis.call("DEL", passKey)
   return {failed, moved}
 end
-redis.call("HSET", passKey, "now", passNow, "score", atScore, "kept", keptAt)
+if atScore then
+  redis.call("HSET", passKey, "now", passNow, "score", atScore, "kept", keptAt)
+else -- the full pass took the whole call: no deadline read yet
+  redis.call("HSET", passKey, "now", passNow)
+end
 return {failed, moved, left}

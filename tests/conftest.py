@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.harness.cluster import EmbeddedCluster
 from bench.harness.server import EmbeddedRedis
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Queue
@@ -24,6 +25,14 @@ def redis_server() -> Iterator[EmbeddedRedis]:
     source = os.environ.get("EMQ_TEST_REDIS_SOURCE", "auto")
     with EmbeddedRedis(source) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[EmbeddedCluster]:
+    """A Redis Cluster of three masters, started once for every test that only uses one (tests that
+    stop or break nodes start their own)."""
+    with EmbeddedCluster() as nodes:
+        yield nodes
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from bench.__main__ import main as bench_main
+from bench.bullmq_worker.node import NodePeer, find_peer
+from bench.bullmq_worker.plan import NODE_DRIVERS
 from bench.errors import BenchError
 from bench.harness.profile import Profile, SweepOptions
 from bench.protocol.bullmq_package import REQUIRED_VERSION
@@ -99,7 +101,8 @@ def test_bullmqs_own_worker_and_the_suites_loops_process_a_prefilled_queue(
     monkeypatch.setenv("REDIS_URL", settings.url)
     conf = tmp_path / "bw.conf"
     keys = ["protocols = bullmq", "bullmq-worker-concurrency = 8", "bullmq-worker-jobs = 1100"]
-    conf.write_text("\n".join([*keys, "bullmq-worker-reps = 1", ""]))
+    conf.write_text("\n".join([*keys, "bullmq-worker-reps = 1", "bullmq-worker-window-s = 0", ""]))
+    peer = find_peer()  # BullMQ's Node package runs beside when node can run it, and says why not
     results = tmp_path / "results"
     assert (
         bench_main(["run", "--profile", str(conf), "--stages", "bullmq_worker", "--results", str(results)])
@@ -107,9 +110,11 @@ def test_bullmqs_own_worker_and_the_suites_loops_process_a_prefilled_queue(
     )
     [run_dir] = list(results.iterdir())
     rows = {r["driver"]: r for r in rows_of(run_dir / "bullmq_worker.csv")}
-    assert set(rows) == {"bullmq_worker", "fused", "two_call"}
+    node_drivers = set(NODE_DRIVERS) if isinstance(peer, NodePeer) else set()
+    assert set(rows) == {"bullmq_worker", "fused", "two_call", *node_drivers}
     for row in rows.values():
-        assert row["protocol"] == "bullmq" and row["audit_ok"] == "True" and row["jobs"] == "100"
+        assert row["protocol"] == "bullmq" and row["audit_ok"] == "True" and row["prefilled_jobs"] == "1100"
+        assert row["jobs"] == "100" or row["driver"] in node_drivers  # Node's window: see test_bullmq_node
         assert float(row["jobs_per_s"]) > 0 and float(row["client_cpu_us_per_job"]) > 0
         assert float(row["foreign_cpu_pct"]) >= 0 and row["contended"] in ("True", "False")  # watched
     assert rows["bullmq_worker"]["concurrency"] == "8"
@@ -123,6 +128,20 @@ def test_bullmqs_own_worker_and_the_suites_loops_process_a_prefilled_queue(
     assert meta["bullmq_worker"]["scripts_called"] == {
         "moveToActive-11.lua": shas["move_to_active"], "moveToFinished-14.lua": shas["move_to_finished"],
     }  # fmt: skip
+    assert meta["bullmq_worker"]["python_bullmq"] == REQUIRED_VERSION
+    node = meta["bullmq_worker"]["node"]
+    if not isinstance(peer, NodePeer):
+        assert node == {"absent": peer}
+        return
+    assert (node["bullmq"], node["ioredis"], node["node"]) == (peer.bullmq, peer.ioredis, peer.node_version)
+    called = node["scripts_called"]  # the Node package's own SHAs, not the Python port's
+    assert {"moveToActive-11.lua", "moveToFinished-14.lua", "moveStalledJobsToWait-9.lua"} <= set(called)
+    assert called == {name: peer.scripts[name] for name in called}
+    assert (
+        float(rows["node_worker"]["redis_calls_per_job"])
+        < 1.5
+        < float(rows["node_manual_two_call"]["redis_calls_per_job"])
+    )
 
 
 def test_the_bullmq_worker_stage_is_skipped_without_bullmq(tmp_path: Path, settings, monkeypatch):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -22,12 +21,6 @@ from bench.protocol.queue import Producer, Queue, Worker
 from bench.run import execute
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[EmbeddedCluster]:
-    with EmbeddedCluster() as nodes:
-        yield nodes
 
 
 # CROSSSLOT as the server says it, as redis-py reports it, and redis-py's own refusal.
@@ -113,6 +106,7 @@ def _tiny_cluster_profile(folder: Path, **keys: object) -> Path:
 
 @pytest.mark.locust
 @pytest.mark.slow
+@pytest.mark.timeout(120)  # four stages on three masters: past a minute on a loaded 2-core machine
 def test_every_stage_at_smoke_size_on_the_cluster(
     tmp_path: Path, cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch
 ):

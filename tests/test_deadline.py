@@ -715,3 +715,34 @@ def test_a_limited_pass_among_live_jobs_reclaims_exactly_the_stalled_and_keeps_t
         assert limited_pass(queue, 7) == [(0, [])]  # nothing due: one call, a pass
     finally:
         queue.delete()
+
+
+def test_a_limited_pass_spreads_its_full_pass_over_calls_and_reads_what_it_indexed(client: Client):
+    limit, size = 150, 1000
+    queue = Queue.open(client, f"t-{uuid.uuid4().hex[:10]}", protocol=EchoMQDeadline(full_pass_ms=0))
+    try:
+        c, k = queue.client, queue.keys
+        job_ids = [str(i) for i in range(size)]
+        c.lpush(k.active, *job_ids)  # in active, no entry, no lock: found only by the full pass
+        c.zadd(deadlines_key(k), {"live": now_ms() + LOCK_MS})  # one entry: the counts differ
+        c.lpush(k.active, "live")
+        c.set(k.lock("live"), "w", px=LOCK_MS)
+        seen = []  # per call: entries indexed plus marks added, all ids it read
+        while True:
+            entries, marks = c.zcard(deadlines_key(k)), c.scard(k.stalled)
+            call = queue.protocol.sliced_sweep(
+                k, max_stalled=5, now_ms=now_ms(), interval_ms=0, cut=SweepSlice(limit, 0)
+            )
+            reply = queue.call(call)
+            seen.append(c.zcard(deadlines_key(k)) - entries + c.scard(k.stalled) - marks)
+            if len(reply) < 3:
+                break
+        # the walk reads 1,001 ids of active (1,000 indexed), then the pass marks the 1,000 due
+        assert all(n <= limit for n in seen) and sum(seen) == 2 * size
+        assert len(seen) == -(-(size + 1 + size) // limit)
+        assert c.scard(k.stalled) == size and c.zcard(deadlines_key(k)) == size + 1
+        moved = [j for _, got in limited_pass(queue, limit) for j in got]
+        assert sorted(moved) == sorted(job_ids)  # the next pass reclaims each once
+        assert ids(c.lrange(k.active, 0, -1)) == ["live"] and marked(queue) == []
+    finally:
+        queue.delete()

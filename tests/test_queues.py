@@ -5,7 +5,6 @@ the run's whole), every queue audited."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,12 +25,6 @@ from tests.test_finish_fetch import QUICK, _raw_settings
 
 THREE = dataclasses.replace(QUICK, producers=3, workers=(3,), queues=(3,), measure_s=0.6)
 POINT = Point(workers=3, rtt_ms=0.0, queues=3)
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[EmbeddedCluster]:
-    with EmbeddedCluster() as nodes:
-        yield nodes
 
 
 def _parts_sum_to_the_whole(summary: dict, masters: int) -> None:

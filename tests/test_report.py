@@ -277,8 +277,7 @@ def test_ratio_is_nan_only_when_both_are_zero() -> None:
     assert len(rows) == 1 and math.isnan(rows.iloc[0]["ratio"]) and rows.iloc[0]["verdict"] == "same"
 
 
-@pytest.mark.slow
-def test_the_in_run_report_says_complete_with_the_finish_time(results: Path) -> None:
+def test_the_in_run_report_says_complete_with_the_finish_time(results: Path, figures_undrawn: None) -> None:
     from bench.harness.context import Progress, RunContext
     from bench.harness.profile import load_profile
     from bench.harness.server import ServerInfo

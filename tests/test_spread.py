@@ -28,17 +28,16 @@ def test_one_server_gets_plain_names():
 
 
 @pytest.mark.cluster
-def test_the_names_land_where_the_cluster_puts_them():
-    with EmbeddedCluster() as cluster:
-        client = RedisCluster.from_url(cluster.url)
-        try:
-            masters = sorted(client.get_primaries(), key=lambda n: n.port)
-            layout = [[r] for r in slot_ranges(3)]
-            by_port = dict(zip(cluster.ports, layout, strict=True))
-            ordered = [by_port[node.port] for node in masters]
-            names = spread_names("q", 6, ordered)
-            homes = {client.get_node_from_key(f"emq:{{{n}}}:wait").port for n in names}
-            assert homes == set(cluster.ports)
-            assert all(client.keyslot(f"emq:{{{n}}}:wait") == slot_of(n) for n in names)
-        finally:
-            client.close()
+def test_the_names_land_where_the_cluster_puts_them(cluster: EmbeddedCluster):
+    client = RedisCluster.from_url(cluster.url)
+    try:
+        masters = sorted(client.get_primaries(), key=lambda n: n.port)
+        layout = [[r] for r in slot_ranges(3)]
+        by_port = dict(zip(cluster.ports, layout, strict=True))
+        ordered = [by_port[node.port] for node in masters]
+        names = spread_names("q", 6, ordered)
+        homes = {client.get_node_from_key(f"emq:{{{n}}}:wait").port for n in names}
+        assert homes == set(cluster.ports)
+        assert all(client.keyslot(f"emq:{{{n}}}:wait") == slot_of(n) for n in names)
+    finally:
+        client.close()

@@ -68,6 +68,7 @@ class LocustUI:
         self.base = f"http://127.0.0.1:{self.port}"
         self.results = results
         self.log = log
+        self.queue = f"t-{uuid.uuid4().hex}"
         env = {**os.environ, "REDIS_URL": url, "EMQ_RESULTS_DIR": str(results)}
         command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--config", "profiles/smoke.conf"]
         command += [
@@ -76,7 +77,7 @@ class LocustUI:
             "--web-port",
             str(self.port),
             "--queue",
-            f"t-{uuid.uuid4().hex}",
+            self.queue,
         ]
         self.handle = log.open("w")
         self.process = subprocess.Popen(
@@ -267,3 +268,48 @@ def test_a_headless_user_count_that_differs_from_the_profile_is_refused(
     assert lines[-1].startswith("echomq-bench: error: -u 3 does not match producers 1 + workers 4 = 5")
     assert not any("Traceback" in line for line in lines)
     assert not list(tmp_path.glob("*"))  # refused before a test, so no folder
+
+
+def _ui_test(ui: LocustUI, strategy: str, keep: bool) -> dict[str, Any]:
+    """One short test started from the UI's form, to its end; its summary."""
+    form = {"Workers": "2", "Producers": "1", "Warm-up": "0.3", "Measured window": "1", "Jobs in flight": "1"}
+    started = _post(ui.base, "/swarm", {**form, "Strategy": strategy, "Keep queue": str(keep).lower()})
+    assert started["success"], started
+    pattern = f"*-locust-{strategy}/finish_fetch_summary.json"
+    wait_until(lambda: any(ui.results.glob(pattern)), 40, f"the {strategy} test's summary")
+    [path] = ui.results.glob(pattern)
+    wait_until(lambda: f"{path}" in ui.log.read_text(), 10, "the log to name the summary")
+    return dict(json.loads(path.read_text()))
+
+
+def test_a_ui_test_leaves_the_users_keys_as_they_were_and_none_of_its_own(
+    redis_server: EmbeddedRedis, client: Client, tmp_path: Path
+):
+    """A server holding keys of its own: a kept test's queue stays, the next test runs on a fresh
+    name (its audit counts its own jobs only), and once it stops its keys are gone; every key the
+    user had is as it was."""
+    client.set("user:counter", 41)
+    client.hset("user:profile", mapping={"name": "ada", "plan": "pro"})
+    client.rpush("user:inbox", *[f"m{i}" for i in range(30)])
+    client.zadd("user:scores", {f"p{i}": i for i in range(20)})
+    client.set("user:session", "x", ex=3600)
+    own = ["user:counter", "user:profile", "user:inbox", "user:scores", "user:session"]
+    dumps = {key: client.dump(key) for key in own}
+    before = client.dbsize()
+    ui = LocustUI(redis_server.url, tmp_path / "results", tmp_path / "locust.log")
+    try:
+        kept = _ui_test(ui, "fused", keep=True)
+        assert kept["settings"]["queue"] == ui.queue and kept["audit"]["ok"], kept["audit"]
+        with_kept = client.dbsize()
+        assert with_kept > before  # --keep-queue: the test's keys stay to inspect
+        second = _ui_test(ui, "two_call", keep=False)
+        # a fresh name: the kept queue's jobs are not this test's, and its audit does not count them
+        assert second["settings"]["queue"] == f"{ui.queue}-2" and second["audit"]["ok"], second["audit"]
+        wait_until(lambda: client.dbsize() == with_kept, 10, "the second test's keys to be deleted")
+        assert "deleted the test's" in ui.log.read_text()
+    finally:
+        ui.stop()
+    for key in client.scan_iter(match=f"*{{{ui.queue}}}*"):  # the kept test's, deleted by hand
+        client.delete(key)
+    assert client.dbsize() == before
+    assert {key: client.dump(key) for key in own} == dumps

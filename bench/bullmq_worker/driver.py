@@ -175,10 +175,11 @@ class DriverResult:
     calls: dict[str, int]
     usec: dict[str, int]
     errors: list[str]
+    scripts: dict[str, int] = field(default_factory=dict)  # the Node driver's EVALSHAs by script file
 
     @classmethod
-    def from_line(cls, line: str) -> DriverResult:
-        return cls(**json.loads(line))
+    def from_dict(cls, fields: dict[str, Any]) -> DriverResult:
+        return cls(**fields)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -124,7 +124,7 @@ def locust_command(
         "-u", str(users), "-r", str(max(users, 10) * 10),  # all spawned well inside the warm-up
         "--csv", str(prefix),
         "--summary-json", f"{prefix}_summary.json",
-        "--queue", queue,
+        "--queue", queue, "--keep-queue",  # this process audits the queue, then deletes it
         "--strategy", strategy,
         "--protocol", protocol,
         "--workers", str(point.workers),

@@ -128,15 +128,18 @@ class RaceOptions:
 
 @dataclass(frozen=True)
 class BullmqWorkerOptions:
-    """BullMQ's own asyncio Worker on a pre-filled queue, beside the suite's loops (runs when
-    bullmq is one of the profile's protocols)."""
+    """BullMQ's own workers (its Node package's, when node can run it, and its Python port's) on a
+    pre-filled queue, beside the suite's loops (runs when bullmq is one of the profile's protocols)."""
 
     bullmq_worker_concurrency: tuple[int, ...] = field(default=(1, 8, 50), metadata=_min(1))
-    # jobs a run; the first 1,000 are its warm-up, the window runs from the 1,000th to the last
+    # jobs a run at least; the first 1,000 are its warm-up, the window runs from the 1,000th to the last
     bullmq_worker_jobs: int = field(default=6000, metadata=_min(1001))
     bullmq_worker_reps: int = field(default=3, metadata=_min(1))
     # the processor sleeps this long a job (asyncio.sleep; 0 = a no-op processor)
     bullmq_worker_job_ms: float = field(default=0.0, metadata=_min(0))
+    # the shortest window a run should have: a run whose window was shorter runs again with its
+    # jobs sized from its rate, and the next repetition starts from that size (0: no sizing)
+    bullmq_worker_window_s: float = field(default=1.0, metadata=_min(0))
 
 
 SECTIONS = (FinishFetchOptions, SweepOptions, RaceOptions, BullmqWorkerOptions)

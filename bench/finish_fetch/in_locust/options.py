@@ -30,6 +30,7 @@ from bench.results import RESULTS_DIR, run_id
 SUMMARY_FILE = "finish_fetch_summary.json"
 
 DEFAULT_QUEUE = "emq-locust"
+KEEP_QUEUE = "Keep queue"  # the option's dest: the web UI's label for its checkbox
 
 # Profile keys this locustfile uses, shown in Locust's web UI with a label a person reads; the rest
 # are accepted but hidden. The web UI labels a field by its option's name (its argparse dest) and
@@ -148,6 +149,14 @@ def add_options(parser: Any) -> None:
         help="queue name; its keys share one hash tag",
     )
     parser.add_argument(
+        "--keep-queue",
+        dest=KEEP_QUEUE,
+        action="store_true",
+        default=False,
+        help="keep the test's queue keys in Redis after it stops, to inspect them; by default they are "
+        "deleted (a test starts on the first of QUEUE, QUEUE-2, ... that holds no keys)",
+    )
+    parser.add_argument(
         "--probe",
         action="store_true",
         help=configargparse.SUPPRESS,  # the latency-fidelity run: one user times a trivial EVALSHA
@@ -160,6 +169,11 @@ def add_options(parser: Any) -> None:
         "else a run folder of its own under results/)",
         include_in_web_ui=False,
     )
+
+
+def keep_queue(options: Any) -> bool:
+    """Whether the test's queue keys stay in Redis after it stops (--keep-queue, the UI's box)."""
+    return bool(getattr(options, KEEP_QUEUE, False))
 
 
 def run_settings(options: Any) -> RunSettings:

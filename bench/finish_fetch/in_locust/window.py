@@ -11,6 +11,7 @@ processes sent parts of it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import time
@@ -23,7 +24,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from bench.errors import first_line
 from bench.finish_fetch.in_locust.current import RECORDER, Current, control_settings
-from bench.finish_fetch.in_locust.options import summary_path
+from bench.finish_fetch.in_locust.options import keep_queue, summary_path
 from bench.finish_fetch.in_locust.server_watch import ServerWatch
 from bench.finish_fetch.loadstats import (
     Aggregate,
@@ -49,6 +50,11 @@ USERS_START_DEADLINE_S = 30.0  # the warm-up waits this long at most for every u
 USERS_POLL_S = 0.02
 EXIT_STOPPED = 3  # Locust's exit code when the run stopped early (Redis gone or restarted)
 EXIT_INTERRUPTED = 130  # ... when Ctrl-C (SIGINT) stopped it
+FRESH_QUEUE_TRIES = 100  # <queue>, <queue>-2, ... <queue>-100: the names a test may start on
+
+
+def _candidates(queue: str) -> list[str]:
+    return [queue, *(f"{queue}-{n}" for n in range(2, FRESH_QUEUE_TRIES + 1))]
 
 
 def role_of(environment: Environment) -> str:
@@ -114,6 +120,7 @@ class Controller:
             run_id = str(self.client.info("server")["run_id"])  # so a restart from here on is seen
         self.home, self.run_ids, self.queues = {}, {}, []
         with contextlib.suppress(redis.RedisError):  # a server away: the users' start says why
+            run = self._on_fresh_queue(run)
             names = queue_names(self.client, run.queue, run.queues)
             self.home = homes(self.client, names)
             self.run_ids = master_run_ids(self.client)
@@ -126,6 +133,48 @@ class Controller:
         auto_quit = bool(options is not None and options.headless and not options.run_time)
         self.timers = [gevent.spawn(self._window, run, auto_quit), gevent.spawn(self.watch.run)]
         log.info("echomq: %s, warm-up %gs then measuring", run.strategy, run.warmup_s)
+
+    def _on_fresh_queue(self, run: RunSettings) -> RunSettings:
+        """The test on the first of <queue>, <queue>-2, ... none of whose queues holds a key, so its
+        audit counts its own jobs only (a test before it in this web UI session, or a kept one,
+        left none there). Every process's users read the name: this one's from Current.run, a
+        worker's from the options the spawn message carries (sent after test_start)."""
+        assert self.client is not None
+        name = next((n for n in _candidates(run.queue) if not self._holds_keys(n, run)), None)
+        if name is None:
+            last = _candidates(run.queue)[-1]
+            log.error("echomq: queues %s to %s all hold keys: the audit counts theirs too; name another "
+                      "with --queue, or delete them", run.queue, last)  # fmt: skip
+        elif name != run.queue:
+            log.info("echomq: queue %s holds keys of an earlier test: this test runs on %s", run.queue, name)
+            run = dataclasses.replace(run, queue=name)
+            Current.run = run
+            options = self.environment.parsed_options
+            if options is not None:
+                options.Queue = name
+        return run
+
+    def _holds_keys(self, name: str, run: RunSettings) -> bool:
+        assert self.client is not None
+        queues = (
+            Queue.open(self.client, q, protocol=run.protocol)
+            for q in queue_names(self.client, name, run.queues)
+        )
+        return any(next(queue.key_names(), None) is not None for queue in queues)
+
+    def _delete_queues(self) -> None:
+        """The test's queue keys deleted once its summary is written, unless --keep-queue: a test
+        leaves nothing of its own in the user's Redis (in distributed mode the workers' users
+        have stopped: the master waited for their final reports)."""
+        if keep_queue(self.environment.parsed_options) or not self.queues:
+            return
+        try:
+            deleted = sum(queue.delete() for queue in self.queues)
+        except redis.RedisError as exc:
+            log.error("echomq: the test's queue keys could not be deleted: %s", first_line(exc))
+            return
+        names = ", ".join(q.keys.name for q in self.queues)
+        log.info("echomq: deleted the test's %d keys (queue %s); --keep-queue keeps them", deleted, names)
 
     def _window(self, run: RunSettings, auto_quit: bool) -> None:
         """Warm-up, window, (quit): timed from when every user runs, not from test_start.
@@ -264,6 +313,7 @@ class Controller:
             # Stopped before the window opened: the summary still says why (stage.py reads it).
             assert Current.run is not None
             write_summary(unmeasured_summary(Current.run, self._mode(), self.aborted), path)
+            self._delete_queues()
             return
         deadline = time.monotonic() + FINAL_REPORT_WAIT_S
         while self._awaited() and time.monotonic() < deadline:
@@ -272,6 +322,7 @@ class Controller:
             self.aggregate.absorb(_process_id(environment), "master", self.own.take(), final=True)
         write_summary(self.summary(), path)
         self.window = None
+        self._delete_queues()
 
     def _mode(self) -> str:
         return "distributed" if self.distributed else "local"
