@@ -135,6 +135,8 @@ def test_eight_jobs_in_flight_on_one_worker_share_round_trips_and_both_drivers_c
     raw = run_raw(settings, _raw_settings(QUICK, strategy, point))
     assert raw["audit"]["ok"], raw["audit"]
     _check_counts(raw, strategy, point)
+    # the raw driver's window edges wait for every thread's step: the server saw exactly its calls
+    assert raw["derived"]["server_commands_per_job"] == raw["derived"]["commands_per_job"], raw["counters"]
     # the same loops count the same things, whoever drives them
     assert set(raw["derived"]) == set(run.summary["derived"])
     for summary in (raw, run.summary):
