@@ -194,3 +194,21 @@ def test_make_venv_goes_on_without_node_or_when_npm_fails(tmp_path):
     done = make_node_step(str(broken))
     assert done.returncode == 0, done.stderr
     assert "npm ci failed in peers/bullmq-node: BullMQ's Node rows are left out" in done.stdout
+
+
+def test_the_report_says_why_the_node_rows_are_absent_or_which_scripts_node_sent():
+    from bench.report.sections.bullmq_worker import versions_lines
+
+    reason = "node is not on PATH: install Node.js 18 or newer, then run make venv"
+    assert versions_lines({"node": {"absent": reason}}) == [
+        f"> **No Node rows**: BullMQ's Node package did not run here: {reason}.",
+        "",
+    ]
+    about = {"python_bullmq": "3.4.4", "node": {"bullmq": "6.7.0", "ioredis": "5.11.1", "node": "20.1.0",
+             "scripts_called": {"moveToActive-11.lua": "d96c", "moveToFinished-14.lua": "6966"}}}  # fmt: skip
+    [line, _] = versions_lines(about)
+    assert line.startswith(
+        "BullMQ's Node package 6.7.0 (ioredis 5.11.1, node 20.1.0); its Python port 3.4.4."
+    )
+    assert line.endswith("`moveToActive-11.lua` `d96c`, `moveToFinished-14.lua` `6966`.")
+    assert versions_lines({}) == []  # a run from before the Node package: nothing said

@@ -223,6 +223,7 @@ def test_the_check_names_the_hog(hog) -> None:
     check = check_machine(all_but(hog))
     assert check.contended
     assert check.busiest[0].pid == hog.pid
+    assert not {b.pid for b in check.busiest} & check.sample.own_pids  # only foreign ones are named
     warning = check.warning()
     assert warning is not None and "\n" not in warning
     assert f"pid {hog.pid} " in warning and "% of a core" in warning

@@ -23,7 +23,7 @@ import pytest
 
 from bench.harness.server import EmbeddedRedis
 from bench.paths import LOCUSTFILE, REPO
-from bench.protocol.connection import Client
+from bench.protocol.connection import Client, RedisSettings
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.locust
@@ -106,27 +106,38 @@ class LocustUI:
         self.handle.close()
 
 
-@pytest.fixture
-def password_url(client: Client, redis_server: EmbeddedRedis) -> Iterator[str]:
+@pytest.fixture(scope="module")
+def password_url(settings: RedisSettings, redis_server: EmbeddedRedis) -> Iterator[str]:
     """A user with a password on the test server (the default user stays as it was)."""
     user = f"ux{uuid.uuid4().hex[:6]}"
+    client = settings.connect()
     client.execute_command("ACL", "SETUSER", user, "on", f">{PASSWORD}", "~*", "&*", "+@all")
     host_port = redis_server.url.removeprefix("redis://").split("/")[0]
     try:
         yield f"redis://{user}:{PASSWORD}@{host_port}/0"
     finally:
         client.execute_command("ACL", "DELUSER", user)
+        client.close()
 
 
-@pytest.fixture
-def ui(password_url: str, tmp_path: Path) -> Iterator[LocustUI]:
-    started = LocustUI(password_url, tmp_path / "results", tmp_path / "locust.log")
+@pytest.fixture(scope="module")
+def ui(password_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocustUI]:
+    """One Locust web UI for the module's tests of it: a refused start first, then a whole test."""
+    folder = tmp_path_factory.mktemp("ui")
+    started = LocustUI(password_url, folder / "results", folder / "locust.log")
     yield started
     started.stop()
 
 
 def _all_answers(ui: LocustUI) -> dict[str, str]:
     return {path: _get(ui.base, path) for path in GET_ROUTES}
+
+
+def test_a_start_with_a_bad_setting_is_refused_with_the_reason(ui: LocustUI):
+    # before the module's other test of the same UI starts a run: no user has started yet
+    refused = _post(ui.base, "/swarm", {"Workers": "two"})
+    assert not refused["success"] and "'two' is not a whole number" in refused["message"], refused
+    assert json.loads(_get(ui.base, "/stats/requests"))["user_count"] == 0
 
 
 @pytest.mark.slow
@@ -203,12 +214,6 @@ def test_the_ui_never_sends_the_password_and_its_tab_shows_us_percentiles_and_jo
         for path, text in answers.items():
             assert PASSWORD not in text, f"{when} the run, {path} holds the password"
     assert PASSWORD not in ui.log.read_text()
-
-
-def test_a_start_with_a_bad_setting_is_refused_with_the_reason(ui: LocustUI):
-    refused = _post(ui.base, "/swarm", {"Workers": "two"})
-    assert not refused["success"] and "'two' is not a whole number" in refused["message"], refused
-    assert json.loads(_get(ui.base, "/stats/requests"))["user_count"] == 0
 
 
 @pytest.mark.slow

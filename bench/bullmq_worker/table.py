@@ -44,8 +44,8 @@ def ratio_lines(rows: Sequence[BullmqWorkerRow]) -> list[str]:
 def table(rows: Sequence[BullmqWorkerRow], node_absent: str | None = None) -> str:
     """Medians over repetitions per driver and concurrency, then the paired ratios."""
     lines = [
-        f"BullMQ's own workers beside the suite's loops over its scripts (window: completion "
-        f"{WINDOW_FROM:,} to the last; medians [min-max] of the repetitions)",
+        "BullMQ's own workers beside the suite's loops over its scripts",
+        f"(window: completion {WINDOW_FROM:,} to the last; medians [min-max] of the repetitions)",
         f"  {'driver':<21}{'conc':>5}{'jobs/s':>20}{'win s':>7}{'cpu µs':>8}{'calls':>7}"
         f"{'redis µs':>9}  audit  busy",
     ]
@@ -70,6 +70,6 @@ def table(rows: Sequence[BullmqWorkerRow], node_absent: str | None = None) -> st
         worst = max(r.foreign_cpu_pct or 0.0 for r in contended)
         lines.append(
             f"  CONTENDED: {len(contended)} of {len(rows)} runs shared the machine with other work "
-            f"(foreign CPU up to {worst:.0f}% of a core): their figures are not comparable"
+            f"(foreign CPU up to {worst:.0f}% of a core):\n  their figures are not comparable"
         )
     return "\n".join(lines)

@@ -22,6 +22,7 @@ from hdrh.histogram import HdrHistogram
 from bench import hdr
 from bench.errors import ProtocolError
 from bench.protocol.queue import Queue, _text
+from bench.protocol.refusal import refusal
 
 ERROR_PREFIX = "errors:"  # a counter a kind of failed call: errors:timeout, errors:connection, ...
 FOLLOWED_PREFIX = "followed:"  # a counter a kind of cluster redirect followed: followed:moved, ...
@@ -29,6 +30,9 @@ FOLLOWED_PREFIX = "followed:"  # a counter a kind of cluster redirect followed: 
 
 def error_kind(exc: BaseException) -> str:
     """The kind a failed call is counted under in the summary's ``errors_by_kind``."""
+    found = refusal(exc)
+    if found is not None:
+        return found.kind  # oom, readonly, noperm, ...: the run stops on it (protocol/refusal.py)
     if isinstance(exc, redis.TimeoutError):
         return "timeout"  # the reply did not come within the socket timeout; the call is not re-sent
     if isinstance(exc, redis.exceptions.NoScriptError):

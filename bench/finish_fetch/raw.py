@@ -28,6 +28,7 @@ from bench.protocol.audit import audit_queues, master_run_ids
 from bench.protocol.commandstats import added, read_per_master
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Queue
+from bench.protocol.refusal import LOADING_WAIT_S, ServerRefused, refusal, refusal_line
 from bench.protocol.spread import homes, queue_names
 
 JOIN_ALLOWANCE_S = 5.0  # past the socket timeout, how long a thread may take to notice the stop
@@ -114,6 +115,8 @@ class RawRun:
         self.clients: list[Client] = []
         self.threads: list[threading.Thread] = []
         self.names: list[str] = []  # the run's queues (queue_names), known once measure starts
+        self.refused: ServerRefused | None = None  # a reply every later call gets too: all stop
+        self.loading_since: float | None = None
 
     def _queue(self, index: int = 0) -> Queue:
         """A connection of its own on the index-th queue (round robin: users spread evenly)."""
@@ -125,12 +128,34 @@ class RawRun:
     def _start(self, name: str, step: Any) -> None:
         thread = threading.Thread(
             target=run_steps,
-            args=(self.edge.step(step), self.recorder, self.stopping.is_set),
+            args=(self.edge.step(step), self.recorder, self.stopping.is_set, self._on_error),
             name=name,
             daemon=True,
         )
         self.threads.append(thread)
         thread.start()
+
+    def _on_error(self, exc: BaseException) -> None:
+        """A refusal (OOM, READONLY, ...; LOADING once it lasted LOADING_WAIT_S) stops every thread."""
+        found = refusal(exc)
+        if found is None or self.refused is not None:
+            self.loading_since = None
+            return
+        if found.kind == "loading":
+            self.loading_since = self.loading_since or time.monotonic()
+            if time.monotonic() - self.loading_since < LOADING_WAIT_S:
+                return
+        client = self.settings.connect()
+        try:
+            self.refused = ServerRefused(refusal_line(found, self.settings.where, client), found.kind)
+        finally:
+            client.close()
+        self.stopping.set()
+
+    def _sleep(self, seconds: float) -> None:
+        """Warm-up or window: cut short when a refusal stopped the threads."""
+        if self.stopping.wait(seconds) and self.refused is not None:
+            raise self.refused  # the caller's finally stops the threads
 
     def measure(self) -> dict[str, Any]:
         """The run's summary (summary.py's shape, ``mode: raw``), audited after every thread stopped."""
@@ -145,12 +170,12 @@ class RawRun:
                 self._start(f"producer-{p}", loop.step)
             for w in range(self.run.workers):
                 self._start(f"worker-{w}", WorkerDriver(self._queue(w), self.run, self.recorder).step)
-            time.sleep(self.run.warmup_s)
+            self._sleep(self.run.warmup_s)
             with self.edge.held(len(self.threads)):
                 before = read_per_master(control.client), redis_cpu_seconds(control.client.info("cpu"))
                 self.recorder.reset(1)
                 started = time.perf_counter()
-            time.sleep(self.run.measure_s)
+            self._sleep(self.run.measure_s)
             with self.edge.held(len(self.threads)):
                 self.recorder.freeze()
                 window_s = time.perf_counter() - started

@@ -49,6 +49,7 @@ from bench.finish_fetch.table import TableRow, table
 from bench.finish_fetch_goals import BOUND_STRATEGIES, goal_lines
 from bench.harness.context import RunContext
 from bench.harness.profile import FinishFetchOptions, Profile
+from bench.protocol.refusal import ServerRefused, refused
 from bench.results import (
     FINISH_FETCH_COLUMNS,
     FINISH_FETCH_QUEUE_COLUMNS,
@@ -241,7 +242,9 @@ def _raw_run(
     try:
         summary = run_raw(ctx.settings, run)
     except redis.RedisError as exc:
-        raise BenchError(f"raw driver run {strategy} {point.label} failed: {first_line(exc)}") from None
+        raise refused(exc, ctx.settings.where) or BenchError(
+            f"raw driver run {strategy} {point.label} failed: {first_line(exc)}"
+        ) from None
     write_json(ctx.run_dir / RAW_DIR / f"{point_id(protocol, strategy, point)}_summary.json", summary)
     return summary
 
@@ -275,7 +278,9 @@ def _reference_run(
     try:
         reference = run_reference(ctx.settings, run)
     except redis.RedisError as exc:
-        raise BenchError(f"reference run {strategy} {point.label} failed: {first_line(exc)}") from None
+        raise refused(exc, ctx.settings.where) or BenchError(
+            f"reference run {strategy} {point.label} failed: {first_line(exc)}"
+        ) from None
     path = ctx.run_dir / RAW_DIR / f"{point_id(protocol, strategy, point)}_reference.json"
     write_json(path, {"settings": run.as_dict(), **reference.as_dict()})
     return reference
@@ -299,7 +304,9 @@ def _fidelity(ctx: RunContext, opts: FinishFetchOptions) -> Fidelity:
     try:
         plain = measure_plain(ctx.settings, name, opts.fidelity_calls, ctx.server.binary)
     except redis.RedisError as exc:
-        raise BenchError(f"latency fidelity check failed: {first_line(exc)}") from None
+        raise refused(exc, ctx.settings.where) or BenchError(
+            f"latency fidelity check failed: {first_line(exc)}"
+        ) from None
     summary = run_probe(ctx.settings, opts, ctx.run_dir)
     probe = summary["percentiles_us"].get(PROBE_METRIC, {})
     p50 = probe.get("p50")
@@ -341,6 +348,8 @@ def _stop_if_stopped(run: RunResult, run_dir: Path) -> None:
         return
     if reason == INTERRUPTED:
         raise KeyboardInterrupt
+    if run.summary.get("refused"):  # its line says what the server refused and what to do
+        raise ServerRefused(reason, str(run.summary["refused"]))
     lead = "" if run.protocol == "echomq" else f"{run.protocol} "
     which = f"{lead}{run.strategy} {run.point.label} rep {run.rep}"
     raise BenchError(f"finish_fetch run {which} stopped: {reason}; what it measured is in {run_dir}")

@@ -148,6 +148,7 @@ def build_summary(
     missing_processes: list[str],
     *,
     aborted: str | None = None,
+    refused: str | None = None,
     server_error: str | None = None,
     audit: dict[str, Any] | None = None,
     window_clock: tuple[float, float] | None = None,
@@ -156,7 +157,8 @@ def build_summary(
 ) -> dict[str, Any]:
     """The run's summary: settings, merged histograms, per-process parts, headline figures.
 
-    ``aborted`` says why the window ended early (the run is then incomplete),
+    ``aborted`` says why the window ended early (the run is then incomplete), ``refused`` the kind
+    of refusal (protocol/refusal.py) when a reply every later call would get too ended it,
     ``server_error`` why the server's own figures are missing, ``audit`` the
     queue's audit when this process could take it (a run of one process),
     ``window_clock`` the window's open and close on CLOCK_MONOTONIC (so the stage's
@@ -173,6 +175,7 @@ def build_summary(
         "window_clock_s": list(window_clock) if window_clock else None,
         "complete": not missing_processes and aborted is None,
         "aborted": aborted,
+        "refused": refused,
         "missing_processes": missing_processes,
         "stale_reports_dropped": aggregate.stale_reports,
         "server_error": server_error,
@@ -198,7 +201,15 @@ def build_summary(
     return summary
 
 
-def unmeasured_summary(run: RunSettings, mode: str, aborted: str | None) -> dict[str, Any]:
+def refused_verdict(kind: str) -> str:
+    """The audit's verdict on a run a refusal ended: its queues hold what the server let in, not
+    the run's jobs, so counting them would judge the server's refusals."""
+    return f"not audited: the server refused the run's calls ({kind}), so its queues are not the run's"
+
+
+def unmeasured_summary(
+    run: RunSettings, mode: str, aborted: str | None, refused: str | None = None
+) -> dict[str, Any]:
     """The summary of a run that stopped before its window opened: no figures, only why."""
     return {
         "kind": SUMMARY_KIND,
@@ -208,6 +219,7 @@ def unmeasured_summary(run: RunSettings, mode: str, aborted: str | None) -> dict
         "measured": False,
         "complete": False,
         "aborted": aborted or WARM_UP_ONLY,
+        "refused": refused,
     }
 
 
