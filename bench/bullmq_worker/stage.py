@@ -29,7 +29,7 @@ from typing import Any
 
 from bench.bullmq_worker.driver import PROGRAM, URL_ENV, WINDOW_FROM, DriverResult
 from bench.bullmq_worker.node import NodePeer, find_peer
-from bench.bullmq_worker.plan import SIZING_ATTEMPTS, Run, jobs_for, runs_of, short_window
+from bench.bullmq_worker.plan import SIZING_ATTEMPTS, WINDOW_MARGIN, Run, jobs_for, runs_of, short_window
 from bench.bullmq_worker.rows import PROTOCOL, csv_row
 from bench.bullmq_worker.table import table
 from bench.errors import BenchError
@@ -49,6 +49,7 @@ CSV_NAME = "bullmq_worker.csv"
 FILL_CHUNK = 1000  # jobs a pipeline while pre-filling
 START_ALLOWANCE_S = 60.0  # the driver's imports, connections and close
 SLOWEST_JOB_S = 0.05  # a run gets this long a job (at concurrency 1), beyond its sleeps
+RUN_OVERHEAD_S = 4.0  # for the ETA: a driver's start, its queue's fill and audit, its warm-up
 OPTIONS = (
     "BullMQ Worker defaults: lock 30 s, every completed job kept (removeOnComplete unset), no metrics, "
     "no limiter, maxStalledCount 1, stalledInterval 30 s; a no-op processor unless job_ms > 0"
@@ -66,6 +67,21 @@ def called_scripts() -> dict[str, str]:
         files[step]: hashlib.sha1(sources[step].encode()).hexdigest()
         for step in ("move_to_active", "move_to_finished")
     }
+
+
+def point_seconds(profile: Profile) -> tuple[float, ...]:
+    """The seconds each run should take, in order, for the run's ETA: a driver's start, fill and
+    audit, its warm-up and a window sized for bullmq-worker-window-s, its jobs' holds."""
+    if PROTOCOL not in profile.protocols:
+        return ()
+    options = profile.bullmq_worker
+    runs = runs_of(options, node=isinstance(find_peer(), NodePeer))
+    window_s = max(options.bullmq_worker_window_s * WINDOW_MARGIN, 1.0)
+    held_s = options.bullmq_worker_jobs * options.bullmq_worker_job_ms / 1000.0
+    return (
+        tuple(RUN_OVERHEAD_S + window_s + held_s / run.concurrency for run in runs)
+        * options.bullmq_worker_reps
+    )
 
 
 def check_profile(profile: Profile) -> None:
@@ -226,7 +242,7 @@ def run_stage(ctx: RunContext) -> None:
             note = "" if row.audit_ok else ", AUDIT FAILED"
             if row.contended:
                 note += f", contended ({row.foreign_cpu_pct:.0f}% foreign CPU)"
-            ctx.progress(
+            ctx.progress.step(
                 f"{run.label} rep {rep}: {row.jobs_per_s:.0f} jobs/s in {row.duration_s:.2f} s, "
                 f"{row.client_cpu_us_per_job:.0f} µs CPU, {row.redis_calls_per_job:.2f} calls a job{note}"
             )
