@@ -233,10 +233,9 @@ def run_stage(ctx: RunContext) -> None:
     update_meta(ctx.run_dir, bullmq_worker={**about, "node": node_record(found, called)})
     rows: list[BullmqWorkerRow] = []
     rates: dict[Run, float] = {}  # each run's last jobs/s: the next one's size
-    total = len(runs) * options.bullmq_worker_reps
     for rep in range(1, options.bullmq_worker_reps + 1):
         for run in runs:  # A B C A B C: drift hits every driver alike
-            ctx.progress(f"run {len(rows) + 1}/{total}: {run.label} rep {rep}")
+            ctx.progress(f"{run.label} rep {rep}")  # the line's stage counter counts the runs
             row, result = sized_run(drivers, run, rep, rates, ctx)
             called.update(result.scripts)
             rows.append(row)

@@ -14,6 +14,7 @@ import dataclasses
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import redis
@@ -62,6 +63,46 @@ class LockedRecorder(Recorder):
             return super().take()
 
 
+PARK_WAIT_S = 2.0  # how long a window's edge waits for every thread to finish its step
+
+
+class Edge:
+    """The window's edges, exact: the threads finish the step they are in and wait, while the
+    server's counters are read and the recorder opened or closed, so the client and the server
+    count the same exchanges (a read beside running threads waits for the GIL, many rounds long)."""
+
+    def __init__(self) -> None:
+        self._open = threading.Event()
+        self._open.set()
+        self._parked = threading.Semaphore(0)
+
+    def step(self, step: Callable[[], None]) -> Callable[[], None]:
+        """``step``, first waiting at a closed edge."""
+
+        def gated() -> None:
+            if not self._open.is_set():
+                self._parked.release()
+                self._open.wait()
+            step()
+
+        return gated
+
+    @contextlib.contextmanager
+    def held(self, threads: int) -> Iterator[None]:
+        """Every thread waits (or PARK_WAIT_S passed: one in a long call goes on) while inside."""
+        self._open.clear()
+        deadline = time.monotonic() + PARK_WAIT_S
+        try:
+            for _ in range(threads):
+                if not self._parked.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                    break
+            yield
+        finally:
+            self._open.set()
+            while self._parked.acquire(blocking=False):  # a thread parked late: its count dropped
+                pass
+
+
 class RawRun:
     """One raw run on a fresh queue: threads start, warm up, a window is measured, all stop."""
 
@@ -70,6 +111,7 @@ class RawRun:
         self.run = run
         self.recorder = LockedRecorder()
         self.stopping = threading.Event()
+        self.edge = Edge()
         self.clients: list[Client] = []
         self.threads: list[threading.Thread] = []
         self.names: list[str] = []  # the run's queues (queue_names), known once measure starts
@@ -86,7 +128,7 @@ class RawRun:
     def _start(self, name: str, step: Any) -> None:
         thread = threading.Thread(
             target=run_steps,
-            args=(step, self.recorder, self.stopping.is_set, self._on_error),
+            args=(self.edge.step(step), self.recorder, self.stopping.is_set, self._on_error),
             name=name,
             daemon=True,
         )
@@ -129,13 +171,15 @@ class RawRun:
             for w in range(self.run.workers):
                 self._start(f"worker-{w}", WorkerDriver(self._queue(w), self.run, self.recorder).step)
             self._sleep(self.run.warmup_s)
-            before = read_per_master(control.client), redis_cpu_seconds(control.client.info("cpu"))
-            self.recorder.reset(1)
-            started = time.perf_counter()
+            with self.edge.held(len(self.threads)):
+                before = read_per_master(control.client), redis_cpu_seconds(control.client.info("cpu"))
+                self.recorder.reset(1)
+                started = time.perf_counter()
             self._sleep(self.run.measure_s)
-            self.recorder.freeze()
-            window_s = time.perf_counter() - started
-            after = read_per_master(control.client), redis_cpu_seconds(control.client.info("cpu"))
+            with self.edge.held(len(self.threads)):
+                self.recorder.freeze()
+                window_s = time.perf_counter() - started
+                after = read_per_master(control.client), redis_cpu_seconds(control.client.info("cpu"))
         finally:
             self._stop()
         aggregate = Aggregate()

@@ -41,10 +41,12 @@ from bench.finish_fetch.price import CSV_NAME as PRICE_CSV
 from bench.finish_fetch.price import PRICE_S_PER_PROTOCOL, price_rows
 from bench.finish_fetch.probe import PROBE_METRIC
 from bench.finish_fetch.raw import run_raw
-from bench.finish_fetch.rows import csv_row, with_raw, write_histograms
+from bench.finish_fetch.reference import REFERENCE_S, Reference, run_reference
+from bench.finish_fetch.rows import csv_row, with_raw, with_reference, write_histograms
 from bench.finish_fetch.shard_rows import queue_rows, shard_rows
 from bench.finish_fetch.shard_table import shard_table
 from bench.finish_fetch.table import TableRow, table
+from bench.finish_fetch_goals import BOUND_STRATEGIES, goal_lines
 from bench.harness.context import RunContext
 from bench.harness.profile import FinishFetchOptions, Profile
 from bench.protocol.refusal import ServerRefused, refused
@@ -85,8 +87,9 @@ def check_profile(profile: Profile) -> None:
 
 
 def points_of(opts: FinishFetchOptions) -> list[Point]:
-    """The grid: every workers x queues x concurrency x job_ms x rtt_ms, in that order."""
-    return [
+    """The grid: every workers x queues x concurrency x job_ms x rtt_ms, in that order; then the
+    Redis-bound point (bound_concurrency at rtt 0, job-ms 0), unless the grid holds it."""
+    grid = [
         Point(w, rtt, c, j, q)
         for w in opts.workers
         for q in opts.queues
@@ -94,6 +97,20 @@ def points_of(opts: FinishFetchOptions) -> list[Point]:
         for j in opts.job_ms
         for rtt in opts.rtt_ms
     ]
+    bound = _bound_point(opts)
+    return [*grid, bound] if bound is not None and bound not in grid else grid
+
+
+def _bound_point(opts: FinishFetchOptions) -> Point | None:
+    return Point(opts.workers[0], 0.0, opts.bound_concurrency, 0.0, 1) if opts.bound_concurrency else None
+
+
+def strategies_at(opts: FinishFetchOptions, point: Point) -> list[str]:
+    """The strategies run at ``point``: the profile's; at the Redis-bound point outside the grid only
+    those its goal names (fused and two_call), to keep the profile's time."""
+    if point != _bound_point(opts) or point in points_of(dataclasses.replace(opts, bound_concurrency=0)):
+        return list(opts.strategies)
+    return [s for s in opts.strategies if s in BOUND_STRATEGIES] or list(opts.strategies)
 
 
 # Beyond its window, a run spends this long starting Locust, stopping it and auditing the queue.
@@ -107,11 +124,12 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
     Locust runs, then its raw runs, each protocol's; at the end the price and the fidelity check."""
     opts = profile.finish_fetch
     window = opts.warmup_s + opts.measure_s
-    rounds = len(opts.strategies) * len(profile.protocols)
-    per_point = (window + RUN_OVERHEAD_S,) * (opts.repetitions * rounds)
-    if opts.raw_driver:
-        per_point += (window + RAW_OVERHEAD_S,) * rounds
-    steps = per_point * len(points_of(opts))
+    steps: tuple[float, ...] = ()
+    for point in points_of(opts):
+        rounds = len(strategies_at(opts, point)) * len(profile.protocols)
+        steps += (window + RUN_OVERHEAD_S,) * (opts.repetitions * rounds)
+        if opts.raw_driver:
+            steps += (window + RAW_OVERHEAD_S + REFERENCE_S,) * rounds
     steps += (PRICE_S_PER_PROTOCOL * len(profile.protocols) * opts.repetitions,)
     if opts.fidelity_calls > 0:
         probe = PROBE_WARMUP_S + PROBE_MEASURE_S + RUN_OVERHEAD_S
@@ -132,13 +150,13 @@ def run_stage(ctx: RunContext) -> None:
     queues: list[FinishFetchQueueRow] = []  # finish_fetch_queues.csv: each run's queues
     errors: Counter[str] = Counter()  # failed calls by kind, over every run: meta.json
     audits: dict[str, str] = {}  # the verdict of each run whose audit did not pass: meta.json
-    total = len(points) * opts.repetitions * len(strategies) * len(protocols)
-    # A B A B: drift on a shared machine hits every strategy and protocol alike.
-    rounds = [(protocol, strategy) for protocol in protocols for strategy in strategies]
     for point in points:
+        # A B A B: drift on a shared machine hits every strategy and protocol alike.
+        rounds = [(protocol, strategy) for protocol in protocols for strategy in strategies_at(opts, point)]
         for rep in range(1, opts.repetitions + 1):
             for protocol, strategy in rounds:  # A B C A B C: drift on a shared machine hits all alike
-                ctx.progress(f"run {len(rows) + 1}/{total}: {protocol} {strategy} {point.label} rep {rep}")
+                # the stage's own counter (its points done of its plan) is the line's only count
+                ctx.progress(f"{protocol} {strategy} {point.label} rep {rep}")
                 run = run_once(
                     ctx.settings, opts, strategy, point, rep, ctx.run_dir, protocol, ctx.watch_pids
                 )
@@ -175,9 +193,18 @@ def run_stage(ctx: RunContext) -> None:
                 if not raw["audit"]["ok"]:
                     audits[f"raw-{protocol}-{strategy}-{point.label}"] = raw["audit"]["verdict"]
                     update_meta(ctx.run_dir, finish_fetch_audit_failures=audits)
-                at = (protocol, point, strategy, raw)
-                rows = [_with_raw_at(r, *at) for r in rows]
-                shown = [dataclasses.replace(t, row=_with_raw_at(t.row, *at)) for t in shown]
+                ctx.progress(f"reference: {protocol} {strategy} {point.label}")
+                reference = _reference_run(ctx, opts, strategy, point, protocol)
+                ctx.progress.step(
+                    f"reference: {protocol} {strategy} {point.label}: {reference.jobs_per_s:.0f} jobs/s, "
+                    f"{reference.cpu_us_per_job:.0f} µs CPU a job"
+                )
+                if not reference.audit_ok:
+                    audits[f"reference-{protocol}-{strategy}-{point.label}"] = reference.audit_verdict
+                    update_meta(ctx.run_dir, finish_fetch_audit_failures=audits)
+                at = (protocol, point, strategy, raw, reference)
+                rows = [_beside(r, *at) for r in rows]
+                shown = [dataclasses.replace(t, row=_beside(t.row, *at)) for t in shown]
                 write_csv(ctx.run_dir / "finish_fetch.csv", FINISH_FETCH_COLUMNS, map(row_dict, rows))
     ctx.progress("hot path price: each protocol's scripts alone, protocols alternating")
     priced = price_rows(ctx, protocols, opts.repetitions)
@@ -191,6 +218,7 @@ def run_stage(ctx: RunContext) -> None:
         notes = fidelity_lines(fidelity)
         ctx.progress.step("latency fidelity measured")
     ctx.progress.done()
+    notes = goal_lines(map(row_dict, rows)) + notes
     print(table(shown, strategies, notes=notes))
     per_master = shard_table(shards)
     if per_master:
@@ -210,23 +238,7 @@ def _raw_run(
     ctx: RunContext, opts: FinishFetchOptions, strategy: str, point: Point, protocol: str
 ) -> dict[str, Any]:
     """The raw driver at one point and strategy; its summary is kept beside the Locust runs'."""
-    run = RunSettings(
-        strategy=strategy,
-        workers=point.workers,
-        producers=opts.producers,
-        batch_size=opts.batch_size,
-        payload_bytes=opts.payload_bytes,
-        target_rate=opts.target_rate,
-        warmup_s=opts.warmup_s,
-        measure_s=opts.measure_s,
-        rtt_ms=point.rtt_ms,
-        queue="",  # run_raw names a fresh one
-        socket_timeout_s=opts.socket_timeout_s,
-        concurrency=point.concurrency,
-        protocol=protocol,
-        job_ms=point.job_ms,
-        queues=point.queues,
-    )
+    run = _run_settings(opts, strategy, point, protocol)
     try:
         summary = run_raw(ctx.settings, run)
     except redis.RedisError as exc:
@@ -237,15 +249,53 @@ def _raw_run(
     return summary
 
 
-def _with_raw_at(
-    row: FinishFetchRow, protocol: str, point: Point, strategy: str, raw: dict[str, Any]
+def _run_settings(opts: FinishFetchOptions, strategy: str, point: Point, protocol: str) -> RunSettings:
+    """A driver's settings at one point (its queue named by whoever runs it)."""
+    return RunSettings(
+        strategy=strategy,
+        workers=point.workers,
+        producers=opts.producers,
+        batch_size=opts.batch_size,
+        payload_bytes=opts.payload_bytes,
+        target_rate=opts.target_rate,
+        warmup_s=opts.warmup_s,
+        measure_s=opts.measure_s,
+        rtt_ms=point.rtt_ms,
+        queue="",  # run_raw and run_reference name a fresh one
+        socket_timeout_s=opts.socket_timeout_s,
+        concurrency=point.concurrency,
+        protocol=protocol,
+        job_ms=point.job_ms,
+        queues=point.queues,
+    )
+
+
+def _reference_run(
+    ctx: RunContext, opts: FinishFetchOptions, strategy: str, point: Point, protocol: str
+) -> Reference:
+    """The reference at one point and strategy (reference.py), kept beside the raw driver's."""
+    run = _run_settings(opts, strategy, point, protocol)
+    try:
+        reference = run_reference(ctx.settings, run)
+    except redis.RedisError as exc:
+        raise refused(exc, ctx.settings.where) or BenchError(
+            f"reference run {strategy} {point.label} failed: {first_line(exc)}"
+        ) from None
+    path = ctx.run_dir / RAW_DIR / f"{point_id(protocol, strategy, point)}_reference.json"
+    write_json(path, {"settings": run.as_dict(), **reference.as_dict()})
+    return reference
+
+
+def _beside(
+    row: FinishFetchRow, protocol: str, point: Point, strategy: str, raw: dict[str, Any], reference: Reference
 ) -> FinishFetchRow:
+    """A Locust run's row with the raw driver's and the reference's figures at its point and strategy."""
     at = (row.workers, row.rtt_ms, row.concurrency, row.job_ms, row.queues)
     if row.protocol != protocol or row.strategy != strategy:
         return row
     if at != (point.workers, point.rtt_ms, point.concurrency, point.job_ms, point.queues):
         return row
-    return with_raw(row, raw)
+    return with_raw(with_reference(row, reference), raw)
 
 
 def _fidelity(ctx: RunContext, opts: FinishFetchOptions) -> Fidelity:
