@@ -37,6 +37,7 @@ from bench.harness.children import reap_group, spawn
 from bench.harness.context import RunContext
 from bench.harness.machine import watch_run
 from bench.harness.profile import BullmqWorkerOptions, Profile
+from bench.harness.terminal import fold
 from bench.paths import REPO
 from bench.protocol.audit import audit
 from bench.protocol.bullmq_package import installed_version
@@ -249,4 +250,4 @@ def run_stage(ctx: RunContext) -> None:
             )
     update_meta(ctx.run_dir, bullmq_worker={**about, "node": node_record(found, called)})
     ctx.progress.done()
-    print(table(rows, None if peer else str(found)))
+    print(fold(table(rows, None if peer else str(found))))
