@@ -98,6 +98,14 @@ class FinishFetchRow:
     raw_round_trips_per_job: float | None = None
     raw_commands_per_job: float | None = None
     locust_raw_jobs_ratio: float | None = None
+    # The reference at the same point and strategy (reference.py: one process in lockstep, the
+    # least client work the builders allow), and the raw driver's client CPU a job over its.
+    reference_jobs_per_s: float | None = None
+    reference_cpu_us_per_job: float | None = None
+    reference_round_trips_per_job: float | None = None
+    raw_reference_cpu_ratio: float | None = None
+    # the mean wait a simulated round trip paid (rtt_ms nominal; a busy client wakes late)
+    rtt_slept_ms: float | None = None
     # queues the producers and workers were spread over (finish_fetch_shards.csv: each master's part)
     queues: int = 1
     foreign_cpu_pct: float | None = None

@@ -86,6 +86,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders go")
     add_quiet_machine(parser)
+    parser.add_argument(
+        "--skip-memory-check",
+        action="store_true",
+        help="start even when the run's estimated memory need exceeds the server's room "
+        "(the estimate assumes 20,000 jobs/s for closed-loop producers)",
+    )
     return parser.parse_args(argv)
 
 
@@ -95,6 +101,7 @@ def execute(
     results_root: Path,
     extra_scripts: Sequence[str] = (),
     quiet_machine: bool = False,
+    memory_check: bool = True,
 ) -> int:
     """Run ``stages`` of ``profile`` into one new run folder; every stage is checked first."""
     for stage in stages:
@@ -105,10 +112,11 @@ def execute(
     ordered = sorted(dict.fromkeys(stages), key=STAGES.index)
     runners = {stage: stage_runner(stage, profile) for stage in ordered}
     progress = Progress([StagePlan(stage, stage_estimate(stage, profile)) for stage in ordered])
-    with open_run(profile, stages, results_root, extra_scripts, progress, quiet_machine) as run:
+    with open_run(profile, stages, results_root, extra_scripts, progress, quiet_machine, memory_check) as run:
         for stage, runner in runners.items():
             progress.stage = stage
             progress("starting")
+            run.stage_started(stage)
             runner(run.ctx)
             progress.done()
             run.stage_done(stage)
@@ -122,4 +130,10 @@ def main(argv: list[str]) -> int:
     stages = profile.stages
     if args.stages:
         stages = tuple(s.strip() for s in args.stages.split(",") if s.strip())
-    return execute(profile, stages, args.results, quiet_machine=args.quiet_machine)
+    return execute(
+        profile,
+        stages,
+        args.results,
+        quiet_machine=args.quiet_machine,
+        memory_check=not args.skip_memory_check,
+    )

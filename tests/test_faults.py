@@ -101,6 +101,7 @@ class BenchRun:
     redis_url: str | None
     process: subprocess.Popen[bytes] = field(init=False)
     family: set[int] = field(default_factory=set)  # every process of the run seen while it ran
+    flags: tuple[str, ...] = ()  # more of `bench run`'s options
 
     def __post_init__(self) -> None:
         env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
@@ -108,7 +109,7 @@ class BenchRun:
             env["REDIS_URL"] = self.redis_url
         self.results = self.folder / "results"
         command = [sys.executable, "-m", "bench", "run", "--profile", str(self.profile)]
-        command += ["--results", str(self.results)]
+        command += ["--results", str(self.results), *self.flags]
         self.process = subprocess.Popen(
             command,
             cwd=REPO,

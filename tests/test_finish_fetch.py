@@ -16,6 +16,7 @@ from bench.finish_fetch.loadstats import Aggregate, Recorder, RunSettings
 from bench.finish_fetch.locust_run import run_once
 from bench.finish_fetch.plan import Point
 from bench.finish_fetch.raw import run_raw
+from bench.finish_fetch.reference import REFERENCE_JOBS
 from bench.finish_fetch.stage import run_stage
 from bench.finish_fetch.summary import (
     SUMMARY_KIND,
@@ -73,6 +74,14 @@ def test_the_stage_runs_every_strategy_and_writes_every_file(
         assert abs(float(rows[strategy]["server_commands_per_job"]) - commands) <= 0.1, rows[strategy]
     for suffix in ("fused-w2-rtt0", "two_call-w2-rtt0", "two_call_pipelined-w2-rtt0"):
         assert (tmp_path / RAW_DIR / f"{suffix}_summary.json").is_file()
+        assert json.loads((tmp_path / RAW_DIR / f"{suffix}_summary.json").read_text())["audit"]["ok"]
+        # the reference at the same point: its own queue drained, audited, beside the drivers
+        reference = json.loads((tmp_path / RAW_DIR / f"{suffix}_reference.json").read_text())
+        assert reference["audit_ok"] and reference["jobs"] == REFERENCE_JOBS, reference
+    # one job in flight a worker: a pipeline a job fused, two two_call (first fetches aside)
+    for strategy, trips in (("fused", 1), ("two_call", 2), ("two_call_pipelined", 1)):
+        assert abs(float(rows[strategy]["reference_round_trips_per_job"]) - trips) < 0.01, rows[strategy]
+        assert float(rows[strategy]["raw_reference_cpu_ratio"]) > 0
     with (tmp_path / "script_cost.csv").open() as handle:  # the hot path's script cost, scripts alone
         costs = {row["step"]: row for row in csv.DictReader(handle)}
     assert set(costs) == {"fused cycle", "two-call cycle", "extendLock", "healthy sweep (100 active)"}
@@ -136,6 +145,8 @@ def test_eight_jobs_in_flight_on_one_worker_share_round_trips_and_both_drivers_c
     raw = run_raw(settings, _raw_settings(QUICK, strategy, point))
     assert raw.audit is not None and raw.audit["ok"], raw.audit
     _check_counts(raw, strategy, point)
+    # the raw driver's window edges wait for every thread's step: the server saw exactly its calls
+    assert raw.figures.server_commands_per_job == raw.figures.commands_per_job, raw.counters
     # the same loops count the same things, whoever drives them
     assert raw.derived is not None and run.summary.derived is not None
     for summary in (raw, run.summary):

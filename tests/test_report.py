@@ -392,6 +392,10 @@ def test_a_run_with_jobs_in_flight_shows_three_strategies_the_pace_and_the_fidel
     assert "| fused | 4 | 8 | 0 | " in text and "| client |" in text
     assert "### Latency fidelity" in text and "| redis-benchmark (C client) | 55 |" in text
     assert "adds +8 µs to the bare redis-py p50" in text
+    # Locust, the raw driver and the reference side by side, with the driver goals judged
+    assert "### Locust, the raw driver and the reference" in text
+    assert "- goal raw CPU a job <= 1.25x the reference's (c8, c32): met (worst: " in text
+    assert "- goal limit redis at c32 rtt0 (fused, two_call; echomq, bullmq): not measured" in text
     plot = run / "finish_fetch_ratio_concurrency.png"
     assert plot.read_bytes().startswith(PNG_SIGNATURE) and "](finish_fetch_ratio_concurrency.png)" in text
     assert "Absent from this run" not in text.split("## Finish-then-fetch")[1].split("## Sweep")[0]

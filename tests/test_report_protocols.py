@@ -69,7 +69,12 @@ def write_run(path: Path, bullmq_scale: float = 1.0) -> Path:
             "run_id": path.name, "profile": "smoke", "complete": True,
             "stages_planned": ["finish_fetch", "sweep", "race", "bullmq_worker", "report"],
             "protocols": {"echomq": {"version": None}, "bullmq": {"version": "3.4.4"}},
-            "bullmq_worker": {"window_from": 1000, "options": "BullMQ Worker defaults: lock 30 s"},
+            "bullmq_worker": {
+                "window_from": 1000, "window_s": 1.0, "options": "BullMQ Worker defaults: lock 30 s",
+                "python_bullmq": "3.4.4",
+                "node": {"bullmq": "6.7.0", "ioredis": "5.11.1", "node": "20.20.2",
+                         "scripts_called": {"moveToFinished-14.lua": "69666e69dd"}},
+            },
         },
     )  # fmt: skip
     write_csv(path / "finish_fetch.csv", FINISH_FETCH_COLUMNS, map(row_dict, finish_rows(bullmq_scale)))
@@ -117,6 +122,12 @@ def write_run(path: Path, bullmq_scale: float = 1.0) -> Path:
             ("fused", 1, 5400.0, 120.0, 1.0), ("two_call", 1, 3300.0, 180.0, 2.0),
         )
     ]  # fmt: skip
+    workers += [  # BullMQ's Node package, manual processing: fused over two-call 1.60, then 1.50
+        BullmqWorkerRow("bullmq", driver, 1, 0, rep, 20000, 2.0, rate * bullmq_scale, 60.0, calls, 50.0, ok)
+        for driver, calls, rates in (("node_manual_fused", 1.0, (8000.0, 9000.0)),
+                                     ("node_manual_two_call", 2.0, (5000.0, 6000.0)))
+        for rep, rate in zip((1, 2), rates, strict=True)
+    ]  # fmt: skip
     write_csv(path / "bullmq_worker.csv", BULLMQ_WORKER_COLUMNS, map(row_dict, workers))
     hazard = [
         SweepHazardRow("bullmq", "bullmq", 40000, 5.0, 7.4, 2, 0, 310, 7_000_000, 0, 40000, False, ""),
@@ -162,13 +173,20 @@ def test_every_table_and_figure_shows_both_protocols(tmp_path: Path):
     assert "| protocol | strategy | workers | rtt_ms |" in text  # per point, the protocol first
     assert "| echomq | 2 | 0 | 1.60 |" in text and "| bullmq | 2 | 0 | 1.60 |" in text  # both fused/two_call
     assert "| bullmq | atomic | all_stalled |" in text  # the slope table
-    assert "## BullMQ's own worker against the suite's loops on BullMQ's scripts" in text
-    assert "| fused | 2.70 |" in text  # fused loop / BullMQ Worker at concurrency 1: 5400 / 2000
+    assert "## BullMQ's own workers against the suite's loops on BullMQ's scripts" in text
+    # one table: a row a concurrency and driver, fused over two-call paired by repetition
     assert (
-        "- bullmq, 40,000 stalled, timeout 5 s: 2 execution(s) and 0 refused for one call; it returned 0 ids"
+        "| 1 | Node manual fused | 8,500 [8,000-9,000] | 1.00 | 50.0 | 60 | 1.55 [1.50-1.60] | 2.00 | 2 |"
         in text
     )
-    assert "- suite, 40,000 stalled, timeout 5 s: 1 execution(s)" in text and "TimeoutError" in text
+    assert "| 1 | suite fused loop | 5,400 [5,400-5,400] | 1.00 | 60.0 | 120 | 1.64 [1.64-1.64] |" in text
+    assert "| 8 | Python Worker | 2,200 [2,200-2,200] | 2.00 |" in text
+    assert "BullMQ's Node package 6.7.0 (ioredis 5.11.1, node 20.20.2); its Python port 3.4.4." in text
+    assert (
+        "- bullmq, 40,000 stalled, timeout 5 s: 2 executions and 0 refused for one call; it returned 0 ids"
+        in text
+    )
+    assert "- suite, 40,000 stalled, timeout 5 s: 1 execution and" in text and "TimeoutError" in text
     assert "### The hot path's script cost: each protocol's scripts alone" in text
     line = (
         "- **echomq-deadline** beyond echomq, Redis µs a job: fused cycle +4.00 µs [+4.00 to +4.00], more "

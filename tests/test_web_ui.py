@@ -209,6 +209,15 @@ def test_the_ui_never_sends_the_password_and_its_tab_shows_us_percentiles_and_jo
     assert meta["complete"] and meta["stages_done"] == ["finish_fetch"] and PASSWORD not in json.dumps(meta)
     finished = [r for r in ui.live()["rows"] if r["state"] == "finished"]
     assert finished and finished[0]["strategy"] == "fused"
+    # One header, one count: the tab's "Commands a job" is the terminal's cmd/job (the summary's
+    # commands_per_job: one script call a fused job, at the client); the server's count, producers'
+    # addJob included, under a header that says so.
+    titles = {c["key"]: c["title"] for c in ui.live()["columns"]}
+    assert titles["commands_per_job"] == "Commands a job"
+    assert titles["server_calls_per_job"] == "Server calls a job, producers included"
+    assert finished[0]["commands_per_job"] == pytest.approx(summary["derived"]["commands_per_job"], abs=1e-3)
+    assert finished[0]["commands_per_job"] == pytest.approx(1.0, abs=0.05)
+    assert finished[0]["server_calls_per_job"] > finished[0]["commands_per_job"]  # + the producers' calls
     after = _all_answers(ui)
     for when, answers in (("before", before), ("during", during), ("after", after)):
         for path, text in answers.items():

@@ -29,7 +29,7 @@ from typing import Any
 
 from bench.bullmq_worker.driver import PROGRAM, URL_ENV, WINDOW_FROM, DriverResult
 from bench.bullmq_worker.node import NodePeer, find_peer
-from bench.bullmq_worker.plan import SIZING_ATTEMPTS, Run, jobs_for, runs_of, short_window
+from bench.bullmq_worker.plan import SIZING_ATTEMPTS, WINDOW_MARGIN, Run, jobs_for, runs_of, short_window
 from bench.bullmq_worker.rows import PROTOCOL, csv_row
 from bench.bullmq_worker.table import table
 from bench.errors import BenchError
@@ -40,6 +40,7 @@ from bench.harness.overrides import SectionFlags
 from bench.harness.profile import BullmqWorkerOptions, Profile
 from bench.harness.progress import Progress, StagePlan
 from bench.harness.run_folder import open_run
+from bench.harness.terminal import fold
 from bench.paths import REPO
 from bench.protocol.audit import audit
 from bench.protocol.bullmq_package import installed_version
@@ -51,6 +52,9 @@ from bench.results import BullmqWorkerRow, update_meta, write_rows
 FILL_CHUNK = 1000  # jobs a pipeline while pre-filling
 START_ALLOWANCE_S = 60.0  # the driver's imports, connections and close
 SLOWEST_JOB_S = 0.05  # a run gets this long a job (at concurrency 1), beyond its sleeps
+# The Node driver connects as BullMQ's docs show, to one server: a cluster's queue would answer MOVED
+CLUSTER_ABSENT = "the server is a Redis Cluster; the Node driver connects to a single server"
+RUN_OVERHEAD_S = 4.0  # for the ETA: a driver's start, its queue's fill and audit, its warm-up
 OPTIONS = (
     "BullMQ Worker defaults: lock 30 s, every completed job kept (removeOnComplete unset), no metrics, "
     "no limiter, maxStalledCount 1, stalledInterval 30 s; a no-op processor unless job_ms > 0"
@@ -71,8 +75,18 @@ def called_scripts() -> dict[str, str]:
 
 
 def point_seconds(profile: Profile) -> tuple[float, ...]:
-    """No estimate: a run lasts as long as its driver takes to drain the queue, unknown before."""
-    return ()
+    """The seconds each run should take, in order, for the run's ETA: a driver's start, fill and
+    audit, its warm-up and a window sized for bullmq-worker-window-s, its jobs' holds."""
+    if PROTOCOL not in profile.protocols:
+        return ()
+    options = profile.bullmq_worker
+    runs = runs_of(options, node=isinstance(find_peer(), NodePeer))
+    window_s = max(options.bullmq_worker_window_s * WINDOW_MARGIN, 1.0)
+    held_s = options.bullmq_worker_jobs * options.bullmq_worker_job_ms / 1000.0
+    return (
+        tuple(RUN_OVERHEAD_S + window_s + held_s / run.concurrency for run in runs)
+        * options.bullmq_worker_reps
+    )
 
 
 def check_profile(profile: Profile) -> None:
@@ -204,7 +218,7 @@ def run_stage(ctx: RunContext) -> None:
         ctx.progress(f"skipped: {PROTOCOL} is not one of the profile's protocols")
         return
     options = ctx.profile.bullmq_worker
-    found = find_peer()
+    found = CLUSTER_ABSENT if ctx.settings.is_cluster() else find_peer()
     peer = found if isinstance(found, NodePeer) else None
     if peer is None:
         ctx.progress(f"no Node rows: {found}")
@@ -222,10 +236,9 @@ def run_stage(ctx: RunContext) -> None:
     update_meta(ctx.run_dir, bullmq_worker={**about, "node": node_record(found, called)})
     rows: list[BullmqWorkerRow] = []
     rates: dict[Run, float] = {}  # each run's last jobs/s: the next one's size
-    total = len(runs) * options.bullmq_worker_reps
     for rep in range(1, options.bullmq_worker_reps + 1):
         for run in runs:  # A B C A B C: drift hits every driver alike
-            ctx.progress(f"run {len(rows) + 1}/{total}: {run.label} rep {rep}")
+            ctx.progress(f"{run.label} rep {rep}")  # the line's stage counter counts the runs
             row, result = sized_run(drivers, run, rep, rates, ctx)
             called.update(result.scripts)
             rows.append(row)
@@ -233,13 +246,13 @@ def run_stage(ctx: RunContext) -> None:
             note = "" if row.audit_ok else ", AUDIT FAILED"
             if row.contended:
                 note += f", contended ({row.foreign_cpu_pct:.0f}% foreign CPU)"
-            ctx.progress(
+            ctx.progress.step(
                 f"{run.label} rep {rep}: {row.jobs_per_s:.0f} jobs/s in {row.duration_s:.2f} s, "
                 f"{row.client_cpu_us_per_job:.0f} µs CPU, {row.redis_calls_per_job:.2f} calls a job{note}"
             )
     update_meta(ctx.run_dir, bullmq_worker={**about, "node": node_record(found, called)})
     ctx.progress.done()
-    print(table(rows, None if peer else str(found)))
+    print(fold(table(rows, None if peer else str(found))))
 
 
 # --- python -m bench bullmq-worker ---------------------------------------------------------------

@@ -24,6 +24,7 @@ from bench.errors import ProtocolError
 from bench.finish_fetch.plan import Point
 from bench.harness.profile import FinishFetchOptions, option_key
 from bench.protocol.queue import Queue, _text
+from bench.protocol.refusal import refusal
 
 ERROR_PREFIX = "errors:"  # a counter a kind of failed call: errors:timeout, errors:connection, ...
 FOLLOWED_PREFIX = "followed:"  # a counter a kind of cluster redirect followed: followed:moved, ...
@@ -31,6 +32,9 @@ FOLLOWED_PREFIX = "followed:"  # a counter a kind of cluster redirect followed: 
 
 def error_kind(exc: BaseException) -> str:
     """The kind a failed call is counted under in the summary's ``errors_by_kind``."""
+    found = refusal(exc)
+    if found is not None:
+        return found.kind  # oom, readonly, noperm, ...: the run stops on it (protocol/refusal.py)
     if isinstance(exc, redis.TimeoutError):
         return "timeout"  # the reply did not come within the socket timeout; the call is not re-sent
     if isinstance(exc, redis.exceptions.NoScriptError):

@@ -26,7 +26,7 @@ import redis
 from bench.errors import BenchError, first_line
 from bench.finish_fetch.loadstats import RunSettings, issued_job_ids
 from bench.finish_fetch.plan import Point, point_id
-from bench.finish_fetch.summary import SUMMARY_KIND, SUMMARY_VERSION, RunSummary
+from bench.finish_fetch.summary import SUMMARY_KIND, SUMMARY_VERSION, RunSummary, refused_verdict
 from bench.harness.children import reap_group, spawn, stop_group
 from bench.harness.machine import MachineSample, watch_run
 from bench.harness.profile import FinishFetchOptions
@@ -34,6 +34,7 @@ from bench.paths import LOCUSTFILE, REPO
 from bench.protocol.audit import AuditResult, audit_queues, master_run_ids
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Queue
+from bench.protocol.refusal import ServerRefused
 from bench.protocol.spread import homes, queue_names
 from bench.results import FIDELITY_DIR, LOCUST_DIR, read_json
 
@@ -169,6 +170,8 @@ def run_locust(
     if not summary.measured:
         if interrupted:
             raise KeyboardInterrupt  # stopped before its window opened: nothing measured
+        if summary.refused:
+            raise ServerRefused(str(summary.aborted), summary.refused)
         raise BenchError(
             f"Locust run {prefix.name} stopped before measuring anything: {summary.aborted}; see {log_path}"
         )
@@ -222,8 +225,10 @@ def run_once(
             with watch_run(watch_pids) as watch:
                 summary = run_locust(settings, opts, strategy, point, name, prefix, protocol)
             machine = watch.within(summary.window_clock_s)
-            # Locust has exited: nothing moves the queues now, so the audit is exact.
-            result = _audit_after(queues, run_ids, home, settings.where)
+            if summary.refused:  # the server refused the run's calls: nothing to audit
+                result = AuditResult(0, {}, refused=refused_verdict(summary.refused))
+            else:  # Locust has exited: nothing moves the queues now, so the audit is exact.
+                result = _audit_after(queues, run_ids, home, settings.where)
         finally:
             for queue in queues:
                 with contextlib.suppress(redis.RedisError):  # a server gone has nothing left to delete

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
+from bench.finish_fetch_goals import BOUND_STRATEGIES
 from bench.harness.profile import FinishFetchOptions
 
 
@@ -40,8 +42,9 @@ def point_id(protocol: str, strategy: str, point: Point) -> str:
 
 
 def points_of(opts: FinishFetchOptions) -> list[Point]:
-    """The grid: every workers x queues x concurrency x job_ms x rtt_ms, in that order."""
-    return [
+    """The grid: every workers x queues x concurrency x job_ms x rtt_ms, in that order; then the
+    Redis-bound point (bound_concurrency at rtt 0, job-ms 0), unless the grid holds it."""
+    grid = [
         Point(w, rtt, c, j, q)
         for w in opts.workers
         for q in opts.queues
@@ -49,3 +52,17 @@ def points_of(opts: FinishFetchOptions) -> list[Point]:
         for j in opts.job_ms
         for rtt in opts.rtt_ms
     ]
+    bound = _bound_point(opts)
+    return [*grid, bound] if bound is not None and bound not in grid else grid
+
+
+def _bound_point(opts: FinishFetchOptions) -> Point | None:
+    return Point(opts.workers[0], 0.0, opts.bound_concurrency, 0.0, 1) if opts.bound_concurrency else None
+
+
+def strategies_at(opts: FinishFetchOptions, point: Point) -> list[str]:
+    """The strategies run at ``point``: the profile's; at the Redis-bound point outside the grid only
+    those its goal names (fused and two_call), to keep the profile's time."""
+    if point != _bound_point(opts) or point in points_of(dataclasses.replace(opts, bound_concurrency=0)):
+        return list(opts.strategies)
+    return [s for s in opts.strategies if s in BOUND_STRATEGIES] or list(opts.strategies)

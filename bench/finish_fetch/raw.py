@@ -14,6 +14,7 @@ import dataclasses
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import redis
@@ -27,6 +28,7 @@ from bench.protocol.audit import audit_queues, master_run_ids
 from bench.protocol.commandstats import added, read_per_master
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Queue
+from bench.protocol.refusal import LOADING_WAIT_S, ServerRefused, refusal, refusal_line
 from bench.protocol.spread import homes, queue_names
 
 JOIN_ALLOWANCE_S = 5.0  # past the socket timeout, how long a thread may take to notice the stop
@@ -61,6 +63,46 @@ class LockedRecorder(Recorder):
             return super().take()
 
 
+PARK_WAIT_S = 2.0  # how long a window's edge waits for every thread to finish its step
+
+
+class Edge:
+    """The window's edges, exact: the threads finish the step they are in and wait, while the
+    server's counters are read and the recorder opened or closed, so the client and the server
+    count the same exchanges (a read beside running threads waits for the GIL, many rounds long)."""
+
+    def __init__(self) -> None:
+        self._open = threading.Event()
+        self._open.set()
+        self._parked = threading.Semaphore(0)
+
+    def step(self, step: Callable[[], None]) -> Callable[[], None]:
+        """``step``, first waiting at a closed edge."""
+
+        def gated() -> None:
+            if not self._open.is_set():
+                self._parked.release()
+                self._open.wait()
+            step()
+
+        return gated
+
+    @contextlib.contextmanager
+    def held(self, threads: int) -> Iterator[None]:
+        """Every thread waits (or PARK_WAIT_S passed: one in a long call goes on) while inside."""
+        self._open.clear()
+        deadline = time.monotonic() + PARK_WAIT_S
+        try:
+            for _ in range(threads):
+                if not self._parked.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                    break
+            yield
+        finally:
+            self._open.set()
+            while self._parked.acquire(blocking=False):  # a thread parked late: its count dropped
+                pass
+
+
 class RawRun:
     """One raw run on a fresh queue: threads start, warm up, a window is measured, all stop."""
 
@@ -69,9 +111,12 @@ class RawRun:
         self.run = run
         self.recorder = LockedRecorder()
         self.stopping = threading.Event()
+        self.edge = Edge()
         self.clients: list[Client] = []
         self.threads: list[threading.Thread] = []
         self.names: list[str] = []  # the run's queues (queue_names), known once measure starts
+        self.refused: ServerRefused | None = None  # a reply every later call gets too: all stop
+        self.loading_since: float | None = None
 
     def _queue(self, index: int = 0) -> Queue:
         """A connection of its own on the index-th queue (round robin: users spread evenly)."""
@@ -82,10 +127,35 @@ class RawRun:
 
     def _start(self, name: str, step: Any) -> None:
         thread = threading.Thread(
-            target=run_steps, args=(step, self.recorder, self.stopping.is_set), name=name, daemon=True
+            target=run_steps,
+            args=(self.edge.step(step), self.recorder, self.stopping.is_set, self._on_error),
+            name=name,
+            daemon=True,
         )
         self.threads.append(thread)
         thread.start()
+
+    def _on_error(self, exc: BaseException) -> None:
+        """A refusal (OOM, READONLY, ...; LOADING once it lasted LOADING_WAIT_S) stops every thread."""
+        found = refusal(exc)
+        if found is None or self.refused is not None:
+            self.loading_since = None
+            return
+        if found.kind == "loading":
+            self.loading_since = self.loading_since or time.monotonic()
+            if time.monotonic() - self.loading_since < LOADING_WAIT_S:
+                return
+        client = self.settings.connect()
+        try:
+            self.refused = ServerRefused(refusal_line(found, self.settings.where, client), found.kind)
+        finally:
+            client.close()
+        self.stopping.set()
+
+    def _sleep(self, seconds: float) -> None:
+        """Warm-up or window: cut short when a refusal stopped the threads."""
+        if self.stopping.wait(seconds) and self.refused is not None:
+            raise self.refused  # the caller's finally stops the threads
 
     def measure(self) -> RunSummary:
         """The run's summary (summary.py's shape, ``mode: raw``), audited after every thread stopped."""
@@ -100,14 +170,16 @@ class RawRun:
                 self._start(f"producer-{p}", loop.step)
             for w in range(self.run.workers):
                 self._start(f"worker-{w}", WorkerDriver(self._queue(w), self.run, self.recorder).step)
-            time.sleep(self.run.warmup_s)
-            before = read_per_master(control.client), redis_cpu_seconds(control.client.info("cpu"))
-            self.recorder.reset(1)
-            started = time.perf_counter()
-            time.sleep(self.run.measure_s)
-            self.recorder.freeze()
-            window_s = time.perf_counter() - started
-            after = read_per_master(control.client), redis_cpu_seconds(control.client.info("cpu"))
+            self._sleep(self.run.warmup_s)
+            with self.edge.held(len(self.threads)):
+                before = read_per_master(control.client), redis_cpu_seconds(control.client.info("cpu"))
+                self.recorder.reset(1)
+                started = time.perf_counter()
+            self._sleep(self.run.measure_s)
+            with self.edge.held(len(self.threads)):
+                self.recorder.freeze()
+                window_s = time.perf_counter() - started
+                after = read_per_master(control.client), redis_cpu_seconds(control.client.info("cpu"))
         finally:
             self._stop()
         aggregate = Aggregate()

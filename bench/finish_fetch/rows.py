@@ -11,6 +11,7 @@ from typing import Any
 
 from bench import hdr
 from bench.finish_fetch.locust_run import STAGE, RunResult
+from bench.finish_fetch.reference import Reference
 from bench.finish_fetch.summary import RunSummary
 from bench.harness.profile import FinishFetchOptions
 from bench.protocol.spread import slot_of
@@ -70,6 +71,7 @@ def csv_row(run: RunResult, opts: FinishFetchOptions, ids: RunIds) -> FinishFetc
         redis_ceiling_jobs_per_s=_round(d.redis_ceiling_jobs_per_s, 0),
         limit=d.limit,
         limit_share=_round(d.limit_share, 3),
+        rtt_slept_ms=_round(d.simulated_rtt_mean_ms, 3),
     )
     return replace(row, **run.machine.row_fields()) if run.machine else row
 
@@ -86,7 +88,24 @@ def with_raw(row: FinishFetchRow, raw: RunSummary) -> FinishFetchRow:
         raw_round_trips_per_job=_round(d.round_trips_per_job, 4),
         raw_commands_per_job=_round(d.commands_per_job, 4),
         locust_raw_jobs_ratio=_round(ratio, 3),
+        raw_reference_cpu_ratio=_cpu_ratio(_round(d.loadgen_cpu_us_per_job, 1), row.reference_cpu_us_per_job),
     )
+
+
+def with_reference(row: FinishFetchRow, reference: Reference) -> FinishFetchRow:
+    """The row with the reference's figures at its point and strategy beside the drivers'."""
+    cpu = _round(reference.cpu_us_per_job, 1)
+    return dataclasses.replace(
+        row,
+        reference_jobs_per_s=_round(reference.jobs_per_s, 1),
+        reference_cpu_us_per_job=cpu,
+        reference_round_trips_per_job=_round(reference.round_trips_per_job, 4),
+        raw_reference_cpu_ratio=_cpu_ratio(row.raw_cpu_us_per_job, cpu),
+    )
+
+
+def _cpu_ratio(cpu: float | None, reference: float | None) -> float | None:
+    return _round(cpu / reference, 3) if cpu is not None and reference else None
 
 
 def _metric_file_name(metric: str) -> str:

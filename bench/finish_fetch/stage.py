@@ -35,17 +35,28 @@ from bench.finish_fetch.locust_run import (
     run_once,
     run_probe,
 )
-from bench.finish_fetch.plan import Point, point_id, points_of
+from bench.finish_fetch.plan import Point, point_id, points_of, strategies_at
 from bench.finish_fetch.raw import run_raw
-from bench.finish_fetch.rows import csv_row, queue_rows, shard_rows, with_raw, write_histograms
+from bench.finish_fetch.reference import REFERENCE_S, Reference, run_reference
+from bench.finish_fetch.rows import (
+    csv_row,
+    queue_rows,
+    shard_rows,
+    with_raw,
+    with_reference,
+    write_histograms,
+)
 from bench.finish_fetch.script_cost import SCRIPT_COST_S_PER_PROTOCOL, script_cost_rows
 from bench.finish_fetch.summary import RunSummary
 from bench.finish_fetch.table import TableRow, shard_table, table
+from bench.finish_fetch_goals import goal_lines
 from bench.harness.context import RunContext
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import FinishFetchOptions, Profile
 from bench.harness.progress import Progress, StagePlan
 from bench.harness.run_folder import open_run
+from bench.harness.terminal import fold
+from bench.protocol.refusal import ServerRefused, refused
 from bench.results import (
     RAW_DIR,
     FinishFetchQueueRow,
@@ -53,6 +64,7 @@ from bench.results import (
     FinishFetchShardRow,
     RunIds,
     ScriptCostRow,
+    row_dict,
     update_meta,
     write_json,
     write_rows,
@@ -87,11 +99,12 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
     Locust runs, then its raw runs, each protocol's; at the end the script cost and the fidelity check."""
     opts = profile.finish_fetch
     window = opts.warmup_s + opts.measure_s
-    rounds = len(opts.strategies) * len(profile.protocols)
-    per_point = (window + RUN_OVERHEAD_S,) * (opts.repetitions * rounds)
-    if opts.raw_driver:
-        per_point += (window + RAW_OVERHEAD_S,) * rounds
-    steps = per_point * len(points_of(opts))
+    steps: tuple[float, ...] = ()
+    for point in points_of(opts):
+        rounds = len(strategies_at(opts, point)) * len(profile.protocols)
+        steps += (window + RUN_OVERHEAD_S,) * (opts.repetitions * rounds)
+        if opts.raw_driver:
+            steps += (window + RAW_OVERHEAD_S + REFERENCE_S,) * rounds
     steps += (SCRIPT_COST_S_PER_PROTOCOL * len(profile.protocols) * opts.repetitions,)
     if opts.fidelity_calls > 0:
         probe = PROBE_WARMUP_S + PROBE_MEASURE_S + RUN_OVERHEAD_S
@@ -112,13 +125,13 @@ def run_stage(ctx: RunContext) -> None:
     queues: list[FinishFetchQueueRow] = []  # finish_fetch_queues.csv: each run's queues
     errors: Counter[str] = Counter()  # failed calls by kind, over every run: meta.json
     audits: dict[str, str] = {}  # the verdict of each run whose audit did not pass: meta.json
-    total = len(points) * opts.repetitions * len(strategies) * len(protocols)
-    # A B A B: drift on a shared machine hits every strategy and protocol alike.
-    rounds = [(protocol, strategy) for protocol in protocols for strategy in strategies]
     for point in points:
+        # A B A B: drift on a shared machine hits every strategy and protocol alike.
+        rounds = [(protocol, strategy) for protocol in protocols for strategy in strategies_at(opts, point)]
         for rep in range(1, opts.repetitions + 1):
             for protocol, strategy in rounds:  # A B C A B C: drift on a shared machine hits all alike
-                ctx.progress(f"run {len(rows) + 1}/{total}: {protocol} {strategy} {point.label} rep {rep}")
+                # the stage's own counter (its points done of its plan) is the line's only count
+                ctx.progress(f"{protocol} {strategy} {point.label} rep {rep}")
                 run = run_once(
                     ctx.settings, opts, strategy, point, rep, ctx.run_dir, protocol, ctx.watch_pids
                 )
@@ -152,9 +165,18 @@ def run_stage(ctx: RunContext) -> None:
                 if raw.audit is not None and not raw.audit["ok"]:
                     audits[f"raw-{protocol}-{strategy}-{point.label}"] = raw.audit["verdict"]
                     update_meta(ctx.run_dir, finish_fetch_audit_failures=audits)
-                at = (protocol, point, strategy, raw)
-                rows = [_with_raw_at(r, *at) for r in rows]
-                shown = [dataclasses.replace(t, row=_with_raw_at(t.row, *at)) for t in shown]
+                ctx.progress(f"reference: {protocol} {strategy} {point.label}")
+                reference = _reference_run(ctx, opts, strategy, point, protocol)
+                ctx.progress.step(
+                    f"reference: {protocol} {strategy} {point.label}: {reference.jobs_per_s:.0f} jobs/s, "
+                    f"{reference.cpu_us_per_job:.0f} µs CPU a job"
+                )
+                if not reference.audit_ok:
+                    audits[f"reference-{protocol}-{strategy}-{point.label}"] = reference.audit_verdict
+                    update_meta(ctx.run_dir, finish_fetch_audit_failures=audits)
+                at = (protocol, point, strategy, raw, reference)
+                rows = [_beside(r, *at) for r in rows]
+                shown = [dataclasses.replace(t, row=_beside(t.row, *at)) for t in shown]
                 write_rows(ctx.run_dir, FinishFetchRow, rows)
     ctx.progress("script cost: each protocol's scripts alone, protocols alternating")
     measured = script_cost_rows(ctx, protocols, opts.repetitions)
@@ -168,10 +190,11 @@ def run_stage(ctx: RunContext) -> None:
         notes = fidelity_lines(fidelity)
         ctx.progress.step("latency fidelity measured")
     ctx.progress.done()
-    print(table(shown, strategies, notes=notes))
+    notes = goal_lines(map(row_dict, rows)) + notes
+    print(fold(table(shown, strategies, notes=notes)))
     per_master = shard_table(shards)
     if per_master:
-        print(per_master)
+        print(fold(per_master))
     if errors:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(errors.items()))
         total = sum(errors.values())
@@ -191,21 +214,40 @@ def _raw_run(
     try:
         summary = run_raw(ctx.settings, run)
     except redis.RedisError as exc:
-        raise BenchError(f"raw driver run {strategy} {point.label} failed: {first_line(exc)}") from None
+        raise refused(exc, ctx.settings.where) or BenchError(
+            f"raw driver run {strategy} {point.label} failed: {first_line(exc)}"
+        ) from None
     path = ctx.run_dir / RAW_DIR / f"{point_id(protocol, strategy, point)}_summary.json"
     write_json(path, summary.to_json())
     return summary
 
 
-def _with_raw_at(
-    row: FinishFetchRow, protocol: str, point: Point, strategy: str, raw: RunSummary
+def _reference_run(
+    ctx: RunContext, opts: FinishFetchOptions, strategy: str, point: Point, protocol: str
+) -> Reference:
+    """The reference at one point and strategy (reference.py), kept beside the raw driver's."""
+    run = RunSettings.at(opts, strategy, point, "", protocol)  # run_reference names a fresh queue
+    try:
+        reference = run_reference(ctx.settings, run)
+    except redis.RedisError as exc:
+        raise refused(exc, ctx.settings.where) or BenchError(
+            f"reference run {strategy} {point.label} failed: {first_line(exc)}"
+        ) from None
+    path = ctx.run_dir / RAW_DIR / f"{point_id(protocol, strategy, point)}_reference.json"
+    write_json(path, {"settings": run.as_dict(), **reference.as_dict()})
+    return reference
+
+
+def _beside(
+    row: FinishFetchRow, protocol: str, point: Point, strategy: str, raw: RunSummary, reference: Reference
 ) -> FinishFetchRow:
+    """A Locust run's row with the raw driver's and the reference's figures at its point and strategy."""
     at = (row.workers, row.rtt_ms, row.concurrency, row.job_ms, row.queues)
     if row.protocol != protocol or row.strategy != strategy:
         return row
     if at != (point.workers, point.rtt_ms, point.concurrency, point.job_ms, point.queues):
         return row
-    return with_raw(row, raw)
+    return with_raw(with_reference(row, reference), raw)
 
 
 def _fidelity(ctx: RunContext, opts: FinishFetchOptions) -> Fidelity:
@@ -214,7 +256,9 @@ def _fidelity(ctx: RunContext, opts: FinishFetchOptions) -> Fidelity:
     try:
         plain = measure_plain(ctx.settings, name, opts.fidelity_calls, ctx.server.binary)
     except redis.RedisError as exc:
-        raise BenchError(f"latency fidelity check failed: {first_line(exc)}") from None
+        raise refused(exc, ctx.settings.where) or BenchError(
+            f"latency fidelity check failed: {first_line(exc)}"
+        ) from None
     summary = run_probe(ctx.settings, opts, ctx.run_dir)
     probe = summary.percentiles_us.get(PROBE_METRIC, {})
     p50 = probe.get("p50")
@@ -256,6 +300,8 @@ def _stop_if_stopped(run: RunResult, run_dir: Path) -> None:
         return
     if reason == INTERRUPTED:
         raise KeyboardInterrupt
+    if run.summary.refused:  # its line says what the server refused and what to do
+        raise ServerRefused(reason, run.summary.refused)
     lead = "" if run.protocol == "echomq" else f"{run.protocol} "
     which = f"{lead}{run.strategy} {run.point.label} rep {run.rep}"
     raise BenchError(f"finish_fetch run {which} stopped: {reason}; what it measured is in {run_dir}")

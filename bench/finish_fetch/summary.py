@@ -88,13 +88,15 @@ class RunSummary:
     at that edge only): the load side's whole answer to whoever started the run.
 
     A run stopped before its window opened has ``measured`` false, the reason in ``aborted``
-    and no figures; its JSON holds only the first seven keys."""
+    and no figures; its JSON holds only UNMEASURED_KEYS."""
 
     mode: str  # "local", "distributed" or "raw"
     settings: dict[str, Any]  # RunSettings.as_dict(): the JSON the Locust child was given
     measured: bool
     complete: bool
     aborted: str | None
+    # the kind of refusal (protocol/refusal.py) when a reply every later call would get ended it
+    refused: str | None = None
     kind: str = SUMMARY_KIND
     version: int = SUMMARY_VERSION
     window_s: float = 0.0
@@ -136,7 +138,7 @@ class RunSummary:
 
 
 # What the summary of a run that measured nothing holds.
-UNMEASURED_KEYS = ("kind", "version", "mode", "settings", "measured", "complete", "aborted")
+UNMEASURED_KEYS = ("kind", "version", "mode", "settings", "measured", "complete", "aborted", "refused")
 
 
 def derive(
@@ -241,6 +243,7 @@ def build_summary(
     missing_processes: list[str],
     *,
     aborted: str | None = None,
+    refused: str | None = None,
     server_error: str | None = None,
     audit: dict[str, Any] | None = None,
     window_clock: tuple[float, float] | None = None,
@@ -249,7 +252,8 @@ def build_summary(
 ) -> RunSummary:
     """The run's summary: settings, merged histograms, per-process parts, headline figures.
 
-    ``aborted`` says why the window ended early (the run is then incomplete),
+    ``aborted`` says why the window ended early (the run is then incomplete), ``refused`` the kind
+    of refusal (protocol/refusal.py) when a reply every later call would get too ended it,
     ``server_error`` why the server's own figures are missing, ``audit`` the
     queue's audit when this process could take it (a run of one process),
     ``window_clock`` the window's open and close on CLOCK_MONOTONIC (so the stage's
@@ -262,6 +266,7 @@ def build_summary(
         measured=True,
         complete=not missing_processes and aborted is None,
         aborted=aborted,
+        refused=refused,
         window_s=window_s,
         window_clock_s=list(window_clock) if window_clock else None,
         missing_processes=missing_processes,
@@ -287,9 +292,19 @@ def build_summary(
     )
 
 
-def unmeasured_summary(run: RunSettings, mode: str, aborted: str | None) -> RunSummary:
+def refused_verdict(kind: str) -> str:
+    """The audit's verdict on a run a refusal ended: its queues hold what the server let in, not
+    the run's jobs, so counting them would judge the server's refusals."""
+    return f"not audited: the server refused the run's calls ({kind}), so its queues are not the run's"
+
+
+def unmeasured_summary(
+    run: RunSettings, mode: str, aborted: str | None, refused: str | None = None
+) -> RunSummary:
     """The summary of a run that stopped before its window opened: no figures, only why."""
-    return RunSummary(mode, run.as_dict(), measured=False, complete=False, aborted=aborted or WARM_UP_ONLY)
+    return RunSummary(
+        mode, run.as_dict(), measured=False, complete=False, aborted=aborted or WARM_UP_ONLY, refused=refused
+    )
 
 
 def write_summary(summary: RunSummary, path: Path | None) -> None:

@@ -33,6 +33,9 @@ class FinishFetchOptions:
     workers: tuple[int, ...] = field(default=(4,), metadata=_min(1))
     # jobs in flight per worker connection, their calls auto-pipelined (a grid axis, as workers)
     concurrency: tuple[int, ...] = field(default=(1,), metadata=_min(1))
+    # one point more, outside the grid: this many jobs in flight at rtt 0 and job-ms 0 with the
+    # first workers count, where Redis rather than the client should set the pace (0: none)
+    bound_concurrency: int = field(default=0, metadata=_min(0))
     # queues the producers and workers are spread over evenly, named to land on every cluster
     # master (bench/protocol/spread.py; a grid axis): at most producers and workers
     queues: tuple[int, ...] = field(default=(1,), metadata=_min(1))

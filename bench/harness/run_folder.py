@@ -22,14 +22,16 @@ import redis
 from bench.errors import BenchError, Interrupted, first_line
 from bench.harness.calibration import calibrate
 from bench.harness.context import Progress, RunContext
+from bench.harness.headroom import MemoryNeed, check_headroom, measure_need, memory_now
 from bench.harness.machine import MachineCheck, check_machine
 from bench.harness.meta import collect_meta
 from bench.harness.profile import Profile
-from bench.harness.server import redis_for_run
+from bench.harness.server import ServerInfo, redis_for_run
 from bench.harness.terminal import table_width
 from bench.harness.watch_scope import watch_scope
-from bench.protocol.connection import Client, primaries
+from bench.protocol.connection import Client, RedisSettings, primaries
 from bench.protocol.queue import Queue
+from bench.protocol.refusal import ServerRefused, refused
 from bench.results import make_run_dir, read_json, update_meta
 
 
@@ -39,10 +41,26 @@ class OpenRun:
 
     ctx: RunContext
     stages_done: list[str] = field(default_factory=list)
+    # the server's used_memory (and its peak) before and after each stage: meta.json's redis_memory
+    memory: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+
+    def stage_started(self, stage: str) -> None:
+        self._note_memory(stage, "before")
 
     def stage_done(self, stage: str) -> None:
         self.stages_done.append(stage)
+        self._note_memory(stage, "after")
         update_meta(self.ctx.run_dir, stages_done=self.stages_done)
+
+    def _note_memory(self, stage: str, when: str) -> None:
+        client = self.ctx.settings.connect()
+        try:  # one server's figures: on a cluster, the first master's (as the calibration's)
+            self.memory.setdefault(stage, {})[when] = memory_now(primaries(client)[0][1])
+        except redis.RedisError:
+            return  # a server gone: the stage's own error says so
+        finally:
+            client.close()
+        update_meta(self.ctx.run_dir, redis_memory=self.memory)
 
 
 def _now() -> str:
@@ -88,6 +106,7 @@ def open_run(
     extra_scripts: Iterable[str] = (),
     progress: Progress | None = None,
     quiet_machine: bool = False,
+    memory_check: bool = True,
 ) -> Iterator[OpenRun]:
     """Start the server (or check REDIS_URL), make results/<run-id>/, and close it honestly.
 
@@ -98,9 +117,14 @@ def open_run(
     planned = list(stages)
     progress = progress or Progress()
     run: OpenRun | None = None
+    run_dir: Path | None = None
+    reached: list[RedisSettings] = []  # the server, once checked: a refusal's line asks it for figures
     try:
         with redis_for_run(cluster=profile.cluster) as (settings, server):
+            reached.append(settings)
             machine = machine_before_run(quiet_machine)
+            need = _memory_need(settings, server, profile, planned) if memory_check else None
+            unchecked = "not checked: " + ("a cluster" if server.is_cluster else "--skip-memory-check")
             run_dir = make_run_dir(profile.name, results_root)
             warning = machine.warning(table_width() - len("warning: "))  # one line on a terminal
             if warning:  # after the folder: an error about it stays the only line
@@ -126,26 +150,57 @@ def open_run(
                 **collect_meta(profile, server, shas, scope),
                 machine_before=machine.as_meta(),
                 calibration=calibration.as_meta(),
+                memory_need=need.as_meta() if need is not None else unchecked,
             )
             ctx = RunContext(profile, settings, server, run_dir, progress, watch_pids=scope.extra_pids)
             run = OpenRun(ctx)
             yield run
             mark_complete(run_dir)
     except KeyboardInterrupt:
-        if run is not None:
-            update_meta(run.ctx.run_dir, complete=False, reason="interrupted (Ctrl-C)", finished=_now())
-        where = f"partial results in {run.ctx.run_dir}" if run is not None else "nothing was written"
+        if run_dir is not None:
+            update_meta(run_dir, complete=False, reason="interrupted (Ctrl-C)", finished=_now())
+        where = f"partial results in {run_dir}" if run_dir is not None else "nothing was written"
         raise Interrupted(f"interrupted; {where}") from None
     except BenchError as exc:
-        if run is not None:
-            update_meta(run.ctx.run_dir, complete=False, reason=str(exc), finished=_now())
+        if run_dir is not None:
+            update_meta(run_dir, complete=False, reason=str(exc), finished=_now())
         raise
     except redis.RedisError as exc:
-        # A stage that met a server gone, restarted or too slow, and did not say so itself:
-        # still one line, and the run folder says it is incomplete.
+        # A stage that met a server gone, restarted, too slow or refusing every call, and did not
+        # say so itself: still one line, and the run folder says it is incomplete.
+        refusal = _refused(exc, reached)
+        if refusal is not None:
+            if run_dir is not None:
+                update_meta(run_dir, complete=False, reason=str(refusal), finished=_now())
+            raise refusal from None
         said = first_line(exc, when_empty="")
         reason = f"Redis failed during {progress.stage or 'set-up'}: {type(exc).__name__}: {said}"
-        if run is not None:
-            update_meta(run.ctx.run_dir, complete=False, reason=reason, finished=_now())
-        where = f"; partial results in {run.ctx.run_dir}" if run is not None else ""
+        if run_dir is not None:
+            update_meta(run_dir, complete=False, reason=reason, finished=_now())
+        where = f"; partial results in {run_dir}" if run_dir is not None else ""
         raise BenchError(reason + where) from None
+
+
+def _memory_need(
+    settings: RedisSettings, server: ServerInfo, profile: Profile, stages: list[str]
+) -> MemoryNeed:
+    """The run's memory need against the server's room, from a calibration add on a queue of the
+    run's own (deleted after); a run that cannot fit is one line, before any folder is made."""
+    client = settings.connect()
+    try:
+        need = measure_need(client, settings, profile, stages, embedded=server.binary is not None)
+    finally:
+        client.close()
+    check_headroom(need)
+    return need
+
+
+def _refused(exc: redis.RedisError, reached: list[RedisSettings]) -> ServerRefused | None:
+    """The one line of a refusal (OOM, READONLY, ...), with the server's figures when it answers."""
+    if not reached:
+        return None
+    client = reached[0].connect()
+    try:
+        return refused(exc, reached[0].where, client)
+    finally:
+        client.close()

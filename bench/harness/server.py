@@ -25,6 +25,7 @@ from redis.retry import Retry
 from bench.errors import BenchError
 from bench.harness.cluster_check import ClusterMaster, cluster_layout, node_settings
 from bench.protocol.connection import RedisSettings, redact_url
+from bench.protocol.refusal import LOADING_WAIT_S, Refusal, refusal_line, replica_line
 
 MIN_VERSION = (6, 2)
 START_DEADLINE_S = 15.0
@@ -94,10 +95,11 @@ def _check_node(settings: RedisSettings, unreachable_remedy: str) -> tuple[str, 
     quick = replace(settings, socket_timeout_s=min(settings.socket_timeout_s, CHECK_TIMEOUT_S))
     client = quick.connect_single()
     try:
-        client.ping()
+        _wait_while_loading(client, where)
         server = client.info("server")
         memory = client.info("memory")
         cluster = client.info("cluster")
+        replication = client.info("replication")
     except redis.AuthenticationError:
         if urlsplit(settings.url).password is None:
             raise BenchError(
@@ -128,6 +130,9 @@ def _check_node(settings: RedisSettings, unreachable_remedy: str) -> tuple[str, 
         client.close()
     version = str(server.get("redis_version", "0.0"))
     require_version(version, where)
+    if str(replication.get("role")) in ("slave", "replica"):
+        master = f"{replication.get('master_host', '?')}:{replication.get('master_port', '?')}"
+        raise BenchError(replica_line(master))
     policy = str(memory.get("maxmemory_policy", "noeviction"))
     if policy != "noeviction":
         raise BenchError(
@@ -135,6 +140,19 @@ def _check_node(settings: RedisSettings, unreachable_remedy: str) -> tuple[str, 
             "eviction: set it to noeviction (CONFIG SET maxmemory-policy noeviction)"
         )
     return version, str(cluster.get("cluster_enabled", 0)) == "1"
+
+
+def _wait_while_loading(client: redis.Redis, where: str) -> None:
+    """PING until the server has loaded its data; LOADING past LOADING_WAIT_S is one line."""
+    deadline = time.monotonic() + LOADING_WAIT_S
+    while True:
+        try:
+            client.ping()
+            return
+        except redis.BusyLoadingError as exc:
+            if time.monotonic() >= deadline:
+                raise BenchError(refusal_line(Refusal("loading", str(exc)), where)) from None
+        time.sleep(0.1)
 
 
 def find_binary(source: Source = "auto") -> tuple[str, str]:

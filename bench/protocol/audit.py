@@ -32,14 +32,18 @@ class AuditResult:
     # A cluster master gone or restarted: why, by master; its queues are not audited
     lost_shards: dict[str, str] = field(default_factory=dict)
     queues: int = 1  # queues audited (those on lost shards left out)
+    refused: str = ""  # the verdict on queues of a server that refused the run's calls: not audited
 
     @property
     def ok(self) -> bool:
-        lost_server = self.server_restarted or bool(self.server_unreachable) or bool(self.lost_shards)
+        lost_server = self.server_restarted or bool(self.server_unreachable or self.lost_shards)
+        lost_server = lost_server or bool(self.refused)
         return not (self.missing or self.duplicated or self.unknown or lost_server)
 
     @property
     def verdict(self) -> str:
+        if self.refused:
+            return self.refused
         if self.lost_shards:
             lost = "; ".join(f"shard {m}: {why}" for m, why in sorted(self.lost_shards.items()))
             rest = replace(self, lost_shards={})

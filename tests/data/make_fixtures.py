@@ -209,6 +209,9 @@ def concurrency_rows(run_id: str) -> list[dict[str, Any]]:
                 "raw_jobs_per_s": jobs_per_s * 1.1, "raw_cpu_us_per_job": 200.0,
                 "raw_round_trips_per_job": trips, "raw_commands_per_job": commands,
                 "locust_raw_jobs_ratio": round(s / 1.1, 3),
+                "reference_jobs_per_s": jobs_per_s * 1.5, "reference_cpu_us_per_job": 160.0,
+                "reference_round_trips_per_job": trips, "raw_reference_cpu_ratio": 1.25,
+                "rtt_slept_ms": float(rtt) * 1.05,
             })  # fmt: skip
     return rows
 

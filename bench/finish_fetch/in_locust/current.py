@@ -13,6 +13,9 @@ from bench.protocol.connection import RedisSettings
 
 CONTROL_TIMEOUT_S = 30.0  # the controller's own socket timeout: a paused server is waited for
 
+# A user's message to the process that runs the test: the server refuses every call (window.py).
+REFUSED_MESSAGE = "emq_refused"
+
 # Each process's measurements (one Recorder a process; users write to it).
 RECORDER = Recorder()
 
@@ -22,12 +25,14 @@ class Current:
 
     run: RunSettings | None = None
     redis: RedisSettings = RedisSettings()
+    refusal_reported = False  # this process told the test's runner of a refusal (once is enough)
 
 
 def read_settings(environment: Environment) -> RunSettings:
     """Read the options (again: the web UI may have changed them) for this process's users."""
     run = run_settings(environment.parsed_options)
     Current.run = run
+    Current.refusal_reported = False
     Current.redis = redis_settings(environment, run.socket_timeout_s)
     return run
 

@@ -9,17 +9,20 @@ and CSVs work as usual.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import ClassVar
 
+import redis
 from locust import User, constant
 
 from bench.errors import BenchError, first_line
-from bench.finish_fetch.in_locust.current import Current
+from bench.finish_fetch.in_locust.current import REFUSED_MESSAGE, Current
 from bench.finish_fetch.loadstats import RunSettings
 from bench.finish_fetch.seats import mark_started, seated
 from bench.protocol.connection import Client
 from bench.protocol.queue import Call, Command, Queue
+from bench.protocol.refusal import LOADING_WAIT_S, refusal, refusal_line
 from bench.protocol.spread import queue_names
 
 log = logging.getLogger("echomq")
@@ -50,6 +53,14 @@ class RedisUser(User):
             raise BenchError("the test started before its settings were read")
         self.load = Current.run
         self.client = Current.redis.connect()
+        self.loading_since: float | None = None
+        try:
+            self._open_queue()
+        except redis.RedisError as exc:
+            self.report_refusal(exc)  # a replica or a user without rights: the run stops, one line
+            raise
+
+    def _open_queue(self) -> None:
         # SCRIPT LOADs before any timed call
         names = queue_names(self.client, self.load.queue, self.load.queues)
         first = Queue.open(self.client, names[0], protocol=self.load.protocol)
@@ -74,5 +85,23 @@ class RedisUser(User):
         )
 
     def log_error(self, exc: BaseException) -> None:
-        """A failed step, one line (it is counted by kind in the summary)."""
+        """A failed step, one line (it is counted by kind in the summary); a refusal stops the run."""
         log.warning("echomq: %s step failed: %s: %s", self.role, type(exc).__name__, first_line(exc))
+        self.report_refusal(exc)
+
+    def report_refusal(self, exc: BaseException) -> None:
+        """A reply every later call gets too (OOM, READONLY, ...): the process that runs the test
+        stops it (window.py), once per process. LOADING only once it has lasted LOADING_WAIT_S."""
+        found = refusal(exc)
+        if found is None or Current.refusal_reported:
+            self.loading_since = None
+            return
+        if found.kind == "loading":
+            now = time.monotonic()
+            self.loading_since = self.loading_since or now
+            if now - self.loading_since < LOADING_WAIT_S:
+                return
+        Current.refusal_reported = True
+        line = refusal_line(found, Current.redis.where, self.client)
+        assert self.environment.runner is not None
+        self.environment.runner.send_message(REFUSED_MESSAGE, {"line": line, "kind": found.kind})

@@ -32,7 +32,10 @@ COLUMNS = (
     ("count", "Count"),
     ("jobs_per_s", "Jobs/s"),
     ("round_trips_per_job", "Round trips/job"),
-    ("commands_per_job", "Redis commands/job"),
+    # one header, one count: the worker's script calls a job at the client, as the terminal's
+    # cmd/job; the server's count (producers' addJob included) under a header that says so
+    ("commands_per_job", "Commands a job"),
+    ("server_calls_per_job", "Server calls a job, producers included"),
     ("p50_us", "p50 µs"),
     ("p90_us", "p90 µs"),
     ("p99_us", "p99 µs"),
@@ -75,7 +78,8 @@ def strategy_rows(
     jobs: int,
     window_s: float,
     round_trips: int,
-    commands: int | None,
+    commands: float | None,
+    server_calls: int | None,
     percentiles: dict[str, dict[str, int]],
 ) -> list[dict[str, Any]]:
     """A strategy's rows: its jobs, rates and counts per job, then a row a measured latency."""
@@ -89,6 +93,7 @@ def strategy_rows(
             jobs_per_s=_rounded(jobs / window_s if window_s > 0 else None, 1),
             round_trips_per_job=_rounded(per_job(round_trips), 3),
             commands_per_job=_rounded(per_job(commands) if commands is not None else None, 3),
+            server_calls_per_job=_rounded(per_job(server_calls) if server_calls is not None else None, 3),
         )
     ]
     order = sorted(
@@ -151,8 +156,10 @@ class LiveTab:
         window_s = time.perf_counter() - window[0]
         percentiles = {name: hdr.summary(hdr.merge(parts)) for name, parts in histograms.items()}
         state = f"measuring ({window_s:.0f} of {run.measure_s:g} s)"
+        # the worker's script calls less its lone fetches, as summary.py counts commands_per_job
+        commands = counters["worker_script_calls"] - counters["fetches_alone"]
         return strategy_rows(
-            run.strategy, state, counters["jobs"], window_s, counters["worker_round_trips"],
+            run.strategy, state, counters["jobs"], window_s, counters["worker_round_trips"], commands,
             self._server_commands(), percentiles,
         )  # fmt: skip
 
@@ -172,9 +179,10 @@ class LiveTab:
         d = summary.figures
         strategy = summary.settings["strategy"]
         state = "finished" if summary.complete else f"stopped early: {summary.aborted}"
-        server = d.server_calls_per_job
+        server, commands = d.server_calls_per_job, d.commands_per_job
         self.finished[strategy] = strategy_rows(
             strategy, state, d.jobs, summary.window_s, summary.counters.get("worker_round_trips", 0),
+            commands * d.jobs,
             round(server * d.jobs) if server is not None else None, summary.percentiles_us,
         )  # fmt: skip
 

@@ -23,7 +23,7 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from bench.errors import first_line
-from bench.finish_fetch.in_locust.current import RECORDER, Current, control_settings
+from bench.finish_fetch.in_locust.current import RECORDER, REFUSED_MESSAGE, Current, control_settings
 from bench.finish_fetch.in_locust.options import keep_queue, summary_path
 from bench.finish_fetch.in_locust.server_watch import ServerWatch
 from bench.finish_fetch.loadstats import (
@@ -35,7 +35,13 @@ from bench.finish_fetch.loadstats import (
     redis_cpu_seconds,
 )
 from bench.finish_fetch.seats import reset_started, started
-from bench.finish_fetch.summary import RunSummary, build_summary, unmeasured_summary, write_summary
+from bench.finish_fetch.summary import (
+    RunSummary,
+    build_summary,
+    refused_verdict,
+    unmeasured_summary,
+    write_summary,
+)
 from bench.harness.machine import clock
 from bench.protocol.audit import audit_queues, master_run_ids
 from bench.protocol.commandstats import CommandStats, added, read_per_master
@@ -96,6 +102,7 @@ class Controller:
         self.client: Client | None = None
         self.watch: ServerWatch | None = None  # knows the server's run_id, for the audit
         self.aborted: str | None = None  # why the run stopped early
+        self.refused: str | None = None  # the kind of refusal that stopped it (OOM, READONLY, ...)
         self.server_error: str | None = None  # why the server's own figures are missing
 
         events_ = environment.events
@@ -106,6 +113,7 @@ class Controller:
         events_.worker_report.add_listener(self.on_worker_report)
         assert environment.runner is not None
         environment.runner.register_message("emq_final_report", self.on_final_report)
+        environment.runner.register_message(REFUSED_MESSAGE, self.on_refused)
 
     def on_test_start(self, environment: Environment, **_: Any) -> None:
         run = Current.run
@@ -114,7 +122,7 @@ class Controller:
         if self.client is not None:  # a second test from the web UI
             self.client.close()
         self.client = control_settings().connect()
-        self.aborted = self.server_error = None
+        self.aborted = self.server_error = self.refused = None
         run_id: str | None = None
         with contextlib.suppress(redis.RedisError):  # else the watcher learns it on its first answer
             run_id = str(self.client.info("server")["run_id"])  # so a restart from here on is seen
@@ -226,6 +234,13 @@ class Controller:
         log.error("echomq: stopping the run early: %s", reason)
         self._quit()
 
+    def on_refused(self, environment: Environment, msg: Any, **_: Any) -> None:
+        """A user met a reply every later call gets too: stop the run, its line as the reason.
+        In its own greenlet: the user's process may be this one, and the stop kills its users."""
+        if self.aborted is None:
+            self.refused = str(msg.data["kind"])
+            gevent.spawn(self.abort, str(msg.data["line"]))
+
     def on_sigint(self) -> None:
         """Ctrl-C: stop the run as an interrupted one (instead of Locust's plain KeyboardInterrupt);
         a second Ctrl-C exits at once."""
@@ -312,7 +327,7 @@ class Controller:
         if self.window is None:
             # Stopped before the window opened: the summary still says why (stage.py reads it).
             assert Current.run is not None
-            write_summary(unmeasured_summary(Current.run, self._mode(), self.aborted), path)
+            write_summary(unmeasured_summary(Current.run, self._mode(), self.aborted, self.refused), path)
             self._delete_queues()
             return
         deadline = time.monotonic() + FINAL_REPORT_WAIT_S
@@ -345,6 +360,7 @@ class Controller:
             mode=self._mode(),
             missing_processes=self._missing(),
             aborted=self.aborted,
+            refused=self.refused,
             server_error=self.server_error,
             window_clock=self.window_clock,
             # One process: every user has stopped, the queue is still, so the audit is exact.
@@ -357,6 +373,8 @@ class Controller:
         """The audit of every queue as the summary holds it; a restart or an absent server (or
         master) says so."""
         assert self.client is not None and Current.run is not None
+        if self.refused is not None:
+            return {"ok": False, "verdict": refused_verdict(self.refused)}
         try:
             if not self.queues:
                 raise redis.ConnectionError("the queues were never opened")

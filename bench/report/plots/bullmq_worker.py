@@ -1,8 +1,7 @@
-"""The BullMQ worker stage's figure: BullMQ's own Worker against the suite's loops on its scripts."""
+"""The BullMQ worker stage's figure: BullMQ's own workers (Node and Python) beside the suite's loops."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pandas as pd
@@ -10,42 +9,63 @@ from matplotlib.figure import Figure
 
 from bench.report.plots.style import PALETTE, THOUSANDS, Plot, saved
 
+# Each driver's name in the report, in the order the table and the figure show them
+DRIVER_NAMES = {
+    "node_worker": "Node Worker",
+    "node_manual_fused": "Node manual fused",
+    "node_manual_two_call": "Node manual two-call",
+    "bullmq_worker": "Python Worker",
+    "fused": "suite fused loop",
+    "two_call": "suite two-call loop",
+}
+
+
+def driver_order(drivers: pd.Series) -> list[str]:
+    """The drivers a run has, known ones in DRIVER_NAMES' order, any other after them."""
+    present = list(dict.fromkeys(drivers))
+    return [d for d in DRIVER_NAMES if d in present] + [d for d in present if d not in DRIVER_NAMES]
+
 
 def worker_drivers(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
-    """Bars: mean jobs/s of BullMQ's own Worker at each concurrency and of the suite's loops over
-    the same scripts; whiskers min..max, dots each repetition; client CPU µs a job above each bar."""
+    """Bars grouped by driver, one a concurrency: median jobs/s of the repetitions, whiskers
+    min..max, dots each repetition, the median written above each bar."""
     needed = {"driver", "concurrency", "jobs_per_s"}
     if frame.empty or not needed <= set(frame.columns) or frame["jobs_per_s"].isna().all():
         return None
     data = frame.dropna(subset=["jobs_per_s"])
-    runs = list(dict.fromkeys(zip(data["driver"], data["concurrency"], strict=True)))
-    figure = Figure(figsize=(max(6.0, 1.3 * len(runs) + 2), 4.6), layout="constrained")
+    drivers = driver_order(data["driver"])
+    levels = sorted(set(data["concurrency"].astype(int)))
+    width = 0.8 / len(levels)
+    figure = Figure(figsize=(max(7.0, 1.5 * len(drivers) + 1.5), 4.8), layout="constrained")
     ax = figure.add_subplot()
-    drivers = {"bullmq_worker": "#9467bd", "fused": PALETTE[0], "two_call": PALETTE[1]}
-    for x, (driver, concurrency) in enumerate(runs):
-        reps = data[(data["driver"] == driver) & (data["concurrency"] == concurrency)]
-        values = reps["jobs_per_s"].astype(float)
-        mean = float(values.mean())
-        ax.bar(x, mean, 0.7, color=drivers.get(driver, PALETTE[7]),
-               yerr=[[mean - values.min()], [values.max() - mean]], capsize=4)  # fmt: skip
-        ax.scatter([x] * len(values), values, color="black", s=12, zorder=3)
-        cpu = reps["client_cpu_us_per_job"].mean() if "client_cpu_us_per_job" in reps else math.nan
-        note = f"{mean:,.0f}" + ("" if math.isnan(cpu) else f"\n{cpu:,.0f} µs CPU")
-        ax.annotate(note, (x, float(values.max())), textcoords="offset points", xytext=(0, 3),
-                    ha="center", va="bottom", fontsize=8)  # fmt: skip
-    labels = [
-        f"BullMQ Worker\nconcurrency {c}" if d == "bullmq_worker" else f"suite {d}\nloop" for d, c in runs
-    ]
-    ax.set_xticks(range(len(runs)), labels)
-    ax.set_ylim(0, float(data["jobs_per_s"].max()) * 1.3)
+    for x, driver in enumerate(drivers):
+        mine = data[data["driver"] == driver]
+        shown = [c for c in levels if (mine["concurrency"] == c).any()]
+        for slot, concurrency in enumerate(shown):
+            values = mine[mine["concurrency"] == concurrency]["jobs_per_s"].astype(float)
+            middle = float(values.median())
+            at = x + (slot - (len(shown) - 1) / 2) * width
+            colour = PALETTE[levels.index(concurrency) % len(PALETTE)]
+            whisker = [[middle - values.min()], [values.max() - middle]]
+            ax.bar(at, middle, width * 0.9, color=colour, yerr=whisker, capsize=3,
+                   label=f"concurrency {concurrency}")  # fmt: skip
+            ax.scatter([at] * len(values), values, color="black", s=8, zorder=3)
+            ax.annotate(f"{middle:,.0f}", (at, float(values.max())), textcoords="offset points",
+                        xytext=(0, 2), ha="center", va="bottom", fontsize=7)  # fmt: skip
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles, strict=True))  # one entry a concurrency
+    ax.legend(unique.values(), unique.keys(), loc="upper right", fontsize=8, framealpha=0.95)
+    ax.set_xticks(range(len(drivers)), [DRIVER_NAMES.get(d, d).replace(" ", "\n", 1) for d in drivers])
+    ax.set_ylim(0, float(data["jobs_per_s"].max()) * 1.25)
     ax.set_ylabel("jobs finished per second (jobs/s)")
     ax.yaxis.set_major_formatter(THOUSANDS)
     ax.grid(axis="y", alpha=0.3)
-    title = "BullMQ's own Worker against the suite's loops over BullMQ's scripts"
-    ax.set_title(f"{title}\nbar = mean of the repetitions, whisker = min..max, dot = one repetition")
+    title = "BullMQ's own workers beside the suite's loops over BullMQ's scripts"
+    ax.set_title(f"{title}\nbar = median of the repetitions, whisker = min..max, dot = one repetition")
     caption = (
-        "Taller is better. The BullMQ Worker bars are what a BullMQ Python user gets today (finish, "
-        "then fetch: two script calls a job); the fused bar is what one call a job would give on the "
-        "same scripts. The client CPU a job above each bar says where the time goes."
+        "Taller is better. Node Worker is what most BullMQ users run (it finishes each job with fetch "
+        "next on: one script call a job); Node manual fused and two-call are the same client with fetch "
+        "next on and off; Python Worker is its Python port (two calls a job); the suite's loops run at "
+        "concurrency 1 over the Python port's scripts."
     )
     return saved(figure, out_dir, "bullmq_worker_jobs.png", title, caption)

@@ -11,10 +11,13 @@ from matplotlib.ticker import FuncFormatter
 
 from bench.report.plots.style import (
     HOME_PROTOCOL,
+    OTHER_LINE,
     PALETTE,
+    PROTOCOL_LINES,
     THOUSANDS,
     Plot,
     colour,
+    legend_columns,
     ordered,
     save,
     saved,
@@ -163,31 +166,46 @@ def ratio_against_concurrency(ratios: pd.DataFrame, out_dir: Path) -> Plot | Non
     others += sorted(set(ratios["other"]) - set(others))
     figure = Figure(figsize=(5.4 * len(others) + 0.6, 4.6), layout="constrained")
     axes = figure.subplots(1, len(others), squeeze=False, sharey=True)[0]
+    ratios = (
+        ratios.assign(protocol=ratios["protocol"].fillna(HOME_PROTOCOL))
+        if "protocol" in ratios
+        else (ratios.assign(protocol=HOME_PROTOCOL))
+    )
+    protocols = sorted(ratios["protocol"].unique(), key=lambda name: (name != HOME_PROTOCOL, name))
     several = [c for c in ("workers", "job_ms") if ratios[c].nunique() > 1]
+    settings = sorted(set(ratios[["rtt_ms", *several]].itertuples(index=False, name=None)))
     for ax, other in zip(axes, others, strict=True):
         rows = ratios[ratios["other"] == other]
-        for n, (key, line) in enumerate(rows.groupby(["rtt_ms", *several], sort=True)):
+        # a line a protocol and setting: colour = the setting, line style = the protocol
+        lines = rows.groupby(["protocol", "rtt_ms", *several], sort=True)
+        for (protocol, *key), line in sorted(lines, key=lambda item: protocols.index(item[0][0])):
             line = line.sort_values("concurrency")
-            parts = (key,) if not isinstance(key, tuple) else key
-            label = f"rtt {parts[0]:g} ms" + "".join(
-                f", {name.replace('_ms', '')} {value:g}"
-                for name, value in zip(several, parts[1:], strict=True)
+            label = f"rtt {key[0]:g} ms" + "".join(
+                f", {name.replace('_ms', '')} {value:g}" for name, value in zip(several, key[1:], strict=True)
             )
+            if len(protocols) > 1:
+                label = f"{protocol}, {label}"
             yerr = [line["median"] - line["lo"], line["hi"] - line["median"]]
+            n = settings.index(tuple(key))
+            style = PROTOCOL_LINES.get(str(protocol), OTHER_LINE)
             ax.errorbar(line["concurrency"], line["median"], yerr=yerr, marker="o", ms=4, capsize=3,
-                        color=PALETTE[n % len(PALETTE)], label=label)  # fmt: skip
+                        color=PALETTE[n % len(PALETTE)], linestyle=style, label=label)  # fmt: skip
         ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.set_xlabel("jobs in flight per worker connection (concurrency, log scale)")
         ax.set_title(f"fused / {other}")
         ax.grid(which="both", alpha=0.3)
-        ax.legend(loc="upper right", fontsize=8)
+    # one legend below the panels, off the data (the panels share their lines)
+    handles, labels = axes[0].get_legend_handles_labels()
+    ncol = legend_columns(labels, figure, 8, most=len(protocols) if len(protocols) > 1 else 4)
+    figure.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=8)
     axes[0].set_ylabel("jobs/s ratio (median of the repetition pairs)")
     title = "Where fusing stops mattering: the fused advantage against concurrency"
     figure.suptitle(title)
     caption = (
-        "Above the dashed line fused does more jobs/s. Each line is one simulated round-trip time; "
+        "Above the dashed line fused does more jobs/s. Each line is one protocol (its line style) at "
+        "one simulated round-trip time (its colour); "
         "as concurrency grows the auto-pipelined connection carries many jobs' calls a round trip, "
         "so what is left of the gap is the second call's client and Redis cost."
     )

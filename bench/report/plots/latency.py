@@ -14,7 +14,7 @@ from hdrh.histogram import HdrHistogram
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from bench.report.plots.style import Plot, colour, ordered, plain_log_ticks, saved
+from bench.report.plots.style import Plot, colour, legend_columns, ordered, plain_log_ticks, saved
 
 # Percentiles marked on the latency curves, and the curve's finer points between them.
 MARKED_PERCENTILES = (50.0, 90.0, 99.0, 99.9)
@@ -74,7 +74,7 @@ def latency_percentiles(
     metrics = [m for m in ("cycle", "e2e") if any(k[0] == m for k in histograms)]
     if not metrics:
         return None
-    figure = Figure(figsize=(6.0 * len(metrics), 5.2), layout="constrained")
+    figure = Figure(figsize=(6.0 * len(metrics), 4.4), layout="constrained")
     axes = figure.subplots(1, len(metrics), squeeze=False)[0]
     names = {"cycle": "worker cycle (finish + fetch)", "e2e": e2e_name}
     variants = ordered(sorted({v for _, v in histograms}))
@@ -97,7 +97,11 @@ def latency_percentiles(
         _latency_axes(ax, f"Latency percentiles: {names.get(metric, metric)}", legend=False)
     # one legend for both panels, below them: off the data; colour = strategy, line style = point
     handles, labels = axes[0].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 3), fontsize=9)
+    size = 9 if len(labels) <= 8 else 8
+    ncol = legend_columns(labels, figure, size, most=3)
+    # the panels keep their height: the figure grows by the legend's rows
+    figure.set_figheight(figure.get_figheight() + 0.2 * math.ceil(len(labels) / ncol))
+    figure.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=size)
     caption = (
         "Lower is better. Each line is every repetition's HDR histogram merged exactly; colour is "
         "the strategy, line style the workers/rtt point. Read the gap between strategies at p50 "

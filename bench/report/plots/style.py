@@ -14,6 +14,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_hex, to_rgb
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter
 
 from bench.results import write_atomic_with
@@ -117,8 +118,38 @@ def ordered(variants: Sequence[str]) -> list[str]:
     return known + sorted(set(variants) - set(known))
 
 
+def figure_title(figure: Figure) -> Text | None:
+    """The figure's own title (``suptitle``), where matplotlib keeps it, or None."""
+    title = getattr(figure, "_suptitle", None)
+    return title if isinstance(title, Text) else None
+
+
+def fit_titles(figure: Figure) -> None:
+    """Every title wrapped to the width it has: the figure's for its title, an axes' column's for
+    the axes' (a panel's title never runs over its neighbour or off the figure)."""
+    suptitle = figure_title(figure)
+    if suptitle is not None and suptitle.get_text():
+        suptitle.set_text(wrapped(suptitle.get_text(), figure, float(suptitle.get_fontsize())))
+    axes = [ax for ax in figure.axes if ax.get_subplotspec() is not None]
+    columns = max((ax.get_subplotspec().get_gridspec().ncols for ax in axes), default=1)  # type: ignore[union-attr]
+    for ax in axes:
+        title = ax.title
+        if title.get_text():
+            # an axes column, less its tick labels and axis label: about 80% of its share
+            width = figure.get_figwidth() / columns * 0.8
+            title.set_text(wrapped_to(title.get_text(), width, float(title.get_fontsize())))
+
+
+def legend_columns(labels: Sequence[str], figure: Figure, fontsize: float, most: int) -> int:
+    """How many columns a legend of ``labels`` across the figure can have and stay inside it."""
+    chars = figure.get_figwidth() * 72 / (fontsize * 0.55) * 0.9  # points across / an average glyph
+    entry = max((len(label) for label in labels), default=1) + 6  # the line sample and the gaps
+    return max(1, min(most, len(labels), int(chars // entry)))
+
+
 def save(figure: Figure, path: Path) -> None:
     """Render to PNG atomically: a reader never sees half a picture."""
+    fit_titles(figure)
     FigureCanvasAgg(figure)
     write_atomic_with(path, lambda handle: figure.savefig(handle, format="png", dpi=DPI))
 
@@ -150,8 +181,14 @@ def plain_log_ticks(ax: Axes, axis: str = "y") -> None:
 
 def wrapped(text: str, figure: Figure, fontsize: float) -> str:
     """``text`` wrapped to the figure's width, so a subtitle is never cut off at its edges."""
-    chars = int(figure.get_figwidth() * 72 / (fontsize * 0.6))  # points across / an average glyph
-    return "\n".join(textwrap.wrap(text, max(chars, 20)))
+    return wrapped_to(text, figure.get_figwidth() * 0.95, fontsize)
+
+
+def wrapped_to(text: str, width_in: float, fontsize: float) -> str:
+    """``text`` wrapped to ``width_in`` inches, each line kept (a title with its own line breaks
+    keeps them)."""
+    chars = int(width_in * 72 / (fontsize * 0.6))  # points across / an average glyph
+    return "\n".join("\n".join(textwrap.wrap(line, max(chars, 20)) or [""]) for line in text.split("\n"))
 
 
 def saved(figure: Figure, out_dir: Path, name: str, title: str, caption: str) -> Plot:

@@ -10,7 +10,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from bench.report.plots.style import Plot, colour, line_style, ordered, plain_log_ticks, saved
+from bench.report.plots.style import Plot, colour, legend_columns, line_style, ordered, plain_log_ticks, saved
 
 
 def _per_scenario(
@@ -55,8 +55,8 @@ def _finish_panels(panels: list[tuple[Axes, pd.DataFrame]]) -> None:
             seen.setdefault(label, handle)
     figure = panels[0][0].get_figure()
     assert isinstance(figure, Figure)
-    figure.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=min(len(seen), 4),
-                  fontsize=8)  # fmt: skip
+    ncol = legend_columns(list(seen), figure, 8, most=4)
+    figure.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=ncol, fontsize=8)
 
 
 def _slope_guides(ax: Axes, rows: pd.DataFrame, column: str, first: bool) -> None:

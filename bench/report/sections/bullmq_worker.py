@@ -1,66 +1,122 @@
-"""The BullMQ worker section: BullMQ's own Worker beside the suite's loops on the same scripts."""
+"""The BullMQ worker section: BullMQ's own workers, Node and Python, beside the suite's loops."""
 
 from __future__ import annotations
 
-import math
+from typing import Any
 
 import pandas as pd
 
 from bench.fits import headline_ratio
-from bench.report.compare.metrics import STAGE_KEYS, samples
 from bench.report.load import RunData
 from bench.report.machine import contended_note
-from bench.report.markdown import figure, flag_rows, fmt, markdown_table, missing_note, present
-from bench.report.plots.bullmq_worker import worker_drivers
+from bench.report.markdown import figure, fmt, markdown_table, missing_note
+from bench.report.plots.bullmq_worker import DRIVER_NAMES, driver_order, worker_drivers
 from bench.report.ratios import values_by_rep
+
+# A fused driver and the two-call driver of the same client: their jobs/s paired by repetition
+FUSED_OVER_TWO_CALL = {"node_manual_fused": "node_manual_two_call", "fused": "two_call"}
+# The per-job columns: the median of the repetitions, each with its own number form
+MEDIANS = {
+    "Redis calls a job": ("redis_calls_per_job", "{:.2f}"),
+    "Redis µs a job": ("redis_us_per_job", "{:,.1f}"),
+    "client CPU µs a job": ("client_cpu_us_per_job", "{:,.0f}"),
+}
+
+
+def _spread(values: pd.Series) -> str:
+    middle = f"{values.median():,.0f}"
+    if len(values) < 2:
+        return middle
+    return f"{middle} [{values.min():,.0f}-{values.max():,.0f}]"
+
+
+def _median(frame: pd.DataFrame, column: str, form: str) -> str:
+    values = frame[column].dropna() if column in frame else pd.Series(dtype=float)
+    return form.format(float(values.median())) if len(values) else "—"
+
+
+def _ratio(frame: pd.DataFrame, driver: str, concurrency: int) -> str:
+    other = FUSED_OVER_TWO_CALL.get(driver)
+    if other is None:
+        return ""
+    at = frame["concurrency"] == concurrency
+    ratio = headline_ratio(
+        values_by_rep(frame[at & (frame["driver"] == driver)]),
+        values_by_rep(frame[at & (frame["driver"] == other)]),
+    )
+    return f"{ratio.median:.2f} [{ratio.lo:.2f}-{ratio.hi:.2f}]" if ratio else ""
+
+
+def worker_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row a concurrency and driver: jobs/s median [min-max] of the repetitions, the medians of
+    the per-job figures, and fused over two-call paired by repetition on the fused rows."""
+    rows: list[dict[str, Any]] = []
+    for concurrency in sorted(set(frame["concurrency"].astype(int))):
+        at = frame[frame["concurrency"] == concurrency]
+        for driver in driver_order(at["driver"]):
+            mine = at[at["driver"] == driver]
+            row: dict[str, Any] = {
+                "concurrency": concurrency,
+                "worker": DRIVER_NAMES.get(driver, driver),
+                "jobs/s median [min-max]": _spread(mine["jobs_per_s"]),
+            }
+            for name, (column, form) in MEDIANS.items():
+                row[name] = _median(mine, column, form)
+            row["fused ÷ two-call jobs/s, paired"] = _ratio(frame, driver, concurrency)
+            row["window s"] = _median(mine, "duration_s", "{:.2f}")
+            busy = int(mine["contended"].fillna(False).astype(bool).sum()) if "contended" in mine else 0
+            row["reps"] = f"{len(mine)}" + (f" ({busy} contended)" if busy else "")
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def versions_lines(about: dict[str, Any]) -> list[str]:
+    """Which BullMQ packages ran, and the scripts BullMQ's Node package called (SHA1, as sent)."""
+    node = about.get("node")
+    python = about.get("python_bullmq")
+    lines = []
+    if isinstance(node, dict) and node.get("absent"):
+        lines += [f"> **No Node rows**: BullMQ's Node package did not run here: {node['absent']}.", ""]
+    elif isinstance(node, dict):
+        called = node.get("scripts_called") or {}
+        shas = ", ".join(f"`{name}` `{sha}`" for name, sha in called.items())
+        lines += [
+            f"BullMQ's Node package {node.get('bullmq')} (ioredis {node.get('ioredis')}, "
+            f"node {node.get('node')}); its Python port {python or '—'}. "
+            f"The scripts the Node drivers called, with the SHA1 they were sent by: {shas or '—'}.",
+            "",
+        ]
+    return lines
 
 
 def bullmq_worker_section(data: RunData) -> list[str]:
-    """BullMQ's own asyncio Worker beside the suite's loops over the same scripts."""
+    """BullMQ's own workers (its Node package's and its Python port's) beside the suite's loops."""
     frame = data.frames.get("bullmq_worker")
     if frame is None:
         return []  # absent, or not run: the run section's list says which
-    lines = ["## BullMQ's own worker against the suite's loops on BullMQ's scripts", ""]
+    lines = ["## BullMQ's own workers against the suite's loops on BullMQ's scripts", ""]
     lines += missing_note(data, "bullmq_worker")
     lines += contended_note(frame, "run(s)")
     about = data.meta.get("bullmq_worker") or {}
-    options = about.get("options") if isinstance(about, dict) else None
+    about = about if isinstance(about, dict) else {}
+    window = about.get("window_s")
+    sized = f"; a run's jobs are sized so its window lasts {fmt(window)} s or more" if window else ""
     lines += [
-        "BullMQ's asyncio `Worker` and the suite's synchronous fused and two_call loops each process a "
-        "pre-filled queue in a process of their own, timed from completion "
-        f"{fmt(about.get('window_from', 1000))} "
-        "to the last. What a BullMQ Python user gets today is the Worker; what the fused call would give "
-        "them is the fused loop.",
+        "Each worker processes a pre-filled queue in a process of its own, timed from completion "
+        f"{fmt(about.get('window_from', 1000))} to the last{sized}. BullMQ's Node package runs three "
+        "ways: its `Worker` (fetch next on: what most BullMQ users run), and its documented manual "
+        "processing, `getNextJob` then `moveToCompleted` with fetch next on (fused) or off (two-call), "
+        "each job in flight with its own token. The Python Worker is BullMQ's Python port; the suite's "
+        "loops call the Python port's scripts at concurrency 1. Redis calls are client-sent commands "
+        "(EVALSHA, BZPOPMIN) as INFO commandstats counts them; µs are Redis's own.",
         "",
     ]
-    if options:
-        lines += [f"*{options}.*", ""]
+    lines += versions_lines(about)
+    if about.get("options"):
+        lines += [f"*{about['options']}.*", ""]
     failed = int((~frame["audit_ok"].fillna(True).astype(bool)).sum())
     if failed:
         lines += [f"> **Audit FAILED in {failed} run(s)**: a job not completed exactly once.", ""]
-    rows = []
-    for key, metrics in samples("bullmq_worker", frame).items():
-        row: dict[str, object] = dict(zip(STAGE_KEYS["bullmq_worker"], key, strict=True))
-        jobs = metrics.get("jobs_per_s")
-        row["reps"] = jobs.n if jobs else 0
-        row["jobs/s mean"] = jobs.mean if jobs else math.nan
-        row["jobs/s min..max"] = f"{fmt(jobs.lo)}..{fmt(jobs.hi)}" if jobs else "—"
-        for column in ("client_cpu_us_per_job", "redis_calls_per_job", "redis_us_per_job"):
-            row[column] = metrics[column].mean if column in metrics else math.nan
-        rows.append(row)
-    lines += ["Per driver, mean over repetitions:", "", markdown_table(pd.DataFrame(rows)), ""]
-    base = frame[(frame["driver"] == "bullmq_worker") & (frame["concurrency"] == 1)]
-    ratios = []
-    for loop in ("fused", "two_call"):
-        other = frame[frame["driver"] == loop]
-        ratio = headline_ratio(values_by_rep(other), values_by_rep(base))  # the one A/B definition
-        if ratio:
-            ratios.append({"suite loop": loop, "÷ BullMQ Worker, concurrency 1": ratio.median,
-                           "[min-max]": f"[{ratio.lo:.2f}-{ratio.hi:.2f}]",
-                           "pairs": ratio.pairs})  # fmt: skip
-    if ratios:
-        lines += ["jobs/s of the suite's loops over BullMQ's Worker (per repetition pair):", "",
-                  markdown_table(pd.DataFrame(ratios)), ""]  # fmt: skip
+    lines += [markdown_table(worker_table(frame)), ""]
     lines += figure(worker_drivers(frame, data.path), "no jobs_per_s values")
-    lines += ["All runs:", "", markdown_table(flag_rows(present(data, "bullmq_worker", frame))), ""]
     return lines

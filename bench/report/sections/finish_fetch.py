@@ -7,6 +7,7 @@ import math
 
 import pandas as pd
 
+from bench.finish_fetch_goals import goal_lines
 from bench.hdr import summary
 from bench.report import latency
 from bench.report.compare.metrics import STAGE_KEYS, samples
@@ -90,6 +91,7 @@ def finish_fetch_section(data: RunData) -> list[str]:
     lines += figure(jobs_per_s(protocol_labelled(frame), data.path), "no jobs_per_s values")
     lines += shards_section(data.frames.get("finish_fetch_shards"))
     lines += _pace_section(frame)
+    lines += _driver_section(frame)
     lines += script_cost_section(data)
     if frame["concurrency"].nunique(dropna=True) > 1:  # a line against concurrency needs two of them
         plot = ratio_against_concurrency(paired_ratios(frame), data.path)
@@ -185,33 +187,84 @@ PACE_COLUMNS = {
     "server_commands_per_job": "cmd/job (commandstats)",
     "server_us_per_job": "Redis µs/job",
     "redis_ceiling_jobs_per_s": "Redis ceiling jobs/s",
-    "limit_share": "limit's share",
+    "limit_share": "limit's share",  # LIMIT_SHARE
     "locust_raw_jobs_ratio": "Locust/raw jobs/s",
     "loadgen_cpu_us_per_job": "Locust CPU µs/job",
     "raw_cpu_us_per_job": "raw CPU µs/job",
+    "reference_cpu_us_per_job": "reference CPU µs/job",
+    "raw_reference_cpu_ratio": "raw/reference CPU",
+    "rtt_slept_ms": "rtt paid ms",
 }
+
+DRIVER_COLUMNS = {
+    "jobs_per_s": "Locust jobs/s",
+    "raw_jobs_per_s": "raw jobs/s",
+    "reference_jobs_per_s": "reference jobs/s",
+    "loadgen_cpu_us_per_job": "Locust CPU µs/job",
+    "raw_cpu_us_per_job": "raw CPU µs/job",
+    "reference_cpu_us_per_job": "reference CPU µs/job",
+    "round_trips_per_job": "Locust rt/job",
+    "raw_round_trips_per_job": "raw rt/job",
+    "reference_round_trips_per_job": "reference rt/job",
+}
+
+
+def _driver_section(frame: pd.DataFrame) -> list[str]:
+    """Locust, the raw driver and the reference loop side by side, and the driver goals."""
+    if "reference_cpu_us_per_job" not in frame.columns or frame["reference_cpu_us_per_job"].isna().all():
+        return []
+    rows = _by_point(frame, DRIVER_COLUMNS, "median")
+    goals = goal_lines({str(k): v for k, v in r.items()} for r in frame.to_dict("records"))
+    return [
+        "### Locust, the raw driver and the reference",
+        "",
+        "Medians over the repetitions. The reference is the least client work the suite's call "
+        "builders allow: one process in lockstep, each round's calls in one redis-py pipeline, on a "
+        "pre-filled queue, at rtt 0 (its adds counted in its CPU). The raw driver runs the Locust "
+        "users' own loops without Locust, a thread a connection. What Locust or the raw driver "
+        "costs beyond the reference is the harness. Goals on uncontended points:",
+        "",
+        *[f"- {line}" for line in goals],
+        "",
+        markdown_table(pd.DataFrame(rows)),
+        "",
+    ]
+
+
+LIMIT_SHARE = "limit's share"
+
+
+def _by_point(frame: pd.DataFrame, columns: dict[str, str], how: str) -> list[dict[str, object]]:
+    """A row a strategy and point: each column's mean or median over the repetitions, titled, and
+    the limit most repetitions named."""
+    shown = ["strategy", *shown_point_columns(frame)]
+    rows = []
+    for key, group in frame.groupby(shown, sort=True):
+        row: dict[str, object] = dict(zip(shown, key, strict=True))
+        for column, title in columns.items():
+            values = group[column] if column in group else pd.Series(dtype=float)
+            row[title] = values.agg(how) if not values.isna().all() else math.nan
+        named = group["limit"][group["limit"].fillna("") != ""]
+        row["limit"] = named.mode().iloc[0] if not named.empty else "—"  # what most repetitions named
+        if LIMIT_SHARE in row and "limit_share" in group and not named.empty:
+            # one meaning: the share of the limit shown, over the repetitions that named it
+            row[LIMIT_SHARE] = group.loc[named[named == row["limit"]].index, "limit_share"].mean()
+        rows.append(row)
+    return rows
 
 
 def _pace_section(frame: pd.DataFrame) -> list[str]:
     """Per point and strategy: what Redis could do, what was done, and which side set the pace."""
     if "limit" not in frame.columns or not (frame["limit"].fillna("") != "").any():
         return []
-    shown = ["strategy", *shown_point_columns(frame)]
-    rows = []
-    for key, group in frame.groupby(shown, sort=True):
-        row: dict[str, object] = dict(zip(shown, key, strict=True))
-        for column, title in PACE_COLUMNS.items():
-            values = group[column] if column in group else pd.Series(dtype=float)
-            row[title] = values.mean() if not values.isna().all() else math.nan
-        named = group["limit"][group["limit"] != ""]
-        row["limit"] = named.mode().iloc[0] if not named.empty else "—"  # what most repetitions named
-        rows.append(row)
+    rows = _by_point(frame, PACE_COLUMNS, "mean")
     return [
         "### Which side set the pace",
         "",
         "Means over the repetitions. The Redis ceiling is 1e6 / Redis µs per job (INFO commandstats, "
         "producers' addJob included): the jobs/s Redis could do were its own time the only cost. "
-        "The limit is the side that used the largest share of its capacity: the client (the busiest "
+        "The limit is the side most repetitions named, and its share the mean over those repetitions: "
+        "the side that used the largest share of its capacity: the client (the busiest "
         "load process's CPU), the network (simulated round trips x rtt per worker connection), the "
         "job time (job-ms per slot) or Redis (its CPU); latency when no side used 70% of its "
         "capacity (each connection waits on its exchanges; more jobs in flight would help, and on a "

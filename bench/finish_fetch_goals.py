@@ -1,0 +1,173 @@
+"""The load driver's goals, defined once: how far the harness is from the least client work the
+builders allow, and whether Redis, not the client, sets the pace where it should.
+
+A pure leaf (the standard library and the other leaves): the finish_fetch stage's table and the
+report print the same goal lines from finish_fetch.csv's rows, and neither may import the other.
+Only uncontended rows are evidence; a goal with no such row says ``not measured``, never met.
+
+- raw/reference: the raw driver's client CPU a job over the reference loop's (reference.py;
+  the producers' adds counted on both sides), at 8 and 32 jobs in flight, fused and two_call;
+- Locust/raw: Locust's jobs/s over the raw driver's, at every point;
+- Redis-bound: at the point with ``BOUND_CONCURRENCY`` jobs in flight, rtt 0 and job-ms 0, the
+  limit most repetitions named is Redis, fused and two_call, echomq and bullmq;
+- rtt: the mean wait a simulated round trip paid, within 10% of rtt-ms at every point not
+  marked saturated.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+MET, MISSED, NOT_MEASURED = "met", "missed", "not measured"
+RAW_REFERENCE_CPU_MAX = 1.25
+LOCUST_RAW_JOBS_MIN = 0.8
+RTT_TOLERANCE = 0.10
+CPU_GOAL_CONCURRENCY = (8, 32)
+BOUND_CONCURRENCY = 32  # the default profile's Redis-bound point (bound-concurrency)
+BOUND_STRATEGIES = ("fused", "two_call")
+BOUND_PROTOCOLS = ("echomq", "bullmq")
+
+Row = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class DriverGoal:
+    """One goal's verdict over a run's rows, and its worst point."""
+
+    name: str
+    verdict: str
+    worst: str  # the point furthest from the goal, with its figure ("" when not measured)
+
+    def line(self) -> str:
+        tail = f" (worst: {self.worst})" if self.worst else ""
+        return f"goal {self.name}: {self.verdict}{tail}"
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _true(value: Any) -> bool:
+    return str(value).strip().lower() in ("true", "1")
+
+
+def _point(row: Row) -> str:
+    lead = "" if row.get("protocol") == "echomq" else f"{row.get('protocol')} "
+    return (
+        f"{lead}{row.get('strategy')} w{row.get('workers')} c{row.get('concurrency')} "
+        f"rtt{_number(row.get('rtt_ms')) or 0:g}"
+    )
+
+
+def _by_point(rows: Iterable[Row], keep: Callable[[Row], bool]) -> dict[str, list[Row]]:
+    points: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        if not _true(row.get("contended")) and keep(row):
+            points[_point(row)].append(row)
+    return points
+
+
+def _median_goal(
+    name: str, points: dict[str, list[Row]], column: str, passes: Callable[[float], bool], higher_worse: bool
+) -> DriverGoal:
+    figures = {}
+    for point, group in points.items():
+        values = [v for v in (_number(r.get(column)) for r in group) if v is not None]
+        if values:
+            figures[point] = statistics.median(values)
+    if not figures:
+        return DriverGoal(name, NOT_MEASURED, "")
+    worst = (max if higher_worse else min)(figures, key=lambda p: figures[p])
+    verdict = MET if all(passes(v) for v in figures.values()) else MISSED
+    return DriverGoal(name, verdict, f"{worst} {figures[worst]:.2f}")
+
+
+def judge(rows: Iterable[Row]) -> list[DriverGoal]:
+    """Every driver goal over a run's finish_fetch rows."""
+    rows = list(rows)
+
+    def concurrency(row: Row) -> int:
+        return int(_number(row.get("concurrency")) or 1)
+
+    cpu_points = _by_point(
+        rows,
+        lambda r: concurrency(r) in CPU_GOAL_CONCURRENCY and r.get("strategy") in BOUND_STRATEGIES,
+    )
+    goals = [
+        _median_goal(
+            f"raw CPU a job <= {RAW_REFERENCE_CPU_MAX:g}x the reference's (c8, c32)",
+            cpu_points,
+            "raw_reference_cpu_ratio",
+            lambda v: v <= RAW_REFERENCE_CPU_MAX,
+            higher_worse=True,
+        ),
+        _median_goal(
+            f"Locust jobs/s >= {LOCUST_RAW_JOBS_MIN:g}x the raw driver's (every point)",
+            _by_point(rows, lambda r: True),
+            "locust_raw_jobs_ratio",
+            lambda v: v >= LOCUST_RAW_JOBS_MIN,
+            higher_worse=False,
+        ),
+        _bound_goal(rows, concurrency),
+        _rtt_goal(rows),
+    ]
+    return goals
+
+
+def _bound_goal(rows: list[Row], concurrency: Callable[[Row], int]) -> DriverGoal:
+    name = f"limit redis at c{BOUND_CONCURRENCY} rtt0 (fused, two_call; echomq, bullmq)"
+    points = _by_point(
+        rows,
+        lambda r: (
+            concurrency(r) == BOUND_CONCURRENCY
+            and (_number(r.get("rtt_ms")) or 0) == 0
+            and (_number(r.get("job_ms")) or 0) == 0
+            and r.get("strategy") in BOUND_STRATEGIES
+            and r.get("protocol") in BOUND_PROTOCOLS
+        ),
+    )
+    if not points:
+        return DriverGoal(name, NOT_MEASURED, "")
+    named = {}
+    for point, group in points.items():
+        limits = [str(r.get("limit") or "") for r in group if r.get("limit")]
+        named[point] = statistics.mode(limits) if limits else "-"
+    missed = [p for p, limit in named.items() if limit != "redis"]
+    worst = f"{missed[0]} limit {named[missed[0]]}" if missed else ""
+    return DriverGoal(name, MISSED if missed else MET, worst)
+
+
+def _rtt_goal(rows: list[Row]) -> DriverGoal:
+    points = _by_point(
+        rows,
+        lambda r: (
+            (_number(r.get("rtt_ms")) or 0) > 0
+            and _number(r.get("rtt_slept_ms")) is not None
+            and not _true(r.get("saturated"))
+        ),
+    )
+    ratios = {  # the wait paid over the nominal one
+        point: [(_number(r.get("rtt_slept_ms")) or 0) / (_number(r.get("rtt_ms")) or 1) for r in group]
+        for point, group in points.items()
+    }
+    name = f"rtt paid within {RTT_TOLERANCE:.0%} of nominal (unsaturated points)"
+    if not ratios:
+        return DriverGoal(name, NOT_MEASURED, "")
+    medians = {p: statistics.median(v) for p, v in ratios.items()}
+    worst = max(medians, key=lambda p: abs(medians[p] - 1))
+    verdict = MET if all(abs(v - 1) <= RTT_TOLERANCE for v in medians.values()) else MISSED
+    return DriverGoal(name, verdict, f"{worst} paid {medians[worst]:.2f}x")
+
+
+def goal_lines(rows: Iterable[Row]) -> list[str]:
+    """The goals as the stage's table and the report print them, one line each."""
+    return [goal.line() for goal in judge(rows)]
