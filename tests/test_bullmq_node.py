@@ -20,6 +20,7 @@ from bench.__main__ import main as bench_main
 from bench.bullmq_worker import node
 from bench.bullmq_worker.driver import URL_ENV, WINDOW_FROM
 from bench.bullmq_worker.node import NodePeer, find_peer
+from bench.bullmq_worker.plan import NODE_DRIVERS
 from bench.paths import REPO
 from bench.protocol.audit import audit
 from bench.protocol.commandstats import CLIENT_COMMANDS
@@ -212,3 +213,19 @@ def test_the_report_says_why_the_node_rows_are_absent_or_which_scripts_node_sent
     )
     assert line.endswith("`moveToActive-11.lua` `d96c`, `moveToFinished-14.lua` `6966`.")
     assert versions_lines({}) == []  # a run from before the Node package: nothing said
+
+
+def test_a_runs_jobs_are_sized_from_its_last_rate_so_the_window_lasts():
+    from bench.bullmq_worker.plan import MAX_JOBS, Run, jobs_for, runs_of, short_window
+    from bench.harness.profile import BullmqWorkerOptions
+
+    options = BullmqWorkerOptions(bullmq_worker_concurrency=(1, 8), bullmq_worker_jobs=3000)
+    assert jobs_for(options, None) == 3000  # no rate yet: the profile's jobs
+    assert jobs_for(options, 14_000.0) == WINDOW_FROM + 17_500  # 1 s at 14,000 jobs/s, 25% room
+    assert jobs_for(options, 100.0) == 3000  # never fewer than the profile's
+    assert jobs_for(options, 1e9) == MAX_JOBS
+    assert jobs_for(BullmqWorkerOptions(bullmq_worker_window_s=0), 14_000.0) == 6000  # sizing off
+    assert short_window(options, 0.99) and not short_window(options, 1.0)
+    node_runs = [Run(d, c) for c in (1, 8) for d in (*NODE_DRIVERS, "bullmq_worker")]
+    assert runs_of(options, node=True) == [*node_runs, Run("fused", 1), Run("two_call", 1)]
+    assert [r.driver for r in runs_of(options, node=False)] == ["bullmq_worker"] * 2 + ["fused", "two_call"]

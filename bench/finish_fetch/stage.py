@@ -49,6 +49,7 @@ from bench.finish_fetch.table import TableRow, table
 from bench.finish_fetch_goals import BOUND_STRATEGIES, goal_lines
 from bench.harness.context import RunContext
 from bench.harness.profile import FinishFetchOptions, Profile
+from bench.harness.terminal import fold
 from bench.protocol.refusal import ServerRefused, refused
 from bench.results import (
     FINISH_FETCH_COLUMNS,
@@ -219,10 +220,10 @@ def run_stage(ctx: RunContext) -> None:
         ctx.progress.step("latency fidelity measured")
     ctx.progress.done()
     notes = goal_lines(map(row_dict, rows)) + notes
-    print(table(shown, strategies, notes=notes))
+    print(fold(table(shown, strategies, notes=notes)))
     per_master = shard_table(shards)
     if per_master:
-        print(per_master)
+        print(fold(per_master))
     if errors:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(errors.items()))
         total = sum(errors.values())
