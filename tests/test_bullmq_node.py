@@ -23,7 +23,7 @@ from bench.bullmq_worker.node import NodePeer, find_peer
 from bench.bullmq_worker.plan import NODE_DRIVERS
 from bench.paths import REPO
 from bench.protocol.audit import audit
-from bench.protocol.commandstats import CLIENT_COMMANDS
+from bench.protocol.commandstats import CLIENT_COMMANDS, CommandStats
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Queue
 
@@ -61,10 +61,17 @@ def filled_and_run(
     ids = driver(peer, settings, "fill", "--queue", queue.keys.tag, "--jobs", str(jobs))["ids"]
     assert len(set(ids)) == jobs
     counted = ",".join(CLIENT_COMMANDS)
+    before = CommandStats.read(queue.client)
     line = driver(
         peer, settings, "run", "--mode", mode, "--queue", queue.keys.tag, "--jobs", str(jobs),
         "--concurrency", str(concurrency), "--count", counted,
     )  # fmt: skip
+    # the driver's own count of its EVALSHAs, by script, is the server's (nothing else runs here):
+    # each one ran, or met NOSCRIPT and ran as the EVAL ioredis sent after it
+    ran = CommandStats.read(queue.client).since(before).calls
+    assert sum(line["scripts"].values()) == ran["evalsha"] + ran.get("eval", 0)
+    # each script it names by the SHA1 of the installed source is one the server now holds
+    assert all(queue.client.script_exists(*(peer.scripts[name] for name in line["scripts"])))
     return ids, line
 
 
