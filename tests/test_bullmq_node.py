@@ -23,7 +23,7 @@ from bench.bullmq_worker.node import NodePeer, find_peer
 from bench.bullmq_worker.plan import NODE_DRIVERS
 from bench.paths import REPO
 from bench.protocol.audit import audit
-from bench.protocol.commandstats import CLIENT_COMMANDS
+from bench.protocol.commandstats import CLIENT_COMMANDS, CommandStats
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Queue
 
@@ -61,10 +61,17 @@ def filled_and_run(
     ids = driver(peer, settings, "fill", "--queue", queue.keys.tag, "--jobs", str(jobs))["ids"]
     assert len(set(ids)) == jobs
     counted = ",".join(CLIENT_COMMANDS)
+    before = CommandStats.read(queue.client)
     line = driver(
         peer, settings, "run", "--mode", mode, "--queue", queue.keys.tag, "--jobs", str(jobs),
         "--concurrency", str(concurrency), "--count", counted,
     )  # fmt: skip
+    # the driver's own count of its EVALSHAs, by script, is the server's (nothing else runs here):
+    # each one ran, or met NOSCRIPT and ran as the EVAL ioredis sent after it
+    ran = CommandStats.read(queue.client).since(before).calls
+    assert sum(line["scripts"].values()) == ran["evalsha"] + ran.get("eval", 0)
+    # each script it names by the SHA1 of the installed source is one the server now holds
+    assert all(queue.client.script_exists(*(peer.scripts[name] for name in line["scripts"])))
     return ids, line
 
 
@@ -83,6 +90,9 @@ def test_the_node_worker_makes_one_script_call_a_job(peer, settings, node_queue)
     assert line["scripts"]["moveToActive-11.lua"] <= 3  # the first fetch, and after the queue ran dry
     result = audit(node_queue, ids)
     assert result.ok and result.counts["completed"] == 3000, result.verdict
+    # every key BullMQ's Worker made is under the queue's prefix: deleting the queue leaves none
+    assert node_queue.delete() > 3000
+    assert list(node_queue.client.scan_iter(match=f"*{node_queue.keys.name}*")) == []
 
 
 @pytest.mark.node
@@ -212,6 +222,9 @@ def test_the_report_says_why_the_node_rows_are_absent_or_which_scripts_node_sent
         "BullMQ's Node package 6.7.0 (ioredis 5.11.1, node 20.1.0); its Python port 3.4.4."
     )
     assert line.endswith("`moveToActive-11.lua` `d96c`, `moveToFinished-14.lua` `6966`.")
+    about["scripts_called"] = {"moveToActive-11.lua": "aaaa", "moveToFinished-14.lua": "6966"}  # the port's
+    [line, _] = versions_lines(about)
+    assert line.endswith("`6966`. The same SHA1 (the same Lua) in the Python port: `moveToFinished-14.lua`.")
     assert versions_lines({}) == []  # a run from before the Node package: nothing said
 
 
