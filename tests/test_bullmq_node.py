@@ -20,9 +20,10 @@ from bench.__main__ import main as bench_main
 from bench.bullmq_worker import node
 from bench.bullmq_worker.driver import URL_ENV, WINDOW_FROM
 from bench.bullmq_worker.node import NodePeer, find_peer
+from bench.bullmq_worker.plan import NODE_DRIVERS
 from bench.paths import REPO
 from bench.protocol.audit import audit
-from bench.protocol.commandstats import CLIENT_COMMANDS
+from bench.protocol.commandstats import CLIENT_COMMANDS, CommandStats
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Queue
 
@@ -60,10 +61,17 @@ def filled_and_run(
     ids = driver(peer, settings, "fill", "--queue", queue.keys.tag, "--jobs", str(jobs))["ids"]
     assert len(set(ids)) == jobs
     counted = ",".join(CLIENT_COMMANDS)
+    before = CommandStats.read(queue.client)
     line = driver(
         peer, settings, "run", "--mode", mode, "--queue", queue.keys.tag, "--jobs", str(jobs),
         "--concurrency", str(concurrency), "--count", counted,
     )  # fmt: skip
+    # the driver's own count of its EVALSHAs, by script, is the server's (nothing else runs here):
+    # each one ran, or met NOSCRIPT and ran as the EVAL ioredis sent after it
+    ran = CommandStats.read(queue.client).since(before).calls
+    assert sum(line["scripts"].values()) == ran["evalsha"] + ran.get("eval", 0)
+    # each script it names by the SHA1 of the installed source is one the server now holds
+    assert all(queue.client.script_exists(*(peer.scripts[name] for name in line["scripts"])))
     return ids, line
 
 
@@ -211,4 +219,23 @@ def test_the_report_says_why_the_node_rows_are_absent_or_which_scripts_node_sent
         "BullMQ's Node package 6.7.0 (ioredis 5.11.1, node 20.1.0); its Python port 3.4.4."
     )
     assert line.endswith("`moveToActive-11.lua` `d96c`, `moveToFinished-14.lua` `6966`.")
+    about["scripts_called"] = {"moveToActive-11.lua": "aaaa", "moveToFinished-14.lua": "6966"}  # the port's
+    [line, _] = versions_lines(about)
+    assert line.endswith("`6966`. The same SHA1 (the same Lua) in the Python port: `moveToFinished-14.lua`.")
     assert versions_lines({}) == []  # a run from before the Node package: nothing said
+
+
+def test_a_runs_jobs_are_sized_from_its_last_rate_so_the_window_lasts():
+    from bench.bullmq_worker.plan import MAX_JOBS, Run, jobs_for, runs_of, short_window
+    from bench.harness.profile import BullmqWorkerOptions
+
+    options = BullmqWorkerOptions(bullmq_worker_concurrency=(1, 8), bullmq_worker_jobs=3000)
+    assert jobs_for(options, None) == 3000  # no rate yet: the profile's jobs
+    assert jobs_for(options, 14_000.0) == WINDOW_FROM + 17_500  # 1 s at 14,000 jobs/s, 25% room
+    assert jobs_for(options, 100.0) == 3000  # never fewer than the profile's
+    assert jobs_for(options, 1e9) == MAX_JOBS
+    assert jobs_for(BullmqWorkerOptions(bullmq_worker_window_s=0), 14_000.0) == 6000  # sizing off
+    assert short_window(options, 0.99) and not short_window(options, 1.0)
+    node_runs = [Run(d, c) for c in (1, 8) for d in (*NODE_DRIVERS, "bullmq_worker")]
+    assert runs_of(options, node=True) == [*node_runs, Run("fused", 1), Run("two_call", 1)]
+    assert [r.driver for r in runs_of(options, node=False)] == ["bullmq_worker"] * 2 + ["fused", "two_call"]

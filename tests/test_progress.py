@@ -69,6 +69,46 @@ def test_the_eta_covers_the_stages_still_to_come() -> None:
     assert clock(65) == "1:05" and clock(3723) == "1:02:03"
 
 
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_eta_follows_what_the_run_s_own_points_took(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Estimates 10 s a point in a, 30 s for b; a's points take 5 s each (twice as fast as
+    planned): the rest of a and all of b are counted at that pace, the point under way counts
+    as begun, and the ETA never goes below nothing."""
+    fake = FakeClock()
+    monkeypatch.setattr("bench.harness.progress.time.monotonic", fake)
+    progress = Progress([StagePlan("a", (10.0,) * 4), StagePlan("b", (30.0,))], stream=io.StringIO())
+    progress.stage = "a"
+    assert progress.eta() == pytest.approx(70.0)  # nothing done: the plan as it is
+    fake.now += 5
+    progress.step("a 1")
+    assert progress.eta() == pytest.approx(3 * 5 + 15)  # a's pace 0.5 for a's rest and for b
+    fake.now += 2  # the second point under way for 2 s
+    assert progress.eta() == pytest.approx(3 * 5 - 2 + 15)
+    for n in range(2, 5):
+        fake.now += 3 if n == 2 else 5
+        progress.step(f"a {n}")
+    progress.stage = "b"
+    assert progress.eta() == pytest.approx(15.0)  # b at the run's pace: 20 s taken for 40 planned
+    fake.now += 100  # b overruns: the ETA says nothing is left, never a negative time
+    assert progress.eta() == 0.0
+
+
+def test_the_progress_line_has_one_counter() -> None:
+    out = io.StringIO()
+    progress = Progress([StagePlan("finish_fetch", (1.0,) * 5)], stream=out, stage="finish_fetch")
+    progress("echomq fused w2-rtt0 rep 1")
+    [line] = out.getvalue().splitlines()
+    assert len(re.findall(r"\b\d+/\d+\b", line)) == 2, line  # the stage's of the run's, its points'
+    assert "[1/1 finish_fetch 0/5, ETA " in line
+
+
 @pytest.mark.slow
 def test_a_run_s_progress_and_tables_fit_80_columns(tmp_path: Path, redis_server: EmbeddedRedis) -> None:
     conf = tmp_path / "tiny.conf"

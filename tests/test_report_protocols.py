@@ -177,10 +177,10 @@ def test_every_table_and_figure_shows_both_protocols(tmp_path: Path):
     assert "| 8 | Python Worker | 2,200 [2,200-2,200] | 2.00 |" in text
     assert "BullMQ's Node package 6.7.0 (ioredis 5.11.1, node 20.20.2); its Python port 3.4.4." in text
     assert (
-        "- bullmq, 40,000 stalled, timeout 5 s: 2 execution(s) and 0 refused for one call; it returned 0 ids"
+        "- bullmq, 40,000 stalled, timeout 5 s: 2 executions and 0 refused for one call; it returned 0 ids"
         in text
     )
-    assert "- suite, 40,000 stalled, timeout 5 s: 1 execution(s)" in text and "TimeoutError" in text
+    assert "- suite, 40,000 stalled, timeout 5 s: 1 execution and" in text and "TimeoutError" in text
     assert "### The hot path's price: each protocol's scripts alone" in text
     line = (
         "- **echomq-deadline** beyond echomq, Redis µs a job: fused cycle +4.00 µs [+4.00 to +4.00], more "

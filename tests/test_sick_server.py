@@ -22,7 +22,7 @@ from bench.harness.server import EmbeddedRedis
 from bench.protocol.connection import RedisSettings
 from bench.protocol.refusal import refusal, replica_line
 from tests.helpers import wait_until
-from tests.test_faults import BenchRun, descendants, tiny_profile
+from tests.test_faults import BenchRun, descendants, report, tiny_profile
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -177,3 +177,26 @@ def test_the_estimate_passes_a_run_that_fits_and_refuses_one_that_does_not(full:
         assert client.dbsize() == 0  # every calibration queue deleted
     finally:
         client.close()
+
+
+def test_a_run_records_redis_memory_and_the_report_shows_its_peak(tmp_path: Path) -> None:
+    with EmbeddedRedis(extra_args=("--maxmemory", "500mb")) as server:
+        keys = {"target_rate": 500, "raw_driver": "true"}  # estimated: (0.3 + 1 + 1) s x 500 jobs/s
+        run = BenchRun(tmp_path, tiny_profile(tmp_path, measure_s=1, **keys), server.url)
+        code = run.finish()
+    assert code == 0, run.stderr
+    meta = run.meta()
+    need = meta["memory_need"]
+    assert need["jobs"] == 1150 and need["limit"] == "maxmemory" and need["maxmemory_bytes"] == 500 * 2**20
+    assert need["need_bytes"] == int(need["jobs"] * need["bytes_per_job"] * 2)
+    around = meta["redis_memory"]["finish_fetch"]
+    assert set(around) == {"before", "after"}
+    assert around["after"]["used_memory_peak"] >= around["before"]["used_memory"]
+    (row,) = run.rows()
+    # kept jobs cost memory: the window's growth is positive, a few hundred bytes a job
+    assert 10_000 < float(row["redis_mem_growth_bytes_per_1k_jobs"]) < 5_000_000, row
+    page = report(run.run_dir)
+    peak = max(s["used_memory_peak"] for s in around.values())
+    shown = f"{peak / 1e6:.1f} MB of maxmemory 524.3 MB (since the server started)"  # a REDIS_URL's
+    assert f"| Redis memory peak (used_memory_peak) | {shown} |" in page
+    assert "| Redis memory need, estimated before the run | ~" in page

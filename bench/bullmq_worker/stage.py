@@ -37,6 +37,7 @@ from bench.harness.children import reap_group, spawn
 from bench.harness.context import RunContext
 from bench.harness.machine import watch_run
 from bench.harness.profile import BullmqWorkerOptions, Profile
+from bench.harness.terminal import fold
 from bench.paths import REPO
 from bench.protocol.audit import audit
 from bench.protocol.bullmq_package import installed_version
@@ -49,6 +50,8 @@ CSV_NAME = "bullmq_worker.csv"
 FILL_CHUNK = 1000  # jobs a pipeline while pre-filling
 START_ALLOWANCE_S = 60.0  # the driver's imports, connections and close
 SLOWEST_JOB_S = 0.05  # a run gets this long a job (at concurrency 1), beyond its sleeps
+# The Node driver connects as BullMQ's docs show, to one server: a cluster's queue would answer MOVED
+CLUSTER_ABSENT = "the server is a Redis Cluster; the Node driver connects to a single server"
 RUN_OVERHEAD_S = 4.0  # for the ETA: a driver's start, its queue's fill and audit, its warm-up
 OPTIONS = (
     "BullMQ Worker defaults: lock 30 s, every completed job kept (removeOnComplete unset), no metrics, "
@@ -213,7 +216,7 @@ def run_stage(ctx: RunContext) -> None:
         ctx.progress(f"skipped: {PROTOCOL} is not one of the profile's protocols")
         return
     options = ctx.profile.bullmq_worker
-    found = find_peer()
+    found = CLUSTER_ABSENT if ctx.settings.is_cluster() else find_peer()
     peer = found if isinstance(found, NodePeer) else None
     if peer is None:
         ctx.progress(f"no Node rows: {found}")
@@ -231,10 +234,9 @@ def run_stage(ctx: RunContext) -> None:
     update_meta(ctx.run_dir, bullmq_worker={**about, "node": node_record(found, called)})
     rows: list[BullmqWorkerRow] = []
     rates: dict[Run, float] = {}  # each run's last jobs/s: the next one's size
-    total = len(runs) * options.bullmq_worker_reps
     for rep in range(1, options.bullmq_worker_reps + 1):
         for run in runs:  # A B C A B C: drift hits every driver alike
-            ctx.progress(f"run {len(rows) + 1}/{total}: {run.label} rep {rep}")
+            ctx.progress(f"{run.label} rep {rep}")  # the line's stage counter counts the runs
             row, result = sized_run(drivers, run, rep, rates, ctx)
             called.update(result.scripts)
             rows.append(row)
@@ -248,4 +250,4 @@ def run_stage(ctx: RunContext) -> None:
             )
     update_meta(ctx.run_dir, bullmq_worker={**about, "node": node_record(found, called)})
     ctx.progress.done()
-    print(table(rows, None if peer else str(found)))
+    print(fold(table(rows, None if peer else str(found))))

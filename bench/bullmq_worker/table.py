@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from bench.bullmq_worker.driver import WINDOW_FROM
 from bench.bullmq_worker.plan import Run
 from bench.fits import headline_ratio
+from bench.harness.terminal import contended_note, table_width
 from bench.results import BullmqWorkerRow
 
 
@@ -67,9 +68,7 @@ def table(rows: Sequence[BullmqWorkerRow], node_absent: str | None = None) -> st
         lines.append(f"  No Node rows: {node_absent}")
     contended = [r for r in rows if r.contended]
     if contended:
-        worst = max(r.foreign_cpu_pct or 0.0 for r in contended)
-        lines.append(
-            f"  CONTENDED: {len(contended)} of {len(rows)} runs shared the machine with other work "
-            f"(foreign CPU up to {worst:.0f}% of a core):\n  their figures are not comparable"
-        )
+        foreign, steal = [r.foreign_cpu_pct for r in contended], [r.steal_pct for r in contended]
+        note = contended_note(len(contended), len(rows), "runs", foreign, steal, width=table_width() - 2)
+        lines += [f"  {line}" for line in note.splitlines()]
     return "\n".join(lines)

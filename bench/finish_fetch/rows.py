@@ -67,6 +67,7 @@ def csv_row(run: RunResult, opts: FinishFetchOptions, ids: RunIds) -> FinishFetc
         redis_ceiling_jobs_per_s=_round(d.get("redis_ceiling_jobs_per_s"), 0),
         limit=str(d.get("limit", "")),
         limit_share=_round(d.get("limit_share"), 3),
+        redis_mem_growth_bytes_per_1k_jobs=_round(d.get("redis_mem_growth_bytes_per_1k_jobs"), 0),
         rtt_slept_ms=_round(d.get("simulated_rtt_mean_ms"), 3),
     )
     return replace(row, **run.machine.row_fields()) if run.machine else row

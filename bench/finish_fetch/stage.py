@@ -49,6 +49,7 @@ from bench.finish_fetch.table import TableRow, table
 from bench.finish_fetch_goals import BOUND_STRATEGIES, goal_lines
 from bench.harness.context import RunContext
 from bench.harness.profile import FinishFetchOptions, Profile
+from bench.harness.terminal import fold
 from bench.protocol.refusal import ServerRefused, refused
 from bench.results import (
     FINISH_FETCH_COLUMNS,
@@ -150,13 +151,13 @@ def run_stage(ctx: RunContext) -> None:
     queues: list[FinishFetchQueueRow] = []  # finish_fetch_queues.csv: each run's queues
     errors: Counter[str] = Counter()  # failed calls by kind, over every run: meta.json
     audits: dict[str, str] = {}  # the verdict of each run whose audit did not pass: meta.json
-    total = sum(opts.repetitions * len(strategies_at(opts, p)) * len(protocols) for p in points)
     for point in points:
         # A B A B: drift on a shared machine hits every strategy and protocol alike.
         rounds = [(protocol, strategy) for protocol in protocols for strategy in strategies_at(opts, point)]
         for rep in range(1, opts.repetitions + 1):
             for protocol, strategy in rounds:  # A B C A B C: drift on a shared machine hits all alike
-                ctx.progress(f"run {len(rows) + 1}/{total}: {protocol} {strategy} {point.label} rep {rep}")
+                # the stage's own counter (its points done of its plan) is the line's only count
+                ctx.progress(f"{protocol} {strategy} {point.label} rep {rep}")
                 run = run_once(
                     ctx.settings, opts, strategy, point, rep, ctx.run_dir, protocol, ctx.watch_pids
                 )
@@ -219,10 +220,10 @@ def run_stage(ctx: RunContext) -> None:
         ctx.progress.step("latency fidelity measured")
     ctx.progress.done()
     notes = goal_lines(map(row_dict, rows)) + notes
-    print(table(shown, strategies, notes=notes))
+    print(fold(table(shown, strategies, notes=notes)))
     per_master = shard_table(shards)
     if per_master:
-        print(per_master)
+        print(fold(per_master))
     if errors:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(errors.items()))
         total = sum(errors.values())

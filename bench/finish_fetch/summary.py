@@ -154,6 +154,7 @@ def build_summary(
     window_clock: tuple[float, float] | None = None,
     home: Mapping[str, str] | None = None,
     server_by_master: Mapping[str, CommandStats] | None = None,
+    memory_growth_bytes: int | None = None,
 ) -> dict[str, Any]:
     """The run's summary: settings, merged histograms, per-process parts, headline figures.
 
@@ -163,8 +164,14 @@ def build_summary(
     queue's audit when this process could take it (a run of one process),
     ``window_clock`` the window's open and close on CLOCK_MONOTONIC (so the stage's
     machine watch, in another process, judges this window and not Locust's start), ``home``
-    each queue's master and ``server_by_master`` each master's commandstats delta (``shards``).
+    each queue's master and ``server_by_master`` each master's commandstats delta (``shards``),
+    ``memory_growth_bytes`` the server's used_memory growth over the window (kept jobs cost memory).
     """
+    derived = derive(run, aggregate, window_s, server, redis_cpu_s)
+    jobs = derived["jobs"]
+    derived["redis_mem_growth_bytes_per_1k_jobs"] = (
+        memory_growth_bytes * 1000 / jobs if memory_growth_bytes is not None and jobs else None
+    )
     summary: dict[str, Any] = {
         "kind": SUMMARY_KIND,
         "version": SUMMARY_VERSION,
@@ -193,7 +200,7 @@ def build_summary(
             }
             for pid, t in sorted(aggregate.processes.items())
         ],
-        "derived": derive(run, aggregate, window_s, server, redis_cpu_s),
+        "derived": derived,
         "shards": shard_figures(aggregate.counters, home or {}, server_by_master, window_s),
     }
     if audit is not None:

@@ -10,7 +10,7 @@ from operator import attrgetter
 from textwrap import indent
 
 from bench.fits import headline_ratio
-from bench.harness.terminal import render_table, table_width, wrap_note
+from bench.harness.terminal import contended_note, render_table, table_width, wrap_note
 from bench.results import FinishFetchRow
 
 # (header, attribute of a TableRow, format)
@@ -146,12 +146,6 @@ def table(
     blocks += [wrap_note(note, width) for note in notes]
     contended = [r.row for r in runs if r.row.contended]
     if contended:
-        worst = max(r.foreign_cpu_pct or 0.0 for r in contended)
-        blocks.append(
-            wrap_note(
-                f"CONTENDED: {len(contended)} of {len(runs)} runs shared the machine with other work "
-                f"(foreign CPU up to {worst:.0f}% of a core): their figures are not comparable",
-                width,
-            )
-        )
+        foreign, steal = [r.foreign_cpu_pct for r in contended], [r.steal_pct for r in contended]
+        blocks.append(contended_note(len(contended), len(runs), "runs", foreign, steal, width=width))
     return "\n".join(blocks)

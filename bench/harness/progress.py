@@ -8,7 +8,11 @@ update is a line of its own, cut to $COLUMNS when it is set.
 
 The ETA comes from each stage's estimate of its points (``StagePlan``: the
 seconds each point should take, from its window lengths and sizes), corrected
-as the run goes by how fast the points really went.
+as the run goes by what its own points took: the current stage's points left
+at the pace of its points done (the run's pace before its first), every later
+stage at the pace of all the points the run has done (seconds taken over
+seconds estimated). The point under way counts as begun: the time since the
+last point ended comes off the stage's remainder.
 """
 
 from __future__ import annotations
@@ -67,8 +71,11 @@ class Progress:
         self.started = time.monotonic()
         self._stage = ""
         self._stage_started = self.started
+        self._last_step = self.started  # when the current stage's last point ended
         self._done = 0  # points of the current stage done
-        self._speed = 1.0  # observed seconds per estimated second, over the stages finished
+        # the run's points done so far, over finished stages: seconds taken and seconds estimated
+        self._taken = 0.0
+        self._estimated = 0.0
         self._open_line = False
         if stage:
             self.stage = stage
@@ -81,13 +88,15 @@ class Progress:
 
     @stage.setter
     def stage(self, name: str) -> None:
-        """A new stage begins: its clock and its count start from zero."""
+        """A new stage begins: its clock and its count start from zero; the one it ends adds
+        what it took and what it was estimated to the run's pace."""
         finished = self._plan_of(self._stage)
+        now = time.monotonic()
         if finished is not None and finished.seconds > 0:
-            observed = (time.monotonic() - self._stage_started) / finished.seconds
-            self._speed = min(max(observed, SPEED_BOUNDS[0]), SPEED_BOUNDS[1])
+            self._taken += now - self._stage_started
+            self._estimated += finished.seconds
         self._stage = name
-        self._stage_started = time.monotonic()
+        self._stage_started = self._last_step = now
         self._done = 0
 
     def _plan_of(self, name: str) -> StagePlan | None:
@@ -101,6 +110,7 @@ class Progress:
     def step(self, message: str) -> None:
         """One point of the stage is done; show ``message`` about it."""
         self._done += 1
+        self._last_step = time.monotonic()
         self._show(message)
 
     def done(self) -> None:
@@ -148,23 +158,28 @@ class Progress:
                 head += f", ETA {clock(eta)}"
         return head
 
+    @staticmethod
+    def _pace(taken: float, estimated: float) -> float:
+        """Seconds taken an estimated second, within SPEED_BOUNDS; 1 before anything is done."""
+        return min(max(taken / estimated, SPEED_BOUNDS[0]), SPEED_BOUNDS[1]) if estimated > 0 else 1.0
+
     def eta(self) -> float | None:
-        """Seconds left in the whole run: the current stage's points left, then every later stage,
-        each scaled by the pace seen so far. None without a plan."""
+        """Seconds left in the whole run: the current stage's points left at its own pace, less the
+        time the point under way has run, then every later stage at the run's pace so far. None
+        without a plan."""
         names = [p.name for p in self.plan]
         if self._stage not in names:
             return None
         index = names.index(self._stage)
         plan = self.plan[index]
-        done_estimate = sum(plan.point_seconds[: self._done])
-        elapsed = time.monotonic() - self._stage_started
-        speed = self._speed
-        if done_estimate > 0:
-            speed = min(max(elapsed / done_estimate, SPEED_BOUNDS[0]), SPEED_BOUNDS[1])
-        left_here = sum(plan.point_seconds[self._done :]) * speed
-        if self._done == 0:  # nothing done yet: what has passed is part of the first point
-            left_here = max(plan.seconds * speed - elapsed, 0.0)
-        later = sum(p.seconds for p in self.plan[index + 1 :]) * self._speed
+        done = min(self._done, len(plan.point_seconds))
+        done_estimate = sum(plan.point_seconds[:done])
+        done_taken = self._last_step - self._stage_started
+        run_pace = self._pace(self._taken + done_taken, self._estimated + done_estimate)
+        here_pace = self._pace(done_taken, done_estimate) if done_estimate > 0 else run_pace
+        under_way = time.monotonic() - self._last_step
+        left_here = max(sum(plan.point_seconds[done:]) * here_pace - under_way, 0.0)
+        later = sum(p.seconds for p in self.plan[index + 1 :]) * run_pace
         return left_here + later
 
     def _show(self, message: str) -> None:

@@ -17,6 +17,8 @@ from collections.abc import Collection, Sequence
 from rich.console import Console
 from rich.table import Table
 
+from bench.harness.machine import FOREIGN_LIMIT_PCT, STEAL_LIMIT_PCT
+
 MAX_WIDTH = 100
 
 
@@ -63,3 +65,49 @@ def render_table(
 def wrap_note(text: str, width: int | None = None, indent: str = "") -> str:
     """A note under a table, wrapped to the table's width (continuation lines indented)."""
     return textwrap.fill(text, width=width or table_width(), subsequent_indent=indent or "  ")
+
+
+def fold(text: str, width: int | None = None) -> str:
+    """Every line of ``text`` within ``width`` (the table width): a longer one folded at spaces,
+    its continuation indented under its start, so it never reads as a row of its own."""
+    width = width or table_width()
+    out: list[str] = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        lead = line[: len(line) - len(line.lstrip())]
+        out += textwrap.wrap(line, width, subsequent_indent=lead + "    ", break_on_hyphens=False) or [""]
+    return "\n".join(out)
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 execution``, ``2 executions``: a count with its noun in the singular when it is one."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+
+
+def contended_note(
+    count: int,
+    total: int,
+    what: str,
+    foreign_cpu_pct: Sequence[float | None],
+    steal_pct: Sequence[float | None],
+    consequence: str = "their figures are not comparable",
+    width: int | None = None,
+) -> str:
+    """The CONTENDED line under a table: how many of the ``what`` shared the machine, and what was
+    high, foreign CPU or steal, with both figures (the worst over the contended ones)."""
+    foreign = max((v for v in foreign_cpu_pct if v is not None), default=0.0)
+    steal = max((v for v in steal_pct if v is not None), default=0.0)
+    high = [
+        name
+        for name, over in (("foreign CPU", foreign > FOREIGN_LIMIT_PCT), ("steal", steal > STEAL_LIMIT_PCT))
+        if over
+    ]
+    cause = " and ".join(high) or "foreign CPU or steal"
+    return wrap_note(
+        f"CONTENDED: {count} of {total} {what} shared the machine, {cause} high (foreign CPU up to "
+        f"{foreign:.0f}% of a core, limit {FOREIGN_LIMIT_PCT:g}%; steal up to {steal:.1f}%, limit "
+        f"{STEAL_LIMIT_PCT:g}%): {consequence}",
+        width,
+    )

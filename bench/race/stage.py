@@ -37,6 +37,7 @@ from bench.harness.overrides import SectionFlags
 from bench.harness.profile import Profile, RaceOptions
 from bench.harness.progress import Progress, StagePlan
 from bench.harness.run_folder import open_run
+from bench.harness.terminal import fold
 from bench.protocol.connection import RedisSettings
 from bench.protocol.sweep import SWEEPERS, has_gap
 from bench.race.plan import (
@@ -120,7 +121,7 @@ def run_stage(ctx: RunContext) -> None:
     ids = RunIds(ctx.run_dir.name, ctx.profile.name)
     write_csv(ctx.run_dir / "race.csv", RACE_COLUMNS, [row_dict(o.row(ids)) for o in outcomes])
     ctx.progress.done()
-    print(format_table(outcomes, plan))
+    print(fold(format_table(outcomes, plan)))
 
 
 # --- python -m bench race ---------------------------------------------------------------

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bench.harness.machine import MachineSample, worst_of
-from bench.harness.terminal import render_table, wrap_note
+from bench.harness.terminal import contended_note, render_table, wrap_note
 from bench.protocol.sweep import has_gap
 from bench.race.count import Anomalies
 from bench.race.plan import RacePlan, RaceSetting
@@ -106,16 +106,11 @@ def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | N
         )
     contended = [o for o in outcomes if o.contended_reps]
     if contended:
-        worst = max(m.foreign_cpu_pct for o in contended for m in o.machine)
-        runs = sum(o.contended_reps for o in contended)
-        lines.append(
-            wrap_note(
-                f"CONTENDED: {runs} of {sum(o.reps for o in outcomes)} runs shared the machine with other "
-                f"work (foreign CPU up to {worst:.0f}% of a core): their interleavings are not the quiet "
-                "machine's",
-                width,
-            )
-        )
+        samples = [m for o in contended for m in o.machine if m.contended]
+        runs, total = sum(o.contended_reps for o in contended), sum(o.reps for o in outcomes)
+        foreign, steal = [m.foreign_cpu_pct for m in samples], [m.steal_pct for m in samples]
+        why = "their interleavings are not the quiet machine's"
+        lines.append(contended_note(runs, total, "runs", foreign, steal, why, width))
     unrecovered = sum(o.counts.unrecovered for o in outcomes)
     errors = sum(o.counts.errors for o in outcomes)
     if unrecovered or errors:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 
 import redis
 
+from bench.harness.terminal import plural
 from bench.protocol.commandstats import CommandStats
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Queue, _text
@@ -177,7 +178,8 @@ def hazard_line(row: SweepHazardRow) -> str:
     note = f"; {row.error}" if row.error else ""
     return (
         f"hazard {row.client} {row.stalled_jobs:,} stalled, timeout {row.socket_timeout_s:g} s: "
-        f"{row.elapsed_s:.2f} s, {row.server_executions} executions, {row.server_rejected} refused, "
+        f"{row.elapsed_s:.2f} s, {plural(row.server_executions, 'execution')}, "
+        f"{row.server_rejected} refused, "
         f"probe BUSY {row.probe_busy}, reply {reply} for {row.moved_ids:,} moved "
-        f"({'matches' if row.reply_matches else 'DOES NOT MATCH'}){note}"
+        f"({'matches' if row.reply_matches else 'does not match'}){note}"
     )

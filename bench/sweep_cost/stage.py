@@ -30,7 +30,7 @@ from bench.harness.overrides import SectionFlags
 from bench.harness.profile import Profile, SweepOptions
 from bench.harness.progress import Progress, StagePlan
 from bench.harness.run_folder import open_run
-from bench.harness.terminal import wrap_note
+from bench.harness.terminal import fold, wrap_note
 from bench.paths import REPO
 from bench.protocol.connection import Client, RedisSettings, node_client
 from bench.protocol.protocol import protocol_named
@@ -357,15 +357,16 @@ def run_stage(ctx: RunContext) -> None:
     merge_pyperf(ctx.run_dir)
     fits = slopes([row_dict(r) for r in rows])
     errors = [r for r in rows if r.skipped.startswith("error:")]
-    print(table(rows))
-    print(slope_text(fits))
+    # every line within the table width: a longer one folds under its own start
+    print(fold(table(rows)))
+    print(fold(slope_text(fits)))
     if control:
         print("\n" + wrap_note(control_line(control[0]), None, "  "))
     goals = goal_text(rows, [row_dict(r) for r in control])
     if goals:
-        print(goals)
+        print(fold(goals))
     for row in hazard:
-        print(hazard_line(row))
+        print(fold(hazard_line(row)))
     if errors:
         print(f"\n{len(errors)} sweep point(s) failed; their rows in {CSV_NAME} say why:", file=sys.stderr)
         for r in errors:

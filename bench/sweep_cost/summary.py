@@ -17,7 +17,7 @@ from bench.fits import loglog_fit
 from bench.harness.machine import MachineSample
 from bench.harness.profile import SweepOptions
 from bench.harness.server import SLOWLOG_THRESHOLD_US
-from bench.harness.terminal import render_table, table_width, wrap_note
+from bench.harness.terminal import contended_note, render_table, table_width, wrap_note
 from bench.hdr import decode, summary, write_hdr
 from bench.protocol.sweep import is_sliced
 from bench.results import (
@@ -256,8 +256,10 @@ def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
         lines += [
             "",
             wrap_note(
-                "hold ms: the longest single call of a sweep, timed at the client (a round trip and the "
-                "client's pauses in it); in redis: the same call's time inside Redis (SLOWLOG; ≤: none "
+                "sweep ms: a whole sweep, the median of the timed sweeps; hold ms: the longest single "
+                "call over all the timed sweeps (a maximum, so it can exceed the median sweep), timed at "
+                "the client (a round trip and the client's pauses in it); in redis: the longest call's "
+                "time inside Redis over the same sweeps (SLOWLOG; ≤: none "
                 "was over the server's slowlog threshold; -: SLOWLOG could not tell)",
                 width,
                 "  ",
@@ -265,15 +267,8 @@ def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
         ]
     contended = [r for r in rows if r.contended]
     if contended:
-        worst = max(r.foreign_cpu_pct or 0.0 for r in contended)
-        lines += [
-            "",
-            wrap_note(
-                f"CONTENDED: {len(contended)} of {len(rows)} points shared the machine with other work "
-                f"(foreign CPU up to {worst:.0f}% of a core): their figures are not comparable",
-                width,
-            ),
-        ]
+        foreign, steal = [r.foreign_cpu_pct for r in contended], [r.steal_pct for r in contended]
+        lines += ["", contended_note(len(contended), len(rows), "points", foreign, steal, width=width)]
     return "\n".join(lines)
 
 

@@ -155,7 +155,8 @@ PACE_COLUMNS = {
     "server_commands_per_job": "cmd/job (commandstats)",
     "server_us_per_job": "Redis µs/job",
     "redis_ceiling_jobs_per_s": "Redis ceiling jobs/s",
-    "limit_share": "limit's share",
+    "limit_share": "limit's share",  # LIMIT_SHARE
+    "redis_mem_growth_bytes_per_1k_jobs": "Redis memory growth B/1k jobs",
     "locust_raw_jobs_ratio": "Locust/raw jobs/s",
     "loadgen_cpu_us_per_job": "Locust CPU µs/job",
     "raw_cpu_us_per_job": "raw CPU µs/job",
@@ -199,6 +200,9 @@ def _driver_section(frame: pd.DataFrame) -> list[str]:
     ]
 
 
+LIMIT_SHARE = "limit's share"
+
+
 def _by_point(frame: pd.DataFrame, columns: dict[str, str], how: str) -> list[dict[str, object]]:
     """A row a strategy and point: each column's mean or median over the repetitions, titled, and
     the limit most repetitions named."""
@@ -211,6 +215,9 @@ def _by_point(frame: pd.DataFrame, columns: dict[str, str], how: str) -> list[di
             row[title] = values.agg(how) if not values.isna().all() else math.nan
         named = group["limit"][group["limit"].fillna("") != ""]
         row["limit"] = named.mode().iloc[0] if not named.empty else "—"  # what most repetitions named
+        if LIMIT_SHARE in row and "limit_share" in group and not named.empty:
+            # one meaning: the share of the limit shown, over the repetitions that named it
+            row[LIMIT_SHARE] = group.loc[named[named == row["limit"]].index, "limit_share"].mean()
         rows.append(row)
     return rows
 
@@ -225,7 +232,8 @@ def _pace_section(frame: pd.DataFrame) -> list[str]:
         "",
         "Means over the repetitions. The Redis ceiling is 1e6 / Redis µs per job (INFO commandstats, "
         "producers' addJob included): the jobs/s Redis could do were its own time the only cost. "
-        "The limit is the side that used the largest share of its capacity: the client (the busiest "
+        "The limit is the side most repetitions named, and its share the mean over those repetitions: "
+        "the side that used the largest share of its capacity: the client (the busiest "
         "load process's CPU), the network (simulated round trips x rtt per worker connection), the "
         "job time (job-ms per slot) or Redis (its CPU); latency when no side used 70% of its "
         "capacity (each connection waits on its exchanges; more jobs in flight would help, and on a "

@@ -70,7 +70,8 @@ def _hazard(data: RunData) -> list[str]:
         lines.append(
             f"- {row['client']}, {fmt(row['stalled_jobs'])} stalled, "
             f"timeout {fmt(row['socket_timeout_s'])} s: "
-            f"{fmt(row['server_executions'])} execution(s) and {fmt(row['server_rejected'])} refused for one "
+            f"{fmt(row['server_executions'])} execution{'' if row['server_executions'] == 1 else 's'} and "
+            f"{fmt(row['server_rejected'])} refused for one "
             f"call; it {reply} for {fmt(row['moved_ids'])} moved ({verdict}); other clients got "
             f"{fmt(row['probe_busy'])} BUSY" + (f"; the caller saw {error}" if error else "")
         )
