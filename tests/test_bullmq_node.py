@@ -90,6 +90,9 @@ def test_the_node_worker_makes_one_script_call_a_job(peer, settings, node_queue)
     assert line["scripts"]["moveToActive-11.lua"] <= 3  # the first fetch, and after the queue ran dry
     result = audit(node_queue, ids)
     assert result.ok and result.counts["completed"] == 3000, result.verdict
+    # every key BullMQ's Worker made is under the queue's prefix: deleting the queue leaves none
+    assert node_queue.delete() > 3000
+    assert list(node_queue.client.scan_iter(match=f"*{node_queue.keys.name}*")) == []
 
 
 @pytest.mark.node
