@@ -117,7 +117,11 @@ def contended_note(frame: pd.DataFrame, what: str) -> list[str]:
     if busy.empty:
         return []
     worst = busy["foreign_cpu_pct"].max() if "foreign_cpu_pct" in busy.columns else None
-    most = f" (foreign CPU up to {fmt(worst)}% of a core)" if pd.notna(worst) else ""
+    steal = busy["steal_pct"].max() if "steal_pct" in busy.columns else None
+    # both figures: steal (the hypervisor's) is as often the cause as other processes
+    shown = [f"foreign CPU up to {fmt(worst)}% of a core"] if pd.notna(worst) else []
+    shown += [f"steal up to {fmt(steal)}%"] if pd.notna(steal) else []
+    most = f" ({', '.join(shown)})" if shown else ""
     return [
         f"> **{len(busy)} {what} contended**: other work used the machine during their windows{most}; "
         "their numbers are not a quiet machine's, and compare calls them unstable.",
