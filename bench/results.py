@@ -92,6 +92,9 @@ class FinishFetchRow:
     # which side set the pace (client, network, job time, redis) and its used share of capacity
     limit: str = ""
     limit_share: float | None = None
+    # the server's used_memory growth over the window, per 1,000 jobs finished in it: kept jobs cost
+    # memory, so a long window on the protocols' defaults fills a server (negative: memory freed)
+    redis_mem_growth_bytes_per_1k_jobs: float | None = None
     # The raw driver at the same point and strategy (no Locust), the harness's calibration.
     raw_jobs_per_s: float | None = None
     raw_cpu_us_per_job: float | None = None

@@ -90,6 +90,9 @@ def test_the_node_worker_makes_one_script_call_a_job(peer, settings, node_queue)
     assert line["scripts"]["moveToActive-11.lua"] <= 3  # the first fetch, and after the queue ran dry
     result = audit(node_queue, ids)
     assert result.ok and result.counts["completed"] == 3000, result.verdict
+    # every key BullMQ's Worker made is under the queue's prefix: deleting the queue leaves none
+    assert node_queue.delete() > 3000
+    assert list(node_queue.client.scan_iter(match=f"*{node_queue.keys.name}*")) == []
 
 
 @pytest.mark.node
@@ -219,6 +222,9 @@ def test_the_report_says_why_the_node_rows_are_absent_or_which_scripts_node_sent
         "BullMQ's Node package 6.7.0 (ioredis 5.11.1, node 20.1.0); its Python port 3.4.4."
     )
     assert line.endswith("`moveToActive-11.lua` `d96c`, `moveToFinished-14.lua` `6966`.")
+    about["scripts_called"] = {"moveToActive-11.lua": "aaaa", "moveToFinished-14.lua": "6966"}  # the port's
+    [line, _] = versions_lines(about)
+    assert line.endswith("`6966`. The same SHA1 (the same Lua) in the Python port: `moveToFinished-14.lua`.")
     assert versions_lines({}) == []  # a run from before the Node package: nothing said
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -248,18 +249,41 @@ race-workers = 1
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One real `python -m bench run` of a tiny profile (the stages that compare reads)."""
+    """One real `python -m bench run` of a tiny profile (the stages that compare reads), at 80
+    columns, a CPU hog beside it (so its CONTENDED lines are printed too); what it printed is kept
+    beside the run folder (printed.txt) for the width test."""
     results = tmp_path_factory.mktemp("aa")
     profile = results.parent / "aa-tiny.conf"
     profile.write_text(TINY)
-    out = subprocess.run(
-        [sys.executable, "-m", "bench", "run", "--profile", str(profile), "--stages", STAGES,
-         "--results", str(results)],
-        cwd=REPO, capture_output=True, text=True, timeout=110,
-    )  # fmt: skip
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "bench", "run", "--profile", str(profile), "--stages", STAGES,
+             "--results", str(results)],
+            cwd=REPO, capture_output=True, text=True, timeout=150, env={**os.environ, "COLUMNS": "80"},
+        )  # fmt: skip
+    finally:
+        hog.kill()
+        hog.wait()
     assert out.returncode == 0, out.stderr
+    (results.parent / "printed.txt").write_text(out.stdout + out.stderr)
     (run,) = [p for p in results.iterdir() if p.is_dir()]
     return run
+
+
+@pytest.mark.timeout(160)  # the first to ask for smoke_run pays for its three stages
+def test_every_line_a_run_prints_fits_its_80_columns(smoke_run: Path) -> None:
+    """Every stage's table, note, goal and warning, and the progress lines, within $COLUMNS (80),
+    a CPU hog beside the run: its CONTENDED lines fold too, and name what was high."""
+    printed = (smoke_run.parent.parent / "printed.txt").read_text().splitlines()
+    assert any(line.startswith("[") or "finish_fetch" in line for line in printed)
+    for line in printed:
+        if not line.startswith("results: "):  # a path is printed whole, so it can be copied
+            assert len(line) <= 80, line
+    contended = [n for n, line in enumerate(printed) if line.startswith("CONTENDED: ")]
+    for n in contended:  # the cause named, with both figures, on the line or the one folded under it
+        said = " ".join(printed[n : n + 3])
+        assert "foreign CPU up to" in said and "steal up to" in said, said
 
 
 def compare_failing(run_a: Path, run_b: Path) -> int:
@@ -333,7 +357,7 @@ def noisy_twin(run: Path, twin: Path) -> None:
 
 @pytest.mark.locust
 @pytest.mark.slow
-@pytest.mark.timeout(120)  # the first to ask for smoke_run pays for its three stages
+@pytest.mark.timeout(160)  # the first to ask for smoke_run pays for its three stages
 def test_a_real_smoke_run_against_its_noisy_twin_gives_no_worse(
     smoke_run: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -374,7 +398,7 @@ def test_a_point_contended_in_one_run_is_unstable_however_far_it_moved() -> None
 
 @pytest.mark.locust
 @pytest.mark.slow
-@pytest.mark.timeout(120)  # the first to ask for smoke_run pays for its three stages
+@pytest.mark.timeout(160)  # the first to ask for smoke_run pays for its three stages
 def test_a_real_smoke_run_records_its_calibration_and_software(smoke_run: Path) -> None:
     meta = json.loads((smoke_run / "meta.json").read_text())
     calibration = meta["calibration"]
@@ -412,6 +436,7 @@ def split_in_two(run: Path, odd: Path, even: Path) -> None:
             frame[frame["rep"] % 2 == keep].to_csv(half / CSVS[stage], index=False)
 
 
+@pytest.mark.timeout(160)  # the first to ask for smoke_run pays for its three stages
 def test_an_aa_pair_split_from_one_real_run_gives_no_worse_and_exit_0(
     smoke_run: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -427,6 +452,7 @@ def test_an_aa_pair_split_from_one_real_run_gives_no_worse_and_exit_0(
     assert "us_per_active_job" not in set(rows["metric"])  # the sweep time, judged once
 
 
+@pytest.mark.timeout(160)  # the first to ask for smoke_run pays for its three stages
 def test_a_doctored_drop_of_half_in_fused_jobs_per_s_is_worse_and_exit_1(
     smoke_run: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

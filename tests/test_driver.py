@@ -120,3 +120,24 @@ def test_job_ms_holds_each_job_at_least_that_long_while_the_others_are_held_too(
     assert min(held_for.values()) >= job_ms / 1000, held_for
     # the slots hold their jobs side by side: a round finishes several of them
     assert max(len(_scripts(r.calls, "move_to_finished")) for r in watch.rounds) > 1
+
+
+def test_the_simulated_rtt_is_paid_once_an_exchange_however_many_calls_it_carries(queue: Queue):
+    rtt_ms = 2.0
+    Producer(queue).add_batch(JOBS, 10)
+    driver, watch, recorder = _driver(queue, "two_call_pipelined")
+    driver.pipe.rtt_s = rtt_ms / 1000
+    waits: list[float] = []
+
+    def counted(seconds: float) -> None:
+        waits.append(seconds)
+        time.sleep(seconds)
+
+    driver.pipe._sleep = counted
+    _drain(driver, recorder, JOBS)
+    assert len(waits) == driver.pipe.flushes == len(watch.rounds)  # one wait an exchange
+    assert set(waits) == {rtt_ms / 1000}
+    assert max(len(r.calls) for r in watch.rounds) == 2 * IN_FLIGHT  # one wait for eight calls
+    counters = recorder.peek()[1]
+    assert counters["rtt_sleeps"] == counters["worker_round_trips"] == len(watch.rounds)
+    assert counters["rtt_slept_us"] >= 0.99 * rtt_ms * 1000 * counters["rtt_sleeps"]  # never short

@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 import redis
 
@@ -22,7 +23,7 @@ from bench.harness.server import EmbeddedRedis
 from bench.protocol.connection import RedisSettings
 from bench.protocol.refusal import refusal, replica_line
 from tests.helpers import wait_until
-from tests.test_faults import BenchRun, descendants, tiny_profile
+from tests.test_faults import BenchRun, descendants, report, tiny_profile
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -44,6 +45,14 @@ def note_family(run: BenchRun) -> None:
 
     wait_until(locust_started, 30, "Locust to start under the run")
     run.family = descendants(run.process.pid) | {run.process.pid}
+
+
+def cmdline(pid: int) -> str:
+    """A process's command line, or '' once it is gone."""
+    try:
+        return " ".join(psutil.Process(pid).cmdline())
+    except psutil.Error:
+        return ""
 
 
 def assert_refused_oom(run: BenchRun) -> None:
@@ -177,3 +186,61 @@ def test_the_estimate_passes_a_run_that_fits_and_refuses_one_that_does_not(full:
         assert client.dbsize() == 0  # every calibration queue deleted
     finally:
         client.close()
+
+
+def test_a_run_records_redis_memory_and_the_report_shows_its_peak(tmp_path: Path) -> None:
+    with EmbeddedRedis(extra_args=("--maxmemory", "500mb")) as server:
+        keys = {"target_rate": 500, "raw_driver": "true"}  # estimated: (0.3 + 1 + 1) s x 500 jobs/s
+        run = BenchRun(tmp_path, tiny_profile(tmp_path, measure_s=1, **keys), server.url)
+        code = run.finish()
+    assert code == 0, run.stderr
+    meta = run.meta()
+    need = meta["memory_need"]
+    assert need["jobs"] == 1150 and need["limit"] == "maxmemory" and need["maxmemory_bytes"] == 500 * 2**20
+    assert need["need_bytes"] == int(need["jobs"] * need["bytes_per_job"] * 2)
+    around = meta["redis_memory"]["finish_fetch"]
+    assert set(around) == {"before", "after"}
+    assert around["after"]["used_memory_peak"] >= around["before"]["used_memory"]
+    (row,) = run.rows()
+    # kept jobs cost memory: the window's growth is positive, a few hundred bytes a job
+    assert 10_000 < float(row["redis_mem_growth_bytes_per_1k_jobs"]) < 5_000_000, row
+    page = report(run.run_dir)
+    peak = max(s["used_memory_peak"] for s in around.values())
+    shown = f"{peak / 1e6:.1f} MB of maxmemory 524.3 MB (since the server started)"  # a REDIS_URL's
+    assert f"| Redis memory peak (used_memory_peak) | {shown} |" in page
+    assert "| Redis memory need, estimated before the run | ~" in page
+
+
+def test_a_refusal_while_pyperf_times_the_sweep_stops_its_workers(tmp_path: Path) -> None:
+    # all_stalled: every restore and every sweep writes; enough values that pyperf is still timing
+    keys = {**SWEEP_KEYS, "stages": "sweep, race", "sweep_sizes": 2000, "sweep_reps": 100}
+    keys["sweep_scenarios"] = "all_stalled"
+    with EmbeddedRedis() as server:
+        admin = redis.Redis(port=server.port)
+        try:
+            run = BenchRun(tmp_path, tiny_profile(tmp_path, measure_s=1, **keys), server.url)
+
+            def pyperf_started() -> bool:
+                assert run.process.poll() is None, run.stderr
+                return any(
+                    "bench.sweep_cost.pyperf_program" in cmdline(pid) for pid in descendants(run.process.pid)
+                )
+
+            wait_until(pyperf_started, 30, "pyperf to start timing the sweep")
+            run.family = descendants(run.process.pid) | {run.process.pid}
+            # the run's user loses its writes: the next restore or sweep is refused (NOPERM). Redis
+            # 6.2 lets a script's writes past maxmemory, so a full server would not show it here.
+            admin.execute_command("ACL", "SETUSER", "default", "-@write")
+            code = run.finish()
+        finally:
+            admin.close()
+    line = run.last_line()
+    print(f"exit {code}: {line}")
+    assert code == 2
+    assert "NOPERM" in line and len(line) <= 100, line
+    meta = run.meta()
+    assert meta["complete"] is False and meta["reason"] in line and meta["stages_done"] == []
+    assert (run.run_dir / "sweep_cost.csv").exists()  # what was measured is written
+    # no step of the stage ran after the refusal (the control point follows the sizes), nor the race
+    assert not (run.run_dir / "sweep_control.csv").exists()
+    assert not list(run.run_dir.glob("race*"))

@@ -261,12 +261,16 @@ def _headless(redis_url: str, results: Path, *extra: str) -> subprocess.Complete
 
 
 def test_a_headless_run_without_csv_writes_its_summary_and_says_where(
-    redis_server: EmbeddedRedis, tmp_path: Path
+    redis_server: EmbeddedRedis, client: Client, tmp_path: Path
 ):
     done = _headless(redis_server.url, tmp_path, "--workers", "2", "--strategy", "two_call")
     assert done.returncode == 0, done.stderr
     [summary_path] = tmp_path.glob("*-locust-two_call/finish_fetch_summary.json")
     summary = json.loads(summary_path.read_text())
+    # a headless test deletes its queue's keys as a UI test does
+    assert summary["audit"]["ok"] and not list(
+        client.scan_iter(match=f"*{{{summary['settings']['queue']}}}*")
+    )
     assert summary["measured"] and summary["settings"]["workers"] == 2
     assert f"the run's summary is in {summary_path}" in done.stderr
     assert "is in None" not in done.stderr

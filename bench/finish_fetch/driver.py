@@ -98,6 +98,7 @@ class WorkerDriver:
         self.timers: list[tuple[float, int, JobSlot]] = []  # (due, slot index, slot): a heap
         self.idle: list[JobSlot] = []
         self.rounds = 0
+        self.done = 0  # jobs this round finished
 
     def tap(self, sender: Sender) -> None:
         """Send through ``sender`` from now on: one in front of ``pipe`` (a test watches rounds)."""
@@ -186,6 +187,10 @@ class WorkerDriver:
                 count_error(self.meter, exc)
                 kept = part.slot.job if isinstance(exc, FinishRefused) else None
                 started_jobs += self._hold(part.slot, back, kept)
+        if self.done:
+            self.meter.count("jobs", self.done)
+            self.meter.count(self.queue_jobs, self.done)  # the queue's part: a hot shard shows
+            self.done = 0
         if started_jobs:
             # each worker's jobs in flight as these start: their mean shows the slots overlap
             self.meter.count("in_flight_samples", started_jobs)
@@ -264,8 +269,7 @@ class WorkerDriver:
         """A job's cycle is over: taken, held job-ms, finished, and the next fetch back."""
         meter = self.meter
         meter.record("cycle", (back - slot.taken_at) * 1e6)
-        meter.count("jobs")
-        meter.count(self.queue_jobs)  # the queue's part: a hot shard shows
+        self.done += 1  # counted once a round (_round)
         enqueued = job.enqueued_us
         if enqueued is not None:
             meter.record("e2e", finished_us - enqueued)

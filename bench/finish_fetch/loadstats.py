@@ -23,6 +23,7 @@ from bench import hdr
 from bench.errors import ProtocolError
 from bench.finish_fetch.plan import Point
 from bench.harness.profile import FinishFetchOptions, option_key
+from bench.protocol.connection import Client, primaries
 from bench.protocol.queue import Queue, _text
 from bench.protocol.refusal import refusal
 
@@ -263,6 +264,11 @@ def issued_job_ids(queue: Queue) -> list[str]:
     raw = queue.client.get(queue.keys.id_counter)
     last = int(_text(raw)) if raw is not None else 0
     return [str(i) for i in range(1, last + 1)]
+
+
+def redis_used_memory(client: Client) -> int:
+    """used_memory from INFO memory: on a cluster, its masters' sum (the run's queues spread)."""
+    return sum(int(node.info("memory")["used_memory"]) for _, node in primaries(client))
 
 
 def redis_cpu_seconds(info: dict[str, Any]) -> float:

@@ -20,7 +20,14 @@ from typing import Any
 import redis
 
 from bench.finish_fetch.driver import WorkerDriver
-from bench.finish_fetch.loadstats import Aggregate, Recorder, RunSettings, issued_job_ids, redis_cpu_seconds
+from bench.finish_fetch.loadstats import (
+    Aggregate,
+    Recorder,
+    RunSettings,
+    issued_job_ids,
+    redis_cpu_seconds,
+    redis_used_memory,
+)
 from bench.finish_fetch.producer_loop import ProducerLoop
 from bench.finish_fetch.summary import RunSummary, build_summary
 from bench.finish_fetch.timed import run_steps
@@ -173,6 +180,7 @@ class RawRun:
             self._sleep(self.run.warmup_s)
             with self.edge.held(len(self.threads)):
                 before = read_per_master(control.client), redis_cpu_seconds(control.client.info("cpu"))
+                memory_before = redis_used_memory(control.client)
                 self.recorder.reset(1)
                 started = time.perf_counter()
             self._sleep(self.run.measure_s)
@@ -180,6 +188,7 @@ class RawRun:
                 self.recorder.freeze()
                 window_s = time.perf_counter() - started
                 after = read_per_master(control.client), redis_cpu_seconds(control.client.info("cpu"))
+                memory_growth = redis_used_memory(control.client) - memory_before
         finally:
             self._stop()
         aggregate = Aggregate()
@@ -199,6 +208,7 @@ class RawRun:
             audit={"ok": checked.ok, "verdict": checked.verdict, "counts": checked.counts},
             home=home,
             server_by_master=by_master,
+            memory_growth_bytes=memory_growth,
         )
 
     def _stop(self) -> None:

@@ -71,6 +71,7 @@ def csv_row(run: RunResult, opts: FinishFetchOptions, ids: RunIds) -> FinishFetc
         redis_ceiling_jobs_per_s=_round(d.redis_ceiling_jobs_per_s, 0),
         limit=d.limit,
         limit_share=_round(d.limit_share, 3),
+        redis_mem_growth_bytes_per_1k_jobs=_round(d.redis_mem_growth_bytes_per_1k_jobs, 0),
         rtt_slept_ms=_round(d.simulated_rtt_mean_ms, 3),
     )
     return replace(row, **run.machine.row_fields()) if run.machine else row

@@ -10,6 +10,7 @@ No Locust import here.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter
 from collections.abc import Mapping
@@ -80,6 +81,8 @@ class Derived:
     followed_by_kind: dict[str, int]  # a cluster slot moving: MOVED, ASK, TRYAGAIN
     saturated: bool
     saturated_because: list[str]
+    # the server's used_memory growth over the window a 1,000 jobs (kept jobs cost memory)
+    redis_mem_growth_bytes_per_1k_jobs: float | None = None
 
 
 @dataclass
@@ -249,6 +252,7 @@ def build_summary(
     window_clock: tuple[float, float] | None = None,
     home: Mapping[str, str] | None = None,
     server_by_master: Mapping[str, CommandStats] | None = None,
+    memory_growth_bytes: int | None = None,
 ) -> RunSummary:
     """The run's summary: settings, merged histograms, per-process parts, headline figures.
 
@@ -258,8 +262,13 @@ def build_summary(
     queue's audit when this process could take it (a run of one process),
     ``window_clock`` the window's open and close on CLOCK_MONOTONIC (so the stage's
     machine watch, in another process, judges this window and not Locust's start), ``home``
-    each queue's master and ``server_by_master`` each master's commandstats delta (``shards``).
+    each queue's master and ``server_by_master`` each master's commandstats delta (``shards``),
+    ``memory_growth_bytes`` the server's used_memory growth over the window (kept jobs cost memory).
     """
+    derived = derive(run, aggregate, window_s, server, redis_cpu_s)
+    if memory_growth_bytes is not None and derived.jobs:
+        growth = memory_growth_bytes * 1000 / derived.jobs
+        derived = dataclasses.replace(derived, redis_mem_growth_bytes_per_1k_jobs=growth)
     return RunSummary(
         mode=mode,
         settings=run.as_dict(),
@@ -286,7 +295,7 @@ def build_summary(
             }
             for pid, t in sorted(aggregate.processes.items())
         ],
-        derived=derive(run, aggregate, window_s, server, redis_cpu_s),
+        derived=derived,
         shards=shard_figures(aggregate.counters, home or {}, server_by_master, window_s),
         audit=audit,
     )

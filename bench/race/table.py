@@ -11,8 +11,8 @@ from bench.race.rows import RaceOutcome
 
 
 def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | None = None) -> str:
-    header = ["protocol", "variant", "K", "N", "delay ms", "reps"]
-    header += ["double", "lost", "requeued", "audit", "per_10k", "busy"]
+    header = ["protocol", "variant", "K", "N", "delay", "reps"]
+    header += ["double", "lost", "requeue", "audit", "per_10k", "busy"]
     rows = []
     for outcome in outcomes:
         s, c = outcome.setting, outcome.counts
@@ -21,7 +21,7 @@ def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | N
             s.protocol, s.variant, str(s.sweepers), str(s.stalled_jobs), delay, str(outcome.reps),
             str(c.double_recoveries), str(c.lost_attempt_updates), str(c.requeued_after_finish),
             str(c.audit_violations),
-            f"{outcome.per_10k:.1f}",
+            f"{outcome.per_10k:.1f}" if outcome.per_10k < 1000 else f"{outcome.per_10k:,.0f}",
             f"{outcome.contended_reps}/{outcome.reps}",
         ])  # fmt: skip
     lines = [
@@ -30,10 +30,13 @@ def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | N
             f"worker{'' if plan.workers == 1 else 's'} finishing jobs meanwhile; counts summed over reps",
             width,
         ),
-        render_table(header, rows, right=range(2, len(header)), keep_whole=(0, 1), width=width, gap=1),
+        # numbers never fold mid-figure: at 80 columns the names fold instead
+        render_table(
+            header, rows, right=range(2, len(header)), keep_whole=range(2, len(header)), width=width, gap=1
+        ),
     ]
     notes = [
-        "K: sweepers at once; N: stalled jobs. delay ms is simulated: a sleep between a sweeper's "
+        "K: sweepers at once; N: stalled jobs. delay (ms) is simulated: a sleep between a sweeper's "
         "check and its act. Atomic sweeps check and act inside one script, so there is no gap to "
         "delay: their rows ('-') run at delay 0.",
         "double: reclaims beyond a job's first, the larger of the sweepers' returns and the final state.",

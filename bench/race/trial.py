@@ -29,6 +29,7 @@ from bench.errors import BenchError
 from bench.protocol.audit import audit, server_run_id
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Producer, Queue, Worker, WorkerOptions
+from bench.protocol.refusal import refusal, refused
 from bench.protocol.sweep import Sweeper, SweepResult, make_sweeper
 from bench.race.count import Anomalies, count_anomalies, read_state
 from bench.race.plan import RaceSetting, extra_scripts
@@ -51,6 +52,7 @@ class RaceLog:
         self.refused_finishes = 0
         self.sweeps = 0
         self.errors: list[str] = []
+        self.refused: Exception | None = None  # a reply every later call gets too (refusal.py)
         self.deadline = deadline
         self._budget = fetch_budget
         self._unfinished = fetch_budget
@@ -121,6 +123,8 @@ def _guarded(log: RaceLog, what: str, start: threading.Barrier, loop: Callable[[
     except threading.BrokenBarrierError:
         log.fail(f"{what}: the start barrier broke")
     except Exception as exc:  # counted, not raised: the run ends and says so
+        if refusal(exc) is not None:  # every thread's next call would be refused too: the run ends
+            log.refused = log.refused or exc
         log.fail(f"{what}: {type(exc).__name__}: {exc}")
         start.abort()
 
@@ -231,6 +235,8 @@ def run_once(settings: RedisSettings, setting: RaceSetting) -> Anomalies:
         log.stop.set()
         for thread in worker_threads:
             thread.join(JOIN_GRACE_S)
+        if log.refused is not None:  # not audited: the server would not take the run's calls
+            raise refused(log.refused, settings.where, client) or log.refused
         if any(t.is_alive() for t in actors.threads):
             log.fail("a sweeper or worker did not return: it is left running, its counts are not final")
         audited = audit(queue, [*stalled, *live], run_id)

@@ -41,6 +41,7 @@ def machine_section(data: RunData) -> list[str]:
         busiest = ", ".join(str(b) for b in named) if isinstance(named, list) else ""
         verdict = "**busy**" if before.get("contended") else "quiet"
         rows.append(("before the run (1 s)", f"{verdict}: {seen}" + (f" ({busiest})" if busiest else "")))
+    rows += memory_rows(meta)
     calibration = _mapping(meta.get("calibration"))
     rows += [(label, fmt(calibration.get(key))) for key, label in CALIBRATION.items() if key in calibration]
     counted = [
@@ -60,6 +61,38 @@ def machine_section(data: RunData) -> list[str]:
     if not calibration:
         lines += ["*No calibration in meta.json (a run made before it was recorded).*", ""]
     return lines
+
+
+def _mb(value: object) -> str:
+    return f"{float(str(value)) / 1e6:.1f} MB"
+
+
+def memory_rows(meta: Mapping[str, object]) -> list[tuple[str, str]]:
+    """Redis memory: the server's peak against its maxmemory, and the need estimated before the run
+    (meta.json's redis_memory, sampled around each stage, and memory_need)."""
+    rows: list[tuple[str, str]] = []
+    need = meta.get("memory_need")
+    samples = [
+        _mapping(sample).get("used_memory_peak")
+        for around in _mapping(meta.get("redis_memory")).values()
+        for sample in _mapping(around).values()
+    ]
+    peaks = [float(str(p)) for p in samples if p is not None]
+    if peaks:
+        since = " (since the server started)" if meta.get("redis_source") == "REDIS_URL" else ""
+        maxmemory = _mapping(need).get("maxmemory_bytes")
+        limit = f"of maxmemory {_mb(maxmemory)}" if maxmemory else "(no maxmemory set)"
+        rows.append(("Redis memory peak (used_memory_peak)", f"{_mb(max(peaks))} {limit}{since}"))
+    if isinstance(need, Mapping):
+        jobs, per_job = int(str(need.get("jobs") or 0)), need.get("bytes_per_job")
+        rows.append((
+            "Redis memory need, estimated before the run",
+            f"~{_mb(need.get('need_bytes'))}: {jobs:,} jobs x {fmt(per_job)} B a job x margin, "
+            f"against {need.get('limit')}",
+        ))  # fmt: skip
+    elif need is not None:
+        rows.append(("Redis memory need, estimated before the run", str(need)))
+    return rows
 
 
 def beside_saturated(frame: pd.DataFrame) -> pd.DataFrame:
@@ -84,7 +117,11 @@ def contended_note(frame: pd.DataFrame, what: str) -> list[str]:
     if busy.empty:
         return []
     worst = busy["foreign_cpu_pct"].max() if "foreign_cpu_pct" in busy.columns else None
-    most = f" (foreign CPU up to {fmt(worst)}% of a core)" if pd.notna(worst) else ""
+    steal = busy["steal_pct"].max() if "steal_pct" in busy.columns else None
+    # both figures: steal (the hypervisor's) is as often the cause as other processes
+    shown = [f"foreign CPU up to {fmt(worst)}% of a core"] if pd.notna(worst) else []
+    shown += [f"steal up to {fmt(steal)}%"] if pd.notna(steal) else []
+    most = f" ({', '.join(shown)})" if shown else ""
     return [
         f"> **{len(busy)} {what} contended**: other work used the machine during their windows{most}; "
         "their numbers are not a quiet machine's, and compare calls them unstable.",

@@ -18,14 +18,19 @@ from pathlib import Path
 from typing import Any, get_origin, get_type_hints
 
 import pyperf
+import redis
 
 from bench.errors import BenchError
 from bench.protocol.connection import RedisSettings
+from bench.protocol.refusal import refused
 from bench.protocol.sweep import DEFAULT_SLICE, DEFAULT_SLICE_BUDGET_US
+from bench.results import write_json
 from bench.sweep_cost.plan import Point
 from bench.sweep_cost.probe import DEFAULT_RATE_HZ
 from bench.sweep_cost.scenario import BENCH_MAX_STALLED, stalled_count
 from bench.sweep_cost.timing import PointBench
+
+REFUSED_FILE = "refused.json"  # a worker met a refusal (protocol/refusal.py): its line and kind
 
 PROGRAM = "bench.sweep_cost.pyperf_program"
 URL_ENV = "EMQ_SWEEP_REDIS_URL"  # the workers' Redis URL: in the environment, not on argv
@@ -124,6 +129,13 @@ def main() -> None:
                 "probe_rate_hz": settings.probe_rate_hz,
             }
             runner.bench_time_func(point.name, bench.time_point, point, metadata=metadata)
+    except redis.RedisError as exc:
+        said = refused(exc, bench.settings.where)
+        if said is None:
+            raise
+        # the stage reads it after pyperf ends: one line, not a worker's traceback
+        write_json(settings.side_dir / REFUSED_FILE, {"line": str(said), "kind": said.kind})
+        sys.exit(2)
     finally:
         bench.close()
 

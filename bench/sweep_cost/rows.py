@@ -41,6 +41,8 @@ class SizeOutcome:
     values: dict[str, list[float]] = field(default_factory=dict)
     failure: str | None = None
     machine: dict[str, MachineSample] = field(default_factory=dict)
+    # a worker met a server that refuses every call: its line (protocol/refusal.py) and kind
+    refused: tuple[str, str] | None = None
 
 
 def load_side(run_dir: Path, point: Point) -> list[dict[str, Any]]:

@@ -35,6 +35,7 @@ from bench.paths import REPO
 from bench.protocol.base import protocol_named
 from bench.protocol.connection import Client, RedisSettings, node_client
 from bench.protocol.queue import Queue
+from bench.protocol.refusal import ServerRefused
 from bench.protocol.scripts import script_source
 from bench.protocol.sweep import SWEEPERS
 from bench.results import (
@@ -61,7 +62,7 @@ from bench.sweep_cost.plan import (
     run_order,
     variants_of,
 )
-from bench.sweep_cost.pyperf_program import URL_ENV, ProgramSettings
+from bench.sweep_cost.pyperf_program import REFUSED_FILE, URL_ENV, ProgramSettings
 from bench.sweep_cost.rows import SIDE_DIR, SizeOutcome, merge_pyperf, side_summary, sweep_cost_row
 from bench.sweep_cost.scenario import ScenarioQueue
 from bench.sweep_cost.table import fmt, goal_text, slope_text, slopes, table
@@ -142,6 +143,11 @@ def run_pyperf(
             outcome.values[bench.get_name()] = list(bench.get_values())
     if code != 0:
         outcome.failure = f"pyperf exited with {code} before this point; see {PYPERF_LOG}"
+    refusal = run_dir / SIDE_DIR / REFUSED_FILE
+    if code != 0 and refusal.exists():  # a worker met a server that refuses every call
+        said = read_json(refusal)
+        outcome.refused = (str(said["line"]), str(said["kind"]))
+        outcome.failure = f"stopped: {said['line']}"
     return outcome
 
 
@@ -329,6 +335,8 @@ def run_stage(ctx: RunContext) -> None:
             outcome = measure_size(ctx, scenarios[protocol], size, to_run, tell) if to_run else None
             rows.extend(sweep_cost_row(ctx.run_dir, p, outcome, ids, options) for p in here)
             write_rows(ctx.run_dir, SweepCostRow, rows)
+            if outcome is not None and outcome.refused is not None:  # written; nothing after it
+                raise ServerRefused(*outcome.refused)
         # after the largest size, the sliced sweeps' longest calls it is read against
         control = run_control_point(ctx, client, next(iter(scenarios.values())).queue)
         for scenario in scenarios.values():

@@ -133,7 +133,12 @@ def goal_text(
     lines: list[str] = []
     for title, header, rows_of, right in tables:
         if rows_of:
-            body = render_table(header, rows_of, right=right, width=(width or table_width()) - 2)
+            inner = (width or table_width()) - 2
+            body = render_table(header, rows_of, right=right, width=inner)
+            heading = len(render_table(header, [], right=right, width=inner).splitlines())
+            if len(body.splitlines()) > len(rows_of) + heading:
+                # a row's text folded: a blank line between rows, so its continuation is not a row
+                body = render_table(header, rows_of, right=right, width=inner, leading=1)
             lines += ["", wrap_note(title, width), indent(body, "  ")]
     return "\n".join(lines)
 

@@ -25,6 +25,7 @@ from bench.protocol.commandstats import CommandStats, client_side
 from bench.protocol.connection import Client, RedisSettings, node_client
 from bench.protocol.lua_gc import collect_lua_garbage
 from bench.protocol.queue import Queue
+from bench.protocol.refusal import refusal
 from bench.protocol.slowlog import SlowlogWatch
 from bench.protocol.sweep import DEFAULT_SLICE, DEFAULT_SLICE_BUDGET_US, Sweeper, SweepResult, make_sweeper
 from bench.results import write_json
@@ -178,6 +179,8 @@ class PointBench:
         except redis.TimeoutError:
             record.errors.append(f"a sweep call timed out after {SWEEP_TIMEOUT_S:g} s (not re-sent)")
         except redis.RedisError as exc:
+            if refusal(exc) is not None:
+                raise  # every later sweep would be refused too: the worker ends (pyperf_program.py)
             record.errors.append(f"the sweep failed: {str(exc).splitlines()[0]}")
         elapsed = time.perf_counter() - started
         record.probe.add(probe.end())

@@ -57,7 +57,8 @@ function scriptShas() {
 function redisUrl() {
   const url = process.env[URL_ENV];
   if (!url) throw new DriverError(`${URL_ENV} is not set; the bullmq_worker stage runs this driver`);
-  return url;
+  // ioredis takes a socket as its path (/tmp/redis.sock?db=1), not as a unix:// URL
+  return url.startsWith('unix://') ? url.slice('unix://'.length) : url;
 }
 
 /** A connection of the driver's own (not BullMQ's): it fails at once instead of retrying. */

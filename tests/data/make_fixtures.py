@@ -206,6 +206,7 @@ def concurrency_rows(run_id: str) -> list[dict[str, Any]]:
                 "server_commands_per_job": commands + 0.01, "fetches_alone_per_job": 0.0,
                 "loadgen_cpu_us_per_job": 240.0, "redis_cpu_pct": 40.0,
                 "redis_ceiling_jobs_per_s": round(1e6 / redis_us), "limit": "client", "limit_share": 0.95,
+                "redis_mem_growth_bytes_per_1k_jobs": 420_000.0,
                 "raw_jobs_per_s": jobs_per_s * 1.1, "raw_cpu_us_per_job": 200.0,
                 "raw_round_trips_per_job": trips, "raw_commands_per_job": commands,
                 "locust_raw_jobs_ratio": round(s / 1.1, 3),

@@ -33,6 +33,7 @@ from bench.finish_fetch.loadstats import (
     error_kind,
     issued_job_ids,
     redis_cpu_seconds,
+    redis_used_memory,
 )
 from bench.finish_fetch.seats import reset_started, started
 from bench.finish_fetch.summary import (
@@ -97,6 +98,7 @@ class Controller:
         self.run_ids: dict[str, str] = {}  # each master's at the test's start, for the audit
         self.queues: list[Queue] = []  # the run's queues, opened at the test's start
         self.redis_cpu: tuple[float, float] | None = None
+        self.used_memory: tuple[int, int] | None = None  # the server's, at the window's open and close
         self.expected: set[str] = set()
         self.timers: list[gevent.Greenlet] = []
         self.client: Client | None = None
@@ -249,12 +251,13 @@ class Controller:
             os._exit(EXIT_INTERRUPTED)
         self.abort("interrupted (SIGINT)", EXIT_INTERRUPTED)
 
-    def _server_figures(self) -> tuple[dict[str, CommandStats], float] | None:
+    def _server_figures(self) -> tuple[dict[str, CommandStats], float, int] | None:
         """Each master's commandstats and Redis CPU seconds now; None (and the reason kept) when
         Redis is away."""
         assert self.client is not None
         try:
-            return read_per_master(self.client), redis_cpu_seconds(self.client.info("cpu"))
+            cpu = redis_cpu_seconds(self.client.info("cpu"))
+            return read_per_master(self.client), cpu, redis_used_memory(self.client)
         except redis.RedisError as exc:
             self.server_error = f"{error_kind(exc)}: {first_line(exc)}"
             return None
@@ -270,6 +273,7 @@ class Controller:
         figures = self._server_figures()
         self.stats_before = figures[0] if figures else None
         self.redis_cpu = (figures[1], 0.0) if figures else None
+        self.used_memory = (figures[2], 0) if figures else None
         runner.stats.reset_all()
         self.window = (time.perf_counter(), 0.0)
         self.window_clock = (clock(), 0.0)
@@ -299,6 +303,10 @@ class Controller:
             self.redis_cpu = (self.redis_cpu[0], figures[1])
         else:
             self.redis_cpu = None
+        if self.used_memory is not None and figures is not None:
+            self.used_memory = (self.used_memory[0], figures[2])
+        else:
+            self.used_memory = None
         self.own.freeze()
         runner = environment.runner
         assert runner is not None
@@ -367,6 +375,7 @@ class Controller:
             audit=None if self.distributed else self.audit(),
             home=self.home,
             server_by_master=by_master,
+            memory_growth_bytes=self.used_memory[1] - self.used_memory[0] if self.used_memory else None,
         )
 
     def audit(self) -> dict[str, Any]:

@@ -53,8 +53,9 @@ def worker_drivers(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
             ax.annotate(f"{middle:,.0f}", (at, float(values.max())), textcoords="offset points",
                         xytext=(0, 2), ha="center", va="bottom", fontsize=7)  # fmt: skip
     handles, labels = ax.get_legend_handles_labels()
-    unique = dict(zip(labels, handles, strict=True))  # one entry a concurrency
-    ax.legend(unique.values(), unique.keys(), loc="upper right", fontsize=8, framealpha=0.95)
+    unique = dict(zip(labels, handles, strict=True))  # one entry a concurrency, lowest first
+    order = sorted(unique, key=lambda label: int(label.split()[-1]))
+    ax.legend([unique[label] for label in order], order, loc="upper right", fontsize=8, framealpha=0.95)
     ax.set_xticks(range(len(drivers)), [DRIVER_NAMES.get(d, d).replace(" ", "\n", 1) for d in drivers])
     ax.set_ylim(0, float(data["jobs_per_s"].max()) * 1.25)
     ax.set_ylabel("jobs finished per second (jobs/s)")

@@ -80,10 +80,13 @@ def versions_lines(about: dict[str, Any]) -> list[str]:
     elif isinstance(node, dict):
         called = node.get("scripts_called") or {}
         shas = ", ".join(f"`{name}` `{sha}`" for name, sha in called.items())
+        ported = about.get("scripts_called") or {}
+        same = [f"`{name}`" for name, sha in ported.items() if called.get(name) == sha]
+        alike = f" The same SHA1 (the same Lua) in the Python port: {', '.join(same)}." if same else ""
         lines += [
             f"BullMQ's Node package {node.get('bullmq')} (ioredis {node.get('ioredis')}, "
             f"node {node.get('node')}); its Python port {python or '—'}. "
-            f"The scripts the Node drivers called, with the SHA1 they were sent by: {shas or '—'}.",
+            f"The scripts the Node drivers called, with the SHA1 they were sent by: {shas or '—'}.{alike}",
             "",
         ]
     return lines

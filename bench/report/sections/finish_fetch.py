@@ -188,6 +188,7 @@ PACE_COLUMNS = {
     "server_us_per_job": "Redis µs/job",
     "redis_ceiling_jobs_per_s": "Redis ceiling jobs/s",
     "limit_share": "limit's share",  # LIMIT_SHARE
+    "redis_mem_growth_bytes_per_1k_jobs": "Redis memory growth B/1k jobs",
     "locust_raw_jobs_ratio": "Locust/raw jobs/s",
     "loadgen_cpu_us_per_job": "Locust CPU µs/job",
     "raw_cpu_us_per_job": "raw CPU µs/job",
