@@ -44,13 +44,13 @@ def test_every_stage_has_the_same_face() -> None:
 
 
 def test_every_import_of_the_suite_names_a_module_that_exists() -> None:
-    """Imports inside functions too (mypy and import-linter pass over a module they cannot find):
-    a file moved or renamed leaves no import pointing at its old place."""
+    """Imports inside functions too, and the experiments' (mypy and import-linter pass over a
+    module they cannot find): a file moved or renamed leaves no import pointing at its old place."""
     import ast
     from importlib.util import find_spec
 
     missing = []
-    for path in sorted((REPO / "bench").rglob("*.py")):
+    for path in sorted([*(REPO / "bench").rglob("*.py"), *(REPO / "experiments").rglob("*.py")]):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.level == 0:
                 modules = [node.module or ""]
