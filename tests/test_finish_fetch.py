@@ -23,6 +23,7 @@ from bench.finish_fetch.summary import (
     UNMEASURED_KEYS,
     Derived,
     RunSummary,
+    SummaryAudit,
     build_summary,
     unmeasured_summary,
 )
@@ -143,7 +144,7 @@ def test_eight_jobs_in_flight_on_one_worker_share_round_trips_and_both_drivers_c
     assert run.summary.settings["concurrency"] == 8
     _check_counts(run.summary, strategy, point)
     raw = run_raw(settings, _raw_settings(QUICK, strategy, point))
-    assert raw.audit is not None and raw.audit["ok"], raw.audit
+    assert raw.audit is not None and raw.audit.ok, raw.audit
     _check_counts(raw, strategy, point)
     # the raw driver's window edges wait for every thread's step: the server saw exactly its calls
     assert raw.figures.server_commands_per_job == raw.figures.commands_per_job, raw.counters
@@ -404,12 +405,15 @@ def test_the_run_summary_crosses_its_json_edge_whole():
     run = _raw_settings(QUICK, "fused", Point(1, 0.0))
     aggregate = Aggregate()
     aggregate.reset(1)
-    audit = {"ok": True, "verdict": "ok", "counts": {"completed": 0}}
+    audit = SummaryAudit(True, "ok", {"completed": 0})
     summary = build_summary(run, aggregate, 1.0, None, None, "local", [], audit=audit)
     data = json.loads(json.dumps(summary.to_json()))
     assert RunSummary.from_json(data) == summary
     assert set(data["derived"]) == {f.name for f in dataclasses.fields(Derived)}
     assert data["settings"] == run.as_dict() and data["kind"] == SUMMARY_KIND
+    unaudited = dataclasses.replace(summary, audit=SummaryAudit(False, "not audited: Redis unreachable"))
+    assert unaudited.to_json()["audit"] == {"ok": False, "verdict": "not audited: Redis unreachable"}
+    assert RunSummary.from_json(unaudited.to_json()) == unaudited
     stopped = unmeasured_summary(run, "local", None)
     assert list(stopped.to_json()) == list(UNMEASURED_KEYS)  # no figures where nothing was measured
     assert RunSummary.from_json(stopped.to_json()) == stopped

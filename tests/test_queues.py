@@ -48,7 +48,7 @@ def test_three_queues_on_one_server(tmp_path: Path, settings: RedisSettings):
     assert run.audit.ok and run.audit.queues == 3, run.audit.verdict
     _parts_sum_to_the_whole(run.summary, masters=1)
     raw = run_raw(settings, dataclasses.replace(_raw_settings(THREE, "fused", POINT), queues=3))
-    assert raw.audit is not None and raw.audit["ok"], raw.audit
+    assert raw.audit is not None and raw.audit.ok, raw.audit
     _parts_sum_to_the_whole(raw, masters=1)
 
 

@@ -29,7 +29,7 @@ from bench.finish_fetch.loadstats import (
     redis_used_memory,
 )
 from bench.finish_fetch.producer_loop import ProducerLoop
-from bench.finish_fetch.summary import RunSummary, build_summary
+from bench.finish_fetch.summary import RunSummary, SummaryAudit, build_summary
 from bench.finish_fetch.timed import run_steps
 from bench.protocol.audit import audit_queues, master_run_ids
 from bench.protocol.commandstats import added, read_per_master
@@ -205,7 +205,7 @@ class RawRun:
             after[1] - before[1],
             mode="raw",
             missing_processes=[],
-            audit={"ok": checked.ok, "verdict": checked.verdict, "counts": checked.counts},
+            audit=SummaryAudit(checked.ok, checked.verdict, checked.counts),
             home=home,
             server_by_master=by_master,
             memory_growth_bytes=memory_growth,

@@ -162,8 +162,8 @@ def run_stage(ctx: RunContext) -> None:
                 ctx.progress.step(
                     f"raw driver: {protocol} {strategy} {point.label}: {raw.figures.jobs_per_s:.0f} jobs/s"
                 )
-                if raw.audit is not None and not raw.audit["ok"]:
-                    audits[f"raw-{protocol}-{strategy}-{point.label}"] = raw.audit["verdict"]
+                if raw.audit is not None and not raw.audit.ok:
+                    audits[f"raw-{protocol}-{strategy}-{point.label}"] = raw.audit.verdict
                     update_meta(ctx.run_dir, finish_fetch_audit_failures=audits)
                 ctx.progress(f"reference: {protocol} {strategy} {point.label}")
                 reference = _reference_run(ctx, opts, strategy, point, protocol)

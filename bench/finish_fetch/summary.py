@@ -85,6 +85,16 @@ class Derived:
     redis_mem_growth_bytes_per_1k_jobs: float | None = None
 
 
+@dataclass(frozen=True)
+class SummaryAudit:
+    """The queues' audit as the summary holds it, when its process could take it (a run of one
+    process, or the raw driver's)."""
+
+    ok: bool
+    verdict: str
+    counts: dict[str, int] | None = None  # jobs by state; none when the queues were not audited
+
+
 @dataclass
 class RunSummary:
     """What a run of stage 1 measured, as its summary JSON holds it (``to_json``/``from_json``
@@ -114,7 +124,7 @@ class RunSummary:
     processes: list[dict[str, Any]] = field(default_factory=list)  # each process's own counts
     derived: Derived | None = None
     shards: dict[str, Any] = field(default_factory=dict)  # shards.shard_figures: queues, masters
-    audit: dict[str, Any] | None = None  # ok, verdict, counts: when the summary's process took it
+    audit: SummaryAudit | None = None
     exit_code: int | None = None  # the Locust child's, set by the stage that ran it
 
     @property
@@ -130,6 +140,8 @@ class RunSummary:
         for key in ("audit", "exit_code"):
             if data[key] is None:
                 del data[key]
+        if self.audit is not None and self.audit.counts is None:
+            del data["audit"]["counts"]
         return data
 
     @classmethod
@@ -137,6 +149,8 @@ class RunSummary:
         values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
         if values.get("derived") is not None:
             values["derived"] = Derived(**values["derived"])
+        if values.get("audit") is not None:
+            values["audit"] = SummaryAudit(**values["audit"])
         return cls(**values)
 
 
@@ -248,7 +262,7 @@ def build_summary(
     aborted: str | None = None,
     refused: str | None = None,
     server_error: str | None = None,
-    audit: dict[str, Any] | None = None,
+    audit: SummaryAudit | None = None,
     window_clock: tuple[float, float] | None = None,
     home: Mapping[str, str] | None = None,
     server_by_master: Mapping[str, CommandStats] | None = None,

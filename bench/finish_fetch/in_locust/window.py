@@ -38,6 +38,7 @@ from bench.finish_fetch.loadstats import (
 from bench.finish_fetch.seats import reset_started, started
 from bench.finish_fetch.summary import (
     RunSummary,
+    SummaryAudit,
     build_summary,
     refused_verdict,
     unmeasured_summary,
@@ -378,19 +379,19 @@ class Controller:
             memory_growth_bytes=self.used_memory[1] - self.used_memory[0] if self.used_memory else None,
         )
 
-    def audit(self) -> dict[str, Any]:
+    def audit(self) -> SummaryAudit:
         """The audit of every queue as the summary holds it; a restart or an absent server (or
         master) says so."""
         assert self.client is not None and Current.run is not None
         if self.refused is not None:
-            return {"ok": False, "verdict": refused_verdict(self.refused)}
+            return SummaryAudit(False, refused_verdict(self.refused))
         try:
             if not self.queues:
                 raise redis.ConnectionError("the queues were never opened")
             result = audit_queues(self.queues, issued_job_ids, self.run_ids, self.home)
         except redis.RedisError as exc:
-            return {"ok": False, "verdict": f"not audited: Redis unreachable ({first_line(exc)})"}
-        return {"ok": result.ok, "verdict": result.verdict, "counts": result.counts}
+            return SummaryAudit(False, f"not audited: Redis unreachable ({first_line(exc)})")
+        return SummaryAudit(result.ok, result.verdict, result.counts)
 
 
 def install_load_side(environment: Environment) -> None:
