@@ -1,5 +1,5 @@
-"""`echomq-bench <command>` (or `python -m bench <command>`): run, report, compare, runs, race, sweep,
-script-cost, publish."""
+"""`echomq-bench <command>` (or `python -m bench <command>`): run, report, compare, runs, sweep, race,
+finish-fetch, bullmq-worker, script-cost, publish."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "runs": ("bench.report.cli", "runs_main", "list the runs in results/"),
     "sweep": ("bench.sweep_cost.stage", "main", "the sweep-cost benchmark alone (pyperf)"),
     "race": ("bench.race.stage", "main", "the race audit alone"),
+    "finish-fetch": ("bench.finish_fetch.stage", "main", "finish-then-fetch alone (Locust)"),
+    "bullmq-worker": ("bench.bullmq_worker.stage", "main", "BullMQ's own workers alone"),
     "script-cost": ("bench.script_cost", "main", "Redis µs per call of each script, small queue"),
     "publish": ("bench.report.cli", "publish_main", "copy a run into docs/results/; --page: the page"),
 }
@@ -25,7 +27,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 def usage() -> str:
     lines = ["usage: echomq-bench <command> [options]", "", "commands:"]
-    lines += [f"  {name:<11} {text}" for name, (_, _, text) in COMMANDS.items()]
+    lines += [f"  {name:<13} {text}" for name, (_, _, text) in COMMANDS.items()]
     return "\n".join(lines)
 
 

@@ -29,10 +29,10 @@ import gevent
 from locust import task
 
 from bench.finish_fetch.driver import WorkerDriver
+from bench.finish_fetch.fidelity_probe import PROBE_LABEL, PROBE_SCRIPT
 from bench.finish_fetch.in_locust import hooks
 from bench.finish_fetch.in_locust.current import RECORDER
 from bench.finish_fetch.in_locust.user import RedisUser
-from bench.finish_fetch.probe import PROBE_LABEL, PROBE_SCRIPT
 from bench.finish_fetch.producer_loop import ProducerLoop
 from bench.finish_fetch.timed import LoadHooks, TimedSender, run_steps
 from bench.protocol.autopipe import AutoPipeline

@@ -13,7 +13,7 @@ import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, BinaryIO, Union, get_args, get_origin, get_type_hints
+from typing import Any, BinaryIO, ClassVar, Union, get_args, get_origin, get_type_hints
 
 from bench.errors import BenchError
 
@@ -22,7 +22,7 @@ RESULTS_DIR = Path(os.environ.get("EMQ_RESULTS_DIR", "results"))
 # The protocol a row measured when it does not say (a run from before the protocol column).
 PROTOCOL = "echomq"
 
-# One frozen dataclass a CSV: its field names, in order, are the file's columns.
+# One frozen dataclass a CSV: its field names, in order, are the file's columns; FILE its name.
 # Every row starts with run_id, protocol and profile, and carries the load
 # settings that differ between profiles, so the CSVs of many runs concatenate
 # without hand work. A value that was not measured (a skipped point) is None,
@@ -45,6 +45,8 @@ class RunIds:
 
 @dataclass(frozen=True)
 class FinishFetchRow:
+    FILE: ClassVar[str] = "finish_fetch.csv"
+
     run_id: str
     protocol: str
     profile: str
@@ -135,6 +137,7 @@ class FinishFetchShardRow(FinishFetchPart):
     """One master's part of a finish_fetch run (each cluster master; one server: its one row).
     Over a run's rows, jobs and server_usec add up to its finish_fetch.csv row's."""
 
+    FILE: ClassVar[str] = "finish_fetch_shards.csv"
     master: str  # host:port
     master_queues: int  # the run's queues on this master
     jobs: int  # finished in the window on this master's queues
@@ -151,6 +154,7 @@ class FinishFetchShardRow(FinishFetchPart):
 class FinishFetchQueueRow(FinishFetchPart):
     """One queue's part of a finish_fetch run, and the master that holds it."""
 
+    FILE: ClassVar[str] = "finish_fetch_queues.csv"
     queue: str
     slot: int
     master: str
@@ -168,6 +172,8 @@ NOT_SKIPPED = "no"
 
 @dataclass(frozen=True)
 class SweepCostRow:
+    FILE: ClassVar[str] = "sweep_cost.csv"
+
     run_id: str
     protocol: str
     profile: str
@@ -203,6 +209,8 @@ class SweepCostRow:
 class SweepControlRow:
     """The sweep stage's control: calls of a Lua loop of plain arithmetic, each timed inside Redis."""
 
+    FILE: ClassVar[str] = "sweep_control.csv"
+
     run_id: str
     protocol: str  # "none": the loop belongs to no queue protocol
     profile: str
@@ -221,6 +229,8 @@ class SweepControlRow:
 
 @dataclass(frozen=True)
 class RaceRow:
+    FILE: ClassVar[str] = "race.csv"
+
     run_id: str
     protocol: str
     profile: str
@@ -245,6 +255,7 @@ class RaceRow:
 class SweepHazardRow:
     """One all-stalled sweep sent once by a client, with that client's retry settings."""
 
+    FILE: ClassVar[str] = "sweep_hazard.csv"
     protocol: str
     client: str  # "bullmq" (BullMQ's own connection settings) or "suite" (no re-sends)
     stalled_jobs: int
@@ -264,6 +275,7 @@ class SweepHazardRow:
 class BullmqWorkerRow:
     """One run of a worker driver over a pre-filled queue, timed from its 1,000th completion."""
 
+    FILE: ClassVar[str] = "bullmq_worker.csv"
     protocol: str
     # "node_worker", "node_manual_fused", "node_manual_two_call" (BullMQ's Node package),
     # "bullmq_worker" (its Python port's asyncio Worker), or the suite's "fused" / "two_call" loop
@@ -287,8 +299,9 @@ class BullmqWorkerRow:
 @dataclass(frozen=True)
 class ScriptCostRow:
     """One worker step of one protocol with its scripts alone on a small queue: the hot
-    path's price, each protocol's against the others' in the same run."""
+    path's script cost, each protocol's against the others' in the same run."""
 
+    FILE: ClassVar[str] = "script_cost.csv"
     run_id: str
     protocol: str
     profile: str
@@ -297,7 +310,8 @@ class ScriptCostRow:
     calls: int  # times the step ran
     server_us_per_call: float  # Redis µs inside the step's EVALSHAs, a call (a cycle: a job)
     commands_per_call: float  # every command the step ran, those inside its scripts too
-    commands: str  # the same by name, a call: "evalsha 1, hset 2, zadd 1"
+    # the same by name, a call; a JSON object in its cell: {"evalsha": 1, "hset": 2, "zadd": 1}
+    commands: dict[str, float]
     foreign_cpu_pct: float | None = None
     steal_pct: float | None = None
     contended: bool = False
@@ -320,8 +334,6 @@ def columns_of(row_type: type[Row]) -> tuple[str, ...]:
 FINISH_FETCH_COLUMNS = columns_of(FinishFetchRow)
 FINISH_FETCH_SHARD_COLUMNS = columns_of(FinishFetchShardRow)
 FINISH_FETCH_QUEUE_COLUMNS = columns_of(FinishFetchQueueRow)
-FINISH_FETCH_SHARDS_FILE = "finish_fetch_shards.csv"
-FINISH_FETCH_QUEUES_FILE = "finish_fetch_queues.csv"
 SWEEP_COST_COLUMNS = columns_of(SweepCostRow)
 RACE_COLUMNS = columns_of(RaceRow)
 SWEEP_HAZARD_COLUMNS = columns_of(SweepHazardRow)
@@ -348,7 +360,8 @@ def _float_columns(row_type: type[Row]) -> frozenset[str]:
 
 def row_dict(row: Row) -> dict[str, Any]:
     """A row as the CSV writer takes it: None (not measured) becomes an empty cell, an int in a
-    float column a float, and an empty text cell its stated stand-in (``empty_as``)."""
+    float column a float, a mapping a JSON object, and an empty text cell its stated stand-in
+    (``empty_as``)."""
     floats = _float_columns(type(row))
     out: dict[str, Any] = {}
     for f in fields(row):
@@ -357,6 +370,8 @@ def row_dict(row: Row) -> dict[str, Any]:
             value = ""
         elif f.name in floats and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
+        elif isinstance(value, dict):  # a structured cell: JSON, read back with json.loads
+            value = json.dumps(value, sort_keys=True)
         elif value == "" and "empty_as" in f.metadata:
             value = f.metadata["empty_as"]
         out[f.name] = value
@@ -447,6 +462,13 @@ def write_csv(path: Path, columns: Iterable[str], rows: Iterable[Mapping[str, An
     for row in rows:
         writer.writerow(dict(row))
     write_atomic(path, buffer.getvalue())
+
+
+def write_rows(folder: Path, row_type: type[Row], rows: Iterable[Row]) -> Path:
+    """The rows as ``folder``/``row_type.FILE`` (every column, in order), atomically."""
+    path = folder / row_type.FILE
+    write_csv(path, columns_of(row_type), map(row_dict, rows))
+    return path
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:

@@ -6,6 +6,7 @@ import argparse
 import importlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Protocol, cast
 
 from bench.errors import BenchError
 from bench.harness.context import RunContext
@@ -14,13 +15,27 @@ from bench.harness.progress import Progress, StagePlan
 from bench.harness.run_folder import add_quiet_machine, mark_complete, open_run
 from bench.results import RESULTS_DIR
 
-# Each stage is a module with run_stage(ctx: RunContext) -> None; the report is not one (below).
+
+class Stage(Protocol):
+    """The face of every stage module (bench/<stage>/stage.py); the report is not one (below)."""
+
+    def check_profile(self, profile: Profile) -> None: ...
+    def point_seconds(self, profile: Profile) -> tuple[float, ...]: ...
+    def run_stage(self, ctx: RunContext) -> None: ...
+
+
 STAGE_MODULES = {
     "finish_fetch": "bench.finish_fetch.stage",
     "bullmq_worker": "bench.bullmq_worker.stage",
     "sweep": "bench.sweep_cost.stage",
     "race": "bench.race.stage",
 }
+
+
+def stage_module(stage: str) -> Stage:
+    """The stage's module, imported when first asked for (pyperf, Locust's finder and the rest
+    load only for the stages a run has)."""
+    return cast(Stage, importlib.import_module(STAGE_MODULES[stage]))
 
 
 def report_stage(ctx: RunContext) -> None:
@@ -45,24 +60,20 @@ def stage_estimate(stage: str, profile: Profile) -> tuple[float, ...]:
     """The seconds each point of ``stage`` should take (its point_seconds), for the run's ETA."""
     if stage == "report":
         return (REPORT_SECONDS,)
-    estimate = getattr(importlib.import_module(STAGE_MODULES[stage]), "point_seconds", None)
-    return tuple(estimate(profile)) if estimate is not None else ()
+    return tuple(stage_module(stage).point_seconds(profile))
 
 
 def stage_runner(stage: str, profile: Profile) -> Callable[[RunContext], None]:
-    """The stage's run_stage, after its optional check_profile(profile) passed.
+    """The stage's run_stage, after its check_profile(profile) passed.
 
     Every stage checks its settings before the first one starts, so a bad
     value in the last stage's keys fails the run at once, not minutes in.
     """
     if stage == "report":
         return report_stage
-    module = importlib.import_module(STAGE_MODULES[stage])
-    check = getattr(module, "check_profile", None)
-    if check is not None:
-        check(profile)
-    runner: Callable[[RunContext], None] = module.run_stage
-    return runner
+    module = stage_module(stage)
+    module.check_profile(profile)
+    return module.run_stage
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 from bench.errors import BenchError
 from bench.harness.server import redis_for_run
-from bench.protocol.cost import CYCLES, Row, command_difference, cycle_commands, measure_phases
-from bench.protocol.protocol import PROTOCOLS, check_protocol_names
+from bench.protocol.base import PROTOCOLS, check_protocol_names
+from bench.protocol.script_cost import CYCLES, Row, command_difference, cycle_commands, measure_phases
 
 
 def usec_table(by_protocol: dict[str, list[Row]], calls: int) -> str:

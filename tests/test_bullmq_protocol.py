@@ -22,14 +22,14 @@ from redis.crc import key_slot
 from bench.errors import BenchError
 from bench.paths import LUA_DIR, REPO
 from bench.protocol.audit import audit, server_run_id
+from bench.protocol.base import protocol_named
 from bench.protocol.bullmq_package import REQUIRED_VERSION, require_bullmq
 from bench.protocol.connection import Client, RedisSettings
-from bench.protocol.protocol import protocol_named
 from bench.protocol.queue import Producer, Queue, Worker, WorkerOptions
 from bench.protocol.sweep import make_sweeper
 from bench.race.count import count_anomalies, read_state
 from bench.race.plan import RaceSetting
-from bench.race.run import run_once, stall_jobs
+from bench.race.trial import run_once, stall_jobs
 from tests.helpers import race_anomalies
 
 pytestmark = pytest.mark.protocol

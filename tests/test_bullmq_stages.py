@@ -201,7 +201,7 @@ def test_a_wrong_bullmq_version_stops_a_run_in_one_line_before_anything_starts(
     import sys
     from importlib import metadata
 
-    from bench.protocol import protocol as registry
+    from bench.protocol import base as registry
 
     real = metadata.version
     monkeypatch.setattr(metadata, "version", lambda name: "3.5.0" if name == "bullmq" else real(name))

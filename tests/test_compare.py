@@ -16,8 +16,8 @@ asserted nothing; the flag makes a real A/A pass on a loaded machine, but
 vacuously. On a quiet machine it would test something compare cannot see: a
 sweep point's spread is pyperf's values inside one process against one
 redis-server, far tighter than the change between two runs' processes and
-servers, so a quiet real A/A fails on process-to-process variance (the issue's
-147 `worse`), not on compare. And a second smoke run doubles the suite's
+servers, so a quiet real A/A fails on process-to-process variance (147
+`worse` in one), not on compare. And a second smoke run doubles the suite's
 longest fixture. The twin tests compare's rule exactly, on real data, whatever
 the machine does: its points are judged as if quiet (the run's own contended
 flags cleared in both), so a loaded machine cannot make the test vacuous.
@@ -155,25 +155,25 @@ def test_compare_judges_only_metrics_with_spread_and_flags_contended_points() ->
     assert (flagged["note"] == "contended in B").all()
 
 
-# ---- the hot path's price (script_cost.csv) --------------------------------------------------
+# ---- The hot path's script cost (script_cost.csv) ----------------------------------------
 
 
 def test_script_cost_against_itself_is_same_at_every_step_and_protocol() -> None:
     a = load_run(FIXTURES / "20240501-100000-smoke").frames
     rows = compare_runs(a, a).rows
-    price = rows[rows["stage"] == "script_cost"]
-    assert set(price["metric"]) == {"server_us_per_call", "commands_per_call"}
-    assert len(set(price["point"])) == 6  # two protocols, three steps
-    assert "protocol=echomq-deadline step=extendLock" in set(price["point"])
-    assert set(price["verdict"]) == {"same"}
+    costs = rows[rows["stage"] == "script_cost"]
+    assert set(costs["metric"]) == {"server_us_per_call", "commands_per_call"}
+    assert len(set(costs["point"])) == 6  # two protocols, three steps
+    assert "protocol=echomq-deadline step=extendLock" in set(costs["point"])
+    assert set(costs["verdict"]) == {"same"}
 
 
 def test_script_cost_is_judged_over_its_repetitions_and_a_single_one_has_no_spread() -> None:
     a = load_run(FIXTURES / "20240501-100000-smoke").frames
     b = load_run(FIXTURES / "20240502-100000-smoke").frames
-    price = compare_runs(a, b).rows.set_index(["stage", "point", "metric"])["verdict"]
+    costs = compare_runs(a, b).rows.set_index(["stage", "point", "metric"])["verdict"]
     deadline_fused = ("script_cost", "protocol=echomq-deadline step=fused cycle", "server_us_per_call")
-    assert price[deadline_fused] == "worse"  # +30% over three tight repetitions
+    assert costs[deadline_fused] == "worse"  # +30% over three tight repetitions
     # One repetition each: the same +30% is no verdict; a command count still is.
     judged = compare_runs(first_rep_only(a), first_rep_only(b)).rows.set_index(["point", "metric"])
     assert judged.loc[deadline_fused[1:], "verdict"] == "no spread"
@@ -343,11 +343,11 @@ def noisy_twin(run: Path, twin: Path) -> None:
     sweep["us_per_active_job"] = sweep["sweep_ms_median"] * scale
     sweep.to_csv(twin / "sweep_cost.csv", index=False)
 
-    price = data.frames["script_cost"].astype({"server_us_per_call": float})
-    for _, group in price.groupby(["protocol", "step"]):
+    costs = data.frames["script_cost"].astype({"server_us_per_call": float})
+    for _, group in costs.groupby(["protocol", "step"]):
         values = group["server_us_per_call"]
-        price.loc[group.index, "server_us_per_call"] = values + values.std() / math.sqrt(len(values))
-    price.to_csv(twin / "script_cost.csv", index=False)
+        costs.loc[group.index, "server_us_per_call"] = values + values.std() / math.sqrt(len(values))
+    costs.to_csv(twin / "script_cost.csv", index=False)
 
     race = data.frames["race"].copy()
     for column in metrics["race"]:

@@ -25,7 +25,8 @@ import psutil
 import pytest
 
 from bench.__main__ import main as bench_main
-from bench.finish_fetch.locust_run import Point, run_once
+from bench.finish_fetch.locust_run import run_once
+from bench.finish_fetch.plan import Point
 from bench.harness import run_folder
 from bench.harness.machine import FOREIGN_LIMIT_PCT, STEAL_LIMIT_PCT, MachineSample, check_machine
 from bench.harness.profile import FinishFetchOptions
@@ -140,7 +141,7 @@ def locust_run(settings: RedisSettings, folder: Path, watch_pids: list[int] | No
     run = run_once(
         settings, QUICK, "fused", Point(workers=1, rtt_ms=0.0), 1, folder, watch_pids=watch_pids or []
     )
-    assert run.machine is not None and run.summary["window_clock_s"] is not None
+    assert run.machine is not None and run.summary.window_clock_s is not None
     assert run.audit.ok, run.audit.verdict
     return run.machine
 

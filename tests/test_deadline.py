@@ -13,9 +13,9 @@ import pytest
 from redis.crc import key_slot
 
 from bench.protocol.audit import audit
+from bench.protocol.base import EchoMQ, SweepSlice
 from bench.protocol.commandstats import CommandStats
 from bench.protocol.connection import Client, RedisSettings
-from bench.protocol.cost import command_difference, cycle_commands, measure_phases
 from bench.protocol.deadline import (
     DEADLINE_SCRIPT_FILES,
     EchoMQDeadline,
@@ -25,8 +25,8 @@ from bench.protocol.deadline import (
     lapse_locks,
     pass_key,
 )
-from bench.protocol.protocol import EchoMQ, SweepSlice
 from bench.protocol.queue import Job, Producer, Queue, Worker, WorkerOptions, now_ms
+from bench.protocol.script_cost import command_difference, cycle_commands, measure_phases
 from bench.protocol.scripts import numkeys, script_source
 from bench.protocol.sweep import AtomicSweeper
 from tests.helpers import ids, wait_until

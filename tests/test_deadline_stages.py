@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.__main__ import main as bench_main
-from bench.finish_fetch.price import price_rows
+from bench.finish_fetch.script_cost import script_cost_rows
 from bench.harness.context import RunContext
 from bench.harness.profile import Profile
 from bench.harness.server import SLOWLOG_THRESHOLD_US, EmbeddedRedis, ServerInfo
@@ -17,10 +17,11 @@ from bench.protocol.commandstats import CommandStats
 from bench.protocol.deadline import full_pass_key
 from bench.protocol.queue import Queue
 from bench.protocol.sweep import AtomicSweeper
-from bench.report.price import parse_commands, price_lines, price_table
+from bench.report.sections.script_cost import script_cost_lines, script_cost_table
+from bench.results import row_dict
 from bench.sweep_cost.plan import Point
+from bench.sweep_cost.rows import load_side
 from bench.sweep_cost.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_count, stalled_share
-from bench.sweep_cost.summary import load_side
 
 DEADLINE = "echomq-deadline"
 ANOMALIES = ("double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations")
@@ -113,20 +114,20 @@ def test_the_hot_path_price_counts_the_index_writes_against_echomq_in_one_run(
 ):
     server = ServerInfo(redis_server.url, redis_server.source, redis_server.binary, redis_server.version())
     ctx = RunContext(Profile("p", protocols=("echomq", DEADLINE)), settings, server, tmp_path)
-    rows = price_rows(ctx, ctx.profile.protocols, reps=2, calls=50)
+    rows = script_cost_rows(ctx, ctx.profile.protocols, reps=2, calls=50)
     # A B A B: each protocol's steps once a round.
     assert [(r.protocol, r.rep) for r in rows if r.step == "fused cycle"] == [
         ("echomq", 1), (DEADLINE, 1), ("echomq", 2), (DEADLINE, 2),
     ]  # fmt: skip
     assert all(r.server_us_per_call > 0 for r in rows)
-    commands = {(r.protocol, r.step): parse_commands(r.commands) for r in rows if r.rep == 1}
+    commands = {(r.protocol, r.step): r.commands for r in rows if r.rep == 1}
     for step, extra in (("fused cycle", {"zadd": 1, "zrem": 1}), ("two-call cycle", {"zadd": 1, "zrem": 1})):
         mine, base = commands[(DEADLINE, step)], commands[("echomq", step)]
         assert {n: mine.get(n, 0) - base.get(n, 0) for n in extra} == extra, step
         assert mine["evalsha"] == base["evalsha"]  # the same calls a job: only more inside them
     import pandas as pd
 
-    table = price_table(pd.DataFrame([r.__dict__ for r in rows]))
-    [line] = price_lines(table)
+    table = script_cost_table(pd.DataFrame([row_dict(r) for r in rows]))  # as script_cost.csv holds them
+    [line] = script_cost_lines(table)
     assert line.startswith(f"- **{DEADLINE}** beyond echomq, Redis µs a job: fused cycle ")
     assert "(zadd +1, zrem +1)" in line and "extendLock" in line and "(zadd +1" in line

@@ -13,7 +13,7 @@ import pytest
 
 from bench.finish_fetch.driver import WorkerDriver
 from bench.finish_fetch.loadstats import Recorder, RunSettings
-from bench.protocol.protocol import ScriptCall
+from bench.protocol.base import ScriptCall
 from bench.protocol.queue import STRATEGIES, Call, Producer, Queue, Sender
 
 IN_FLIGHT = 4

@@ -13,10 +13,19 @@ import pytest
 
 from bench import hdr
 from bench.finish_fetch.loadstats import Aggregate, Recorder, RunSettings
-from bench.finish_fetch.locust_run import Point, run_once
+from bench.finish_fetch.locust_run import run_once
+from bench.finish_fetch.plan import Point
 from bench.finish_fetch.raw import run_raw
 from bench.finish_fetch.reference import REFERENCE_JOBS
 from bench.finish_fetch.stage import run_stage
+from bench.finish_fetch.summary import (
+    SUMMARY_KIND,
+    UNMEASURED_KEYS,
+    Derived,
+    RunSummary,
+    build_summary,
+    unmeasured_summary,
+)
 from bench.finish_fetch.table import TableRow, table
 from bench.harness.context import RunContext
 from bench.harness.profile import PROFILES_DIR, FinishFetchOptions, Profile
@@ -73,11 +82,11 @@ def test_the_stage_runs_every_strategy_and_writes_every_file(
     for strategy, trips in (("fused", 1), ("two_call", 2), ("two_call_pipelined", 1)):
         assert abs(float(rows[strategy]["reference_round_trips_per_job"]) - trips) < 0.01, rows[strategy]
         assert float(rows[strategy]["raw_reference_cpu_ratio"]) > 0
-    with (tmp_path / "script_cost.csv").open() as handle:  # the hot path's price, scripts alone
-        price = {row["step"]: row for row in csv.DictReader(handle)}
-    assert set(price) == {"fused cycle", "two-call cycle", "extendLock", "healthy sweep (100 active)"}
-    assert ", evalsha 1, " in price["fused cycle"]["commands"] and price["fused cycle"]["rep"] == "1"
-    assert ", evalsha 2, " in price["two-call cycle"]["commands"]
+    with (tmp_path / "script_cost.csv").open() as handle:  # the hot path's script cost, scripts alone
+        costs = {row["step"]: row for row in csv.DictReader(handle)}
+    assert set(costs) == {"fused cycle", "two-call cycle", "extendLock", "healthy sweep (100 active)"}
+    assert json.loads(costs["fused cycle"]["commands"])["evalsha"] == 1 and costs["fused cycle"]["rep"] == "1"
+    assert json.loads(costs["two-call cycle"]["commands"])["evalsha"] == 2
     table = capsys.readouterr().out
     assert "fused/two_call " in table and "fused/two_call_pipelined" in table and "jobs/s" in table
     assert "latency fidelity" in table and "bare redis-py" in table
@@ -106,19 +115,20 @@ def _raw_settings(opts: FinishFetchOptions, strategy: str, point: Point) -> RunS
     )  # fmt: skip
 
 
-def _check_counts(summary: dict[str, object], strategy: str, point: Point) -> None:
+def _check_counts(summary: RunSummary, strategy: str, point: Point) -> None:
     """Commands a job exact, at the client and by commandstats; several calls an exchange."""
-    d: dict[str, float] = summary["derived"]  # type: ignore[assignment]
+    d = summary.figures
     per_job = 1 if strategy == "fused" else 2
-    jobs = d["jobs"]
+    jobs = d.jobs
     # At each edge of the window at most one exchange of each connection straddles it.
     client_edges = 2 * point.concurrency * per_job / jobs
     server_edges = client_edges + 2 * QUICK.batch_size / jobs
-    assert abs(d["commands_per_job"] - per_job) <= client_edges, d
-    assert abs(d["server_commands_per_job"] - per_job) <= server_edges, d
-    assert d["round_trips_per_job"] < 0.75 * per_job, d  # a flush carried several jobs' calls
-    assert d["calls_per_flush"] > 1.3, d
-    assert d["jobs_in_flight_mean"] > 1, d
+    assert abs(d.commands_per_job - per_job) <= client_edges, d
+    assert d.server_commands_per_job is not None
+    assert abs(d.server_commands_per_job - per_job) <= server_edges, d
+    assert d.round_trips_per_job < 0.75 * per_job, d  # a flush carried several jobs' calls
+    assert d.calls_per_flush > 1.3, d
+    assert d.jobs_in_flight_mean > 1, d
 
 
 @pytest.mark.locust
@@ -130,17 +140,17 @@ def test_eight_jobs_in_flight_on_one_worker_share_round_trips_and_both_drivers_c
     point = Point(workers=1, rtt_ms=0.0, concurrency=8)
     run = run_once(settings, QUICK, strategy, point, 1, tmp_path)
     assert run.audit.ok, run.audit.verdict
-    assert run.summary["settings"]["concurrency"] == 8
+    assert run.summary.settings["concurrency"] == 8
     _check_counts(run.summary, strategy, point)
     raw = run_raw(settings, _raw_settings(QUICK, strategy, point))
-    assert raw["audit"]["ok"], raw["audit"]
+    assert raw.audit is not None and raw.audit["ok"], raw.audit
     _check_counts(raw, strategy, point)
     # the raw driver's window edges wait for every thread's step: the server saw exactly its calls
-    assert raw["derived"]["server_commands_per_job"] == raw["derived"]["commands_per_job"], raw["counters"]
+    assert raw.figures.server_commands_per_job == raw.figures.commands_per_job, raw.counters
     # the same loops count the same things, whoever drives them
-    assert set(raw["derived"]) == set(run.summary["derived"])
+    assert raw.derived is not None and run.summary.derived is not None
     for summary in (raw, run.summary):
-        assert set(summary["counters"]) >= COUNTED, summary["counters"]
+        assert set(summary.counters) >= COUNTED, summary.counters
 
 
 @pytest.mark.locust
@@ -149,17 +159,17 @@ def test_job_ms_is_held_without_blocking_the_other_jobs_in_flight(tmp_path: Path
     point = Point(workers=1, rtt_ms=0.0, concurrency=4, job_ms=20.0)
     run = run_once(settings, QUICK, "fused", point, 1, tmp_path)
     assert run.audit.ok, run.audit.verdict
-    d = run.summary["derived"]
-    cycle = hdr.decode(run.summary["histograms"]["cycle"])
+    d = run.summary.figures
+    cycle = hdr.decode(run.summary.histograms["cycle"])
     assert cycle.get_min_value() >= 0.95 * 20_000  # every job was held its 20 ms
     # Four slots each hold a job: counted as each starts, the others are holding theirs.
-    assert d["jobs_in_flight_mean"] >= 3, d
+    assert d.jobs_in_flight_mean >= 3, d
     # Overlap shows in the rate too, however slow the machine makes each cycle: by Little's law the
     # rate times the mean cycle is the jobs held at once, past one slot's, never past four.
-    held_at_once = d["jobs_per_s"] * cycle.get_mean_value() / 1e6
+    held_at_once = d.jobs_per_s * cycle.get_mean_value() / 1e6
     assert 1.4 < held_at_once <= 4 * 1.1, (held_at_once, d)  # the window's edges cut a few cycles
-    assert d["jobs_per_s"] <= 200 * 1.05, d  # never past four slots' 200 jobs/s
-    assert d["limit"] == "job time", d
+    assert d.jobs_per_s <= 200 * 1.05, d  # never past four slots' 200 jobs/s
+    assert d.limit == "job time", d
 
 
 @pytest.mark.locust
@@ -168,7 +178,7 @@ def test_the_simulated_rtt_is_paid_once_an_exchange(tmp_path: Path, settings: Re
     point = Point(workers=1, rtt_ms=2.0, concurrency=8)
     run = run_once(settings, QUICK, "fused", point, 1, tmp_path)
     assert run.audit.ok, run.audit.verdict
-    c = run.summary["counters"]
+    c = run.summary.counters
     assert c["rtt_sleeps"] == c["worker_round_trips"] + c["producer_round_trips"]
     assert c["worker_round_trips"] < 0.75 * c["jobs"]  # fewer waits than jobs: flushes carried several
 
@@ -180,11 +190,11 @@ def test_two_processes_merge_their_histograms_exactly(tmp_path: Path, settings: 
     opts = dataclasses.replace(QUICK, loadgen_processes=2, producers=1, warmup_s=1.0)
     run = run_once(settings, opts, "fused", Point(workers=3, rtt_ms=0.0), 1, tmp_path)
     summary = run.summary
-    assert summary["mode"] == "distributed" and summary["complete"], summary["missing_processes"]
-    parts = [p["counts"].get("cycle", 0) for p in summary["processes"]]
-    assert sum(1 for n in parts if n > 0) == 2, summary["processes"]  # both processes ran workers
-    merged = hdr.decode(summary["histograms"]["cycle"]).get_total_count()
-    assert merged == sum(parts) == summary["counters"]["jobs"] > 0
+    assert summary.mode == "distributed" and summary.complete, summary.missing_processes
+    parts = [p["counts"].get("cycle", 0) for p in summary.processes]
+    assert sum(1 for n in parts if n > 0) == 2, summary.processes  # both processes ran workers
+    merged = hdr.decode(summary.histograms["cycle"]).get_total_count()
+    assert merged == sum(parts) == summary.counters["jobs"] > 0
     assert run.audit.ok, run.audit.verdict
 
 
@@ -193,10 +203,10 @@ def test_two_processes_merge_their_histograms_exactly(tmp_path: Path, settings: 
 def test_open_loop_at_an_unreachable_rate_is_marked_saturated(tmp_path: Path, settings: RedisSettings):
     opts = dataclasses.replace(QUICK, target_rate=10_000_000.0)
     run = run_once(settings, opts, "two_call", Point(workers=1, rtt_ms=0.0), 1, tmp_path)
-    derived = run.summary["derived"]
-    assert derived["saturated"], derived
-    assert any("offered" in reason for reason in derived["saturated_because"])
-    assert derived["added_per_s"] < 10_000_000.0 * 0.9
+    derived = run.summary.figures
+    assert derived.saturated, derived
+    assert any("offered" in reason for reason in derived.saturated_because)
+    assert derived.added_per_s < 10_000_000.0 * 0.9
     assert run.audit.ok, run.audit.verdict
 
 
@@ -387,3 +397,19 @@ def test_with_three_strategies_the_ratios_get_a_table_of_their_own_below_each_bl
     assert lines[-1] == "a note"
     for width in (100, 80):
         assert max(map(len, table(runs, strategies, width).splitlines())) <= width
+
+
+def test_the_run_summary_crosses_its_json_edge_whole():
+    """What the Locust child writes is what the stage reads back, key for key, by attribute."""
+    run = _raw_settings(QUICK, "fused", Point(1, 0.0))
+    aggregate = Aggregate()
+    aggregate.reset(1)
+    audit = {"ok": True, "verdict": "ok", "counts": {"completed": 0}}
+    summary = build_summary(run, aggregate, 1.0, None, None, "local", [], audit=audit)
+    data = json.loads(json.dumps(summary.to_json()))
+    assert RunSummary.from_json(data) == summary
+    assert set(data["derived"]) == {f.name for f in dataclasses.fields(Derived)}
+    assert data["settings"] == run.as_dict() and data["kind"] == SUMMARY_KIND
+    stopped = unmeasured_summary(run, "local", None)
+    assert list(stopped.to_json()) == list(UNMEASURED_KEYS)  # no figures where nothing was measured
+    assert RunSummary.from_json(stopped.to_json()) == stopped

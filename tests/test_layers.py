@@ -24,3 +24,50 @@ def test_every_import_contract_is_kept() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     kept = [line for line in result.stdout.splitlines() if line.rstrip().endswith("KEPT")]
     assert len(kept) == 7, result.stdout  # the seven contracts in pyproject.toml
+
+
+def test_every_stage_has_the_same_face() -> None:
+    """bench run drives each stage through stage.py's check_profile, point_seconds and run_stage,
+    and main runs it alone; each stage folder keeps its grid, CSV rows and terminal table in
+    plan.py, rows.py, table.py."""
+    import importlib
+
+    from bench.run import STAGE_MODULES
+
+    for stage, name in STAGE_MODULES.items():
+        module = importlib.import_module(name)
+        for function in ("check_profile", "point_seconds", "run_stage", "main"):
+            assert callable(getattr(module, function, None)), f"{name} has no {function}"
+        folder = REPO / Path(*name.split(".")[:-1])
+        for part in ("plan.py", "rows.py", "table.py"):
+            assert (folder / part).is_file(), f"{stage}: no {part}"
+
+
+def test_every_import_of_the_suite_names_a_module_that_exists() -> None:
+    """Imports inside functions too (mypy and import-linter pass over a module they cannot find):
+    a file moved or renamed leaves no import pointing at its old place."""
+    import ast
+    from importlib.util import find_spec
+
+    missing = []
+    for path in sorted((REPO / "bench").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                modules = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            else:
+                continue
+            for module in modules:
+                if module.startswith("bench.") and find_spec(module) is None:
+                    missing.append(f"{path.relative_to(REPO)}: {module}")
+    assert not missing, missing
+
+
+def test_a_stage_run_alone_refuses_a_bad_flag_in_one_line_before_any_server(capsys) -> None:
+    from bench.__main__ import main
+
+    for argv in (["finish-fetch", "--workers", "0"], ["bullmq-worker", "--jobs", "5"]):
+        assert main(argv) == 2, argv
+        [line] = capsys.readouterr().err.splitlines()
+        assert line.startswith("echomq-bench: error: --") and "minimum" in line, line

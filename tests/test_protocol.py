@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from bench.errors import BenchError
+from bench.protocol.base import PROTOCOLS, STEPS, EchoMQ, ScriptCall, protocol_named
 from bench.protocol.connection import Client
-from bench.protocol.protocol import PROTOCOLS, STEPS, EchoMQ, ScriptCall, protocol_named
 from bench.protocol.queue import Producer, Queue, Worker
 from bench.protocol.sweep import make_sweeper
 

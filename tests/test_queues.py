@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 
 from bench.errors import BenchError
-from bench.finish_fetch.locust_run import Point, run_once
+from bench.finish_fetch.locust_run import run_once
+from bench.finish_fetch.plan import Point
 from bench.finish_fetch.raw import run_raw
+from bench.finish_fetch.rows import queue_rows, shard_rows
 from bench.finish_fetch.seats import seated
-from bench.finish_fetch.shard_rows import queue_rows, shard_rows
-from bench.finish_fetch.shard_table import shard_table
+from bench.finish_fetch.summary import RunSummary
+from bench.finish_fetch.table import shard_table
 from bench.harness.cluster import EmbeddedCluster
 from bench.harness.profile import FinishFetchOptions
 from bench.protocol.commandstats import CLIENT_COMMANDS
@@ -27,14 +29,15 @@ THREE = dataclasses.replace(QUICK, producers=3, workers=(3,), queues=(3,), measu
 POINT = Point(workers=3, rtt_ms=0.0, queues=3)
 
 
-def _parts_sum_to_the_whole(summary: dict, masters: int) -> None:
-    shards = summary["shards"]
+def _parts_sum_to_the_whole(summary: RunSummary, masters: int) -> None:
+    shards = summary.shards
     assert len(shards["queues"]) == 3 and len(shards["masters"]) == masters, shards
     assert all(q["jobs"] > 0 for q in shards["queues"].values()), shards["queues"]  # every queue worked
-    jobs = summary["derived"]["jobs"]
+    jobs = summary.figures.jobs
     assert sum(q["jobs"] for q in shards["queues"].values()) == jobs
     assert sum(m["jobs"] for m in shards["masters"].values()) == jobs
-    usec = sum(u for name, u in summary["server"]["usec"].items() if name in CLIENT_COMMANDS)
+    assert summary.server is not None
+    usec = sum(u for name, u in summary.server["usec"].items() if name in CLIENT_COMMANDS)
     assert sum(m["server_usec"] for m in shards["masters"].values()) == usec  # exactly: read once a master
 
 
@@ -45,7 +48,7 @@ def test_three_queues_on_one_server(tmp_path: Path, settings: RedisSettings):
     assert run.audit.ok and run.audit.queues == 3, run.audit.verdict
     _parts_sum_to_the_whole(run.summary, masters=1)
     raw = run_raw(settings, dataclasses.replace(_raw_settings(THREE, "fused", POINT), queues=3))
-    assert raw["audit"]["ok"], raw["audit"]
+    assert raw.audit is not None and raw.audit["ok"], raw.audit
     _parts_sum_to_the_whole(raw, masters=1)
 
 
@@ -56,11 +59,11 @@ def test_three_queues_land_on_every_master_of_the_cluster(tmp_path: Path, cluste
     run = run_once(settings, THREE, "two_call", POINT, 1, tmp_path)
     assert run.audit.ok and run.audit.queues == 3, run.audit.verdict
     _parts_sum_to_the_whole(run.summary, masters=3)
-    homes = {q["master"] for q in run.summary["shards"]["queues"].values()}
+    homes = {q["master"] for q in run.summary.shards["queues"].values()}
     assert homes == {f"127.0.0.1:{port}" for port in cluster.ports}  # one queue a master
     ids = RunIds("r", "p")
     rows = shard_rows(run, ids)
-    assert sum(r.jobs for r in rows) == run.summary["derived"]["jobs"]
+    assert sum(r.jobs for r in rows) == run.summary.figures.jobs
     assert all(r.server_us_per_job and r.master_queues == 1 for r in rows), rows
     assert {r.master for r in queue_rows(run, ids)} == homes
     lines = shard_table(rows).splitlines()

@@ -19,8 +19,8 @@ from bench.protocol.queue import Producer, Queue
 from bench.protocol.sweep import SWEEPERS, has_gap
 from bench.race.count import Anomalies, count_anomalies, read_state
 from bench.race.plan import RacePlan, RaceSetting, variant_names
-from bench.race.run import RaceLog, run_once
-from bench.race.table import RaceOutcome
+from bench.race.rows import RaceOutcome
+from bench.race.trial import RaceLog, run_once
 from bench.results import RACE_COLUMNS, RaceRow, RunIds, row_dict
 from tests.helpers import race_anomalies
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -11,8 +12,13 @@ import pytest
 from bench.report.compare.metrics import compare_runs, point_label
 from bench.report.load import load_run
 from bench.report.plots.style import colour, line_style, ordered, protocol_labelled, split_label
-from bench.report.price import price_lines, price_table
 from bench.report.render import write_report
+from bench.report.sections.script_cost import (
+    commands_text,
+    parse_commands,
+    script_cost_lines,
+    script_cost_table,
+)
 from bench.results import (
     BULLMQ_WORKER_COLUMNS,
     FINISH_FETCH_COLUMNS,
@@ -142,7 +148,7 @@ def write_run(path: Path, bullmq_scale: float = 1.0) -> Path:
         ),
     ]
     write_csv(path / "sweep_hazard.csv", SWEEP_HAZARD_COLUMNS, map(row_dict, hazard))
-    price = [
+    costs = [
         ScriptCostRow(RUN, protocol, "smoke", step, rep, 200, us + extra_us, n + extra_n, commands)
         for rep in (1, 2)
         for protocol, extra_us, extra_n, more in (
@@ -154,7 +160,7 @@ def write_run(path: Path, bullmq_scale: float = 1.0) -> Path:
             ("two-call cycle", 40.0, 10, "evalsha 2, hset 3, lmove 1, set 1" + more),
         )
     ]
-    write_csv(path / "script_cost.csv", SCRIPT_COST_COLUMNS, map(row_dict, price))
+    write_csv(path / "script_cost.csv", SCRIPT_COST_COLUMNS, map(row_dict, costs))
     return path
 
 
@@ -181,7 +187,7 @@ def test_every_table_and_figure_shows_both_protocols(tmp_path: Path):
         in text
     )
     assert "- suite, 40,000 stalled, timeout 5 s: 1 execution and" in text and "TimeoutError" in text
-    assert "### The hot path's price: each protocol's scripts alone" in text
+    assert "### The hot path's script cost: each protocol's scripts alone" in text
     line = (
         "- **echomq-deadline** beyond echomq, Redis µs a job: fused cycle +4.00 µs [+4.00 to +4.00], more "
         "(zadd +1, zrem +1); two-call"
@@ -274,24 +280,36 @@ def test_the_throughput_plot_names_each_protocols_ratio_as_the_median_of_pairs()
     ]
 
 
-def test_a_price_whose_rounds_differ_in_sign_is_same_within_noise_with_its_range():
-    """The issue's run pair: the deadline cycle +8 µs in one run, -0.3 µs in another. A price is
+def test_a_script_cost_whose_rounds_differ_in_sign_is_same_within_noise_with_its_range():
+    """A run pair: the deadline cycle +8 µs in one run, -0.3 µs in another. A script cost is
     the rounds' median difference with its [min-max] and a verdict, never a bare difference."""
     rows = [
         {"step": "fused cycle", "protocol": protocol, "rep": rep, "server_us_per_call": us,
-         "commands": "evalsha 1"}
+         "commands": '{"evalsha": 1}'}
         for rep, (base, deadline) in enumerate(((40.0, 48.1), (44.0, 43.7), (41.0, 39.0)), 1)
         for protocol, us in (("echomq", base), ("echomq-deadline", deadline))
     ]  # fmt: skip
-    table = price_table(pd.DataFrame(rows))
-    [line] = price_lines(table)
+    table = script_cost_table(pd.DataFrame(rows))
+    [line] = script_cost_lines(table)
     assert "fused cycle -0.30 µs [-2.00 to +8.10], same within noise" in line
-    # A clear price, every round dearer beyond 5%: "more".
+    # A clear script cost, every round dearer beyond 5%: "more".
     dearer = [
         {**r, "protocol": protocol, "server_us_per_call": r["server_us_per_call"] * factor}
         for r in rows
         if r["protocol"] == "echomq"
         for protocol, factor in (("echomq", 1.0), ("echomq-deadline", 1.2))
     ]
-    [line] = price_lines(price_table(pd.DataFrame(dearer)))
+    [line] = script_cost_lines(script_cost_table(pd.DataFrame(dearer)))
     assert line.endswith("], more (same)")
+
+
+def test_the_commands_cell_is_a_json_object_and_an_older_runs_text_still_reads():
+    row = ScriptCostRow(
+        run_id="r", protocol="echomq", profile="p", step="fused cycle", rep=1, calls=2,
+        server_us_per_call=1.0, commands_per_call=1.5, commands={"evalsha": 1, "zadd": 0.5},
+    )  # fmt: skip
+    cell = row_dict(row)["commands"]
+    assert json.loads(cell) == {"evalsha": 1, "zadd": 0.5}
+    assert parse_commands(cell) == {"evalsha": 1.0, "zadd": 0.5}
+    assert parse_commands("evalsha 1, zadd 0.5") == parse_commands(cell)  # a run from before
+    assert commands_text(cell) == "evalsha 1, zadd 0.5"  # as the report's table shows it

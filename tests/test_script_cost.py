@@ -3,7 +3,7 @@
 import pytest
 
 from bench.errors import BenchError
-from bench.protocol.cost import measure_scripts
+from bench.protocol.script_cost import measure_scripts
 from bench.script_cost import main
 
 pytestmark = pytest.mark.protocol

@@ -17,7 +17,7 @@ from bench.results import (
     row_dict,
     write_csv,
 )
-from bench.sweep_cost.summary import goal_text
+from bench.sweep_cost.table import goal_text
 from bench.sweep_goals import GOALS, MET, MISSED, NOT_MEASURED, bullmq_ratios, judge_all
 
 DEFAULT_SIZES = (100, 10_000, 100_000)
@@ -273,3 +273,16 @@ def test_the_report_shows_the_control_the_sliced_goals_and_the_bullmq_ratio(tmp_
     assert "missed by 3.000 µs/id" in terminal and "10.0x" in terminal and "18,000.000" in terminal
     quiet = [replace(r, redis_hold_ms_max=1.0, redis_slow_calls_max=0) for r in rows]
     assert "≤ 1.000" in goal_text(quiet, width=200) and "≤" not in terminal
+
+
+def test_a_goal_whose_text_folds_is_kept_apart_from_the_next_by_a_blank_line() -> None:
+    """At 100 columns a goal's text folds in its cell: a blank line between goals, so a folded
+    line never reads as a goal of its own."""
+    text = goal_text(run_rows(DEFAULT_SIZES, sliced_hold_ms={10_000: 2.5}), width=100)
+    block = text.split("goals (uncontended points only, at the size each names):\n", 1)[1].split("\n\n\n")[0]
+    goals = [chunk.splitlines() for chunk in block.split("\n\n")]
+    assert len(goals) >= 4 and all(len(line) <= 100 for chunk in goals for line in chunk)
+    assert any(len(chunk) > 1 for chunk in goals[1:])  # some goal folded at this width
+    for chunk in goals[1:]:  # each after the header: one goal, its first line carrying its verdict
+        assert any(v in chunk[0] for v in ("met", "missed", "not measured")), chunk
+        assert not any(v in line for line in chunk[1:] for v in ("missed", "not measured")), chunk

@@ -36,7 +36,10 @@ from bench.errors import BenchError
 from bench.harness.children import reap_group, spawn
 from bench.harness.context import RunContext
 from bench.harness.machine import watch_run
+from bench.harness.overrides import SectionFlags
 from bench.harness.profile import BullmqWorkerOptions, Profile
+from bench.harness.progress import Progress, StagePlan
+from bench.harness.run_folder import open_run
 from bench.harness.terminal import fold
 from bench.paths import REPO
 from bench.protocol.audit import audit
@@ -44,9 +47,8 @@ from bench.protocol.bullmq_package import installed_version
 from bench.protocol.commandstats import CLIENT_COMMANDS
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Producer, Queue
-from bench.results import BULLMQ_WORKER_COLUMNS, BullmqWorkerRow, row_dict, update_meta, write_csv
+from bench.results import BullmqWorkerRow, update_meta, write_rows
 
-CSV_NAME = "bullmq_worker.csv"
 FILL_CHUNK = 1000  # jobs a pipeline while pre-filling
 START_ALLOWANCE_S = 60.0  # the driver's imports, connections and close
 SLOWEST_JOB_S = 0.05  # a run gets this long a job (at concurrency 1), beyond its sleeps
@@ -62,7 +64,7 @@ OPTIONS = (
 def called_scripts() -> dict[str, str]:
     """The scripts the Python drivers call, by file, with their SHA1: BullMQ's Worker registers all
     of its package's, but on jobs shorter than its lock renewal it calls only these two."""
-    from bench.protocol.protocol import protocol_named
+    from bench.protocol.base import protocol_named
 
     protocol = protocol_named(PROTOCOL)
     files, sources = protocol.script_files(), protocol.script_sources()
@@ -90,7 +92,7 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
 def check_profile(profile: Profile) -> None:
     """Nothing to check beyond the profile's own minimums; the package when bullmq is asked for."""
     if PROTOCOL in profile.protocols:
-        from bench.protocol.protocol import protocol_named
+        from bench.protocol.base import protocol_named
 
         protocol_named(PROTOCOL)
 
@@ -240,7 +242,7 @@ def run_stage(ctx: RunContext) -> None:
             row, result = sized_run(drivers, run, rep, rates, ctx)
             called.update(result.scripts)
             rows.append(row)
-            write_csv(ctx.run_dir / CSV_NAME, BULLMQ_WORKER_COLUMNS, map(row_dict, rows))
+            write_rows(ctx.run_dir, BullmqWorkerRow, rows)
             note = "" if row.audit_ok else ", AUDIT FAILED"
             if row.contended:
                 note += f", contended ({row.foreign_cpu_pct:.0f}% foreign CPU)"
@@ -251,3 +253,29 @@ def run_stage(ctx: RunContext) -> None:
     update_meta(ctx.run_dir, bullmq_worker={**about, "node": node_record(found, called)})
     ctx.progress.done()
     print(fold(table(rows, None if peer else str(found))))
+
+
+# --- python -m bench bullmq-worker ---------------------------------------------------------------
+
+
+FLAGS = SectionFlags(BullmqWorkerOptions, prefix="bullmq-worker-")
+
+
+def main(argv: list[str]) -> int:
+    """`python -m bench bullmq-worker`: the stage alone, into its own run folder."""
+    parser = FLAGS.parser(
+        "echomq-bench bullmq-worker",
+        "BullMQ's own workers alone, beside the suite's loops. Settings default to the profile's keys.",
+    )
+    args = parser.parse_args(argv)
+    profile = FLAGS.profile(args)
+    check_profile(profile)  # before a server starts
+    progress = Progress([StagePlan("bullmq_worker", point_seconds(profile))], stage="bullmq_worker")
+    with open_run(
+        profile, ["bullmq_worker"], args.results, progress=progress, quiet_machine=args.quiet_machine
+    ) as run:
+        run_stage(run.ctx)
+        run.ctx.progress.done()
+        run.stage_done("bullmq_worker")
+    print(f"results: {run.ctx.run_dir}")
+    return 0

@@ -21,7 +21,7 @@ from bench.finish_fetch.loadstats import RunSettings
 from bench.finish_fetch.seats import for_queue
 from bench.finish_fetch.timed import NO_HOOKS, LoadHooks, Meter, count_error
 from bench.protocol.autopipe import AutoPipeline
-from bench.protocol.protocol import ScriptCall
+from bench.protocol.base import ScriptCall
 from bench.protocol.queue import (
     LABEL_FETCH,
     LABEL_FINISH,

@@ -23,8 +23,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from bench import hdr
+from bench.finish_fetch.fidelity_probe import PROBE_LABEL, PROBE_METRIC, PROBE_SCRIPT
 from bench.finish_fetch.loadstats import Recorder
-from bench.finish_fetch.probe import PROBE_LABEL, PROBE_METRIC, PROBE_SCRIPT
 from bench.finish_fetch.timed import TimedSender
 from bench.protocol.autopipe import AutoPipeline
 from bench.protocol.connection import RedisSettings

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import redis
@@ -21,6 +21,8 @@ from hdrh.histogram import HdrHistogram
 
 from bench import hdr
 from bench.errors import ProtocolError
+from bench.finish_fetch.plan import Point
+from bench.harness.profile import FinishFetchOptions, option_key
 from bench.protocol.connection import Client, primaries
 from bench.protocol.queue import Queue, _text
 from bench.protocol.refusal import refusal
@@ -187,6 +189,49 @@ class RunSettings:
     job_ms: float = 0.0  # how long a worker holds each job before finishing it
     queues: int = 1  # queues the users are spread over (``queue`` is their base name)
     probe: bool = False  # the latency-fidelity run: one user, a trivial EVALSHA, no queue load
+
+    @classmethod
+    def at(
+        cls,
+        opts: FinishFetchOptions,
+        strategy: str,
+        point: Point,
+        queue: str,
+        protocol: str = "echomq",
+        probe: bool = False,
+    ) -> RunSettings:
+        """One run of the profile's stage 1 at ``point``: the settings a Locust run is given as
+        flags (``locust_flags``) and the raw driver runs with."""
+        return cls(
+            strategy=strategy,
+            workers=point.workers,
+            producers=opts.producers,
+            batch_size=opts.batch_size,
+            payload_bytes=opts.payload_bytes,
+            target_rate=opts.target_rate,
+            warmup_s=opts.warmup_s,
+            measure_s=opts.measure_s,
+            rtt_ms=point.rtt_ms,
+            queue=queue,
+            socket_timeout_s=opts.socket_timeout_s,
+            protocol=protocol,
+            concurrency=point.concurrency,
+            job_ms=point.job_ms,
+            queues=point.queues,
+            probe=probe,
+        )
+
+    def locust_flags(self) -> list[str]:
+        """Each field as the locustfile's option of its name (``--rtt-ms 1``), which the Locust
+        child reads back into the same settings (in_locust/options.run_settings)."""
+        flags: list[str] = []
+        for f in fields(self):
+            value, flag = getattr(self, f.name), f"--{option_key(f.name)}"
+            if isinstance(value, bool):
+                flags += [flag] if value else []
+            else:
+                flags += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+        return flags
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -20,13 +20,13 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import redis
 
 from bench.errors import BenchError, first_line
-from bench.finish_fetch.loadstats import issued_job_ids
-from bench.finish_fetch.summary import SUMMARY_KIND, SUMMARY_VERSION, refused_verdict
+from bench.finish_fetch.loadstats import RunSettings, issued_job_ids
+from bench.finish_fetch.plan import Point, point_id
+from bench.finish_fetch.summary import SUMMARY_KIND, SUMMARY_VERSION, RunSummary, refused_verdict
 from bench.harness.children import reap_group, spawn, stop_group
 from bench.harness.machine import MachineSample, watch_run
 from bench.harness.profile import FinishFetchOptions
@@ -36,8 +36,7 @@ from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Queue
 from bench.protocol.refusal import ServerRefused
 from bench.protocol.spread import homes, queue_names
-from bench.results import FIDELITY_DIR, LOCUST_DIR
-from bench.results import read_json as read_summary
+from bench.results import FIDELITY_DIR, LOCUST_DIR, read_json
 
 STAGE = "finish_fetch"
 STARTUP_ALLOWANCE_S = 60.0  # Locust's start, the workers' connect and the final reports
@@ -47,44 +46,12 @@ INTERRUPT_GRACE_S = 15.0
 INTERRUPTED = "interrupted (Ctrl-C)"
 
 
-@dataclass(frozen=True)
-class Point:
-    """One load point: worker users, the simulated round-trip time, jobs in flight per worker,
-    and how long each job is held."""
-
-    workers: int
-    rtt_ms: float
-    concurrency: int = 1
-    job_ms: float = 0.0
-    queues: int = 1
-
-    @property
-    def label(self) -> str:
-        """w4-rtt1, w4-q3-c8-j5-rtt1: queues, concurrency and job time named when not 1, 1 and 0,
-        so the names of runs without them stay as they were."""
-        parts = [f"w{self.workers}"]
-        if self.queues != 1:
-            parts.append(f"q{self.queues}")
-        if self.concurrency != 1:
-            parts.append(f"c{self.concurrency}")
-        if self.job_ms:
-            parts.append(f"j{self.job_ms:g}")
-        return "-".join([*parts, f"rtt{self.rtt_ms:g}"])
-
-
-def point_id(protocol: str, strategy: str, point: Point) -> str:
-    """``fused-w4-rtt0``, led by the protocol unless it is echomq (``bullmq.fused-w4-rtt0``): the
-    name a run's histograms, Locust files and raw summary go under."""
-    led = strategy if protocol == "echomq" else f"{protocol}.{strategy}"
-    return f"{led}-{point.label}"
-
-
 @dataclass
 class RunResult:
     strategy: str
     point: Point
     rep: int
-    summary: dict[str, Any]
+    summary: RunSummary
     audit: AuditResult
     files: Path  # the prefix of the run's Locust CSVs, summary and log
     protocol: str = "echomq"
@@ -93,7 +60,7 @@ class RunResult:
     @property
     def stopped(self) -> str | None:
         """Why the run stopped before its end (Locust's own reason, or the audit's), if it did."""
-        reason = self.summary.get("aborted")
+        reason = self.summary.aborted
         if reason:
             return str(reason)
         if self.audit.server_restarted or self.audit.server_unreachable or self.audit.lost_shards:
@@ -125,24 +92,11 @@ def locust_command(
         "-u", str(users), "-r", str(max(users, 10) * 10),  # all spawned well inside the warm-up
         "--csv", str(prefix),
         "--summary-json", f"{prefix}_summary.json",
-        "--queue", queue, "--keep-queue",  # this process audits the queue, then deletes it
-        "--strategy", strategy,
-        "--protocol", protocol,
-        "--workers", str(point.workers),
-        "--rtt-ms", f"{point.rtt_ms:g}",
-        "--concurrency", str(point.concurrency),
-        "--job-ms", f"{point.job_ms:g}",
-        "--queues", str(point.queues),
-        "--producers", str(opts.producers),
-        "--batch-size", str(opts.batch_size),
-        "--payload-bytes", str(opts.payload_bytes),
-        "--target-rate", f"{opts.target_rate:g}",
-        "--warmup-s", f"{opts.warmup_s:g}",
-        "--measure-s", f"{opts.measure_s:g}",
-        "--socket-timeout-s", f"{opts.socket_timeout_s:g}",
+        "--keep-queue",  # this process audits the queue, then deletes it
+        *RunSettings.at(opts, strategy, point, queue, protocol, probe).locust_flags(),
     ]  # fmt: skip
     if probe:
-        return [*command, "--probe"]  # one process: the probe is one user
+        return command  # one process: the probe is one user
     if opts.loadgen_processes > 1:
         # A port of its own on loopback: runs (or other suites) on the default 5557 cannot collide.
         port = str(_free_port())
@@ -167,7 +121,7 @@ def run_locust(
     prefix: Path,
     protocol: str = "echomq",
     probe: bool = False,
-) -> dict[str, Any]:
+) -> RunSummary:
     """Run one headless Locust run to its end; returns its summary. A failed run is a BenchError.
 
     Locust runs in a process group of its own: Ctrl-C here is passed on to it
@@ -209,22 +163,22 @@ def run_locust(
         raise BenchError(
             f"Locust run {prefix.name} failed (exit {code}): {_last_error(log_path)}; see {log_path}"
         )
-    summary = read_summary(summary_path)
-    if summary.get("kind") != SUMMARY_KIND or summary.get("version") != SUMMARY_VERSION:
+    data = read_json(summary_path)
+    if data.get("kind") != SUMMARY_KIND or data.get("version") != SUMMARY_VERSION:
         raise BenchError(f"{summary_path} is not a finish_fetch summary of version {SUMMARY_VERSION}")
-    if not summary["measured"]:
+    summary = RunSummary.from_json(data)
+    if not summary.measured:
         if interrupted:
             raise KeyboardInterrupt  # stopped before its window opened: nothing measured
-        if summary.get("refused"):
-            raise ServerRefused(str(summary["aborted"]), str(summary["refused"]))
+        if summary.refused:
+            raise ServerRefused(str(summary.aborted), summary.refused)
         raise BenchError(
-            f"Locust run {prefix.name} stopped before measuring anything: {summary['aborted']}; "
-            f"see {log_path}"
+            f"Locust run {prefix.name} stopped before measuring anything: {summary.aborted}; see {log_path}"
         )
-    summary["exit_code"] = code
+    summary.exit_code = code
     if interrupted:
-        summary["aborted"] = INTERRUPTED
-        summary["complete"] = False
+        summary.aborted = INTERRUPTED
+        summary.complete = False
     return summary
 
 
@@ -270,9 +224,9 @@ def run_once(
         try:
             with watch_run(watch_pids) as watch:
                 summary = run_locust(settings, opts, strategy, point, name, prefix, protocol)
-            machine = watch.within(summary.get("window_clock_s"))
-            if summary.get("refused"):  # the server refused the run's calls: nothing to audit
-                result = AuditResult(0, {}, refused=refused_verdict(str(summary["refused"])))
+            machine = watch.within(summary.window_clock_s)
+            if summary.refused:  # the server refused the run's calls: nothing to audit
+                result = AuditResult(0, {}, refused=refused_verdict(summary.refused))
             else:  # Locust has exited: nothing moves the queues now, so the audit is exact.
                 result = _audit_after(queues, run_ids, home, settings.where)
         finally:
@@ -298,7 +252,7 @@ PROBE_WARMUP_S = 0.5
 PROBE_MEASURE_S = 1.5
 
 
-def run_probe(settings: RedisSettings, opts: FinishFetchOptions, folder: Path) -> dict[str, Any]:
+def run_probe(settings: RedisSettings, opts: FinishFetchOptions, folder: Path) -> RunSummary:
     """The fidelity probe under Locust (locustfile's ProbeUser) on a fresh, empty queue; its summary."""
     name = f"ffprobe-{uuid.uuid4().hex[:10]}"
     short = replace(opts, warmup_s=PROBE_WARMUP_S, measure_s=PROBE_MEASURE_S, loadgen_processes=1)

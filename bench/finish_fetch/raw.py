@@ -29,7 +29,7 @@ from bench.finish_fetch.loadstats import (
     redis_used_memory,
 )
 from bench.finish_fetch.producer_loop import ProducerLoop
-from bench.finish_fetch.summary import build_summary
+from bench.finish_fetch.summary import RunSummary, build_summary
 from bench.finish_fetch.timed import run_steps
 from bench.protocol.audit import audit_queues, master_run_ids
 from bench.protocol.commandstats import added, read_per_master
@@ -164,7 +164,7 @@ class RawRun:
         if self.stopping.wait(seconds) and self.refused is not None:
             raise self.refused  # the caller's finally stops the threads
 
-    def measure(self) -> dict[str, Any]:
+    def measure(self) -> RunSummary:
         """The run's summary (summary.py's shape, ``mode: raw``), audited after every thread stopped."""
         control = self._queue()
         self.names = queue_names(control.client, self.run.queue, self.run.queues)
@@ -226,7 +226,7 @@ class RawRun:
             client.close()
 
 
-def run_raw(settings: RedisSettings, run: RunSettings) -> dict[str, Any]:
+def run_raw(settings: RedisSettings, run: RunSettings) -> RunSummary:
     """One raw run of ``run`` (its queue name replaced by a fresh one, deleted after)."""
     fresh = dataclasses.replace(run, queue=f"ffraw-{run.strategy}-{uuid.uuid4().hex[:10]}")
     raw = RawRun(settings, fresh)

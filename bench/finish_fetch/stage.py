@@ -20,53 +20,54 @@ import uuid
 from collections import Counter
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
 
 import redis
 
 from bench.errors import BenchError, first_line
 from bench.finish_fetch.fidelity import Fidelity, measure_plain
+from bench.finish_fetch.fidelity_probe import PROBE_METRIC
 from bench.finish_fetch.loadstats import RunSettings
 from bench.finish_fetch.locust_run import (
     INTERRUPTED,
     PROBE_MEASURE_S,
     PROBE_WARMUP_S,
-    Point,
     RunResult,
-    point_id,
     run_once,
     run_probe,
 )
-from bench.finish_fetch.price import CSV_NAME as PRICE_CSV
-from bench.finish_fetch.price import PRICE_S_PER_PROTOCOL, price_rows
-from bench.finish_fetch.probe import PROBE_METRIC
+from bench.finish_fetch.plan import Point, point_id, points_of, strategies_at
 from bench.finish_fetch.raw import run_raw
 from bench.finish_fetch.reference import REFERENCE_S, Reference, run_reference
-from bench.finish_fetch.rows import csv_row, with_raw, with_reference, write_histograms
-from bench.finish_fetch.shard_rows import queue_rows, shard_rows
-from bench.finish_fetch.shard_table import shard_table
-from bench.finish_fetch.table import TableRow, table
-from bench.finish_fetch_goals import BOUND_STRATEGIES, goal_lines
+from bench.finish_fetch.rows import (
+    csv_row,
+    queue_rows,
+    shard_rows,
+    with_raw,
+    with_reference,
+    write_histograms,
+)
+from bench.finish_fetch.script_cost import SCRIPT_COST_S_PER_PROTOCOL, script_cost_rows
+from bench.finish_fetch.summary import RunSummary
+from bench.finish_fetch.table import TableRow, shard_table, table
+from bench.finish_fetch_goals import goal_lines
 from bench.harness.context import RunContext
+from bench.harness.overrides import SectionFlags
 from bench.harness.profile import FinishFetchOptions, Profile
+from bench.harness.progress import Progress, StagePlan
+from bench.harness.run_folder import open_run
 from bench.harness.terminal import fold
 from bench.protocol.refusal import ServerRefused, refused
 from bench.results import (
-    FINISH_FETCH_COLUMNS,
-    FINISH_FETCH_QUEUE_COLUMNS,
-    FINISH_FETCH_QUEUES_FILE,
-    FINISH_FETCH_SHARD_COLUMNS,
-    FINISH_FETCH_SHARDS_FILE,
     RAW_DIR,
-    SCRIPT_COST_COLUMNS,
     FinishFetchQueueRow,
     FinishFetchRow,
     FinishFetchShardRow,
     RunIds,
+    ScriptCostRow,
     row_dict,
     update_meta,
-    write_csv,
     write_json,
+    write_rows,
 )
 
 RTT_LABEL = (
@@ -87,33 +88,6 @@ def check_profile(profile: Profile) -> None:
         raise BenchError(f"profile key strategies names one twice ({', '.join(strategies)}); list each once")
 
 
-def points_of(opts: FinishFetchOptions) -> list[Point]:
-    """The grid: every workers x queues x concurrency x job_ms x rtt_ms, in that order; then the
-    Redis-bound point (bound_concurrency at rtt 0, job-ms 0), unless the grid holds it."""
-    grid = [
-        Point(w, rtt, c, j, q)
-        for w in opts.workers
-        for q in opts.queues
-        for c in opts.concurrency
-        for j in opts.job_ms
-        for rtt in opts.rtt_ms
-    ]
-    bound = _bound_point(opts)
-    return [*grid, bound] if bound is not None and bound not in grid else grid
-
-
-def _bound_point(opts: FinishFetchOptions) -> Point | None:
-    return Point(opts.workers[0], 0.0, opts.bound_concurrency, 0.0, 1) if opts.bound_concurrency else None
-
-
-def strategies_at(opts: FinishFetchOptions, point: Point) -> list[str]:
-    """The strategies run at ``point``: the profile's; at the Redis-bound point outside the grid only
-    those its goal names (fused and two_call), to keep the profile's time."""
-    if point != _bound_point(opts) or point in points_of(dataclasses.replace(opts, bound_concurrency=0)):
-        return list(opts.strategies)
-    return [s for s in opts.strategies if s in BOUND_STRATEGIES] or list(opts.strategies)
-
-
 # Beyond its window, a run spends this long starting Locust, stopping it and auditing the queue.
 RUN_OVERHEAD_S = 3.5
 RAW_OVERHEAD_S = 0.5  # a raw run: its threads start and stop, its queue is audited
@@ -122,7 +96,7 @@ FIDELITY_CALL_S = 0.0003  # one timed trivial call of the fidelity check's plain
 
 def point_seconds(profile: Profile) -> tuple[float, ...]:
     """The seconds each step of the stage should take, in order: for the run's ETA. Per point, its
-    Locust runs, then its raw runs, each protocol's; at the end the price and the fidelity check."""
+    Locust runs, then its raw runs, each protocol's; at the end the script cost and the fidelity check."""
     opts = profile.finish_fetch
     window = opts.warmup_s + opts.measure_s
     steps: tuple[float, ...] = ()
@@ -131,7 +105,7 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
         steps += (window + RUN_OVERHEAD_S,) * (opts.repetitions * rounds)
         if opts.raw_driver:
             steps += (window + RAW_OVERHEAD_S + REFERENCE_S,) * rounds
-    steps += (PRICE_S_PER_PROTOCOL * len(profile.protocols) * opts.repetitions,)
+    steps += (SCRIPT_COST_S_PER_PROTOCOL * len(profile.protocols) * opts.repetitions,)
     if opts.fidelity_calls > 0:
         probe = PROBE_WARMUP_S + PROBE_MEASURE_S + RUN_OVERHEAD_S
         steps += (probe + 3 * opts.fidelity_calls * FIDELITY_CALL_S,)
@@ -163,17 +137,15 @@ def run_stage(ctx: RunContext) -> None:
                 )
                 row = csv_row(run, opts, RunIds(ctx.run_dir.name, ctx.profile.name, protocol))
                 rows.append(row)
-                derived = run.summary["derived"]
-                shown.append(
-                    TableRow(row, derived["simulated_rtt_mean_ms"], derived["loadgen_cpu_us_per_job"])
-                )
+                derived = run.summary.figures
+                shown.append(TableRow(row, derived.simulated_rtt_mean_ms, derived.loadgen_cpu_us_per_job))
                 write_histograms(ctx.run_dir, run)
-                write_csv(ctx.run_dir / "finish_fetch.csv", FINISH_FETCH_COLUMNS, map(row_dict, rows))
+                write_rows(ctx.run_dir, FinishFetchRow, rows)
                 ids = RunIds(ctx.run_dir.name, ctx.profile.name, protocol)
                 shards += shard_rows(run, ids)
                 queues += queue_rows(run, ids)
                 _write_parts(ctx.run_dir, shards, queues)
-                errors.update(derived.get("errors_by_kind", {}))
+                errors.update(derived.errors_by_kind)
                 if not row.audit_ok:
                     audits[f"{run.variant_id} r{run.rep}"] = _audit_note(run)
                 update_meta(
@@ -188,11 +160,10 @@ def run_stage(ctx: RunContext) -> None:
                 ctx.progress(f"raw driver: {protocol} {strategy} {point.label}")
                 raw = _raw_run(ctx, opts, strategy, point, protocol)
                 ctx.progress.step(
-                    f"raw driver: {protocol} {strategy} {point.label}: "
-                    f"{raw['derived']['jobs_per_s']:.0f} jobs/s"
+                    f"raw driver: {protocol} {strategy} {point.label}: {raw.figures.jobs_per_s:.0f} jobs/s"
                 )
-                if not raw["audit"]["ok"]:
-                    audits[f"raw-{protocol}-{strategy}-{point.label}"] = raw["audit"]["verdict"]
+                if raw.audit is not None and not raw.audit["ok"]:
+                    audits[f"raw-{protocol}-{strategy}-{point.label}"] = raw.audit["verdict"]
                     update_meta(ctx.run_dir, finish_fetch_audit_failures=audits)
                 ctx.progress(f"reference: {protocol} {strategy} {point.label}")
                 reference = _reference_run(ctx, opts, strategy, point, protocol)
@@ -206,11 +177,11 @@ def run_stage(ctx: RunContext) -> None:
                 at = (protocol, point, strategy, raw, reference)
                 rows = [_beside(r, *at) for r in rows]
                 shown = [dataclasses.replace(t, row=_beside(t.row, *at)) for t in shown]
-                write_csv(ctx.run_dir / "finish_fetch.csv", FINISH_FETCH_COLUMNS, map(row_dict, rows))
-    ctx.progress("hot path price: each protocol's scripts alone, protocols alternating")
-    priced = price_rows(ctx, protocols, opts.repetitions)
-    write_csv(ctx.run_dir / PRICE_CSV, SCRIPT_COST_COLUMNS, map(row_dict, priced))
-    ctx.progress.step(f"hot path price measured: {PRICE_CSV}")
+                write_rows(ctx.run_dir, FinishFetchRow, rows)
+    ctx.progress("script cost: each protocol's scripts alone, protocols alternating")
+    measured = script_cost_rows(ctx, protocols, opts.repetitions)
+    write_rows(ctx.run_dir, ScriptCostRow, measured)
+    ctx.progress.step(f"script cost measured: {ScriptCostRow.FILE}")
     notes: list[str] = []
     if opts.fidelity_calls > 0:
         ctx.progress("latency fidelity: redis-benchmark, redis-py, the raw path, the Locust path")
@@ -231,51 +202,31 @@ def run_stage(ctx: RunContext) -> None:
 
 
 def _write_parts(run_dir: Path, shards: list[FinishFetchShardRow], queues: list[FinishFetchQueueRow]) -> None:
-    write_csv(run_dir / FINISH_FETCH_SHARDS_FILE, FINISH_FETCH_SHARD_COLUMNS, map(row_dict, shards))
-    write_csv(run_dir / FINISH_FETCH_QUEUES_FILE, FINISH_FETCH_QUEUE_COLUMNS, map(row_dict, queues))
+    write_rows(run_dir, FinishFetchShardRow, shards)
+    write_rows(run_dir, FinishFetchQueueRow, queues)
 
 
 def _raw_run(
     ctx: RunContext, opts: FinishFetchOptions, strategy: str, point: Point, protocol: str
-) -> dict[str, Any]:
+) -> RunSummary:
     """The raw driver at one point and strategy; its summary is kept beside the Locust runs'."""
-    run = _run_settings(opts, strategy, point, protocol)
+    run = RunSettings.at(opts, strategy, point, "", protocol)  # run_raw names a fresh queue
     try:
         summary = run_raw(ctx.settings, run)
     except redis.RedisError as exc:
         raise refused(exc, ctx.settings.where) or BenchError(
             f"raw driver run {strategy} {point.label} failed: {first_line(exc)}"
         ) from None
-    write_json(ctx.run_dir / RAW_DIR / f"{point_id(protocol, strategy, point)}_summary.json", summary)
+    path = ctx.run_dir / RAW_DIR / f"{point_id(protocol, strategy, point)}_summary.json"
+    write_json(path, summary.to_json())
     return summary
-
-
-def _run_settings(opts: FinishFetchOptions, strategy: str, point: Point, protocol: str) -> RunSettings:
-    """A driver's settings at one point (its queue named by whoever runs it)."""
-    return RunSettings(
-        strategy=strategy,
-        workers=point.workers,
-        producers=opts.producers,
-        batch_size=opts.batch_size,
-        payload_bytes=opts.payload_bytes,
-        target_rate=opts.target_rate,
-        warmup_s=opts.warmup_s,
-        measure_s=opts.measure_s,
-        rtt_ms=point.rtt_ms,
-        queue="",  # run_raw and run_reference name a fresh one
-        socket_timeout_s=opts.socket_timeout_s,
-        concurrency=point.concurrency,
-        protocol=protocol,
-        job_ms=point.job_ms,
-        queues=point.queues,
-    )
 
 
 def _reference_run(
     ctx: RunContext, opts: FinishFetchOptions, strategy: str, point: Point, protocol: str
 ) -> Reference:
     """The reference at one point and strategy (reference.py), kept beside the raw driver's."""
-    run = _run_settings(opts, strategy, point, protocol)
+    run = RunSettings.at(opts, strategy, point, "", protocol)  # run_reference names a fresh queue
     try:
         reference = run_reference(ctx.settings, run)
     except redis.RedisError as exc:
@@ -288,7 +239,7 @@ def _reference_run(
 
 
 def _beside(
-    row: FinishFetchRow, protocol: str, point: Point, strategy: str, raw: dict[str, Any], reference: Reference
+    row: FinishFetchRow, protocol: str, point: Point, strategy: str, raw: RunSummary, reference: Reference
 ) -> FinishFetchRow:
     """A Locust run's row with the raw driver's and the reference's figures at its point and strategy."""
     at = (row.workers, row.rtt_ms, row.concurrency, row.job_ms, row.queues)
@@ -309,7 +260,7 @@ def _fidelity(ctx: RunContext, opts: FinishFetchOptions) -> Fidelity:
             f"latency fidelity check failed: {first_line(exc)}"
         ) from None
     summary = run_probe(ctx.settings, opts, ctx.run_dir)
-    probe = summary["percentiles_us"].get(PROBE_METRIC, {})
+    probe = summary.percentiles_us.get(PROBE_METRIC, {})
     p50 = probe.get("p50")
     note = f"{probe.get('count', 0)} calls" if p50 is not None else "the probe run timed no call"
     return dataclasses.replace(
@@ -337,7 +288,7 @@ def _audit_note(run: RunResult) -> str:
     """Why the run's audit_ok is false, in the audit's own words."""
     if not run.audit.ok:
         return run.audit.verdict
-    missing = ", ".join(run.summary.get("missing_processes") or [])
+    missing = ", ".join(run.summary.missing_processes)
     cut = run.stopped or (f"no final report from {missing}" if missing else "the summary is incomplete")
     return f"cut short ({cut}); the queue itself: {run.audit.verdict}"
 
@@ -349,8 +300,8 @@ def _stop_if_stopped(run: RunResult, run_dir: Path) -> None:
         return
     if reason == INTERRUPTED:
         raise KeyboardInterrupt
-    if run.summary.get("refused"):  # its line says what the server refused and what to do
-        raise ServerRefused(reason, str(run.summary["refused"]))
+    if run.summary.refused:  # its line says what the server refused and what to do
+        raise ServerRefused(reason, run.summary.refused)
     lead = "" if run.protocol == "echomq" else f"{run.protocol} "
     which = f"{lead}{run.strategy} {run.point.label} rep {run.rep}"
     raise BenchError(f"finish_fetch run {which} stopped: {reason}; what it measured is in {run_dir}")
@@ -361,16 +312,16 @@ def _progress_line(run: RunResult, row: FinishFetchRow) -> str:
     if run.machine is not None and run.machine.contended:
         notes.append(run.machine.note())
     if row.saturated:
-        notes.append("saturated: " + "; ".join(run.summary["derived"]["saturated_because"]))
+        notes.append("saturated: " + "; ".join(run.summary.figures.saturated_because))
     if run.stopped:
         notes.append(f"STOPPED EARLY: {run.stopped}")
     if not row.audit_ok:
         notes.append(f"AUDIT FAILED: {run.audit.verdict}")
-    errors = run.summary["derived"].get("errors", 0)
+    errors = run.summary.figures.errors
     if errors:
-        kinds = ", ".join(f"{n} {k}" for k, n in run.summary["derived"].get("errors_by_kind", {}).items())
+        kinds = ", ".join(f"{n} {k}" for k, n in run.summary.figures.errors_by_kind.items())
         notes.append(f"{errors} failed calls: {kinds or 'kinds not recorded'} (see {run.files}.log)")
-    followed = run.summary["derived"].get("followed_by_kind", {})
+    followed = run.summary.figures.followed_by_kind
     if followed:  # a cluster slot moved during the run
         notes.append("slot moving, calls sent on: " + ", ".join(f"{n} {k}" for k, n in followed.items()))
     tail = f" ({'; '.join(notes)})" if notes else ""
@@ -379,3 +330,30 @@ def _progress_line(run: RunResult, row: FinishFetchRow) -> str:
         f"{row.round_trips_per_job:.2f} rt/job, {row.commands_per_job:.2f} cmd/job, "
         f"cycle p50 {row.cycle_p50_us} µs, limit {row.limit}{tail}"
     )
+
+
+# --- python -m bench finish-fetch ---------------------------------------------------------------
+
+
+FLAGS = SectionFlags(FinishFetchOptions)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m bench finish-fetch`: the stage alone, into its own run folder."""
+    parser = FLAGS.parser(
+        "echomq-bench finish-fetch",
+        "Finish-then-fetch alone: each strategy under Locust, then the raw driver. "
+        "Settings default to the profile's keys.",
+    )
+    args = parser.parse_args(argv)
+    profile = FLAGS.profile(args)
+    check_profile(profile)  # before a server starts
+    progress = Progress([StagePlan("finish_fetch", point_seconds(profile))], stage="finish_fetch")
+    with open_run(
+        profile, ["finish_fetch"], args.results, progress=progress, quiet_machine=args.quiet_machine
+    ) as run:
+        run_stage(run.ctx)
+        run.ctx.progress.done()
+        run.stage_done("finish_fetch")
+    print(f"results: {run.ctx.run_dir}")
+    return 0

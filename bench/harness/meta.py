@@ -19,7 +19,7 @@ from bench.harness.server import ServerInfo
 from bench.harness.system import system_view
 from bench.harness.watch_scope import WatchScope
 from bench.paths import REPO
-from bench.protocol.protocol import protocol_named
+from bench.protocol.base import protocol_named
 
 
 def _git(*args: str) -> str:

@@ -149,7 +149,7 @@ SECTIONS = (FinishFetchOptions, SweepOptions, RaceOptions, BullmqWorkerOptions)
 class Profile:
     name: str
     stages: tuple[str, ...] = ("finish_fetch", "sweep", "race", "bullmq_worker", "report")
-    # the queue protocols every stage measures, side by side (bench/protocol/protocol.py PROTOCOLS)
+    # the queue protocols every stage measures, side by side (bench/protocol/base.py PROTOCOLS)
     protocols: tuple[str, ...] = ("echomq",)
     # With no REDIS_URL: start an embedded 3-master Redis Cluster instead of one server.
     cluster: bool = False
@@ -164,7 +164,7 @@ STAGES = ("finish_fetch", "sweep", "race", "bullmq_worker", "report")
 
 def parse_protocols(raw: str, *, flag: str | None = None) -> tuple[str, ...]:
     """The ``protocols`` key: registered protocol names, each once."""
-    from bench.protocol.protocol import check_protocol_names  # here: loading a profile stays light
+    from bench.protocol.base import check_protocol_names  # here: loading a profile stays light
 
     names = tuple(parse_value("protocols", tuple[str, ...], raw, flag=flag))
     if len(set(names)) != len(names):

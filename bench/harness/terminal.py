@@ -40,11 +40,13 @@ def render_table(
     keep_whole: Collection[int] = (),
     width: int | None = None,
     gap: int = 2,
+    leading: int = 0,
 ) -> str:
     """``rows`` under ``header`` as plain text, ``gap`` spaces between columns, no borders.
 
     Columns in ``right`` are right-aligned; those in ``keep_whole`` never fold
-    (the others fold at spaces, then anywhere, to fit ``width``).
+    (the others fold at spaces, then anywhere, to fit ``width``). ``leading`` blank lines between
+    rows keep a row whose text folds from reading as several.
     """
     table = Table(box=None, show_edge=False, pad_edge=False, padding=(0, gap, 0, 0), header_style="")
     for i, name in enumerate(header):
@@ -54,7 +56,10 @@ def render_table(
             no_wrap=i in keep_whole,
             overflow="fold",
         )
-    for row in rows:
+    for n, row in enumerate(rows):
+        if n:
+            for _ in range(leading):  # rich draws no separator without a box: empty rows are the gap
+                table.add_row(*[""] * len(header))
         table.add_row(*row)
     buffer = io.StringIO()
     console = Console(file=buffer, width=width or table_width(), color_system=None, highlight=False)

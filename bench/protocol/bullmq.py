@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import msgpack
 
 from bench.errors import BenchError
+from bench.protocol.base import Added, QueueProtocol, ScriptCall, text
 from bench.protocol.bullmq_package import require_bullmq
 from bench.protocol.keys import QueueKeys
-from bench.protocol.protocol import Added, QueueProtocol, ScriptCall, text
 
 VERSION = require_bullmq()  # before importing the package: a wrong version is one line, not a traceback
 

@@ -13,8 +13,8 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from bench.protocol.base import STAGE_CHUNK, EchoMQ, ScriptCall, SweepSlice
 from bench.protocol.keys import QueueKeys
-from bench.protocol.protocol import STAGE_CHUNK, EchoMQ, ScriptCall, SweepSlice
 from bench.protocol.scripts import script_source
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """The protocol client: a queue handle, a producer, and a worker with three strategies.
 
-Every call is built by the queue's protocol (bench/protocol/protocol.py), so
+Every call is built by the queue's protocol (bench/protocol/base.py), so
 the same Producer and Worker drive any protocol registered there. A Worker
 sends through a ``Sender``: its queue (each exchange on its own) or an
 ``AutoPipeline`` (bench/protocol/autopipe.py), which carries the calls of
@@ -19,9 +19,7 @@ from typing import Any, Literal, Protocol
 import redis
 
 from bench.errors import BenchError, ProtocolError
-from bench.protocol.connection import Client
-from bench.protocol.keys import QueueKeys
-from bench.protocol.protocol import (
+from bench.protocol.base import (
     JOB_EXISTS,
     JOB_MISSING,
     LOCK_MISMATCH,
@@ -31,7 +29,9 @@ from bench.protocol.protocol import (
     ScriptCall,
     protocol_named,
 )
-from bench.protocol.protocol import text as _text
+from bench.protocol.base import text as _text
+from bench.protocol.connection import Client
+from bench.protocol.keys import QueueKeys
 from bench.protocol.scripts import Scripts, load_scripts
 
 Strategy = Literal["fused", "two_call", "two_call_pipelined"]

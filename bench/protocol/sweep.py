@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.errors import BenchError
-from bench.protocol.protocol import ScriptCall, SweepSlice
+from bench.protocol.base import ScriptCall, SweepSlice
 from bench.protocol.queue import Queue, _text, now_ms
 from bench.protocol.scripts import SCRIPT_FILES, script_source
 

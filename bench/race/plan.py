@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from bench.errors import BenchError
 from bench.harness.profile import RaceOptions
-from bench.protocol.protocol import check_protocol_names, protocol_named
+from bench.protocol.base import check_protocol_names, protocol_named
 from bench.protocol.scripts import SCRIPT_FILES
 from bench.protocol.sweep import SWEEPERS, has_gap, is_sliced
 

@@ -1,7 +1,7 @@
 """The race audit: K sweepers of one variant at once over N stalled jobs, counting what their gaps do.
 
 Each setting runs ``reps`` times, alternating, each run on a fresh queue
-(bench/race/run.py). What is counted, summed over repetitions (occurrences,
+(bench/race/trial.py). What is counted, summed over repetitions (occurrences,
 not jobs; bench/race/count.py):
 
 - double_recoveries: reclaims of a job beyond its first. Counted from the
@@ -47,9 +47,10 @@ from bench.race.plan import (
     RacePlan,
     extra_scripts,
 )
-from bench.race.run import run_once
-from bench.race.table import RaceOutcome, format_table
-from bench.results import RACE_COLUMNS, RunIds, row_dict, update_meta, write_csv
+from bench.race.rows import RaceOutcome
+from bench.race.table import format_table
+from bench.race.trial import run_once
+from bench.results import RaceRow, RunIds, update_meta, write_rows
 
 
 def run_plan(
@@ -119,7 +120,7 @@ def run_stage(ctx: RunContext) -> None:
     update_meta(ctx.run_dir, race=plan_record(plan))
     outcomes = run_plan(ctx.settings, plan, ctx.progress.step, ctx.watch_pids)
     ids = RunIds(ctx.run_dir.name, ctx.profile.name)
-    write_csv(ctx.run_dir / "race.csv", RACE_COLUMNS, [row_dict(o.row(ids)) for o in outcomes])
+    write_rows(ctx.run_dir, RaceRow, [o.row(ids) for o in outcomes])
     ctx.progress.done()
     print(fold(format_table(outcomes, plan)))
 

@@ -1,65 +1,18 @@
-"""The race audit's outcomes: a setting's counts summed over its repetitions, its race.csv row, the table."""
+"""The race audit's table on stdout: each setting's counts over its repetitions."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
-from bench.harness.machine import MachineSample, worst_of
 from bench.harness.terminal import contended_note, render_table, wrap_note
 from bench.protocol.sweep import has_gap
-from bench.race.count import Anomalies
-from bench.race.plan import RacePlan, RaceSetting
-from bench.results import RaceRow, RunIds
-
-
-@dataclass
-class RaceOutcome:
-    """A setting's counts, summed over the repetitions run so far."""
-
-    setting: RaceSetting
-    reps: int = 0
-    counts: Anomalies = field(default_factory=Anomalies)
-    machine: list[MachineSample] = field(default_factory=list)  # each repetition's window
-
-    @property
-    def contended_reps(self) -> int:
-        return sum(m.contended for m in self.machine)
-
-    def row(self, ids: RunIds) -> RaceRow:
-        """Its race.csv row; the machine columns are its worst repetition's."""
-        s, c = self.setting, self.counts
-        row = RaceRow(
-            run_id=ids.run_id,
-            protocol=s.protocol,  # the setting's own: a run alternates protocols
-            profile=ids.profile,
-            variant=s.variant,
-            sweepers=s.sweepers,
-            stalled_jobs=s.stalled_jobs,
-            delay_ms=s.delay_ms,
-            workers=s.workers,
-            slice_size=s.slice_size,
-            max_stalled=s.max_stalled,
-            reps=self.reps,
-            double_recoveries=c.double_recoveries,
-            lost_attempt_updates=c.lost_attempt_updates,
-            requeued_after_finish=c.requeued_after_finish,
-            audit_violations=c.audit_violations,
-        )
-        worst = worst_of(self.machine)
-        return dataclasses.replace(row, **worst.row_fields()) if worst else row
-
-    @property
-    def per_10k(self) -> float:
-        """Anomalies per 10,000 stalled jobs reclaimed (stalled_jobs x reps)."""
-        jobs = self.setting.stalled_jobs * self.reps
-        return 10_000 * self.counts.total / jobs if jobs else 0.0
+from bench.race.plan import RacePlan
+from bench.race.rows import RaceOutcome
 
 
 def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | None = None) -> str:
-    header = ["protocol", "variant", "K", "N", "delay ms", "reps"]
-    header += ["double", "lost", "requeued", "audit", "per_10k", "busy"]
+    header = ["protocol", "variant", "K", "N", "delay", "reps"]
+    header += ["double", "lost", "requeue", "audit", "per_10k", "busy"]
     rows = []
     for outcome in outcomes:
         s, c = outcome.setting, outcome.counts
@@ -68,7 +21,7 @@ def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | N
             s.protocol, s.variant, str(s.sweepers), str(s.stalled_jobs), delay, str(outcome.reps),
             str(c.double_recoveries), str(c.lost_attempt_updates), str(c.requeued_after_finish),
             str(c.audit_violations),
-            f"{outcome.per_10k:.1f}",
+            f"{outcome.per_10k:.1f}" if outcome.per_10k < 1000 else f"{outcome.per_10k:,.0f}",
             f"{outcome.contended_reps}/{outcome.reps}",
         ])  # fmt: skip
     lines = [
@@ -77,10 +30,13 @@ def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | N
             f"worker{'' if plan.workers == 1 else 's'} finishing jobs meanwhile; counts summed over reps",
             width,
         ),
-        render_table(header, rows, right=range(2, len(header)), keep_whole=(0, 1), width=width, gap=1),
+        # numbers never fold mid-figure: at 80 columns the names fold instead
+        render_table(
+            header, rows, right=range(2, len(header)), keep_whole=range(2, len(header)), width=width, gap=1
+        ),
     ]
     notes = [
-        "K: sweepers at once; N: stalled jobs. delay ms is simulated: a sleep between a sweeper's "
+        "K: sweepers at once; N: stalled jobs. delay (ms) is simulated: a sleep between a sweeper's "
         "check and its act. Atomic sweeps check and act inside one script, so there is no gap to "
         "delay: their rows ('-') run at delay 0.",
         "double: reclaims beyond a job's first, the larger of the sweepers' returns and the final state.",

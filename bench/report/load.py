@@ -22,7 +22,6 @@ from bench.results import (
     FINISH_FETCH_COLUMNS,
     FINISH_FETCH_IMPLIED,
     FINISH_FETCH_SHARD_COLUMNS,
-    FINISH_FETCH_SHARDS_FILE,
     HDR_DIR,
     RACE_COLUMNS,
     RESULTS_DIR,
@@ -30,21 +29,29 @@ from bench.results import (
     SWEEP_CONTROL_COLUMNS,
     SWEEP_COST_COLUMNS,
     SWEEP_HAZARD_COLUMNS,
+    BullmqWorkerRow,
+    FinishFetchRow,
+    FinishFetchShardRow,
+    RaceRow,
+    ScriptCostRow,
+    SweepControlRow,
+    SweepCostRow,
+    SweepHazardRow,
 )
 
 # stage -> (file, its columns: bench/results.py, listed in docs/results-reference.md)
 STAGE_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "finish_fetch": ("finish_fetch.csv", FINISH_FETCH_COLUMNS),
-    "sweep": ("sweep_cost.csv", SWEEP_COST_COLUMNS),
-    "race": ("race.csv", RACE_COLUMNS),
-    "bullmq_worker": ("bullmq_worker.csv", BULLMQ_WORKER_COLUMNS),
+    "finish_fetch": (FinishFetchRow.FILE, FINISH_FETCH_COLUMNS),
+    "sweep": (SweepCostRow.FILE, SWEEP_COST_COLUMNS),
+    "race": (RaceRow.FILE, RACE_COLUMNS),
+    "bullmq_worker": (BullmqWorkerRow.FILE, BULLMQ_WORKER_COLUMNS),
 }
 # Files a stage writes only when the profile asks for them: loaded when there, never "absent".
 OPTIONAL_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "sweep_hazard": ("sweep_hazard.csv", SWEEP_HAZARD_COLUMNS),
-    "sweep_control": ("sweep_control.csv", SWEEP_CONTROL_COLUMNS),  # the sweep stage's control
-    "script_cost": ("script_cost.csv", SCRIPT_COST_COLUMNS),  # finish_fetch's, since the price
-    "finish_fetch_shards": (FINISH_FETCH_SHARDS_FILE, FINISH_FETCH_SHARD_COLUMNS),
+    "sweep_hazard": (SweepHazardRow.FILE, SWEEP_HAZARD_COLUMNS),
+    "sweep_control": (SweepControlRow.FILE, SWEEP_CONTROL_COLUMNS),  # the sweep stage's control
+    "script_cost": (ScriptCostRow.FILE, SCRIPT_COST_COLUMNS),  # finish_fetch's, since the script cost
+    "finish_fetch_shards": (FinishFetchShardRow.FILE, FINISH_FETCH_SHARD_COLUMNS),
 }
 TEXT_COLUMNS = frozenset(
     {"run_id", "protocol", "profile", "strategy", "variant", "scenario", "skipped", "limit"}

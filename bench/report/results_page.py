@@ -176,7 +176,7 @@ def run_section(data: RunData) -> list[str]:
         lines += [f"The run's own report: [{data.run_id}/report.md]({data.run_id}/report.md).", ""]
     sections = [
         ("Finish-then-fetch", FINISH_FETCH_NOTE, finish_fetch_table(data)),
-        ("The hot path's price", SCRIPT_COST_NOTE, script_cost_table(data)),
+        ("The hot path's script cost", SCRIPT_COST_NOTE, script_cost_table(data)),
         ("Sweep cost", SWEEP_COST_NOTE, sweep_table(data, "us_per_active_job")),
         ("Sweep hold", SWEEP_HOLD_NOTE, sweep_table(data, "hold_ms_max")),
         ("Races", "Counts summed over the settings' repetitions and delays.", race_table(data)),

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from bench.errors import BenchError
 from bench.harness.profile import SweepOptions
-from bench.protocol.protocol import check_protocol_names, protocol_named
+from bench.protocol.base import check_protocol_names, protocol_named
 from bench.protocol.sweep import SWEEPERS
 from bench.sweep_cost.scenario import SCENARIOS
 

@@ -5,7 +5,7 @@ owns argv). Each point (variant, scenario, size) is one ``bench_time_func``
 benchmark, registered in a fixed order (bench/sweep_cost/plan.py). The time
 function (bench/sweep_cost/timing.py) times the sweep calls only, and writes
 what pyperf does not measure to side files, which the stage merges with
-pyperf's values into sweep_cost.csv (bench/sweep_cost/summary.py).
+pyperf's values into sweep_cost.csv (bench/sweep_cost/rows.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 Both run the pyperf program (bench/sweep_cost/pyperf_program.py) as a
 subprocess, one pyperf run a size, against a queue the stage builds and grows
 through the protocol client (bench/sweep_cost/scenario.py), and merge pyperf's
-values with the side files into sweep_cost.csv (bench/sweep_cost/summary.py).
+values with the side files into sweep_cost.csv (bench/sweep_cost/rows.py).
 """
 
 from __future__ import annotations
@@ -32,17 +32,14 @@ from bench.harness.progress import Progress, StagePlan
 from bench.harness.run_folder import open_run
 from bench.harness.terminal import fold, wrap_note
 from bench.paths import REPO
+from bench.protocol.base import protocol_named
 from bench.protocol.connection import Client, RedisSettings, node_client
-from bench.protocol.protocol import protocol_named
 from bench.protocol.queue import Queue
 from bench.protocol.refusal import ServerRefused
 from bench.protocol.scripts import script_source
 from bench.protocol.sweep import SWEEPERS
 from bench.results import (
     PYPERF_DIR,
-    SWEEP_CONTROL_COLUMNS,
-    SWEEP_COST_COLUMNS,
-    SWEEP_HAZARD_COLUMNS,
     RunIds,
     SweepControlRow,
     SweepCostRow,
@@ -50,7 +47,7 @@ from bench.results import (
     read_json,
     row_dict,
     update_meta,
-    write_csv,
+    write_rows,
 )
 from bench.sweep_cost.control import control_line, run_control
 from bench.sweep_cost.hazard import HAZARD_PROTOCOL, INTERVAL_MS, hazard_line, run_hazard, scenario_case
@@ -66,25 +63,12 @@ from bench.sweep_cost.plan import (
     variants_of,
 )
 from bench.sweep_cost.pyperf_program import REFUSED_FILE, URL_ENV, ProgramSettings
+from bench.sweep_cost.rows import SIDE_DIR, SizeOutcome, merge_pyperf, side_summary, sweep_cost_row
 from bench.sweep_cost.scenario import ScenarioQueue
-from bench.sweep_cost.summary import (
-    SIDE_DIR,
-    SizeOutcome,
-    fmt,
-    goal_text,
-    merge_pyperf,
-    side_summary,
-    slope_text,
-    slopes,
-    sweep_cost_row,
-    table,
-)
+from bench.sweep_cost.table import fmt, goal_text, slope_text, slopes, table
 from bench.sweep_cost.timing import SWEEP_TIMEOUT_S
 
 PYPERF_LOG = f"{PYPERF_DIR}/sweep_pyperf.log"
-CSV_NAME = "sweep_cost.csv"
-HAZARD_CSV = "sweep_hazard.csv"
-CONTROL_CSV = "sweep_control.csv"
 CONTROL_PROTOCOL = "none"  # the control's row: a Lua loop of no queue protocol
 PYPERF_STOP_GRACE_S = 5.0
 
@@ -293,7 +277,7 @@ def run_hazard_sizes(ctx: RunContext, client: Client) -> list[SweepHazardRow]:
             for row in found:
                 ctx.progress(hazard_line(row))
             rows.extend(found)
-            write_csv(ctx.run_dir / HAZARD_CSV, SWEEP_HAZARD_COLUMNS, map(row_dict, rows))
+            write_rows(ctx.run_dir, SweepHazardRow, rows)
     finally:
         queue.delete()
     update_meta(
@@ -318,7 +302,7 @@ def run_control_point(ctx: RunContext, client: Client, queue: Queue) -> list[Swe
     row = run_control(
         node, ids, options.sweep_control_calls, options.sweep_control_iterations, tuple(ctx.watch_pids)
     )
-    write_csv(ctx.run_dir / CONTROL_CSV, SWEEP_CONTROL_COLUMNS, [row_dict(row)])
+    write_rows(ctx.run_dir, SweepControlRow, [row])
     ctx.progress(control_line(row))
     return [row]
 
@@ -350,7 +334,7 @@ def run_stage(ctx: RunContext) -> None:
             to_run = [p.point for p in here if not p.skipped]
             outcome = measure_size(ctx, scenarios[protocol], size, to_run, tell) if to_run else None
             rows.extend(sweep_cost_row(ctx.run_dir, p, outcome, ids, options) for p in here)
-            write_csv(ctx.run_dir / CSV_NAME, SWEEP_COST_COLUMNS, map(row_dict, rows))
+            write_rows(ctx.run_dir, SweepCostRow, rows)
             if outcome is not None and outcome.refused is not None:  # written; nothing after it
                 raise ServerRefused(*outcome.refused)
         # after the largest size, the sliced sweeps' longest calls it is read against
@@ -376,7 +360,10 @@ def run_stage(ctx: RunContext) -> None:
     for row in hazard:
         print(fold(hazard_line(row)))
     if errors:
-        print(f"\n{len(errors)} sweep point(s) failed; their rows in {CSV_NAME} say why:", file=sys.stderr)
+        print(
+            f"\n{len(errors)} sweep point(s) failed; their rows in {SweepCostRow.FILE} say why:",
+            file=sys.stderr,
+        )
         for r in errors:
             print(f"  {r.protocol} {r.variant} {r.scenario} {r.active_size}: {r.skipped}", file=sys.stderr)
     sizes = sorted(set(options.sweep_sizes))

@@ -63,7 +63,7 @@ CHANGES = {
     ("race", "variant=app_side sweepers=4 stalled_jobs=100 delay_ms=2", "double_recoveries"): "no spread",
     ("race", "variant=atomic sweepers=4 stalled_jobs=100 delay_ms=2", "double_recoveries"): "same",  # 0, 0
     ("race", "variant=app_side sweepers=4 stalled_jobs=100 delay_ms=0", "lost_attempt_updates"): "no spread",
-    # the hot path's price, three repetitions a step: the deadline fused cycle 30% dearer, its
+    # the hot path's script cost, three repetitions a step: the deadline fused cycle 30% dearer, its
     # two-call cycle two commands more (a count the scripts fix), echomq's as it was
     ("script_cost", "protocol=echomq-deadline step=fused cycle", "server_us_per_call"): "worse",
     ("script_cost", "protocol=echomq-deadline step=two-call cycle", "commands_per_call"): "worse",
@@ -286,14 +286,14 @@ def race_rows(b: bool, run_id: str) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-# (protocol, step) -> (Redis µs a call, commands a call, the commands by name)
+# (protocol, step) -> (Redis µs a call, commands a call, the commands by name, a call)
 SCRIPT_COSTS = {
-    ("echomq", "fused cycle"): (40.0, 12.0, "evalsha 1, hset 3, lpush 1, rpoplpush 1"),
-    ("echomq", "two-call cycle"): (48.0, 13.0, "evalsha 2, hset 3, lpush 1, rpoplpush 1"),
-    ("echomq", "extendLock"): (6.0, 2.0, "evalsha 1, set 1"),
-    ("echomq-deadline", "fused cycle"): (44.0, 14.0, "evalsha 1, hset 3, zadd 1, zrem 1"),
-    ("echomq-deadline", "two-call cycle"): (52.0, 15.0, "evalsha 2, hset 3, zadd 1, zrem 1"),
-    ("echomq-deadline", "extendLock"): (7.0, 3.0, "evalsha 1, set 1, zadd 1"),
+    ("echomq", "fused cycle"): (40.0, 12.0, {"evalsha": 1, "hset": 3, "lpush": 1, "rpoplpush": 1}),
+    ("echomq", "two-call cycle"): (48.0, 13.0, {"evalsha": 2, "hset": 3, "lpush": 1, "rpoplpush": 1}),
+    ("echomq", "extendLock"): (6.0, 2.0, {"evalsha": 1, "set": 1}),
+    ("echomq-deadline", "fused cycle"): (44.0, 14.0, {"evalsha": 1, "hset": 3, "zadd": 1, "zrem": 1}),
+    ("echomq-deadline", "two-call cycle"): (52.0, 15.0, {"evalsha": 2, "hset": 3, "zadd": 1, "zrem": 1}),
+    ("echomq-deadline", "extendLock"): (7.0, 3.0, {"evalsha": 1, "set": 1, "zadd": 1}),
 }
 
 

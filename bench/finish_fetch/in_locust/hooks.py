@@ -27,6 +27,7 @@ from bench.finish_fetch.in_locust.options import add_options, begin_test, defaul
 from bench.finish_fetch.in_locust.user import RedisUser
 from bench.finish_fetch.in_locust.window import EXIT_INTERRUPTED, Controller, install_load_side, role_of
 from bench.finish_fetch.loadstats import RunSettings
+from bench.finish_fetch.summary import RunSummary
 from bench.harness.meta import git_state
 from bench.harness.server import check_server
 from bench.protocol.connection import redact_url
@@ -121,7 +122,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
         def after_test(environment: Environment, **_: Any) -> None:
             """After the Controller wrote the summary: say where, keep it for the UI's tab."""
             path = summary_path(environment.parsed_options)
-            summary = _read_json(path)
+            summary = _read_summary(path)
             if path is not None and summary is not None:
                 if path == default_summary():
                     _write_run_meta(path.parent, summary, environment)
@@ -145,14 +146,14 @@ def _now() -> str:
     return dt.datetime.now().isoformat(timespec="seconds")
 
 
-def _read_json(path: Path | None) -> dict[str, Any] | None:
+def _read_summary(path: Path | None) -> RunSummary | None:
     try:
-        return read_json(path) if path is not None and path.is_file() else None
-    except (OSError, ValueError):
+        return RunSummary.from_json(read_json(path)) if path is not None and path.is_file() else None
+    except (OSError, ValueError, TypeError):
         return None
 
 
-def _write_run_meta(folder: Path, summary: dict[str, Any], environment: Environment) -> None:
+def _write_run_meta(folder: Path, summary: RunSummary, environment: Environment) -> None:
     """A direct Locust run's folder under results/: meta.json beside its summary, so `bench runs`
     lists it and says whether it completed."""
     headless = bool(getattr(environment.parsed_options, "headless", False))
@@ -167,11 +168,11 @@ def _write_run_meta(folder: Path, summary: dict[str, Any], environment: Environm
         source=f"locust -f bench/locustfile.py ({'headless' if headless else 'web UI'})",
         started=_started[0] if _started else None,
         finished=_now(),
-        complete=bool(summary.get("complete")),
-        reason=summary.get("aborted"),
+        complete=summary.complete,
+        reason=summary.aborted,
         stages_planned=["finish_fetch"],
-        stages_done=["finish_fetch"] if summary.get("measured") else [],
-        settings=summary.get("settings"),
+        stages_done=["finish_fetch"] if summary.measured else [],
+        settings=summary.settings,
         redis_url=redact_url(Current.redis.url),
         locust=_version("locust"),
     )

@@ -21,9 +21,10 @@ from locust.env import Environment
 from bench.errors import BenchError
 from bench.finish_fetch.in_locust.redaction import REDIS_SCHEMES, shown_host, unredact
 from bench.finish_fetch.loadstats import RunSettings
+from bench.finish_fetch.plan import Point
 from bench.harness.profile import FinishFetchOptions, known_keys, option_key, parse_protocols, parse_value
+from bench.protocol.base import PROTOCOLS
 from bench.protocol.connection import RedisSettings
-from bench.protocol.protocol import PROTOCOLS
 from bench.protocol.queue import STRATEGIES
 from bench.results import RESULTS_DIR, run_id
 
@@ -186,23 +187,19 @@ def run_settings(options: Any) -> RunSettings:
             continue
         values[f.name] = parse_value(option_key(f.name), hints[f.name], str(raw), f.metadata.get("min"))
     profile = FinishFetchOptions(**values)
-    return RunSettings(
-        strategy=getattr(options, "Strategy", None) or profile.strategies[0],
+    first = Point(
         workers=profile.workers[0],
-        producers=profile.producers,
-        batch_size=profile.batch_size,
-        payload_bytes=profile.payload_bytes,
-        target_rate=profile.target_rate,
-        warmup_s=profile.warmup_s,
-        measure_s=profile.measure_s,
         rtt_ms=profile.rtt_ms[0],
-        queue=getattr(options, "Queue", None) or DEFAULT_QUEUE,
-        socket_timeout_s=profile.socket_timeout_s,
-        protocol=getattr(options, "protocol", None)
-        or parse_protocols(getattr(options, "protocols", "echomq"))[0],
         concurrency=profile.concurrency[0],
         job_ms=profile.job_ms[0],
         queues=profile.queues[0],
+    )
+    return RunSettings.at(
+        profile,
+        getattr(options, "Strategy", None) or profile.strategies[0],
+        first,
+        getattr(options, "Queue", None) or DEFAULT_QUEUE,
+        getattr(options, "protocol", None) or parse_protocols(getattr(options, "protocols", "echomq"))[0],
         probe=bool(getattr(options, "probe", False)),
     )
 

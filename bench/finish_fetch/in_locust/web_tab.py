@@ -18,6 +18,7 @@ from locust.env import Environment
 from bench import hdr
 from bench.finish_fetch.in_locust.current import RECORDER, Current
 from bench.finish_fetch.in_locust.window import Controller
+from bench.finish_fetch.summary import RunSummary
 from bench.protocol.commandstats import CommandStats, added, client_side
 from bench.protocol.connection import Client, RedisSettings
 
@@ -171,20 +172,18 @@ class LiveTab:
                 rows += finished
         return rows
 
-    def record_finished(self, summary: dict[str, Any]) -> None:
+    def record_finished(self, summary: RunSummary) -> None:
         """A test ended: keep its window's figures, from its summary, as the strategy's last."""
-        if not summary.get("measured"):
+        if not summary.measured:
             return
-        d = summary["derived"]
-        strategy = summary["settings"]["strategy"]
-        state = "finished" if summary.get("complete") else f"stopped early: {summary.get('aborted')}"
-        counters = summary.get("counters", {})
-        server, commands = d.get("server_calls_per_job"), d.get("commands_per_job")
-        jobs = int(d["jobs"])
+        d = summary.figures
+        strategy = summary.settings["strategy"]
+        state = "finished" if summary.complete else f"stopped early: {summary.aborted}"
+        server, commands = d.server_calls_per_job, d.commands_per_job
         self.finished[strategy] = strategy_rows(
-            strategy, state, jobs, float(summary["window_s"]), int(counters.get("worker_round_trips", 0)),
-            commands * jobs if commands is not None else None,
-            round(server * jobs) if server is not None else None, summary.get("percentiles_us", {}),
+            strategy, state, d.jobs, summary.window_s, summary.counters.get("worker_round_trips", 0),
+            commands * d.jobs,
+            round(server * d.jobs) if server is not None else None, summary.percentiles_us,
         )  # fmt: skip
 
     def payload(self) -> dict[str, Any]:

@@ -36,7 +36,13 @@ from bench.finish_fetch.loadstats import (
     redis_used_memory,
 )
 from bench.finish_fetch.seats import reset_started, started
-from bench.finish_fetch.summary import build_summary, refused_verdict, unmeasured_summary, write_summary
+from bench.finish_fetch.summary import (
+    RunSummary,
+    build_summary,
+    refused_verdict,
+    unmeasured_summary,
+    write_summary,
+)
 from bench.harness.machine import clock
 from bench.protocol.audit import audit_queues, master_run_ids
 from bench.protocol.commandstats import CommandStats, added, read_per_master
@@ -344,7 +350,7 @@ class Controller:
     def _mode(self) -> str:
         return "distributed" if self.distributed else "local"
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> RunSummary:
         """The closed window's summary: merged parts, the server's deltas, why it ended early."""
         run = Current.run
         assert run is not None and self.window is not None

@@ -35,7 +35,7 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "race": ("protocol", "variant", "sweepers", "stalled_jobs", "delay_ms"),
     "bullmq_worker": ("protocol", "driver", "concurrency", "job_ms"),
     "sweep_hazard": ("protocol", "client", "stalled_jobs"),
-    "script_cost": ("protocol", "step"),  # the hot path's price, a row per repetition
+    "script_cost": ("protocol", "step"),  # the hot path's script cost, a row per repetition
 }
 # A key value left out of a point's label: echomq's points read as they did before protocols.
 LABEL_DEFAULTS = {"protocol": "echomq"}

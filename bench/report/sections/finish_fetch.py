@@ -25,10 +25,42 @@ from bench.report.markdown import (
 from bench.report.plots.finish_fetch import jobs_per_s, ratio_against_concurrency
 from bench.report.plots.latency import latency_from_columns, latency_percentiles, split_variant
 from bench.report.plots.style import protocol_labelled
-from bench.report.price import price_section
 from bench.report.ratios import POINT_COLUMNS, paired_ratios, shown_point_columns
 from bench.report.sections.head import section_head
-from bench.report.sections.shards import shards_section
+from bench.report.sections.script_cost import script_cost_section
+
+# Per master (finish_fetch_shards.csv): each master's jobs/s and its own Redis µs a job at each
+# point and strategy, so a hot shard shows; left out when every run had one master and one queue.
+SHARD_KEYS = ["protocol", "strategy", "workers", "queues", "concurrency", "job_ms", "rtt_ms", "master"]
+
+
+def shards_section(frame: pd.DataFrame | None) -> list[str]:
+    if frame is None or frame.empty or not set(SHARD_KEYS) <= set(frame.columns):
+        return []
+    if (frame["queues"] == 1).all() and frame["master"].nunique() == 1:
+        return []
+    # Keyed by the queues a master held too: each repetition names its queues afresh, so at one
+    # queue the queue sits on another master each time; a master that held none is left out.
+    held = frame[frame["master_queues"] > 0]
+    table = (
+        held.groupby([*SHARD_KEYS, "master_queues"], sort=True)
+        .agg(
+            reps=("rep", "nunique"),
+            jobs_per_s=("jobs_per_s", "mean"),
+            server_us_per_job=("server_us_per_job", "mean"),
+        )
+        .reset_index()
+    )
+    if table["protocol"].nunique() == 1:
+        table = table.drop(columns="protocol")
+    return [
+        "Per master holding queues of the run, mean over the repetitions it held them in "
+        "(finish_fetch_shards.csv; each master's Redis µs a job from its own INFO commandstats; "
+        "finish_fetch_queues.csv has each queue):",
+        "",
+        markdown_table(table),
+        "",
+    ]
 
 
 def finish_fetch_section(data: RunData) -> list[str]:
@@ -60,7 +92,7 @@ def finish_fetch_section(data: RunData) -> list[str]:
     lines += shards_section(data.frames.get("finish_fetch_shards"))
     lines += _pace_section(frame)
     lines += _driver_section(frame)
-    lines += price_section(data)
+    lines += script_cost_section(data)
     if frame["concurrency"].nunique(dropna=True) > 1:  # a line against concurrency needs two of them
         plot = ratio_against_concurrency(paired_ratios(frame), data.path)
         lines += figure(plot, "no fused/two_call or fused/two_call_pipelined pairs")

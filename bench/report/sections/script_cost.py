@@ -1,8 +1,9 @@
-"""The hot path's price (script_cost.csv): Redis µs and commands a worker step, each protocol
+"""The hot path's script cost (script_cost.csv): Redis µs and commands a worker step, each protocol
 against echomq's in the same run."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import pandas as pd
@@ -12,19 +13,28 @@ from bench.report.machine import contended_note
 from bench.report.markdown import fmt, markdown_table
 from bench.report.verdict import CLAIM_BEYOND, Sample, verdict
 
-BASE = "echomq"  # what every other protocol's price is read against
+BASE = "echomq"  # what every other protocol's script cost is read against
 # The steps a worker pays a job (or a renewal) for: the line under the table names these.
 HOT_STEPS = ("fused cycle", "two-call cycle", "extendLock")
 
 
-def parse_commands(text: str) -> dict[str, float]:
-    """``"evalsha 1, zadd 1"`` (script_cost.csv's commands cell) as {name: count a call}."""
+def parse_commands(cell: str) -> dict[str, float]:
+    """script_cost.csv's commands cell, ``{"evalsha": 1, "zadd": 1}``, as {name: count a call}; a
+    run from before the JSON cell wrote ``evalsha 1, zadd 1``."""
+    text = str(cell).strip()
+    if text.startswith("{"):
+        return {str(name): float(n) for name, n in json.loads(text).items()}
     found: dict[str, float] = {}
-    for part in (p.strip() for p in str(text).split(",")):
+    for part in (p.strip() for p in text.split(",")):
         if part:
             name, _, count = part.rpartition(" ")
             found[name] = float(count)
     return found
+
+
+def commands_text(cell: str) -> str:
+    """The cell as the table shows it: ``evalsha 1, zadd 1``."""
+    return ", ".join(f"{name} {n:g}" for name, n in sorted(parse_commands(cell).items()))
 
 
 def _beyond(base: str, other: str) -> str:
@@ -34,8 +44,8 @@ def _beyond(base: str, other: str) -> str:
     return ", ".join(f"{n} {d:+g}" for n, d in diff.items() if abs(d) > 1e-9) or "same"
 
 
-# verdict's words as a price reads them: lower µs is "better", so a dearer protocol costs "more"
-PRICE_WORDS = {"worse": "more", "better": "less"}
+# verdict's words as a script cost reads them: lower µs is "better", so a dearer protocol costs "more"
+COST_WORDS = {"worse": "more", "better": "less"}
 SAME_WITHIN_NOISE = "same within noise"
 
 
@@ -68,11 +78,11 @@ def extra_cost(base: pd.DataFrame, other: pd.DataFrame) -> Extra:
         float(rounds.median()),
         float(rounds.min()),
         float(rounds.max()),
-        PRICE_WORDS.get(said, SAME_WITHIN_NOISE),
+        COST_WORDS.get(said, SAME_WITHIN_NOISE),
     )
 
 
-def price_table(frame: pd.DataFrame) -> pd.DataFrame:
+def script_cost_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per step and protocol: the median µs a call over repetitions [min-max], the commands, and
     beside echomq's row what the protocol costs more (µs, with its range and verdict) and runs more
     (commands)."""
@@ -87,13 +97,13 @@ def price_table(frame: pd.DataFrame) -> pd.DataFrame:
             "redis µs a call, median [min-max]": f"{fmt(usec.median())} [{fmt(usec.min())}-"
             f"{fmt(usec.max())}]",
             f"µs beyond {BASE}, median [min-max]": extra_cost(base, mine).text() if own else "",
-            "commands a call": commands,
+            "commands a call": commands_text(commands),
             f"commands beyond {BASE}": _beyond(base["commands"].iloc[0], commands) if own else "",
         })  # fmt: skip
     return pd.DataFrame(rows)
 
 
-def price_lines(table: pd.DataFrame) -> list[str]:
+def script_cost_lines(table: pd.DataFrame) -> list[str]:
     """One line a protocol other than echomq: its extra µs a job on the hot path, each with its
     range over repetitions and a verdict, never a bare difference."""
     lines = []
@@ -112,22 +122,22 @@ def price_lines(table: pd.DataFrame) -> list[str]:
     return lines
 
 
-def price_section(data: RunData) -> list[str]:
+def script_cost_section(data: RunData) -> list[str]:
     frame = data.frames.get("script_cost")
     if frame is None or frame.empty:
         return []
-    lines = ["### The hot path's price: each protocol's scripts alone", ""]
+    lines = ["### The hot path's script cost: each protocol's scripts alone", ""]
     lines += [
         "Each step of a worker run alone on a small queue, the protocols taking turns (A B A B): Redis's "
         "own µs inside its EVALSHAs (INFO commandstats), a cycle being one job, and every command it "
-        "runs, those inside the scripts too. No load, no network: the price of a protocol's extra "
+        "runs, those inside the scripts too. No load, no network: the script cost of a protocol's extra "
         "writes, not a throughput. Beyond echomq: the median of the rounds' differences [min-max]; "
         '"more" or "less" only where compare\'s rules find a change beyond 5%, else the same '
         "within noise.",
         "",
     ]
     lines += contended_note(frame, "repetition(s)")
-    table = price_table(frame)
-    lines += price_lines(table)
+    table = script_cost_table(frame)
+    lines += script_cost_lines(table)
     lines += ["", markdown_table(table), ""]
     return lines

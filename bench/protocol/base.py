@@ -267,7 +267,7 @@ class EchoMQ(QueueProtocol):
 # is needed (and its version checked) only where the bullmq protocol runs, and a protocol in a
 # module of its own (echomq-deadline builds on EchoMQ here) brings no import cycle.
 PROTOCOLS: dict[str, str] = {
-    "echomq": "bench.protocol.protocol:EchoMQ",
+    "echomq": "bench.protocol.base:EchoMQ",
     "bullmq": "bench.protocol.bullmq:BullMQ",
     "echomq-deadline": "bench.protocol.deadline:EchoMQDeadline",
 }

@@ -1,7 +1,7 @@
-"""The hot path's price: Redis µs and commands per worker step of each protocol, scripts alone.
+"""The hot path's script cost: Redis µs and commands per worker step of each protocol, scripts alone.
 
 The load runs measure whole cycles under load, producers and all. Beside them,
-each protocol's steps run alone on a small queue (bench.protocol.cost): the
+each protocol's steps run alone on a small queue (bench.protocol.script_cost): the
 fused and two-call cycles, extendLock and a healthy sweep. The protocols take
 turns, A B C A B C, one repetition a round, so what a protocol's extra writes
 cost (echomq-deadline's ZADD and ZREM) is read against echomq's in the same
@@ -14,21 +14,20 @@ from collections.abc import Sequence
 
 from bench.harness.context import RunContext
 from bench.harness.machine import MachineSample, clock, watch_run
-from bench.protocol.cost import Row, cycle_commands, cycle_usec, measure_phases
+from bench.protocol.script_cost import Row, cycle_commands, cycle_usec, measure_phases
 from bench.results import ScriptCostRow
 
-CSV_NAME = "script_cost.csv"
-PRICE_CALLS = 200  # calls a script a repetition: enough for µs a call (Redis counts every µs)
-PRICE_S_PER_PROTOCOL = 1.5  # one protocol's phases at PRICE_CALLS, about: for the run's ETA
+SCRIPT_COST_CALLS = 200  # calls a script a repetition: enough for µs a call (Redis counts every µs)
+SCRIPT_COST_S_PER_PROTOCOL = 1.5  # one protocol's phases at SCRIPT_COST_CALLS, about: for the run's ETA
 
 
-def commands_text(commands: dict[str, float]) -> str:
-    """``evalsha 1, hset 2``: every command a call ran, by name."""
-    return ", ".join(f"{name} {count:g}" for name, count in sorted(commands.items()))
+def by_name(commands: dict[str, float]) -> dict[str, float]:
+    """Every command a call ran, by name, a whole count as an int (``{"evalsha": 1}``)."""
+    return {name: int(n) if float(n).is_integer() else n for name, n in sorted(commands.items())}
 
 
-def price_rows(
-    ctx: RunContext, protocols: Sequence[str], reps: int, calls: int = PRICE_CALLS
+def script_cost_rows(
+    ctx: RunContext, protocols: Sequence[str], reps: int, calls: int = SCRIPT_COST_CALLS
 ) -> list[ScriptCostRow]:
     """Every step of every protocol, ``reps`` times, alternating; the machine watched through."""
     measured: list[tuple[str, int, list[Row], tuple[float, float]]] = []  # protocol, rep, phases, span
@@ -58,7 +57,7 @@ def price_rows(
                     calls=calls,
                     server_us_per_call=round(usec[step], 2),
                     commands_per_call=round(sum(commands[step].values()), 3),
-                    commands=commands_text(commands[step]),
+                    commands=by_name(commands[step]),
                     **machine.row_fields(),
                 )
             )

@@ -20,8 +20,9 @@ from bench.sweep_cost.control import control_row, spin_times
 from bench.sweep_cost.plan import PlannedPoint, Point, plan, pyperf_options, run_order
 from bench.sweep_cost.probe import Probe
 from bench.sweep_cost.pyperf_program import PROGRAM, ProgramSettings, forward_settings
+from bench.sweep_cost.rows import SIDE_DIR, SizeOutcome, make_row, sweep_cost_row
 from bench.sweep_cost.stage import _point_estimate, main, point_seconds
-from bench.sweep_cost.summary import SIDE_DIR, SizeOutcome, make_row, slopes, sweep_cost_row, table
+from bench.sweep_cost.table import slopes, table
 
 # Spins inside Redis for ARGV[1] ms (by Redis's clock): a stand-in for a long sweep.
 SPIN = """
