@@ -183,9 +183,12 @@ def open_run(
 
 def _memory_need(
     settings: RedisSettings, server: ServerInfo, profile: Profile, stages: list[str]
-) -> MemoryNeed:
+) -> MemoryNeed | None:
     """The run's memory need against the server's room, from a calibration add on a queue of the
-    run's own (deleted after); a run that cannot fit is one line, before any folder is made."""
+    run's own (deleted after); a run that cannot fit is one line, before any folder is made.
+    None on a cluster: its masters' room is not one figure."""
+    if server.is_cluster:
+        return None
     client = settings.connect()
     try:
         need = measure_need(client, settings, profile, stages, embedded=server.binary is not None)
