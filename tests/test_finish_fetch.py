@@ -141,7 +141,7 @@ def test_eight_jobs_in_flight_on_one_worker_share_round_trips_and_both_drivers_c
     point = Point(workers=1, rtt_ms=0.0, concurrency=8)
     run = run_once(settings, QUICK, strategy, point, 1, tmp_path)
     assert run.audit.ok, run.audit.verdict
-    assert run.summary.settings["concurrency"] == 8
+    assert run.summary.settings.concurrency == 8
     _check_counts(run.summary, strategy, point)
     raw = run_raw(settings, _raw_settings(QUICK, strategy, point))
     assert raw.audit is not None and raw.audit.ok, raw.audit

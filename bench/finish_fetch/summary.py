@@ -104,7 +104,7 @@ class RunSummary:
     and no figures; its JSON holds only UNMEASURED_KEYS."""
 
     mode: str  # "local", "distributed" or "raw"
-    settings: dict[str, Any]  # RunSettings.as_dict(): the JSON the Locust child was given
+    settings: RunSettings  # the run's settings, as its process ran them
     measured: bool
     complete: bool
     aborted: str | None
@@ -135,6 +135,7 @@ class RunSummary:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        data["settings"] = self.settings.as_dict()
         if not self.measured:
             return {key: data[key] for key in UNMEASURED_KEYS}
         for key in ("audit", "exit_code"):
@@ -147,6 +148,8 @@ class RunSummary:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunSummary:
         values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        known = {f.name for f in fields(RunSettings)}  # as_dict adds what the file says about them
+        values["settings"] = RunSettings(**{k: v for k, v in data["settings"].items() if k in known})
         if values.get("derived") is not None:
             values["derived"] = Derived(**values["derived"])
         if values.get("audit") is not None:
@@ -285,7 +288,7 @@ def build_summary(
         derived = dataclasses.replace(derived, redis_mem_growth_bytes_per_1k_jobs=growth)
     return RunSummary(
         mode=mode,
-        settings=run.as_dict(),
+        settings=run,
         measured=True,
         complete=not missing_processes and aborted is None,
         aborted=aborted,
@@ -326,7 +329,7 @@ def unmeasured_summary(
 ) -> RunSummary:
     """The summary of a run that stopped before its window opened: no figures, only why."""
     return RunSummary(
-        mode, run.as_dict(), measured=False, complete=False, aborted=aborted or WARM_UP_ONLY, refused=refused
+        mode, run, measured=False, complete=False, aborted=aborted or WARM_UP_ONLY, refused=refused
     )
 
 
@@ -347,7 +350,7 @@ def _log_headline(summary: RunSummary) -> None:
     log.info(
         "echomq: %s: %d jobs in %.1fs = %.0f jobs/s, %.2f round trips/job, %.2f commands/job, "
         "cycle p50 %s µs%s",
-        summary.settings["strategy"],
+        summary.settings.strategy,
         d.jobs,
         summary.window_s,
         d.jobs_per_s,

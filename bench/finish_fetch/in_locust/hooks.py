@@ -172,7 +172,7 @@ def _write_run_meta(folder: Path, summary: RunSummary, environment: Environment)
         reason=summary.aborted,
         stages_planned=["finish_fetch"],
         stages_done=["finish_fetch"] if summary.measured else [],
-        settings=summary.settings,
+        settings=summary.settings.as_dict(),
         redis_url=redact_url(Current.redis.url),
         locust=_version("locust"),
     )

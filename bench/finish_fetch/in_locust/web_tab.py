@@ -177,7 +177,7 @@ class LiveTab:
         if not summary.measured:
             return
         d = summary.figures
-        strategy = summary.settings["strategy"]
+        strategy = summary.settings.strategy
         state = "finished" if summary.complete else f"stopped early: {summary.aborted}"
         server, commands = d.server_calls_per_job, d.commands_per_job
         self.finished[strategy] = strategy_rows(
