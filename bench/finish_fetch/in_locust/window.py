@@ -225,8 +225,13 @@ class Controller:
             return 0  # the watcher says why, or the deadline does
 
     def _quit(self) -> None:
-        assert self.environment.runner is not None
-        self.environment.runner.quit()
+        runner = self.environment.runner
+        assert runner is not None
+        if isinstance(runner, MasterRunner):
+            # quit() alone fires test_stop before the workers hear of it: their users would
+            # go on adding jobs after the queues are deleted. stop() waits for them first.
+            runner.stop()
+        runner.quit()
 
     def abort(self, reason: str, exit_code: int = EXIT_STOPPED) -> None:
         """Stop the run early: what was measured is still written, marked incomplete."""
