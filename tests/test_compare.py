@@ -222,6 +222,7 @@ def test_context_lines_show_calibrations_side_by_side_and_name_changed_packages(
 # two and two for an A/A pair), two of each sweep point (a spread to judge), two strategies,
 # sweep sizes and scenarios, and race settings measured once (no spread: no verdict).
 TINY = """
+protocols = echomq
 strategies = fused, two_call
 repetitions = 4
 workers = 2
@@ -238,6 +239,7 @@ sweep-scenarios = healthy, all_stalled
 sweep-sizes = 10, 100
 sweep-reps = 2
 probe-rate-hz = 200
+sweep-control-calls = 100
 race-variants = all
 race-sweepers = 2
 race-jobs = 30
@@ -255,7 +257,8 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     results = tmp_path_factory.mktemp("aa")
     profile = results.parent / "aa-tiny.conf"
     profile.write_text(TINY)
-    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    # niced: it takes the CPU the run leaves (so the run is contended) and none from the other tests
+    hog = subprocess.Popen([sys.executable, "-c", "import os; os.nice(19)\nwhile True: pass"])
     try:
         out = subprocess.run(
             [sys.executable, "-m", "bench", "run", "--profile", str(profile), "--stages", STAGES,
@@ -282,7 +285,7 @@ def test_every_line_a_run_prints_fits_its_80_columns(smoke_run: Path) -> None:
             assert len(line) <= 80, line
     contended = [n for n, line in enumerate(printed) if line.startswith("CONTENDED: ")]
     for n in contended:  # the cause named, with both figures, on the line or the one folded under it
-        said = " ".join(printed[n : n + 3])
+        said = " ".join(" ".join(printed[n : n + 3]).split())  # a folded line's indent
         assert "foreign CPU up to" in said and "steal up to" in said, said
 
 
