@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
+from redis.retry import Retry
 
 from bench.errors import BenchError
 from bench.harness.cluster import EmbeddedCluster, free_cluster_ports, slot_ranges
@@ -68,4 +70,4 @@ def test_a_failed_start_leaves_no_node_running():
     assert cluster.nodes == []
     for port in ports[:2]:  # the two nodes that did start are stopped again
         with pytest.raises(redis.ConnectionError):
-            redis.Redis(port=port, socket_connect_timeout=0.5).ping()
+            redis.Redis(port=port, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0)).ping()

@@ -324,6 +324,9 @@ class EmbeddedRedis:
             host="127.0.0.1",
             port=self.port,
             socket_connect_timeout=0.5,
+            # Something else may hold the port and accept without answering: ask again, and see
+            # the server exit, rather than wait on that socket.
+            socket_timeout=0.5,
             retry=Retry(NoBackoff(), 0),
         )
         try:
