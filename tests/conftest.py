@@ -18,6 +18,10 @@ from bench.protocol.queue import Queue
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
+# pytest-xdist's workers set COLUMNS=80; the suite reads COLUMNS as the reader's terminal, so a test
+# run in a worker would see tables and progress lines cut that a serial run sees whole.
+os.environ.pop("COLUMNS", None)
+
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[EmbeddedRedis]:

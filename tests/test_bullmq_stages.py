@@ -174,6 +174,7 @@ def test_finish_fetch_alternates_the_protocols_and_audits_bullmqs_queue(
         warmup_s=0.3,
         measure_s=1.0,
         fidelity_calls=0,  # the fidelity check is no protocol's: tests/test_finish_fetch.py runs it
+        raw_driver=False,  # the raw driver and reference loops: tests/test_finish_fetch.py runs them
     )
     server = ServerInfo(redis_server.url, redis_server.source, redis_server.binary, redis_server.version())
     profile = Profile("quick", protocols=("echomq", "bullmq"), finish_fetch=quick)

@@ -123,7 +123,10 @@ def _check_counts(summary: RunSummary, strategy: str, point: Point) -> None:
     jobs = d.jobs
     # At each edge of the window at most one exchange of each connection straddles it.
     client_edges = 2 * point.concurrency * per_job / jobs
-    server_edges = client_edges + 2 * QUICK.batch_size / jobs
+    # INFO is read a moment after the client's counters, and on a busy machine many exchanges fit
+    # in that moment: a tenth of a command a job, as for every strategy above; a fused job sent as
+    # two calls would be off by a whole one.
+    server_edges = 0.1
     assert abs(d.commands_per_job - per_job) <= client_edges, d
     assert d.server_commands_per_job is not None
     assert abs(d.server_commands_per_job - per_job) <= server_edges, d

@@ -65,6 +65,8 @@ if os.fork() == 0:
 time.sleep(60)
 """
 # A child that burns a fixed amount of its own CPU, whatever the machine's load, then exits.
+QUIET_DEADLINE_S = 5.0  # then skip: under `make test` the other pytest worker keeps the machine busy
+
 BURN = "import time\nwhile time.process_time() < {seconds}: pass\n"
 # A child that, for each line it reads, burns that many seconds of its own CPU and says when it
 # started and ended on the machine's monotonic clock (the clock a Locust window is timed on).
@@ -154,7 +156,7 @@ def test_a_process_that_ends_uncounted_by_its_parent_is_not_taken_off_own_cpu(ho
 @pytest.mark.slow
 def test_without_the_hog_a_quiet_window_is_not_contended(sleepers) -> None:
     # The machine is shared: try windows until one is quiet, and say who was busy if none is.
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + QUIET_DEADLINE_S
     while time.monotonic() < deadline:
         with MachineWatch([s.pid for s in sleepers]) as watch:
             time.sleep(0.5)  # a window of nothing: its length is not what is asserted
@@ -163,7 +165,8 @@ def test_without_the_hog_a_quiet_window_is_not_contended(sleepers) -> None:
         if sample.foreign_cpu_pct < FOREIGN_LIMIT_PCT and sample.steal_pct <= STEAL_LIMIT_PCT:
             assert not sample.contended
             return
-    pytest.skip(f"the shared machine was never quiet in 20 s: {check_machine().culprits()}")
+    busy = check_machine().culprits()
+    pytest.skip(f"the shared machine was never quiet in {QUIET_DEADLINE_S:.0f} s: {busy}")
 
 
 def test_a_child_born_and_reaped_inside_the_window_counts_as_own() -> None:
