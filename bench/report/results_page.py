@@ -31,6 +31,10 @@ SWEEP_COST_NOTE = (
     "µs of sweep time a job of the active list, at the client, median of the sweeps; —: not measured."
 )
 SWEEP_HOLD_NOTE = "The longest single call of a sweep, ms, timed at the client."
+WORKER_NOTE = (
+    "BullMQ's Node Worker (node_worker: finish and fetch fused), its Python port (bullmq_worker) "
+    "and the suite's loops over BullMQ's scripts; medians of the repetitions."
+)
 
 
 def load_published(root: Path = PUBLISHED_DIR) -> list[RunData]:
@@ -180,7 +184,7 @@ def run_section(data: RunData) -> list[str]:
         ("Sweep cost", SWEEP_COST_NOTE, sweep_table(data, "us_per_active_job")),
         ("Sweep hold", SWEEP_HOLD_NOTE, sweep_table(data, "hold_ms_max")),
         ("Races", "Counts summed over the settings' repetitions and delays.", race_table(data)),
-        ("BullMQ's own Worker", "Medians of the repetitions.", worker_table(data)),
+        ("BullMQ's own workers", WORKER_NOTE, worker_table(data)),
     ]
     sections += [(name, "The experiment's rows.", table) for name, table in experiment_tables(data).items()]
     for title, note, table in sections:
