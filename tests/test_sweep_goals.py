@@ -286,3 +286,18 @@ def test_a_goal_whose_text_folds_is_kept_apart_from_the_next_by_a_blank_line() -
     for chunk in goals[1:]:  # each after the header: one goal, its first line carrying its verdict
         assert any(v in chunk[0] for v in ("met", "missed", "not measured")), chunk
         assert not any(v in line for line in chunk[1:] for v in ("missed", "not measured")), chunk
+
+
+def test_the_sliced_pass_table_keeps_each_scenario_whole_at_100_columns() -> None:
+    """A million-id pass's figures are wide: the scenario's name stays on its row, never split."""
+    rows = [
+        point("echomq-deadline", "atomic_sliced", scenario, 1_000_000, round_trips=25_534,
+              redis_hold_ms_max=9.013, redis_slow_calls_max=167, server_us=10_496_577.0,
+              probe_p99_us=4_567.0, probe_max_us=18_239.0)
+        for scenario in ("healthy", "all_stalled")
+    ]  # fmt: skip
+    text = goal_text(rows, width=100)
+    table = text.split("the probe's tail:\n", 1)[1].split("\n\n")[0].splitlines()
+    assert all(len(line) <= 100 for line in table)
+    body = [line.split()[0] for line in table if "1,000,000" in line]
+    assert body == ["healthy", "all_stalled"], table

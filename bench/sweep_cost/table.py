@@ -119,26 +119,27 @@ def goal_text(
     passes: dict[str, list[list[str]]] = {}
     for label, cells in sliced_passes(found):
         passes.setdefault(label, []).append(cells)
-    tables: list[tuple[str, Sequence[str], list[list[str]], range]] = [
+    # (title, header, rows, right-aligned columns, columns never folded: a scenario's name)
+    tables: list[tuple[str, Sequence[str], list[list[str]], range, tuple[int, ...]]] = [
         (f"{label}: median calls a pass, the longest inside Redis (SLOWLOG), calls of a pass over its "
-         "threshold, Redis time (commandstats), the probe's tail:", PASS_HEADER, cells, range(1, 9))
+         "threshold, Redis time (commandstats), the probe's tail:", PASS_HEADER, cells, range(1, 9), (0,))
         for label, cells in passes.items()
     ]  # fmt: skip
     tables += [
         ("goals (uncontended points only, at the size each names):", GOAL_HEADER,
-         [r.cells() for r in results], range(1, 3)),
+         [r.cells() for r in results], range(1, 3), ()),
         ("BullMQ's all-stalled sweep against echomq-deadline's sliced pass, Redis µs a stalled id:",
-         RATIO_HEADER, [r.cells() for r in bullmq_ratios(found)], range(1, 4)),
+         RATIO_HEADER, [r.cells() for r in bullmq_ratios(found)], range(1, 4), ()),
     ]  # fmt: skip
     lines: list[str] = []
-    for title, header, rows_of, right in tables:
+    for title, header, rows_of, right, whole in tables:
         if rows_of:
             inner = (width or table_width()) - 2
-            body = render_table(header, rows_of, right=right, width=inner)
-            heading = len(render_table(header, [], right=right, width=inner).splitlines())
+            body = render_table(header, rows_of, right=right, keep_whole=whole, width=inner)
+            heading = len(render_table(header, [], right=right, keep_whole=whole, width=inner).splitlines())
             if len(body.splitlines()) > len(rows_of) + heading:
                 # a row's text folded: a blank line between rows, so its continuation is not a row
-                body = render_table(header, rows_of, right=right, width=inner, leading=1)
+                body = render_table(header, rows_of, right=right, keep_whole=whole, width=inner, leading=1)
             lines += ["", wrap_note(title, width), indent(body, "  ")]
     return "\n".join(lines)
 
