@@ -138,7 +138,7 @@ def sweep_row(**values: object) -> dict[str, object]:
 
 def test_compare_judges_only_metrics_with_spread_and_flags_contended_points() -> None:
     a = {"sweep": pd.DataFrame([sweep_row()])}
-    b = {"sweep": pd.DataFrame([sweep_row(sweep_ms_median=2.8, us_per_active_job=2.8, hold_ms_max=9.0,
+    b = {"sweep": pd.DataFrame([sweep_row(sweep_ms_median=4.8, us_per_active_job=4.8, hold_ms_max=9.0,
                                           probe_max_us=9000, server_us=2500, round_trips=2)])}  # fmt: skip
     rows = compare_runs(a, b).rows.set_index("metric")["verdict"]
     assert rows["sweep_ms_median"] == "worse"
@@ -153,6 +153,18 @@ def test_compare_judges_only_metrics_with_spread_and_flags_contended_points() ->
     flagged = compare_runs(a, b).rows
     assert set(flagged["verdict"]) <= {"unstable", "same"}
     assert (flagged["note"] == "contended in B").all()
+
+
+def test_a_short_sweep_that_moved_by_under_2_ms_is_the_same_and_a_long_one_doubled_is_worse() -> None:
+    """Two real quiet smoke runs moved a 0.2 ms sweep to 0.42 ms and a 3.9 ms one to 2.1 ms."""
+    short = [sweep_row(active_size=10, sweep_ms_median=0.206, sweep_ms_stdev=0.02)]
+    moved = [sweep_row(active_size=10, sweep_ms_median=0.420, sweep_ms_stdev=0.1)]
+    rows = compare_runs({"sweep": pd.DataFrame(short)}, {"sweep": pd.DataFrame(moved)}).rows
+    assert rows.set_index("metric")["verdict"]["sweep_ms_median"] == "same"
+    long = [sweep_row(active_size=10_000, sweep_ms_median=20.0, sweep_ms_stdev=0.2)]
+    doubled = [sweep_row(active_size=10_000, sweep_ms_median=40.0, sweep_ms_stdev=0.4)]
+    rows = compare_runs({"sweep": pd.DataFrame(long)}, {"sweep": pd.DataFrame(doubled)}).rows
+    assert rows.set_index("metric")["verdict"]["sweep_ms_median"] == "worse"
 
 
 # ---- The hot path's script cost (script_cost.csv) ----------------------------------------

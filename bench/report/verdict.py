@@ -147,15 +147,19 @@ def verdict(
     exact: bool = False,
     contended: bool = False,
     beyond: float = BETWEEN_RUNS,
+    least: float = 0.0,
 ) -> str:
     """better | worse | same | unstable | no spread, by the rules of the module docstring;
-    ``beyond`` is the between-runs threshold of a measured metric (``claim_beyond``)."""
+    ``beyond`` is the between-runs threshold of a measured metric (``claim_beyond``), ``least``
+    the smallest change in the metric's own unit that is claimed at all."""
     if exact:  # a busy CPU does not change a count the code fixes
         return _by_threshold(a, b, higher_is_better, CLAIM_BEYOND)
     if contended:
         return "unstable"
     if not (a.has_spread and b.has_spread):
         return "same" if a.mean == b.mean else NO_SPREAD
+    if least and abs(a.mean - b.mean) <= least:
+        return "same"
     if apart(a, b) and abs(ratio(a.mean, b.mean) - 1) > beyond:
         return _by_threshold(a, b, higher_is_better, beyond)
     if any(cv is not None and cv > UNSTABLE_CV for cv in (a.cv, b.cv)):
