@@ -64,9 +64,8 @@ if os.fork() == 0:
     os._exit(0)
 time.sleep(60)
 """
-# A child that burns a fixed amount of its own CPU, whatever the machine's load, then exits.
 QUIET_DEADLINE_S = 5.0  # then skip: under `make test` the other pytest worker keeps the machine busy
-
+# A child that burns a fixed amount of its own CPU, whatever the machine's load, then exits.
 BURN = "import time\nwhile time.process_time() < {seconds}: pass\n"
 # A child that, for each line it reads, burns that many seconds of its own CPU and says when it
 # started and ended on the machine's monotonic clock (the clock a Locust window is timed on).
