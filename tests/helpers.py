@@ -96,4 +96,12 @@ def cpu_hog() -> Iterator[psutil.Process]:
         yield process
     finally:
         process.kill()
-        process.wait(timeout=10)
+        # Dead once a zombie: init reaps it in its own time (psutil's wait for it takes a second).
+        wait_until(lambda: not _running(process), timeout_s=10, what="the hog to die")
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

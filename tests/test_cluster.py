@@ -88,6 +88,7 @@ TINY_CLUSTER = {
     "sweep-sizes": 10,
     "sweep-reps": 1,
     "probe-rate-hz": 100,
+    "sweep-control-calls": 100,
     "race-variants": "atomic, app_side",
     "race-sweepers": 2,
     "race-jobs": 20,
@@ -108,7 +109,7 @@ def _tiny_cluster_profile(folder: Path, **keys: object) -> Path:
 @pytest.mark.slow
 @pytest.mark.timeout(120)  # four stages on three masters: past a minute on a loaded 2-core machine
 def test_every_stage_at_smoke_size_on_the_cluster(
-    tmp_path: Path, cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch, figures_undrawn: None
 ):
     monkeypatch.setenv("REDIS_URL", cluster.url)
     profile = load_profile(str(_tiny_cluster_profile(tmp_path)))

@@ -28,6 +28,7 @@ import redis
 from bench.harness.children import group_alive
 from bench.harness.server import EmbeddedRedis
 from bench.protocol.keys import QueueKeys
+from bench.report.cli import report_main
 from tests.helpers import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
@@ -180,15 +181,9 @@ class BenchRun:
 
 
 def report(run_dir: Path) -> str:
-    """`python -m bench report` on a run folder; the report.md it wrote."""
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "report", str(run_dir)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
+    """`echomq-bench report` on a run folder, in this process (its caller asks for
+    ``figures_undrawn``: the text is what is read); the report.md it wrote."""
+    assert report_main([str(run_dir)]) == 0
     return (run_dir / "report.md").read_text()
 
 
@@ -277,7 +272,7 @@ def test_sigkill_of_redis_ends_the_run_with_what_it_measured(tmp_path: Path, ser
 @pytest.mark.locust
 @pytest.mark.slow
 def test_a_restart_on_the_same_port_ends_the_run_and_the_audit_says_the_data_is_gone(
-    tmp_path: Path, server: EmbeddedRedis
+    tmp_path: Path, server: EmbeddedRedis, figures_undrawn: None
 ):
     run = BenchRun(tmp_path, tiny_profile(tmp_path, measure_s=30), server.url)
     run.wait_for_window()

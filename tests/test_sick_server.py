@@ -188,7 +188,9 @@ def test_the_estimate_passes_a_run_that_fits_and_refuses_one_that_does_not(full:
         client.close()
 
 
-def test_a_run_records_redis_memory_and_the_report_shows_its_peak(tmp_path: Path) -> None:
+def test_a_run_records_redis_memory_and_the_report_shows_its_peak(
+    tmp_path: Path, figures_undrawn: None
+) -> None:
     with EmbeddedRedis(extra_args=("--maxmemory", "500mb")) as server:
         keys = {"target_rate": 500, "raw_driver": "true"}  # estimated: (0.3 + 1 + 1) s x 500 jobs/s
         run = BenchRun(tmp_path, tiny_profile(tmp_path, measure_s=1, **keys), server.url)

@@ -9,10 +9,14 @@ against: what they cost beyond it is the harness.
 
 It runs at the point's workers, concurrency and strategy, always at rtt 0 and
 job-ms 0: a wait costs no CPU, and the reference is the client's cost alone.
+It drains for at most the point's measure-s (a slow point stops fetching then and
+finishes what it holds); the jobs it never fetched stay in wait, where the audit
+counts them.
 """
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from dataclasses import dataclass
@@ -24,18 +28,21 @@ from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import FinishRefused, Job, Producer, Queue, Worker
 from bench.protocol.spread import homes
 
-REFERENCE_JOBS = 4000  # jobs a reference point drains (about a second on a 2-core machine)
-REFERENCE_S = 2.0  # a reference point's adds, drain and audit, about (the run's ETA)
+# Jobs a reference point adds, a second of measure-s: a fast point drains them within the window,
+# a slow one stops at its end. Adding and auditing cost time too, so a short window adds fewer.
+REFERENCE_JOBS_PER_S = 3000
+REFERENCE_MIN_JOBS = 100
+REFERENCE_S = 0.5  # a reference point's adds and audit beyond its drain, about (the run's ETA)
 
 
 @dataclass(frozen=True)
 class Reference:
     """One reference point: what it drained, in how long, at what client and Redis CPU."""
 
-    jobs: int
+    jobs: int  # jobs drained (finished)
     jobs_per_s: float  # jobs / the drain's wall time (the adds before it not counted)
     cpu_us_per_job: float  # this process's CPU a job: its adds and its drain
-    fill_cpu_us_per_job: float  # of which the adds
+    fill_cpu_us_per_job: float  # of which the adds (their CPU over the jobs added)
     round_trips_per_job: float  # the workers' pipelines a job
     redis_cpu_pct: float  # Redis's CPU over the drain, % of one core
     audit_ok: bool
@@ -55,11 +62,15 @@ class Lockstep:
         self.free = concurrency  # slots that ask for a job this round
         self.held: list[Job] = []
         self.rounds = 0
+        self.closing = False  # past the deadline: finish what is held, fetch nothing more
 
     def round(self) -> int:
         """One pipeline: finish what is held, fetch for the free slots. Returns jobs finished."""
-        worker, fused = self.worker, self.strategy == "fused"
-        pipelined = self.strategy == "two_call_pipelined"
+        worker, fetching = self.worker, not self.closing
+        fused = self.strategy == "fused" and fetching
+        pipelined = self.strategy == "two_call_pipelined" and fetching
+        if self.closing:
+            self.free = 0
         pipe = self.queue.client.pipeline(transaction=False)
         tokens: list[str] = []
         for job in self.held:
@@ -85,7 +96,7 @@ class Lockstep:
         taken += [worker.read_job(_raised(next(replies)), token) for token in tokens]
         self.held = [job for job in taken if job is not None]
         # a slot whose job two_call finished asks next round; one that found no job stops
-        self.free = finished if self.strategy == "two_call" else 0
+        self.free = finished if self.strategy == "two_call" and fetching else 0
         return finished
 
 
@@ -95,8 +106,15 @@ def _raised(reply: Any) -> Any:
     return reply
 
 
-def run_reference(settings: RedisSettings, run: RunSettings, jobs: int = REFERENCE_JOBS) -> Reference:
-    """The reference at ``run``'s workers, concurrency and strategy, on a fresh queue deleted after."""
+def reference_jobs(measure_s: float) -> int:
+    """The jobs a reference point with a window of ``measure_s`` adds."""
+    return max(REFERENCE_MIN_JOBS, math.ceil(measure_s * REFERENCE_JOBS_PER_S))
+
+
+def run_reference(settings: RedisSettings, run: RunSettings, jobs: int | None = None) -> Reference:
+    """The reference at ``run``'s workers, concurrency and strategy, on a fresh queue deleted after;
+    ``jobs`` added (by default, as many as its window calls for)."""
+    jobs = reference_jobs(run.measure_s) if jobs is None else jobs
     name = f"ffref-{run.strategy}-{uuid.uuid4().hex[:10]}"
     clients: list[Client] = [settings.connect() for _ in range(run.workers + 1)]
     control = Queue.open(clients[0], name, protocol=run.protocol)
@@ -110,10 +128,13 @@ def run_reference(settings: RedisSettings, run: RunSettings, jobs: int = REFEREN
         run_ids = master_run_ids(control.client)
         redis_before = redis_cpu_seconds(control.client.info("cpu"))
         cpu, wall = time.process_time(), time.perf_counter()
+        deadline = wall + run.measure_s
         done, moving = 0, True
         while moving:
             moving = False
+            closing = time.perf_counter() >= deadline
             for loop in loops:
+                loop.closing = closing
                 if loop.held or loop.free:
                     done += loop.round()
                     moving = True
@@ -121,14 +142,17 @@ def run_reference(settings: RedisSettings, run: RunSettings, jobs: int = REFEREN
         drain_cpu = time.process_time() - cpu
         redis_s = redis_cpu_seconds(control.client.info("cpu")) - redis_before
         checked = audit_queues([control], issued_job_ids, run_ids, homes(control.client, [name]))
+        # every job added is finished or, never fetched, still waiting; none held, none twice
+        accounted = checked.counts.get("completed") == done and done + checked.counts.get("wait", 0) == jobs
+        fill_us = fill_cpu * 1e6 / jobs if jobs else 0.0
         return Reference(
             jobs=done,
             jobs_per_s=done / wall if wall else 0.0,
-            cpu_us_per_job=(fill_cpu + drain_cpu) * 1e6 / done if done else 0.0,
-            fill_cpu_us_per_job=fill_cpu * 1e6 / done if done else 0.0,
+            cpu_us_per_job=fill_us + drain_cpu * 1e6 / done if done else 0.0,
+            fill_cpu_us_per_job=fill_us,
             round_trips_per_job=sum(loop.rounds for loop in loops) / done if done else 0.0,
             redis_cpu_pct=100.0 * redis_s / wall if wall else 0.0,
-            audit_ok=checked.ok and done == jobs,
+            audit_ok=checked.ok and accounted,
             audit_verdict=checked.verdict,
         )
     finally:

@@ -104,7 +104,7 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
         rounds = len(strategies_at(opts, point)) * len(profile.protocols)
         steps += (window + RUN_OVERHEAD_S,) * (opts.repetitions * rounds)
         if opts.raw_driver:
-            steps += (window + RAW_OVERHEAD_S + REFERENCE_S,) * rounds
+            steps += (window + RAW_OVERHEAD_S + opts.measure_s + REFERENCE_S,) * rounds
     steps += (SCRIPT_COST_S_PER_PROTOCOL * len(profile.protocols) * opts.repetitions,)
     if opts.fidelity_calls > 0:
         probe = PROBE_WARMUP_S + PROBE_MEASURE_S + RUN_OVERHEAD_S
