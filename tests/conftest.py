@@ -5,6 +5,7 @@ Shared helpers (ids, wait_until) live in tests/helpers.py."""
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,11 @@ from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Queue
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+# A suite started in the background (`make test &`) has SIGINT ignored, and every run a test starts
+# would inherit that: the tests that press Ctrl-C on a run need it to arrive, as in a terminal.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # pytest-xdist's workers set COLUMNS=80; the suite reads COLUMNS as the reader's terminal, so a test
 # run in a worker would see tables and progress lines cut that a serial run sees whole.
