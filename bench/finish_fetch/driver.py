@@ -134,7 +134,7 @@ class WorkerDriver:
             wake = self.timers[0][0]
             if self.idle:
                 wake = min(wake, self.idle[0].idle_until)
-            time.sleep(max(0.0, wake - now))
+            self.pipe.sleep(max(0.0, wake - now))  # its connection's sleep: on time under Locust
             return
         self.meter.count("idle_waits")
         self.ready, self.idle = self.idle, []  # woken or not, the empty slots ask again

@@ -120,15 +120,19 @@ def run_steps(
 @dataclass(frozen=True)
 class LoadHooks:
     """What the load tool plugs into a run's connections: ``on_call`` hears every exchange
-    (Locust's request event), ``pause`` runs before each one on the wire (AutoPipeline's). The
-    raw driver plugs in neither."""
+    (Locust's request event), ``pause`` runs before each one on the wire (AutoPipeline's),
+    ``sleep`` makes each connection's sleep (its rtt and its worker's job-ms: Locust's wakes on
+    a timerfd, in_locust/sleep.py). The raw driver plugs in none: its threads' time.sleep."""
 
     on_call: OnCall | None = None
     pause: Callable[[bool], None] | None = None
+    sleep: Callable[[], Callable[[float], None]] | None = None
 
     def pipe(self, queue: Queue, rtt_ms: float, meter: Meter, role: str) -> AutoPipeline:
         """A connection of ``role`` (producer or worker): the simulated rtt, its exchanges counted."""
-        return AutoPipeline(queue, rtt_ms / 1000.0, pause=self.pause, on_flush=flush_counter(meter, role))
+        sleep = self.sleep() if self.sleep is not None else None
+        counter = flush_counter(meter, role)
+        return AutoPipeline(queue, rtt_ms / 1000.0, sleep=sleep, pause=self.pause, on_flush=counter)
 
     def timer(self, inner: Sender, meter: Meter) -> TimedSender:
         return TimedSender(inner, meter, self.on_call)

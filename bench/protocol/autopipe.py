@@ -108,6 +108,10 @@ class AutoPipeline:
         self.largest_flush = 0
         self._shas: dict[str, str] = {}
 
+    def sleep(self, seconds: float) -> None:
+        """Sleep as this connection's simulated network does (its caller's greenlet or thread)."""
+        (self._sleep or time.sleep)(seconds)
+
     @property
     def waiting(self) -> int:
         """Callers whose calls wait for the next exchange."""
