@@ -21,7 +21,7 @@ from bench.harness.cluster import EmbeddedCluster
 from bench.harness.profile import FinishFetchOptions
 from bench.protocol.commandstats import CLIENT_COMMANDS
 from bench.protocol.connection import RedisSettings
-from bench.protocol.queue import Queue
+from bench.protocol.queue import Job, Queue, job_payload
 from bench.results import RunIds
 from tests.test_finish_fetch import QUICK, _raw_settings
 
@@ -108,3 +108,18 @@ def test_the_per_master_lines_pair_a_master_with_the_repetitions_it_held_the_que
         ("127.0.0.1:2", "1", "3002", "122.0"),
         ("127.0.0.1:3", "1", "3003", "123.0"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("data", "enqueued"),
+    [
+        (job_payload(100, enqueued_us=1_733_000_000_123_456), 1_733_000_000_123_456),  # the fast read
+        ('{"pad": "xx", "t_us": 42}', 42),  # another layout: parsed
+        ('{"t_us": "soon", "pad": ""}', None),  # not a time: parsed, refused
+        ('{"t_us": 123}', 123),
+        ('{"t_us": 7.0}', 7),
+        ("not json", None),
+    ],
+)
+def test_a_jobs_enqueue_time_is_read_from_its_data(data: str, enqueued: int | None) -> None:
+    assert Job("1", {"data": data}, "token").enqueued_us == enqueued
