@@ -32,7 +32,7 @@ from bench.finish_fetch.driver import WorkerDriver
 from bench.finish_fetch.fidelity_probe import PROBE_LABEL, PROBE_SCRIPT
 from bench.finish_fetch.in_locust import hooks
 from bench.finish_fetch.in_locust.current import RECORDER
-from bench.finish_fetch.in_locust.sleep import timer_sleep
+from bench.finish_fetch.in_locust.sleep import timer_sleep, yield_if_overdue
 from bench.finish_fetch.in_locust.user import RedisUser
 from bench.finish_fetch.producer_loop import ProducerLoop
 from bench.finish_fetch.timed import LoadHooks, TimedSender, run_steps
@@ -79,7 +79,7 @@ def _pause(woken: bool) -> None:
 def _load_hooks(user: RedisUser) -> LoadHooks:
     """Locust's request event hears each of the user's exchanges; _pause runs before each; each
     connection sleeps (rtt, job-ms) on a timerfd of its own, as gevent's 1 ms tick would overpay."""
-    return LoadHooks(user.request_event, _pause, timer_sleep)
+    return LoadHooks(user.request_event, _pause, timer_sleep, yield_if_overdue)
 
 
 class ProducerUser(RedisUser):

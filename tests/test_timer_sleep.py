@@ -12,7 +12,7 @@ import pytest
 from gevent.hub import get_hub
 
 from bench.finish_fetch.in_locust import sleep as timer_module
-from bench.finish_fetch.in_locust.sleep import TimerSleep, timer_sleep
+from bench.finish_fetch.in_locust.sleep import TimerSleep, timer_sleep, yield_if_overdue
 
 
 @pytest.fixture(autouse=True)
@@ -71,3 +71,26 @@ def test_without_a_timerfd_the_sleep_is_gevents(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(timer_module.ctypes, "CDLL", NoTimerfd)
     assert timer_sleep() is gevent.sleep
+
+
+def test_a_busy_greenlet_lets_one_whose_sleep_is_over_run_before_it_finishes() -> None:
+    events: list[str] = []
+    sleep = TimerSleep()
+
+    def sleeper() -> None:
+        sleep(0.001)
+        events.append("woke")
+
+    def busy() -> None:  # a worker's long round: it never waits on I/O, it only checks
+        for _ in range(200):
+            spin_until = time.monotonic() + 0.00025
+            while time.monotonic() < spin_until:
+                pass
+            yield_if_overdue()
+        events.append("round done")
+
+    try:
+        gevent.joinall([gevent.spawn(sleeper), gevent.spawn(busy)])
+    finally:
+        sleep.close()
+    assert events == ["woke", "round done"]  # without the check the sleeper waits for the round

@@ -87,6 +87,7 @@ class WorkerDriver:
         self.pipe: AutoPipeline = hooks.pipe(queue, run.rtt_ms, meter, "worker")
         self.sender: Sender = self.pipe
         self.on_call = hooks.on_call
+        self.overdue = hooks.overdue
         # its calls are built by the Worker; its marker wait goes through the one connection
         self.worker = Worker(queue, run.strategy, sender=self.sender)  # type: ignore[arg-type]
         self.strategy = run.strategy
@@ -180,7 +181,10 @@ class WorkerDriver:
         self._timed(calls, label, started, None, parts)
         finished_us = now_us()
         started_jobs = 0
+        overdue = self.overdue
         for part in parts:
+            if overdue is not None:
+                overdue()  # another connection's wait may be over: its exchange before our work
             try:
                 started_jobs += self._settle(part, replies[part.at : part.at + part.calls], back, finished_us)
             except Exception as exc:  # a refused call: counted; the slot holds what it was left

@@ -122,11 +122,14 @@ class LoadHooks:
     """What the load tool plugs into a run's connections: ``on_call`` hears every exchange
     (Locust's request event), ``pause`` runs before each one on the wire (AutoPipeline's),
     ``sleep`` makes each connection's sleep (its rtt and its worker's job-ms: Locust's wakes on
-    a timerfd, in_locust/sleep.py). The raw driver plugs in none: its threads' time.sleep."""
+    a timerfd, in_locust/sleep.py), ``overdue`` runs between a round's jobs (Locust's lets a
+    greenlet whose sleep is over go first). The raw driver plugs in none: its threads'
+    time.sleep, and the interpreter's own switching."""
 
     on_call: OnCall | None = None
     pause: Callable[[bool], None] | None = None
     sleep: Callable[[], Callable[[float], None]] | None = None
+    overdue: Callable[[], None] | None = None
 
     def pipe(self, queue: Queue, rtt_ms: float, meter: Meter, role: str) -> AutoPipeline:
         """A connection of ``role`` (producer or worker): the simulated rtt, its exchanges counted."""

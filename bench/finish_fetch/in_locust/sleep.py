@@ -11,12 +11,18 @@ sleep is gevent's.
 
 One sleep a connection: a timerfd has one deadline, so two greenlets must not share
 one (a connection's exchanges and its worker's job-ms waits are one greenlet's).
+
+A timer that fires while another greenlet works still waits for it to yield: a
+worker's round of 8 jobs is about 0.6 ms of CPU here. So a round checks, between
+its jobs, whether a sleep's deadline has passed (``yield_if_overdue``), and lets
+that greenlet go first when one has.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import time
 from collections.abc import Callable
 
 import gevent
@@ -49,6 +55,7 @@ class TimerSleep:
         self._hub = get_hub()
         self._watcher = self._hub.loop.io(fd, READ)
         self._spec = _Itimerspec()
+        self.deadline = 0.0
 
     def __call__(self, seconds: float) -> None:
         if seconds <= 0:
@@ -56,18 +63,34 @@ class TimerSleep:
             return
         nanoseconds = max(1, int(seconds * 1e9))  # an it_value of 0 would disarm the timer
         self._spec.it_value.tv_sec, self._spec.it_value.tv_nsec = divmod(nanoseconds, 1_000_000_000)
+        self.deadline = time.monotonic() + seconds  # the timerfd's clock (CLOCK_MONOTONIC)
         if self._settime(self.fd, 0, ctypes.byref(self._spec), None) != 0:
             raise OSError(ctypes.get_errno(), "timerfd_settime failed")
-        while True:  # arming it again reset the count of expirations: a read means this deadline
-            self._hub.wait(self._watcher)
-            try:
-                os.read(self.fd, 8)
-                return
-            except BlockingIOError:
-                continue
+        _SLEEPING.append(self)
+        try:
+            while True:  # arming it again reset the count of expirations: a read means this deadline
+                self._hub.wait(self._watcher)
+                try:
+                    os.read(self.fd, 8)
+                    return
+                except BlockingIOError:
+                    continue
+        finally:
+            _SLEEPING.remove(self)
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+_SLEEPING: list[TimerSleep] = []  # the sleeps waiting now (one a connection: a few)
+
+
+def yield_if_overdue() -> None:
+    """Let a greenlet whose sleep is over run now, rather than after this one's work."""
+    if _SLEEPING:
+        now = time.monotonic()
+        if any(sleep.deadline <= now for sleep in _SLEEPING):
+            gevent.sleep(0)
 
 
 def timer_sleep() -> Callable[[float], None]:
