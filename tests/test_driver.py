@@ -4,6 +4,8 @@ timestamps only, against the real redis-server."""
 
 from __future__ import annotations
 
+import ctypes
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -13,6 +15,7 @@ import pytest
 
 from bench.finish_fetch.driver import WorkerDriver
 from bench.finish_fetch.loadstats import Recorder, RunSettings
+from bench.finish_fetch.timed import TIMER_SLACK_NS, run_steps
 from bench.protocol.base import ScriptCall
 from bench.protocol.queue import STRATEGIES, Call, Producer, Queue, Sender
 
@@ -141,3 +144,20 @@ def test_the_simulated_rtt_is_paid_once_an_exchange_however_many_calls_it_carrie
     counters = recorder.peek()[1]
     assert counters["rtt_sleeps"] == counters["worker_round_trips"] == len(watch.rounds)
     assert counters["rtt_slept_us"] >= 0.99 * rtt_ms * 1000 * counters["rtt_sleeps"]  # never short
+
+
+PR_GET_TIMERSLACK = 30
+
+
+def test_a_loop_s_thread_sleeps_without_linux_s_timer_slack() -> None:
+    # Linux's default 50 µs slack would add 5% to each simulated 1 ms round trip.
+    slack: list[int] = []
+
+    def loop() -> None:
+        run_steps(lambda: None, Recorder(), lambda: True)  # stops before its first step
+        slack.append(ctypes.CDLL(None).prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0))
+
+    thread = threading.Thread(target=loop)
+    thread.start()
+    thread.join()
+    assert slack == [TIMER_SLACK_NS]

@@ -7,6 +7,9 @@ Both drivers (Locust's users and the raw driver's threads) send through a
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -95,6 +98,19 @@ class TimedSender:
 RECONNECT_BACKOFF_S = 0.05  # after a connection error a loop pauses this long (a refused connect is instant)
 
 
+PR_SET_TIMERSLACK = 29
+TIMER_SLACK_NS = 1
+
+
+def tight_timer_slack() -> None:
+    """This thread's sleeps end at their deadline: Linux lets a sleep run up to 50 µs late by
+    default (its timer slack), 5% of a simulated 1 ms round trip (on this suite's VM a 1 ms
+    time.sleep took 1.134 ms with it, 1.076 ms without). Elsewhere, nothing changes."""
+    if sys.platform == "linux":
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).prctl(PR_SET_TIMERSLACK, TIMER_SLACK_NS, 0, 0, 0)
+
+
 def run_steps(
     step: Callable[[], None],
     meter: Meter,
@@ -106,6 +122,7 @@ def run_steps(
 
     Nothing is re-sent: a step that failed starts over (a job whose finish failed stays
     active, as a crashed worker's would, and the audit counts it there)."""
+    tight_timer_slack()
     while not stopping():
         try:
             step()
