@@ -443,7 +443,7 @@ def test_a_limited_pass_spans_calls_and_reclaims_in_the_next_pass_oldest_first(c
 # What it costs.
 
 
-def test_the_hot_path_price_is_one_zadd_and_one_zrem_a_cycle_and_one_zadd_an_extend(client: Client):
+def test_the_hot_path_script_cost_is_one_zadd_and_one_zrem_a_cycle_and_one_zadd_an_extend(client: Client):
     base = cycle_commands(measure_phases(client, 10, "echomq"))
     deadline = cycle_commands(measure_phases(client, 10, "echomq-deadline"))
     assert command_difference(base["fused cycle"], deadline["fused cycle"]) == {"zadd": 1, "zrem": 1}

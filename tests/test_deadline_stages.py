@@ -109,7 +109,7 @@ def test_the_race_stage_runs_the_deadline_sweep_at_zero_anomalies(tmp_path: Path
         assert [row[k] for k in ANOMALIES] == ["0", "0", "0", "0"], row
 
 
-def test_the_hot_path_price_counts_the_index_writes_against_echomq_in_one_run(
+def test_the_hot_path_script_cost_counts_the_index_writes_against_echomq_in_one_run(
     tmp_path: Path, settings, redis_server: EmbeddedRedis
 ):
     server = ServerInfo(redis_server.url, redis_server.source, redis_server.binary, redis_server.version())
