@@ -7,9 +7,6 @@ Both drivers (Locust's users and the raw driver's threads) send through a
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,6 +15,7 @@ from typing import Any, Protocol
 import redis
 
 from bench.finish_fetch.loadstats import ERROR_PREFIX, FOLLOWED_PREFIX, error_kind
+from bench.harness.children import prctl
 from bench.protocol.autopipe import AutoPipeline, Flush
 from bench.protocol.queue import FINISH_LABELS, Call, Queue, Sender, now_us
 
@@ -106,9 +104,7 @@ def tight_timer_slack() -> None:
     """This thread's sleeps end at their deadline: Linux lets a sleep run up to 50 µs late by
     default (its timer slack), 5% of a simulated 1 ms round trip (on this suite's VM a 1 ms
     time.sleep took 1.134 ms with it, 1.076 ms without). Elsewhere, nothing changes."""
-    if sys.platform == "linux":
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None).prctl(PR_SET_TIMERSLACK, TIMER_SLACK_NS, 0, 0, 0)
+    prctl(PR_SET_TIMERSLACK, TIMER_SLACK_NS)
 
 
 def run_steps(

@@ -22,11 +22,16 @@ from typing import Any
 PR_SET_PDEATHSIG = 1
 
 
+def prctl(option: int, value: int) -> None:
+    """Linux's prctl(2) for this thread (or process); elsewhere, or refused, nothing happens."""
+    if sys.platform == "linux":
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).prctl(option, value, 0, 0, 0)
+
+
 def _die_with_parent() -> None:
     """In the child, before exec: SIGTERM when the parent dies (Linux only)."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def spawn(command: list[str], **popen: Any) -> subprocess.Popen[Any]:
