@@ -80,9 +80,13 @@ def test_the_stage_runs_every_strategy_and_writes_every_file(
         # the reference at the same point: its own queue drained, audited, beside the drivers
         reference = json.loads((tmp_path / RAW_DIR / f"{suffix}_reference.json").read_text())
         assert reference["audit_ok"] and 0 < reference["jobs"] <= reference_jobs(QUICK.measure_s)
-    # one job in flight a worker: a pipeline a job fused, two two_call (first fetches aside)
+    # one job in flight a worker: a pipeline a job fused, two two_call, and each worker's first
+    # fetch (counted, not a share: a loaded machine drains fewer jobs in the reference's window)
     for strategy, trips in (("fused", 1), ("two_call", 2), ("two_call_pipelined", 1)):
-        assert abs(float(rows[strategy]["reference_round_trips_per_job"]) - trips) < 0.01, rows[strategy]
+        reference = json.loads((tmp_path / RAW_DIR / f"{strategy}-w2-rtt0_reference.json").read_text())
+        pipelines = round(reference["round_trips_per_job"] * reference["jobs"])
+        assert trips * reference["jobs"] <= pipelines <= trips * reference["jobs"] + 2, reference
+        assert float(rows[strategy]["reference_round_trips_per_job"]) > 0
         assert float(rows[strategy]["raw_reference_cpu_ratio"]) > 0
     with (tmp_path / "script_cost.csv").open() as handle:  # the hot path's script cost, scripts alone
         costs = {row["step"]: row for row in csv.DictReader(handle)}
