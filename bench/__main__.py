@@ -16,11 +16,15 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "report": ("bench.report.cli", "report_main", "write report.md and plots for a run"),
     "compare": ("bench.report.cli", "compare_main", "compare two runs metric by metric"),
     "runs": ("bench.report.cli", "runs_main", "list the runs in results/"),
-    "sweep": ("bench.sweep_cost.stage", "main", "the sweep-cost benchmark alone (pyperf)"),
-    "race": ("bench.race.stage", "main", "the race audit alone"),
-    "finish-fetch": ("bench.finish_fetch.stage", "main", "finish-then-fetch alone (Locust)"),
-    "bullmq-worker": ("bench.bullmq_worker.stage", "main", "BullMQ's own workers alone"),
-    "script-cost": ("bench.script_cost", "main", "Redis µs per call of each script, small queue"),
+    "sweep": ("bench.stages.sweep.stage", "main", "the sweep-cost benchmark alone (pyperf)"),
+    "race": ("bench.stages.race.stage", "main", "the race audit alone"),
+    "finish-fetch": ("bench.stages.finish_fetch.stage", "main", "finish-then-fetch alone (Locust)"),
+    "bullmq-worker": ("bench.stages.bullmq_worker.stage", "main", "BullMQ's own workers alone"),
+    "script-cost": (
+        "bench.stages.script_cost.stage",
+        "main",
+        "Redis µs per call of each script, small queue",
+    ),
     "publish": ("bench.report.cli", "publish_main", "copy a run into docs/results/; --page: the page"),
 }
 

@@ -28,18 +28,18 @@ if find_spec("bench") is None:  # run from a checkout that is not installed
 import gevent
 from locust import task
 
-from bench.finish_fetch.driver import WorkerDriver
-from bench.finish_fetch.fidelity_probe import PROBE_LABEL, PROBE_SCRIPT
-from bench.finish_fetch.in_locust import hooks
-from bench.finish_fetch.in_locust.current import RECORDER
-from bench.finish_fetch.in_locust.sleep import timer_sleep, yield_if_overdue
-from bench.finish_fetch.in_locust.user import RedisUser
-from bench.finish_fetch.producer_loop import ProducerLoop
-from bench.finish_fetch.timed import LoadHooks, TimedSender, run_steps
 from bench.protocol.autopipe import AutoPipeline
 from bench.protocol.queue import Command
+from bench.stages.finish_fetch.driver import WorkerDriver
+from bench.stages.finish_fetch.fidelity_probe import PROBE_LABEL, PROBE_SCRIPT
+from bench.stages.finish_fetch.in_locust import hooks
+from bench.stages.finish_fetch.in_locust.current import RECORDER
+from bench.stages.finish_fetch.in_locust.sleep import timer_sleep, yield_if_overdue
+from bench.stages.finish_fetch.in_locust.user import RedisUser
+from bench.stages.finish_fetch.producer_loop import ProducerLoop
+from bench.stages.finish_fetch.timed import LoadHooks, TimedSender, run_steps
 
-hooks.install()  # the options, the user counts, the measured window (bench/finish_fetch/)
+hooks.install()  # the options, the user counts, the measured window (bench/stages/finish_fetch/)
 
 
 def _running() -> bool:

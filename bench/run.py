@@ -13,7 +13,7 @@ from bench.harness.context import RunContext
 from bench.harness.profile import STAGES, Profile, load_profile
 from bench.harness.progress import Progress, StagePlan
 from bench.harness.run_folder import add_quiet_machine, mark_complete, open_run
-from bench.results import RESULTS_DIR
+from bench.results.files import RESULTS_DIR
 
 
 class Stage(Protocol):
@@ -25,10 +25,11 @@ class Stage(Protocol):
 
 
 STAGE_MODULES = {
-    "finish_fetch": "bench.finish_fetch.stage",
-    "bullmq_worker": "bench.bullmq_worker.stage",
-    "sweep": "bench.sweep_cost.stage",
-    "race": "bench.race.stage",
+    "finish_fetch": "bench.stages.finish_fetch.stage",
+    "script_cost": "bench.stages.script_cost.stage",
+    "bullmq_worker": "bench.stages.bullmq_worker.stage",
+    "sweep": "bench.stages.sweep.stage",
+    "race": "bench.stages.race.stage",
 }
 
 

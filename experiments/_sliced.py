@@ -12,7 +12,7 @@ from bench.harness.server import EmbeddedRedis
 from bench.protocol.connection import Client, CountingRedis, RedisSettings
 from bench.protocol.queue import Queue
 from bench.protocol.sweep import Sweeper
-from bench.sweep_cost.scenario import ScenarioQueue
+from bench.stages.sweep.scenario import ScenarioQueue
 
 
 @contextmanager

@@ -12,7 +12,7 @@ from bench.protocol.commandstats import CommandStats
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Queue, now_ms
 from bench.protocol.scripts import script_source
-from bench.sweep_cost.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_share
+from bench.stages.sweep.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_share
 
 base = script_source("moveStalledJobsToWaitDeadline-8.lua")
 # Each cut returns early at one point of the one-call path (no limit): the cost up to there.

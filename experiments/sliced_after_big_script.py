@@ -14,7 +14,7 @@ from dataclasses import asdict
 from _sliced import sliced_experiment, sliced_pass
 
 from bench.protocol.sweep import make_sweeper
-from bench.sweep_cost.scenario import stalled_share
+from bench.stages.sweep.scenario import stalled_share
 
 with sliced_experiment("sliced_after_big_script") as (exp, client, q, sc):
     size = int(exp.args[0])

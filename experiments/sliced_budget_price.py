@@ -12,7 +12,7 @@ from _sliced import sliced_experiment
 from bench.protocol.commandstats import CommandStats
 from bench.protocol.lua_gc import collect_lua_garbage
 from bench.protocol.sweep import AtomicSlicedSweeper
-from bench.sweep_cost.scenario import BENCH_MAX_STALLED, stalled_share
+from bench.stages.sweep.scenario import BENCH_MAX_STALLED, stalled_share
 
 with sliced_experiment("sliced_budget_price") as (exp, client, q, sc):
     size = int(exp.args[0])

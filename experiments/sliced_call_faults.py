@@ -14,7 +14,7 @@ from _sliced import logged_script_calls, sliced_experiment
 
 from bench.protocol.lua_gc import collect_lua_garbage
 from bench.protocol.sweep import AtomicSlicedSweeper, make_sweeper
-from bench.sweep_cost.scenario import stalled_share
+from bench.stages.sweep.scenario import stalled_share
 
 
 def faults(pid: int) -> int:

@@ -11,7 +11,7 @@ from dataclasses import asdict
 from _sliced import sliced_experiment, sliced_pass
 
 from bench.protocol.sweep import make_sweeper
-from bench.sweep_cost.scenario import LOCK_MS, LOCK_TOKEN, stalled_share
+from bench.stages.sweep.scenario import LOCK_MS, LOCK_TOKEN, stalled_share
 
 with sliced_experiment("sliced_passes") as (exp, client, q, sc):
     size, scenario = int(exp.args[0]), exp.args[1]

@@ -13,7 +13,7 @@ from _sliced import logged_script_calls, sliced_experiment
 
 from bench.protocol.lua_gc import collect_lua_garbage
 from bench.protocol.sweep import make_sweeper
-from bench.sweep_cost.scenario import stalled_share
+from bench.stages.sweep.scenario import stalled_share
 
 with sliced_experiment("sliced_stalled_calls") as (exp, client, q, sc):
     size = int(exp.args[0])

@@ -120,7 +120,10 @@ def test_a_tls_url_at_a_plain_server_says_so_in_one_line(tmp_path: Path, server:
         (["sweep", "--variants", "atomic,sideways"], ("unknown sweep variant 'sideways'", "atomic_sliced")),
         (["sweep", "--scenarios", "odd"], ("unknown sweep scenario 'odd'", "all_stalled")),
         (["race", "--variants", "sideways"], ("unknown race variant 'sideways'", "app_side")),
-        (["run", "--stages", "finish_fetch,nap"], ("unknown stage 'nap'", "finish_fetch, sweep, race")),
+        (
+            ["run", "--stages", "finish_fetch,nap"],
+            ("unknown stage 'nap'", "finish_fetch, script_cost, sweep"),
+        ),
     ],
 )
 def test_an_unknown_variant_or_stage_is_one_line_before_any_server_or_folder(

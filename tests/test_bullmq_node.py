@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 
 from bench.__main__ import main as bench_main
-from bench.bullmq_worker import node
-from bench.bullmq_worker.driver import URL_ENV, WINDOW_FROM
-from bench.bullmq_worker.node import NodePeer, find_peer
-from bench.bullmq_worker.plan import NODE_DRIVERS
 from bench.paths import REPO
 from bench.protocol.audit import audit
 from bench.protocol.commandstats import CLIENT_COMMANDS, CommandStats
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Queue
+from bench.stages.bullmq_worker import node
+from bench.stages.bullmq_worker.driver import URL_ENV, WINDOW_FROM
+from bench.stages.bullmq_worker.node import NodePeer, find_peer
+from bench.stages.bullmq_worker.plan import NODE_DRIVERS
 
 CONTRACT = {"driver", "concurrency", "jobs", "duration_s", "cpu_s", "calls", "usec", "errors", "scripts"}
 
@@ -229,8 +229,8 @@ def test_the_report_says_why_the_node_rows_are_absent_or_which_scripts_node_sent
 
 
 def test_a_runs_jobs_are_sized_from_its_last_rate_so_the_window_lasts():
-    from bench.bullmq_worker.plan import MAX_JOBS, Run, jobs_for, runs_of, short_window
     from bench.harness.profile import BullmqWorkerOptions
+    from bench.stages.bullmq_worker.plan import MAX_JOBS, Run, jobs_for, runs_of, short_window
 
     options = BullmqWorkerOptions(bullmq_worker_concurrency=(1, 8), bullmq_worker_jobs=3000)
     assert jobs_for(options, None) == 3000  # no rate yet: the profile's jobs

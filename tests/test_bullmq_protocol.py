@@ -27,9 +27,9 @@ from bench.protocol.bullmq_package import REQUIRED_VERSION, require_bullmq
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Producer, Queue, Worker, WorkerOptions
 from bench.protocol.sweep import make_sweeper
-from bench.race.count import count_anomalies, read_state
-from bench.race.plan import RaceSetting
-from bench.race.trial import run_once, stall_jobs
+from bench.stages.race.count import count_anomalies, read_state
+from bench.stages.race.plan import RaceSetting
+from bench.stages.race.trial import run_once, stall_jobs
 from tests.helpers import race_anomalies
 
 pytestmark = pytest.mark.protocol

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from bench.__main__ import main as bench_main
-from bench.bullmq_worker.node import NodePeer, find_peer
-from bench.bullmq_worker.plan import NODE_DRIVERS
 from bench.errors import BenchError
 from bench.harness.profile import Profile, SweepOptions
 from bench.protocol.bullmq_package import REQUIRED_VERSION
-from bench.race.plan import RacePlan
-from bench.results import RACE_COLUMNS, SWEEP_COST_COLUMNS
-from bench.sweep_cost.plan import plan
-from bench.sweep_cost.stage import check_profile
+from bench.results.rows import RACE_COLUMNS, SWEEP_COST_COLUMNS
+from bench.stages.bullmq_worker.node import NodePeer, find_peer
+from bench.stages.bullmq_worker.plan import NODE_DRIVERS
+from bench.stages.race.plan import RacePlan
+from bench.stages.sweep.plan import plan
+from bench.stages.sweep.stage import check_profile
 
 
 def rows_of(path: Path) -> list[dict[str, str]]:
@@ -159,10 +159,10 @@ def test_the_bullmq_worker_stage_is_skipped_without_bullmq(tmp_path: Path, setti
 def test_finish_fetch_alternates_the_protocols_and_audits_bullmqs_queue(
     tmp_path: Path, settings, redis_server, capsys
 ):
-    from bench.finish_fetch.stage import run_stage
     from bench.harness.context import RunContext
     from bench.harness.profile import FinishFetchOptions
     from bench.harness.server import ServerInfo
+    from bench.stages.finish_fetch.stage import run_stage
 
     quick = FinishFetchOptions(
         strategies=("fused", "two_call"),

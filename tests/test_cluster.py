@@ -114,7 +114,7 @@ def test_every_stage_at_smoke_size_on_the_cluster(
     monkeypatch.setenv("REDIS_URL", cluster.url)
     profile = load_profile(str(_tiny_cluster_profile(tmp_path)))
     results = tmp_path / "results"
-    assert execute(profile, ("finish_fetch", "sweep", "race", "report"), results) == 0
+    assert execute(profile, ("finish_fetch", "script_cost", "sweep", "race", "report"), results) == 0
     (run_dir,) = results.iterdir()
     finish = pd.read_csv(run_dir / "finish_fetch.csv")
     assert finish["audit_ok"].all() and (finish["jobs"] > 0).all()

@@ -43,7 +43,7 @@ from bench.report.compare.metrics import STAGE_METRICS, compare_runs
 from bench.report.load import OPTIONAL_FILES, STAGE_FILES, load_run
 from bench.report.verdict import BETWEEN_RUNS, Sample, claim_beyond, significant, t_critical, verdict
 
-STAGES = "finish_fetch,sweep,race"  # the report stage adds nothing to compare
+STAGES = "finish_fetch,script_cost,sweep,race"  # the report stage adds nothing to compare
 FIXTURES = Path(__file__).parent / "data"
 
 

@@ -25,15 +25,15 @@ import psutil
 import pytest
 
 from bench.__main__ import main as bench_main
-from bench.finish_fetch.locust_run import run_once
-from bench.finish_fetch.plan import Point
 from bench.harness import run_folder
 from bench.harness.machine import FOREIGN_LIMIT_PCT, STEAL_LIMIT_PCT, MachineSample, check_machine
 from bench.harness.profile import FinishFetchOptions
 from bench.harness.server import EmbeddedRedis
 from bench.protocol.connection import RedisSettings
-from bench.race.plan import RacePlan
-from bench.race.stage import run_plan
+from bench.stages.finish_fetch.locust_run import run_once
+from bench.stages.finish_fetch.plan import Point
+from bench.stages.race.plan import RacePlan
+from bench.stages.race.stage import run_plan
 from tests.helpers import check_naming, cpu_hog
 
 HOG_AT_LEAST = 50.0  # % of a core: the hog's one core, less what a loaded machine takes from it

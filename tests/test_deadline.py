@@ -25,8 +25,8 @@ from bench.protocol.deadline import (
     lapse_locks,
     pass_key,
 )
+from bench.protocol.phases import command_difference, cycle_commands, measure_phases
 from bench.protocol.queue import Job, Producer, Queue, Worker, WorkerOptions, now_ms
-from bench.protocol.script_cost import command_difference, cycle_commands, measure_phases
 from bench.protocol.scripts import numkeys, script_source
 from bench.protocol.sweep import AtomicSweeper
 from tests.helpers import ids, wait_until

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from bench.__main__ import main as bench_main
-from bench.finish_fetch.script_cost import script_cost_rows
 from bench.harness.context import RunContext
 from bench.harness.profile import Profile
 from bench.harness.server import SLOWLOG_THRESHOLD_US, EmbeddedRedis, ServerInfo
@@ -18,10 +17,11 @@ from bench.protocol.deadline import full_pass_key
 from bench.protocol.queue import Queue
 from bench.protocol.sweep import AtomicSweeper
 from bench.report.sections.script_cost import script_cost_lines, script_cost_table
-from bench.results import row_dict
-from bench.sweep_cost.plan import Point
-from bench.sweep_cost.rows import load_side
-from bench.sweep_cost.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_count, stalled_share
+from bench.results.rows import row_dict
+from bench.stages.script_cost.rows import script_cost_rows
+from bench.stages.sweep.plan import Point
+from bench.stages.sweep.rows import load_side
+from bench.stages.sweep.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_count, stalled_share
 
 DEADLINE = "echomq-deadline"
 ANOMALIES = ("double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations")

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from bench import hdr
-from bench.finish_fetch.loadstats import issued_job_ids
-from bench.finish_fetch.locust_run import _free_port
 from bench.harness.cluster import EmbeddedCluster
 from bench.paths import LOCUSTFILE, REPO
 from bench.protocol.audit import audit_queues, master_run_ids
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Queue
 from bench.protocol.spread import homes, queue_names
+from bench.results import hdr
+from bench.stages.finish_fetch.loadstats import issued_job_ids
+from bench.stages.finish_fetch.locust_run import _free_port
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.cluster, pytest.mark.locust]
 END_DEADLINE_S = 90.0  # three Python + Locust starts on a busy 2-core machine, then the window

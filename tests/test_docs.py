@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import results
 from bench.paths import REPO
+from bench.results import rows as results
 
 PAGES = sorted([REPO / "README.md", *(REPO / "docs").rglob("*.md")])
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")

@@ -1,4 +1,4 @@
-"""The worker driver (bench/finish_fetch/driver.py): a worker's jobs in flight driven in rounds,
+"""The worker driver (bench/stages/finish_fetch/driver.py): a worker's jobs in flight driven in rounds,
 each round one exchange carrying exactly the calls of the jobs that are ready. Counts and
 timestamps only, against the real redis-server."""
 
@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from bench.finish_fetch.driver import WorkerDriver
-from bench.finish_fetch.loadstats import Recorder, RunSettings
-from bench.finish_fetch.timed import TIMER_SLACK_NS, run_steps
 from bench.protocol.base import ScriptCall
 from bench.protocol.queue import STRATEGIES, Call, Producer, Queue, Sender
+from bench.stages.finish_fetch.driver import WorkerDriver
+from bench.stages.finish_fetch.loadstats import Recorder, RunSettings
+from bench.stages.finish_fetch.timed import TIMER_SLACK_NS, run_steps
 
 IN_FLIGHT = 4
 JOBS = 40

@@ -1,4 +1,4 @@
-"""The driver goals (bench/finish_fetch_goals.py) judged over finish_fetch rows, and the Redis-bound
+"""The driver goals (bench/results/finish_fetch_goals.py) judged over finish_fetch rows, and the Redis-bound
 point they judge: verdicts and points only."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from bench.finish_fetch.locust_run import Point
-from bench.finish_fetch.stage import points_of, strategies_at
-from bench.finish_fetch_goals import MET, MISSED, NOT_MEASURED, judge
 from bench.harness.profile import FinishFetchOptions
+from bench.results.finish_fetch_goals import MET, MISSED, NOT_MEASURED, judge
+from bench.stages.finish_fetch.locust_run import Point
+from bench.stages.finish_fetch.stage import points_of, strategies_at
 
 
 def _row(**values: Any) -> dict[str, Any]:

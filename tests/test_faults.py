@@ -469,7 +469,7 @@ def wait_for_sweep_processes(run: BenchRun) -> None:
         found = 0
         for pid in descendants(run.process.pid):
             try:
-                found += b"bench.sweep_cost.pyperf_program" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                found += b"bench.stages.sweep.pyperf_program" in Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue
         return found
@@ -509,7 +509,7 @@ def test_ctrl_c_during_the_sweep_stage_stops_pyperf_its_worker_and_the_probe(tmp
 SWEEPER_WITH_A_PROBE = """
 import sys, time
 from bench.protocol.connection import RedisSettings
-from bench.sweep_cost.probe import Probe
+from bench.stages.sweep.probe import Probe
 probe = Probe(RedisSettings.from_url(sys.argv[1]), 100).start()
 probe.begin()
 print(probe._process.pid, flush=True)

@@ -1,4 +1,4 @@
-"""bench.fits: the slopes and paired ratios the stages print and the report shows."""
+"""bench.results.fits: the slopes and paired ratios the stages print and the report shows."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.fits import headline_ratio, loglog_fit, paired_ratio, pairs_by_rep
 from bench.report.render import write_report
+from bench.results.fits import headline_ratio, loglog_fit, paired_ratio, pairs_by_rep
 from tests.data.make_fixtures import RUN_A
 
 DATA = Path(__file__).parent / "data"

@@ -7,9 +7,9 @@ import pytest
 from bench.errors import BenchError
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import RaceOptions, load_profile
-from bench.race.plan import RacePlan
-from bench.race.stage import FLAGS as RACE_FLAGS
-from bench.sweep_cost.stage import FLAGS as SWEEP_FLAGS
+from bench.stages.race.plan import RacePlan
+from bench.stages.race.stage import FLAGS as RACE_FLAGS
+from bench.stages.sweep.stage import FLAGS as SWEEP_FLAGS
 
 
 def test_each_key_of_the_section_is_a_flag_without_the_section_prefix():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.finish_fetch.pace import LATENCY, PaceInputs, limit, redis_ceiling, shares
+from bench.stages.finish_fetch.pace import LATENCY, PaceInputs, limit, redis_ceiling, shares
 
 
 def inputs(**changes: object) -> PaceInputs:

@@ -12,11 +12,12 @@ import pytest
 from matplotlib.artist import Artist
 from matplotlib.figure import Figure
 
-from bench.hdr import new_histogram, record_us
 from bench.report.plots.latency import latency_percentiles
 from bench.report.plots.style import figure_title
 from bench.report.render import write_report
-from bench.results import FINISH_FETCH_COLUMNS, write_csv
+from bench.results.files import write_csv
+from bench.results.hdr import new_histogram, record_us
+from bench.results.rows import FINISH_FETCH_COLUMNS
 from tests.data.make_fixtures import RUN_A, write_concurrency_run
 from tests.test_report_protocols import write_run
 

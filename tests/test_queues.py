@@ -10,19 +10,19 @@ from pathlib import Path
 import pytest
 
 from bench.errors import BenchError
-from bench.finish_fetch.locust_run import run_once
-from bench.finish_fetch.plan import Point
-from bench.finish_fetch.raw import run_raw
-from bench.finish_fetch.rows import queue_rows, shard_rows
-from bench.finish_fetch.seats import seated
-from bench.finish_fetch.summary import RunSummary
-from bench.finish_fetch.table import shard_table
 from bench.harness.cluster import EmbeddedCluster
 from bench.harness.profile import FinishFetchOptions
 from bench.protocol.commandstats import CLIENT_COMMANDS
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Job, Queue, job_payload
-from bench.results import RunIds
+from bench.results.rows import RunIds
+from bench.stages.finish_fetch.locust_run import run_once
+from bench.stages.finish_fetch.plan import Point
+from bench.stages.finish_fetch.raw import run_raw
+from bench.stages.finish_fetch.rows import queue_rows, shard_rows
+from bench.stages.finish_fetch.seats import seated
+from bench.stages.finish_fetch.summary import RunSummary
+from bench.stages.finish_fetch.table import shard_table
 from tests.test_finish_fetch import QUICK, _raw_settings
 
 THREE = dataclasses.replace(QUICK, producers=3, workers=(3,), queues=(3,), measure_s=0.6)
@@ -90,7 +90,7 @@ def test_more_queues_than_producers_or_workers_is_one_line():
 def test_the_per_master_lines_pair_a_master_with_the_repetitions_it_held_the_queue_in():
     """One queue, three repetitions, the queue on another master each time: each master's line
     is the one repetition it held the queue in; no line for a master holding none."""
-    from bench.results import FinishFetchShardRow
+    from bench.results.rows import FinishFetchShardRow
 
     def part(rep: int, master: str, holder: int) -> FinishFetchShardRow:
         held = rep == holder  # this master held the queue in this repetition

@@ -17,11 +17,11 @@ from bench.protocol.audit import audit
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Producer, Queue
 from bench.protocol.sweep import SWEEPERS, has_gap
-from bench.race.count import Anomalies, count_anomalies, read_state
-from bench.race.plan import RacePlan, RaceSetting, variant_names
-from bench.race.rows import RaceOutcome
-from bench.race.trial import RaceLog, run_once
-from bench.results import RACE_COLUMNS, RaceRow, RunIds, row_dict
+from bench.results.rows import RACE_COLUMNS, RaceRow, RunIds, row_dict
+from bench.stages.race.count import Anomalies, count_anomalies, read_state
+from bench.stages.race.plan import RacePlan, RaceSetting, variant_names
+from bench.stages.race.rows import RaceOutcome
+from bench.stages.race.trial import RaceLog, run_once
 from tests.helpers import race_anomalies
 
 ATOMIC = [name for name in SWEEPERS if not has_gap(name)]

@@ -1,14 +1,14 @@
-"""The reference point (bench/finish_fetch/reference.py) against a real redis-server: it drains
+"""The reference point (bench/stages/finish_fetch/reference.py) against a real redis-server: it drains
 what it added, or stops at its deadline and leaves the rest in wait, audited either way."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.finish_fetch.loadstats import RunSettings
-from bench.finish_fetch.reference import Lockstep, run_reference
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Producer, Queue
+from bench.stages.finish_fetch.loadstats import RunSettings
+from bench.stages.finish_fetch.reference import Lockstep, run_reference
 
 STRATEGIES = ("fused", "two_call", "two_call_pipelined")
 

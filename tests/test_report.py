@@ -17,7 +17,8 @@ from bench.report.compare.metrics import compare_runs
 from bench.report.load import load_run, parse_hdr_name
 from bench.report.render import write_report
 from bench.report.verdict import Sample, verdict
-from bench.results import FINISH_FETCH_COLUMNS, RACE_COLUMNS, SWEEP_COST_COLUMNS, hdr_name
+from bench.results.files import hdr_name
+from bench.results.rows import FINISH_FETCH_COLUMNS, RACE_COLUMNS, SWEEP_COST_COLUMNS
 from tests.data.make_fixtures import CHANGES, PARTIAL, RUN_A, RUN_B, write_concurrency_run
 
 DATA = Path(__file__).parent / "data"

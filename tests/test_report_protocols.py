@@ -19,7 +19,8 @@ from bench.report.sections.script_cost import (
     script_cost_lines,
     script_cost_table,
 )
-from bench.results import (
+from bench.results.files import write_csv, write_json
+from bench.results.rows import (
     BULLMQ_WORKER_COLUMNS,
     FINISH_FETCH_COLUMNS,
     RACE_COLUMNS,
@@ -33,8 +34,6 @@ from bench.results import (
     SweepCostRow,
     SweepHazardRow,
     row_dict,
-    write_csv,
-    write_json,
 )
 
 PNG = b"\x89PNG\r\n\x1a\n"

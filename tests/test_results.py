@@ -11,8 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.hdr import new_histogram, write_hdr
-from bench.results import (
+from bench.results.files import make_run_dir, update_meta, write_csv
+from bench.results.hdr import new_histogram, write_hdr
+from bench.results.rows import (
     FINISH_FETCH_COLUMNS,
     RACE_COLUMNS,
     SWEEP_COST_COLUMNS,
@@ -20,10 +21,7 @@ from bench.results import (
     RaceRow,
     RunIds,
     SweepCostRow,
-    make_run_dir,
     row_dict,
-    update_meta,
-    write_csv,
 )
 
 

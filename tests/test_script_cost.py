@@ -1,10 +1,17 @@
 """The per-script cost measurement: each phase is exactly its script's EVALSHA calls."""
 
+import csv
+import json
+from pathlib import Path
+
 import pytest
 
 from bench.errors import BenchError
-from bench.protocol.script_cost import measure_scripts
-from bench.script_cost import main
+from bench.harness.context import RunContext
+from bench.harness.profile import FinishFetchOptions, Profile
+from bench.harness.server import ServerInfo
+from bench.protocol.phases import measure_scripts
+from bench.stages.script_cost.stage import main, run_stage
 
 pytestmark = pytest.mark.protocol
 
@@ -39,3 +46,23 @@ def test_the_command_prints_each_protocols_figures_and_its_extra_commands(capsys
 def test_an_unknown_protocol_is_refused_before_a_server_starts():
     with pytest.raises(BenchError, match="unknown protocol 'nope'"):
         main(["--protocols", "echomq,nope"])
+
+
+def test_the_stage_writes_each_steps_row_a_repetition(tmp_path: Path, settings, redis_server):
+    """In a run, the stage measures each step alone, protocols alternating, into script_cost.csv."""
+    server = ServerInfo(redis_server.url, redis_server.source, redis_server.binary, redis_server.version())
+    profile = Profile(
+        "quick", protocols=("echomq", "echomq-deadline"), finish_fetch=FinishFetchOptions(repetitions=2)
+    )
+    run_stage(RunContext(profile, settings, server, tmp_path))
+    with (tmp_path / "script_cost.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    steps = {"fused cycle", "two-call cycle", "extendLock", "healthy sweep (100 active)"}
+    for protocol in ("echomq", "echomq-deadline"):
+        for rep in ("1", "2"):
+            mine = {r["step"]: r for r in rows if r["protocol"] == protocol and r["rep"] == rep}
+            assert set(mine) == steps, (protocol, rep)
+            assert json.loads(mine["fused cycle"]["commands"])["evalsha"] == 1
+            assert json.loads(mine["two-call cycle"]["commands"])["evalsha"] == 2
+    # A B A B: the protocols take turns, a repetition a round
+    assert [r["protocol"] for r in rows][:: len(steps)] == ["echomq", "echomq-deadline"] * 2

@@ -225,7 +225,8 @@ def test_a_refusal_while_pyperf_times_the_sweep_stops_its_workers(tmp_path: Path
             def pyperf_started() -> bool:
                 assert run.process.poll() is None, run.stderr
                 return any(
-                    "bench.sweep_cost.pyperf_program" in cmdline(pid) for pid in descendants(run.process.pid)
+                    "bench.stages.sweep.pyperf_program" in cmdline(pid)
+                    for pid in descendants(run.process.pid)
                 )
 
             wait_until(pyperf_started, 30, "pyperf to start timing the sweep")

@@ -20,7 +20,7 @@ import pytest
 from bench.protocol.commandstats import CommandStats
 from bench.protocol.queue import Queue, now_ms
 from bench.protocol.sweep import SLICED_PASS_KEYS, AtomicSlicedSweeper
-from bench.sweep_cost.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_share
+from bench.stages.sweep.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_share
 
 pytestmark = pytest.mark.protocol
 

@@ -13,16 +13,16 @@ import pytest
 
 from bench.errors import BenchError
 from bench.harness.profile import SweepOptions, load_profile
-from bench.hdr import encode, new_histogram, record_us
 from bench.protocol.sweep import DEFAULT_SLICE_BUDGET_US
-from bench.results import NOT_SKIPPED, SWEEP_COST_COLUMNS, RunIds, SweepCostRow, row_dict
-from bench.sweep_cost.control import control_row, spin_times
-from bench.sweep_cost.plan import PlannedPoint, Point, plan, pyperf_options, run_order
-from bench.sweep_cost.probe import Probe
-from bench.sweep_cost.pyperf_program import PROGRAM, ProgramSettings, forward_settings
-from bench.sweep_cost.rows import SIDE_DIR, SizeOutcome, make_row, sweep_cost_row
-from bench.sweep_cost.stage import _point_estimate, main, point_seconds
-from bench.sweep_cost.table import slopes, table
+from bench.results.hdr import encode, new_histogram, record_us
+from bench.results.rows import NOT_SKIPPED, SWEEP_COST_COLUMNS, RunIds, SweepCostRow, row_dict
+from bench.stages.sweep.control import control_row, spin_times
+from bench.stages.sweep.plan import PlannedPoint, Point, plan, pyperf_options, run_order
+from bench.stages.sweep.probe import Probe
+from bench.stages.sweep.pyperf_program import PROGRAM, ProgramSettings, forward_settings
+from bench.stages.sweep.rows import SIDE_DIR, SizeOutcome, make_row, sweep_cost_row
+from bench.stages.sweep.stage import _point_estimate, main, point_seconds
+from bench.stages.sweep.table import slopes, table
 
 # Spins inside Redis for ARGV[1] ms (by Redis's clock): a stand-in for a long sweep.
 SPIN = """
@@ -134,7 +134,7 @@ def test_the_pyperf_program_reads_back_the_argv_it_is_given_and_forwards_it_whol
 
 def test_one_default_slice_and_probe_rate_from_the_profile_to_the_time_function(tmp_path: Path):
     from bench.protocol.connection import RedisSettings
-    from bench.sweep_cost.timing import PointBench
+    from bench.stages.sweep.timing import PointBench
 
     profile = SweepOptions()
     program = ProgramSettings("q", 10, (), tmp_path)
@@ -308,7 +308,7 @@ def test_the_control_times_each_call_alone_or_counts_it_as_overlapped(client):
 
 def test_a_run_checks_the_sweep_keys_before_any_stage_starts():
     from bench.harness.profile import Profile
-    from bench.sweep_cost.stage import check_profile
+    from bench.stages.sweep.stage import check_profile
 
     check_profile(Profile("ok"))
     with pytest.raises(BenchError, match="sweep-caps entry"):
@@ -320,8 +320,8 @@ def test_a_sweep_that_times_out_is_an_error_and_is_never_sent_again(settings, cl
 
     from bench.protocol.queue import Queue
     from bench.protocol.sweep import Sweeper, SweepResult
-    from bench.sweep_cost import timing as sweep_worker
-    from bench.sweep_cost.scenario import ScenarioQueue
+    from bench.stages.sweep import timing as sweep_worker
+    from bench.stages.sweep.scenario import ScenarioQueue
 
     class SpinningSweeper(Sweeper):
         """A 'sweep' that holds Redis for 400 ms and counts how often it ran."""

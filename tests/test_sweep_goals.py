@@ -9,16 +9,16 @@ from pathlib import Path
 
 from bench.report.load import load_run
 from bench.report.sections.sweep import sweep_section
-from bench.results import (
+from bench.results.files import write_csv
+from bench.results.rows import (
     SWEEP_CONTROL_COLUMNS,
     SWEEP_COST_COLUMNS,
     SweepControlRow,
     SweepCostRow,
     row_dict,
-    write_csv,
 )
-from bench.sweep_cost.table import goal_text
-from bench.sweep_goals import GOALS, MET, MISSED, NOT_MEASURED, bullmq_ratios, judge_all
+from bench.results.sweep_goals import GOALS, MET, MISSED, NOT_MEASURED, bullmq_ratios, judge_all
+from bench.stages.sweep.table import goal_text
 
 DEFAULT_SIZES = (100, 10_000, 100_000)
 STRESS_SIZES = (*DEFAULT_SIZES, 1_000_000)

@@ -10,8 +10,8 @@ import pytest
 from bench.protocol.bullmq_client import connection_url, default_socket_timeout_s
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Producer, Queue, Worker, WorkerOptions
-from bench.sweep_cost.hazard import HazardCase, effective_timeout_s, measure, run_hazard
-from bench.sweep_cost.probe import Probe
+from bench.stages.sweep.hazard import HazardCase, effective_timeout_s, measure, run_hazard
+from bench.stages.sweep.probe import Probe
 from tests.helpers import wait_until
 
 STALLED = 3000

@@ -22,8 +22,8 @@ from bench.protocol.sweep import (
     is_sliced,
     make_sweeper,
 )
-from bench.sweep_cost.probe import Probe
-from bench.sweep_cost.scenario import BENCH_MAX_STALLED, SCENARIOS, ScenarioQueue, stalled_share
+from bench.stages.sweep.probe import Probe
+from bench.stages.sweep.scenario import BENCH_MAX_STALLED, SCENARIOS, ScenarioQueue, stalled_share
 
 pytestmark = pytest.mark.protocol
 

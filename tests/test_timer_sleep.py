@@ -1,4 +1,4 @@
-"""The Locust side's sleep (bench/finish_fetch/in_locust/sleep.py): a timerfd waited on by gevent's
+"""The Locust side's sleep (bench/stages/finish_fetch/in_locust/sleep.py): a timerfd waited on by gevent's
 loop. Invariants only: it never wakes early, a zero wait still yields, each greenlet's own sleep
 wakes it, at its own deadline or after, and without a timerfd the sleep is gevent's."""
 
@@ -11,8 +11,8 @@ import gevent
 import pytest
 from gevent.hub import get_hub
 
-from bench.finish_fetch.in_locust import sleep as timer_module
-from bench.finish_fetch.in_locust.sleep import TimerSleep, timer_sleep, yield_if_overdue
+from bench.stages.finish_fetch.in_locust import sleep as timer_module
+from bench.stages.finish_fetch.in_locust.sleep import TimerSleep, timer_sleep, yield_if_overdue
 
 
 @pytest.fixture(autouse=True)

@@ -24,7 +24,7 @@ SLOW_START_S = 1.0  # each user's start takes this long: five times the warm-up 
 
 SLOW_LOCUSTFILE = f"""
 import gevent
-from bench.finish_fetch.in_locust.user import RedisUser
+from bench.stages.finish_fetch.in_locust.user import RedisUser
 from bench.locustfile import ProbeUser, ProducerUser, WorkerUser  # noqa: F401 (Locust finds them)
 
 _start = RedisUser.on_start

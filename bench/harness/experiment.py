@@ -25,7 +25,7 @@ from bench.harness.meta import cpu_model, git_state
 from bench.harness.run_folder import machine_before_run
 from bench.harness.system import system_view
 from bench.protocol.connection import Client
-from bench.results import make_run_dir, update_meta, write_csv
+from bench.results.files import make_run_dir, update_meta, write_csv
 
 QUIET_FLAG = "--quiet-machine"
 EXPERIMENT_PROFILE = "experiment"  # meta.json's profile: the results page never heads the README with it

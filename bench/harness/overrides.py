@@ -28,7 +28,7 @@ from bench.harness.profile import (
     parse_value,
 )
 from bench.harness.run_folder import add_quiet_machine
-from bench.results import RESULTS_DIR
+from bench.results.files import RESULTS_DIR
 
 Section = TypeVar("Section", FinishFetchOptions, SweepOptions, RaceOptions, BullmqWorkerOptions)
 

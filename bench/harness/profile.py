@@ -148,7 +148,7 @@ SECTIONS = (FinishFetchOptions, SweepOptions, RaceOptions, BullmqWorkerOptions)
 @dataclass(frozen=True)
 class Profile:
     name: str
-    stages: tuple[str, ...] = ("finish_fetch", "sweep", "race", "bullmq_worker", "report")
+    stages: tuple[str, ...] = ("finish_fetch", "script_cost", "sweep", "race", "bullmq_worker", "report")
     # the queue protocols every stage measures, side by side (bench/protocol/base.py PROTOCOLS)
     protocols: tuple[str, ...] = ("echomq",)
     # With no REDIS_URL: start an embedded 3-master Redis Cluster instead of one server.
@@ -159,7 +159,7 @@ class Profile:
     bullmq_worker: BullmqWorkerOptions = BullmqWorkerOptions()
 
 
-STAGES = ("finish_fetch", "sweep", "race", "bullmq_worker", "report")
+STAGES = ("finish_fetch", "script_cost", "sweep", "race", "bullmq_worker", "report")
 
 
 def parse_protocols(raw: str, *, flag: str | None = None) -> tuple[str, ...]:

@@ -32,7 +32,7 @@ from bench.harness.watch_scope import watch_scope
 from bench.protocol.connection import Client, RedisSettings, primaries
 from bench.protocol.queue import Queue
 from bench.protocol.refusal import ServerRefused, refused
-from bench.results import make_run_dir, read_json, update_meta
+from bench.results.files import make_run_dir, read_json, update_meta
 
 
 @dataclass

@@ -14,7 +14,7 @@ from bench.report.publish import PUBLISHED_DIR, publish_run
 from bench.report.render import write_report
 from bench.report.results_page import README, pages, stale_pages
 from bench.report.runs import list_runs, runs_table
-from bench.results import RESULTS_DIR, write_atomic
+from bench.results.files import RESULTS_DIR, write_atomic
 
 
 def report_main(argv: list[str]) -> int:

@@ -16,15 +16,14 @@ from typing import Any
 import pandas as pd
 
 from bench.errors import BenchError
-from bench.hdr import merge, read_hdr
-from bench.results import (
+from bench.results.files import HDR_DIR, RESULTS_DIR
+from bench.results.hdr import merge, read_hdr
+from bench.results.rows import (
     BULLMQ_WORKER_COLUMNS,
     FINISH_FETCH_COLUMNS,
     FINISH_FETCH_IMPLIED,
     FINISH_FETCH_SHARD_COLUMNS,
-    HDR_DIR,
     RACE_COLUMNS,
-    RESULTS_DIR,
     SCRIPT_COST_COLUMNS,
     SWEEP_CONTROL_COLUMNS,
     SWEEP_COST_COLUMNS,
@@ -39,7 +38,7 @@ from bench.results import (
     SweepHazardRow,
 )
 
-# stage -> (file, its columns: bench/results.py, listed in docs/results-reference.md)
+# stage -> (file, its columns: bench/results/rows.py, listed in docs/results-reference.md)
 STAGE_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
     "finish_fetch": (FinishFetchRow.FILE, FINISH_FETCH_COLUMNS),
     "sweep": (SweepCostRow.FILE, SWEEP_COST_COLUMNS),

@@ -1,7 +1,7 @@
 """finish_fetch's paired ratios as the report shows them: fused over each other strategy, per point.
 
 A point is (workers, concurrency, job_ms, rtt_ms); the repetitions of one A B C
-round pair up by their ``rep`` (bench.fits.paired_ratio, as the stage's
+round pair up by their ``rep`` (bench.results.fits.paired_ratio, as the stage's
 terminal table computes it).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.fits import headline_ratio
+from bench.results.fits import headline_ratio
 
 POINT_COLUMNS = ("protocol", "workers", "queues", "concurrency", "job_ms", "rtt_ms")
 BASE = "fused"
@@ -51,6 +51,6 @@ def paired_ratios(frame: pd.DataFrame, column: str = "jobs_per_s") -> pd.DataFra
 
 
 def values_by_rep(rows: pd.DataFrame, column: str = "jobs_per_s") -> dict[int, float]:
-    """``column`` by repetition, for bench.fits.headline_ratio (rows without a repetition left out)."""
+    """``column`` by repetition, for fits.headline_ratio (rows without a repetition left out)."""
     rows = rows[rows["rep"].notna()]
     return {int(rep): float(value) for rep, value in zip(rows["rep"], rows[column], strict=True)}

@@ -15,7 +15,7 @@ from bench.report.sections.finish_fetch import finish_fetch_section
 from bench.report.sections.meta import meta_section
 from bench.report.sections.race import race_section
 from bench.report.sections.sweep import sweep_section
-from bench.results import write_atomic
+from bench.results.files import write_atomic
 
 
 def render(data: RunData) -> str:

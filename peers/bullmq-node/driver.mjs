@@ -1,6 +1,6 @@
 // echomq-bench's driver of BullMQ's Node package (the pinned peer in this folder).
 //
-// The Node side of bench/bullmq_worker/driver.py, with the same contract: one JSON line on
+// The Node side of bench/stages/bullmq_worker/driver.py, with the same contract: one JSON line on
 // stdout, timed from the 1,000th completion to the last. Commands:
 //
 //   node driver.mjs scripts

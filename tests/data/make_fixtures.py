@@ -1,6 +1,6 @@
 """Writes the small run folders the report tests read: `python tests/data/make_fixtures.py`.
 
-Three runs, written with the suite's own writers (bench.results, bench.hdr)
+Three runs, written with the suite's own writers (bench.results, bench.results.hdr)
 so their formats are exactly a real run's:
 
 - RUN_A: a complete smoke-like run, every stage, HDR histograms.
@@ -19,20 +19,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.hdr import new_histogram, record_us, write_hdr
-from bench.results import (
+from bench.results.files import HDR_DIR, hdr_name, write_csv, write_json
+from bench.results.hdr import new_histogram, record_us, write_hdr
+from bench.results.rows import (
     FINISH_FETCH_COLUMNS,
-    HDR_DIR,
     PROTOCOL,
     RACE_COLUMNS,
     SCRIPT_COST_COLUMNS,
     SWEEP_COST_COLUMNS,
     ScriptCostRow,
     SweepCostRow,
-    hdr_name,
     row_dict,
-    write_csv,
-    write_json,
 )
 
 HERE = Path(__file__).resolve().parent

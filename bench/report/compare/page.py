@@ -8,13 +8,13 @@ import math
 
 import pandas as pd
 
-from bench.fits import PairedRatio
 from bench.report.compare.context import context_lines
 from bench.report.compare.metrics import Comparison, key_order, norm_key, point_label
 from bench.report.load import RunData
 from bench.report.markdown import markdown_table, percent
 from bench.report.ratios import BASE, POINT_COLUMNS, paired_ratios
 from bench.report.verdict import NO_SPREAD, VERDICTS
+from bench.results.fits import PairedRatio
 
 
 def compare_markdown(a: RunData, b: RunData, comparison: Comparison, changed_only: bool = False) -> str:

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter
 
-from bench.results import write_atomic_with
+from bench.results.files import write_atomic_with
 
 # Fixed colours so a variant looks the same in every figure.
 VARIANT_ORDER = (

@@ -6,12 +6,12 @@ from typing import Any
 
 import pandas as pd
 
-from bench.fits import headline_ratio
 from bench.report.load import RunData
 from bench.report.machine import contended_note
 from bench.report.markdown import figure, fmt, markdown_table, missing_note
 from bench.report.plots.bullmq_worker import DRIVER_NAMES, driver_order, worker_drivers
 from bench.report.ratios import values_by_rep
+from bench.results.fits import headline_ratio
 
 # A fused driver and the two-call driver of the same client: their jobs/s paired by repetition
 FUSED_OVER_TWO_CALL = {"node_manual_fused": "node_manual_two_call", "fused": "two_call"}

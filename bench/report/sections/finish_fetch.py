@@ -7,8 +7,6 @@ import math
 
 import pandas as pd
 
-from bench.finish_fetch_goals import goal_lines
-from bench.hdr import summary
 from bench.report import latency
 from bench.report.compare.metrics import STAGE_KEYS, samples
 from bench.report.load import RunData, merged_histograms
@@ -28,6 +26,8 @@ from bench.report.plots.style import protocol_labelled
 from bench.report.ratios import POINT_COLUMNS, paired_ratios, shown_point_columns
 from bench.report.sections.head import section_head
 from bench.report.sections.script_cost import script_cost_section
+from bench.results.finish_fetch_goals import goal_lines
+from bench.results.hdr import summary
 
 # Per master (finish_fetch_shards.csv): each master's jobs/s and its own Redis µs a job at each
 # point and strategy, so a hot shard shows; left out when every run had one master and one queue.
@@ -159,7 +159,7 @@ def _finish_fetch_summary(frame: pd.DataFrame) -> list[str]:
 
 def _fused_ratios(frame: pd.DataFrame) -> pd.DataFrame:
     """Per point: the median of the repetition-paired fused/other ratios, with their min-max
-    (bench.fits.paired_ratio, as the stage's terminal table prints it), a column pair per
+    (bench.results.fits.paired_ratio, as the stage's terminal table prints it), a column pair per
     other strategy."""
     if frame["rep"].isna().all():
         return pd.DataFrame()

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.fits import loglog_fit
 from bench.report.load import RunData
 from bench.report.markdown import bullmq_note, figure, flag_rows, fmt, markdown_table, present
 from bench.report.plots.style import protocol_labelled
 from bench.report.plots.sweep import probe_max, sweep_time
 from bench.report.sections.head import section_head
 from bench.report.sections.sweep_goals import deadline_timing_lines, goal_lines
+from bench.results.fits import loglog_fit
 
 
 def sweep_section(data: RunData) -> list[str]:
@@ -80,7 +80,7 @@ def _hazard(data: RunData) -> list[str]:
 
 
 def _slopes(frame: pd.DataFrame) -> pd.DataFrame:
-    """The stage's own fit (bench.fits.loglog_fit) as a table: over every size, and
+    """The stage's own fit (bench.results.fits.loglog_fit) as a table: over every size, and
     between the two largest, where the growth at scale shows most plainly."""
     table = []
     for (protocol, variant, scenario), group in frame.groupby(["protocol", "variant", "scenario"]):

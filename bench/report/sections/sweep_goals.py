@@ -1,5 +1,5 @@
 """The sweep section's goals table (the goals docs/protocols.md states, judged by
-bench.sweep_goals with the run's control), BullMQ's all-stalled sweep beside echomq-deadline's
+bench.results.sweep_goals with the run's control), BullMQ's all-stalled sweep beside echomq-deadline's
 sliced pass, and what echomq-deadline's timed sweep call holds."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any, cast
 import pandas as pd
 
 from bench.report.markdown import markdown_table
-from bench.sweep_goals import (
+from bench.results.sweep_goals import (
     GOAL_HEADER,
     GOAL_SIZE,
     MISSED,
@@ -22,7 +22,7 @@ from bench.sweep_goals import (
 )
 
 DEADLINE = "echomq-deadline"
-# What the restore (bench/sweep_cost/scenario.py: leave_stalled, reset_sweep_throttles) leaves
+# What the restore (bench/stages/sweep/scenario.py: leave_stalled, reset_sweep_throttles) leaves
 # out of the time, read from lua/moveStalledJobsToWaitDeadline-8.lua.
 DEADLINE_TIMING = (
     "*echomq-deadline's timed call* is the sweep that reclaims: the full pass's throttle check "

@@ -1,0 +1,129 @@
+"""Run folders and the writers of their files, atomic so a crash cannot tear them: a CSV from its
+row type (bench.results.rows), JSON, meta.json."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from bench.errors import BenchError
+from bench.results.rows import Row, columns_of, row_dict
+
+RESULTS_DIR = Path(os.environ.get("EMQ_RESULTS_DIR", "results"))
+
+# A run folder holds our own files at its top (meta.json, the CSVs, report.md and its
+# plots) and each tool's raw files in a subfolder of its own.
+LOCUST_DIR = "locust"  # Locust's per-repetition CSVs, each run's summary JSON and log
+PYPERF_DIR = "pyperf"  # pyperf's JSON a size, every size's merged, its log, the side records
+RAW_DIR = "raw"  # the finish_fetch raw driver's summary JSON, one a protocol, point and strategy
+FIDELITY_DIR = "fidelity"  # the latency-fidelity check's Locust probe run
+
+# Encoded HdrHistograms: hdr/<stage>__<variant>__r<rep>__<metric>.hdr, one
+# base64 line (HdrHistogram's own encoding), values in µs.
+HDR_DIR = "hdr"
+
+
+def hdr_name(stage: str, variant: str, rep: int, metric: str) -> str:
+    return f"{stage}__{variant}__r{rep}__{metric}.hdr"
+
+
+def run_id(profile: str, when: dt.datetime | None = None) -> str:
+    when = when or dt.datetime.now()
+    return f"{when:%Y%m%d-%H%M%S}-{profile}"
+
+
+def make_run_dir(profile: str, root: Path | None = None) -> Path:
+    """Create results/<run-id>/ (and hdr/); a root that cannot be written is a one-line error."""
+    root = root or RESULTS_DIR
+    path = root / run_id(profile)
+    try:
+        (path / HDR_DIR).mkdir(parents=True, exist_ok=False)
+        probe = path / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except FileExistsError:
+        raise BenchError(f"run folder {path} exists already; wait a second and run again") from None
+    except OSError as exc:
+        raise BenchError(
+            f"cannot write results to {root}: {exc.strerror}; "
+            "choose a writable folder with --results (or EMQ_RESULTS_DIR)"
+        ) from None
+    return path
+
+
+def current_umask() -> int:
+    """The process's umask (read from /proc where it can be, so it is never changed, even briefly)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic_with(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Let ``write`` fill a temporary file beside ``path``, then rename it into place:
+    a reader (report, pandas, an image viewer) never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        # mkstemp makes the file 0600; a result file is as readable as the user's umask says
+        os.fchmod(fd, 0o666 & ~current_umask())
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temporary file, then rename)."""
+    write_atomic_with(path, lambda handle: handle.write(text.encode()))
+
+
+def write_csv(path: Path, columns: Iterable[str], rows: Iterable[Mapping[str, Any]]) -> None:
+    """Write rows with exactly ``columns``, atomically. Missing values are left empty."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="raise")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow(dict(row))
+    write_atomic(path, buffer.getvalue())
+
+
+def write_rows(folder: Path, row_type: type[Row], rows: Iterable[Row]) -> Path:
+    """The rows as ``folder``/``row_type.FILE`` (every column, in order), atomically."""
+    path = folder / row_type.FILE
+    write_csv(path, columns_of(row_type), map(row_dict, rows))
+    return path
+
+
+def write_json(path: Path, data: Mapping[str, Any]) -> None:
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def update_meta(run_dir: Path, **fields: Any) -> dict[str, Any]:
+    """Merge ``fields`` into run_dir/meta.json (created when missing)."""
+    path = run_dir / "meta.json"
+    meta = read_json(path) if path.exists() else {}
+    meta.update(fields)
+    write_json(path, meta)
+    return meta

@@ -1,0 +1,369 @@
+"""The sweep goals, defined once: the figure each one reads from sweep_cost.csv, its
+limit, and how a run's rows meet it.
+
+A pure leaf (the standard library and the other leaves): the sweep stage's terminal table
+and the report print the same goal lines, and neither may import the other.
+
+Which column is "Redis time" (see bench/stages/sweep/timing.py):
+
+- ``server_us``: Redis's own µs inside the sweep's EVALSHAs (INFO commandstats read
+  around one timed sweep, the median over the timed sweeps). echomq-deadline's sweep
+  is one EVALSHA, so this is the Redis time of that call. ``sweep_ms_median`` is the
+  client's wall clock (round trip, reply parsing) and ``us_per_active_job`` is that
+  divided by the size: neither is Redis time.
+- ``redis_hold_ms_max``: the longest single EVALSHA of a sweep inside Redis (SLOWLOG), the
+  max over every timed sweep of the point; when SLOWLOG logged none of them, its threshold
+  (1 ms on the embedded server), an upper bound. A sliced sweep is many calls and
+  commandstats only sums them, so its longest call is this figure.
+- ``hold_ms_max``: the same call timed at the client; it includes a round trip and the
+  client's own pauses, so it is an upper bound on how long Redis was held, and the
+  figure when SLOWLOG cannot tell (a server whose threshold is looser, or refuses it).
+
+A goal is judged on uncontended points only (a contended window is not evidence), and
+only at the size it names: a run whose sizes stop short says so, never met; but a goal
+marked ``at_largest`` (echomq-deadline's sliced pass) is judged at the run's largest size,
+and its note names that size.
+
+Some goals read beside the sweep the control of the same run (sweep_control.csv: a Lua loop
+of plain arithmetic timed call by call inside Redis, bench/stages/sweep/control.py): its worst
+call is a limit, and a missed goal's note says what the control showed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bench.results.fits import finite_number
+from bench.results.rows import NOT_SKIPPED
+
+GOAL_SIZE = 1_000_000  # the active-list size the goals name (the stress profile's largest)
+MET, MISSED, NOT_MEASURED = "met", "missed", "not measured"
+DEADLINE, SLICED = "echomq-deadline", "atomic_sliced"
+
+
+@dataclass(frozen=True)
+class Control:
+    """The control's figures (its sweep_control.csv row), ms inside Redis."""
+
+    calls: int
+    median_ms: float
+    p999_ms: float
+    max_ms: float
+    contended: bool
+
+    def text(self) -> str:
+        busy = ", contended" if self.contended else ""
+        return (
+            f"control: max {self.max_ms:,.3f} ms, 99.9th {self.p999_ms:,.3f} ms, "
+            f"median {self.median_ms:,.3f} ms over {self.calls:,} calls{busy}"
+        )
+
+
+def control_of(rows: Sequence[Mapping[str, Any]]) -> Control | None:
+    """The control from sweep_control.csv's rows (the last one timed); None when not run."""
+    for row in reversed(rows):
+        figures = [finite_number(row.get(c)) for c in ("redis_us_median", "redis_us_p999", "redis_us_max")]
+        calls = finite_number(row.get("calls"))
+        if calls is None or any(f is None for f in figures):
+            continue
+        median, p999, worst = (f / 1e3 for f in figures if f is not None)
+        return Control(int(calls), median, p999, worst, str(row.get("contended")) == "True")
+    return None
+
+
+@dataclass(frozen=True)
+class SweepGoal:
+    name: str
+    protocol: str
+    variant: str
+    scenario: str | None  # None: every scenario the run measured
+    column: str  # the sweep_cost.csv column the figure comes from
+    scale: float  # the column's unit to the goal's
+    limit: float
+    unit: str
+    measure: str  # what the figure is, said under the table
+    per_stalled_id: bool = False  # the figure a stalled id (all_stalled: every active id)
+    at_most: bool = False  # the limit itself meets the goal ("at most"), else strictly under
+    every_size: bool = False  # judged at every size, else at GOAL_SIZE
+    fallback: str | None = None  # the column read where ``column`` is empty (an older run too)
+    share_of_calls: bool = False  # the figure in % of the sweep's calls (round_trips)
+    limit_is_control: bool = False  # the limit is the control's worst call (ms), not ``limit``
+    at_largest: bool = False  # without a point at GOAL_SIZE, judged at the run's largest size
+
+    def figure(self, row: Mapping[str, Any]) -> float | None:
+        value = finite_number(row.get(self.column))
+        if value is None and self.fallback:
+            value = finite_number(row.get(self.fallback))
+        size = finite_number(row.get("active_size"))
+        if value is None or size is None or size <= 0:
+            return None
+        if self.share_of_calls:
+            calls = finite_number(row.get("round_trips"))
+            return None if not calls else value * 100.0 / calls
+        return value * self.scale / (size if self.per_stalled_id else 1.0)
+
+    def limit_in(self, control: Control | None) -> float | None:
+        """The limit this run's figures are held to; None when it is the control's and there is none."""
+        if not self.limit_is_control:
+            return self.limit
+        return None if control is None else control.max_ms
+
+    def meets(self, figure: float, limit: float | None = None) -> bool:
+        bound = self.limit if limit is None else limit
+        return figure <= bound if self.at_most else figure < bound
+
+
+def _sliced_pass(scenario: str, what: str, **fields: Any) -> SweepGoal:
+    """A goal of echomq-deadline's sliced pass: judged at the run's largest size short of GOAL_SIZE."""
+    name = f"echomq-deadline sliced {scenario.replace('_', '-')} pass at {GOAL_SIZE:,}: {what}"
+    fields.setdefault("scale", 1.0)
+    return SweepGoal(
+        name=name, protocol=DEADLINE, variant=SLICED, scenario=scenario, at_largest=True, **fields
+    )
+
+
+GOALS: tuple[SweepGoal, ...] = (
+    SweepGoal(
+        name=f"echomq-deadline healthy sweep at {GOAL_SIZE:,}: Redis time under 1 ms",
+        protocol="echomq-deadline", variant="atomic", scenario="healthy",
+        column="server_us", scale=1e-3, limit=1.0, unit="ms",
+        measure="Redis ms of the one sweep call (commandstats µs of its EVALSHA, median of the timed sweeps)",
+    ),
+    SweepGoal(
+        name=f"echomq-deadline all-stalled sweep at {GOAL_SIZE:,}: Redis time at most 3 µs a stalled id",
+        protocol="echomq-deadline", variant="atomic", scenario="all_stalled",
+        column="server_us", scale=1.0, limit=3.0, unit="µs/id", per_stalled_id=True, at_most=True,
+        measure="Redis µs of the one sweep call (commandstats, median) over the stalled ids, all of active",
+    ),
+    SweepGoal(
+        name=f"atomic_sliced longest call under 2 ms, every size to {GOAL_SIZE:,}",
+        protocol="echomq", variant="atomic_sliced", scenario=None,
+        column="redis_hold_ms_max", fallback="hold_ms_max", scale=1.0, limit=2.0, unit="ms", every_size=True,
+        measure="the longest single EVALSHA of any timed sweep inside Redis (SLOWLOG; when it logged "
+        "none, its threshold bounds it), worst over every size and scenario; where SLOWLOG cannot tell, "
+        "timed at the client (round trip included: an upper bound)",
+    ),
+    _sliced_pass(
+        "all_stalled", "99.9% of calls under 1 ms",
+        column="redis_slow_calls_max", limit=0.1, unit="% over", share_of_calls=True, at_most=True,
+        measure="the share of the pass's calls SLOWLOG logged over its threshold (1 ms on the embedded "
+        "server), in the timed pass that logged most, of the median calls a pass",
+    ),
+    _sliced_pass(
+        "all_stalled", "no call over the control's worst",
+        column="redis_hold_ms_max", limit=0.0, unit="ms", limit_is_control=True, at_most=True,
+        measure="the longest call of any timed pass inside Redis (SLOWLOG; when it logged none, its "
+        "threshold bounds it) against the worst call of the run's control, a Lua loop of plain "
+        "arithmetic timed call by call inside Redis (sweep_control.csv)",
+    ),
+    _sliced_pass(
+        "all_stalled", "at most 15 µs a stalled id",
+        column="server_us", limit=15.0, unit="µs/id", per_stalled_id=True, at_most=True,
+        measure="Redis µs of every call of the pass (commandstats, median of the timed passes) over "
+        "the stalled ids, all of active",
+    ),
+    _sliced_pass(
+        "healthy", "Redis time under 0.2 ms",
+        column="server_us", scale=1e-3, limit=0.2, unit="ms",
+        measure="Redis ms of the healthy pass (commandstats µs of its calls, median of the timed passes)",
+    ),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GoalResult:
+    goal: SweepGoal
+    verdict: str  # MET, MISSED or NOT_MEASURED
+    figure: float | None  # at ``size``
+    size: int | None
+    note: str
+
+    def cells(self) -> list[str]:
+        """goal, measured, at size, verdict, note: as both tables print them."""
+        figure = "-" if self.figure is None else f"{self.figure:,.3f} {self.goal.unit}"
+        size = "-" if self.size is None else f"{self.size:,}"
+        return [self.goal.name, figure, size, self.verdict, self.note]
+
+
+GOAL_HEADER = ("goal", "measured", "at size", "verdict", "note")
+
+
+def _measured(
+    rows: Iterable[Mapping[str, Any]], goal: SweepGoal
+) -> list[tuple[int, float, bool, Mapping[str, Any]]]:
+    """(size, figure, contended, row) of every measured point the goal reads."""
+    found = []
+    for row in rows:
+        if (row.get("protocol") or "echomq") != goal.protocol or row.get("variant") != goal.variant:
+            continue
+        if goal.scenario is not None and row.get("scenario") != goal.scenario:
+            continue
+        if str(row.get("skipped") or "") not in ("", NOT_SKIPPED):
+            continue  # skipped, or an error: no figure to hold against the goal
+        figure = goal.figure(row)
+        if figure is not None:
+            # pandas may hold the flag as a bool, numpy's bool or its text
+            found.append((int(float(row["active_size"])), figure, str(row.get("contended")) == "True", row))
+    return found
+
+
+def judge(goal: SweepGoal, rows: Sequence[Mapping[str, Any]], control: Control | None = None) -> GoalResult:
+    """The goal against a run's sweep_cost rows (CSV rows, or SweepCostRow fields as a dict), and
+    the run's control where the goal reads it."""
+    points = _measured(rows, goal)
+    clean = [(size, figure, row) for size, figure, contended, row in points if not contended]
+    busy = sorted({size for size, _, contended, _ in points if contended})
+    aside = f"contended at {', '.join(f'{s:,}' for s in busy)}: not evidence" if busy else ""
+    if not clean:
+        why = "no uncontended point" if points else "not in this run"
+        return GoalResult(goal, NOT_MEASURED, None, None, _note(why, aside))
+    largest = max(size for size, _, _ in clean)
+    # Why a point short of the goal's size is no verdict, said beside its figure.
+    short = f"largest size here: {largest:,}" if largest < GOAL_SIZE else f"no point at {GOAL_SIZE:,}"
+    if goal.every_size:
+        size, figure, worst = max(clean, key=lambda point: (point[1], point[0]))  # a tie: the largest
+        failed = not goal.meets(figure)
+        reached = largest >= GOAL_SIZE
+        verdict = MISSED if failed else MET if reached else NOT_MEASURED
+        how_often = _slow_calls(worst) if failed else ""
+        return GoalResult(
+            goal, verdict, figure, size, _note(how_often, "" if failed or reached else short, aside)
+        )
+    at_goal = [(figure, row) for size, figure, row in clean if size == GOAL_SIZE]
+    if not at_goal and not goal.at_largest:
+        figure = max(f for size, f, _ in clean if size == largest)
+        return GoalResult(goal, NOT_MEASURED, figure, largest, _note(short, aside))
+    size = GOAL_SIZE if at_goal else largest
+    figure, row = max(at_goal or [(f, r) for s, f, r in clean if s == largest], key=lambda p: p[0])
+    where = "" if at_goal else f"judged at {largest:,}, the largest size here"
+    return _verdict(goal, figure, size, row, control, _note(where, aside))
+
+
+def _verdict(
+    goal: SweepGoal, figure: float, size: int, row: Mapping[str, Any], control: Control | None, aside: str
+) -> GoalResult:
+    """Met or missed (by how much, and what the control showed) at one point."""
+    limit = goal.limit_in(control)
+    if limit is None:
+        return GoalResult(goal, NOT_MEASURED, figure, size, _note("no control in this run", aside))
+    if goal.limit_is_control and control is not None and control.contended:
+        return GoalResult(goal, NOT_MEASURED, figure, size, _note(control.text() + ": not evidence", aside))
+    logged_none = finite_number(row.get("redis_slow_calls_max")) == 0
+    if goal.limit_is_control and logged_none and figure > limit:
+        # SLOWLOG logged no call: the figure is its threshold, a bound above the control's worst
+        note = f"no call logged: SLOWLOG bounds the longest at {figure:,.3f} ms only"
+        return GoalResult(goal, NOT_MEASURED, figure, size, _note(note, control_text(control), aside))
+    if goal.meets(figure, limit):
+        shown = control_text(control) if goal.limit_is_control else ""
+        return GoalResult(goal, MET, figure, size, _note(shown, aside))
+    by = f"missed by {figure - limit:,.3f} {goal.unit}" + (f" ({figure / limit:,.1f}x)" if limit > 0 else "")
+    return GoalResult(goal, MISSED, figure, size, _note(by, _slow_calls(row), control_text(control), aside))
+
+
+def control_text(control: Control | None) -> str:
+    return control.text() if control is not None else "no control in this run"
+
+
+def _slow_calls(row: Mapping[str, Any]) -> str:
+    """How rare the long calls of a many-call sweep were, where SLOWLOG counted them."""
+    slow, calls = finite_number(row.get("redis_slow_calls_max")), finite_number(row.get("round_trips"))
+    if slow is None or calls is None or calls <= 1:
+        return ""
+    return f"{slow:,.0f} of {calls:,.0f} calls over the slowlog threshold"
+
+
+def _note(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+def judge_all(
+    rows: Sequence[Mapping[str, Any]], control_rows: Sequence[Mapping[str, Any]] = ()
+) -> list[GoalResult]:
+    """Every goal whose protocol the run measured (a goal of a protocol not run is left out),
+    with the run's control (sweep_control.csv's rows) where a goal reads it."""
+    protocols = {row.get("protocol") or "echomq" for row in rows}
+    control = control_of(control_rows)
+    return [judge(goal, rows, control) for goal in GOALS if goal.protocol in protocols]
+
+
+@dataclass(frozen=True)
+class BullmqRatio:
+    """BullMQ's all-stalled sweep beside echomq-deadline's sliced pass at one size: Redis µs a
+    stalled id (commandstats, median of the timed sweeps)."""
+
+    size: int
+    bullmq_us: float
+    ours_us: float
+    contended: bool
+
+    @property
+    def ratio(self) -> float:
+        return self.bullmq_us / self.ours_us if self.ours_us > 0 else float("inf")
+
+    def cells(self) -> list[str]:
+        return [
+            f"{self.size:,}", f"{self.bullmq_us:,.2f}", f"{self.ours_us:,.2f}", f"{self.ratio:,.1f}x",
+            "contended: not evidence" if self.contended else "",
+        ]  # fmt: skip
+
+
+RATIO_HEADER = ("active size", "bullmq µs/id", "deadline sliced µs/id", "ratio", "note")
+
+
+def bullmq_ratios(rows: Sequence[Mapping[str, Any]]) -> list[BullmqRatio]:
+    """At each size where both were measured: BullMQ's all-stalled sweep (bullmq.atomic) against
+    echomq-deadline's sliced pass (atomic_sliced), µs of Redis a stalled id."""
+    found: dict[tuple[str, int], tuple[float, bool]] = {}
+    for protocol, variant in (("bullmq", "atomic"), (DEADLINE, SLICED)):
+        goal = SweepGoal("", protocol, variant, "all_stalled", "server_us", 1.0, 0.0, "µs/id", "",
+                         per_stalled_id=True)  # fmt: skip
+        for size, figure, contended, _ in _measured(rows, goal):
+            found[(protocol, size)] = (figure, contended)
+    ratios = []
+    for (protocol, size), (bullmq, busy) in sorted(found.items(), key=lambda item: item[0][1]):
+        if protocol == "bullmq" and (DEADLINE, size) in found:
+            ours, ours_busy = found[(DEADLINE, size)]
+            ratios.append(BullmqRatio(size, bullmq, ours, busy or ours_busy))
+    return ratios
+
+
+# The sliced passes point by point: what a pass of many calls did, with the probe's tail beside it.
+PASS_HEADER = (
+    "scenario", "active size", "calls", "longest ms", "over", "redis ms", "µs/stalled id",
+    "probe p99 µs", "probe max µs",
+)  # fmt: skip
+STALLED_SHARE = {"all_stalled": 1.0, "mixed": 0.1}  # of active (bench/stages/sweep/scenario.py)
+
+
+def _cell(value: Any, digits: int = 0) -> str:
+    number = finite_number(value)
+    return "-" if number is None else f"{number:,.{digits}f}"
+
+
+def sliced_passes(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
+    """A line a measured point of a sliced sweep (either protocol's), by size then label:
+    median calls a pass, the longest call inside Redis (SLOWLOG), the most calls of one pass
+    over the slowlog threshold, Redis ms of the pass (commandstats), that over the stalled ids,
+    and the probe's p99 and max wait meanwhile; each as (the variant's label, PASS_HEADER's cells)."""
+    found = []
+    for row in rows:
+        if row.get("variant") != SLICED or str(row.get("skipped") or "") not in ("", NOT_SKIPPED):
+            continue
+        protocol = row.get("protocol") or "echomq"
+        label = SLICED if protocol == "echomq" else f"{protocol}.{SLICED}"
+        size = int(float(row["active_size"]))
+        server_us = finite_number(row.get("server_us"))
+        share = STALLED_SHARE.get(str(row.get("scenario")))
+        per_id = "-" if server_us is None or not share else f"{server_us / (size * share):,.2f}"
+        longest = _cell(row.get("redis_hold_ms_max"), 3)
+        if finite_number(row.get("redis_slow_calls_max")) == 0 and longest != "-":
+            longest = f"≤ {longest}"  # none logged: the threshold bounds it
+        found.append((size, label, [
+            str(row.get("scenario")), f"{size:,}", _cell(row.get("round_trips")),
+            longest, _cell(row.get("redis_slow_calls_max")),
+            "-" if server_us is None else f"{server_us / 1e3:,.3f}", per_id,
+            _cell(row.get("probe_p99_us")), _cell(row.get("probe_max_us")),
+        ]))  # fmt: skip
+    return [(label, cells) for _, label, cells in sorted(found, key=lambda item: (item[1], item[0]))]

@@ -1,0 +1,56 @@
+"""The bullmq_worker stage's grid: which drivers run at which concurrency, and how many jobs a run."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from bench.harness.profile import BullmqWorkerOptions
+from bench.stages.bullmq_worker.driver import WINDOW_FROM
+
+# BullMQ's Node package (peers/bullmq-node/driver.mjs): its Worker, and its documented manual
+# processing with fetch next on (one call a job) or off (finish, then getNextJob)
+NODE_DRIVERS = ("node_worker", "node_manual_fused", "node_manual_two_call")
+WINDOW_MARGIN = 1.25  # a run sized for the window at the expected rate, with room for drift
+MAX_JOBS = 500_000  # the most jobs one run pre-fills, however fast the driver was
+SIZING_ATTEMPTS = 3  # runs of one driver in one repetition before a short window is let stand
+
+
+@dataclass(frozen=True)
+class Run:
+    """One driver at one concurrency."""
+
+    driver: str
+    concurrency: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.driver} c{self.concurrency}"
+
+    @property
+    def node(self) -> bool:
+        return self.driver in NODE_DRIVERS
+
+
+def runs_of(options: BullmqWorkerOptions, node: bool) -> list[Run]:
+    """At each concurrency BullMQ's Node drivers (when the peer can run) and its Python Worker;
+    then the suite's two loops (concurrency 1)."""
+    runs = []
+    for concurrency in dict.fromkeys(options.bullmq_worker_concurrency):
+        drivers = (*NODE_DRIVERS, "bullmq_worker") if node else ("bullmq_worker",)
+        runs += [Run(driver, concurrency) for driver in drivers]
+    return [*runs, Run("fused", 1), Run("two_call", 1)]
+
+
+def jobs_for(options: BullmqWorkerOptions, rate: float | None) -> int:
+    """Jobs to pre-fill: the profile's, or more when the driver's expected rate (jobs/s, from its
+    last run) would end the window sooner than bullmq-worker-window-s."""
+    floor = options.bullmq_worker_jobs
+    if rate is None or options.bullmq_worker_window_s <= 0:
+        return floor
+    sized = WINDOW_FROM + math.ceil(rate * options.bullmq_worker_window_s * WINDOW_MARGIN)
+    return min(MAX_JOBS, max(floor, sized))
+
+
+def short_window(options: BullmqWorkerOptions, window_s: float) -> bool:
+    return window_s < options.bullmq_worker_window_s

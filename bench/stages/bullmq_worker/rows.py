@@ -1,0 +1,30 @@
+"""A bullmq_worker run as its CSV row (bullmq_worker.csv)."""
+
+from __future__ import annotations
+
+from bench.results.rows import BullmqWorkerRow
+from bench.stages.bullmq_worker.driver import DriverResult
+from bench.stages.bullmq_worker.plan import Run
+
+PROTOCOL = "bullmq"
+
+
+def csv_row(
+    run: Run, rep: int, result: DriverResult, job_ms: float, audit_ok: bool, prefilled: int
+) -> BullmqWorkerRow:
+    jobs = result.jobs
+    return BullmqWorkerRow(
+        protocol=PROTOCOL,
+        driver=run.driver,
+        concurrency=run.concurrency,
+        job_ms=job_ms,
+        rep=rep,
+        jobs=jobs,
+        duration_s=round(result.duration_s, 4),
+        jobs_per_s=round(jobs / result.duration_s, 1),
+        client_cpu_us_per_job=round(result.cpu_s * 1e6 / jobs, 1),
+        redis_calls_per_job=round(sum(result.calls.values()) / jobs, 4),
+        redis_us_per_job=round(sum(result.usec.values()) / jobs, 2),
+        audit_ok=audit_ok,
+        prefilled_jobs=prefilled,
+    )

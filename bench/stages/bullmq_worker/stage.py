@@ -1,0 +1,289 @@
+"""The bullmq_worker stage: what BullMQ's users get from its own workers, beside the suite's loops.
+
+Runs when bullmq is one of the profile's protocols. At each of the profile's
+concurrencies: BullMQ's Node package (the pinned peer in peers/bullmq-node, when
+node can run it) with its Worker and its documented manual processing, fused and
+two-call; and the Python port's asyncio Worker. Then the suite's fused and
+two_call loops over the Python port's scripts. Each run fills a fresh queue
+(the Node runs with the Node package's own Queue.addBulk, the others through the
+protocol), then one driver processes every job in a process of its own
+(bench/stages/bullmq_worker/driver.py, peers/bullmq-node/driver.mjs). The drivers
+alternate within each repetition (A B C A B C). A run whose window is shorter
+than bullmq-worker-window-s runs again with its jobs sized from its rate. After
+a run the queue is audited: every job completed exactly once. The machine is
+watched while a driver runs (its process is a child: own, as an embedded
+redis-server is). One row a run in bullmq_worker.csv; a table on stdout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from bench.errors import BenchError
+from bench.harness.children import reap_group, spawn
+from bench.harness.context import RunContext
+from bench.harness.machine import watch_run
+from bench.harness.overrides import SectionFlags
+from bench.harness.profile import BullmqWorkerOptions, Profile
+from bench.harness.progress import Progress, StagePlan
+from bench.harness.run_folder import open_run
+from bench.harness.terminal import fold
+from bench.paths import REPO
+from bench.protocol.audit import audit
+from bench.protocol.bullmq_package import installed_version
+from bench.protocol.commandstats import CLIENT_COMMANDS
+from bench.protocol.connection import RedisSettings
+from bench.protocol.queue import Producer, Queue
+from bench.results.files import update_meta, write_rows
+from bench.results.rows import BullmqWorkerRow
+from bench.stages.bullmq_worker.driver import PROGRAM, URL_ENV, WINDOW_FROM, DriverResult
+from bench.stages.bullmq_worker.node import NodePeer, find_peer
+from bench.stages.bullmq_worker.plan import (
+    SIZING_ATTEMPTS,
+    WINDOW_MARGIN,
+    Run,
+    jobs_for,
+    runs_of,
+    short_window,
+)
+from bench.stages.bullmq_worker.rows import PROTOCOL, csv_row
+from bench.stages.bullmq_worker.table import table
+
+FILL_CHUNK = 1000  # jobs a pipeline while pre-filling
+START_ALLOWANCE_S = 60.0  # the driver's imports, connections and close
+SLOWEST_JOB_S = 0.05  # a run gets this long a job (at concurrency 1), beyond its sleeps
+# The Node driver connects as BullMQ's docs show, to one server: a cluster's queue would answer MOVED
+CLUSTER_ABSENT = "the server is a Redis Cluster; the Node driver connects to a single server"
+RUN_OVERHEAD_S = 4.0  # for the ETA: a driver's start, its queue's fill and audit, its warm-up
+OPTIONS = (
+    "BullMQ Worker defaults: lock 30 s, every completed job kept (removeOnComplete unset), no metrics, "
+    "no limiter, maxStalledCount 1, stalledInterval 30 s; a no-op processor unless job_ms > 0"
+)
+
+
+def called_scripts() -> dict[str, str]:
+    """The scripts the Python drivers call, by file, with their SHA1: BullMQ's Worker registers all
+    of its package's, but on jobs shorter than its lock renewal it calls only these two."""
+    from bench.protocol.base import protocol_named
+
+    protocol = protocol_named(PROTOCOL)
+    files, sources = protocol.script_files(), protocol.script_sources()
+    return {
+        files[step]: hashlib.sha1(sources[step].encode()).hexdigest()
+        for step in ("move_to_active", "move_to_finished")
+    }
+
+
+def point_seconds(profile: Profile) -> tuple[float, ...]:
+    """The seconds each run should take, in order, for the run's ETA: a driver's start, fill and
+    audit, its warm-up and a window sized for bullmq-worker-window-s, its jobs' holds."""
+    if PROTOCOL not in profile.protocols:
+        return ()
+    options = profile.bullmq_worker
+    runs = runs_of(options, node=isinstance(find_peer(), NodePeer))
+    window_s = max(options.bullmq_worker_window_s * WINDOW_MARGIN, 1.0)
+    held_s = options.bullmq_worker_jobs * options.bullmq_worker_job_ms / 1000.0
+    return (
+        tuple(RUN_OVERHEAD_S + window_s + held_s / run.concurrency for run in runs)
+        * options.bullmq_worker_reps
+    )
+
+
+def check_profile(profile: Profile) -> None:
+    """Nothing to check beyond the profile's own minimums; the package when bullmq is asked for."""
+    if PROTOCOL in profile.protocols:
+        from bench.protocol.base import protocol_named
+
+        protocol_named(PROTOCOL)
+
+
+@dataclass(frozen=True)
+class Drivers:
+    """How to start a run's driver: the Python module, or the Node peer when it can run."""
+
+    settings: RedisSettings
+    options: BullmqWorkerOptions
+    peer: NodePeer | None
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, URL_ENV: self.settings.url, "PYTHONUNBUFFERED": "1"}
+
+    def command(self, run: Run, queue: Queue, jobs: int) -> list[str]:
+        """The Python driver opens the queue by its name; BullMQ's Node package is given the name
+        with its hash tag, the keys BullMQ's Python port uses (bull:{name}:...)."""
+        args = ["--jobs", str(jobs), "--concurrency", str(run.concurrency),
+                "--job-ms", f"{self.options.bullmq_worker_job_ms:g}"]  # fmt: skip
+        if run.node:
+            assert self.peer is not None
+            counted = ",".join(CLIENT_COMMANDS)
+            return self.peer.command(
+                "run", "--mode", run.driver, "--queue", queue.keys.tag, "--count", counted, *args
+            )
+        return [sys.executable, "-m", PROGRAM, "--driver", run.driver, "--queue", queue.keys.name, *args]
+
+    def line(self, label: str, command: list[str], timeout: float) -> dict[str, Any]:
+        """The child's process, to its end; its last JSON line. A failure is a BenchError."""
+        process = spawn(
+            command, cwd=REPO, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise BenchError(f"{label} did not finish in {timeout:.0f}s") from None
+        finally:
+            reap_group(process)
+        lines = [line for line in out.splitlines() if line.startswith("{")]
+        if process.returncode != 0 or not lines:
+            last = (err.strip().splitlines() or ["no output"])[-1]
+            raise BenchError(f"{label} failed (exit {process.returncode}): {last}")
+        parsed: dict[str, Any] = json.loads(lines[-1])
+        return parsed
+
+    def fill(self, run: Run, queue: Queue, jobs: int) -> list[str]:
+        """The run's jobs into its fresh queue: the Node package's own Queue.addBulk for a Node run."""
+        if not run.node:
+            producer = Producer(queue, name="noop")
+            ids: list[str] = []
+            for start in range(0, jobs, FILL_CHUNK):
+                ids.extend(producer.add_batch(min(FILL_CHUNK, jobs - start)))
+            return ids
+        assert self.peer is not None
+        command = self.peer.command("fill", "--queue", queue.keys.tag, "--jobs", str(jobs))
+        return [
+            str(i) for i in self.line(f"{run.label} fill", command, START_ALLOWANCE_S + jobs * 0.01)["ids"]
+        ]
+
+    def drive(self, run: Run, queue: Queue, jobs: int) -> DriverResult:
+        per_job_s = SLOWEST_JOB_S + self.options.bullmq_worker_job_ms / 1000.0
+        timeout = START_ALLOWANCE_S + jobs * per_job_s
+        result = DriverResult.from_dict(self.line(run.label, self.command(run, queue, jobs), timeout))
+        if result.errors:
+            raise BenchError(f"{run.label}: {result.errors[0]}")
+        return result
+
+
+def one_run(
+    drivers: Drivers, run: Run, rep: int, jobs: int, watch_pids: Sequence[int] = ()
+) -> tuple[BullmqWorkerRow, DriverResult]:
+    """A fresh queue, filled; the driver, with the machine watched; the audit; the queue deleted."""
+    client = drivers.settings.connect()
+    queue = Queue.open(client, f"bw-{uuid.uuid4().hex[:10]}", protocol=PROTOCOL)
+    try:
+        ids = drivers.fill(run, queue, jobs)
+        with watch_run(watch_pids) as watch:
+            result = drivers.drive(run, queue, jobs)
+        audited = audit(queue, ids)
+        complete = audited.ok and audited.counts.get("completed") == len(ids)
+        row = csv_row(run, rep, result, drivers.options.bullmq_worker_job_ms, complete, len(ids))
+        assert watch.sample is not None
+        return replace(row, **watch.sample.row_fields()), result
+    finally:
+        queue.delete()
+        client.close()
+
+
+def node_record(peer: NodePeer | str, called: set[str]) -> dict[str, Any]:
+    """meta.json's word on the Node package: its versions and every script its drivers called."""
+    if isinstance(peer, str):
+        return {"absent": peer}
+    return {
+        "bullmq": peer.bullmq,
+        "ioredis": peer.ioredis,
+        "node": peer.node_version,
+        "scripts_called": peer.shas_of(sorted(called)),
+    }
+
+
+def sized_run(
+    drivers: Drivers, run: Run, rep: int, rates: dict[Run, float], ctx: RunContext
+) -> tuple[BullmqWorkerRow, DriverResult]:
+    """One run, sized from the run's last rate; again, sized from this one's, while its window
+    was short (at most SIZING_ATTEMPTS runs)."""
+    options = drivers.options
+    for attempt in range(1, SIZING_ATTEMPTS + 1):
+        row, result = one_run(drivers, run, rep, jobs_for(options, rates.get(run)), ctx.watch_pids)
+        rates[run] = row.jobs_per_s
+        if not short_window(options, row.duration_s) or attempt == SIZING_ATTEMPTS:
+            break
+        ctx.progress(
+            f"{run.label} rep {rep}: window {row.duration_s:.2f} s < {options.bullmq_worker_window_s:g} s; "
+            f"again with {jobs_for(options, row.jobs_per_s):,} jobs"
+        )
+    return row, result
+
+
+def run_stage(ctx: RunContext) -> None:
+    if PROTOCOL not in ctx.profile.protocols:
+        ctx.progress(f"skipped: {PROTOCOL} is not one of the profile's protocols")
+        return
+    options = ctx.profile.bullmq_worker
+    found = CLUSTER_ABSENT if ctx.settings.is_cluster() else find_peer()
+    peer = found if isinstance(found, NodePeer) else None
+    if peer is None:
+        ctx.progress(f"no Node rows: {found}")
+    drivers = Drivers(ctx.settings, options, peer)
+    runs = runs_of(options, node=peer is not None)
+    called: set[str] = set()
+    about = {
+        "window_from": WINDOW_FROM,
+        "jobs": options.bullmq_worker_jobs,
+        "window_s": options.bullmq_worker_window_s,
+        "options": OPTIONS,
+        "python_bullmq": installed_version(),
+        "scripts_called": called_scripts(),
+    }
+    update_meta(ctx.run_dir, bullmq_worker={**about, "node": node_record(found, called)})
+    rows: list[BullmqWorkerRow] = []
+    rates: dict[Run, float] = {}  # each run's last jobs/s: the next one's size
+    for rep in range(1, options.bullmq_worker_reps + 1):
+        for run in runs:  # A B C A B C: drift hits every driver alike
+            ctx.progress(f"{run.label} rep {rep}")  # the line's stage counter counts the runs
+            row, result = sized_run(drivers, run, rep, rates, ctx)
+            called.update(result.scripts)
+            rows.append(row)
+            write_rows(ctx.run_dir, BullmqWorkerRow, rows)
+            note = "" if row.audit_ok else ", AUDIT FAILED"
+            if row.contended:
+                note += f", contended ({row.foreign_cpu_pct:.0f}% foreign CPU)"
+            ctx.progress.step(
+                f"{run.label} rep {rep}: {row.jobs_per_s:.0f} jobs/s in {row.duration_s:.2f} s, "
+                f"{row.client_cpu_us_per_job:.0f} µs CPU, {row.redis_calls_per_job:.2f} calls a job{note}"
+            )
+    update_meta(ctx.run_dir, bullmq_worker={**about, "node": node_record(found, called)})
+    ctx.progress.done()
+    print(fold(table(rows, None if peer else str(found))))
+
+
+# --- python -m bench bullmq-worker ---------------------------------------------------------------
+
+
+FLAGS = SectionFlags(BullmqWorkerOptions, prefix="bullmq-worker-")
+
+
+def main(argv: list[str]) -> int:
+    """`python -m bench bullmq-worker`: the stage alone, into its own run folder."""
+    parser = FLAGS.parser(
+        "echomq-bench bullmq-worker",
+        "BullMQ's own workers alone, beside the suite's loops. Settings default to the profile's keys.",
+    )
+    args = parser.parse_args(argv)
+    profile = FLAGS.profile(args)
+    check_profile(profile)  # before a server starts
+    progress = Progress([StagePlan("bullmq_worker", point_seconds(profile))], stage="bullmq_worker")
+    with open_run(
+        profile, ["bullmq_worker"], args.results, progress=progress, quiet_machine=args.quiet_machine
+    ) as run:
+        run_stage(run.ctx)
+        run.ctx.progress.done()
+        run.stage_done("bullmq_worker")
+    print(f"results: {run.ctx.run_dir}")
+    return 0

@@ -1,0 +1,213 @@
+"""The web UI's "echomq live" tab: a row a strategy's jobs and rates, then a row a measured latency,
+in µs from our merged HdrHistograms; live while the window is open, kept once a test ends.
+
+Locust's UI camel-cases the keys of the rows and of the table's structure alike, so the keys here
+stay snake_case. ``shown`` formats a row for the tab; the JSON route keeps the numbers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any
+
+import redis
+from hdrh.histogram import HdrHistogram
+from locust.env import Environment
+
+from bench.protocol.commandstats import CommandStats, added, client_side
+from bench.protocol.connection import Client, RedisSettings
+from bench.results import hdr
+from bench.stages.finish_fetch.in_locust.current import RECORDER, Current
+from bench.stages.finish_fetch.in_locust.window import Controller
+from bench.stages.finish_fetch.summary import RunSummary
+
+TAB_KEY = "echomq"
+
+# The tab's columns: (key, title). Locust's UI camel-cases the keys of rows and structure alike.
+COLUMNS = (
+    ("strategy", "Strategy"),
+    ("state", "State"),
+    ("measure", "Measure"),
+    ("count", "Count"),
+    ("jobs_per_s", "Jobs/s"),
+    ("round_trips_per_job", "Round trips/job"),
+    # one header, one count: the worker's script calls a job at the client, as the terminal's
+    # cmd/job; the server's count (producers' addJob included) under a header that says so
+    ("commands_per_job", "Commands a job"),
+    ("server_calls_per_job", "Server calls a job, producers included"),
+    ("p50_us", "p50 µs"),
+    ("p90_us", "p90 µs"),
+    ("p99_us", "p99 µs"),
+    ("p999_us", "p99.9 µs"),
+    ("max_us", "max µs"),
+)
+MEASURES = {
+    "cycle": "worker cycle (finish + fetch)",
+    "e2e": "end to end (enqueue to finish)",
+    "enqueue": "producer batch (enqueue)",
+}
+
+
+def measure_name(metric: str) -> str:
+    if metric.startswith("call:"):
+        return f"call {metric.removeprefix('call:')}"
+    return MEASURES.get(metric, metric)
+
+
+def _row(strategy: str, state: str, measure: str, **values: Any) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys((key for key, _ in COLUMNS), "")
+    row.update(strategy=strategy, state=state, measure=measure)
+    row.update({k: v for k, v in values.items() if v is not None})
+    return row
+
+
+def _rounded(value: float | None, digits: int) -> float | None:
+    return round(value, digits) if value is not None else None
+
+
+def _measure_order(metric: str) -> tuple[int, str]:
+    """Cycle, end to end and the producers' batches first, then each call by name."""
+    known = list(MEASURES)
+    return (known.index(metric), "") if metric in known else (len(known), metric)
+
+
+def strategy_rows(
+    strategy: str,
+    state: str,
+    jobs: int,
+    window_s: float,
+    round_trips: int,
+    commands: float | None,
+    server_calls: int | None,
+    percentiles: dict[str, dict[str, int]],
+) -> list[dict[str, Any]]:
+    """A strategy's rows: its jobs, rates and counts per job, then a row a measured latency."""
+    per_job = (lambda n: n / jobs) if jobs else (lambda n: None)
+    rows = [
+        _row(
+            strategy,
+            state,
+            f"jobs finished in {window_s:.1f} s",
+            count=jobs,
+            jobs_per_s=_rounded(jobs / window_s if window_s > 0 else None, 1),
+            round_trips_per_job=_rounded(per_job(round_trips), 3),
+            commands_per_job=_rounded(per_job(commands) if commands is not None else None, 3),
+            server_calls_per_job=_rounded(per_job(server_calls) if server_calls is not None else None, 3),
+        )
+    ]
+    order = sorted(
+        percentiles, key=lambda m: (m not in MEASURES, list(MEASURES).index(m) if m in MEASURES else 0, m)
+    )
+    for metric in order:
+        p = percentiles[metric]
+        rows.append(
+            _row(strategy, state, measure_name(metric), count=p.get("count"), p50_us=p.get("p50"),
+                 p90_us=p.get("p90"), p99_us=p.get("p99"), p999_us=p.get("p999"), max_us=p.get("max"))
+        )  # fmt: skip
+    return rows
+
+
+class LiveTab:
+    """What the echomq tab shows: the open window, live, and the last finished one of each strategy."""
+
+    def __init__(self, environment: Environment, controller: Controller) -> None:
+        self.environment = environment
+        self.controller = controller
+        self.finished: dict[str, list[dict[str, Any]]] = {}  # strategy -> its last window's rows
+        self.message: str | None = None  # why the last Start was refused, or Redis's problem
+        self._client: Client | None = None
+        self._client_settings: RedisSettings | None = None
+
+    def _server_commands(self) -> int | None:
+        """Redis commands the clients sent since the window opened (INFO commandstats), if it answers."""
+        before = self.controller.stats_before
+        if before is None:
+            return None
+        settings = Current.redis
+        try:
+            if self._client is None or self._client_settings != settings:
+                if self._client is not None:
+                    self._client.close()
+                self._client, self._client_settings = settings.connect(), settings
+            return client_side(CommandStats.read(self._client).since(added(before.values()))).total_calls
+        except redis.RedisError:
+            return None
+
+    def live_rows(self) -> list[dict[str, Any]]:
+        run = Current.run
+        window = self.controller.window
+        if run is None:
+            return []
+        if window is None:
+            runner = self.environment.runner
+            running = runner is not None and runner.state in ("spawning", "running")
+            if running:
+                return [_row(run.strategy, f"warm-up ({run.warmup_s:g} s, not measured)", "")]
+            return []
+        histograms: dict[str, list[HdrHistogram]] = {}
+        counters: Counter[str] = Counter(self.controller.aggregate.counters)
+        for name, merged in self.controller.aggregate.histograms.items():
+            histograms.setdefault(name, []).append(merged)
+        local, local_counters = RECORDER.peek()
+        for name, part in local.items():
+            histograms.setdefault(name, []).append(part)
+        counters.update(local_counters)
+        window_s = time.perf_counter() - window[0]
+        percentiles = {name: hdr.summary(hdr.merge(parts)) for name, parts in histograms.items()}
+        state = f"measuring ({window_s:.0f} of {run.measure_s:g} s)"
+        # the worker's script calls less its lone fetches, as summary.py counts commands_per_job
+        commands = counters["worker_script_calls"] - counters["fetches_alone"]
+        return strategy_rows(
+            run.strategy, state, counters["jobs"], window_s, counters["worker_round_trips"], commands,
+            self._server_commands(), percentiles,
+        )  # fmt: skip
+
+    def rows(self) -> list[dict[str, Any]]:
+        live = self.live_rows()
+        current = live[0]["strategy"] if live else None
+        rows = list(live)
+        for strategy, finished in self.finished.items():
+            if strategy != current or not live:
+                rows += finished
+        return rows
+
+    def record_finished(self, summary: RunSummary) -> None:
+        """A test ended: keep its window's figures, from its summary, as the strategy's last."""
+        if not summary.measured:
+            return
+        d = summary.figures
+        strategy = summary.settings.strategy
+        state = "finished" if summary.complete else f"stopped early: {summary.aborted}"
+        server, commands = d.server_calls_per_job, d.commands_per_job
+        self.finished[strategy] = strategy_rows(
+            strategy, state, d.jobs, summary.window_s, summary.counters.get("worker_round_trips", 0),
+            commands * d.jobs,
+            round(server * d.jobs) if server is not None else None, summary.percentiles_us,
+        )  # fmt: skip
+
+    def payload(self) -> dict[str, Any]:
+        run = Current.run
+        return {
+            "strategy": run.strategy if run else None,
+            "measuring": self.controller.window is not None,
+            "message": self.message,
+            "columns": [{"key": key, "title": title} for key, title in COLUMNS],
+            "rows": self.rows(),
+        }
+
+
+def shown(row: dict[str, Any]) -> dict[str, Any]:
+    """A row as the tab shows it: thousands separated, per-job figures to two places (the JSON
+    route keeps the numbers)."""
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if isinstance(value, float) and key.endswith("_per_job"):
+            out[key] = f"{value:,.2f}"
+        elif isinstance(value, float):
+            out[key] = f"{value:,.1f}"
+        elif isinstance(value, int):
+            out[key] = f"{value:,}"
+        else:
+            out[key] = value
+    return out

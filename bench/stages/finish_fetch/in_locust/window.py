@@ -1,0 +1,427 @@
+"""The measured window of a Locust run, and its collection from every process.
+
+The process that runs the test (Locust's master, or the only process) resets
+everything after the warm-up, tells every process by a message with a new
+epoch, and at the end asks each for its final delta. Periodic deltas ride on
+``report_to_master`` / ``worker_report``. Only deltas of the current epoch
+count, so the merged histograms hold exactly the window, however many
+processes sent parts of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import time
+from typing import Any
+
+import gevent
+import redis
+from locust.env import Environment
+from locust.runners import MasterRunner, WorkerRunner
+
+from bench.errors import first_line
+from bench.harness.machine import clock
+from bench.protocol.audit import audit_queues, master_run_ids
+from bench.protocol.commandstats import CommandStats, added, read_per_master
+from bench.protocol.connection import Client
+from bench.protocol.queue import Queue
+from bench.protocol.spread import homes, queue_names
+from bench.stages.finish_fetch.in_locust.current import RECORDER, REFUSED_MESSAGE, Current, control_settings
+from bench.stages.finish_fetch.in_locust.options import keep_queue, summary_path
+from bench.stages.finish_fetch.in_locust.server_watch import ServerWatch
+from bench.stages.finish_fetch.loadstats import (
+    Aggregate,
+    Recorder,
+    RunSettings,
+    error_kind,
+    issued_job_ids,
+    redis_cpu_seconds,
+    redis_used_memory,
+)
+from bench.stages.finish_fetch.seats import reset_started, started
+from bench.stages.finish_fetch.summary import (
+    RunSummary,
+    SummaryAudit,
+    build_summary,
+    refused_verdict,
+    unmeasured_summary,
+    write_summary,
+)
+
+log = logging.getLogger("echomq")
+
+FINAL_REPORT_WAIT_S = 10.0  # how long the master waits for each process's last delta
+USERS_START_DEADLINE_S = 30.0  # the warm-up waits this long at most for every user to run
+USERS_POLL_S = 0.02
+EXIT_STOPPED = 3  # Locust's exit code when the run stopped early (Redis gone or restarted)
+EXIT_INTERRUPTED = 130  # ... when Ctrl-C (SIGINT) stopped it
+FRESH_QUEUE_TRIES = 100  # <queue>, <queue>-2, ... <queue>-100: the names a test may start on
+
+
+def _candidates(queue: str) -> list[str]:
+    return [queue, *(f"{queue}-{n}" for n in range(2, FRESH_QUEUE_TRIES + 1))]
+
+
+def role_of(environment: Environment) -> str:
+    if isinstance(environment.runner, MasterRunner):
+        return "master"
+    if isinstance(environment.runner, WorkerRunner):
+        return "worker"
+    return "local"
+
+
+def _process_id(environment: Environment) -> str:
+    return str(getattr(environment.runner, "client_id", None) or f"pid{os.getpid()}")
+
+
+class Controller:
+    """Runs the window on the master (or the only process): warm-up, reset, end, summary.
+
+    A ``ServerWatch`` stops the run early when Redis is lost or restarted, as
+    does Ctrl-C. A run stopped early still writes what it measured, with
+    ``complete: false`` and the reason in ``aborted``.
+    """
+
+    def __init__(self, environment: Environment) -> None:
+        self.environment = environment
+        self.distributed = isinstance(environment.runner, MasterRunner)
+        self.aggregate = Aggregate()
+        self.own = Recorder()  # the master's own CPU, part of the load generator's
+        self.epoch = 0
+        self.window: tuple[float, float] | None = None
+        self.window_clock = (0.0, 0.0)  # the same window on the machine watch's clock
+        self.stats_before: dict[str, CommandStats] | None = None  # a master's each (host:port)
+        self.stats_after: dict[str, CommandStats] | None = None
+        self.home: dict[str, str] = {}  # each of the run's queues: its master
+        self.run_ids: dict[str, str] = {}  # each master's at the test's start, for the audit
+        self.queues: list[Queue] = []  # the run's queues, opened at the test's start
+        self.redis_cpu: tuple[float, float] | None = None
+        self.used_memory: tuple[int, int] | None = None  # the server's, at the window's open and close
+        self.expected: set[str] = set()
+        self.timers: list[gevent.Greenlet] = []
+        self.client: Client | None = None
+        self.watch: ServerWatch | None = None  # knows the server's run_id, for the audit
+        self.aborted: str | None = None  # why the run stopped early
+        self.refused: str | None = None  # the kind of refusal that stopped it (OOM, READONLY, ...)
+        self.server_error: str | None = None  # why the server's own figures are missing
+
+        events_ = environment.events
+        events_.test_start.add_listener(self.on_test_start)
+        events_.test_stopping.add_listener(self.on_test_stopping)
+        events_.test_stop.add_listener(self.on_test_stop)
+        events_.reset_stats.add_listener(self.reset)
+        events_.worker_report.add_listener(self.on_worker_report)
+        assert environment.runner is not None
+        environment.runner.register_message("emq_final_report", self.on_final_report)
+        environment.runner.register_message(REFUSED_MESSAGE, self.on_refused)
+
+    def on_test_start(self, environment: Environment, **_: Any) -> None:
+        run = Current.run
+        assert run is not None
+        self.window = None
+        if self.client is not None:  # a second test from the web UI
+            self.client.close()
+        self.client = control_settings().connect()
+        self.aborted = self.server_error = self.refused = None
+        run_id: str | None = None
+        with contextlib.suppress(redis.RedisError):  # else the watcher learns it on its first answer
+            run_id = str(self.client.info("server")["run_id"])  # so a restart from here on is seen
+        self.home, self.run_ids, self.queues = {}, {}, []
+        with contextlib.suppress(redis.RedisError):  # a server away: the users' start says why
+            run = self._on_fresh_queue(run)
+            names = queue_names(self.client, run.queue, run.queues)
+            self.home = homes(self.client, names)
+            self.run_ids = master_run_ids(self.client)
+            # opened now (scripts loaded on every master): after a master is lost, the rest audit
+            self.queues = [Queue.open(self.client, n, protocol=run.protocol) for n in names]
+            reset_started(self.queues[0])
+        self.watch = ServerWatch(control_settings(), run_id, self.abort)
+        options = environment.parsed_options
+        # With no --run-time, a headless run ends itself after warm-up + measure.
+        auto_quit = bool(options is not None and options.headless and not options.run_time)
+        self.timers = [gevent.spawn(self._window, run, auto_quit), gevent.spawn(self.watch.run)]
+        log.info("echomq: %s, warm-up %gs then measuring", run.strategy, run.warmup_s)
+
+    def _on_fresh_queue(self, run: RunSettings) -> RunSettings:
+        """The test on the first of <queue>, <queue>-2, ... none of whose queues holds a key, so its
+        audit counts its own jobs only (a test before it in this web UI session, or a kept one,
+        left none there). Every process's users read the name: this one's from Current.run, a
+        worker's from the options the spawn message carries (sent after test_start)."""
+        assert self.client is not None
+        name = next((n for n in _candidates(run.queue) if not self._holds_keys(n, run)), None)
+        if name is None:
+            last = _candidates(run.queue)[-1]
+            log.error("echomq: queues %s to %s all hold keys: the audit counts theirs too; name another "
+                      "with --queue, or delete them", run.queue, last)  # fmt: skip
+        elif name != run.queue:
+            log.info("echomq: queue %s holds keys of an earlier test: this test runs on %s", run.queue, name)
+            run = dataclasses.replace(run, queue=name)
+            Current.run = run
+            options = self.environment.parsed_options
+            if options is not None:
+                options.Queue = name
+        return run
+
+    def _holds_keys(self, name: str, run: RunSettings) -> bool:
+        assert self.client is not None
+        queues = (
+            Queue.open(self.client, q, protocol=run.protocol)
+            for q in queue_names(self.client, name, run.queues)
+        )
+        return any(next(queue.key_names(), None) is not None for queue in queues)
+
+    def _delete_queues(self) -> None:
+        """The test's queue keys deleted once its summary is written, unless --keep-queue: a test
+        leaves nothing of its own in the user's Redis (in distributed mode the workers' users
+        have stopped: the master waited for their final reports)."""
+        if keep_queue(self.environment.parsed_options) or not self.queues:
+            return
+        try:
+            deleted = sum(queue.delete() for queue in self.queues)
+        except redis.RedisError as exc:
+            log.error("echomq: the test's queue keys could not be deleted: %s", first_line(exc))
+            return
+        names = ", ".join(q.keys.name for q in self.queues)
+        log.info("echomq: deleted the test's %d keys (queue %s); --keep-queue keeps them", deleted, names)
+
+    def _window(self, run: RunSettings, auto_quit: bool) -> None:
+        """Warm-up, window, (quit): timed from when every user runs, not from test_start.
+
+        test_start fires on the master as it sends the spawn messages; a worker
+        process starts its users only after it has handled its message, and
+        Locust rebuilds its whole default parser for each of the ~90 parsed
+        options in it (~1 s of CPU, seconds on a loaded machine): a window
+        timed from test_start closed before the workers' users ran (0 jobs).
+        """
+        runner = self.environment.runner
+        assert runner is not None
+        expected = min(run.producers + run.workers, runner.target_user_count)
+        deadline = time.monotonic() + USERS_START_DEADLINE_S
+        while (ready := self._users_ready()) < expected:
+            if time.monotonic() >= deadline:
+                self.abort(f"only {ready} of {expected} users started within {USERS_START_DEADLINE_S:g}s")
+                return
+            gevent.sleep(USERS_POLL_S)
+        gevent.sleep(run.warmup_s)
+        self.reset()
+        if auto_quit:
+            gevent.sleep(run.measure_s)
+            self._quit()
+
+    def _users_ready(self) -> int:
+        """Users spawned and done with their start: a user counts itself on the server once it has
+        connected and loaded its scripts (on a cluster, seconds on a loaded machine), so a window
+        does not open before the last one's first job."""
+        assert self.environment.runner is not None
+        spawned = self.environment.runner.user_count
+        if not self.queues:
+            return spawned
+        try:
+            return min(spawned, started(self.queues[0]))
+        except redis.RedisError:
+            return 0  # the watcher says why, or the deadline does
+
+    def _quit(self) -> None:
+        runner = self.environment.runner
+        assert runner is not None
+        if isinstance(runner, MasterRunner):
+            # quit() alone fires test_stop before the workers hear of it: their users would
+            # go on adding jobs after the queues are deleted. stop() waits for them first.
+            runner.stop()
+        runner.quit()
+
+    def abort(self, reason: str, exit_code: int = EXIT_STOPPED) -> None:
+        """Stop the run early: what was measured is still written, marked incomplete."""
+        if self.aborted is not None:
+            return
+        self.aborted = reason
+        self.environment.process_exit_code = exit_code
+        log.error("echomq: stopping the run early: %s", reason)
+        self._quit()
+
+    def on_refused(self, environment: Environment, msg: Any, **_: Any) -> None:
+        """A user met a reply every later call gets too: stop the run, its line as the reason.
+        In its own greenlet: the user's process may be this one, and the stop kills its users."""
+        if self.aborted is None:
+            self.refused = str(msg.data["kind"])
+            gevent.spawn(self.abort, str(msg.data["line"]))
+
+    def on_sigint(self) -> None:
+        """Ctrl-C: stop the run as an interrupted one (instead of Locust's plain KeyboardInterrupt);
+        a second Ctrl-C exits at once."""
+        if self.aborted is not None:
+            log.error("echomq: interrupted again: exiting now, without a summary")
+            os._exit(EXIT_INTERRUPTED)
+        self.abort("interrupted (SIGINT)", EXIT_INTERRUPTED)
+
+    def _server_figures(self) -> tuple[dict[str, CommandStats], float, int] | None:
+        """Each master's commandstats and Redis CPU seconds now; None (and the reason kept) when
+        Redis is away."""
+        assert self.client is not None
+        try:
+            cpu = redis_cpu_seconds(self.client.info("cpu"))
+            return read_per_master(self.client), cpu, redis_used_memory(self.client)
+        except redis.RedisError as exc:
+            self.server_error = f"{error_kind(exc)}: {first_line(exc)}"
+            return None
+
+    def reset(self, **_: Any) -> None:
+        """Start a new window: every process drops what it has and counts from now."""
+        runner = self.environment.runner
+        if runner is None or self.client is None:
+            return  # the web UI's reset button before any test: nothing to reset
+        self.epoch += 1
+        self.aggregate.reset(self.epoch)
+        self.own.reset(self.epoch)
+        figures = self._server_figures()
+        self.stats_before = figures[0] if figures else None
+        self.redis_cpu = (figures[1], 0.0) if figures else None
+        self.used_memory = (figures[2], 0) if figures else None
+        runner.stats.reset_all()
+        self.window = (time.perf_counter(), 0.0)
+        self.window_clock = (clock(), 0.0)
+        runner.send_message("emq_reset", {"epoch": self.epoch})
+        log.info("echomq: warm-up over, window %d opened", self.epoch)
+
+    def on_worker_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
+        delta = data.get("emq")
+        if delta is not None:
+            self.aggregate.absorb(client_id, "worker", delta)
+
+    def on_final_report(self, environment: Environment, msg: Any, **_: Any) -> None:
+        data = msg.data
+        self.aggregate.absorb(data["process"], data["role"], data["delta"], final=True)
+
+    def on_test_stopping(self, environment: Environment, **_: Any) -> None:
+        for timer in self.timers:
+            if timer is not gevent.getcurrent():  # the quit timer may be the one stopping the test
+                timer.kill(block=False)
+        if self.window is None or self.client is None:
+            return
+        self.window = (self.window[0], time.perf_counter())
+        self.window_clock = (self.window_clock[0], clock())
+        figures = self._server_figures()
+        self.stats_after = figures[0] if figures else None
+        if self.redis_cpu is not None and figures is not None:
+            self.redis_cpu = (self.redis_cpu[0], figures[1])
+        else:
+            self.redis_cpu = None
+        if self.used_memory is not None and figures is not None:
+            self.used_memory = (self.used_memory[0], figures[2])
+        else:
+            self.used_memory = None
+        self.own.freeze()
+        runner = environment.runner
+        assert runner is not None
+        if self.distributed:
+            assert isinstance(runner, MasterRunner)
+            self.expected = {c.id for c in runner.clients.all}
+        else:
+            self.expected = {_process_id(environment)}
+        runner.send_message("emq_final", {"epoch": self.epoch})
+
+    def _missing(self) -> list[str]:
+        final = {pid for pid, t in self.aggregate.processes.items() if t.final}
+        return sorted(self.expected - final)
+
+    def _awaited(self) -> bool:
+        """Whether a process whose final delta is missing is still there to send it."""
+        missing = set(self._missing())
+        if not missing or not self.distributed:
+            return bool(missing)
+        runner = self.environment.runner
+        assert isinstance(runner, MasterRunner)
+        return bool(missing & {c.id for c in runner.clients.all})
+
+    def on_test_stop(self, environment: Environment, **_: Any) -> None:
+        path = summary_path(environment.parsed_options)
+        if self.window is None:
+            # Stopped before the window opened: the summary still says why (stage.py reads it).
+            assert Current.run is not None
+            write_summary(unmeasured_summary(Current.run, self._mode(), self.aborted, self.refused), path)
+            self._delete_queues()
+            return
+        deadline = time.monotonic() + FINAL_REPORT_WAIT_S
+        while self._awaited() and time.monotonic() < deadline:
+            gevent.sleep(0.02)
+        if self.distributed:
+            self.aggregate.absorb(_process_id(environment), "master", self.own.take(), final=True)
+        write_summary(self.summary(), path)
+        self.window = None
+        self._delete_queues()
+
+    def _mode(self) -> str:
+        return "distributed" if self.distributed else "local"
+
+    def summary(self) -> RunSummary:
+        """The closed window's summary: merged parts, the server's deltas, why it ended early."""
+        run = Current.run
+        assert run is not None and self.window is not None
+        server = by_master = None
+        if self.stats_before is not None and self.stats_after is not None:
+            before = self.stats_before
+            by_master = {m: now.since(before[m]) for m, now in self.stats_after.items() if m in before}
+            server = added(by_master.values())  # the whole is its masters' sum, exactly
+        return build_summary(
+            run,
+            self.aggregate,
+            self.window[1] - self.window[0],
+            server,
+            self.redis_cpu[1] - self.redis_cpu[0] if self.redis_cpu else None,
+            mode=self._mode(),
+            missing_processes=self._missing(),
+            aborted=self.aborted,
+            refused=self.refused,
+            server_error=self.server_error,
+            window_clock=self.window_clock,
+            # One process: every user has stopped, the queue is still, so the audit is exact.
+            audit=None if self.distributed else self.audit(),
+            home=self.home,
+            server_by_master=by_master,
+            memory_growth_bytes=self.used_memory[1] - self.used_memory[0] if self.used_memory else None,
+        )
+
+    def audit(self) -> SummaryAudit:
+        """The audit of every queue as the summary holds it; a restart or an absent server (or
+        master) says so."""
+        assert self.client is not None and Current.run is not None
+        if self.refused is not None:
+            return SummaryAudit(False, refused_verdict(self.refused))
+        try:
+            if not self.queues:
+                raise redis.ConnectionError("the queues were never opened")
+            result = audit_queues(self.queues, issued_job_ids, self.run_ids, self.home)
+        except redis.RedisError as exc:
+            return SummaryAudit(False, f"not audited: Redis unreachable ({first_line(exc)})")
+        return SummaryAudit(result.ok, result.verdict, result.counts)
+
+
+def install_load_side(environment: Environment) -> None:
+    """In each process that runs users: answer the window's messages, send deltas."""
+    runner = environment.runner
+    assert runner is not None
+    role = role_of(environment)
+
+    def on_reset(environment: Environment, msg: Any, **_: Any) -> None:
+        RECORDER.reset(int(msg.data["epoch"]))
+        if role == "worker":
+            runner.stats.reset_all()
+
+    def on_final(environment: Environment, msg: Any, **_: Any) -> None:
+        RECORDER.freeze()
+        delta = RECORDER.take()
+        runner.send_message(
+            "emq_final_report", {"process": _process_id(environment), "role": role, "delta": delta}
+        )
+
+    runner.register_message("emq_reset", on_reset)
+    runner.register_message("emq_final", on_final)
+    if role == "worker":
+
+        def on_report(client_id: str, data: dict[str, Any], **_: Any) -> None:
+            data["emq"] = RECORDER.take()
+
+        environment.events.report_to_master.add_listener(on_report)

@@ -1,0 +1,276 @@
+"""What a Locust run measures, and how the parts of many processes merge: no Locust import here.
+
+Each Locust process that runs users keeps a ``Recorder``: HdrHistograms in µs
+and plain counters, recording only inside the measured window. It hands its
+data over as deltas (encoded histograms, counter increments), each tagged with
+the window's epoch. The process that runs the test (Locust's master, or the
+only process) adds every delta of the current epoch into an ``Aggregate``, so
+the merged histogram holds exactly the sum of the parts, however many
+processes sent them (summary.py turns that into the run's summary file).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import redis
+from hdrh.histogram import HdrHistogram
+
+from bench.errors import ProtocolError
+from bench.harness.profile import FinishFetchOptions, option_key
+from bench.protocol.connection import Client, primaries
+from bench.protocol.queue import Queue, _text
+from bench.protocol.refusal import refusal
+from bench.results import hdr
+from bench.stages.finish_fetch.plan import Point
+
+ERROR_PREFIX = "errors:"  # a counter a kind of failed call: errors:timeout, errors:connection, ...
+FOLLOWED_PREFIX = "followed:"  # a counter a kind of cluster redirect followed: followed:moved, ...
+
+
+def error_kind(exc: BaseException) -> str:
+    """The kind a failed call is counted under in the summary's ``errors_by_kind``."""
+    found = refusal(exc)
+    if found is not None:
+        return found.kind  # oom, readonly, noperm, ...: the run stops on it (protocol/refusal.py)
+    if isinstance(exc, redis.TimeoutError):
+        return "timeout"  # the reply did not come within the socket timeout; the call is not re-sent
+    if isinstance(exc, redis.exceptions.NoScriptError):
+        return "noscript"  # SCRIPT FLUSH or a restart dropped the script
+    if isinstance(exc, redis.BusyLoadingError):
+        return "loading"
+    if isinstance(exc, redis.ConnectionError):
+        return "connection"  # dropped (CLIENT KILL) or refused (server gone)
+    if isinstance(exc, redis.exceptions.TryAgainError):
+        return "tryagain"  # a slot half moved, still after the retries
+    if isinstance(exc, (redis.exceptions.AskError, redis.exceptions.MovedError)):
+        return "redirect"  # not followed (the call went another way than the auto-pipeline)
+    if isinstance(exc, redis.ResponseError):
+        if "non local key" in str(exc):
+            return "non_local_key"  # a script touched a key of a slot half moved, not declared in KEYS
+        return "busy" if str(exc).startswith("BUSY") else "response"
+    if isinstance(exc, ProtocolError):
+        return "protocol"  # a script answered with a negative code (e.g. the job is gone)
+    return type(exc).__name__
+
+
+class Recorder:
+    """One process's measurements, recorded only while a window is open."""
+
+    def __init__(self) -> None:
+        self.epoch = 0
+        self.measuring = False
+        self._histograms: dict[str, HdrHistogram] = {}
+        self._counters: Counter[str] = Counter()
+        self._mark_cpu = time.process_time()
+        self._mark_wall = time.perf_counter()
+
+    def reset(self, epoch: int) -> None:
+        """Open the window ``epoch``: drop everything recorded before it."""
+        self.epoch = epoch
+        self._histograms.clear()
+        self._counters.clear()
+        self._mark_cpu = time.process_time()
+        self._mark_wall = time.perf_counter()
+        self.measuring = True
+
+    def freeze(self) -> None:
+        """Close the window: nothing recorded after this counts."""
+        if self.measuring:
+            self._accrue_time()
+            self.measuring = False
+
+    def record(self, metric: str, value_us: float, count: int = 1) -> None:
+        if self.measuring:
+            histogram = self._histograms.get(metric)
+            if histogram is None:
+                histogram = self._histograms[metric] = hdr.new_histogram()
+            hdr.record_us(histogram, value_us, count)
+
+    def count(self, name: str, amount: int = 1) -> None:
+        if self.measuring:
+            self._counters[name] += amount
+
+    def peek(self) -> tuple[dict[str, HdrHistogram], Counter[str]]:
+        """What this window holds so far, left in place (the web UI's live tab reads it)."""
+        return dict(self._histograms), Counter(self._counters)
+
+    def take(self) -> dict[str, Any]:
+        """Everything recorded since the last take, encoded; the recorder starts again from empty."""
+        if self.measuring:
+            self._accrue_time()
+        delta = {
+            "epoch": self.epoch,
+            "histograms": {
+                name: hdr.encode(h) for name, h in self._histograms.items() if h.get_total_count()
+            },
+            "counters": dict(self._counters),
+        }
+        self._histograms.clear()
+        self._counters.clear()
+        return delta
+
+    def _accrue_time(self) -> None:
+        # The process's own CPU and the window's wall time, as counters, so the
+        # deltas of one process add up to its whole window.
+        cpu, wall = time.process_time(), time.perf_counter()
+        self._counters["cpu_us"] += int((cpu - self._mark_cpu) * 1e6)
+        self._counters["window_us"] += int((wall - self._mark_wall) * 1e6)
+        self._mark_cpu, self._mark_wall = cpu, wall
+
+
+@dataclass
+class ProcessTotals:
+    """What one process sent in the current window: its counters and its histogram counts."""
+
+    role: str
+    counters: Counter[str] = field(default_factory=Counter)
+    counts: Counter[str] = field(default_factory=Counter)
+    final: bool = False
+
+
+class Aggregate:
+    """The run's merged measurements: the deltas of the current epoch from every process."""
+
+    def __init__(self) -> None:
+        self.epoch = 0
+        self.histograms: dict[str, HdrHistogram] = {}
+        self.counters: Counter[str] = Counter()
+        self.processes: dict[str, ProcessTotals] = {}
+        self.stale_reports = 0
+
+    def reset(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.histograms.clear()
+        self.counters.clear()
+        self.processes.clear()
+        self.stale_reports = 0
+
+    def absorb(self, process: str, role: str, delta: dict[str, Any], final: bool = False) -> bool:
+        """Add one delta; a delta of an older epoch (sent before the reset reached it) is dropped."""
+        if delta.get("epoch") != self.epoch:
+            self.stale_reports += 1
+            return False
+        totals = self.processes.setdefault(process, ProcessTotals(role))
+        for name, encoded in delta.get("histograms", {}).items():
+            part = hdr.decode(encoded)
+            totals.counts[name] += part.get_total_count()
+            merged = self.histograms.get(name)
+            if merged is None:
+                merged = self.histograms[name] = hdr.new_histogram()
+            merged.add(part)
+        counters = Counter({k: int(v) for k, v in delta.get("counters", {}).items()})
+        totals.counters.update(counters)
+        self.counters.update(counters)
+        totals.final = totals.final or final
+        return True
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """One run's load, as the locustfile ran it (single values, not a profile's lists)."""
+
+    strategy: str
+    workers: int
+    producers: int
+    batch_size: int
+    payload_bytes: int
+    target_rate: float
+    warmup_s: float
+    measure_s: float
+    rtt_ms: float
+    queue: str
+    socket_timeout_s: float = 30.0
+    protocol: str = "echomq"
+    concurrency: int = 1  # jobs in flight per worker connection
+    job_ms: float = 0.0  # how long a worker holds each job before finishing it
+    queues: int = 1  # queues the users are spread over (``queue`` is their base name)
+    probe: bool = False  # the latency-fidelity run: one user, a trivial EVALSHA, no queue load
+
+    @classmethod
+    def at(
+        cls,
+        opts: FinishFetchOptions,
+        strategy: str,
+        point: Point,
+        queue: str,
+        protocol: str = "echomq",
+        probe: bool = False,
+    ) -> RunSettings:
+        """One run of the profile's stage 1 at ``point``: the settings a Locust run is given as
+        flags (``locust_flags``) and the raw driver runs with."""
+        return cls(
+            strategy=strategy,
+            workers=point.workers,
+            producers=opts.producers,
+            batch_size=opts.batch_size,
+            payload_bytes=opts.payload_bytes,
+            target_rate=opts.target_rate,
+            warmup_s=opts.warmup_s,
+            measure_s=opts.measure_s,
+            rtt_ms=point.rtt_ms,
+            queue=queue,
+            socket_timeout_s=opts.socket_timeout_s,
+            protocol=protocol,
+            concurrency=point.concurrency,
+            job_ms=point.job_ms,
+            queues=point.queues,
+            probe=probe,
+        )
+
+    def locust_flags(self) -> list[str]:
+        """Each field as the locustfile's option of its name (``--rtt-ms 1``), which the Locust
+        child reads back into the same settings (in_locust/options.run_settings)."""
+        flags: list[str] = []
+        for f in fields(self):
+            value, flag = getattr(self, f.name), f"--{option_key(f.name)}"
+            if isinstance(value, bool):
+                flags += [flag] if value else []
+            else:
+                flags += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+        return flags
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy,
+            "workers": self.workers,
+            "producers": self.producers,
+            "batch_size": self.batch_size,
+            "payload_bytes": self.payload_bytes,
+            "target_rate": self.target_rate,
+            "warmup_s": self.warmup_s,
+            "measure_s": self.measure_s,
+            "rtt_ms": self.rtt_ms,
+            "rtt_simulated": True,  # each exchange on the wire waits rtt_ms once, whatever it carries
+            "queue": self.queue,
+            "socket_timeout_s": self.socket_timeout_s,
+            "protocol": self.protocol,
+            "concurrency": self.concurrency,
+            "job_ms": self.job_ms,
+            "queues": self.queues,
+            "probe": self.probe,
+        }
+
+
+def issued_job_ids(queue: Queue) -> list[str]:
+    """Every id the server handed out on this queue: 1..the id counter.
+
+    The audit takes these as the jobs produced, so a producer stopped between
+    sending a batch and reading its reply cannot make a job look unknown.
+    """
+    raw = queue.client.get(queue.keys.id_counter)
+    last = int(_text(raw)) if raw is not None else 0
+    return [str(i) for i in range(1, last + 1)]
+
+
+def redis_used_memory(client: Client) -> int:
+    """used_memory from INFO memory: on a cluster, its masters' sum (the run's queues spread)."""
+    return sum(int(node.info("memory")["used_memory"]) for _, node in primaries(client))
+
+
+def redis_cpu_seconds(info: dict[str, Any]) -> float:
+    """used_cpu_sys + used_cpu_user from INFO cpu."""
+    return float(info.get("used_cpu_sys", 0.0)) + float(info.get("used_cpu_user", 0.0))

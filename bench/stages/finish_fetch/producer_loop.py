@@ -1,0 +1,77 @@
+"""A producer as both drivers run it: pipelined batches, closed loop (a bounded backlog) or open
+loop at target-rate. No Locust or gevent import here."""
+
+from __future__ import annotations
+
+import time
+
+from bench.protocol.queue import Call, Command, Producer, Queue, now_us
+from bench.stages.finish_fetch.loadstats import RunSettings
+from bench.stages.finish_fetch.timed import NO_HOOKS, LoadHooks, Meter
+
+BACKLOG_BATCHES = 10  # closed loop: producers keep the wait list below this many batches
+BACKLOG_POLL_S = 0.002
+
+
+class ProducerLoop:
+    """One producer on its own connection (an AutoPipeline, so the simulated wait is paid as a
+    worker's is: once an exchange)."""
+
+    def __init__(
+        self,
+        queue: Queue,
+        run: RunSettings,
+        meter: Meter,
+        hooks: LoadHooks = NO_HOOKS,
+    ) -> None:
+        self.queue = queue
+        self.run = run
+        self.meter = meter
+        self.timer = hooks.timer(hooks.pipe(queue, run.rtt_ms, meter, "producer"), meter)
+        self.producer = Producer(queue, sender=self.timer)
+        per_user_rate = run.target_rate / run.producers
+        self.interval_s = run.batch_size / per_user_rate if per_user_rate > 0 else 0.0
+        self.next_slot = time.perf_counter()
+        self.check: list[Call] = [Command(("LLEN", queue.keys.wait))]
+        self.backlog = 0  # the wait list's length after the last exchange (closed loop)
+
+    def step(self) -> None:
+        """One batch: at its slot (open loop), or once the backlog has room (closed loop). The
+        closed loop's backlog check rides in the batch's own exchange (LLEN after the adds), so a
+        batch costs one round trip while there is room."""
+        closed = self.interval_s <= 0
+        if closed:
+            if self.backlog >= BACKLOG_BATCHES * self.run.batch_size:
+                time.sleep(BACKLOG_POLL_S)  # full: look again a little later (run_steps sees a stop)
+                self.backlog = self._raised(self.timer.send(self.check, "backlog check")[0])
+                return
+            slot = time.perf_counter()
+        else:
+            slot = self.wait_for_slot()
+        # The jobs carry the slot's time: when the producer is behind schedule,
+        # end-to-end latency includes the time it spent behind.
+        slot_us = now_us() - int((time.perf_counter() - slot) * 1e6)
+        n = self.run.batch_size
+        calls: list[Call] = [*self.producer.batch_calls(n, self.run.payload_bytes, slot_us)]
+        replies = self.timer.send(calls + self.check if closed else calls, f"addJob x{n}")
+        ids = self.producer.read_ids(replies[:n])
+        if closed:
+            self.backlog = self._raised(replies[n])
+        self.meter.record("enqueue", (time.perf_counter() - slot) * 1e6)
+        self.meter.count("jobs_added", len(ids))
+        self.meter.count("producer_calls", n)
+
+    def wait_for_slot(self) -> float:
+        """Open loop: the batch's intended start time; sleeps until it when ahead."""
+        slot = self.next_slot
+        self.next_slot += self.interval_s
+        delay = slot - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        return slot
+
+    @staticmethod
+    def _raised(reply: object) -> int:
+        if isinstance(reply, Exception):
+            raise reply
+        return int(reply)  # type: ignore[call-overload]

@@ -1,0 +1,163 @@
+"""What one run leaves in the run folder: its row of finish_fetch.csv, its histograms, and its
+rows of finish_fetch_shards.csv (one a master) and finish_fetch_queues.csv (one a queue), from
+its summary's ``shards``."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from bench.harness.profile import FinishFetchOptions
+from bench.protocol.spread import slot_of
+from bench.results import hdr
+from bench.results.files import HDR_DIR, hdr_name
+from bench.results.rows import FinishFetchQueueRow, FinishFetchRow, FinishFetchShardRow, RunIds
+from bench.stages.finish_fetch.locust_run import STAGE, RunResult
+from bench.stages.finish_fetch.reference import Reference
+from bench.stages.finish_fetch.summary import RunSummary
+
+
+def _round(value: Any, digits: int) -> float | None:
+    return round(float(value), digits) if value is not None else None
+
+
+def csv_row(run: RunResult, opts: FinishFetchOptions, ids: RunIds) -> FinishFetchRow:
+    """The run's row of finish_fetch.csv; audit_ok only when the queue audit passed and
+    every process's last report arrived (a run cut short is not audited as whole); the
+    machine watch of its window last."""
+    s = run.summary
+    d = s.figures
+    cycle = s.percentiles_us.get("cycle", {})
+    e2e = s.percentiles_us.get("e2e", {})
+    row = FinishFetchRow(
+        run_id=ids.run_id,
+        protocol=ids.protocol,
+        profile=ids.profile,
+        strategy=run.strategy,
+        rep=run.rep,
+        workers=run.point.workers,
+        producers=opts.producers,
+        rtt_ms=run.point.rtt_ms,
+        batch_size=opts.batch_size,
+        payload_bytes=opts.payload_bytes,
+        target_rate=opts.target_rate,
+        warmup_s=opts.warmup_s,
+        measure_s=opts.measure_s,
+        duration_s=_round(s.window_s, 3),
+        jobs=d.jobs,
+        jobs_per_s=_round(d.jobs_per_s, 1),
+        round_trips_per_job=_round(d.round_trips_per_job, 4),
+        server_calls_per_job=_round(d.server_calls_per_job, 4),
+        server_us_per_job=_round(d.server_us_per_job, 2),
+        cycle_p50_us=cycle.get("p50"),
+        cycle_p90_us=cycle.get("p90"),
+        cycle_p99_us=cycle.get("p99"),
+        cycle_p999_us=cycle.get("p999"),
+        cycle_max_us=cycle.get("max"),
+        e2e_p50_us=e2e.get("p50"),
+        e2e_p99_us=e2e.get("p99"),
+        loadgen_cpu_pct=_round(d.loadgen_cpu_pct, 1),
+        saturated=d.saturated,
+        audit_ok=run.audit.ok and s.complete,
+        concurrency=run.point.concurrency,
+        job_ms=run.point.job_ms,
+        queues=run.point.queues,
+        commands_per_job=_round(d.commands_per_job, 4),
+        server_commands_per_job=_round(d.server_commands_per_job, 4),
+        fetches_alone_per_job=_round(d.fetches_alone_per_job, 4),
+        loadgen_cpu_us_per_job=_round(d.loadgen_cpu_us_per_job, 1),
+        redis_cpu_pct=_round(d.redis_cpu_pct, 1),
+        redis_ceiling_jobs_per_s=_round(d.redis_ceiling_jobs_per_s, 0),
+        limit=d.limit,
+        limit_share=_round(d.limit_share, 3),
+        redis_mem_growth_bytes_per_1k_jobs=_round(d.redis_mem_growth_bytes_per_1k_jobs, 0),
+        rtt_slept_ms=_round(d.simulated_rtt_mean_ms, 3),
+    )
+    return replace(row, **run.machine.row_fields()) if run.machine else row
+
+
+def with_raw(row: FinishFetchRow, raw: RunSummary) -> FinishFetchRow:
+    """The row with the raw driver's figures at its point and strategy beside Locust's."""
+    d = raw.figures
+    jobs_per_s = _round(d.jobs_per_s, 1)
+    ratio = row.jobs_per_s / jobs_per_s if row.jobs_per_s is not None and jobs_per_s else None
+    return dataclasses.replace(
+        row,
+        raw_jobs_per_s=jobs_per_s,
+        raw_cpu_us_per_job=_round(d.loadgen_cpu_us_per_job, 1),
+        raw_round_trips_per_job=_round(d.round_trips_per_job, 4),
+        raw_commands_per_job=_round(d.commands_per_job, 4),
+        locust_raw_jobs_ratio=_round(ratio, 3),
+        raw_reference_cpu_ratio=_cpu_ratio(_round(d.loadgen_cpu_us_per_job, 1), row.reference_cpu_us_per_job),
+    )
+
+
+def with_reference(row: FinishFetchRow, reference: Reference) -> FinishFetchRow:
+    """The row with the reference's figures at its point and strategy beside the drivers'."""
+    cpu = _round(reference.cpu_us_per_job, 1)
+    return dataclasses.replace(
+        row,
+        reference_jobs_per_s=_round(reference.jobs_per_s, 1),
+        reference_cpu_us_per_job=cpu,
+        reference_round_trips_per_job=_round(reference.round_trips_per_job, 4),
+        raw_reference_cpu_ratio=_cpu_ratio(row.raw_cpu_us_per_job, cpu),
+    )
+
+
+def _cpu_ratio(cpu: float | None, reference: float | None) -> float | None:
+    return _round(cpu / reference, 3) if cpu is not None and reference else None
+
+
+def _metric_file_name(metric: str) -> str:
+    # "call:moveToFinished+fetch" -> "call-moveToFinished-fetch": safe in a file name, no "__"
+    return "".join(ch if ch.isalnum() else "-" for ch in metric).strip("-")
+
+
+def write_histograms(run_dir: Path, run: RunResult) -> None:
+    """Each merged histogram of the run as hdr/finish_fetch__<variant id>__r<rep>__<metric>.hdr."""
+    for metric, encoded in run.summary.histograms.items():
+        name = hdr_name(STAGE, run.variant_id, run.rep, _metric_file_name(metric))
+        hdr.write_hdr(run_dir / HDR_DIR / name, hdr.decode(encoded))
+
+
+def _point(run: RunResult, ids: RunIds) -> dict[str, Any]:
+    p = run.point
+    return {
+        "run_id": ids.run_id, "protocol": ids.protocol, "profile": ids.profile, "strategy": run.strategy,
+        "rep": run.rep, "workers": p.workers, "concurrency": p.concurrency, "job_ms": p.job_ms,
+        "rtt_ms": p.rtt_ms, "queues": p.queues, **(run.machine.row_fields() if run.machine else {}),
+    }  # fmt: skip
+
+
+def shard_rows(run: RunResult, ids: RunIds) -> list[FinishFetchShardRow]:
+    masters = run.summary.shards.get("masters", {})
+    return [
+        FinishFetchShardRow(
+            **_point(run, ids),
+            master=master,
+            master_queues=len(m["queues"]),
+            jobs=m["jobs"],
+            jobs_per_s=_round(m["jobs_per_s"], 1),
+            server_calls=m["server_calls"],
+            server_usec=m["server_usec"],
+            server_us_per_job=_round(m["server_us_per_job"], 2),
+        )
+        for master, m in masters.items()
+    ]
+
+
+def queue_rows(run: RunResult, ids: RunIds) -> list[FinishFetchQueueRow]:
+    queues = run.summary.shards.get("queues", {})
+    return [
+        FinishFetchQueueRow(
+            **_point(run, ids),
+            queue=name,
+            slot=slot_of(name),
+            master=q["master"],
+            jobs=q["jobs"],
+            jobs_per_s=_round(q["jobs_per_s"], 1),
+        )
+        for name, q in queues.items()
+    ]

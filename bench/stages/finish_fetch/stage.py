@@ -1,0 +1,349 @@
+"""Stage 1 of `python -m bench run`: finish-then-fetch, fused against two_call and
+two_call_pipelined, under Locust.
+
+For each (workers, concurrency, job_ms, rtt_ms) point the strategies run
+alternately, A B C A B C, for the profile's repetitions. Each run is a headless
+Locust subprocess on a fresh queue, audited and deleted after (locust_run.py).
+Then the raw driver (raw.py) runs each strategy once at the point, without
+Locust: its jobs/s and CPU per job go beside Locust's in the point's rows. At
+the end, the latency-fidelity check (fidelity.py). Results: one row a Locust run
+in finish_fetch.csv and the merged histograms under hdr/ (rows.py), Locust's own
+CSVs and each run's summary JSON and log beside them, the fidelity figures in
+meta.json, and a short table on stdout (table.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import uuid
+from collections import Counter
+from importlib.util import find_spec
+from pathlib import Path
+
+import redis
+
+from bench.errors import BenchError, first_line
+from bench.harness.context import RunContext
+from bench.harness.overrides import SectionFlags
+from bench.harness.profile import FinishFetchOptions, Profile
+from bench.harness.progress import Progress, StagePlan
+from bench.harness.run_folder import open_run
+from bench.harness.terminal import fold
+from bench.protocol.refusal import ServerRefused, refused
+from bench.results.files import RAW_DIR, update_meta, write_json, write_rows
+from bench.results.finish_fetch_goals import goal_lines
+from bench.results.rows import (
+    FinishFetchQueueRow,
+    FinishFetchRow,
+    FinishFetchShardRow,
+    RunIds,
+    row_dict,
+)
+from bench.stages.finish_fetch.fidelity import Fidelity, measure_plain
+from bench.stages.finish_fetch.fidelity_probe import PROBE_METRIC
+from bench.stages.finish_fetch.loadstats import RunSettings
+from bench.stages.finish_fetch.locust_run import (
+    INTERRUPTED,
+    PROBE_MEASURE_S,
+    PROBE_WARMUP_S,
+    RunResult,
+    run_once,
+    run_probe,
+)
+from bench.stages.finish_fetch.plan import Point, point_id, points_of, strategies_at
+from bench.stages.finish_fetch.raw import run_raw
+from bench.stages.finish_fetch.reference import REFERENCE_S, Reference, run_reference
+from bench.stages.finish_fetch.rows import (
+    csv_row,
+    queue_rows,
+    shard_rows,
+    with_raw,
+    with_reference,
+    write_histograms,
+)
+from bench.stages.finish_fetch.summary import RunSummary
+from bench.stages.finish_fetch.table import TableRow, shard_table, table
+
+RTT_LABEL = (
+    "simulated: each exchange on the wire waits rtt_ms once (a flush carrying several calls waits once); "
+    "loopback otherwise"
+)
+HDR_VARIANT = (
+    "<strategy>-w<workers>[-q<queues>][-c<concurrency>][-j<job_ms>]-rtt<rtt_ms> (q1, c1 and j0 left out)"
+)
+
+
+def check_profile(profile: Profile) -> None:
+    """Before any stage starts: Locust is there (found, not imported: no gevent patching here)."""
+    if find_spec("locust") is None:
+        raise BenchError("Locust is not installed; run `make venv` (or pip install -e .)")
+    strategies = profile.finish_fetch.strategies
+    if len(set(strategies)) != len(strategies):
+        raise BenchError(f"profile key strategies names one twice ({', '.join(strategies)}); list each once")
+
+
+# Beyond its window, a run spends this long starting Locust, stopping it and auditing the queue.
+RUN_OVERHEAD_S = 3.5
+RAW_OVERHEAD_S = 0.5  # a raw run: its threads start and stop, its queue is audited
+FIDELITY_CALL_S = 0.0003  # one timed trivial call of the fidelity check's plain loops, about
+
+
+def point_seconds(profile: Profile) -> tuple[float, ...]:
+    """The seconds each step of the stage should take, in order: for the run's ETA. Per point, its
+    Locust runs, then its raw runs, each protocol's; at the end the fidelity check."""
+    opts = profile.finish_fetch
+    window = opts.warmup_s + opts.measure_s
+    steps: tuple[float, ...] = ()
+    for point in points_of(opts):
+        rounds = len(strategies_at(opts, point)) * len(profile.protocols)
+        steps += (window + RUN_OVERHEAD_S,) * (opts.repetitions * rounds)
+        if opts.raw_driver:
+            steps += (window + RAW_OVERHEAD_S + opts.measure_s + REFERENCE_S,) * rounds
+    if opts.fidelity_calls > 0:
+        probe = PROBE_WARMUP_S + PROBE_MEASURE_S + RUN_OVERHEAD_S
+        steps += (probe + 3 * opts.fidelity_calls * FIDELITY_CALL_S,)
+    return steps
+
+
+def run_stage(ctx: RunContext) -> None:
+    opts = ctx.profile.finish_fetch
+    strategies = list(opts.strategies)
+    protocols = ctx.profile.protocols
+    points = points_of(opts)
+    hdr_variant = "[<protocol>.]" + HDR_VARIANT + " (no protocol: echomq)"
+    update_meta(ctx.run_dir, finish_fetch={"rtt_ms": RTT_LABEL, "hdr_variant": hdr_variant})
+    rows: list[FinishFetchRow] = []  # finish_fetch.csv
+    shown: list[TableRow] = []  # the same, and what only the table shows
+    shards: list[FinishFetchShardRow] = []  # finish_fetch_shards.csv: each run's masters
+    queues: list[FinishFetchQueueRow] = []  # finish_fetch_queues.csv: each run's queues
+    errors: Counter[str] = Counter()  # failed calls by kind, over every run: meta.json
+    audits: dict[str, str] = {}  # the verdict of each run whose audit did not pass: meta.json
+    for point in points:
+        # A B A B: drift on a shared machine hits every strategy and protocol alike.
+        rounds = [(protocol, strategy) for protocol in protocols for strategy in strategies_at(opts, point)]
+        for rep in range(1, opts.repetitions + 1):
+            for protocol, strategy in rounds:  # A B C A B C: drift on a shared machine hits all alike
+                # the stage's own counter (its points done of its plan) is the line's only count
+                ctx.progress(f"{protocol} {strategy} {point.label} rep {rep}")
+                run = run_once(
+                    ctx.settings, opts, strategy, point, rep, ctx.run_dir, protocol, ctx.watch_pids
+                )
+                row = csv_row(run, opts, RunIds(ctx.run_dir.name, ctx.profile.name, protocol))
+                rows.append(row)
+                derived = run.summary.figures
+                shown.append(TableRow(row, derived.simulated_rtt_mean_ms, derived.loadgen_cpu_us_per_job))
+                write_histograms(ctx.run_dir, run)
+                write_rows(ctx.run_dir, FinishFetchRow, rows)
+                ids = RunIds(ctx.run_dir.name, ctx.profile.name, protocol)
+                shards += shard_rows(run, ids)
+                queues += queue_rows(run, ids)
+                _write_parts(ctx.run_dir, shards, queues)
+                errors.update(derived.errors_by_kind)
+                if not row.audit_ok:
+                    audits[f"{run.variant_id} r{run.rep}"] = _audit_note(run)
+                update_meta(
+                    ctx.run_dir,
+                    finish_fetch_errors=dict(sorted(errors.items())),
+                    finish_fetch_audit_failures=audits,
+                )
+                ctx.progress.step(_progress_line(run, row))
+                _stop_if_stopped(run, ctx.run_dir)
+        if opts.raw_driver:
+            for protocol, strategy in rounds:
+                ctx.progress(f"raw driver: {protocol} {strategy} {point.label}")
+                raw = _raw_run(ctx, opts, strategy, point, protocol)
+                ctx.progress.step(
+                    f"raw driver: {protocol} {strategy} {point.label}: {raw.figures.jobs_per_s:.0f} jobs/s"
+                )
+                if raw.audit is not None and not raw.audit.ok:
+                    audits[f"raw-{protocol}-{strategy}-{point.label}"] = raw.audit.verdict
+                    update_meta(ctx.run_dir, finish_fetch_audit_failures=audits)
+                ctx.progress(f"reference: {protocol} {strategy} {point.label}")
+                reference = _reference_run(ctx, opts, strategy, point, protocol)
+                ctx.progress.step(
+                    f"reference: {protocol} {strategy} {point.label}: {reference.jobs_per_s:.0f} jobs/s, "
+                    f"{reference.cpu_us_per_job:.0f} µs CPU a job"
+                )
+                if not reference.audit_ok:
+                    audits[f"reference-{protocol}-{strategy}-{point.label}"] = reference.audit_verdict
+                    update_meta(ctx.run_dir, finish_fetch_audit_failures=audits)
+                at = (protocol, point, strategy, raw, reference)
+                rows = [_beside(r, *at) for r in rows]
+                shown = [dataclasses.replace(t, row=_beside(t.row, *at)) for t in shown]
+                write_rows(ctx.run_dir, FinishFetchRow, rows)
+    notes: list[str] = []
+    if opts.fidelity_calls > 0:
+        ctx.progress("latency fidelity: redis-benchmark, redis-py, the raw path, the Locust path")
+        fidelity = _fidelity(ctx, opts)
+        update_meta(ctx.run_dir, finish_fetch_fidelity=fidelity.as_dict())
+        notes = fidelity_lines(fidelity)
+        ctx.progress.step("latency fidelity measured")
+    ctx.progress.done()
+    notes = goal_lines(map(row_dict, rows)) + notes
+    print(fold(table(shown, strategies, notes=notes)))
+    per_master = shard_table(shards)
+    if per_master:
+        print(fold(per_master))
+    if errors:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(errors.items()))
+        total = sum(errors.values())
+        print(f"finish_fetch: {total} calls failed ({kinds}); see the runs' logs", file=sys.stderr)
+
+
+def _write_parts(run_dir: Path, shards: list[FinishFetchShardRow], queues: list[FinishFetchQueueRow]) -> None:
+    write_rows(run_dir, FinishFetchShardRow, shards)
+    write_rows(run_dir, FinishFetchQueueRow, queues)
+
+
+def _raw_run(
+    ctx: RunContext, opts: FinishFetchOptions, strategy: str, point: Point, protocol: str
+) -> RunSummary:
+    """The raw driver at one point and strategy; its summary is kept beside the Locust runs'."""
+    run = RunSettings.at(opts, strategy, point, "", protocol)  # run_raw names a fresh queue
+    try:
+        summary = run_raw(ctx.settings, run)
+    except redis.RedisError as exc:
+        raise refused(exc, ctx.settings.where) or BenchError(
+            f"raw driver run {strategy} {point.label} failed: {first_line(exc)}"
+        ) from None
+    path = ctx.run_dir / RAW_DIR / f"{point_id(protocol, strategy, point)}_summary.json"
+    write_json(path, summary.to_json())
+    return summary
+
+
+def _reference_run(
+    ctx: RunContext, opts: FinishFetchOptions, strategy: str, point: Point, protocol: str
+) -> Reference:
+    """The reference at one point and strategy (reference.py), kept beside the raw driver's."""
+    run = RunSettings.at(opts, strategy, point, "", protocol)  # run_reference names a fresh queue
+    try:
+        reference = run_reference(ctx.settings, run)
+    except redis.RedisError as exc:
+        raise refused(exc, ctx.settings.where) or BenchError(
+            f"reference run {strategy} {point.label} failed: {first_line(exc)}"
+        ) from None
+    path = ctx.run_dir / RAW_DIR / f"{point_id(protocol, strategy, point)}_reference.json"
+    write_json(path, {"settings": run.as_dict(), **reference.as_dict()})
+    return reference
+
+
+def _beside(
+    row: FinishFetchRow, protocol: str, point: Point, strategy: str, raw: RunSummary, reference: Reference
+) -> FinishFetchRow:
+    """A Locust run's row with the raw driver's and the reference's figures at its point and strategy."""
+    at = (row.workers, row.rtt_ms, row.concurrency, row.job_ms, row.queues)
+    if row.protocol != protocol or row.strategy != strategy:
+        return row
+    if at != (point.workers, point.rtt_ms, point.concurrency, point.job_ms, point.queues):
+        return row
+    return with_raw(with_reference(row, reference), raw)
+
+
+def _fidelity(ctx: RunContext, opts: FinishFetchOptions) -> Fidelity:
+    """The fidelity check's four ways; the Locust probe's p50 from its run's summary."""
+    name = f"ffprobe-{uuid.uuid4().hex[:10]}"
+    try:
+        plain = measure_plain(ctx.settings, name, opts.fidelity_calls, ctx.server.binary)
+    except redis.RedisError as exc:
+        raise refused(exc, ctx.settings.where) or BenchError(
+            f"latency fidelity check failed: {first_line(exc)}"
+        ) from None
+    summary = run_probe(ctx.settings, opts, ctx.run_dir)
+    probe = summary.percentiles_us.get(PROBE_METRIC, {})
+    p50 = probe.get("p50")
+    note = f"{probe.get('count', 0)} calls" if p50 is not None else "the probe run timed no call"
+    return dataclasses.replace(
+        plain, locust_path_p50_us=float(p50) if p50 is not None else None, locust_note=note
+    )
+
+
+def fidelity_lines(f: Fidelity) -> list[str]:
+    """The fidelity figures under the table."""
+
+    def us(value: float | None) -> str:
+        return f"{value:.0f} µs" if value is not None else "-"
+
+    bench = us(f.redis_benchmark_p50_us) if f.redis_benchmark_p50_us is not None else f.redis_benchmark_note
+    adds = f"{f.harness_adds_us:+.0f} µs" if f.harness_adds_us is not None else "-"
+    return [
+        f"latency fidelity, p50 of one EVALSHA 'return 1' at one client ({f.calls} calls each): "
+        f"redis-benchmark {bench}; bare redis-py {us(f.redis_py_p50_us)}; "
+        f"raw driver's path {us(f.raw_path_p50_us)}; under Locust {us(f.locust_path_p50_us)} "
+        f"(the harness adds {adds} to redis-py; goal: at most 20 µs)"
+    ]
+
+
+def _audit_note(run: RunResult) -> str:
+    """Why the run's audit_ok is false, in the audit's own words."""
+    if not run.audit.ok:
+        return run.audit.verdict
+    missing = ", ".join(run.summary.missing_processes)
+    cut = run.stopped or (f"no final report from {missing}" if missing else "the summary is incomplete")
+    return f"cut short ({cut}); the queue itself: {run.audit.verdict}"
+
+
+def _stop_if_stopped(run: RunResult, run_dir: Path) -> None:
+    """End the stage when a run stopped early: its row is written already, marked audit_ok false."""
+    reason = run.stopped
+    if reason is None:
+        return
+    if reason == INTERRUPTED:
+        raise KeyboardInterrupt
+    if run.summary.refused:  # its line says what the server refused and what to do
+        raise ServerRefused(reason, run.summary.refused)
+    lead = "" if run.protocol == "echomq" else f"{run.protocol} "
+    which = f"{lead}{run.strategy} {run.point.label} rep {run.rep}"
+    raise BenchError(f"finish_fetch run {which} stopped: {reason}; what it measured is in {run_dir}")
+
+
+def _progress_line(run: RunResult, row: FinishFetchRow) -> str:
+    notes = []
+    if run.machine is not None and run.machine.contended:
+        notes.append(run.machine.note())
+    if row.saturated:
+        notes.append("saturated: " + "; ".join(run.summary.figures.saturated_because))
+    if run.stopped:
+        notes.append(f"STOPPED EARLY: {run.stopped}")
+    if not row.audit_ok:
+        notes.append(f"AUDIT FAILED: {run.audit.verdict}")
+    errors = run.summary.figures.errors
+    if errors:
+        kinds = ", ".join(f"{n} {k}" for k, n in run.summary.figures.errors_by_kind.items())
+        notes.append(f"{errors} failed calls: {kinds or 'kinds not recorded'} (see {run.files}.log)")
+    followed = run.summary.figures.followed_by_kind
+    if followed:  # a cluster slot moved during the run
+        notes.append("slot moving, calls sent on: " + ", ".join(f"{n} {k}" for k, n in followed.items()))
+    tail = f" ({'; '.join(notes)})" if notes else ""
+    return (
+        f"{run.protocol} {run.strategy} {run.point.label} rep {run.rep}: {row.jobs_per_s:.0f} jobs/s, "
+        f"{row.round_trips_per_job:.2f} rt/job, {row.commands_per_job:.2f} cmd/job, "
+        f"cycle p50 {row.cycle_p50_us} µs, limit {row.limit}{tail}"
+    )
+
+
+# --- python -m bench finish-fetch ---------------------------------------------------------------
+
+
+FLAGS = SectionFlags(FinishFetchOptions)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m bench finish-fetch`: the stage alone, into its own run folder."""
+    parser = FLAGS.parser(
+        "echomq-bench finish-fetch",
+        "Finish-then-fetch alone: each strategy under Locust, then the raw driver. "
+        "Settings default to the profile's keys.",
+    )
+    args = parser.parse_args(argv)
+    profile = FLAGS.profile(args)
+    check_profile(profile)  # before a server starts
+    progress = Progress([StagePlan("finish_fetch", point_seconds(profile))], stage="finish_fetch")
+    with open_run(
+        profile, ["finish_fetch"], args.results, progress=progress, quiet_machine=args.quiet_machine
+    ) as run:
+        run_stage(run.ctx)
+        run.ctx.progress.done()
+        run.stage_done("finish_fetch")
+    print(f"results: {run.ctx.run_dir}")
+    return 0

@@ -1,0 +1,364 @@
+"""The run's summary file: built from the window's merged figures, logged, and written.
+
+The summary is the load side's whole answer to whoever started the run
+(stage.py reads nothing else): the merged histograms, the counters, the
+server's commandstats delta, the headline figures, whether the run is
+complete, and, when it stopped early, why (``aborted``). A run stopped before
+its window opened still writes one, with ``measured: false`` and the reason.
+No Locust import here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from bench.protocol.commandstats import CommandStats, client_side
+from bench.results import hdr
+from bench.results.files import write_json
+from bench.stages.finish_fetch import pace
+from bench.stages.finish_fetch.loadstats import ERROR_PREFIX, FOLLOWED_PREFIX, Aggregate, RunSettings
+from bench.stages.finish_fetch.shards import shard_figures
+
+log = logging.getLogger("echomq")
+
+SUMMARY_KIND = "echomq-finish-fetch"
+SUMMARY_VERSION = 2  # 2: ``measured``, and a summary even when nothing was measured
+
+# A run is marked saturated when the generator, not Redis, set the pace:
+# a process that runs users busier than this share of one core, or an open-loop
+# producer that added less than this share of the offered rate.
+SATURATED_CPU_PCT = 90.0
+SATURATED_RATE_SHARE = 0.9
+WARM_UP_ONLY = "the test stopped during warm-up"  # the reason when nothing else stopped it
+
+
+def _per(numerator: float, denominator: float) -> float:
+    return numerator / denominator if denominator else 0.0
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A run's headline figures (the summary's ``derived``), a job's figures per job finished."""
+
+    jobs: int
+    jobs_per_s: float
+    added_per_s: float
+    offered_per_s: float
+    round_trips_per_job: float
+    producer_round_trips_per_job: float
+    # every client-sent command in the window (producers' addJob included), per job finished
+    server_calls_per_job: float | None
+    server_us_per_job: float | None
+    # the same calls less the producers' addJob calls, which the producers counted themselves
+    worker_server_calls_per_job: float | None
+    # the workers' script calls a job's cycle sends, counted at the client (1 fused, 2 two-call) ...
+    commands_per_job: float
+    # ... and as the server counted them: EVALSHA calls less the producers' and the lone fetches
+    server_commands_per_job: float | None
+    # fetches outside a cycle (a slot's first, or after one found no job): an idle queue's cost
+    fetches_alone_per_job: float
+    worker_flushes: int
+    # a worker's jobs in flight as each starts (1 .. concurrency): above 1, the slots overlap
+    jobs_in_flight_mean: float
+    calls_per_flush: float
+    redis_ceiling_jobs_per_s: float | None
+    pace_shares: dict[str, float]
+    limit: str
+    limit_share: float
+    loadgen_cpu_pct: float
+    loadgen_cpu_us_per_job: float
+    busiest_process_cpu_pct: float
+    redis_cpu_pct: float | None
+    simulated_rtt_mean_ms: float
+    errors: int
+    errors_by_kind: dict[str, int]
+    followed_by_kind: dict[str, int]  # a cluster slot moving: MOVED, ASK, TRYAGAIN
+    saturated: bool
+    saturated_because: list[str]
+    # the server's used_memory growth over the window a 1,000 jobs (kept jobs cost memory)
+    redis_mem_growth_bytes_per_1k_jobs: float | None = None
+
+
+@dataclass(frozen=True)
+class SummaryAudit:
+    """The queues' audit as the summary holds it, when its process could take it (a run of one
+    process, or the raw driver's)."""
+
+    ok: bool
+    verdict: str
+    counts: dict[str, int] | None = None  # jobs by state; none when the queues were not audited
+
+
+@dataclass
+class RunSummary:
+    """What a run of stage 1 measured, as its summary JSON holds it (``to_json``/``from_json``
+    at that edge only): the load side's whole answer to whoever started the run.
+
+    A run stopped before its window opened has ``measured`` false, the reason in ``aborted``
+    and no figures; its JSON holds only UNMEASURED_KEYS."""
+
+    mode: str  # "local", "distributed" or "raw"
+    settings: RunSettings  # the run's settings, as its process ran them
+    measured: bool
+    complete: bool
+    aborted: str | None
+    # the kind of refusal (protocol/refusal.py) when a reply every later call would get ended it
+    refused: str | None = None
+    kind: str = SUMMARY_KIND
+    version: int = SUMMARY_VERSION
+    window_s: float = 0.0
+    window_clock_s: list[float] | None = None  # the window's open and close on CLOCK_MONOTONIC
+    missing_processes: list[str] = field(default_factory=list)
+    stale_reports_dropped: int = 0
+    server_error: str | None = None
+    histograms: dict[str, str] = field(default_factory=dict)  # metric -> HdrHistogram, encoded
+    percentiles_us: dict[str, dict[str, int]] = field(default_factory=dict)  # metric -> p50, p99, ... µs
+    counters: dict[str, int] = field(default_factory=dict)
+    server: dict[str, dict[str, int]] | None = None  # commandstats delta: calls, usec by command
+    processes: list[dict[str, Any]] = field(default_factory=list)  # each process's own counts
+    derived: Derived | None = None
+    shards: dict[str, Any] = field(default_factory=dict)  # shards.shard_figures: queues, masters
+    audit: SummaryAudit | None = None
+    exit_code: int | None = None  # the Locust child's, set by the stage that ran it
+
+    @property
+    def figures(self) -> Derived:
+        """The headline figures of a measured run."""
+        assert self.derived is not None, "a run that measured nothing has no figures"
+        return self.derived
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["settings"] = self.settings.as_dict()
+        if not self.measured:
+            return {key: data[key] for key in UNMEASURED_KEYS}
+        for key in ("audit", "exit_code"):
+            if data[key] is None:
+                del data[key]
+        if self.audit is not None and self.audit.counts is None:
+            del data["audit"]["counts"]
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunSummary:
+        values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        known = {f.name for f in fields(RunSettings)}  # as_dict adds what the file says about them
+        values["settings"] = RunSettings(**{k: v for k, v in data["settings"].items() if k in known})
+        if values.get("derived") is not None:
+            values["derived"] = Derived(**values["derived"])
+        if values.get("audit") is not None:
+            values["audit"] = SummaryAudit(**values["audit"])
+        return cls(**values)
+
+
+# What the summary of a run that measured nothing holds.
+UNMEASURED_KEYS = ("kind", "version", "mode", "settings", "measured", "complete", "aborted", "refused")
+
+
+def derive(
+    run: RunSettings,
+    aggregate: Aggregate,
+    window_s: float,
+    server: CommandStats | None,
+    redis_cpu_s: float | None,
+) -> Derived:
+    """The run's headline figures, and whether the generator was the limit."""
+    c = aggregate.counters
+    jobs = c["jobs"]
+    server_side = client_side(server) if server is not None else None
+    busiest = 0.0
+    cpu_s_total = 0.0
+    for totals in aggregate.processes.values():
+        cpu_s_total += totals.counters["cpu_us"] / 1e6
+        if totals.role != "master":  # the master runs no users
+            busiest = max(busiest, 100.0 * _per(totals.counters["cpu_us"], totals.counters["window_us"]))
+    added_per_s = _per(c["jobs_added"], window_s)
+    jobs_per_s = _per(jobs, window_s)
+    redis_cpu_pct = 100.0 * _per(redis_cpu_s, window_s) if redis_cpu_s is not None else None
+    server_us_per_job = _per(server_side.total_usec, jobs) if server_side and jobs else None
+    # what each exchange's simulated wait really took (a busy event loop wakes late)
+    slept_rtt_ms = _per(c["rtt_slept_us"], c["rtt_sleeps"]) / 1000
+    used = pace.shares(
+        pace.PaceInputs(
+            jobs_per_s=jobs_per_s,
+            workers=run.workers,
+            concurrency=run.concurrency,
+            job_ms=run.job_ms,
+            rtt_ms=slept_rtt_ms if c["rtt_sleeps"] else run.rtt_ms,
+            round_trips_per_job=_per(c["worker_round_trips"], jobs),
+            busiest_cpu_pct=busiest,
+            redis_cpu_pct=redis_cpu_pct,
+            redis_us_per_job=server_us_per_job,
+        )
+    )
+    limit, limit_share = pace.limit(used)
+    reasons = []
+    if busiest >= SATURATED_CPU_PCT:
+        reasons.append(f"a load process used {busiest:.0f}% of a core")
+    if run.target_rate > 0 and added_per_s < SATURATED_RATE_SHARE * run.target_rate:
+        reasons.append(f"added {added_per_s:.0f} jobs/s of {run.target_rate:g} offered")
+    return Derived(
+        jobs=jobs,
+        jobs_per_s=jobs_per_s,
+        added_per_s=added_per_s,
+        offered_per_s=run.target_rate,
+        round_trips_per_job=_per(c["worker_round_trips"], jobs),
+        producer_round_trips_per_job=_per(c["producer_round_trips"], jobs),
+        server_calls_per_job=_per(server_side.total_calls, jobs) if server_side else None,
+        server_us_per_job=_per(server_side.total_usec, jobs) if server_side else None,
+        worker_server_calls_per_job=(
+            _per(server_side.total_calls - c["producer_calls"], jobs) if server_side else None
+        ),
+        commands_per_job=_per(c["worker_script_calls"] - c["fetches_alone"], jobs),
+        server_commands_per_job=(
+            _per(server.calls.get("evalsha", 0) - c["producer_script_calls"] - c["fetches_alone"], jobs)
+            if server
+            else None
+        ),
+        fetches_alone_per_job=_per(c["fetches_alone"], jobs),
+        worker_flushes=c["worker_round_trips"],
+        jobs_in_flight_mean=_per(c["in_flight_sum"], c["in_flight_samples"]),
+        calls_per_flush=_per(c["worker_commands"], c["worker_round_trips"]),
+        redis_ceiling_jobs_per_s=pace.redis_ceiling(server_us_per_job),
+        pace_shares=used,
+        limit=limit,
+        limit_share=limit_share,
+        loadgen_cpu_pct=100.0 * _per(cpu_s_total, window_s),
+        loadgen_cpu_us_per_job=_per(cpu_s_total * 1e6, jobs),
+        busiest_process_cpu_pct=busiest,
+        redis_cpu_pct=redis_cpu_pct,
+        simulated_rtt_mean_ms=slept_rtt_ms,
+        errors=c["errors"],
+        errors_by_kind=errors_by_kind(c),
+        followed_by_kind=by_kind(c, FOLLOWED_PREFIX),
+        saturated=bool(reasons),
+        saturated_because=reasons,
+    )
+
+
+def errors_by_kind(counters: Counter[str]) -> dict[str, int]:
+    """The errors:<kind> counters as {kind: count}."""
+    return by_kind(counters, ERROR_PREFIX)
+
+
+def by_kind(counters: Counter[str], prefix: str) -> dict[str, int]:
+    """The <prefix><kind> counters as {kind: count}."""
+    found = sorted((k, v) for k, v in counters.items() if k.startswith(prefix))
+    return {k.removeprefix(prefix): v for k, v in found}
+
+
+def build_summary(
+    run: RunSettings,
+    aggregate: Aggregate,
+    window_s: float,
+    server: CommandStats | None,
+    redis_cpu_s: float | None,
+    mode: str,
+    missing_processes: list[str],
+    *,
+    aborted: str | None = None,
+    refused: str | None = None,
+    server_error: str | None = None,
+    audit: SummaryAudit | None = None,
+    window_clock: tuple[float, float] | None = None,
+    home: Mapping[str, str] | None = None,
+    server_by_master: Mapping[str, CommandStats] | None = None,
+    memory_growth_bytes: int | None = None,
+) -> RunSummary:
+    """The run's summary: settings, merged histograms, per-process parts, headline figures.
+
+    ``aborted`` says why the window ended early (the run is then incomplete), ``refused`` the kind
+    of refusal (protocol/refusal.py) when a reply every later call would get too ended it,
+    ``server_error`` why the server's own figures are missing, ``audit`` the
+    queue's audit when this process could take it (a run of one process),
+    ``window_clock`` the window's open and close on CLOCK_MONOTONIC (so the stage's
+    machine watch, in another process, judges this window and not Locust's start), ``home``
+    each queue's master and ``server_by_master`` each master's commandstats delta (``shards``),
+    ``memory_growth_bytes`` the server's used_memory growth over the window (kept jobs cost memory).
+    """
+    derived = derive(run, aggregate, window_s, server, redis_cpu_s)
+    if memory_growth_bytes is not None and derived.jobs:
+        growth = memory_growth_bytes * 1000 / derived.jobs
+        derived = dataclasses.replace(derived, redis_mem_growth_bytes_per_1k_jobs=growth)
+    return RunSummary(
+        mode=mode,
+        settings=run,
+        measured=True,
+        complete=not missing_processes and aborted is None,
+        aborted=aborted,
+        refused=refused,
+        window_s=window_s,
+        window_clock_s=list(window_clock) if window_clock else None,
+        missing_processes=missing_processes,
+        stale_reports_dropped=aggregate.stale_reports,
+        server_error=server_error,
+        histograms={name: hdr.encode(h) for name, h in sorted(aggregate.histograms.items())},
+        percentiles_us={name: hdr.summary(h) for name, h in sorted(aggregate.histograms.items())},
+        counters=dict(sorted(aggregate.counters.items())),
+        server={"calls": dict(server.calls), "usec": dict(server.usec)} if server is not None else None,
+        processes=[
+            {
+                "id": pid,
+                "role": t.role,
+                "final": t.final,
+                "counters": dict(sorted(t.counters.items())),
+                "counts": dict(sorted(t.counts.items())),
+            }
+            for pid, t in sorted(aggregate.processes.items())
+        ],
+        derived=derived,
+        shards=shard_figures(aggregate.counters, home or {}, server_by_master, window_s),
+        audit=audit,
+    )
+
+
+def refused_verdict(kind: str) -> str:
+    """The audit's verdict on a run a refusal ended: its queues hold what the server let in, not
+    the run's jobs, so counting them would judge the server's refusals."""
+    return f"not audited: the server refused the run's calls ({kind}), so its queues are not the run's"
+
+
+def unmeasured_summary(
+    run: RunSettings, mode: str, aborted: str | None, refused: str | None = None
+) -> RunSummary:
+    """The summary of a run that stopped before its window opened: no figures, only why."""
+    return RunSummary(
+        mode, run, measured=False, complete=False, aborted=aborted or WARM_UP_ONLY, refused=refused
+    )
+
+
+def write_summary(summary: RunSummary, path: Path | None) -> None:
+    """Log the run's headline (or why nothing was measured) and write the summary to ``path``."""
+    if summary.measured:
+        _log_headline(summary)
+    else:
+        log.warning("echomq: nothing was measured: %s", summary.aborted)
+    if path is not None:
+        write_json(path, summary.to_json())
+    if summary.measured and summary.aborted:
+        log.error("echomq: run stopped early: %s; what it measured is in %s", summary.aborted, path)
+
+
+def _log_headline(summary: RunSummary) -> None:
+    d = summary.figures
+    log.info(
+        "echomq: %s: %d jobs in %.1fs = %.0f jobs/s, %.2f round trips/job, %.2f commands/job, "
+        "cycle p50 %s µs%s",
+        summary.settings.strategy,
+        d.jobs,
+        summary.window_s,
+        d.jobs_per_s,
+        d.round_trips_per_job,
+        d.commands_per_job,
+        summary.percentiles_us.get("cycle", {}).get("p50", "-"),
+        ", SATURATED: " + "; ".join(d.saturated_because) if d.saturated else "",
+    )
+    if d.errors:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in d.errors_by_kind.items())
+        log.warning("echomq: %d calls failed in the window (%s)", d.errors, kinds)

@@ -1,0 +1,166 @@
+"""The race audit: K sweepers of one variant at once over N stalled jobs, counting what their gaps do.
+
+Each setting runs ``reps`` times, alternating, each run on a fresh queue
+(bench/stages/race/trial.py). What is counted, summed over repetitions (occurrences,
+not jobs; bench/stages/race/count.py):
+
+- double_recoveries: reclaims of a job beyond its first. Counted from the
+  sweepers' own returns and from the final state (copies in wait plus failed
+  beyond one); the larger of the two, so neither source can hide one.
+- lost_attempt_updates: increments missing from a job's attempt counters: the
+  times it was reclaimed plus the times a worker finished it, less ``atm`` (in
+  BullMQ, whose sweep counts stalls in ``stc``: reclaims less ``stc``, plus
+  finishes less ``atm``).
+- requeued_after_finish: copies of a finished job put back to work: a
+  completed job's copies still in wait at the end, plus fetches of a job that
+  already carried ``finishedOn``.
+- audit_violations: what bench.protocol.audit finds that the columns above do not
+  explain (a job in no place, an unknown id, a job in two places that was
+  neither double-recovered nor requeued), plus stalled jobs still unreclaimed
+  at the deadline and errors in a sweeper or worker thread.
+
+The delay between a sweeper's check and its act is simulated (a sleep) and
+applies only to variants with such a gap (bench.protocol.sweep.has_gap). An
+atomic sweep checks and acts inside one script: it has no gap, so it runs at
+delay 0 only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from bench.harness.context import RunContext
+from bench.harness.machine import clock, watch_run
+from bench.harness.overrides import SectionFlags
+from bench.harness.profile import Profile, RaceOptions
+from bench.harness.progress import Progress, StagePlan
+from bench.harness.run_folder import open_run
+from bench.harness.terminal import fold
+from bench.protocol.connection import RedisSettings
+from bench.protocol.sweep import SWEEPERS, has_gap
+from bench.results.files import update_meta, write_rows
+from bench.results.rows import RaceRow, RunIds
+from bench.stages.race.plan import (
+    ALL,
+    SWEEPERS_MAX,
+    SWEEPERS_MIN,
+    RacePlan,
+    extra_scripts,
+)
+from bench.stages.race.rows import RaceOutcome
+from bench.stages.race.table import format_table
+from bench.stages.race.trial import run_once
+
+
+def run_plan(
+    settings: RedisSettings,
+    plan: RacePlan,
+    progress: Callable[[str], None],
+    watch_pids: Sequence[int] = (),
+) -> list[RaceOutcome]:
+    """Every setting, ``reps`` times, alternating: rep 1 of each setting, then rep 2, ...
+
+    One machine watch runs through the plan (the threads are this process's, an embedded
+    redis-server its child, ``watch_pids`` own too); each run is judged over its own span
+    of it, set-up and audit included (bench.harness.machine: a short run over the second
+    around it)."""
+    outcomes = {cell: RaceOutcome(cell) for cell in plan.settings()}
+    spans: list[tuple[RaceOutcome, tuple[float, float]]] = []
+    with watch_run(watch_pids) as watch:
+        for rep in range(1, plan.reps + 1):
+            for cell, outcome in outcomes.items():
+                opened = clock()
+                found = run_once(settings, cell)
+                spans.append((outcome, (opened, clock())))
+                outcome.reps += 1
+                outcome.counts = outcome.counts + found
+                progress(
+                    f"{cell.label()} rep {rep}/{plan.reps}: double {found.double_recoveries}, "
+                    f"lost {found.lost_attempt_updates}, requeued {found.requeued_after_finish}, "
+                    f"audit {found.audit_violations} ({found.sweeps} sweeps, {found.finished} finished)"
+                )
+    for outcome, span in spans:
+        outcome.machine.append(watch.within(span))
+    return list(outcomes.values())
+
+
+def plan_record(plan: RacePlan) -> dict[str, Any]:
+    """The plan as meta.json keeps it: what the columns of race.csv do not say."""
+    return {
+        **dataclasses.asdict(plan),
+        "live_jobs": plan.stalled_jobs if plan.workers else 0,
+        "delay": "simulated: a sleep between check and act; none for atomic sweeps",
+    }
+
+
+RUN_OVERHEAD_S = 1.0  # a run's set-up: N jobs stalled, the threads started, the audit
+GAP_S_PER_JOB = 0.01  # an app-side sweep's round trips a job, over K sweepers on a shared machine
+ATOMIC_S_PER_JOB = 0.004
+
+
+def point_seconds(profile: Profile) -> tuple[float, ...]:
+    """The seconds each run of the stage should take, in order: for the run's ETA. A sweeper with
+    a gap also waits its delay once a job, so a pass takes N x delay more."""
+    plan = RacePlan.from_options(profile.race, profile.protocols)  # every protocol's runs count
+    per_run = []
+    for cell in plan.settings():
+        per_job = GAP_S_PER_JOB + cell.delay_ms / 1000 if has_gap(cell.variant) else ATOMIC_S_PER_JOB
+        per_run.append(RUN_OVERHEAD_S + cell.stalled_jobs * per_job)
+    return tuple(per_run) * plan.reps
+
+
+def check_profile(profile: Profile) -> None:
+    """Refuse bad race settings before any stage of a run starts."""
+    RacePlan.from_options(profile.race, profile.protocols)
+
+
+def run_stage(ctx: RunContext) -> None:
+    plan = RacePlan.from_options(ctx.profile.race, ctx.profile.protocols)
+    update_meta(ctx.run_dir, race=plan_record(plan))
+    outcomes = run_plan(ctx.settings, plan, ctx.progress.step, ctx.watch_pids)
+    ids = RunIds(ctx.run_dir.name, ctx.profile.name)
+    write_rows(ctx.run_dir, RaceRow, [o.row(ids) for o in outcomes])
+    ctx.progress.done()
+    print(fold(format_table(outcomes, plan)))
+
+
+# --- python -m bench race ---------------------------------------------------------------
+
+
+FLAGS = SectionFlags(
+    RaceOptions,
+    prefix="race-",
+    helps={
+        "race_variants": f"from {ALL}, {', '.join(SWEEPERS)}",
+        "race_sweepers": f"concurrent sweepers, {SWEEPERS_MIN}..{SWEEPERS_MAX}, e.g. 2,8",
+        "race_jobs": "stalled jobs per run (N)",
+        "race_delay_ms": "simulated delay between check and act, e.g. 0,2",
+        "race_reps": "repetitions of each setting",
+        "race_workers": "worker threads finishing jobs during the sweeps (0 = none)",
+        "race_deadline_s": "a run that has not reclaimed everything by then is an error",
+        "race_slice": "ids a sliced sweep visits a call (small: a pass spans calls)",
+        "race_max_stalled": "reclaims before a job goes to failed; low values test the failed path",
+    },
+)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m bench race`: the race stage alone, into its own run folder."""
+    parser = FLAGS.parser(
+        "echomq-bench race",
+        "The race audit alone: K sweepers of one variant at once over N stalled jobs. "
+        "Settings default to the profile's race keys.",
+    )
+    args = parser.parse_args(argv)
+    profile = FLAGS.profile(args)
+    plan = RacePlan.from_options(profile.race, profile.protocols)  # checked before a server starts
+    progress = Progress([StagePlan("race", point_seconds(profile))], stage="race")
+    with open_run(
+        profile, ["race"], args.results, extra_scripts(plan.variants), progress, args.quiet_machine
+    ) as run:
+        run_stage(run.ctx)
+        run.stage_done("race")
+    print(f"results: {run.ctx.run_dir}")
+    return 0

@@ -1,0 +1,63 @@
+"""The hot path's script cost: Redis µs and commands per worker step of each protocol, scripts alone.
+
+The load runs measure whole cycles under load, producers and all. Beside them,
+each protocol's steps run alone on a small queue (bench.protocol.phases): the
+fused and two-call cycles, extendLock and a healthy sweep. The protocols take
+turns, A B C A B C, one repetition a round, so what a protocol's extra writes
+cost (echomq-deadline's ZADD and ZREM) is read against echomq's in the same
+run. Rows: script_cost.csv.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bench.harness.context import RunContext
+from bench.harness.machine import MachineSample, clock, watch_run
+from bench.protocol.phases import Row, cycle_commands, cycle_usec, measure_phases
+from bench.results.rows import ScriptCostRow
+from bench.stages.script_cost.plan import cells_of
+
+SCRIPT_COST_CALLS = 200  # calls a script a repetition: enough for µs a call (Redis counts every µs)
+SCRIPT_COST_S_PER_PROTOCOL = 1.5  # one protocol's phases at SCRIPT_COST_CALLS, about: for the run's ETA
+
+
+def by_name(commands: dict[str, float]) -> dict[str, float]:
+    """Every command a call ran, by name, a whole count as an int (``{"evalsha": 1}``)."""
+    return {name: int(n) if float(n).is_integer() else n for name, n in sorted(commands.items())}
+
+
+def script_cost_rows(
+    ctx: RunContext, protocols: Sequence[str], reps: int, calls: int = SCRIPT_COST_CALLS
+) -> list[ScriptCostRow]:
+    """Every step of every protocol, ``reps`` times, alternating; the machine watched through."""
+    measured: list[tuple[str, int, list[Row], tuple[float, float]]] = []  # protocol, rep, phases, span
+    client = ctx.settings.connect()
+    try:
+        with watch_run(ctx.watch_pids) as watch:
+            for cell in cells_of(protocols, reps):
+                opened = clock()
+                phases = measure_phases(client, calls, cell.protocol)
+                measured.append((cell.protocol, cell.rep, phases, (opened, clock())))
+    finally:
+        client.close()
+    rows: list[ScriptCostRow] = []
+    for protocol, rep, phases, span in measured:
+        machine: MachineSample = watch.within(span)
+        usec, commands = cycle_usec(phases), cycle_commands(phases)
+        for step in usec:
+            rows.append(
+                ScriptCostRow(
+                    run_id=ctx.run_dir.name,
+                    protocol=protocol,
+                    profile=ctx.profile.name,
+                    step=step,
+                    rep=rep,
+                    calls=calls,
+                    server_us_per_call=round(usec[step], 2),
+                    commands_per_call=round(sum(commands[step].values()), 3),
+                    commands=by_name(commands[step]),
+                    **machine.row_fields(),
+                )
+            )
+    return rows

@@ -1,0 +1,80 @@
+"""The sweep stage's control: a Lua loop of plain arithmetic, timed inside Redis call by call.
+
+The loop reads no key and allocates nothing, so its calls differ only by what the machine
+does to them (the scheduler, a shared core, the CPU's caches). A sweep call as long as the
+control's worst is as long as the machine makes a call of that size; one longer is the
+sweep's own. The goals read the sliced sweeps' longest calls against it (bench/results/sweep_goals.py),
+measured in the same run on the same server: against this machine, not a constant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import redis
+
+from bench.harness.machine import watch_run
+from bench.protocol.commandstats import CommandStats
+from bench.results.rows import RunIds, SweepControlRow
+
+SPIN = "local x = 0 for i = 1, tonumber(ARGV[1]) do x = x + i end return 1"
+ONE_MS_US = 1000
+
+
+def spin_times(node: redis.Redis, calls: int, iterations: int) -> tuple[list[int], int]:
+    """Each call's µs inside Redis (INFO commandstats' EVALSHA µs read before and after it), and
+    how many calls another client's script call overlapped (their µs cannot be told apart)."""
+    sha = node.script_load(SPIN)
+    times: list[int] = []
+    mixed = 0
+    before = CommandStats.read(node)
+    for _ in range(calls):
+        node.evalsha(sha, 0, iterations)
+        after = CommandStats.read(node)
+        delta = after.since(before)
+        before = after
+        if delta.calls.get("evalsha", 0) + delta.calls.get("eval", 0) != 1:
+            mixed += 1
+            continue
+        times.append(delta.usec["evalsha"])
+    return times, mixed
+
+
+def control_row(ids: RunIds, times: list[int], calls: int, iterations: int, mixed: int) -> SweepControlRow:
+    """The control's sweep_control.csv row from its calls' µs (empty figures when none counted)."""
+    row = SweepControlRow(ids.run_id, ids.protocol, ids.profile, calls, iterations, calls_mixed=mixed)
+    if not times:
+        return row
+    ordered = sorted(times)
+    return replace(
+        row,
+        redis_us_median=ordered[len(ordered) // 2],
+        redis_us_p999=ordered[min(len(ordered) - 1, int(len(ordered) * 0.999))],
+        redis_us_max=ordered[-1],
+        calls_over_1ms=sum(t > ONE_MS_US for t in ordered),
+    )
+
+
+def run_control(
+    node: redis.Redis, ids: RunIds, calls: int, iterations: int, watch_pids: tuple[int, ...] = ()
+) -> SweepControlRow:
+    """The control's calls on ``node`` (the swept queues' server), with the machine watched."""
+    watch = watch_run(watch_pids)
+    watch.start()
+    try:
+        times, mixed = spin_times(node, calls, iterations)
+    finally:
+        watch.stop()
+    row = control_row(ids, times, calls, iterations, mixed)
+    return replace(row, **watch.within(None).row_fields())
+
+
+def control_line(row: SweepControlRow) -> str:
+    """The control's figures in one line, as the stage prints them."""
+    if row.redis_us_max is None:
+        return f"control: none of {row.calls:,} calls could be timed alone (other script calls overlapped)"
+    note = "; CONTENDED" if row.contended else ""
+    return (
+        f"control, a Lua loop ({row.calls:,} calls, in Redis): median {row.redis_us_median:,} µs, "
+        f"99.9th {row.redis_us_p999:,}, max {row.redis_us_max:,}, {row.calls_over_1ms:,} over 1 ms{note}"
+    )

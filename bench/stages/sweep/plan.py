@@ -1,0 +1,161 @@
+"""Which sweep points run, in which order, and with which pyperf settings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bench.errors import BenchError
+from bench.harness.profile import SweepOptions
+from bench.protocol.base import check_protocol_names, protocol_named
+from bench.protocol.sweep import SWEEPERS
+from bench.stages.sweep.scenario import SCENARIOS
+
+ECHOMQ = "echomq"
+
+# Why a variant of a protocol gets slow enough to be capped, by the point's label (a capped row's
+# `skipped` says it). The reason differs by protocol: echomq-deadline's sweep is linear.
+SLOW_BECAUSE = {
+    "atomic": "one LREM scan of active per reclaimed id makes it quadratic",
+    "bullmq.atomic": "one LREM scan of active per reclaimed id makes it quadratic",
+    "echomq-deadline.atomic": "linear (ids taken from the end of active); capped to keep the run short",
+    "app_side": "one round trip per command, about five per stalled job",
+    "app_side_pipelined": "each LREM scans active past the live jobs: quadratic once a share stalls",
+}
+# Below this size a point runs inside the pyperf process (--in-process): a worker
+# process's start (~0.5 s of imports) would cost more than the point's sweeps.
+IN_PROCESS_BELOW = 10_000
+WARMUP_BELOW = 100_000  # a warm-up value costs a whole sweep: skipped where that is seconds
+
+
+@dataclass(frozen=True)
+class Point:
+    variant: str
+    scenario: str
+    size: int
+    protocol: str = ECHOMQ
+
+    @property
+    def label(self) -> str:
+        """The variant, led by its protocol unless that is the suite's own: ``bullmq.atomic``."""
+        return self.variant if self.protocol == ECHOMQ else f"{self.protocol}.{self.variant}"
+
+    @property
+    def name(self) -> str:
+        """pyperf's benchmark name."""
+        return f"sweep/{self.label}/{self.scenario}/{self.size}"
+
+    @property
+    def slug(self) -> str:
+        """A file-name-safe name."""
+        return f"{self.label}.{self.scenario}.{self.size}"
+
+
+@dataclass(frozen=True)
+class PlannedPoint:
+    point: Point
+    skipped: str | None = None  # why it is not measured
+
+
+# A cap's key: (protocol, variant, scenario); protocol None is every protocol's.
+CapKey = tuple[str | None, str, str]
+
+
+def parse_caps(caps: Sequence[str]) -> dict[CapKey, tuple[int, str]]:
+    """``[protocol.]variant:scenario:max_size`` ('*' for every scenario) ->
+    {(protocol or None, variant, scenario): (max, entry)}. A cap without a protocol applies
+    to the variant in every protocol; one with a protocol overrides it for that protocol
+    (``echomq-deadline.atomic:all_stalled:100000``: its sweep is not quadratic there)."""
+    parsed: dict[CapKey, tuple[int, str]] = {}
+    for entry in caps:
+        parts = [p.strip() for p in entry.strip().split(":")]
+        if len(parts) != 3 or not parts[2].isdigit():
+            raise BenchError(
+                f"sweep-caps entry {entry!r} is not [protocol.]variant:scenario:max_size; "
+                "e.g. atomic:all_stalled:10000"
+            )
+        named, scenario, limit = parts
+        protocol, dot, variant = named.rpartition(".")
+        if dot:
+            check_protocol_names((protocol,))
+        if variant not in SWEEPERS:
+            raise BenchError(f"sweep-caps entry {entry!r}: unknown variant; use one of {', '.join(SWEEPERS)}")
+        if scenario != "*" and scenario not in SCENARIOS:
+            raise BenchError(
+                f"sweep-caps entry {entry!r}: unknown scenario; use '*' or one of {', '.join(SCENARIOS)}"
+            )
+        for each in SCENARIOS if scenario == "*" else (scenario,):
+            parsed[(protocol or None, variant, each)] = (int(limit), entry.strip())
+    return parsed
+
+
+def cap_of(caps: dict[CapKey, tuple[int, str]], point: Point) -> tuple[int, str]:
+    """The cap on ``point``: its protocol's own, else the variant's in every protocol, else none."""
+    own = caps.get((point.protocol, point.variant, point.scenario))
+    return own or caps.get((None, point.variant, point.scenario), (0, ""))
+
+
+def variants_of(protocol: str, variants: Sequence[str]) -> list[str]:
+    """The variants that are sweeps of ``protocol`` (BullMQ has one: its own atomic sweep)."""
+    proto = protocol_named(protocol)
+    return [v for v in variants if proto.supports_sweep(v)]
+
+
+def plan(options: SweepOptions, protocols: Sequence[str] = (ECHOMQ,)) -> list[PlannedPoint]:
+    """Every point in the order it runs: size ascending, then protocol (each protocol's
+    points are one pyperf run), then scenario, then variant; a variant runs for each
+    protocol it is a sweep of. A cap applies to a variant in every protocol but one with
+    a cap of its own (parse_caps)."""
+    for variant in options.sweep_variants:
+        if variant not in SWEEPERS:
+            raise BenchError(f"unknown sweep variant {variant!r}; use some of {', '.join(SWEEPERS)}")
+    for scenario in options.sweep_scenarios:
+        if scenario not in SCENARIOS:
+            raise BenchError(f"unknown sweep scenario {scenario!r}; use some of {', '.join(SCENARIOS)}")
+    check_protocol_names(protocols)
+    for protocol in protocols:
+        if not variants_of(protocol, options.sweep_variants):
+            own = ", ".join(protocol_named(protocol).sweep_variants or SWEEPERS)
+            asked = ", ".join(options.sweep_variants)
+            raise BenchError(f"no sweep variant of {asked} is a {protocol} sweep; add one of {own}")
+    caps = parse_caps(options.sweep_caps)
+    planned = []
+    for size in sorted(set(options.sweep_sizes)):
+        for protocol in protocols:
+            for scenario in options.sweep_scenarios:
+                for variant in variants_of(protocol, options.sweep_variants):
+                    point = Point(variant, scenario, size, protocol)
+                    skipped = None
+                    limit, entry = cap_of(caps, point)
+                    if entry and size > limit:
+                        why = SLOW_BECAUSE.get(point.label, "capped by the profile")
+                        skipped = f"over the cap {entry}: {why}"
+                    planned.append(PlannedPoint(point, skipped))
+    return planned
+
+
+def run_order(planned: Sequence[PlannedPoint]) -> list[tuple[int, str, list[PlannedPoint]]]:
+    """The planned points as the stage runs them: a size at a time, in it a protocol at a time
+    (one pyperf run over one grown queue), as (size, protocol, points). The stage and its ETA
+    both walk this, so the progress line counts every point the stage reports."""
+    groups: dict[tuple[int, str], list[PlannedPoint]] = {}
+    for planned_point in planned:  # plan() orders by size, then protocol: the groups keep it
+        groups.setdefault((planned_point.point.size, planned_point.point.protocol), []).append(planned_point)
+    return [(size, protocol, points) for (size, protocol), points in groups.items()]
+
+
+def loops_for(size: int) -> int:
+    """Sweeps timed per pyperf value: several at small sizes, where one sweep is ~100 µs."""
+    return max(1, min(20, 1000 // size))
+
+
+def pyperf_options(size: int, reps: int) -> list[str]:
+    """``reps`` values a point from one run; pyperf's default (20 processes x 3
+    values) would take hours, as each timed sweep needs its own restored state.
+    What is measured is Redis's work, so one process a point is enough, and
+    below IN_PROCESS_BELOW the points share the pyperf process."""
+    options = ["--processes", "1", "--values", str(reps)]
+    options += ["--warmups", "1" if size < WARMUP_BELOW else "0", "--loops", str(loops_for(size))]
+    if size < IN_PROCESS_BELOW:
+        options.append("--in-process")
+    return options

@@ -1,0 +1,184 @@
+"""sweep_cost.csv's typed rows from pyperf's values and the side files, and pyperf's JSON merged."""
+
+from __future__ import annotations
+
+import glob
+import io
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pyperf
+
+from bench.harness.machine import MachineSample
+from bench.harness.profile import SweepOptions
+from bench.protocol.sweep import is_sliced
+from bench.results.files import HDR_DIR, PYPERF_DIR, hdr_name, read_json, write_atomic
+from bench.results.hdr import decode, summary, write_hdr
+from bench.results.rows import RunIds, SweepCostRow, row_dict
+from bench.stages.sweep.plan import PlannedPoint, Point
+from bench.stages.sweep.probe import ProbeWindow, empty_window
+
+PYPERF_JSON = f"{PYPERF_DIR}/sweep_pyperf.json"  # every size's, merged (one a size beside it)
+SIDE_DIR = f"{PYPERF_DIR}/side"  # what each timed value saw besides its time
+
+
+@dataclass
+class SizeOutcome:
+    """One pyperf run's results: values (seconds a sweep) per benchmark name, a failure, and the
+    machine during each point's window."""
+
+    values: dict[str, list[float]] = field(default_factory=dict)
+    failure: str | None = None
+    machine: dict[str, MachineSample] = field(default_factory=dict)
+    # a worker met a server that refuses every call: its line (protocol/refusal.py) and kind
+    refused: tuple[str, str] | None = None
+
+
+def load_side(run_dir: Path, point: Point) -> list[dict[str, Any]]:
+    """Every timed value's side record for ``point``, from each worker process."""
+    values: list[dict[str, Any]] = []
+    for path in sorted(glob.glob(str(run_dir / SIDE_DIR / f"{glob.escape(point.slug)}.*.json"))):
+        values.extend(read_json(Path(path))["values"])
+    return values
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+@dataclass
+class SideSummary:
+    """A point's side measurements over all its timed values (None: no value recorded)."""
+
+    values: int
+    round_trips: float | None
+    server_us: float | None
+    hold_ms_max: float | None
+    redis_hold_ms_max: float | None
+    redis_slow_calls_max: int | None
+    probe: ProbeWindow
+    errors: list[str]
+
+    @property
+    def probe_p99_us(self) -> int | None:
+        return summary(self.probe.histogram)["p99"] if self.probe.sent else None
+
+    @property
+    def probe_max_us(self) -> int | None:
+        return summary(self.probe.histogram)["max"] if self.probe.sent else None
+
+
+def _redis_hold_ms(side: Sequence[dict[str, Any]]) -> float | None:
+    """The longest call inside Redis over every timed value; None when one could not tell."""
+    holds = [r.get("redis_hold_us") for r in side]
+    if not holds or any(h is None for h in holds):
+        return None
+    return round(max(h for h in holds if h is not None) / 1e3, 4)
+
+
+def _redis_slow_calls(side: Sequence[dict[str, Any]]) -> int | None:
+    """The most calls of one timed sweep over the slowlog threshold; None when one could not tell
+    (or the side records predate the count)."""
+    counts = [n for r in side for n in r.get("redis_slow_calls", [None])]
+    if not counts or any(n is None for n in counts):
+        return None
+    return max(n for n in counts if n is not None)
+
+
+def side_summary(run_dir: Path, point: Point) -> SideSummary:
+    side = load_side(run_dir, point)
+    probe = empty_window()
+    for record in side:
+        window = ProbeWindow(decode(record["probe_hdr"]), record["probe_busy"], record["probe_errors"])
+        window.sent = record["probe_sent"]
+        probe.add(window)
+    return SideSummary(
+        values=len(side),
+        round_trips=_median([n for r in side for n in r["round_trips"]]),
+        server_us=_median([n for r in side for n in r["server_us"]]),
+        hold_ms_max=round(max(r["hold_s"] for r in side) * 1e3, 4) if side else None,
+        redis_hold_ms_max=_redis_hold_ms(side),
+        redis_slow_calls_max=_redis_slow_calls(side),
+        probe=probe,
+        errors=sorted({e for record in side for e in record["errors"]}),
+    )
+
+
+def sweep_cost_row(
+    run_dir: Path, planned: PlannedPoint, outcome: SizeOutcome | None, ids: RunIds, options: SweepOptions
+) -> SweepCostRow:
+    """One point's sweep_cost.csv row (and its probe histogram under hdr/)."""
+    point = planned.point
+    row = SweepCostRow(
+        run_id=ids.run_id,
+        protocol=ids.protocol,
+        profile=ids.profile,
+        variant=point.variant,
+        scenario=point.scenario,
+        active_size=point.size,
+        slice_size=options.sweep_slice,
+        probe_rate_hz=options.probe_rate_hz,
+        # the budget a sliced call ran under; no other variant has one
+        slice_budget_us=options.sweep_slice_budget_us if is_sliced(point.variant) else None,
+    )
+    if planned.skipped:
+        return replace(row, skipped=planned.skipped)
+    values = outcome.values.get(point.name, []) if outcome else []
+    side = side_summary(run_dir, point)
+    errors = list(side.errors)
+    if not values:
+        errors.insert(0, outcome.failure if outcome and outcome.failure else "pyperf wrote no values")
+    else:
+        median_s = statistics.median(values)
+        row = replace(
+            row,
+            reps=len(values),
+            sweep_ms_median=round(median_s * 1e3, 4),
+            sweep_ms_stdev=round(statistics.stdev(values) * 1e3, 4) if len(values) > 1 else 0.0,
+            us_per_active_job=round(median_s * 1e6 / point.size, 4),
+        )
+    if side.values:
+        write_hdr(run_dir / HDR_DIR / hdr_name("sweep", point.slug, 0, "probe"), side.probe.histogram)
+        row = replace(
+            row,
+            round_trips=side.round_trips,
+            server_us=side.server_us,
+            hold_ms_max=side.hold_ms_max,
+            redis_hold_ms_max=side.redis_hold_ms_max,
+            redis_slow_calls_max=side.redis_slow_calls_max,
+            probe_p99_us=side.probe_p99_us,
+            probe_max_us=side.probe_max_us,
+            probe_busy=side.probe.busy,
+        )
+    machine = outcome.machine.get(point.name) if outcome else None
+    if machine is not None:
+        row = replace(row, **machine.row_fields())
+    return replace(row, skipped="error: " + "; ".join(errors)) if errors else row
+
+
+def make_row(
+    run_dir: Path, planned: PlannedPoint, outcome: SizeOutcome | None, ids: RunIds, options: SweepOptions
+) -> dict[str, Any]:
+    """The same row as sweep_cost.csv holds it: a value not measured is an empty cell."""
+    return row_dict(sweep_cost_row(run_dir, planned, outcome, ids, options))
+
+
+def merge_pyperf(run_dir: Path) -> None:
+    """Every size's pyperf JSON in one suite: sweep_pyperf.json (`python -m pyperf show` reads it)."""
+    suite: pyperf.BenchmarkSuite | None = None
+    sizes = (
+        p for p in (run_dir / PYPERF_DIR).glob("sweep_*.json") if p.stem.removeprefix("sweep_").isdigit()
+    )
+    for path in sorted(sizes):
+        for bench in pyperf.BenchmarkSuite.load(str(path)).get_benchmarks():
+            if suite is None:
+                suite = pyperf.BenchmarkSuite([bench])
+            else:
+                suite.add_benchmark(bench)
+    if suite is not None:
+        text = io.StringIO()
+        suite.dump(text)
+        write_atomic(run_dir / PYPERF_JSON, text.getvalue())

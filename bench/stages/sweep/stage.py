@@ -1,0 +1,392 @@
+"""Stage 2, sweep cost against active-list size: a pyperf benchmark.
+
+`python -m bench run` calls ``run_stage``; `python -m bench sweep` calls ``main``.
+Both run the pyperf program (bench/stages/sweep/pyperf_program.py) as a
+subprocess, one pyperf run a size, against a queue the stage builds and grows
+through the protocol client (bench/stages/sweep/scenario.py), and merge pyperf's
+values with the side files into sweep_cost.csv (bench/stages/sweep/rows.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyperf
+
+from bench.harness.children import reap_group, spawn, stop_group
+from bench.harness.context import RunContext
+from bench.harness.machine import clock, watch_run
+from bench.harness.overrides import SectionFlags
+from bench.harness.profile import Profile, SweepOptions
+from bench.harness.progress import Progress, StagePlan
+from bench.harness.run_folder import open_run
+from bench.harness.terminal import fold, wrap_note
+from bench.paths import REPO
+from bench.protocol.base import protocol_named
+from bench.protocol.connection import Client, RedisSettings, node_client
+from bench.protocol.queue import Queue
+from bench.protocol.refusal import ServerRefused
+from bench.protocol.scripts import script_source
+from bench.protocol.sweep import SWEEPERS
+from bench.results.files import PYPERF_DIR, read_json, update_meta, write_rows
+from bench.results.rows import RunIds, SweepControlRow, SweepCostRow, SweepHazardRow, row_dict
+from bench.stages.sweep.control import control_line, run_control
+from bench.stages.sweep.hazard import HAZARD_PROTOCOL, INTERVAL_MS, hazard_line, run_hazard, scenario_case
+from bench.stages.sweep.plan import (
+    ECHOMQ,
+    IN_PROCESS_BELOW,
+    WARMUP_BELOW,
+    Point,
+    loops_for,
+    plan,
+    pyperf_options,
+    run_order,
+    variants_of,
+)
+from bench.stages.sweep.pyperf_program import REFUSED_FILE, URL_ENV, ProgramSettings
+from bench.stages.sweep.rows import SIDE_DIR, SizeOutcome, merge_pyperf, side_summary, sweep_cost_row
+from bench.stages.sweep.scenario import ScenarioQueue
+from bench.stages.sweep.table import fmt, goal_text, slope_text, slopes, table
+from bench.stages.sweep.timing import SWEEP_TIMEOUT_S
+
+PYPERF_LOG = f"{PYPERF_DIR}/sweep_pyperf.log"
+CONTROL_PROTOCOL = "none"  # the control's row: a Lua loop of no queue protocol
+PYPERF_STOP_GRACE_S = 5.0
+
+
+_RESULT_LINE = re.compile(r"^(sweep/[^:\s]+): (.*)$")
+
+
+def run_pyperf(
+    settings: RedisSettings,
+    queue_name: str,
+    size: int,
+    points: Sequence[Point],
+    options: SweepOptions,
+    run_dir: Path,
+    on_result: Callable[[str, str], None],
+    protocol: str = ECHOMQ,
+    watch_pids: Sequence[int] = (),
+) -> SizeOutcome:
+    """Run the pyperf program for one size of one protocol; ``on_result(name, pyperf's line)``
+    per point done.
+
+    The machine is watched while pyperf runs, with this process's family (pyperf, its
+    workers and their probes, an embedded redis-server) and ``watch_pids`` as own: each
+    point is judged from the previous point's result line (or pyperf's start) to its own."""
+    stem = f"sweep_{size}" if protocol == ECHOMQ else f"sweep_{protocol}_{size}"
+    json_path = run_dir / PYPERF_DIR / f"{stem}.json"
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.unlink(missing_ok=True)
+    program = ProgramSettings(
+        queue=queue_name,
+        size=size,
+        points=tuple((p.variant, p.scenario) for p in points),
+        side_dir=run_dir / SIDE_DIR,
+        slice_size=options.sweep_slice,
+        slice_budget_us=options.sweep_slice_budget_us,
+        probe_rate_hz=options.probe_rate_hz,
+        protocol=protocol,
+    )
+    cmd = program.command(json_path, pyperf_options(size, options.sweep_reps))
+    env = {**os.environ, URL_ENV: settings.url, "PYTHONUNBUFFERED": "1"}
+    (run_dir / PYPERF_LOG).parent.mkdir(parents=True, exist_ok=True)
+    outcome = SizeOutcome()
+    watch = watch_run(watch_pids)
+    with open(run_dir / PYPERF_LOG, "a") as log:
+        log.write(f"$ {' '.join(cmd)}\n")
+        # pyperf, its workers and their probes form one process group: on Ctrl-C (or any
+        # error here) the group gets SIGINT, a few seconds, then SIGKILL; none is left behind.
+        watch.start()
+        opened = clock()
+        spans: dict[str, tuple[float, float]] = {}
+        process = spawn(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            assert process.stdout is not None
+            for line in process.stdout:
+                log.write(line)
+                log.flush()
+                match = _RESULT_LINE.match(line.strip())
+                if match:
+                    closed = clock()
+                    spans[match.group(1)], opened = (opened, closed), closed
+                    on_result(match.group(1), match.group(2))
+            code = process.wait()
+        except BaseException:
+            stop_group(process, signal.SIGINT, PYPERF_STOP_GRACE_S)
+            raise
+        finally:
+            reap_group(process)
+            watch.stop()
+    outcome.machine = {name: watch.within(span) for name, span in spans.items()}
+    if json_path.exists():
+        for bench in pyperf.BenchmarkSuite.load(str(json_path)).get_benchmarks():
+            outcome.values[bench.get_name()] = list(bench.get_values())
+    if code != 0:
+        outcome.failure = f"pyperf exited with {code} before this point; see {PYPERF_LOG}"
+    refusal = run_dir / SIDE_DIR / REFUSED_FILE
+    if code != 0 and refusal.exists():  # a worker met a server that refuses every call
+        said = read_json(refusal)
+        outcome.refused = (str(said["line"]), str(said["kind"]))
+        outcome.failure = f"stopped: {said['line']}"
+    return outcome
+
+
+def point_line(run_dir: Path, point: Point, pyperf_line: str) -> str:
+    """The progress line for a point pyperf has finished."""
+    side = side_summary(run_dir, point)
+    note = f"; ERROR {'; '.join(side.errors)}" if side.errors else ""
+    return (
+        f"{point.label} {point.scenario} {point.size:,}: {pyperf_line}; "
+        f"hold {fmt(side.hold_ms_max, 3)} ms, probe max {fmt(side.probe_max_us)} µs, "
+        f"{side.probe.busy} BUSY{note}"
+    )
+
+
+def script_shas(variants: Sequence[str], protocols: Sequence[str] = (ECHOMQ,)) -> dict[str, str]:
+    """The SHA1 (as Redis names it) of each atomic variant's script, by point label: a
+    protocol's own sweep is its sweep step; the others are scripts of lua/."""
+    shas: dict[str, str] = {}
+    for protocol in protocols:
+        own = protocol_named(protocol)
+        for variant in variants_of(protocol, variants):
+            cls = SWEEPERS[variant]
+            if getattr(cls, "protocol_step", False):
+                source = own.script_sources()["sweep"]
+            elif getattr(cls, "script_file", None):
+                source = script_source(cls.script_file)  # type: ignore[attr-defined]
+            else:
+                continue
+            shas[Point(variant, "", 0, protocol).label] = hashlib.sha1(source.encode()).hexdigest()
+    return shas
+
+
+@dataclass
+class PointProgress:
+    """A progress line a point: measured, skipped or failed (the progress line counts them)."""
+
+    progress: Callable[[str], None]
+    total: int
+    done: int = 0
+
+    def __call__(self, text: str) -> None:
+        self.done += 1
+        self.progress(text)
+
+
+def measure_size(
+    ctx: RunContext, scenario: ScenarioQueue, size: int, points: list[Point], tell: PointProgress
+) -> SizeOutcome:
+    """Grow the snapshot to ``size`` jobs and run pyperf over ``points``."""
+    ctx.progress(f"building {size:,} active jobs through the protocol")
+    scenario.grow(size)
+    by_name = {p.name: p for p in points}
+
+    def finished(name: str, line: str) -> None:
+        if name in by_name:
+            tell(point_line(ctx.run_dir, by_name[name], line))
+
+    settings = dataclasses.replace(ctx.settings, socket_timeout_s=SWEEP_TIMEOUT_S)
+    protocol = scenario.queue.protocol.name
+    return run_pyperf(
+        settings, scenario.queue.keys.name, size, points, ctx.profile.sweep, ctx.run_dir, finished, protocol,
+        ctx.watch_pids,
+    )  # fmt: skip
+
+
+# Rough µs a sweep spends per active job, to estimate the run's ETA (the progress line corrects it
+# by the pace it sees); published runs have measured ones. Where a variant is quadratic, the
+# µs per job grow with the size by the factor given (one LREM a stalled id in the protocol's own
+# sweep, ours and BullMQ's; echomq-deadline's takes them from the end of active: linear).
+US_PER_JOB = {"app_side": 400.0, "app_side_pipelined": 40.0}
+QUADRATIC = {
+    ("echomq", "atomic", "all_stalled"): 0.014,
+    ("echomq", "atomic", "mixed"): 0.007,
+    ("echomq", "app_side_pipelined", "mixed"): 0.002,
+    ("bullmq", "atomic", "all_stalled"): 0.005,
+    ("bullmq", "atomic", "mixed"): 0.0025,
+}
+RESTORE_US_PER_JOB = 8.0  # each timed sweep first restores its state
+POINT_OVERHEAD_S = 0.8  # pyperf's own work a point (calibration, metadata), in-process
+PROCESS_START_S = 0.8  # a pyperf worker process, at sizes it does not run in-process
+
+
+def _point_estimate(point: Point, reps: int) -> float:
+    quadratic = QUADRATIC.get((point.protocol, point.variant, point.scenario), 0.0)
+    us = US_PER_JOB.get(point.variant, 8.0) + quadratic * point.size
+    warmups = 1 if point.size < WARMUP_BELOW else 0
+    sweeps = (reps + warmups) * loops_for(point.size)
+    seconds = POINT_OVERHEAD_S + sweeps * point.size * (us + RESTORE_US_PER_JOB) / 1e6
+    return seconds + (PROCESS_START_S if point.size >= IN_PROCESS_BELOW else 0.0)
+
+
+def point_seconds(profile: Profile) -> tuple[float, ...]:
+    """The seconds each point of the stage should take, in the order they run: for the run's ETA."""
+    options = profile.sweep
+    estimates: list[float] = []
+    # every protocol's points, as run_stage reports them: a group's skipped points, then its measured
+    for size, _, group in run_order(plan(options, profile.protocols)):
+        estimates += [0.0 for p in group if p.skipped]
+        measured = [p.point for p in group if not p.skipped]
+        build = size * 30e-6  # growing each protocol's active list to this size
+        estimates += [_point_estimate(p, options.sweep_reps) + (build if i == 0 else 0.0)
+                      for i, p in enumerate(measured)]  # fmt: skip
+    return tuple(estimates)
+
+
+def check_profile(profile: Profile) -> None:
+    """Before any stage starts: the sweep keys name known variants, scenarios and caps, for
+    protocols that exist."""
+    plan(profile.sweep, profile.protocols)
+
+
+def run_hazard_sizes(ctx: RunContext, client: Client) -> list[SweepHazardRow]:
+    """The client-default hazard at each of the profile's sizes (bench/stages/sweep/hazard.py)."""
+    options = ctx.profile.sweep
+    sizes = sorted(set(options.sweep_hazard_sizes))
+    if not sizes or HAZARD_PROTOCOL not in ctx.profile.protocols:
+        return []
+    queue = Queue.open(client, f"hazard-{uuid.uuid4().hex[:8]}", protocol=HAZARD_PROTOCOL)
+    scenario = ScenarioQueue(queue, [])
+    rows: list[SweepHazardRow] = []
+    try:
+        for size in sizes:
+            ctx.progress(f"hazard: building {size:,} active jobs through the bullmq protocol")
+            scenario.grow(size)
+            case = scenario_case(scenario)
+            found = run_hazard(ctx.settings, case, options.sweep_hazard_timeout_s, options.probe_rate_hz)
+            for row in found:
+                ctx.progress(hazard_line(row))
+            rows.extend(found)
+            write_rows(ctx.run_dir, SweepHazardRow, rows)
+    finally:
+        queue.delete()
+    update_meta(
+        ctx.run_dir,
+        sweep_hazard={
+            "interval_ms": INTERVAL_MS,
+            "clients": "bullmq: BullMQ's RedisConnection (retries on timeouts); suite: no re-sends",
+            "socket_timeout": "redis-py's default" if not options.sweep_hazard_timeout_s else "the profile's",
+        },
+    )
+    return rows
+
+
+def run_control_point(ctx: RunContext, client: Client, queue: Queue) -> list[SweepControlRow]:
+    """The control (bench/stages/sweep/control.py) on the swept queues' server, into sweep_control.csv."""
+    options = ctx.profile.sweep
+    if options.sweep_control_calls <= 0:
+        return []
+    ctx.progress(f"control: {options.sweep_control_calls:,} calls of a Lua loop of plain arithmetic")
+    node = node_client(client, queue.keys.active)
+    ids = RunIds(ctx.run_dir.name, ctx.profile.name, CONTROL_PROTOCOL)
+    row = run_control(
+        node, ids, options.sweep_control_calls, options.sweep_control_iterations, tuple(ctx.watch_pids)
+    )
+    write_rows(ctx.run_dir, SweepControlRow, [row])
+    ctx.progress(control_line(row))
+    return [row]
+
+
+def run_stage(ctx: RunContext) -> None:
+    """The sweep stage: every point of the profile, into sweep_cost.csv; then the table and slopes;
+    then the client-default hazard, into sweep_hazard.csv, where the profile asks for it."""
+    options = ctx.profile.sweep
+    protocols = ctx.profile.protocols
+    planned = plan(options, protocols)
+    tell = PointProgress(ctx.progress.step, len(planned))
+    client = dataclasses.replace(ctx.settings, socket_timeout_s=SWEEP_TIMEOUT_S).connect()
+    tag = uuid.uuid4().hex[:8]
+    scenarios = {
+        p: ScenarioQueue(
+            Queue.open(client, f"sweep-{tag}" if p == ECHOMQ else f"sweep-{p}-{tag}", protocol=p), []
+        )
+        for p in protocols
+    }
+    rows: list[SweepCostRow] = []
+    hazard: list[SweepHazardRow] = []
+    control: list[SweepControlRow] = []
+    try:
+        for size, protocol, here in run_order(planned):
+            ids = RunIds(ctx.run_dir.name, ctx.profile.name, protocol)
+            for skipped in (p for p in here if p.skipped):
+                point = skipped.point
+                tell(f"{point.label} {point.scenario} {size:,}: skipped, {skipped.skipped}")
+            to_run = [p.point for p in here if not p.skipped]
+            outcome = measure_size(ctx, scenarios[protocol], size, to_run, tell) if to_run else None
+            rows.extend(sweep_cost_row(ctx.run_dir, p, outcome, ids, options) for p in here)
+            write_rows(ctx.run_dir, SweepCostRow, rows)
+            if outcome is not None and outcome.refused is not None:  # written; nothing after it
+                raise ServerRefused(*outcome.refused)
+        # after the largest size, the sliced sweeps' longest calls it is read against
+        control = run_control_point(ctx, client, next(iter(scenarios.values())).queue)
+        for scenario in scenarios.values():
+            scenario.queue.delete()
+        hazard = run_hazard_sizes(ctx, client)
+    finally:
+        for scenario in scenarios.values():
+            scenario.queue.delete()
+        client.close()
+    merge_pyperf(ctx.run_dir)
+    fits = slopes([row_dict(r) for r in rows])
+    errors = [r for r in rows if r.skipped.startswith("error:")]
+    # every line within the table width: a longer one folds under its own start
+    print(fold(table(rows)))
+    print(fold(slope_text(fits)))
+    if control:
+        print("\n" + wrap_note(control_line(control[0]), None, "  "))
+    goals = goal_text(rows, [row_dict(r) for r in control])
+    if goals:
+        print(fold(goals))
+    for row in hazard:
+        print(fold(hazard_line(row)))
+    if errors:
+        print(
+            f"\n{len(errors)} sweep point(s) failed; their rows in {SweepCostRow.FILE} say why:",
+            file=sys.stderr,
+        )
+        for r in errors:
+            print(f"  {r.protocol} {r.variant} {r.scenario} {r.active_size}: {r.skipped}", file=sys.stderr)
+    sizes = sorted(set(options.sweep_sizes))
+    update_meta(
+        ctx.run_dir,
+        sweep_script_shas=script_shas(options.sweep_variants, protocols),
+        sweep_slopes=fits,
+        sweep_errors=len(errors),
+        sweep_pyperf={str(size): pyperf_options(size, options.sweep_reps) for size in sizes},
+    )
+
+
+# ---------------------------------------------------------------- `python -m bench sweep`
+
+
+FLAGS = SectionFlags(SweepOptions, prefix="sweep-")
+
+
+def main(argv: list[str]) -> int:
+    """`python -m bench sweep`: the sweep stage alone, into its own run folder."""
+    parser = FLAGS.parser("echomq-bench sweep", __doc__.split("\n\n")[0])
+    args = parser.parse_args(argv)
+    profile = FLAGS.profile(args)
+    plan(profile.sweep, profile.protocols)  # every input checked before a server starts
+    progress = Progress([StagePlan("sweep", point_seconds(profile))], stage="sweep")
+    with open_run(
+        profile, ["sweep"], args.results, progress=progress, quiet_machine=args.quiet_machine
+    ) as run:
+        run_stage(run.ctx)
+        run.ctx.progress.done()
+        run.stage_done("sweep")
+    run_dir = run.ctx.run_dir
+    print(f"results: {run_dir}")
+    failed = read_json(run_dir / "meta.json").get("sweep_errors", 0)
+    return 1 if failed else 0
