@@ -12,6 +12,14 @@ of sending it, so the suite sends it on its own counted, never-retrying client.
 ``Scripts.getKeys`` and its ARGV are packed as ``scripts.py`` packs them (a test
 checks them against the package's own coroutine).
 
+The hot calls (add, fetch, finish) are built from templates (``template.py``):
+the builder runs once a call shape, queue and set of options, with sentinel
+values, and each call patches in its job id, token, timestamp and data, so a
+call costs the client about what echomq's does, and its bytes are the
+builder's (tests build hundreds both ways). A template is keyed on everything
+that enters it besides its slots: the queue, the worker's options, the return
+value, and the job fields the finish builder reads (``FINISH_JOB_FIELDS``).
+
 The options are a BullMQ Worker's defaults: a 30 s lock, every completed job
 kept (``removeOnComplete`` unset), no metrics, no limiter, ``maxStalledCount``
 1 and a 30 s ``stalledInterval`` for the sweep's throttle. Keys are BullMQ's
@@ -22,7 +30,8 @@ one cluster slot.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -33,6 +42,7 @@ from bench.errors import BenchError
 from bench.protocol.base import Added, QueueProtocol, ScriptCall, text
 from bench.protocol.bullmq_package import require_bullmq
 from bench.protocol.keys import QueueKeys
+from bench.protocol.template import CallTemplate, derive
 
 VERSION = require_bullmq()  # before importing the package: a wrong version is one line, not a traceback
 
@@ -60,6 +70,31 @@ FETCH_KEYS = [
     "wait", "active", "prioritized", "events", "stalled", "limiter",
     "delayed", "paused", "meta", "pc", "marker",
 ]  # fmt: skip
+
+
+# The job hash fields BullJob.fromJSON turns into what moveToFinishedArgs packs besides the
+# token (attempts and the parent options from opts, attemptsMade from atm): a finish
+# template is keyed on their values; every other field (data, times, counters) enters no call.
+FINISH_JOB_FIELDS = ("opts", "attemptsMade", "atm")
+TEMPLATES_MAX = 1024  # templates kept a protocol, at most: past it, all are built again
+
+# Each slot's two sentinels (template.derive): the second set longer, so a length header that
+# moves with a value (a str past 31 bytes) is caught. None collides with a queue's constants.
+SENTINEL_IDS = ("tmpl-id-1", "tmpl-id-second-sentinel-longer-than-31-bytes")
+SENTINEL_TOKENS = ("tmpl-token-1", "tmpl-token-second-sentinel-longer-than-31-bytes:7")
+SENTINEL_STAMPS = (0x5EED_0000_0001, 0x7EED_0000_0000_0002)
+SENTINEL_DATA = ('{"tmpl":"data-1"}', '{"tmpl":"data-second-sentinel-longer-than-31-bytes"}')
+# The slots of each call shape, in the order a fill's values come.
+ADD_ID, ADD_STAMP, ADD_DATA = 0, 1, 2
+FETCH_TOKEN, FETCH_STAMP = 0, 1
+FINISH_ID, FINISH_TOKEN, FINISH_STAMP = 0, 1, 2
+# moveToFinished's ARGV[2], the timestamp its builder reads from the clock itself.
+FINISH_STAMP_ARG = 1
+
+
+def package_ms() -> int:
+    """Now in epoch ms, rounded as BullMQ's builders stamp their jobs and finishes."""
+    return round(time.time() * 1000)
 
 
 class _Captured:
@@ -114,6 +149,8 @@ class BullMQ(QueueProtocol):
         self._commands = _Captured()
         self._scripts: dict[str, Any] = {}
         self._workers: dict[_WorkerKey, SimpleNamespace] = {}
+        self._templates: dict[tuple[Any, ...], CallTemplate] = {}
+        self._compact: tuple[str | None, str] = (None, "")  # the last job data, and the package's JSON of it
 
     def version(self) -> str:
         return VERSION
@@ -156,26 +193,24 @@ class BullMQ(QueueProtocol):
             self._workers[key] = found
         return found
 
-    def add_job(
-        self, keys: QueueKeys, *, name: str, data: str, job_id: str, priority: int, delay_ms: int, now_ms: int
+    # The package's own builders, one call each: what a template is derived from and checked
+    # against (tests build hundreds both ways). ``stamp`` replaces the job's own timestamp.
+
+    def package_add_job(
+        self, keys: QueueKeys, *, name: str, data: str, job_id: str, stamp: int | None = None
     ) -> ScriptCall:
-        # BullMQ stamps the job itself when it is made (now_ms is not used): Job() as Queue.add makes it.
-        if priority or delay_ms:
-            raise BenchError("the bullmq protocol adds standard jobs only (no priority, no delay)")
+        """addStandardJob as the package builds it: the job made as Queue.add makes it."""
         opts = {"jobId": job_id} if job_id else {}
         job = BullJob(self._producer(keys), name, json.loads(data), opts)
+        if stamp is not None:
+            job.timestamp = stamp
         call: ScriptCall = self.scripts_for(keys).addStandardJob(job, job.timestamp)
         return call
 
-    def read_added(self, reply: Any, job_id: str) -> Added:
-        # An id that exists is returned as itself (a "duplicated" event); negatives are parent errors.
-        if isinstance(reply, int) and reply < 0:
-            return Added(job_id, reply)
-        return Added(text(reply))
-
-    def move_to_active(
+    def package_move_to_active(
         self, keys: QueueKeys, *, token: str, options: WorkerOptions, now_ms: int
     ) -> ScriptCall:
+        """moveToActive's KEYS from the package, its ARGV packed as Scripts.moveToActive packs them."""
         scripts = self.scripts_for(keys)
         packed = msgpack.packb(
             {
@@ -186,6 +221,141 @@ class BullMQ(QueueProtocol):
             use_bin_type=True,
         )
         return ScriptCall("move_to_active", scripts.getKeys(FETCH_KEYS), [scripts.keys[""], now_ms, packed])
+
+    def package_move_to_finished(
+        self,
+        keys: QueueKeys,
+        job: Job,
+        *,
+        fetch_next: bool,
+        failed: bool,
+        value: str,
+        options: WorkerOptions,
+    ) -> ScriptCall:
+        """moveToCompletedArgs / moveToFailedArgs of the job as BullMQ's Worker makes it from the
+        fetched hash; the builder stamps the finish time itself."""
+        native = BullJob.fromJSON(self._worker(keys, options), job.fields, job.id)
+        scripts = self.scripts_for(keys)
+        remove = keep_jobs(options.keep)
+        if failed:
+            built = scripts.moveToFailedArgs(native, value, remove, job.token, fetchNext=fetch_next)
+        else:
+            built = scripts.moveToCompletedArgs(native, value, remove, job.token, fetchNext=fetch_next)
+        finish_keys, args = built
+        return ScriptCall("move_to_finished", list(finish_keys), list(args))
+
+    # The templates: each built on first use from the package's builder, then kept.
+
+    def _template(self, key: tuple[Any, ...], make: Callable[[], CallTemplate]) -> CallTemplate:
+        found = self._templates.get(key)
+        if found is None:
+            if len(self._templates) >= TEMPLATES_MAX:
+                self._templates.clear()  # a caller with ever new values: never a stale one, never a leak
+            found = self._templates[key] = make()
+        return found
+
+    def add_template(self, keys: QueueKeys, name: str, with_id: bool) -> CallTemplate:
+        """addStandardJob's template for jobs named ``name`` (with an id of their own, or not)."""
+
+        def build(values: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+            job_id = values[ADD_ID] or ""  # None: the shape without an id of its own
+            call = self.package_add_job(
+                keys, name=name, data=values[ADD_DATA], job_id=job_id, stamp=values[ADD_STAMP]
+            )
+            return call.keys, call.args
+
+        def sentinels(i: int) -> tuple[str | None, int, str]:
+            return (SENTINEL_IDS[i] if with_id else None, SENTINEL_STAMPS[i], SENTINEL_DATA[i])
+
+        return self._template(
+            ("add", keys.prefix, name, with_id),
+            lambda: derive(build, sentinels(0), sentinels(1), what="BullMQ's addStandardJob"),
+        )
+
+    def fetch_template(self, keys: QueueKeys, options: WorkerOptions) -> CallTemplate:
+        """moveToActive's template under ``options``."""
+
+        def build(values: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+            call = self.package_move_to_active(
+                keys, token=values[FETCH_TOKEN], options=options, now_ms=values[FETCH_STAMP]
+            )
+            return call.keys, call.args
+
+        return self._template(
+            ("fetch", keys.prefix, options.lock_ms, options.limiter_max, options.limiter_ms),
+            lambda: derive(
+                build,
+                (SENTINEL_TOKENS[0], SENTINEL_STAMPS[0]),
+                (SENTINEL_TOKENS[1], SENTINEL_STAMPS[1]),
+                what="BullMQ's moveToActive",
+            ),
+        )
+
+    def finish_template(
+        self, keys: QueueKeys, job: Job, *, fetch_next: bool, failed: bool, value: str, options: WorkerOptions
+    ) -> CallTemplate:
+        """moveToFinished's template for jobs like ``job`` (its FINISH_JOB_FIELDS) under ``options``."""
+        fields = job.fields
+
+        def build(values: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+            like = type(job)(values[FINISH_ID], fields, values[FINISH_TOKEN])
+            call = self.package_move_to_finished(
+                keys, like, fetch_next=fetch_next, failed=failed, value=value, options=options
+            )
+            return call.keys, call.args
+
+        key = (
+            "finish",
+            keys.prefix,
+            fetch_next,
+            failed,
+            value,
+            options.lock_ms,
+            options.keep,
+            options.metrics_minutes,
+            options.limiter_max,
+            options.limiter_ms,
+            *(fields.get(name) for name in FINISH_JOB_FIELDS),
+        )
+        return self._template(
+            key,
+            lambda: derive(
+                build,
+                (SENTINEL_IDS[0], SENTINEL_TOKENS[0], SENTINEL_STAMPS[0]),
+                (SENTINEL_IDS[1], SENTINEL_TOKENS[1], SENTINEL_STAMPS[1]),
+                fixed_args={FINISH_STAMP_ARG: FINISH_STAMP},
+                what="BullMQ's moveToFinishedArgs",
+            ),
+        )
+
+    # The protocol's steps: a template filled per call.
+
+    def add_job(
+        self, keys: QueueKeys, *, name: str, data: str, job_id: str, priority: int, delay_ms: int, now_ms: int
+    ) -> ScriptCall:
+        # BullMQ stamps the job itself when it is made (now_ms is not used), rounding as package_ms.
+        if priority or delay_ms:
+            raise BenchError("the bullmq protocol adds standard jobs only (no priority, no delay)")
+        template = self.add_template(keys, name, bool(job_id))
+        compact = self._compact
+        if compact[0] != data:
+            # the package's own JSON of the data, once a payload (a batch shares one)
+            made = self.package_add_job(keys, name=name, data=data, job_id=job_id)
+            compact = self._compact = (data, made.args[template.arg_of(ADD_DATA)])
+        add_keys, args = template.fill((job_id, package_ms(), compact[1]))
+        return ScriptCall("add_job", add_keys, args)
+
+    def read_added(self, reply: Any, job_id: str) -> Added:
+        # An id that exists is returned as itself (a "duplicated" event); negatives are parent errors.
+        if isinstance(reply, int) and reply < 0:
+            return Added(job_id, reply)
+        return Added(text(reply))
+
+    def move_to_active(
+        self, keys: QueueKeys, *, token: str, options: WorkerOptions, now_ms: int
+    ) -> ScriptCall:
+        fetch_keys, args = self.fetch_template(keys, options).fill((token, now_ms))
+        return ScriptCall("move_to_active", fetch_keys, args)
 
     def move_to_finished(
         self,
@@ -198,16 +368,12 @@ class BullMQ(QueueProtocol):
         options: WorkerOptions,
         now_ms: int,
     ) -> ScriptCall:
-        # The job as BullMQ's Worker makes it from the fetched hash; its builder stamps the finish time.
-        native = BullJob.fromJSON(self._worker(keys, options), job.fields, job.id)
-        scripts = self.scripts_for(keys)
-        remove = keep_jobs(options.keep)
-        if failed:
-            built = scripts.moveToFailedArgs(native, value, remove, job.token, fetchNext=fetch_next)
-        else:
-            built = scripts.moveToCompletedArgs(native, value, remove, job.token, fetchNext=fetch_next)
-        finish_keys, args = built
-        return ScriptCall("move_to_finished", list(finish_keys), list(args))
+        # BullMQ's builder stamps the finish time itself (now_ms is not used), rounding as package_ms.
+        template = self.finish_template(
+            keys, job, fetch_next=fetch_next, failed=failed, value=value, options=options
+        )
+        finish_keys, args = template.fill((job.id, job.token, package_ms()))
+        return ScriptCall("move_to_finished", finish_keys, args)
 
     def extend_lock(self, keys: QueueKeys, job: Job, *, options: WorkerOptions) -> ScriptCall:
         call: ScriptCall = self.scripts_for(keys).extendLock(job.id, job.token, options.lock_ms)
