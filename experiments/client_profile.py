@@ -6,8 +6,9 @@ a few seconds. Each of the driver's threads runs under a profiler of its own tha
 thread's CPU clock, so a thread waiting on its socket counts nothing; the profiles are merged.
 It prints the top functions by own CPU and by CPU including what they call, each as a share of
 all the profiled CPU (shares, not times: the profiler's overhead and a shared machine move the
-times, much less the shares), the protocol's call builders with what they call, and the shares of a few places (the bullmq package, msgpack,
-redis-py, the suite's protocol layer) as rows of a run folder.
+times, much less the shares), the protocol's call builders with what they call, and the shares
+of a few places (the bullmq package, msgpack, redis-py, the suite's protocol layer), and writes
+them as rows of a run folder.
 Usage: .venv/bin/python experiments/client_profile.py [protocol] [strategy] [seconds] [--quiet-machine]
 (defaults: bullmq fused 3; diagnosis, not a benchmark)."""
 

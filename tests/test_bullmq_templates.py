@@ -144,36 +144,35 @@ def test_fetches_from_the_template_are_the_packages_byte_for_byte(
     same_bytes(clock, CALLS, ours, package)
 
 
+SHAPES = {
+    f"{'failed' if failed else 'completed'}-{'fetch' if fetch_next else 'alone'}": (failed, fetch_next)
+    for failed in (False, True)
+    for fetch_next in (True, False)
+}
+
+
 @pytest.mark.parametrize("options", OPTION_SETS.values(), ids=OPTION_SETS.keys())
+@pytest.mark.parametrize(("failed", "fetch_next"), SHAPES.values(), ids=SHAPES.keys())
 def test_finishes_from_the_template_are_the_packages_byte_for_byte(
-    bull: Queue, clock: Clock, options: WorkerOptions
+    bull: Queue, clock: Clock, options: WorkerOptions, failed: bool, fetch_next: bool
 ):
     """Every finish shape (completed or failed, fetch next or not) of real fetched jobs."""
     proto = bull.protocol
     assert isinstance(proto, BullMQ)
     jobs = fetched_jobs(bull, CALLS)
-    shapes = [(failed, fetch_next) for failed in (False, True) for fetch_next in (True, False)]
+    value = "job stalled more than allowable limit" if failed else "ok"
 
-    for failed, fetch_next in shapes:
-        value = "job stalled more than allowable limit" if failed else "ok"
+    def ours(i: int) -> ScriptCall:
+        return proto.move_to_finished(
+            bull.keys, jobs[i], fetch_next=fetch_next, failed=failed, value=value, options=options, now_ms=0
+        )
 
-        def ours(i: int) -> ScriptCall:
-            return proto.move_to_finished(
-                bull.keys,
-                jobs[i],
-                fetch_next=fetch_next,
-                failed=failed,
-                value=value,
-                options=options,
-                now_ms=0,
-            )
+    def package(i: int) -> ScriptCall:
+        return proto.package_move_to_finished(
+            bull.keys, jobs[i], fetch_next=fetch_next, failed=failed, value=value, options=options
+        )
 
-        def package(i: int) -> ScriptCall:
-            return proto.package_move_to_finished(
-                bull.keys, jobs[i], fetch_next=fetch_next, failed=failed, value=value, options=options
-            )
-
-        same_bytes(clock, CALLS, ours, package)
+    same_bytes(clock, CALLS, ours, package)
 
 
 def varied(job: Job, i: int) -> Job:

@@ -244,18 +244,21 @@ class BullMQ(QueueProtocol):
         finish_keys, args = built
         return ScriptCall("move_to_finished", list(finish_keys), list(args))
 
-    # The templates: each built on first use from the package's builder, then kept.
+    # The templates: each derived on first use from the package's builder, then kept. The
+    # lookup runs once a call; the derivation (two builds) once a key.
 
-    def _template(self, key: tuple[Any, ...], make: Callable[[], CallTemplate]) -> CallTemplate:
-        found = self._templates.get(key)
-        if found is None:
-            if len(self._templates) >= TEMPLATES_MAX:
-                self._templates.clear()  # a caller with ever new values: never a stale one, never a leak
-            found = self._templates[key] = make()
-        return found
+    def _kept(self, key: tuple[Any, ...], template: CallTemplate) -> CallTemplate:
+        if len(self._templates) >= TEMPLATES_MAX:
+            self._templates.clear()  # a caller with ever new values: never a stale one, never a leak
+        self._templates[key] = template
+        return template
 
     def add_template(self, keys: QueueKeys, name: str, with_id: bool) -> CallTemplate:
         """addStandardJob's template for jobs named ``name`` (with an id of their own, or not)."""
+        key = ("add", keys.prefix, name, with_id)
+        found = self._templates.get(key)
+        if found is not None:
+            return found
 
         def build(values: Sequence[Any]) -> tuple[list[Any], list[Any]]:
             job_id = values[ADD_ID] or ""  # None: the shape without an id of its own
@@ -267,13 +270,14 @@ class BullMQ(QueueProtocol):
         def sentinels(i: int) -> tuple[str | None, int, str]:
             return (SENTINEL_IDS[i] if with_id else None, SENTINEL_STAMPS[i], SENTINEL_DATA[i])
 
-        return self._template(
-            ("add", keys.prefix, name, with_id),
-            lambda: derive(build, sentinels(0), sentinels(1), what="BullMQ's addStandardJob"),
-        )
+        return self._kept(key, derive(build, sentinels(0), sentinels(1), what="BullMQ's addStandardJob"))
 
     def fetch_template(self, keys: QueueKeys, options: WorkerOptions) -> CallTemplate:
         """moveToActive's template under ``options``."""
+        key = ("fetch", keys.prefix, options.lock_ms, options.limiter_max, options.limiter_ms)
+        found = self._templates.get(key)
+        if found is not None:
+            return found
 
         def build(values: Sequence[Any]) -> tuple[list[Any], list[Any]]:
             call = self.package_move_to_active(
@@ -281,29 +285,14 @@ class BullMQ(QueueProtocol):
             )
             return call.keys, call.args
 
-        return self._template(
-            ("fetch", keys.prefix, options.lock_ms, options.limiter_max, options.limiter_ms),
-            lambda: derive(
-                build,
-                (SENTINEL_TOKENS[0], SENTINEL_STAMPS[0]),
-                (SENTINEL_TOKENS[1], SENTINEL_STAMPS[1]),
-                what="BullMQ's moveToActive",
-            ),
-        )
+        first, second = ((SENTINEL_TOKENS[i], SENTINEL_STAMPS[i]) for i in (0, 1))
+        return self._kept(key, derive(build, first, second, what="BullMQ's moveToActive"))
 
     def finish_template(
         self, keys: QueueKeys, job: Job, *, fetch_next: bool, failed: bool, value: str, options: WorkerOptions
     ) -> CallTemplate:
         """moveToFinished's template for jobs like ``job`` (its FINISH_JOB_FIELDS) under ``options``."""
         fields = job.fields
-
-        def build(values: Sequence[Any]) -> tuple[list[Any], list[Any]]:
-            like = type(job)(values[FINISH_ID], fields, values[FINISH_TOKEN])
-            call = self.package_move_to_finished(
-                keys, like, fetch_next=fetch_next, failed=failed, value=value, options=options
-            )
-            return call.keys, call.args
-
         key = (
             "finish",
             keys.prefix,
@@ -315,18 +304,30 @@ class BullMQ(QueueProtocol):
             options.metrics_minutes,
             options.limiter_max,
             options.limiter_ms,
-            *(fields.get(name) for name in FINISH_JOB_FIELDS),
+            fields.get("opts"),  # FINISH_JOB_FIELDS, spelled out: this runs once a job
+            fields.get("attemptsMade"),
+            fields.get("atm"),
         )
-        return self._template(
-            key,
-            lambda: derive(
-                build,
-                (SENTINEL_IDS[0], SENTINEL_TOKENS[0], SENTINEL_STAMPS[0]),
-                (SENTINEL_IDS[1], SENTINEL_TOKENS[1], SENTINEL_STAMPS[1]),
-                fixed_args={FINISH_STAMP_ARG: FINISH_STAMP},
-                what="BullMQ's moveToFinishedArgs",
-            ),
+        found = self._templates.get(key)
+        if found is not None:
+            return found
+
+        def build(values: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+            like = type(job)(values[FINISH_ID], fields, values[FINISH_TOKEN])
+            call = self.package_move_to_finished(
+                keys, like, fetch_next=fetch_next, failed=failed, value=value, options=options
+            )
+            return call.keys, call.args
+
+        first, second = ((SENTINEL_IDS[i], SENTINEL_TOKENS[i], SENTINEL_STAMPS[i]) for i in (0, 1))
+        template = derive(
+            build,
+            first,
+            second,
+            fixed_args={FINISH_STAMP_ARG: FINISH_STAMP},
+            what="BullMQ's moveToFinishedArgs",
         )
+        return self._kept(key, template)
 
     # The protocol's steps: a template filled per call.
 

@@ -19,6 +19,7 @@ equal the template filled with them, or the template is refused.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,9 +32,15 @@ from bench.errors import BenchError
 Built = tuple[list[Any], list[Any]]
 
 
+_packers = threading.local()  # msgpack.packb makes a Packer a call; one a thread is kept instead
+
+
 def packed(value: Any) -> bytes:
     """One value as the builders pack it (msgpack, str as str and bytes as bin)."""
-    result: bytes = msgpack.packb(value, use_bin_type=True)
+    packer = getattr(_packers, "packer", None)
+    if packer is None:
+        packer = _packers.packer = msgpack.Packer(use_bin_type=True)
+    result: bytes = packer.pack(value)
     return result
 
 
@@ -63,19 +70,18 @@ class Text:
 
 @dataclass(frozen=True, slots=True)
 class Packed:
-    """A msgpack blob with slots' packed values inside: pieces[0], a value, pieces[1], ..."""
+    """A msgpack blob with slots' packed values inside: ``head``, then each slot's packed value
+    and the piece that follows it."""
 
     at: int
-    pieces: tuple[bytes, ...]
-    slots: tuple[int, ...]
+    head: bytes
+    rest: tuple[tuple[int, bytes], ...]  # (slot, the piece after its value)
 
     def make(self, values: Sequence[Any]) -> Any:
-        pieces = self.pieces
-        out = [pieces[0]]
-        for slot, piece in zip(self.slots, pieces[1:], strict=True):
-            out.append(packed(values[slot]))
-            out.append(piece)
-        return b"".join(out)
+        out = self.head
+        for slot, piece in self.rest:
+            out += packed(values[slot]) + piece
+        return out
 
 
 Patch = Slot | Text | Packed
@@ -97,14 +103,19 @@ class CallTemplate:
                 return patch.at
         raise BenchError(f"no ARGV element of the template is slot {slot}")
 
+    def __post_init__(self) -> None:
+        # (index, make) pairs, bound once: fill runs once a call
+        object.__setattr__(self, "_key_makes", tuple((p.at, p.make) for p in self.key_patches))
+        object.__setattr__(self, "_arg_makes", tuple((p.at, p.make) for p in self.arg_patches))
+
     def fill(self, values: Sequence[Any]) -> Built:
         """The call with ``values`` in its slots: new lists, the constants shared."""
         keys = list(self.keys)
-        for patch in self.key_patches:
-            keys[patch.at] = patch.make(values)
+        for at, make in self._key_makes:  # type: ignore[attr-defined]
+            keys[at] = make(values)
         args = list(self.args)
-        for patch in self.arg_patches:
-            args[patch.at] = patch.make(values)
+        for at, make in self._arg_makes:  # type: ignore[attr-defined]
+            args[at] = make(values)
         return keys, args
 
 
@@ -128,7 +139,7 @@ def _cut_blob(at: int, blob: bytes, sentinels: Sequence[Any]) -> Packed | None:
         pieces.append(blob[start:offset])
         start = offset + len(mark)
     pieces.append(blob[start:])
-    return Packed(at, tuple(pieces), tuple(slot for _, slot, _ in found))
+    return Packed(at, pieces[0], tuple(zip((slot for _, slot, _ in found), pieces[1:], strict=True)))
 
 
 def _patch(at: int, element: Any, sentinels: Sequence[Any]) -> Patch | None:
