@@ -19,6 +19,7 @@ from redis.connection import Connection
 
 from bench.errors import BenchError
 from bench.protocol.base import ScriptCall
+from bench.protocol import bullmq as bullmq_protocol
 from bench.protocol.bullmq import FINISH_JOB_FIELDS, BullMQ
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Job, Producer, Queue, Worker, WorkerOptions, job_payload
@@ -235,6 +236,26 @@ def test_a_changed_option_builds_another_template_never_a_stale_one(bull: Queue,
     assert len(set(sent)) == len(sent)  # each change reached the bytes
     lock = msgpack.unpackb(proto.move_to_active(bull.keys, token="t", options=options, now_ms=1).args[2])
     assert lock["lockDuration"] == 5_000 and lock["limiter"] == {"max": 5, "duration": 100}
+
+
+def test_the_templates_kept_stay_bounded_whatever_the_values(
+    bull: Queue, clock: Clock, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(bullmq_protocol, "TEMPLATES_MAX", 8)
+    proto = bull.protocol
+    assert isinstance(proto, BullMQ)
+    [job] = fetched_jobs(bull, 11)[:1]
+    options = WorkerOptions()
+    for i in range(30):  # a failed reason of its own each: a template each
+        value = f"reason {i}"
+        ours = proto.move_to_finished(
+            bull.keys, job, fetch_next=False, failed=True, value=value, options=options, now_ms=0
+        )
+        theirs = proto.package_move_to_finished(
+            bull.keys, job, fetch_next=False, failed=True, value=value, options=options
+        )
+        assert wire(ours) == wire(theirs)
+        assert 1 <= proto.templates_kept() <= 8
 
 
 def test_a_builder_whose_output_does_not_fit_a_template_is_refused():

@@ -114,6 +114,7 @@ def test_the_per_master_lines_pair_a_master_with_the_repetitions_it_held_the_que
     ("data", "enqueued"),
     [
         (job_payload(100, enqueued_us=1_733_000_000_123_456), 1_733_000_000_123_456),  # the fast read
+        ('{"t_us":1733000000123456,"pad":"xx"}', 1_733_000_000_123_456),  # BullMQ's compact JSON of it
         ('{"pad": "xx", "t_us": 42}', 42),  # another layout: parsed
         ('{"t_us": "soon", "pad": ""}', None),  # not a time: parsed, refused
         ('{"t_us": 123}', 123),

@@ -165,7 +165,7 @@ class Job:
         """The enqueue time the producer put in the job's data, in µs."""
         data = self.fields.get("data", "{}")
         if data.startswith(T_US_HEAD):  # job_payload's own layout: read without parsing the padding
-            digits = data[len(T_US_HEAD) : data.find(",", len(T_US_HEAD))]
+            digits = data[len(T_US_HEAD) : data.find(",", len(T_US_HEAD))].lstrip(" ")
             if digits.isdigit():
                 return int(digits)
         try:
@@ -175,7 +175,9 @@ class Job:
         return int(value) if isinstance(value, int | float) else None
 
 
-T_US_HEAD = '{"t_us": '  # how job_payload's JSON begins; the enqueue time's digits follow
+# How job_payload's JSON begins, and BullMQ's compact JSON of it (no space): the enqueue time's
+# digits follow.
+T_US_HEAD = '{"t_us":'
 
 
 def job_payload(payload_bytes: int = 0, enqueued_us: int | None = None) -> str:
