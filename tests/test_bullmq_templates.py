@@ -18,8 +18,8 @@ import pytest
 from redis.connection import Connection
 
 from bench.errors import BenchError
-from bench.protocol.base import ScriptCall
 from bench.protocol import bullmq as bullmq_protocol
+from bench.protocol.base import ScriptCall
 from bench.protocol.bullmq import FINISH_JOB_FIELDS, BullMQ
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Job, Producer, Queue, Worker, WorkerOptions, job_payload
