@@ -24,6 +24,7 @@ from bench.report.plots.finish_fetch import jobs_per_s, ratio_against_concurrenc
 from bench.report.plots.latency import latency_from_columns, latency_percentiles, split_variant
 from bench.report.plots.style import protocol_labelled
 from bench.report.ratios import POINT_COLUMNS, paired_ratios, shown_point_columns
+from bench.report.sections.findings import model_section
 from bench.report.sections.head import section_head
 from bench.report.sections.script_cost import script_cost_section
 from bench.results.finish_fetch_goals import goal_lines
@@ -91,6 +92,7 @@ def finish_fetch_section(data: RunData) -> list[str]:
     lines += figure(jobs_per_s(protocol_labelled(frame), data.path), "no jobs_per_s values")
     lines += shards_section(data.frames.get("finish_fetch_shards"))
     lines += _pace_section(frame)
+    lines += model_section(data)
     lines += _driver_section(frame)
     lines += script_cost_section(data)
     if frame["concurrency"].nunique(dropna=True) > 1:  # a line against concurrency needs two of them
