@@ -40,28 +40,28 @@ def mark_contended(path: Path, file: str, where: dict[str, object]) -> None:
 
 
 def test_fused_gain_is_stated_from_clean_pairs_only(run: Path) -> None:
-    said = " ".join(fusing(load_run(run)).sentences)  # type: ignore[union-attr]
+    said = " ".join(fusing(load_run(run)).sentences)
     assert "At 1 job in flight a worker and rtt 1 ms, fused does" in said
     assert "echomq 1.88x [1.86-1.90]" in said  # rep 2's two_call was contended: its pair is left out
     mark_contended(run, "finish_fetch.csv", {"concurrency": 1})
-    said = " ".join(fusing(load_run(run)).sentences)  # type: ignore[union-attr]
+    said = " ".join(fusing(load_run(run)).sentences)
     assert f"At 1 job in flight and rtt 1 ms it was {NOT_CLEAN}." in said
     assert "1.88x" not in said and "1.96x" not in said
 
 
 def test_a_contended_sweep_point_gives_no_figure(run: Path) -> None:
-    said = " ".join(sweep_holds(load_run(run)).sentences)  # type: ignore[union-attr]
+    said = " ".join(sweep_holds(load_run(run)).sentences)
     assert "bullmq atomic: longest call 965 ms at 10,000 jobs" in said
     mark_contended(run, "sweep_cost.csv", {"protocol": "bullmq", "scenario": "all_stalled"})
-    said = " ".join(sweep_holds(load_run(run)).sentences)  # type: ignore[union-attr]
+    said = " ".join(sweep_holds(load_run(run)).sentences)
     assert f"bullmq atomic: {NOT_CLEAN}." in said and "965" not in said
 
 
 def test_a_contended_worker_gives_no_figure(run: Path) -> None:
-    said = " ".join(node_worker(load_run(run)).sentences)  # type: ignore[union-attr]
+    said = " ".join(node_worker(load_run(run)).sentences)
     assert "2,981 -> 8,920 -> 13,961 jobs/s at 1, 8, 50 jobs in flight" in said
     mark_contended(run, "bullmq_worker.csv", {"driver": "node_worker"})
-    assert NOT_CLEAN in " ".join(node_worker(load_run(run)).sentences)  # type: ignore[union-attr]
+    assert NOT_CLEAN in " ".join(node_worker(load_run(run)).sentences)
 
 
 def test_the_prediction_is_the_hand_computed_closed_loop() -> None:

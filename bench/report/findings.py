@@ -50,8 +50,8 @@ def span(lo: float, hi: float, form: Callable[[float], str]) -> str:
     return f"[{form(lo)}-{form(hi)}]"
 
 
-def count(value: float) -> str:
-    return f"{value:,.0f}"
+def count(value: object) -> str:
+    return f"{float(value):,.0f}"  # type: ignore[arg-type]
 
 
 def about(value: float) -> str:
@@ -63,8 +63,8 @@ def ms(value: float) -> str:
     return f"{value:,.0f} ms" if value >= 10 else f"{value:.2g} ms"
 
 
-def _in_flight(concurrency: float) -> str:
-    c = int(concurrency)
+def _in_flight(concurrency: object) -> str:
+    c = int(float(concurrency))  # type: ignore[arg-type]
     return f"{c} job in flight" if c == 1 else f"{c} jobs in flight"
 
 
@@ -128,10 +128,11 @@ def fusing(data: RunData) -> Finding | None:
     return Finding(topic, tuple(sentences), source)
 
 
-def _paired(median: float, lo: float, hi: float, pairs: int) -> str:
+def _paired(median: object, lo: object, hi: object, pairs: object) -> str:
+    low, high, middle = (float(v) for v in (lo, hi, median))  # type: ignore[arg-type]
     if pairs == 1:
-        return f"{ratio(median)} (1 pair)"
-    return f"{ratio(median)} [{lo:.2f}-{hi:.2f}]"
+        return f"{ratio(middle)} (1 pair)"
+    return f"{ratio(middle)} [{low:.2f}-{high:.2f}]"
 
 
 def fusing_predicted(data: RunData) -> Finding | None:
@@ -145,14 +146,14 @@ def fusing_predicted(data: RunData) -> Finding | None:
     table = what_if(data, [Point(workers, c, WHAT_IF_RTT) for c in levels])
     if table.empty:
         return None
-    parts = []
+    sentences = []
     for c, rows in table.groupby("concurrency", sort=True):
         each = ", ".join(f"{p} {float(r):.2f}x" for p, r in zip(rows["protocol"], rows["fused / two_call"],
                                                                strict=True))  # fmt: skip
-        parts.append(f"{each} at {c:g} in flight")
-    text = f"At rtt {WHAT_IF_RTT:g} ms the model predicts fused / two calls of {'; '.join(parts)}."
+        where = f"At {_in_flight(c)} and rtt {WHAT_IF_RTT:g} ms"
+        sentences.append(f"{where}, the model predicts fused does {each} the jobs/s of two calls.")
     source = _source(data, "predicted by the closed-loop model, not measured", f"{workers} workers")
-    return Finding(f"Fusing at rtt {WHAT_IF_RTT:g} ms (predicted)", (text,), source)
+    return Finding(f"Fusing at rtt {WHAT_IF_RTT:g} ms (predicted)", tuple(sentences), source)
 
 
 def queue_latency(data: RunData) -> Finding | None:
@@ -250,7 +251,7 @@ def sweep_holds(data: RunData) -> Finding | None:
     ok = rows[clean(rows)]
     sentences = []
     short: list[str] = []
-    for (protocol, variant), group in rows.groupby(["protocol", "variant"], sort=False):
+    for protocol, variant in dict.fromkeys(zip(rows["protocol"], rows["variant"], strict=True)):
         name = variant if protocol == "echomq" else f"{protocol} {variant}"
         mine = ok[(ok["protocol"] == protocol) & (ok["variant"] == variant)]
         points = [
@@ -264,8 +265,8 @@ def sweep_holds(data: RunData) -> Finding | None:
         largest = max(points)
         hold = f"≤ {ms(largest[1])}" if largest[2] else ms(largest[1])
         sentences.append(
-            f"{name}: longest call {hold} at {count(largest[0])} jobs; over 1 ms {_crossing(points, SLOW_MS)}, "
-            f"over 5 s {_crossing(points, BUSY_MS)}."
+            f"{name}: longest call {hold} at {count(largest[0])} jobs; "
+            f"over 1 ms {_crossing(points, SLOW_MS)}, over 5 s {_crossing(points, BUSY_MS)}."
         )
         if largest[2] or largest[1] <= 10 * SLOW_MS:
             short.append(name)
@@ -376,7 +377,9 @@ def deadline_cost(data: RunData) -> Finding | None:
         if base.empty or mine.empty:
             continue
         extra = extra_cost(base, mine)
-        parts.append(f"{extra.median:+.1f} µs [{extra.lo:+.1f} to {extra.hi:+.1f}] per {step} ({extra.verdict})")
+        parts.append(
+            f"{extra.median:+.1f} µs [{extra.lo:+.1f} to {extra.hi:+.1f}] per {step} ({extra.verdict})"
+        )
     if not parts:
         return None
     text = f"echomq-deadline costs Redis {' and '.join(parts)} beyond echomq."
@@ -384,7 +387,8 @@ def deadline_cost(data: RunData) -> Finding | None:
 
 
 RULES: tuple[Callable[[RunData], Finding | None], ...] = (
-    fusing, fusing_predicted, queue_latency, redis_limit, sweep_holds, races, hazard, node_worker, deadline_cost,
+    fusing, fusing_predicted, queue_latency, redis_limit,
+    sweep_holds, races, hazard, node_worker, deadline_cost,
 )  # fmt: skip
 
 

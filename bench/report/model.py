@@ -5,11 +5,11 @@ Each worker connection is one customer of a closed loop. An exchange carries
 connection pays at once), then queues for the client's CPU (one queue a Locust process)
 and for Redis (one queue). Mean-value analysis of that loop, customer by customer, gives
 the exchanges a second; times ``b``, the jobs a second. Near no ceiling it is
-``workers x b / (rtt + b x (client + Redis))``; near one it tends to ``1e6 / µs a job``
+``workers x b / (rtt + b x (client + Redis))``; near one it tends to ``1e6 / µs per job``
 of the busier side, so both ceilings are inside it.
 
 The parts are the row's columns, nothing fitted: slots (workers x concurrency), round trips
-a job, the rtt paid, the client's CPU a job (over its processes), and Redis's µs a job (commandstats).
+a job, the rtt paid, the client's CPU per job (over its processes), and Redis's µs per job (commandstats).
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ class Parts:
 
     workers: int  # worker connections: the loop's customers
     concurrency: float  # jobs in flight a connection
-    jobs_per_exchange: float  # 1 / round trips a job
+    jobs_per_exchange: float  # 1 / round trips per job
     rtt_ms: float  # the rtt a round trip paid
     job_ms: float  # a job's hold
-    client_us: float  # the load generator's CPU a job
+    client_us: float  # the load generator's CPU per job
     processes: int  # Locust processes sharing the client work
-    redis_us: float  # Redis's CPU a job
+    redis_us: float  # Redis's CPU per job
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def _number(row: pd.Series, name: str, default: float = math.nan) -> float:
 
 
 def redis_us_per_job(row: pd.Series) -> float:
-    """Redis's µs a job: commandstats' time inside the commands (the Redis ceiling's term), else
+    """Redis's µs per job: commandstats' time inside the commands (the Redis ceiling's term), else
     its CPU share over the jobs (an older run without commandstats)."""
     inside = _number(row, "server_us_per_job")
     if inside > 0:
@@ -127,8 +127,8 @@ def modelled(frame: pd.DataFrame, processes: int = 1) -> pd.DataFrame:
     out = frame.copy()
     paid = rtt_paid_ms(frame)
     predicted, error, term = [], [], []
-    for index, row in frame.iterrows():
-        parts = row_parts(row, float(paid[index]), processes)
+    for position, (_, row) in enumerate(frame.iterrows()):
+        parts = row_parts(row, float(paid.iloc[position]), processes)
         guess = predict(parts) if parts else None
         measured = _number(row, "jobs_per_s")
         predicted.append(guess.jobs_per_s if guess else math.nan)

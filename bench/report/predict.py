@@ -76,7 +76,7 @@ def _nearest(cells: pd.DataFrame, point: Point) -> pd.Series | None:
     with_rtt = cells[(cells["rtt_ms"] > 0) == (point.rtt_ms > 0)]
     pool = with_rtt if not with_rtt.empty else cells
     distance = (pool["concurrency"].astype(float).map(math.log) - math.log(point.concurrency)).abs()
-    return pool.loc[distance.idxmin()]
+    return pool.iloc[int(distance.to_numpy().argmin())]
 
 
 def guess(cells: pd.DataFrame, protocol: str, strategy: str, point: Point, processes: int) -> Guess | None:
@@ -86,7 +86,7 @@ def guess(cells: pd.DataFrame, protocol: str, strategy: str, point: Point, proce
         return None
     needed = [float(base[k]) for k in ("round_trips_per_job", "client_us", "redis_us", "concurrency")]
     if not all(math.isfinite(v) and v > 0 for v in needed):
-        return None  # an older run without the client's CPU or Redis's µs a job
+        return None  # an older run without the client's CPU or Redis's µs per job
     if point.rtt_ms == 0 and float(base["concurrency"]) != point.concurrency:
         return None  # at rtt 0 the model has no wait term to carry batching to another concurrency
     # jobs an exchange grow with the jobs in flight; at rtt 0 the rounds are not in step, so the
@@ -151,7 +151,7 @@ def predict_main(argv: list[str]) -> int:
     )
     parser.add_argument("run", help="run folder or run id")
     parser.add_argument("--rtt-ms", type=float, nargs="+", default=[5.0], help="round-trip times, ms")
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[8], help="jobs in flight a worker")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[8], help="jobs in flight per worker")
     parser.add_argument("--workers", type=int, nargs="+", help="worker connections (default: the run's)")
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders are")
     args = parser.parse_args(argv)

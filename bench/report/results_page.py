@@ -28,9 +28,9 @@ NONE_YET = "No run is published yet."
 FINISH_FETCH_NOTE = (
     "Jobs/s, medians of the repetitions; the ratio is the median of the paired repetitions' ratios [min-max]."
 )
-SCRIPT_COST_NOTE = "Redis's own µs a call and commands a call, each step alone on a small queue, medians."
+SCRIPT_COST_NOTE = "Redis's own µs per call and commands per call, each step alone on a small queue, medians."
 SWEEP_COST_NOTE = (
-    "µs of sweep time a job of the active list, at the client, median of the sweeps; —: not measured."
+    "µs of sweep time per job of the active list, at the client, median of the sweeps; —: not measured."
 )
 SWEEP_HOLD_NOTE = "The longest single call of a sweep, ms, timed at the client."
 WORKER_NOTE = (
@@ -236,7 +236,7 @@ def render_headline(runs: list[RunData]) -> str:
     sweep = sweep_table(data, "us_per_active_job")
     if sweep is not None:
         stalled = sweep[sweep["scenario"] == "all_stalled"].drop(columns="scenario")
-        lines += ["All-stalled sweep, µs a job of the active list:", "", markdown_table(stalled), ""]
+        lines += ["All-stalled sweep, µs per job of the active list:", "", markdown_table(stalled), ""]
     # the races are a finding above (findings.races); the results page keeps their table
     return "\n".join(lines).rstrip()
 

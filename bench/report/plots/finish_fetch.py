@@ -176,7 +176,7 @@ def ratio_against_concurrency(ratios: pd.DataFrame, out_dir: Path) -> Plot | Non
     settings = sorted(set(ratios[["rtt_ms", *several]].itertuples(index=False, name=None)))
     for ax, other in zip(axes, others, strict=True):
         rows = ratios[ratios["other"] == other]
-        # a line a protocol and setting: colour = the setting, line style = the protocol
+        # a line per protocol and setting: colour = the setting, line style = the protocol
         lines = rows.groupby(["protocol", "rtt_ms", *several], sort=True)
         for (protocol, *key), line in sorted(lines, key=lambda item: protocols.index(item[0][0])):
             line = line.sort_values("concurrency")
@@ -206,7 +206,7 @@ def ratio_against_concurrency(ratios: pd.DataFrame, out_dir: Path) -> Plot | Non
     caption = (
         "Above the dashed line fused does more jobs/s. Each line is one protocol (its line style) at "
         "one simulated round-trip time (its colour); "
-        "as concurrency grows the auto-pipelined connection carries many jobs' calls a round trip, "
+        "as concurrency grows the auto-pipelined connection carries many jobs' calls per round trip, "
         "so what is left of the gap is the second call's client and Redis cost."
     )
     return saved(figure, out_dir, "finish_fetch_ratio_concurrency.png", title, caption)

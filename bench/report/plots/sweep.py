@@ -139,8 +139,8 @@ def probe_max(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
                     busy_shown = True
     _finish_panels(panels)
     caption = (
-        "Lower is better. This is how long another client waited at worst while the sweep ran: "
-        "an atomic sweep holds Redis for its whole call, so its line rises with size; "
-        "a line that stays near the 1 ms mark does not block others."
+        "Lower is better. This is how long another client waited at worst while the sweep ran. "
+        "An atomic sweep holds Redis for its whole call, so its line rises with size. "
+        "A line that stays near the 1 ms mark does not block others."
     )
     return saved(figure, out_dir, "sweep_probe_max.png", title, caption)

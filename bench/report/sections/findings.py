@@ -70,9 +70,11 @@ def model_section(data: RunData) -> list[str]:
     else:
         lines += [f"Clean rows missed by more than {MISS:.0%}:", ""]
         for row in missed.itertuples():
-            lines.append(f"- {row.protocol} {row.strategy}, {row.concurrency:g} in flight, rtt {row.rtt_ms:g} ms, "
-                         f"rep {row.rep:g}: {row.model_error:+.0%}; the term that disagrees is "
-                         f"{TERMS.get(row.model_term, row.model_term)}.")  # fmt: skip
+            where = f"{row.protocol} {row.strategy}, {row.concurrency:g} in flight, rtt {row.rtt_ms:g} ms"
+            term = TERMS.get(str(row.model_term), str(row.model_term))
+            lines.append(
+                f"- {where}, rep {row.rep:g}: {row.model_error:+.0%}; the term that disagrees is {term}."
+            )
         lines.append("")
     lines += [markdown_table(pd.DataFrame(rows)), ""]
     lines += figure(measured_against_predicted(table, data.path), "no predicted jobs/s")

@@ -30,7 +30,7 @@ from bench.report.sections.script_cost import script_cost_section
 from bench.results.finish_fetch_goals import goal_lines
 from bench.results.hdr import summary
 
-# Per master (finish_fetch_shards.csv): each master's jobs/s and its own Redis µs a job at each
+# Per master (finish_fetch_shards.csv): each master's jobs/s and its own Redis µs per job at each
 # point and strategy, so a hot shard shows; left out when every run had one master and one queue.
 SHARD_KEYS = ["protocol", "strategy", "workers", "queues", "concurrency", "job_ms", "rtt_ms", "master"]
 
@@ -56,7 +56,7 @@ def shards_section(frame: pd.DataFrame | None) -> list[str]:
         table = table.drop(columns="protocol")
     return [
         "Per master holding queues of the run, mean over the repetitions it held them in "
-        "(finish_fetch_shards.csv; each master's Redis µs a job from its own INFO commandstats; "
+        "(finish_fetch_shards.csv; each master's Redis µs per job from its own INFO commandstats; "
         "finish_fetch_queues.csv has each queue):",
         "",
         markdown_table(table),
@@ -221,11 +221,13 @@ def _driver_section(frame: pd.DataFrame) -> list[str]:
     return [
         "### Locust, the raw driver and the reference",
         "",
-        "Medians over the repetitions. The reference is the least client work the suite's call "
-        "builders allow: one process in lockstep, each round's calls in one redis-py pipeline, on a "
-        "pre-filled queue, at rtt 0 (its adds counted in its CPU). The raw driver runs the Locust "
-        "users' own loops without Locust, a thread a connection. What Locust or the raw driver "
-        "costs beyond the reference is the harness. Goals on uncontended points:",
+        "Medians over the repetitions. "
+        "The reference is the least client work the suite's call builders allow. "
+        "It is one process in lockstep, each round's calls in one redis-py pipeline. "
+        "It drains a pre-filled queue at rtt 0, and its adds count in its CPU. "
+        "The raw driver runs the Locust users' own loops without Locust, one thread per connection. "
+        "What Locust or the raw driver costs beyond the reference is the harness. "
+        "Goals on uncontended points:",
         "",
         *[f"- {line}" for line in goals],
         "",
@@ -264,18 +266,19 @@ def _pace_section(frame: pd.DataFrame) -> list[str]:
     return [
         "### Which side set the pace",
         "",
-        "Means over the repetitions. The Redis ceiling is 1e6 / Redis µs per job (INFO commandstats, "
-        "producers' addJob included): the jobs/s Redis could do were its own time the only cost. "
-        "The limit is the side most repetitions named, and its share the mean over those repetitions: "
-        "the side that used the largest share of its capacity: the client (the busiest "
-        "load process's CPU), the network (simulated round trips x rtt per worker connection), the "
-        "job time (job-ms per slot) or Redis (its CPU); latency when no side used 70% of its "
-        "capacity (each connection waits on its exchanges; more jobs in flight would help, and on a "
-        "shared machine other processes may have taken the difference). Commands per job are "
-        "counted at the client and cross-checked by the server; round trips per job fall below 1 "
-        "when a flush of the "
-        "auto-pipelined connection carries several jobs' calls. Locust/raw compares Locust's jobs/s "
-        "with the same loops run without Locust (the raw driver) at the same point.",
+        "Means over the repetitions. "
+        "The Redis ceiling is 1e6 / Redis µs per job (INFO commandstats, producers' addJob included). "
+        "It is the jobs/s Redis could do were its own time the only cost. "
+        "The limit is the side that used the largest share of its capacity. "
+        "That is the client (the busiest load process's CPU), or the network (round trips x rtt per "
+        "connection). "
+        "Or it is the job time (job-ms per slot), or Redis (its CPU). "
+        "It is latency when no side used 70%: each connection waits on its exchanges. "
+        "Then more jobs in flight would help; on a shared machine other processes may have taken the rest. "
+        "The table shows the limit most repetitions named, and its mean share over those repetitions. "
+        "Commands per job are counted at the client and cross-checked by the server. "
+        "Round trips per job fall below 1 when one flush of a connection carries several jobs' calls. "
+        "Locust/raw compares Locust's jobs/s with the same loops run without Locust (the raw driver).",
         "",
         markdown_table(pd.DataFrame(rows)),
         "",

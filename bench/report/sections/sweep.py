@@ -55,7 +55,7 @@ def _hazard(data: RunData) -> list[str]:
         return []
     lines = ["### The client-default hazard: a sweep held past the socket timeout", ""]
     lines += [
-        "One all-stalled BullMQ sweep a row, sent once by a client: `bullmq` is BullMQ's own connection "
+        "One all-stalled BullMQ sweep per row, sent once by a client: `bullmq` is BullMQ's own connection "
         "(redis-py's socket timeout, re-sent on a timeout: `Retry(ExponentialBackoff(cap=20, base=1), 20)`), "
         "`suite` is the suite's client, which never re-sends. *server_executions* counts the script's runs "
         "on the server for the one call, *server_rejected* the re-sends Redis refused (BUSY), *probe_busy* "
