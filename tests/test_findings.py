@@ -41,7 +41,7 @@ def mark_contended(path: Path, file: str, where: dict[str, object]) -> None:
 
 def test_fused_gain_is_stated_from_clean_pairs_only(run: Path) -> None:
     said = " ".join(fusing(load_run(run)).sentences)
-    assert "At 1 job in flight a worker and rtt 1 ms, fused does" in said
+    assert "At 1 job in flight per worker and rtt 1 ms, fused does" in said
     assert "echomq 1.88x [1.86-1.90]" in said  # rep 2's two_call was contended: its pair is left out
     mark_contended(run, "finish_fetch.csv", {"concurrency": 1})
     said = " ".join(fusing(load_run(run)).sentences)

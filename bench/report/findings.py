@@ -110,7 +110,7 @@ def fusing(data: RunData) -> Finding | None:
     gone = []
     for (concurrency, rtt), point in pairs.groupby(["concurrency", "rtt_ms"], sort=True):
         parts = [f"{r.protocol} {_paired(r.median, r.lo, r.hi, r.pairs)}" for r in point.itertuples()]
-        where = f"At {_in_flight(concurrency)} a worker and rtt {rtt:g} ms"
+        where = f"At {_in_flight(concurrency)} per worker and rtt {rtt:g} ms"
         if (point["lo"] <= 1).all() and (point["hi"] >= 1).all():
             gone.append(f"{where.lower()[3:]}")
             sentences.append(f"{where}, the gain is gone: {', '.join(parts)}.")
