@@ -26,6 +26,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PLOTS = (
     "finish_fetch_jobs.png",
     "finish_fetch_latency.png",
+    "finish_fetch_ratio_rtt.png",
     "sweep_time.png",
     "sweep_probe_max.png",
     "race_anomalies.png",

@@ -8,6 +8,7 @@ import math
 import pandas as pd
 
 from bench.report import latency
+from bench.report.columns import clean
 from bench.report.compare.metrics import STAGE_KEYS, samples
 from bench.report.load import RunData, merged_histograms
 from bench.report.machine import beside_saturated
@@ -20,9 +21,20 @@ from bench.report.markdown import (
     percent,
     present,
 )
-from bench.report.plots.finish_fetch import jobs_per_s, ratio_against_concurrency
-from bench.report.plots.latency import latency_from_columns, latency_percentiles, split_variant
+from bench.report.plots.finish_fetch import (
+    jobs_against_concurrency,
+    jobs_per_s,
+    ratio_against_concurrency,
+    ratio_against_rtt,
+)
+from bench.report.plots.latency import (
+    latency_from_columns,
+    latency_percentiles,
+    queue_latency_cdf,
+    split_variant,
+)
 from bench.report.plots.style import protocol_labelled
+from bench.report.predict import WHAT_IF_CONCURRENCY, Point, run_workers, what_if
 from bench.report.ratios import POINT_COLUMNS, paired_ratios, shown_point_columns
 from bench.report.sections.findings import model_section
 from bench.report.sections.head import section_head
@@ -96,8 +108,15 @@ def finish_fetch_section(data: RunData) -> list[str]:
     lines += _driver_section(frame)
     lines += script_cost_section(data)
     if frame["concurrency"].nunique(dropna=True) > 1:  # a line against concurrency needs two of them
+        lines += figure(jobs_against_concurrency(frame, data.path), "no jobs/s at two concurrencies")
         plot = ratio_against_concurrency(paired_ratios(frame), data.path)
         lines += figure(plot, "no fused/two_call or fused/two_call_pipelined pairs")
+    levels = sorted({int(c) for c in frame["concurrency"].dropna()} or set(WHAT_IF_CONCURRENCY))
+    rtts = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0)
+    workers = run_workers(frame)
+    guesses = what_if(data, [Point(workers, c, r) for c in levels for r in rtts])
+    plot = ratio_against_rtt(paired_ratios(frame[clean(frame)]), guesses, data.path)
+    lines += figure(plot, "no clean fused/two_call pairs")
     lines += _fidelity_section(data.meta.get("finish_fetch_fidelity"))
     e2e = latency.meaning(frame)
     lines += latency.note(frame)
@@ -105,12 +124,15 @@ def finish_fetch_section(data: RunData) -> list[str]:
     if bad:
         lines += [f"*Unreadable HDR files left out: {', '.join(bad)}.*", ""]
     if histograms:
-        plot = latency_percentiles(histograms, data.path, e2e.panel)
+        # backlog wait measures the harness: only the open regime's end to end is drawn
+        plot = latency_percentiles(histograms, data.path, e2e.panel, with_e2e=e2e is latency.OPEN)
         table = [
             {"metric": e2e.hdr_metric if m == "e2e" else m, "strategy": v, **summary(h)}
             for (m, v), h in histograms.items()
         ]
         lines += figure(plot, "no histograms")
+        if e2e is latency.OPEN:
+            lines += figure(queue_latency_cdf(histograms, data.path), "no queue latency histograms")
         points = frame[list(POINT_COLUMNS)].drop_duplicates()
         unpointed = any(not split_variant(v)[1] for _, v in histograms)
         if len(points) > 1 and unpointed:  # older HDR file names carry the strategy, not the point
