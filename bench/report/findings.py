@@ -217,12 +217,18 @@ class Crossing:
     text: str
 
 
-def _crossing(points: list[tuple[float, float, bool]], limit: float) -> str:
-    """``points``: (active size, longest hold ms, whether the hold is only a bound). The size at
-    which the hold passes ``limit``, interpolated log-log between clean points, or a bound."""
+def _crossing(
+    points: list[tuple[float, float, bool]], limit: float, at_least: tuple[tuple[float, float], ...] = ()
+) -> str:
+    """``points``: (active size, longest hold ms, whether SLOWLOG only bounds the hold from above).
+    ``at_least``: (size, ms) a call is known to have held Redis at least. The size at which the
+    hold passes ``limit``, interpolated log-log between clean points, or a bound."""
     measured = sorted((s, h) for s, h, bound in points if not bound)
     below = [s for s, h, bound in points if h < limit or (bound and h <= limit)]
     above = sorted(s for s, h in measured if h >= limit)
+    known = sorted(s for s, h in at_least if h >= limit)
+    if known and (not above or known[0] < above[0]):
+        return f"at or below {count(known[0])}"
     if above:
         first = above[0]
         under = [(s, h) for s, h in measured if s < first and h < limit]
@@ -251,6 +257,8 @@ def sweep_holds(data: RunData) -> Finding | None:
     ok = rows[clean(rows)]
     sentences = []
     short: list[str] = []
+    unclean: list[str] = []
+    race_free = _race_free(data)
     for protocol, variant in dict.fromkeys(zip(rows["protocol"], rows["variant"], strict=True)):
         name = variant if protocol == "echomq" else f"{protocol} {variant}"
         mine = ok[(ok["protocol"] == protocol) & (ok["variant"] == variant)]
@@ -260,32 +268,58 @@ def sweep_holds(data: RunData) -> Finding | None:
             if not math.isnan(float(r.redis_hold_ms_max))
         ]
         if not points:
-            sentences.append(f"{name}: {NOT_CLEAN}.")
+            unclean.append(name)
             continue
         largest = max(points)
         hold = f"≤ {ms(largest[1])}" if largest[2] else ms(largest[1])
+        held = _held_at_least(data, protocol) if variant == "atomic" else ()
         sentences.append(
-            f"{name}: longest call {hold} at {count(largest[0])} jobs; "
-            f"over 1 ms {_crossing(points, SLOW_MS)}, over 5 s {_crossing(points, BUSY_MS)}."
+            f"{name}: longest call {hold} at {count(largest[0])} jobs{_growth(points)}; "
+            f"over 1 ms {_crossing(points, SLOW_MS, held)}, over 5 s {_crossing(points, BUSY_MS, held)}."
         )
-        if largest[2] or largest[1] <= 10 * SLOW_MS:
+        if (largest[2] or largest[1] <= 10 * SLOW_MS) and (protocol, variant) in race_free:
             short.append(name)
-    races = _race_free(data)
-    pick = [n for n in short if n.split()[-1] in races]
-    if pick:
-        sentences.insert(0, f"Run an atomic sweep that is sliced or indexed: {', '.join(pick)}.")
+    if short:
+        sentences.insert(0, f"Run an atomic sweep that is sliced or indexed: {', '.join(short)}.")
+    if unclean:
+        sentences.append(f"Not measured cleanly: {', '.join(unclean)}.")
     source = _source(data, "all-stalled scenario", "active-list size in jobs", "longest call inside Redis")
     return Finding("The stalled sweep", tuple(sentences), source)
 
 
-def _race_free(data: RunData) -> set[str]:
-    """Variants whose clean race rows counted no race at all."""
+def _growth(points: list[tuple[float, float, bool]]) -> str:
+    """How the hold grows between the two largest clean sizes: its log-log slope, named."""
+    measured = sorted((s, h) for s, h, bound in points if not bound)
+    if len(measured) < 2 or measured[-1][0] == measured[-2][0]:
+        return ""
+    (s0, h0), (s1, h1) = measured[-2], measured[-1]
+    slope = math.log(h1 / h0) / math.log(s1 / s0)
+    if slope >= 1.6:
+        return f", quadratic (slope {slope:.1f})"
+    if 0.7 <= slope < 1.4:
+        return f", linear (slope {slope:.1f})"
+    return f", slope {slope:.1f}"
+
+
+def _race_free(data: RunData) -> set[tuple[str, str]]:
+    """(protocol, variant) whose clean race rows counted no race at all."""
     frame = data.frames.get("race")
     if frame is None or frame.empty:
         return set()
     rows = frame[clean(frame)]
-    totals = rows.groupby("variant")[list(RACE_COUNTS)].sum().sum(axis=1)
-    return {str(v) for v, n in totals.items() if n == 0}
+    totals = rows.groupby(["protocol", "variant"])[list(RACE_COUNTS)].sum().sum(axis=1)
+    return {(str(p), str(v)) for (p, v), n in totals.items() if n == 0}
+
+
+def _held_at_least(data: RunData, protocol: str) -> tuple[tuple[float, float], ...]:
+    """The hazard check's calls that failed: each held Redis at least until it failed."""
+    frame = data.frames.get("sweep_hazard")
+    if frame is None or frame.empty or "error" not in frame.columns:
+        return ()
+    failed = frame[(frame["protocol"] == protocol) & (frame["error"].fillna("").astype(str) != "")]
+    return tuple(
+        (float(s), float(e) * 1e3) for s, e in zip(failed["stalled_jobs"], failed["elapsed_s"], strict=True)
+    )
 
 
 def races(data: RunData) -> Finding | None:
