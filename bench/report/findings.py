@@ -307,8 +307,10 @@ def _race_free(data: RunData) -> set[tuple[str, str]]:
     if frame is None or frame.empty:
         return set()
     rows = frame[clean(frame)]
-    totals = rows.groupby(["protocol", "variant"])[list(RACE_COUNTS)].sum().sum(axis=1)
-    return {(str(p), str(v)) for (p, v), n in totals.items() if n == 0}
+    counted = rows[list(RACE_COUNTS)].sum(axis=1)
+    keys = list(zip(rows["protocol"].astype(str), rows["variant"].astype(str), strict=True))
+    raced = {key for key, n in zip(keys, counted, strict=True) if n > 0}
+    return set(keys) - raced
 
 
 def _held_at_least(data: RunData, protocol: str) -> tuple[tuple[float, float], ...]:
