@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from bench.__main__ import main
-from bench.report.findings import NOT_CLEAN, fusing, node_worker, sweep_holds
+from bench.report.findings import NOT_CLEAN, fusing, node_worker, queue_latency, sweep_holds
 from bench.report.load import load_run
 from bench.report.model import Parts, modelled, predict
 from bench.report.publish import PUBLISHED_DIR
@@ -131,3 +131,14 @@ def test_the_report_reads_in_short_sentences(run: Path) -> None:
     assert statistics.median(lengths) <= 20
     longest = max(zip(lengths, sentences, strict=True))
     assert longest[0] <= 45, longest[1]
+
+
+def test_queue_latency_is_stated_from_open_regime_rows_only(run: Path) -> None:
+    said = " ".join(queue_latency(load_run(run)).sentences)
+    assert said.startswith("Not measured: the run has no open-regime rows")
+    frame = pd.read_csv(run / "finish_fetch.csv", dtype=str, keep_default_na=False)
+    frame["regime"] = ["open" if c == "1" else "steady" for c in frame["concurrency"]]  # a newer run's column
+    frame.to_csv(run / "finish_fetch.csv", index=False)
+    said = " ".join(queue_latency(load_run(run)).sentences)
+    assert "echomq, 1 job in flight, rtt 1 ms: fused p50" in said
+    assert "8 jobs in flight" not in said  # the steady rows say nothing about queue latency

@@ -172,12 +172,13 @@ def queue_latency(data: RunData) -> Finding | None:
     sentences = []
     keys = ["protocol", "concurrency", "rtt_ms", "target_rate"]
     for key, cell in open_rows.groupby(keys, sort=True):
-        protocol, concurrency, rtt, rate = key
+        protocol, concurrency, rtt, rate = (str(key[0]), *(float(k) for k in key[1:]))  # type: ignore[arg-type]
         by = cell.groupby("strategy")
         medians = by[[p50, p99]].median()
         parts = [f"{s} p50 {ms(row[p50] / 1e3)}, p99 {ms(row[p99] / 1e3)}" for s, row in medians.iterrows()]
-        sentences.append(f"{protocol} at {rate:,.0f} jobs/s offered, {_in_flight(concurrency)}, "
-                         f"{rtt:g} ms rtt: {'; '.join(parts)}.")  # fmt: skip
+        offered = f" at {rate:,.0f} jobs/s offered" if rate > 0 else ""
+        where = f"{protocol}{offered}, {_in_flight(concurrency)}, rtt {rtt:g} ms"
+        sentences.append(f"{where}: {'; '.join(parts)}.")
     return Finding(topic, tuple(sentences), _source(data, "open regime", "medians over clean repetitions"))
 
 
