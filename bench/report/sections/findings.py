@@ -21,7 +21,7 @@ def findings_section(data: RunData) -> list[str]:
         "",
         "Each sentence is made by a rule from this run's clean cells.",
         "A cell that was contended or saturated gives no figure here.",
-        "[The glossary](../../method.md#glossary) defines the terms.",
+        "The glossary in docs/method.md defines the terms.",
         "",
         *lines,
         "",
