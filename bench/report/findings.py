@@ -107,20 +107,24 @@ def fusing(data: RunData) -> Finding | None:
     if pairs.empty:
         return Finding(topic, (f"Fused against two calls was {NOT_CLEAN}.",), _source(data))
     sentences = []
-    gone = []
+    gone_at: list[tuple[float, float]] = []
     for (concurrency, rtt), point in pairs.groupby(["concurrency", "rtt_ms"], sort=True):
-        parts = [f"{r.protocol} {_paired(r.median, r.lo, r.hi, r.pairs)}" for r in point.itertuples()]
+        spans = point["lo"] <= 1  # a pair at or below 1: no gain measured
+        kept = [f"{r.protocol} {_paired(r.median, r.lo, r.hi, r.pairs)}" for r in point[~spans].itertuples()]
+        lost = [f"{r.protocol} {_paired(r.median, r.lo, r.hi, r.pairs)}" for r in point[spans].itertuples()]
         where = f"At {_in_flight(concurrency)} per worker and rtt {rtt:g} ms"
-        if (point["lo"] <= 1).all() and (point["hi"] >= 1).all():
-            gone.append(f"{where.lower()[3:]}")
-            sentences.append(f"{where}, the gain is gone: {', '.join(parts)}.")
-        else:
-            sentences.append(f"{where}, fused does {', '.join(parts)} the jobs/s of two calls.")
+        if kept:
+            sentences.append(f"{where}, fused does {', '.join(kept)} the jobs/s of two calls.")
+        if lost:
+            gone_at.append((float(concurrency), float(rtt)))  # type: ignore[arg-type]
+            lead = f"{where}, the gain" if not kept else "The gain"
+            sentences.append(f"{lead} is gone for {', '.join(lost)}.")
     for (concurrency, rtt), _ in every.groupby(["concurrency", "rtt_ms"], sort=True):
         if not ((pairs["concurrency"] == concurrency) & (pairs["rtt_ms"] == rtt)).any():
             sentences.append(f"At {_in_flight(concurrency)} and rtt {rtt:g} ms it was {NOT_CLEAN}.")
-    if gone:
-        sentences.append("Every range there spans 1: Redis or the client, not the round trip, sets the pace.")
+    paced = _limits(frame, gone_at)
+    if paced:
+        sentences.append(f"Where it is gone, {paced} set the pace (the limit column), not the round trip.")
     used = int(pairs["pairs"].sum())
     total = int(every["pairs"].sum())
     workers = "/".join(f"{w:g}" for w in sorted(frame["workers"].dropna().unique()))
@@ -133,6 +137,18 @@ def _paired(median: object, lo: object, hi: object, pairs: object) -> str:
     if pairs == 1:
         return f"{ratio(middle)} (1 pair)"
     return f"{ratio(middle)} [{low:.2f}-{high:.2f}]"
+
+
+def _limits(frame: pd.DataFrame, points: list[tuple[float, float]]) -> str:
+    """The sides the clean rows at ``points`` named as their limit, most named first."""
+    if not points or "limit" not in frame.columns:
+        return ""
+    at = pd.Series(False, index=frame.index)
+    for concurrency, rtt in points:
+        at |= (frame["concurrency"] == concurrency) & (frame["rtt_ms"] == rtt)
+    named = frame.loc[at & clean(frame), "limit"].replace("", pd.NA).dropna()
+    sides = [str(side) for side in named.value_counts().index]
+    return " or ".join(["Redis" if side == "redis" else f"the {side}" for side in sides][:2])
 
 
 def fusing_predicted(data: RunData) -> Finding | None:
