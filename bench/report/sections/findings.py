@@ -43,7 +43,12 @@ def model_section(data: RunData) -> list[str]:
         use = ok if not ok.empty else group
         rows.append({
             **dict(zip(keys, key, strict=True)),
+            "slots": key[2] * key[3],  # workers x concurrency
             "rtt paid ms": use["rtt_paid_ms"].median(),
+            "round trips per job": use["round_trips_per_job"].median(),
+            "client µs per job": use["loadgen_cpu_us_per_job"].median(),
+            "Redis µs per job": use["server_us_per_job"].median(),
+            "Redis ceiling jobs/s": 1e6 / use["server_us_per_job"].median(),
             "measured jobs/s": use["jobs_per_s"].median(),
             "predicted jobs/s": use["predicted_jobs_per_s"].median(),
             "error": f"{use['model_error'].median():+.0%}",
