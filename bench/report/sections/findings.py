@@ -43,7 +43,7 @@ def model_section(data: RunData) -> list[str]:
         use = ok if not ok.empty else group
         rows.append({
             **dict(zip(keys, key, strict=True)),
-            "slots": key[2] * key[3],  # workers x concurrency
+            "slots": float(key[2]) * float(key[3]),  # type: ignore[arg-type]  # workers x concurrency
             "rtt paid ms": use["rtt_paid_ms"].median(),
             "round trips per job": use["round_trips_per_job"].median(),
             "client µs per job": use["loadgen_cpu_us_per_job"].median(),
