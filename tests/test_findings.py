@@ -17,6 +17,7 @@ from bench.report.load import load_run
 from bench.report.model import Parts, modelled, predict
 from bench.report.publish import PUBLISHED_DIR
 from bench.report.render import render
+from bench.report.sections.findings import model_section
 
 DEFAULT = PUBLISHED_DIR / "20261203-101406-default"
 
@@ -142,3 +143,14 @@ def test_queue_latency_is_stated_from_open_regime_rows_only(run: Path) -> None:
     said = " ".join(queue_latency(load_run(run)).sentences)
     assert "echomq, 1 job in flight, rtt 1 ms: fused p50" in said
     assert "8 jobs in flight" not in said  # the steady rows say nothing about queue latency
+
+
+@pytest.mark.usefixtures("figures_undrawn")
+def test_a_point_the_model_misses_is_named_with_its_term(run: Path) -> None:
+    assert "No clean row is missed by more than 20%." in "\n".join(model_section(load_run(run)))
+    frame = pd.read_csv(run / "finish_fetch.csv")
+    row = (frame["protocol"] == "echomq") & (frame["strategy"] == "fused") & (frame["concurrency"] == 1)
+    frame.loc[row & (frame["rep"] == 1), "jobs_per_s"] /= 2  # a point measured at half the law's pace
+    frame.to_csv(run / "finish_fetch.csv", index=False)
+    text = "\n".join(model_section(load_run(run)))
+    assert "- echomq fused, 1 in flight, rtt 1 ms, rep 1: +99%; the term that disagrees is the rtt paid." in text
