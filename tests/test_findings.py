@@ -153,4 +153,5 @@ def test_a_point_the_model_misses_is_named_with_its_term(run: Path) -> None:
     frame.loc[row & (frame["rep"] == 1), "jobs_per_s"] /= 2  # a point measured at half the law's pace
     frame.to_csv(run / "finish_fetch.csv", index=False)
     text = "\n".join(model_section(load_run(run)))
-    assert "- echomq fused, 1 in flight, rtt 1 ms, rep 1: +99%; the term that disagrees is the rtt paid." in text
+    named = "- echomq fused, 1 in flight, rtt 1 ms, rep 1: +99%; the term that disagrees is the rtt paid."
+    assert named in text
