@@ -285,11 +285,13 @@ def ratio_against_rtt(ratios: pd.DataFrame, guesses: pd.DataFrame, out_dir: Path
                 line = line.sort_values("rtt_ms")
                 ax.plot(line["rtt_ms"], line["fused / two_call"].astype(float), color=colour_, linewidth=1,
                         linestyle=":", label=f"{level:g} in flight, predicted")  # fmt: skip
-            got = ratios[(ratios["protocol"] == protocol) & (ratios["concurrency"] == level)]
+            got = ratios[(ratios["protocol"] == protocol) & (ratios["concurrency"] == level)].sort_values(
+                "rtt_ms"
+            )
             if not got.empty:
                 yerr = [got["median"] - got["lo"], got["hi"] - got["median"]]
                 ax.errorbar(got["rtt_ms"], got["median"], yerr=yerr, color=colour_, marker="o", capsize=3,
-                            linestyle="none", label=f"{level:g} in flight, measured")  # fmt: skip
+                            linestyle="-", linewidth=1.2, label=f"{level:g} in flight, measured")  # fmt: skip
         ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
         ax.set_xscale("symlog", linthresh=1.0)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
@@ -301,7 +303,8 @@ def ratio_against_rtt(ratios: pd.DataFrame, guesses: pd.DataFrame, out_dir: Path
     title = "What fusing buys at each round-trip time"
     figure.suptitle(title)
     caption = (
-        "Above the dashed line fused does more jobs/s. Dots are measured, with the pairs' range. "
+        "Above the dashed line fused does more jobs/s. Dots are measured, with the pairs' range; "
+        "a solid line joins one concurrency's measured rtts. "
         "Dotted lines are the closed-loop model's prediction from the run's own parts."
     )
     return saved(figure, out_dir, "finish_fetch_ratio_rtt.png", title, caption)
