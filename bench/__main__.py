@@ -1,5 +1,5 @@
 """`echomq-bench <command>` (or `python -m bench <command>`): run, report, compare, runs, sweep, race,
-finish-fetch, bullmq-worker, script-cost, publish."""
+finish-fetch, bullmq-worker, script-cost, predict, publish."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "main",
         "Redis µs per call of each script, small queue",
     ),
+    "predict": ("bench.report.predict", "predict_main", "jobs/s a run's model predicts at other points"),
     "publish": ("bench.report.cli", "publish_main", "copy a run into docs/results/; --page: the page"),
 }
 

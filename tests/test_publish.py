@@ -15,7 +15,7 @@ from bench.__main__ import main
 from bench.errors import BenchError
 from bench.paths import REPO
 from bench.report.publish import BUDGET_BYTES, PUBLISHED_DIR, machine_roots, publish_run, published_runs
-from bench.report.results_page import BEGIN, END, README, stale_pages
+from bench.report.results_page import BEGIN, END, FINDINGS_BEGIN, FINDINGS_END, README, stale_pages
 
 DATA = Path(__file__).parent / "data"
 SECRET = "s3cr3t-pass"
@@ -116,6 +116,14 @@ def test_the_pages_are_what_the_published_runs_make(tmp_path: Path) -> None:
     block = readme.read_text().split(BEGIN)[1].split(END)[0]
     assert "[20240502-100000-default](docs/results/README.md#20240502-100000-default)" in block
     assert "1.67 [1.67-1.67]" in block  # the fixture's fused / two_call at rtt 0
+    found = readme.read_text().split(FINDINGS_BEGIN)[1].split(FINDINGS_END)[0]
+    assert "From run [20240502-100000-default]" in found
+    assert "- **Fusing finish and fetch.** At 1 job in flight per worker and rtt 0 ms, fused does" in found
+    readme.write_text(
+        readme.read_text().replace("Fusing finish and fetch.** At 1", "Fusing finish and fetch.** At 2")
+    )
+    assert stale_pages(root, readme) == [readme]  # a finding edited by hand
+    main(["publish", "--page", "--to", str(root), "--readme", str(readme)])
 
     page_path = root / "README.md"
     page_path.write_text(page.replace("1,000", "1,001", 1))  # a figure edited by hand

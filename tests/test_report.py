@@ -26,6 +26,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PLOTS = (
     "finish_fetch_jobs.png",
     "finish_fetch_latency.png",
+    "finish_fetch_ratio_rtt.png",
     "sweep_time.png",
     "sweep_probe_max.png",
     "race_anomalies.png",
@@ -357,7 +358,7 @@ def test_open_loop_end_to_end_is_queue_latency_below_saturation_only(
     _edit(run, "finish_fetch.csv", open_loop)
     text = write_report(run).read_text()
     assert "backlog wait here" not in text and "| queue latency | fused |" in text
-    assert "**End to end is queue latency only where the offered rate was met**: the 1 saturated" in text
+    assert "**End to end is queue latency only where the offered rate was met.** The 1 saturated" in text
     header = next(line for line in text.splitlines() if line.startswith("| strategy | rep |"))
     assert "| queue_latency_p50_us | queue_latency_p99_us |" in header
     assert "987,654" not in text  # the saturated repetition's wait is no latency of the queue
@@ -395,7 +396,7 @@ def test_a_run_with_jobs_in_flight_shows_three_strategies_the_pace_and_the_fidel
     assert "adds +8 µs to the bare redis-py p50" in text
     # Locust, the raw driver and the reference side by side, with the driver goals judged
     assert "### Locust, the raw driver and the reference" in text
-    assert "- goal raw CPU a job <= 1.25x the reference's (c8, c32): met (worst: " in text
+    assert "- goal raw CPU per job <= 1.25x the reference's (c8, c32): met (worst: " in text
     assert "- goal limit redis at c32 rtt0 (fused, two_call; echomq, bullmq): not measured" in text
     plot = run / "finish_fetch_ratio_concurrency.png"
     assert plot.read_bytes().startswith(PNG_SIGNATURE) and "](finish_fetch_ratio_concurrency.png)" in text

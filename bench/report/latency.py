@@ -88,21 +88,24 @@ def note(frame: pd.DataFrame) -> list[str]:
         wait_ms = float(example["e2e_p50_us"]) / 1000
         size = f"{fmt(backlog.min())}-{fmt(backlog.max())}" if len(backlog) > 1 else fmt(backlog.iloc[0])
         return [
-            "> **End to end is backlog wait here, not queue latency.** In closed loop the producers keep "
-            "a fixed backlog of jobs waiting, so by Little's law (L = λ W) a job waits about backlog / "
-            f"throughput however fast the queue is: {example['strategy']} at {fmt(example['workers'])} "
-            f"workers, rtt {fmt(example['rtt_ms'])} ms waited {wait_ms:,.1f} ms at "
-            f"{fmt(example['jobs_per_s'])} jobs/s, a backlog of {fmt(backlog.iloc[0])} jobs (every "
-            f"repetition: {size}). The columns say backlog_wait; queue latency comes only from an "
-            "open-loop run (profile key target-rate) below saturation.",
+            "> **End to end is backlog wait here, not queue latency.** "
+            "In closed loop the producers keep a fixed backlog of jobs waiting. "
+            "By Little's law (L = λ W) a job waits about backlog / throughput, however fast the queue is. "
+            f"For example, {example['strategy']} at {fmt(example['workers'])} workers and "
+            f"rtt {fmt(example['rtt_ms'])} ms waited {wait_ms:,.1f} ms at "
+            f"{fmt(example['jobs_per_s'])} jobs/s. "
+            f"That is a backlog of {fmt(backlog.iloc[0])} jobs (every repetition: {size}). "
+            "The columns say backlog_wait. "
+            "Queue latency comes only from an open-loop run (profile key target-rate) below saturation.",
             "",
         ]
     saturated = int(_saturated(frame).sum())
     if not saturated:
         return ["*End to end is queue latency: an open-loop run, every repetition below saturation.*", ""]
     return [
-        f"> **End to end is queue latency only where the offered rate was met**: the {saturated} "
-        "saturated repetition(s) fell behind the offered rate, so their wait grew all window; their "
-        "queue_latency cells are left empty (the merged histograms still hold them).",
+        "> **End to end is queue latency only where the offered rate was met.** "
+        f"The {saturated} saturated repetition(s) fell behind the offered rate, so their wait grew "
+        "all window. "
+        "Their queue_latency cells are left empty (the merged histograms still hold them).",
         "",
     ]

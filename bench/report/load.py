@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from bench.errors import BenchError
+from bench.report.columns import REGIME
 from bench.results.files import HDR_DIR, RESULTS_DIR
 from bench.results.hdr import merge, read_hdr
 from bench.results.rows import (
@@ -55,6 +56,7 @@ OPTIONAL_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
 TEXT_COLUMNS = frozenset(
     {"run_id", "protocol", "profile", "strategy", "variant", "scenario", "skipped", "limit"}
     | {"driver", "client", "error", "step", "commands", "master", "queue"}
+    | {REGIME}  # a newer run's finish_fetch column (report.columns)
 )
 # Columns a run's every row holds alike: the report shows them once, in its Run section.
 ID_COLUMNS = ("run_id", "protocol", "profile")

@@ -87,7 +87,7 @@ def memory_rows(meta: Mapping[str, object]) -> list[tuple[str, str]]:
         jobs, per_job = int(str(need.get("jobs") or 0)), need.get("bytes_per_job")
         rows.append((
             "Redis memory need, estimated before the run",
-            f"~{_mb(need.get('need_bytes'))}: {jobs:,} jobs x {fmt(per_job)} B a job x margin, "
+            f"~{_mb(need.get('need_bytes'))}: {jobs:,} jobs x {fmt(per_job)} B per job x margin, "
             f"against {need.get('limit')}",
         ))  # fmt: skip
     elif need is not None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from bench.report.load import RunData, load_run
 from bench.report.machine import machine_section
 from bench.report.sections.bullmq_worker import bullmq_worker_section
+from bench.report.sections.findings import findings_section
 from bench.report.sections.finish_fetch import finish_fetch_section
 from bench.report.sections.meta import meta_section
 from bench.report.sections.race import race_section
@@ -20,6 +21,7 @@ from bench.results.files import write_atomic
 
 def render(data: RunData) -> str:
     lines = meta_section(data)
+    lines[2:2] = findings_section(data)  # after the title: the answer first
     lines += machine_section(data)
     lines += finish_fetch_section(data)
     lines += bullmq_worker_section(data)

@@ -5,7 +5,7 @@ A pure leaf (the standard library and the other leaves): the finish_fetch stage'
 report print the same goal lines from finish_fetch.csv's rows, and neither may import the other.
 Only uncontended rows are evidence; a goal with no such row says ``not measured``, never met.
 
-- raw/reference: the raw driver's client CPU a job over the reference loop's (reference.py;
+- raw/reference: the raw driver's client CPU per job over the reference loop's (reference.py;
   the producers' adds counted on both sides), at 8 and 32 jobs in flight, fused and two_call;
 - Locust/raw: Locust's jobs/s over the raw driver's, at every point;
 - Redis-bound: at the point with ``BOUND_CONCURRENCY`` jobs in flight, rtt 0 and job-ms 0, the
@@ -104,7 +104,7 @@ def judge(rows: Iterable[Row]) -> list[DriverGoal]:
     )
     goals = [
         _median_goal(
-            f"raw CPU a job <= {RAW_REFERENCE_CPU_MAX:g}x the reference's (c8, c32)",
+            f"raw CPU per job <= {RAW_REFERENCE_CPU_MAX:g}x the reference's (c8, c32)",
             cpu_points,
             "raw_reference_cpu_ratio",
             lambda v: v <= RAW_REFERENCE_CPU_MAX,

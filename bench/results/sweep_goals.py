@@ -132,7 +132,7 @@ GOALS: tuple[SweepGoal, ...] = (
         measure="Redis ms of the one sweep call (commandstats µs of its EVALSHA, median of the timed sweeps)",
     ),
     SweepGoal(
-        name=f"echomq-deadline all-stalled sweep at {GOAL_SIZE:,}: Redis time at most 3 µs a stalled id",
+        name=f"echomq-deadline all-stalled sweep at {GOAL_SIZE:,}: Redis time at most 3 µs per stalled id",
         protocol="echomq-deadline", variant="atomic", scenario="all_stalled",
         column="server_us", scale=1.0, limit=3.0, unit="µs/id", per_stalled_id=True, at_most=True,
         measure="Redis µs of the one sweep call (commandstats, median) over the stalled ids, all of active",
@@ -141,25 +141,25 @@ GOALS: tuple[SweepGoal, ...] = (
         name=f"atomic_sliced longest call under 2 ms, every size to {GOAL_SIZE:,}",
         protocol="echomq", variant="atomic_sliced", scenario=None,
         column="redis_hold_ms_max", fallback="hold_ms_max", scale=1.0, limit=2.0, unit="ms", every_size=True,
-        measure="the longest single EVALSHA of any timed sweep inside Redis (SLOWLOG; when it logged "
-        "none, its threshold bounds it), worst over every size and scenario; where SLOWLOG cannot tell, "
-        "timed at the client (round trip included: an upper bound)",
+        measure="the longest single EVALSHA of any timed sweep inside Redis, worst over every size and "
+        "scenario. SLOWLOG times it; when it logged none, its threshold bounds it. Where SLOWLOG cannot "
+        "tell, it is timed at the client (round trip included: an upper bound)",
     ),
     _sliced_pass(
         "all_stalled", "99.9% of calls under 1 ms",
         column="redis_slow_calls_max", limit=0.1, unit="% over", share_of_calls=True, at_most=True,
         measure="the share of the pass's calls SLOWLOG logged over its threshold (1 ms on the embedded "
-        "server), in the timed pass that logged most, of the median calls a pass",
+        "server), in the timed pass that logged most, of the median calls per pass",
     ),
     _sliced_pass(
         "all_stalled", "no call over the control's worst",
         column="redis_hold_ms_max", limit=0.0, unit="ms", limit_is_control=True, at_most=True,
         measure="the longest call of any timed pass inside Redis (SLOWLOG; when it logged none, its "
-        "threshold bounds it) against the worst call of the run's control, a Lua loop of plain "
-        "arithmetic timed call by call inside Redis (sweep_control.csv)",
+        "threshold bounds it). It is held against the worst call of the run's control. "
+        "The control is a Lua loop of plain arithmetic, timed call by call inside Redis (sweep_control.csv)",
     ),
     _sliced_pass(
-        "all_stalled", "at most 15 µs a stalled id",
+        "all_stalled", "at most 15 µs per stalled id",
         column="server_us", limit=15.0, unit="µs/id", per_stalled_id=True, at_most=True,
         measure="Redis µs of every call of the pass (commandstats, median of the timed passes) over "
         "the stalled ids, all of active",
@@ -344,7 +344,7 @@ def _cell(value: Any, digits: int = 0) -> str:
 
 def sliced_passes(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
     """A line a measured point of a sliced sweep (either protocol's), by size then label:
-    median calls a pass, the longest call inside Redis (SLOWLOG), the most calls of one pass
+    median calls per pass, the longest call inside Redis (SLOWLOG), the most calls of one pass
     over the slowlog threshold, Redis ms of the pass (commandstats), that over the stalled ids,
     and the probe's p99 and max wait meanwhile; each as (the variant's label, PASS_HEADER's cells)."""
     found = []

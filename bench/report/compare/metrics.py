@@ -12,7 +12,7 @@ left out and named in a note.
 Each measurement is judged once: a column derived from another (us_per_active_job is
 the sweep time over the size, redis_ceiling_jobs_per_s is a second over Redis's µs a
 job) is left out. A column is ``exact`` only where the code fixes it in every row
-(commands a job or a call); a count the run's timing moves (atomic_sliced's round trips
+(commands per job or per call); a count the run's timing moves (atomic_sliced's round trips
 end with its time budget) is measured.
 
 Each metric at each point both runs have gets its verdict (bench.report.verdict);

@@ -64,9 +64,10 @@ def worker_drivers(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     title = "BullMQ's own workers beside the suite's loops over BullMQ's scripts"
     ax.set_title(f"{title}\nbar = median of the repetitions, whisker = min..max, dot = one repetition")
     caption = (
-        "Taller is better. Node Worker is what most BullMQ users run (it finishes each job with fetch "
-        "next on: one script call a job); Node manual fused and two-call are the same client with fetch "
-        "next on and off; Python Worker is its Python port (two calls a job); the suite's loops run at "
-        "concurrency 1 over the Python port's scripts."
+        "Taller is better. Node Worker is what most BullMQ users run. "
+        "It finishes each job with fetch next on: one script call per job. "
+        "Node manual fused and two-call are the same client with fetch next on and off. "
+        "Python Worker is its Python port (two calls per job). "
+        "The suite's loops run at concurrency 1 over the Python port's scripts."
     )
     return saved(figure, out_dir, "bullmq_worker_jobs.png", title, caption)

@@ -9,6 +9,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
+from bench.report.columns import clean, rtt_paid_ms
 from bench.report.plots.style import (
     HOME_PROTOCOL,
     OTHER_LINE,
@@ -176,7 +177,7 @@ def ratio_against_concurrency(ratios: pd.DataFrame, out_dir: Path) -> Plot | Non
     settings = sorted(set(ratios[["rtt_ms", *several]].itertuples(index=False, name=None)))
     for ax, other in zip(axes, others, strict=True):
         rows = ratios[ratios["other"] == other]
-        # a line a protocol and setting: colour = the setting, line style = the protocol
+        # a line per protocol and setting: colour = the setting, line style = the protocol
         lines = rows.groupby(["protocol", "rtt_ms", *several], sort=True)
         for (protocol, *key), line in sorted(lines, key=lambda item: protocols.index(item[0][0])):
             line = line.sort_values("concurrency")
@@ -206,7 +207,104 @@ def ratio_against_concurrency(ratios: pd.DataFrame, out_dir: Path) -> Plot | Non
     caption = (
         "Above the dashed line fused does more jobs/s. Each line is one protocol (its line style) at "
         "one simulated round-trip time (its colour); "
-        "as concurrency grows the auto-pipelined connection carries many jobs' calls a round trip, "
+        "as concurrency grows the auto-pipelined connection carries many jobs' calls per round trip, "
         "so what is left of the gap is the second call's client and Redis cost."
     )
     return saved(figure, out_dir, "finish_fetch_ratio_concurrency.png", title, caption)
+
+
+STRATEGY_LINES = {"fused": "-", "two_call": "--", "two_call_pipelined": ":"}
+
+
+def _clean_or_all(frame: pd.DataFrame) -> pd.DataFrame:
+    """The clean rows of each cell, or all its rows when none is clean (drawn hollow)."""
+    marked = frame.assign(clean=clean(frame))
+    keep = marked.groupby(["protocol", "strategy", "concurrency", "rtt_ms"])["clean"].transform("any")
+    return marked[marked["clean"] | ~keep]
+
+
+def jobs_against_concurrency(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
+    """jobs/s against jobs in flight, a panel a protocol, a line a paid rtt; fused solid, two_call
+    dashed. Medians of the clean repetitions; a cell with none clean is drawn hollow."""
+    needed = {"protocol", "strategy", "concurrency", "rtt_ms", "jobs_per_s"}
+    if frame.empty or not needed <= set(frame.columns):
+        return None
+    rows = _clean_or_all(frame.assign(paid=rtt_paid_ms(frame)))
+    protocols = sorted(rows["protocol"].unique(), key=lambda name: (name != HOME_PROTOCOL, name))
+    figure = Figure(figsize=(4.2 * len(protocols) + 0.6, 4.4), layout="constrained")
+    axes = figure.subplots(1, len(protocols), squeeze=False, sharey=True)[0]
+    rtts = sorted(rows["rtt_ms"].unique())
+    for ax, protocol in zip(axes, protocols, strict=True):
+        mine = rows[rows["protocol"] == protocol]
+        for (strategy, rtt), line in mine.groupby(["strategy", "rtt_ms"], sort=True):
+            cells = line.groupby("concurrency").agg(
+                jobs=("jobs_per_s", "median"), lo=("jobs_per_s", "min"), hi=("jobs_per_s", "max"),
+                paid=("paid", "median"), clean=("clean", "any"),
+            )  # fmt: skip
+            paid = float(cells["paid"].median())
+            colour_ = PALETTE[rtts.index(rtt) % len(PALETTE)]
+            label = f"{strategy}, rtt {rtt:g} ms (paid {paid:.2f})" if rtt else f"{strategy}, rtt 0"
+            yerr = [cells["jobs"] - cells["lo"], cells["hi"] - cells["jobs"]]
+            ax.errorbar(cells.index, cells["jobs"], yerr=yerr,
+                        color=colour_, linestyle=STRATEGY_LINES.get(str(strategy), "-."), marker="o",
+                        markerfacecolor=colour_, capsize=3, label=label)  # fmt: skip
+            hollow = cells[~cells["clean"]]
+            ax.scatter(hollow.index, hollow["jobs"], s=60, facecolors="white", edgecolors=colour_, zorder=3)
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.set_xlabel("jobs in flight per worker (log scale)")
+        ax.set_title(protocol)
+        ax.grid(which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    axes[0].set_ylabel("jobs/s, median of clean repetitions")
+    axes[0].yaxis.set_major_formatter(THOUSANDS)
+    title = "Should I raise concurrency? jobs/s against jobs in flight"
+    figure.suptitle(title)
+    caption = (
+        "Higher is better. A line is one rtt; fused is solid, two_call dashed. "
+        "Whiskers are min..max; a hollow point had no clean repetition."
+    )
+    return saved(figure, out_dir, "finish_fetch_concurrency.png", title, caption)
+
+
+def ratio_against_rtt(ratios: pd.DataFrame, guesses: pd.DataFrame, out_dir: Path) -> Plot | None:
+    """fused / two_call against the rtt: measured points with their pairs' range, and the model's
+    lines (thin, marked predicted) a concurrency, a panel a protocol."""
+    ratios = ratios[ratios["other"] == "two_call"] if not ratios.empty else ratios
+    if ratios.empty:
+        return None
+    protocols = sorted(ratios["protocol"].unique(), key=lambda name: (name != HOME_PROTOCOL, name))
+    figure = Figure(figsize=(4.2 * len(protocols) + 0.6, 4.4), layout="constrained")
+    axes = figure.subplots(1, len(protocols), squeeze=False, sharey=True)[0]
+    levels = sorted(set(ratios["concurrency"]) | set(guesses.get("concurrency", pd.Series(dtype=float))))
+    for ax, protocol in zip(axes, protocols, strict=True):
+        for n, level in enumerate(levels):
+            colour_ = PALETTE[n % len(PALETTE)]
+            if not guesses.empty:
+                line = guesses[(guesses["protocol"] == protocol) & (guesses["concurrency"] == level)]
+                line = line.sort_values("rtt_ms")
+                ax.plot(line["rtt_ms"], line["fused / two_call"].astype(float), color=colour_, linewidth=1,
+                        linestyle=":", label=f"{level:g} in flight, predicted")  # fmt: skip
+            got = ratios[(ratios["protocol"] == protocol) & (ratios["concurrency"] == level)].sort_values(
+                "rtt_ms"
+            )
+            if not got.empty:
+                yerr = [got["median"] - got["lo"], got["hi"] - got["median"]]
+                ax.errorbar(got["rtt_ms"], got["median"], yerr=yerr, color=colour_, marker="o", capsize=3,
+                            linestyle="-", linewidth=1.2, label=f"{level:g} in flight, measured")  # fmt: skip
+        ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+        ax.set_xscale("symlog", linthresh=1.0)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.set_xlabel("round-trip time, ms (0, then log scale)")
+        ax.set_title(protocol)
+        ax.grid(which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    axes[0].set_ylabel("fused / two_call jobs/s")
+    title = "What fusing buys at each round-trip time"
+    figure.suptitle(title)
+    caption = (
+        "Above the dashed line fused does more jobs/s. Dots are measured, with the pairs' range; "
+        "a solid line joins one concurrency's measured rtts. "
+        "Dotted lines are the closed-loop model's prediction from the run's own parts."
+    )
+    return saved(figure, out_dir, "finish_fetch_ratio_rtt.png", title, caption)

@@ -64,14 +64,19 @@ def split_variant(variant: str) -> tuple[str, str]:
 
 
 def latency_percentiles(
-    histograms: Mapping[tuple[str, str], HdrHistogram], out_dir: Path, e2e_name: str = E2E_NAME
+    histograms: Mapping[tuple[str, str], HdrHistogram],
+    out_dir: Path,
+    e2e_name: str = E2E_NAME,
+    with_e2e: bool = True,
 ) -> Plot | None:
     """Cycle (and end-to-end) latency percentile curves per variant, from merged HDR histograms.
 
     ``histograms`` maps (metric, variant) to the merge of every repetition's histogram;
-    ``e2e_name`` is what the end-to-end panel measured (in closed loop: the backlog's wait).
+    ``e2e_name`` is what the end-to-end panel measured. In closed loop that is the backlog's
+    wait, which measures the harness: ``with_e2e`` False leaves its panel out.
     """
-    metrics = [m for m in ("cycle", "e2e") if any(k[0] == m for k in histograms)]
+    wanted = ("cycle", "e2e") if with_e2e else ("cycle",)
+    metrics = [m for m in wanted if any(k[0] == m for k in histograms)]
     if not metrics:
         return None
     figure = Figure(figsize=(6.0 * len(metrics), 4.4), layout="constrained")
@@ -108,6 +113,37 @@ def latency_percentiles(
         "for the typical cycle and at p99/p99.9 for the tail."
     )
     return saved(figure, out_dir, "finish_fetch_latency.png", "Cycle latency percentiles", caption)
+
+
+def queue_latency_cdf(histograms: Mapping[tuple[str, str], HdrHistogram], out_dir: Path) -> Plot | None:
+    """The open regime's queue latency as a CDF a strategy and point: the share of jobs finished
+    within each latency."""
+    curves = {v: h for (m, v), h in histograms.items() if m == "e2e" and h.get_total_count()}
+    if not curves:
+        return None
+    figure = Figure(figsize=(6.8, 4.6), layout="constrained")
+    ax = figure.add_subplot()
+    points = sorted({split_variant(v)[1] for v in curves})
+    style = {point: LINE_STYLES[i % len(LINE_STYLES)] for i, point in enumerate(points)}
+    shares = np.linspace(0.0, 99.9, 200)
+    for variant in ordered(sorted(curves)):
+        strategy, point = split_variant(variant)
+        values = [curves[variant].get_value_at_percentile(float(p)) for p in shares]
+        label = ", ".join(part for part in (strategy, point) if part)
+        ax.plot(values, shares / 100, color=colour(strategy), linestyle=style[point], label=label)
+    ax.set_xscale("log")
+    plain_log_ticks(ax, "x")
+    ax.set_xlabel("queue latency, added to finished (µs, log scale)")
+    ax.set_ylabel("share of jobs finished within it")
+    ax.grid(which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    title = "Queue latency in the open regime"
+    figure.suptitle(title)
+    caption = (
+        "Left is better. A curve is every repetition's histogram merged. "
+        "A point's line style is the same for every strategy."
+    )
+    return saved(figure, out_dir, "finish_fetch_queue_cdf.png", title, caption)
 
 
 def latency_from_columns(frame: pd.DataFrame, out_dir: Path) -> Plot | None:

@@ -139,8 +139,61 @@ def probe_max(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
                     busy_shown = True
     _finish_panels(panels)
     caption = (
-        "Lower is better. This is how long another client waited at worst while the sweep ran: "
-        "an atomic sweep holds Redis for its whole call, so its line rises with size; "
-        "a line that stays near the 1 ms mark does not block others."
+        "Lower is better. This is how long another client waited at worst while the sweep ran. "
+        "An atomic sweep holds Redis for its whole call, so its line rises with size. "
+        "A line that stays near the 1 ms mark does not block others."
     )
     return saved(figure, out_dir, "sweep_probe_max.png", title, caption)
+
+
+BUSY_MS = 5000.0  # Redis's busy-reply-threshold: past it, other clients get BUSY
+SLOW_MS = 1.0
+
+
+def hold_against_size(frame: pd.DataFrame, hazard: pd.DataFrame | None, out_dir: Path) -> Plot | None:
+    """The longest call inside Redis against active-list size, all-stalled, log-log, with the 1 ms
+    and 5 s lines. Clean points filled, contended hollow; a hold SLOWLOG only bounds points down;
+    a hazard call that outlasted its socket timeout is a lower bound, pointing up."""
+    needed = {"variant", "scenario", "active_size", "redis_hold_ms_max", "contended"}
+    if frame.empty or not needed <= set(frame.columns):
+        return None
+    rows = frame[(frame["scenario"] == "all_stalled")].dropna(subset=["redis_hold_ms_max", "active_size"])
+    rows = rows[rows["redis_hold_ms_max"] > 0]
+    if rows.empty:
+        return None
+    figure = Figure(figsize=(8.2, 5.2), layout="constrained")
+    ax = figure.add_subplot()
+    for variant in ordered(rows["variant"].unique().tolist()):
+        line = rows[rows["variant"] == variant].sort_values("active_size")
+        hue = colour(variant)
+        ax.plot(line["active_size"], line["redis_hold_ms_max"], color=hue, linestyle=line_style(variant),
+                label=variant)  # fmt: skip
+        bound = line.get("redis_slow_calls_max", pd.Series(1, index=line.index)).fillna(1) == 0
+        busy = line["contended"].fillna(False).astype(bool)
+        for mask, marker, face in ((~bound & ~busy, "o", hue), (~bound & busy, "o", "white"),
+                                   (bound, "v", hue)):  # fmt: skip
+            part = line[mask]
+            ax.scatter(part["active_size"], part["redis_hold_ms_max"], marker=marker, s=30,
+                       facecolors=face, edgecolors=hue, zorder=3)  # fmt: skip
+    if hazard is not None and not hazard.empty and {"stalled_jobs", "elapsed_s"} <= set(hazard.columns):
+        held = hazard[hazard["error"].fillna("").astype(str) != ""] if "error" in hazard else hazard
+        ax.scatter(held["stalled_jobs"], held["elapsed_s"] * 1e3, marker="^", s=60, color="black",
+                   label="BullMQ's check, one call:\nheld at least this long", zorder=4)  # fmt: skip
+    for limit, text in ((SLOW_MS, "1 ms: every other client waits"), (BUSY_MS, "5 s: Redis replies BUSY")):
+        ax.axhline(limit, color="red", linestyle="--", linewidth=1)
+        ax.text(0.02, limit * 1.15, text, transform=ax.get_yaxis_transform(), fontsize=8, color="red")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    plain_log_ticks(ax, "x")
+    plain_log_ticks(ax, "y")
+    ax.set_xlabel("active-list size, every job stalled (jobs, log scale)")
+    ax.set_ylabel("longest call inside Redis (ms, log scale)")
+    ax.grid(which="both", alpha=0.3)
+    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    title = "How long one sweep call holds Redis, against the active list"
+    figure.suptitle(title)
+    caption = (
+        "Lower is better. A hollow point was contended; a point down is only bounded by SLOWLOG's threshold. "
+        "Above the 5 s line other clients get BUSY replies."
+    )
+    return saved(figure, out_dir, "sweep_hold.png", title, caption)

@@ -17,9 +17,9 @@ from bench.results.fits import headline_ratio
 FUSED_OVER_TWO_CALL = {"node_manual_fused": "node_manual_two_call", "fused": "two_call"}
 # The per-job columns: the median of the repetitions, each with its own number form
 MEDIANS = {
-    "Redis calls a job": ("redis_calls_per_job", "{:.2f}"),
-    "Redis µs a job": ("redis_us_per_job", "{:,.1f}"),
-    "client CPU µs a job": ("client_cpu_us_per_job", "{:,.0f}"),
+    "Redis calls per job": ("redis_calls_per_job", "{:.2f}"),
+    "Redis µs per job": ("redis_us_per_job", "{:,.1f}"),
+    "client CPU µs per job": ("client_cpu_us_per_job", "{:,.0f}"),
 }
 
 

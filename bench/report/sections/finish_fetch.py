@@ -8,6 +8,7 @@ import math
 import pandas as pd
 
 from bench.report import latency
+from bench.report.columns import clean
 from bench.report.compare.metrics import STAGE_KEYS, samples
 from bench.report.load import RunData, merged_histograms
 from bench.report.machine import beside_saturated
@@ -20,16 +21,28 @@ from bench.report.markdown import (
     percent,
     present,
 )
-from bench.report.plots.finish_fetch import jobs_per_s, ratio_against_concurrency
-from bench.report.plots.latency import latency_from_columns, latency_percentiles, split_variant
+from bench.report.plots.finish_fetch import (
+    jobs_against_concurrency,
+    jobs_per_s,
+    ratio_against_concurrency,
+    ratio_against_rtt,
+)
+from bench.report.plots.latency import (
+    latency_from_columns,
+    latency_percentiles,
+    queue_latency_cdf,
+    split_variant,
+)
 from bench.report.plots.style import protocol_labelled
+from bench.report.predict import WHAT_IF_CONCURRENCY, Point, run_workers, what_if
 from bench.report.ratios import POINT_COLUMNS, paired_ratios, shown_point_columns
+from bench.report.sections.findings import model_section
 from bench.report.sections.head import section_head
 from bench.report.sections.script_cost import script_cost_section
 from bench.results.finish_fetch_goals import goal_lines
 from bench.results.hdr import summary
 
-# Per master (finish_fetch_shards.csv): each master's jobs/s and its own Redis µs a job at each
+# Per master (finish_fetch_shards.csv): each master's jobs/s and its own Redis µs per job at each
 # point and strategy, so a hot shard shows; left out when every run had one master and one queue.
 SHARD_KEYS = ["protocol", "strategy", "workers", "queues", "concurrency", "job_ms", "rtt_ms", "master"]
 
@@ -55,7 +68,7 @@ def shards_section(frame: pd.DataFrame | None) -> list[str]:
         table = table.drop(columns="protocol")
     return [
         "Per master holding queues of the run, mean over the repetitions it held them in "
-        "(finish_fetch_shards.csv; each master's Redis µs a job from its own INFO commandstats; "
+        "(finish_fetch_shards.csv; each master's Redis µs per job from its own INFO commandstats; "
         "finish_fetch_queues.csv has each queue):",
         "",
         markdown_table(table),
@@ -91,11 +104,19 @@ def finish_fetch_section(data: RunData) -> list[str]:
     lines += figure(jobs_per_s(protocol_labelled(frame), data.path), "no jobs_per_s values")
     lines += shards_section(data.frames.get("finish_fetch_shards"))
     lines += _pace_section(frame)
+    lines += model_section(data)
     lines += _driver_section(frame)
     lines += script_cost_section(data)
     if frame["concurrency"].nunique(dropna=True) > 1:  # a line against concurrency needs two of them
+        lines += figure(jobs_against_concurrency(frame, data.path), "no jobs/s at two concurrencies")
         plot = ratio_against_concurrency(paired_ratios(frame), data.path)
         lines += figure(plot, "no fused/two_call or fused/two_call_pipelined pairs")
+    levels = sorted({int(c) for c in frame["concurrency"].dropna()} or set(WHAT_IF_CONCURRENCY))
+    rtts = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0)
+    workers = run_workers(frame)
+    guesses = what_if(data, [Point(workers, c, r) for c in levels for r in rtts])
+    plot = ratio_against_rtt(paired_ratios(frame[clean(frame)]), guesses, data.path)
+    lines += figure(plot, "no clean fused/two_call pairs")
     lines += _fidelity_section(data.meta.get("finish_fetch_fidelity"))
     e2e = latency.meaning(frame)
     lines += latency.note(frame)
@@ -103,12 +124,15 @@ def finish_fetch_section(data: RunData) -> list[str]:
     if bad:
         lines += [f"*Unreadable HDR files left out: {', '.join(bad)}.*", ""]
     if histograms:
-        plot = latency_percentiles(histograms, data.path, e2e.panel)
+        # backlog wait measures the harness: only the open regime's end to end is drawn
+        plot = latency_percentiles(histograms, data.path, e2e.panel, with_e2e=e2e is latency.OPEN)
         table = [
             {"metric": e2e.hdr_metric if m == "e2e" else m, "strategy": v, **summary(h)}
             for (m, v), h in histograms.items()
         ]
         lines += figure(plot, "no histograms")
+        if e2e is latency.OPEN:
+            lines += figure(queue_latency_cdf(histograms, data.path), "no queue latency histograms")
         points = frame[list(POINT_COLUMNS)].drop_duplicates()
         unpointed = any(not split_variant(v)[1] for _, v in histograms)
         if len(points) > 1 and unpointed:  # older HDR file names carry the strategy, not the point
@@ -219,11 +243,13 @@ def _driver_section(frame: pd.DataFrame) -> list[str]:
     return [
         "### Locust, the raw driver and the reference",
         "",
-        "Medians over the repetitions. The reference is the least client work the suite's call "
-        "builders allow: one process in lockstep, each round's calls in one redis-py pipeline, on a "
-        "pre-filled queue, at rtt 0 (its adds counted in its CPU). The raw driver runs the Locust "
-        "users' own loops without Locust, a thread a connection. What Locust or the raw driver "
-        "costs beyond the reference is the harness. Goals on uncontended points:",
+        "Medians over the repetitions. "
+        "The reference is the least client work the suite's call builders allow. "
+        "It is one process in lockstep, each round's calls in one redis-py pipeline. "
+        "It drains a pre-filled queue at rtt 0, and its adds count in its CPU. "
+        "The raw driver runs the Locust users' own loops without Locust, one thread per connection. "
+        "What Locust or the raw driver costs beyond the reference is the harness. "
+        "Goals on uncontended points:",
         "",
         *[f"- {line}" for line in goals],
         "",
@@ -262,18 +288,19 @@ def _pace_section(frame: pd.DataFrame) -> list[str]:
     return [
         "### Which side set the pace",
         "",
-        "Means over the repetitions. The Redis ceiling is 1e6 / Redis µs per job (INFO commandstats, "
-        "producers' addJob included): the jobs/s Redis could do were its own time the only cost. "
-        "The limit is the side most repetitions named, and its share the mean over those repetitions: "
-        "the side that used the largest share of its capacity: the client (the busiest "
-        "load process's CPU), the network (simulated round trips x rtt per worker connection), the "
-        "job time (job-ms per slot) or Redis (its CPU); latency when no side used 70% of its "
-        "capacity (each connection waits on its exchanges; more jobs in flight would help, and on a "
-        "shared machine other processes may have taken the difference). Commands per job are "
-        "counted at the client and cross-checked by the server; round trips per job fall below 1 "
-        "when a flush of the "
-        "auto-pipelined connection carries several jobs' calls. Locust/raw compares Locust's jobs/s "
-        "with the same loops run without Locust (the raw driver) at the same point.",
+        "Means over the repetitions. "
+        "The Redis ceiling is 1e6 / Redis µs per job (INFO commandstats, producers' addJob included). "
+        "It is the jobs/s Redis could do were its own time the only cost. "
+        "The limit is the side that used the largest share of its capacity. "
+        "That is the client (the busiest load process's CPU), or the network (round trips x rtt per "
+        "connection). "
+        "Or it is the job time (job-ms per slot), or Redis (its CPU). "
+        "It is latency when no side used 70%: each connection waits on its exchanges. "
+        "Then more jobs in flight would help; on a shared machine other processes may have taken the rest. "
+        "The table shows the limit most repetitions named, and its mean share over those repetitions. "
+        "Commands per job are counted at the client and cross-checked by the server. "
+        "Round trips per job fall below 1 when one flush of a connection carries several jobs' calls. "
+        "Locust/raw compares Locust's jobs/s with the same loops run without Locust (the raw driver).",
         "",
         markdown_table(pd.DataFrame(rows)),
         "",

@@ -38,7 +38,7 @@ def commands_text(cell: str) -> str:
 
 
 def _beyond(base: str, other: str) -> str:
-    """What ``other`` runs a call beyond ``base``: ``zadd +1, zrem +1``, or ``same``."""
+    """What ``other`` runs per call beyond ``base``: ``zadd +1, zrem +1``, or ``same``."""
     a, b = parse_commands(base), parse_commands(other)
     diff = {n: b.get(n, 0.0) - a.get(n, 0.0) for n in sorted(set(a) | set(b))}
     return ", ".join(f"{n} {d:+g}" for n, d in diff.items() if abs(d) > 1e-9) or "same"
@@ -65,7 +65,7 @@ class Extra:
 
 
 def extra_cost(base: pd.DataFrame, other: pd.DataFrame) -> Extra:
-    """``other``'s µs a call beyond ``base``'s, both a step's rows (one a repetition)."""
+    """``other``'s µs per call beyond ``base``'s, both a step's rows (one per repetition)."""
     a = base.set_index("rep")["server_us_per_call"].astype(float)
     b = other.set_index("rep")["server_us_per_call"].astype(float)
     rounds = (b - a).dropna()  # paired by repetition: the same round, the same machine moment
@@ -83,7 +83,7 @@ def extra_cost(base: pd.DataFrame, other: pd.DataFrame) -> Extra:
 
 
 def script_cost_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per step and protocol: the median µs a call over repetitions [min-max], the commands, and
+    """Per step and protocol: the median µs per call over repetitions [min-max], the commands, and
     beside echomq's row what the protocol costs more (µs, with its range and verdict) and runs more
     (commands)."""
     rows = []
@@ -94,31 +94,26 @@ def script_cost_table(frame: pd.DataFrame) -> pd.DataFrame:
         commands = mine["commands"].iloc[0]
         rows.append({
             "step": step, "protocol": protocol, "reps": mine["rep"].nunique(),
-            "redis µs a call, median [min-max]": f"{fmt(usec.median())} [{fmt(usec.min())}-"
+            "redis µs per call, median [min-max]": f"{fmt(usec.median())} [{fmt(usec.min())}-"
             f"{fmt(usec.max())}]",
             f"µs beyond {BASE}, median [min-max]": extra_cost(base, mine).text() if own else "",
-            "commands a call": commands_text(commands),
+            "commands per call": commands_text(commands),
             f"commands beyond {BASE}": _beyond(base["commands"].iloc[0], commands) if own else "",
         })  # fmt: skip
     return pd.DataFrame(rows)
 
 
 def script_cost_lines(table: pd.DataFrame) -> list[str]:
-    """One line a protocol other than echomq: its extra µs a job on the hot path, each with its
+    """One line a protocol other than echomq: its extra µs per job on the hot path, each with its
     range over repetitions and a verdict, never a bare difference."""
     lines = []
     column = f"µs beyond {BASE}, median [min-max]"
     for protocol in [p for p in table["protocol"].unique() if p != BASE]:
         mine = table[(table["protocol"] == protocol) & table["step"].isin(HOT_STEPS)]
-        parts = [
-            f"{step} {extra} ({beyond})"
-            for step, extra, beyond in mine[["step", column, f"commands beyond {BASE}"]].itertuples(
-                index=False
-            )
-            if extra
-        ]
-        if parts:
-            lines.append(f"- **{protocol}** beyond {BASE}, Redis µs a job: " + "; ".join(parts))
+        for step, extra, beyond in mine[["step", column, f"commands beyond {BASE}"]].itertuples(index=False):
+            if extra:
+                lines.append(f"- **{protocol}**, {step}: {extra} Redis µs per job beyond {BASE}.")
+                lines.append(f"  Its commands beyond {BASE}: {beyond}.")
     return lines
 
 
@@ -128,12 +123,14 @@ def script_cost_section(data: RunData) -> list[str]:
         return []
     lines = ["### The hot path's script cost: each protocol's scripts alone", ""]
     lines += [
-        "Each step of a worker run alone on a small queue, the protocols taking turns (A B A B): Redis's "
-        "own µs inside its EVALSHAs (INFO commandstats), a cycle being one job, and every command it "
-        "runs, those inside the scripts too. No load, no network: the script cost of a protocol's extra "
-        "writes, not a throughput. Beyond echomq: the median of the rounds' differences [min-max]; "
-        '"more" or "less" only where compare\'s rules find a change beyond 5%, else the same '
-        "within noise.",
+        "Each step of a worker runs alone on a small queue, the protocols taking turns (A B A B). "
+        "The table gives Redis's own µs inside its EVALSHAs (INFO commandstats); a cycle is one job. "
+        "It lists every command the step runs, those inside the scripts too. "
+        "There is no load and no network: this is the script cost of a protocol's extra writes, not "
+        "a throughput. "
+        "Beyond echomq is the median of the rounds' differences [min-max]. "
+        '"More" or "less" only where compare\'s rules find a change beyond 5%. '
+        "Else it is the same within noise.",
         "",
     ]
     lines += contended_note(frame, "repetition(s)")

@@ -8,7 +8,7 @@ import pandas as pd
 from bench.report.load import RunData
 from bench.report.markdown import bullmq_note, figure, flag_rows, fmt, markdown_table, present
 from bench.report.plots.style import protocol_labelled
-from bench.report.plots.sweep import probe_max, sweep_time
+from bench.report.plots.sweep import hold_against_size, probe_max, sweep_time
 from bench.report.sections.head import section_head
 from bench.report.sections.sweep_goals import deadline_timing_lines, goal_lines
 from bench.results.fits import loglog_fit
@@ -24,6 +24,8 @@ def sweep_section(data: RunData) -> list[str]:
     measured = frame[frame["skipped"] == ""]
     lines += figure(sweep_time(protocol_labelled(measured), data.path), "no measured sweep points")
     lines += figure(probe_max(protocol_labelled(measured), data.path), "no probe_max_us values")
+    hold = hold_against_size(protocol_labelled(measured), data.frames.get("sweep_hazard"), data.path)
+    lines += figure(hold, "no redis_hold_ms_max values")
     slopes = _slopes(measured)
     if not slopes.empty:
         lines += ["Slope of log(sweep time) against log(size) (1 = linear, 2 = quadratic):", "",
@@ -55,7 +57,7 @@ def _hazard(data: RunData) -> list[str]:
         return []
     lines = ["### The client-default hazard: a sweep held past the socket timeout", ""]
     lines += [
-        "One all-stalled BullMQ sweep a row, sent once by a client: `bullmq` is BullMQ's own connection "
+        "One all-stalled BullMQ sweep per row, sent once by a client: `bullmq` is BullMQ's own connection "
         "(redis-py's socket timeout, re-sent on a timeout: `Retry(ExponentialBackoff(cap=20, base=1), 20)`), "
         "`suite` is the suite's client, which never re-sends. *server_executions* counts the script's runs "
         "on the server for the one call, *server_rejected* the re-sends Redis refused (BUSY), *probe_busy* "

@@ -25,15 +25,18 @@ DEADLINE = "echomq-deadline"
 # What the restore (bench/stages/sweep/scenario.py: leave_stalled, reset_sweep_throttles) leaves
 # out of the time, read from lua/moveStalledJobsToWaitDeadline-8.lua.
 DEADLINE_TIMING = (
-    "*echomq-deadline's timed call* is the sweep that reclaims: the full pass's throttle check "
-    "(EXISTS), the ZRANGEBYSCORE of expired deadlines, their marks and locks read back (SMISMEMBER, "
-    "MGET; a PTTL only for a lock that exists), their entries and marks removed (ZREM, SREM), the "
-    "reclaimed ids taken from active's oldest end (RPOP chunks, an LREM only for one not found there) "
-    "and reclaimJob's HINCRBY and RPUSH to wait. It leaves out the marking sweep before it, the one that "
-    "first found each id lockless (one PTTL and one SADD an expired entry): the restore writes its "
-    "marks and lapsed deadlines untimed. And no timed call runs the full pass (ZCARD, LLEN, ZMSCORE "
-    "over active): its throttle key is set before each one. A job's reclaim costs that marking "
-    "sweep's PTTL and SADD beyond the all-stalled figure."
+    "*echomq-deadline's timed call* is the sweep that reclaims. "
+    "It runs the full pass's throttle check (EXISTS) and the ZRANGEBYSCORE of expired deadlines. "
+    "It reads their marks and locks back (SMISMEMBER, MGET; a PTTL only for a lock that exists). "
+    "It removes their entries and marks (ZREM, SREM). "
+    "It takes the reclaimed ids from active's oldest end (RPOP chunks; an LREM only for one not "
+    "found there). "
+    "Then reclaimJob's HINCRBY and RPUSH to wait. "
+    "It leaves out the marking sweep before it, the one that first found each id lockless. "
+    "That sweep costs one PTTL and one SADD per expired entry; the restore writes its marks untimed. "
+    "No timed call runs the full pass (ZCARD, LLEN, ZMSCORE over active): its throttle key is set "
+    "before each one. "
+    "So a job's reclaim costs that marking sweep's PTTL and SADD beyond the all-stalled figure."
 )
 
 
@@ -65,10 +68,12 @@ def goal_lines(frame: pd.DataFrame, control: pd.DataFrame | None = None) -> list
                   f"by call inside Redis in this run: {shown}.", ""]  # fmt: skip
     passes = sliced_passes(rows)
     if passes:
-        lines += ["**The sliced passes**: median calls a pass, the longest call inside Redis (SLOWLOG; at "
-                  "the threshold when none was logged), the most calls of one pass over the threshold, "
-                  "Redis time of the pass (commandstats) and that a stalled id, and the probe's tail "
-                  "meanwhile:", ""]  # fmt: skip
+        lines += ["**The sliced passes.** Each row gives the median calls per pass. "
+                  "It gives the longest call inside Redis (SLOWLOG; the threshold when none was logged). "
+                  "It gives the most calls of one pass over the threshold. "
+                  "Then Redis time of the pass (commandstats), per stalled id too, and the probe's "
+                  "tail meanwhile:",
+                  ""]  # fmt: skip
         table = pd.DataFrame([[label, *cells] for label, cells in passes], columns=["variant", *PASS_HEADER])
         lines += [markdown_table(table), ""]
     ratios = bullmq_ratios(rows)

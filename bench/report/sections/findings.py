@@ -1,0 +1,98 @@
+"""The report's opening: what the run found, in words; and the model beside the measured jobs/s."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bench.report.findings import findings_lines
+from bench.report.load import RunData
+from bench.report.markdown import figure, fmt, markdown_table
+from bench.report.model import MISS, TERMS, misses, modelled, processes_of
+from bench.report.plots.model import measured_against_predicted
+from bench.report.predict import grid, what_if
+
+
+def findings_section(data: RunData) -> list[str]:
+    lines = findings_lines(data)
+    if not lines:
+        return []
+    return [
+        "## What we found",
+        "",
+        "Each sentence is made by a rule from this run's clean cells.",
+        "A cell that was contended or saturated gives no figure here.",
+        "The glossary in docs/method.md defines the terms.",
+        "",
+        *lines,
+        "",
+    ]
+
+
+def model_section(data: RunData) -> list[str]:
+    """Measured against predicted jobs/s, point by point; the misses named; the what-if table."""
+    frame = data.frames.get("finish_fetch")
+    if frame is None or frame.empty:
+        return []
+    table = modelled(frame, processes_of(data.meta))
+    if table["predicted_jobs_per_s"].isna().all():
+        return []
+    keys = ["protocol", "strategy", "workers", "concurrency", "rtt_ms"]
+    rows = []
+    for key, group in table.groupby(keys, sort=True):
+        ok = group[group["clean"]]
+        use = ok if not ok.empty else group
+        rows.append({
+            **dict(zip(keys, key, strict=True)),
+            "slots": float(key[2]) * float(key[3]),  # type: ignore[arg-type]  # workers x concurrency
+            "rtt paid ms": use["rtt_paid_ms"].median(),
+            "round trips per job": use["round_trips_per_job"].median(),
+            "client µs per job": use["loadgen_cpu_us_per_job"].median(),
+            "Redis µs per job": use["server_us_per_job"].median(),
+            "Redis ceiling jobs/s": 1e6 / use["server_us_per_job"].median(),
+            "measured jobs/s": use["jobs_per_s"].median(),
+            "predicted jobs/s": use["predicted_jobs_per_s"].median(),
+            "error": f"{use['model_error'].median():+.0%}",
+            "largest term": TERMS.get(str(use["model_term"].mode().iloc[0]), "—"),
+            "clean reps": f"{len(ok)} of {len(group)}",
+        })  # fmt: skip
+    missed = misses(table)
+    clean_rows = table[table["clean"]]
+    worst = clean_rows["model_error"].abs().max() if not clean_rows.empty else float("nan")
+    lines = [
+        "### Measured against predicted",
+        "",
+        "The model is the closed-loop law of each row's own parts.",
+        "A worker connection is one customer of the loop.",
+        "An exchange waits the rtt paid, then queues for the client's CPU and for Redis.",
+        "Its parts: worker connections, round trips per job, the rtt paid, "
+        "the client's CPU per job and Redis's µs per job.",
+        "Mean-value analysis of that loop predicts the jobs/s. Nothing is fitted.",
+        f"Over the clean rows the worst error is {fmt(100 * worst)}%.",
+        "",
+    ]
+    if missed.empty:
+        lines += [f"No clean row is missed by more than {MISS:.0%}.", ""]
+    else:
+        lines += [f"Clean rows missed by more than {MISS:.0%}:", ""]
+        for row in missed.itertuples():
+            where = f"{row.protocol} {row.strategy}, {row.concurrency:g} in flight, rtt {row.rtt_ms:g} ms"
+            term = TERMS.get(str(row.model_term), str(row.model_term))
+            lines.append(
+                f"- {where}, rep {row.rep:g}: {row.model_error:+.0%}; the term that disagrees is {term}."
+            )
+        lines.append("")
+    lines += [markdown_table(pd.DataFrame(rows)), ""]
+    lines += figure(measured_against_predicted(table, data.path), "no predicted jobs/s")
+    guesses = what_if(data, grid(data))
+    if not guesses.empty:
+        lines += [
+            "### What fusing buys at other points (predicted)",
+            "",
+            "The same model, at points this run did not measure.",
+            "Each line takes its parts from the measured cell it names.",
+            "`echomq-bench predict RUN --rtt-ms 5 --concurrency 16` prints any other point.",
+            "",
+            markdown_table(guesses),
+            "",
+        ]
+    return lines

@@ -1,0 +1,157 @@
+"""The findings, the model and `predict`: sentences from clean cells only, a prediction equal to a
+hand computation, what-if lines marked predicted, and a report a newcomer reads in short sentences."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import statistics
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bench.__main__ import main
+from bench.report.findings import NOT_CLEAN, fusing, node_worker, queue_latency, sweep_holds
+from bench.report.load import load_run
+from bench.report.model import Parts, modelled, predict
+from bench.report.publish import PUBLISHED_DIR
+from bench.report.render import render
+from bench.report.sections.findings import model_section
+
+DEFAULT = PUBLISHED_DIR / "20261203-101406-default"
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Path:
+    """A copy of the published default run: a test may mark its cells."""
+    copy = tmp_path / DEFAULT.name
+    shutil.copytree(DEFAULT, copy)
+    return copy
+
+
+def mark_contended(path: Path, file: str, where: dict[str, object]) -> None:
+    frame = pd.read_csv(path / file, dtype=str, keep_default_na=False)
+    mask = pd.Series(True, index=frame.index)
+    for column, value in where.items():
+        mask &= frame[column] == str(value)
+    assert mask.any()
+    frame.loc[mask, "contended"] = "True"
+    frame.to_csv(path / file, index=False)
+
+
+def test_fused_gain_is_stated_from_clean_pairs_only(run: Path) -> None:
+    said = " ".join(fusing(load_run(run)).sentences)
+    assert "At 1 job in flight per worker and rtt 1 ms, fused does" in said
+    assert "echomq 1.88x [1.86-1.90]" in said  # rep 2's two_call was contended: its pair is left out
+    mark_contended(run, "finish_fetch.csv", {"concurrency": 1})
+    said = " ".join(fusing(load_run(run)).sentences)
+    assert f"At 1 job in flight and rtt 1 ms it was {NOT_CLEAN}." in said
+    assert "1.88x" not in said and "1.96x" not in said
+
+
+def test_a_contended_sweep_point_gives_no_figure(run: Path) -> None:
+    said = " ".join(sweep_holds(load_run(run)).sentences)
+    assert "bullmq atomic: longest call 965 ms at 10,000 jobs" in said
+    mark_contended(run, "sweep_cost.csv", {"protocol": "bullmq", "scenario": "all_stalled"})
+    said = " ".join(sweep_holds(load_run(run)).sentences)
+    assert "Not measured cleanly: atomic, atomic_sliced, app_side, bullmq atomic." in said
+    assert "965" not in said
+
+
+def test_a_contended_worker_gives_no_figure(run: Path) -> None:
+    said = " ".join(node_worker(load_run(run)).sentences)
+    assert "2,981 -> 8,920 -> 13,961 jobs/s at 1, 8, 50 jobs in flight" in said
+    mark_contended(run, "bullmq_worker.csv", {"driver": "node_worker"})
+    assert NOT_CLEAN in " ".join(node_worker(load_run(run)).sentences)
+
+
+def test_the_prediction_is_the_hand_computed_closed_loop() -> None:
+    """Two connections, one job an exchange, 1 ms paid, 250 µs client and 100 µs Redis a job."""
+    parts = Parts(workers=2, concurrency=1, jobs_per_exchange=1, rtt_ms=1.0, job_ms=0.0,
+                  client_us=250, processes=1, redis_us=100)  # fmt: skip
+    # one customer: no queue; the second finds the first's share of each queue (D / R1)
+    r1 = 0.001 + 0.00025 + 0.0001
+    r2 = 0.001 + 0.00025 * (1 + 0.00025 / r1) + 0.0001 * (1 + 0.0001 / r1)
+    assert predict(parts).jobs_per_s == pytest.approx(2 / r2, rel=1e-12)
+    # many customers: Redis or the client is the ceiling, 1e6 / the larger µs a job
+    crowded = Parts(500, 1, 1, 1.0, 0.0, 250, 1, 100)
+    assert predict(crowded).jobs_per_s == pytest.approx(4000, rel=0.01)
+    assert predict(crowded).term == "client"
+
+
+def test_the_model_explains_every_clean_point_of_the_published_run() -> None:
+    data = load_run(DEFAULT)
+    table = modelled(data.frames["finish_fetch"])
+    kept = table[table["clean"]]
+    assert len(kept) > 30
+    assert kept["model_error"].abs().max() < 0.20
+
+
+def test_predict_prints_marked_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["predict", str(DEFAULT), "--rtt-ms", "5", "--concurrency", "16"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| echomq") or line.startswith("| bullmq")]
+    assert len(rows) == 3  # a line a protocol
+    assert all(row.endswith("| predicted |") and "| 16 | 5 |" in row for row in rows)
+    assert "nothing below was measured" in out
+
+
+# -- the report reads in short sentences ----------------------------------------------------------
+
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def prose(markdown: str) -> list[str]:
+    """The report's sentences: tables, headings, figures and code left out."""
+    text = re.sub(r"^```.*?^```", "", markdown, flags=re.M | re.S)
+    sentences = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "|#!" or line.startswith("<!--"):
+            continue
+        line = re.sub(r"^(?:[-*>]\s+)+", "", line).strip("*")
+        sentences += [s for s in SENTENCE_END.split(line) if re.search(r"[A-Za-z]", s)]
+    return sentences
+
+
+def words(sentence: str) -> int:
+    return len([w for w in sentence.split() if re.search(r"\w", w)])
+
+
+def test_the_sentence_check_catches_a_long_sentence() -> None:
+    long = "word " * 46
+    assert max(words(s) for s in prose(f"# T\n\n| a |\n\nShort one. {long}.\n")) == 46
+
+
+@pytest.mark.usefixtures("figures_undrawn")
+def test_the_report_reads_in_short_sentences(run: Path) -> None:
+    sentences = prose(render(load_run(run)))
+    lengths = [words(s) for s in sentences]
+    assert statistics.median(lengths) <= 20
+    longest = max(zip(lengths, sentences, strict=True))
+    assert longest[0] <= 45, longest[1]
+
+
+def test_queue_latency_is_stated_from_open_regime_rows_only(run: Path) -> None:
+    said = " ".join(queue_latency(load_run(run)).sentences)
+    assert said.startswith("Not measured: the run has no open-regime rows")
+    frame = pd.read_csv(run / "finish_fetch.csv", dtype=str, keep_default_na=False)
+    frame["regime"] = ["open" if c == "1" else "steady" for c in frame["concurrency"]]  # a newer run's column
+    frame.to_csv(run / "finish_fetch.csv", index=False)
+    said = " ".join(queue_latency(load_run(run)).sentences)
+    assert "echomq, 1 job in flight, rtt 1 ms: fused p50" in said
+    assert "8 jobs in flight" not in said  # the steady rows say nothing about queue latency
+
+
+@pytest.mark.usefixtures("figures_undrawn")
+def test_a_point_the_model_misses_is_named_with_its_term(run: Path) -> None:
+    assert "No clean row is missed by more than 20%." in "\n".join(model_section(load_run(run)))
+    frame = pd.read_csv(run / "finish_fetch.csv")
+    row = (frame["protocol"] == "echomq") & (frame["strategy"] == "fused") & (frame["concurrency"] == 1)
+    frame.loc[row & (frame["rep"] == 1), "jobs_per_s"] /= 2  # a point measured at half the law's pace
+    frame.to_csv(run / "finish_fetch.csv", index=False)
+    text = "\n".join(model_section(load_run(run)))
+    named = "- echomq fused, 1 in flight, rtt 1 ms, rep 1: +99%; the term that disagrees is the rtt paid."
+    assert named in text
