@@ -23,9 +23,9 @@ from bench.protocol.commandstats import CLIENT_COMMANDS, CommandStats
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Queue
 from bench.stages.bullmq_worker import node
-from bench.stages.bullmq_worker.driver import URL_ENV, WINDOW_FROM
 from bench.stages.bullmq_worker.node import NodePeer, find_peer
 from bench.stages.bullmq_worker.plan import NODE_DRIVERS
+from bench.stages.bullmq_worker.worker_process import URL_ENV, WINDOW_FROM
 
 CONTRACT = {"driver", "concurrency", "jobs", "duration_s", "cpu_s", "calls", "usec", "errors", "scripts"}
 
@@ -230,7 +230,7 @@ def test_the_report_says_why_the_node_rows_are_absent_or_which_scripts_node_sent
 
 def test_a_runs_jobs_are_sized_from_its_last_rate_so_the_window_lasts():
     from bench.harness.profile import BullmqWorkerOptions
-    from bench.stages.bullmq_worker.plan import MAX_JOBS, Run, jobs_for, runs_of, short_window
+    from bench.stages.bullmq_worker.plan import MAX_JOBS, Point, jobs_for, points_of, short_window
 
     options = BullmqWorkerOptions(bullmq_worker_concurrency=(1, 8), bullmq_worker_jobs=3000)
     assert jobs_for(options, None) == 3000  # no rate yet: the profile's jobs
@@ -239,6 +239,6 @@ def test_a_runs_jobs_are_sized_from_its_last_rate_so_the_window_lasts():
     assert jobs_for(options, 1e9) == MAX_JOBS
     assert jobs_for(BullmqWorkerOptions(bullmq_worker_window_s=0), 14_000.0) == 6000  # sizing off
     assert short_window(options, 0.99) and not short_window(options, 1.0)
-    node_runs = [Run(d, c) for c in (1, 8) for d in (*NODE_DRIVERS, "bullmq_worker")]
-    assert runs_of(options, node=True) == [*node_runs, Run("fused", 1), Run("two_call", 1)]
-    assert [r.driver for r in runs_of(options, node=False)] == ["bullmq_worker"] * 2 + ["fused", "two_call"]
+    node_runs = [Point(d, c) for c in (1, 8) for d in (*NODE_DRIVERS, "bullmq_worker")]
+    assert points_of(options, node=True) == [*node_runs, Point("fused", 1), Point("two_call", 1)]
+    assert [r.driver for r in points_of(options, node=False)] == ["bullmq_worker"] * 2 + ["fused", "two_call"]

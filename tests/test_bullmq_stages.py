@@ -15,8 +15,8 @@ from bench.protocol.bullmq_package import REQUIRED_VERSION
 from bench.results.rows import RACE_COLUMNS, SWEEP_COST_COLUMNS
 from bench.stages.bullmq_worker.node import NodePeer, find_peer
 from bench.stages.bullmq_worker.plan import NODE_DRIVERS
-from bench.stages.race.plan import RacePlan
-from bench.stages.sweep.plan import plan
+from bench.stages.race.plan import RacePlan, points_of
+from bench.stages.sweep.plan import points_of as sweep_points_of
 from bench.stages.sweep.stage import check_profile
 
 
@@ -29,7 +29,7 @@ def test_the_sweep_plan_gives_bullmq_its_own_sweep_only():
     options = SweepOptions(
         sweep_variants=("atomic", "app_side"), sweep_scenarios=("mixed",), sweep_sizes=(10,)
     )
-    points = [p.point for p in plan(options, ("echomq", "bullmq"))]
+    points = [p.point for p in sweep_points_of(options, ("echomq", "bullmq"))]
     assert [(p.protocol, p.variant) for p in points] == [
         ("echomq", "atomic"), ("echomq", "app_side"), ("bullmq", "atomic"),
     ]  # fmt: skip
@@ -91,7 +91,7 @@ def test_the_race_stage_runs_bullmqs_sweep_at_zero_anomalies(tmp_path: Path, set
     assert [bullmq[k] for k in anomalies] == ["0", "0", "0", "0"]
     assert len([r for r in rows if r["protocol"] == "echomq"]) == 5  # every echomq variant beside it
     plan_ = RacePlan.from_options(Profile("p").race, ("echomq", "bullmq"))
-    assert [c.protocol for c in plan_.settings() if c.variant == "atomic"] == ["echomq", "bullmq"] * 2
+    assert [c.protocol for c in points_of(plan_) if c.variant == "atomic"] == ["echomq", "bullmq"] * 2
 
 
 @pytest.mark.slow

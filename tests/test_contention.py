@@ -30,7 +30,7 @@ from bench.harness.machine import FOREIGN_LIMIT_PCT, STEAL_LIMIT_PCT, MachineSam
 from bench.harness.profile import FinishFetchOptions
 from bench.harness.server import EmbeddedRedis
 from bench.protocol.connection import RedisSettings
-from bench.stages.finish_fetch.locust_run import run_once
+from bench.stages.finish_fetch.locust_trial import run_trial
 from bench.stages.finish_fetch.plan import Point
 from bench.stages.race.plan import RacePlan
 from bench.stages.race.stage import run_plan
@@ -142,7 +142,7 @@ QUICK = FinishFetchOptions(
 
 
 def locust_run(settings: RedisSettings, folder: Path, watch_pids: list[int] | None = None) -> MachineSample:
-    run = run_once(
+    run = run_trial(
         settings, QUICK, "fused", Point(workers=1, rtt_ms=0.0), 1, folder, watch_pids=watch_pids or []
     )
     assert run.machine is not None and run.summary.window_clock_s is not None

@@ -14,13 +14,13 @@ from bench.report.load import STAGE_FILES, is_run
 
 
 @dataclass(frozen=True)
-class RunSummary:
+class RunListing:
     path: Path
     meta: dict[str, Any]
     stages: tuple[str, ...]
 
 
-def list_runs(results: Path) -> list[RunSummary]:
+def list_runs(results: Path) -> list[RunListing]:
     """Run folders under ``results``, oldest first (run ids start with their time)."""
     if not results.is_dir():
         return []
@@ -31,11 +31,11 @@ def list_runs(results: Path) -> list[RunSummary]:
         except (OSError, ValueError):
             meta = {}
         stages = tuple(s for s, (f, _) in STAGE_FILES.items() if (path / f).is_file())
-        runs.append(RunSummary(path, meta, stages))
+        runs.append(RunListing(path, meta, stages))
     return runs
 
 
-def runs_table(runs: Sequence[RunSummary]) -> str:
+def runs_table(runs: Sequence[RunListing]) -> str:
     rows = []
     for run in runs:
         meta = run.meta

@@ -22,8 +22,9 @@ from bench.protocol.commandstats import CommandStats, client_side
 from bench.results import hdr
 from bench.results.files import write_json
 from bench.stages.finish_fetch import pace
-from bench.stages.finish_fetch.loadstats import ERROR_PREFIX, FOLLOWED_PREFIX, Aggregate, RunSettings
+from bench.stages.finish_fetch.loadstats import ERROR_PREFIX, FOLLOWED_PREFIX, Aggregate
 from bench.stages.finish_fetch.shards import shard_figures
+from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 log = logging.getLogger("echomq")
 
@@ -96,7 +97,7 @@ class SummaryAudit:
 
 
 @dataclass
-class RunSummary:
+class TrialSummary:
     """What a run of stage 1 measured, as its summary JSON holds it (``to_json``/``from_json``
     at that edge only): the load side's whole answer to whoever started the run.
 
@@ -104,7 +105,7 @@ class RunSummary:
     and no figures; its JSON holds only UNMEASURED_KEYS."""
 
     mode: str  # "local", "distributed" or "raw"
-    settings: RunSettings  # the run's settings, as its process ran them
+    settings: TrialSettings  # the run's settings, as its process ran them
     measured: bool
     complete: bool
     aborted: str | None
@@ -146,10 +147,10 @@ class RunSummary:
         return data
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RunSummary:
+    def from_json(cls, data: Mapping[str, Any]) -> TrialSummary:
         values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
-        known = {f.name for f in fields(RunSettings)}  # as_dict adds what the file says about them
-        values["settings"] = RunSettings(**{k: v for k, v in data["settings"].items() if k in known})
+        known = {f.name for f in fields(TrialSettings)}  # as_dict adds what the file says about them
+        values["settings"] = TrialSettings(**{k: v for k, v in data["settings"].items() if k in known})
         if values.get("derived") is not None:
             values["derived"] = Derived(**values["derived"])
         if values.get("audit") is not None:
@@ -162,7 +163,7 @@ UNMEASURED_KEYS = ("kind", "version", "mode", "settings", "measured", "complete"
 
 
 def derive(
-    run: RunSettings,
+    run: TrialSettings,
     aggregate: Aggregate,
     window_s: float,
     server: CommandStats | None,
@@ -254,7 +255,7 @@ def by_kind(counters: Counter[str], prefix: str) -> dict[str, int]:
 
 
 def build_summary(
-    run: RunSettings,
+    run: TrialSettings,
     aggregate: Aggregate,
     window_s: float,
     server: CommandStats | None,
@@ -270,7 +271,7 @@ def build_summary(
     home: Mapping[str, str] | None = None,
     server_by_master: Mapping[str, CommandStats] | None = None,
     memory_growth_bytes: int | None = None,
-) -> RunSummary:
+) -> TrialSummary:
     """The run's summary: settings, merged histograms, per-process parts, headline figures.
 
     ``aborted`` says why the window ended early (the run is then incomplete), ``refused`` the kind
@@ -286,7 +287,7 @@ def build_summary(
     if memory_growth_bytes is not None and derived.jobs:
         growth = memory_growth_bytes * 1000 / derived.jobs
         derived = dataclasses.replace(derived, redis_mem_growth_bytes_per_1k_jobs=growth)
-    return RunSummary(
+    return TrialSummary(
         mode=mode,
         settings=run,
         measured=True,
@@ -325,15 +326,15 @@ def refused_verdict(kind: str) -> str:
 
 
 def unmeasured_summary(
-    run: RunSettings, mode: str, aborted: str | None, refused: str | None = None
-) -> RunSummary:
+    run: TrialSettings, mode: str, aborted: str | None, refused: str | None = None
+) -> TrialSummary:
     """The summary of a run that stopped before its window opened: no figures, only why."""
-    return RunSummary(
+    return TrialSummary(
         mode, run, measured=False, complete=False, aborted=aborted or WARM_UP_ONLY, refused=refused
     )
 
 
-def write_summary(summary: RunSummary, path: Path | None) -> None:
+def write_summary(summary: TrialSummary, path: Path | None) -> None:
     """Log the run's headline (or why nothing was measured) and write the summary to ``path``."""
     if summary.measured:
         _log_headline(summary)
@@ -345,7 +346,7 @@ def write_summary(summary: RunSummary, path: Path | None) -> None:
         log.error("echomq: run stopped early: %s; what it measured is in %s", summary.aborted, path)
 
 
-def _log_headline(summary: RunSummary) -> None:
+def _log_headline(summary: TrialSummary) -> None:
     d = summary.figures
     log.info(
         "echomq: %s: %d jobs in %.1fs = %.0f jobs/s, %.2f round trips/job, %.2f commands/job, "

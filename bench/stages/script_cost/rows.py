@@ -16,7 +16,7 @@ from bench.harness.context import RunContext
 from bench.harness.machine import MachineSample, clock, watch_run
 from bench.protocol.phases import Row, cycle_commands, cycle_usec, measure_phases
 from bench.results.rows import ScriptCostRow
-from bench.stages.script_cost.plan import cells_of
+from bench.stages.script_cost.plan import points_of
 
 SCRIPT_COST_CALLS = 200  # calls a script a repetition: enough for µs a call (Redis counts every µs)
 SCRIPT_COST_S_PER_PROTOCOL = 1.5  # one protocol's phases at SCRIPT_COST_CALLS, about: for the run's ETA
@@ -35,7 +35,7 @@ def script_cost_rows(
     client = ctx.settings.connect()
     try:
         with watch_run(ctx.watch_pids) as watch:
-            for cell in cells_of(protocols, reps):
+            for cell in points_of(protocols, reps):
                 opened = clock()
                 phases = measure_phases(client, calls, cell.protocol)
                 measured.append((cell.protocol, cell.rep, phases, (opened, clock())))

@@ -35,8 +35,8 @@ from bench.stages.finish_fetch.in_locust.window import (
     install_load_side,
     role_of,
 )
-from bench.stages.finish_fetch.loadstats import RunSettings
-from bench.stages.finish_fetch.summary import RunSummary
+from bench.stages.finish_fetch.summary import TrialSummary
+from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 log = logging.getLogger("echomq")
 
@@ -53,7 +53,7 @@ def install() -> None:
     _installed = True
 
 
-def apply_user_counts(environment: Environment, run: RunSettings) -> None:
+def apply_user_counts(environment: Environment, run: TrialSettings) -> None:
     """Producers and workers (or the latency-fidelity run's one probe) as Locust fixed counts; with
     no -u given, exactly that many users.
 
@@ -94,7 +94,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
 
     role = role_of(environment)
 
-    def prepare() -> RunSettings:
+    def prepare() -> TrialSettings:
         """The settings of the test about to start (the web UI's form may have changed them)."""
         run = read_settings(environment)
         apply_user_counts(environment, run)
@@ -151,14 +151,14 @@ def _now() -> str:
     return dt.datetime.now().isoformat(timespec="seconds")
 
 
-def _read_summary(path: Path | None) -> RunSummary | None:
+def _read_summary(path: Path | None) -> TrialSummary | None:
     try:
-        return RunSummary.from_json(read_json(path)) if path is not None and path.is_file() else None
+        return TrialSummary.from_json(read_json(path)) if path is not None and path.is_file() else None
     except (OSError, ValueError, TypeError):
         return None
 
 
-def _write_run_meta(folder: Path, summary: RunSummary, environment: Environment) -> None:
+def _write_run_meta(folder: Path, summary: TrialSummary, environment: Environment) -> None:
     """A direct Locust run's folder under results/: meta.json beside its summary, so `bench runs`
     lists it and says whether it completed."""
     headless = bool(getattr(environment.parsed_options, "headless", False))

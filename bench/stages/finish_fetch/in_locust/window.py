@@ -35,7 +35,6 @@ from bench.stages.finish_fetch.in_locust.server_watch import ServerWatch
 from bench.stages.finish_fetch.loadstats import (
     Aggregate,
     Recorder,
-    RunSettings,
     error_kind,
     issued_job_ids,
     redis_cpu_seconds,
@@ -43,13 +42,14 @@ from bench.stages.finish_fetch.loadstats import (
 )
 from bench.stages.finish_fetch.seats import reset_started, started
 from bench.stages.finish_fetch.summary import (
-    RunSummary,
     SummaryAudit,
+    TrialSummary,
     build_summary,
     refused_verdict,
     unmeasured_summary,
     write_summary,
 )
+from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 log = logging.getLogger("echomq")
 
@@ -145,7 +145,7 @@ class Controller:
         self.timers = [gevent.spawn(self._window, run, auto_quit), gevent.spawn(self.watch.run)]
         log.info("echomq: %s, warm-up %gs then measuring", run.strategy, run.warmup_s)
 
-    def _on_fresh_queue(self, run: RunSettings) -> RunSettings:
+    def _on_fresh_queue(self, run: TrialSettings) -> TrialSettings:
         """The test on the first of <queue>, <queue>-2, ... none of whose queues holds a key, so its
         audit counts its own jobs only (a test before it in this web UI session, or a kept one,
         left none there). Every process's users read the name: this one's from Current.run, a
@@ -165,7 +165,7 @@ class Controller:
                 options.Queue = name
         return run
 
-    def _holds_keys(self, name: str, run: RunSettings) -> bool:
+    def _holds_keys(self, name: str, run: TrialSettings) -> bool:
         assert self.client is not None
         queues = (
             Queue.open(self.client, q, protocol=run.protocol)
@@ -187,7 +187,7 @@ class Controller:
         names = ", ".join(q.keys.name for q in self.queues)
         log.info("echomq: deleted the test's %d keys (queue %s); --keep-queue keeps them", deleted, names)
 
-    def _window(self, run: RunSettings, auto_quit: bool) -> None:
+    def _window(self, run: TrialSettings, auto_quit: bool) -> None:
         """Warm-up, window, (quit): timed from when every user runs, not from test_start.
 
         test_start fires on the master as it sends the spawn messages; a worker
@@ -356,7 +356,7 @@ class Controller:
     def _mode(self) -> str:
         return "distributed" if self.distributed else "local"
 
-    def summary(self) -> RunSummary:
+    def summary(self) -> TrialSummary:
         """The closed window's summary: merged parts, the server's deltas, why it ended early."""
         run = Current.run
         assert run is not None and self.window is not None
