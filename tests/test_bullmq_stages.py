@@ -63,8 +63,10 @@ def test_the_sweep_stage_measures_both_protocols(tmp_path: Path, settings, monke
         assert row["skipped"] == "no" and row["round_trips"] == "1.0", row  # checked: every stalled job moved
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["protocols"]["bullmq"]["version"] == REQUIRED_VERSION
-    assert meta["sweep_script_shas"]["bullmq.atomic"] == meta["protocols"]["bullmq"]["script_shas"]["sweep"]
-    assert meta["sweep_script_shas"]["atomic"] == meta["protocols"]["echomq"]["script_shas"]["sweep"]
+    assert (
+        meta["sweep"]["script_shas"]["bullmq.atomic"] == meta["protocols"]["bullmq"]["script_shas"]["sweep"]
+    )
+    assert meta["sweep"]["script_shas"]["atomic"] == meta["protocols"]["echomq"]["script_shas"]["sweep"]
 
 
 def test_the_race_stage_runs_bullmqs_sweep_at_zero_anomalies(tmp_path: Path, settings, monkeypatch):

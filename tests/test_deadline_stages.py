@@ -87,7 +87,7 @@ def test_every_timed_deadline_sweep_reclaims_the_stalled_share(tmp_path: Path, s
             assert len(reclaimed) >= 2 and set(reclaimed) == {expected}, (scenario, size)
     meta = json.loads((run_dir / "meta.json").read_text())
     own = meta["protocols"][DEADLINE]["script_shas"]["sweep"]
-    assert meta["sweep_script_shas"][f"{DEADLINE}.atomic"] == own
+    assert meta["sweep"]["script_shas"][f"{DEADLINE}.atomic"] == own
 
 
 def test_the_race_stage_runs_the_deadline_sweep_at_zero_anomalies(tmp_path: Path, settings, monkeypatch):

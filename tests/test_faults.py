@@ -228,8 +228,8 @@ def assert_completed_with(run: BenchRun, code: int, kinds: set[str]) -> dict[str
     summary = run.summary()
     by_kind: dict[str, int] = summary["derived"]["errors_by_kind"]
     assert set(by_kind) == kinds, by_kind
-    assert run.meta()["finish_fetch_errors"] == by_kind
-    assert run.meta()["finish_fetch_audit_failures"] == {}
+    assert run.meta()["finish_fetch"]["errors"] == by_kind
+    assert run.meta()["finish_fetch"]["audit_failures"] == {}
     assert summary["derived"]["errors"] == sum(by_kind.values())
     return by_kind
 
@@ -261,11 +261,11 @@ def test_sigkill_of_redis_ends_the_run_with_what_it_measured(tmp_path: Path, ser
     assert_stopped(run, code, f"Redis at 127.0.0.1:{server.port} unreachable")
     summary = run.summary()
     assert summary["derived"]["errors_by_kind"].get("connection", 0) >= 1, summary["derived"]
-    assert run.meta()["finish_fetch_errors"]["connection"] >= 1
+    assert run.meta()["finish_fetch"]["errors"]["connection"] >= 1
     assert summary["audit"]["verdict"].startswith(
         f"not audited: Redis at 127.0.0.1:{server.port} unreachable"
     )
-    (verdict,) = run.meta()["finish_fetch_audit_failures"].values()
+    (verdict,) = run.meta()["finish_fetch"]["audit_failures"].values()
     assert verdict.startswith(f"not audited: Redis at 127.0.0.1:{server.port} unreachable"), verdict
 
 
@@ -284,7 +284,7 @@ def test_a_restart_on_the_same_port_ends_the_run_and_the_audit_says_the_data_is_
     assert summary["audit"]["ok"] is False
     assert summary["audit"]["verdict"].startswith("server restarted"), summary["audit"]
     assert "missing" not in summary["audit"]["verdict"]
-    (verdict,) = run.meta()["finish_fetch_audit_failures"].values()
+    (verdict,) = run.meta()["finish_fetch"]["audit_failures"].values()
     assert verdict.startswith("server restarted: its data is gone"), verdict
     # `report` shows the run incomplete, and the audit's words rather than "jobs lost".
     text = report(run.run_dir)
@@ -385,7 +385,7 @@ def test_ctrl_c_during_bench_run_keeps_what_was_measured_and_leaves_no_process(t
     (row,) = run.rows()  # the interrupted repetition's measurements, marked unaudited
     assert int(row["jobs"]) > 0 and row["audit_ok"] == "False", row
     assert run.summary()["aborted"] == "interrupted (SIGINT)"
-    (note,) = meta["finish_fetch_audit_failures"].values()
+    (note,) = meta["finish_fetch"]["audit_failures"].values()
     assert note.startswith("cut short (interrupted (Ctrl-C)); the queue itself: ok"), note
 
 

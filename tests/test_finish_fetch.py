@@ -93,7 +93,7 @@ def test_the_stage_runs_every_strategy_and_writes_every_file(
     table = capsys.readouterr().out
     assert "fused/two_call " in table and "fused/two_call_pipelined" in table and "jobs/s" in table
     assert "latency fidelity" in table and "bare redis-py" in table
-    fidelity = json.loads((tmp_path / "meta.json").read_text())["finish_fetch_fidelity"]
+    fidelity = json.loads((tmp_path / "meta.json").read_text())["finish_fetch"]["fidelity"]
     for way in ("redis_py_p50_us", "raw_path_p50_us", "locust_path_p50_us"):
         assert fidelity[way] > 0, fidelity
     # redis-benchmark (Debian's redis-tools) is beside redis-server here; without it the note says so

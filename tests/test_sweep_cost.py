@@ -284,7 +284,7 @@ def test_the_sweep_command_writes_every_column(tmp_path: Path, settings, monkeyp
     assert (raw / "sweep_pyperf.json").exists() and (raw / "sweep_5.json").exists()
     assert (raw / "sweep_pyperf.log").exists() and not (run_dir / "sweep_pyperf.log").exists()
     meta = json.loads((run_dir / "meta.json").read_text())
-    assert meta["sweep_errors"] == 0 and "atomic_linear/mixed" not in meta["sweep_slopes"]  # one size
+    assert meta["sweep"]["errors"] == 0 and "atomic_linear/mixed" not in meta["sweep"]["slopes"]  # one size
     # open_run(): a run_id (so `bench runs` dates it), and the folder closed as complete
     assert meta["run_id"] == run_dir.name and meta["complete"] is True and meta["finished"]
     assert meta["stages_planned"] == meta["stages_done"] == ["sweep"]

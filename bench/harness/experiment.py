@@ -23,6 +23,7 @@ from bench.errors import BenchError
 from bench.harness.machine import MachineSample, watch_run
 from bench.harness.meta import cpu_model, git_state
 from bench.harness.run_folder import machine_before_run
+from bench.harness.server import server_identity
 from bench.harness.system import system_view
 from bench.protocol.connection import Client
 from bench.results.files import make_run_dir, update_meta, write_csv
@@ -51,7 +52,14 @@ class Experiment:
     def record_server(self, client: Client) -> None:
         """The Redis the experiment ran on, into meta.json."""
         info = client.info("server")
-        update_meta(self.run_dir, redis_version=info.get("redis_version"), redis_source="embedded")
+        name, own = server_identity(info)
+        update_meta(
+            self.run_dir,
+            server_name=name,
+            server_version=own,
+            redis_version=info.get("redis_version"),
+            redis_source="embedded",
+        )
 
     def write(self, watch: MachineSample) -> list[Path]:
         """Each table as a CSV whose rows end with the machine watch's columns."""

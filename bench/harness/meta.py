@@ -91,6 +91,8 @@ def collect_meta(
         "profile_resolved": resolved(profile),  # every key's value as the run used it
         "git_sha": git_state()[0],
         "git_dirty": git_state()[1],
+        "server_name": server.name,  # redis or valkey, as the server says
+        "server_version": server.release,  # its own version (Valkey's own, not its Redis-compatible one)
         "redis_version": server.version,
         "redis_source": server.source,
         "redis_binary": server.binary,

@@ -33,6 +33,7 @@ from bench.harness.terminal import fold
 from bench.protocol.refusal import ServerRefused, refused
 from bench.results.files import RAW_DIR, update_meta, write_json, write_rows
 from bench.results.finish_fetch_goals import goal_lines
+from bench.results.meta import HARNESS_ADDS_GOAL_US, Fidelity
 from bench.results.rows import (
     FinishFetchQueueRow,
     FinishFetchRow,
@@ -40,7 +41,7 @@ from bench.results.rows import (
     RunIds,
     row_dict,
 )
-from bench.stages.finish_fetch.fidelity import Fidelity, measure_plain
+from bench.stages.finish_fetch.fidelity import measure_plain
 from bench.stages.finish_fetch.fidelity_probe import PROBE_METRIC
 from bench.stages.finish_fetch.locust_trial import (
     INTERRUPTED,
@@ -144,8 +145,7 @@ def run_stage(ctx: RunContext) -> None:
                     audits[f"{run.variant_id} r{run.rep}"] = _audit_note(run)
                 update_meta(
                     ctx.run_dir,
-                    finish_fetch_errors=dict(sorted(errors.items())),
-                    finish_fetch_audit_failures=audits,
+                    finish_fetch={"errors": dict(sorted(errors.items())), "audit_failures": audits},
                 )
                 ctx.progress.step(_progress_line(run, row))
                 _stop_if_stopped(run, ctx.run_dir)
@@ -158,7 +158,7 @@ def run_stage(ctx: RunContext) -> None:
                 )
                 if raw.audit is not None and not raw.audit.ok:
                     audits[f"raw-{protocol}-{strategy}-{point.label}"] = raw.audit.verdict
-                    update_meta(ctx.run_dir, finish_fetch_audit_failures=audits)
+                    update_meta(ctx.run_dir, finish_fetch={"audit_failures": audits})
                 ctx.progress(f"reference: {protocol} {strategy} {point.label}")
                 reference = _reference_run(ctx, opts, strategy, point, protocol)
                 ctx.progress.step(
@@ -167,7 +167,7 @@ def run_stage(ctx: RunContext) -> None:
                 )
                 if not reference.audit_ok:
                     audits[f"reference-{protocol}-{strategy}-{point.label}"] = reference.audit_verdict
-                    update_meta(ctx.run_dir, finish_fetch_audit_failures=audits)
+                    update_meta(ctx.run_dir, finish_fetch={"audit_failures": audits})
                 at = (protocol, point, strategy, raw, reference)
                 rows = [_beside(r, *at) for r in rows]
                 shown = [dataclasses.replace(t, row=_beside(t.row, *at)) for t in shown]
@@ -176,7 +176,7 @@ def run_stage(ctx: RunContext) -> None:
     if opts.fidelity_calls > 0:
         ctx.progress("latency fidelity: redis-benchmark, redis-py, the raw path, the Locust path")
         fidelity = _fidelity(ctx, opts)
-        update_meta(ctx.run_dir, finish_fetch_fidelity=fidelity.as_dict())
+        update_meta(ctx.run_dir, finish_fetch={"fidelity": fidelity})
         notes = fidelity_lines(fidelity)
         ctx.progress.step("latency fidelity measured")
     ctx.progress.done()
@@ -270,7 +270,7 @@ def fidelity_lines(f: Fidelity) -> list[str]:
         f"latency fidelity, p50 of one EVALSHA 'return 1' at one client ({f.calls} calls each): "
         f"redis-benchmark {bench}; bare redis-py {us(f.redis_py_p50_us)}; "
         f"raw driver's path {us(f.raw_path_p50_us)}; under Locust {us(f.locust_path_p50_us)} "
-        f"(the harness adds {adds} to redis-py; goal: at most 20 µs)"
+        f"(the harness adds {adds} to redis-py; goal: at most {HARNESS_ADDS_GOAL_US:g} µs)"
     ]
 
 

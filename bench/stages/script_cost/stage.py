@@ -20,7 +20,7 @@ import argparse
 from bench.errors import BenchError
 from bench.harness.context import RunContext
 from bench.harness.profile import Profile
-from bench.harness.server import redis_for_run
+from bench.harness.run_server import redis_for_run
 from bench.protocol.base import PROTOCOLS, check_protocol_names
 from bench.protocol.phases import measure_phases
 from bench.results.files import write_rows

@@ -39,6 +39,7 @@ from bench.protocol.refusal import ServerRefused
 from bench.protocol.scripts import script_source
 from bench.protocol.sweep import SWEEPERS
 from bench.results.files import PYPERF_DIR, read_json, update_meta, write_rows
+from bench.results.meta import read_meta
 from bench.results.rows import RunIds, SweepControlRow, SweepCostRow, SweepHazardRow, row_dict
 from bench.stages.sweep.control import control_line, run_control
 from bench.stages.sweep.hazard import HAZARD_PROTOCOL, INTERVAL_MS, hazard_line, run_hazard, scenario_case
@@ -273,10 +274,12 @@ def run_hazard_sizes(ctx: RunContext, client: Client) -> list[SweepHazardRow]:
         queue.delete()
     update_meta(
         ctx.run_dir,
-        sweep_hazard={
-            "interval_ms": INTERVAL_MS,
-            "clients": "bullmq: BullMQ's RedisConnection (retries on timeouts); suite: no re-sends",
-            "socket_timeout": "redis-py's default" if not options.sweep_hazard_timeout_s else "the profile's",
+        sweep={
+            "hazard": {
+                "interval_ms": INTERVAL_MS,
+                "clients": "bullmq: BullMQ's RedisConnection (retries on timeouts); suite: no re-sends",
+                "socket_timeout": "the profile's" if options.sweep_hazard_timeout_s else "redis-py's default",
+            }
         },
     )
     return rows
@@ -360,10 +363,12 @@ def run_stage(ctx: RunContext) -> None:
     sizes = sorted(set(options.sweep_sizes))
     update_meta(
         ctx.run_dir,
-        sweep_script_shas=script_shas(options.sweep_variants, protocols),
-        sweep_slopes=fits,
-        sweep_errors=len(errors),
-        sweep_pyperf={str(size): pyperf_options(size, options.sweep_reps) for size in sizes},
+        sweep={
+            "script_shas": script_shas(options.sweep_variants, protocols),
+            "slopes": fits,
+            "errors": len(errors),
+            "pyperf": {str(size): pyperf_options(size, options.sweep_reps) for size in sizes},
+        },
     )
 
 
@@ -388,5 +393,6 @@ def main(argv: list[str]) -> int:
         run.stage_done("sweep")
     run_dir = run.ctx.run_dir
     print(f"results: {run_dir}")
-    failed = read_json(run_dir / "meta.json").get("sweep_errors", 0)
+    section = read_meta(run_dir).sweep
+    failed = section.errors if section is not None else 0
     return 1 if failed else 0

@@ -23,7 +23,7 @@ from locust.env import Environment
 
 from bench.errors import BenchError
 from bench.harness.meta import git_state
-from bench.harness.server import check_server
+from bench.harness.server import check_server, server_identity
 from bench.protocol.connection import redact_url
 from bench.results.files import read_json, update_meta
 from bench.stages.finish_fetch.in_locust.current import Current, read_settings
@@ -163,11 +163,15 @@ def _write_run_meta(folder: Path, summary: TrialSummary, environment: Environmen
     lists it and says whether it completed."""
     headless = bool(getattr(environment.parsed_options, "headless", False))
     sha, dirty = git_state()
+    info = _server_info()
+    name, own = server_identity(info) if info else (None, None)
     update_meta(
         folder,
         git_sha=sha,
         git_dirty=dirty,
-        redis_version=_redis_version(),
+        server_name=name,
+        server_version=own,
+        redis_version=info.get("redis_version") if info else None,
         run_id=folder.name,
         profile="locust",
         source=f"locust -f bench/locustfile.py ({'headless' if headless else 'web UI'})",
@@ -183,11 +187,12 @@ def _write_run_meta(folder: Path, summary: TrialSummary, environment: Environmen
     )
 
 
-def _redis_version() -> str | None:
+def _server_info() -> dict[str, object] | None:
+    """INFO server of the run's server (on a cluster, one node's), or None when it does not answer."""
     try:
-        client = Current.redis.connect()
+        client = Current.redis.connect_single()
         try:
-            return str(client.info("server")["redis_version"])
+            return dict(client.info("server"))
         finally:
             client.close()
     except redis.RedisError:
