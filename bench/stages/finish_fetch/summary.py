@@ -23,7 +23,7 @@ from bench.results import hdr
 from bench.results.files import write_json
 from bench.stages.finish_fetch import pace
 from bench.stages.finish_fetch.loadstats import ERROR_PREFIX, FOLLOWED_PREFIX, Aggregate
-from bench.stages.finish_fetch.shards import shard_figures
+from bench.stages.finish_fetch.shards import Shards, shard_figures
 from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 log = logging.getLogger("echomq")
@@ -124,7 +124,7 @@ class TrialSummary:
     server: dict[str, dict[str, int]] | None = None  # commandstats delta: calls, usec by command
     processes: list[dict[str, Any]] = field(default_factory=list)  # each process's own counts
     derived: Derived | None = None
-    shards: dict[str, Any] = field(default_factory=dict)  # shards.shard_figures: queues, masters
+    shards: Shards = field(default_factory=lambda: Shards())  # shards.shard_figures: queues, masters
     audit: SummaryAudit | None = None
     exit_code: int | None = None  # the Locust child's, set by the stage that ran it
 
