@@ -9,8 +9,6 @@ watched while it runs, and every row it writes ends with that watch's columns (b
 from __future__ import annotations
 
 import datetime as dt
-import os
-import platform
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -21,10 +19,9 @@ from typing import Any
 from bench import invocation
 from bench.errors import BenchError
 from bench.harness.machine import MachineSample, watch_run
-from bench.harness.meta import cpu_model, git_state
+from bench.harness.meta import code_record, machine_record
 from bench.harness.run_folder import machine_before_run
 from bench.harness.server import server_identity
-from bench.harness.system import system_view
 from bench.protocol.connection import Client
 from bench.results.files import make_run_dir, update_meta, write_csv
 
@@ -86,7 +83,6 @@ def experiment_run(name: str, argv: Sequence[str], results_root: Path | None = N
         print(f"warning: {warning}", file=sys.stderr)
     run_dir = make_run_dir(name, results_root)
     invocation.typed([".venv/bin/python", f"experiments/{name}.py", *argv])
-    sha, dirty = git_state()
     update_meta(
         run_dir,
         run_id=run_dir.name,
@@ -95,15 +91,10 @@ def experiment_run(name: str, argv: Sequence[str], results_root: Path | None = N
         command=invocation.command(),
         started=_now(),
         complete=False,
-        git_sha=sha,
-        git_dirty=dirty,
-        cpu_model=cpu_model(),
-        cores=os.cpu_count(),
-        platform=platform.platform(),
-        python=platform.python_version(),
+        **code_record(),
+        **machine_record(),
         machine_before=check.as_meta(),
         machine_watch="this process and its children (the embedded redis-server)",
-        system=system_view(),
     )
     experiment = Experiment(name, run_dir, args)
     watch = watch_run().start()

@@ -22,7 +22,7 @@ from locust import events
 from locust.env import Environment
 
 from bench.errors import BenchError
-from bench.harness.meta import git_state
+from bench.harness.meta import code_record
 from bench.harness.server import check_server, server_identity
 from bench.protocol.connection import redact_url
 from bench.results.files import read_json, update_meta
@@ -162,13 +162,11 @@ def _write_run_meta(folder: Path, summary: TrialSummary, environment: Environmen
     """A direct Locust run's folder under results/: meta.json beside its summary, so `bench runs`
     lists it and says whether it completed."""
     headless = bool(getattr(environment.parsed_options, "headless", False))
-    sha, dirty = git_state()
     info = _server_info()
     name, own = server_identity(info) if info else (None, None)
     update_meta(
         folder,
-        git_sha=sha,
-        git_dirty=dirty,
+        **code_record(),
         server_name=name,
         server_version=own,
         redis_version=info.get("redis_version") if info else None,
