@@ -38,7 +38,7 @@ import pytest
 
 from bench.paths import REPO
 from bench.report.cli import compare_main
-from bench.report.compare.context import context_lines, drift
+from bench.report.compare.machines import context_lines, drift
 from bench.report.compare.metrics import STAGE_METRICS, compare_runs
 from bench.report.load import OPTIONAL_FILES, STAGE_FILES, load_run
 from bench.report.verdict import BETWEEN_RUNS, Sample, claim_beyond, significant, t_critical, verdict

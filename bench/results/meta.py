@@ -37,7 +37,7 @@ class UndeclaredMetaKey(BenchError):
     """A key in meta.json (or given to update_meta) that bench/results/meta.py does not declare."""
 
 
-class Calibration(TypedDict, total=False):
+class CalibrationMeta(TypedDict, total=False):
     """The calibration taken at the run's start (bench.harness.calibration)."""
 
     evalsha_us: float
@@ -46,7 +46,7 @@ class Calibration(TypedDict, total=False):
     took_s: float
 
 
-class MachineCheck(TypedDict, total=False):
+class MachineCheckMeta(TypedDict, total=False):
     """A look at the machine (bench.harness.machine.MachineCheck.as_meta)."""
 
     busiest: list[object]
@@ -279,9 +279,9 @@ class RunMeta:
     """The system settings pyperf cares about (governor, ASLR, isolated CPUs, ...)."""
     machine_watch: str | None = None
     """What the contention guard can see."""
-    machine_before: MachineCheck = field(default_factory=lambda: MachineCheck())
+    machine_before: MachineCheckMeta = field(default_factory=lambda: MachineCheckMeta())
     """The look at the machine before the run."""
-    calibration: Calibration = field(default_factory=lambda: Calibration())
+    calibration: CalibrationMeta = field(default_factory=lambda: CalibrationMeta())
     """The calibration taken at the start."""
     # the stages' sections, each under its stage's id (STAGE_SECTIONS)
     finish_fetch: FinishFetchMeta | None = None

@@ -1,5 +1,5 @@
 """The markdown of a comparison, printed and written by `python -m bench compare`: the two runs
-named, what they ran on (compare.context), each run's headline ratios (bench.report.ratios) at
+named, what they ran on (compare.machines), each run's headline ratios (bench.report.ratios) at
 every point both ran, then the verdict rows and their counts."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 
 import pandas as pd
 
-from bench.report.compare.context import context_lines
+from bench.report.compare.machines import context_lines
 from bench.report.compare.metrics import Comparison, key_order, norm_key, point_label
 from bench.report.load import RunData
 from bench.report.markdown import markdown_table, percent
