@@ -171,8 +171,8 @@ class BullmqWorkerMeta:
     """BullMQ's worker options, in words."""
     python_bullmq: str | None = None
     """The Python bullmq package's version."""
-    scripts_called: JsonObject = field(default_factory=dict)
-    """The Python package's scripts the trials called, with their SHA1."""
+    scripts_called: dict[str, str] = field(default_factory=dict)
+    """The Python package's scripts the trials called: file -> SHA1."""
     node: JsonObject = field(default_factory=dict)
     """BullMQ's Node package: its versions and scripts called, or why it is absent."""
 

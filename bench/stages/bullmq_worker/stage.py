@@ -17,6 +17,7 @@ redis-server is). One row a run in bullmq_worker.csv; a table on stdout.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -43,6 +44,7 @@ from bench.protocol.commandstats import CLIENT_COMMANDS
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Producer, Queue
 from bench.results.files import update_meta, write_rows
+from bench.results.meta import BullmqWorkerMeta
 from bench.results.rows import BullmqWorkerRow
 from bench.stages.bullmq_worker.node import NodePeer, find_peer
 from bench.stages.bullmq_worker.plan import (
@@ -191,7 +193,7 @@ def one_run(
         client.close()
 
 
-def node_record(peer: NodePeer | str, called: set[str]) -> dict[str, Any]:
+def node_record(peer: NodePeer | str, called: set[str]) -> dict[str, object]:
     """meta.json's word on the Node package: its versions and every script its drivers called."""
     if isinstance(peer, str):
         return {"absent": peer}
@@ -233,15 +235,15 @@ def run_stage(ctx: RunContext) -> None:
     drivers = Drivers(ctx.settings, options, peer)
     runs = points_of(options, node=peer is not None)
     called: set[str] = set()
-    about = {
-        "window_from": WINDOW_FROM,
-        "jobs": options.bullmq_worker_jobs,
-        "window_s": options.bullmq_worker_window_s,
-        "options": OPTIONS,
-        "python_bullmq": installed_version(),
-        "scripts_called": called_scripts(),
-    }
-    update_meta(ctx.run_dir, bullmq_worker={**about, "node": node_record(found, called)})
+    about = BullmqWorkerMeta(
+        window_from=WINDOW_FROM,
+        jobs=options.bullmq_worker_jobs,
+        window_s=options.bullmq_worker_window_s,
+        options=OPTIONS,
+        python_bullmq=installed_version(),
+        scripts_called=called_scripts(),
+    )
+    update_meta(ctx.run_dir, bullmq_worker=dataclasses.replace(about, node=node_record(found, called)))
     rows: list[BullmqWorkerRow] = []
     rates: dict[Point, float] = {}  # each run's last jobs/s: the next one's size
     for rep in range(1, options.bullmq_worker_reps + 1):
@@ -258,7 +260,7 @@ def run_stage(ctx: RunContext) -> None:
                 f"{run.label} rep {rep}: {row.jobs_per_s:.0f} jobs/s in {row.duration_s:.2f} s, "
                 f"{row.client_cpu_us_per_job:.0f} µs CPU, {row.redis_calls_per_job:.2f} calls a job{note}"
             )
-    update_meta(ctx.run_dir, bullmq_worker={**about, "node": node_record(found, called)})
+    update_meta(ctx.run_dir, bullmq_worker=dataclasses.replace(about, node=node_record(found, called)))
     ctx.progress.done()
     print(fold(table(rows, None if peer else str(found))))
 

@@ -27,9 +27,7 @@ delay 0 only.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from bench.harness.context import RunContext
 from bench.harness.machine import clock, watch_run
@@ -41,6 +39,7 @@ from bench.harness.terminal import fold
 from bench.protocol.connection import RedisSettings
 from bench.protocol.sweep import SWEEPERS, has_gap
 from bench.results.files import update_meta, write_rows
+from bench.results.meta import RaceMeta
 from bench.results.rows import RaceRow, RunIds
 from bench.stages.race.plan import (
     ALL,
@@ -87,13 +86,22 @@ def run_plan(
     return list(outcomes.values())
 
 
-def plan_record(plan: RacePlan) -> dict[str, Any]:
+def plan_record(plan: RacePlan) -> RaceMeta:
     """The plan as meta.json keeps it: what the columns of race.csv do not say."""
-    return {
-        **dataclasses.asdict(plan),
-        "live_jobs": plan.stalled_jobs if plan.workers else 0,
-        "delay": "simulated: a sleep between check and act; none for atomic sweeps",
-    }
+    return RaceMeta(
+        variants=list(plan.variants),
+        sweepers=list(plan.sweepers),
+        stalled_jobs=plan.stalled_jobs,
+        delays_ms=list(plan.delays_ms),
+        reps=plan.reps,
+        workers=plan.workers,
+        max_stalled=plan.max_stalled,
+        deadline_s=plan.deadline_s,
+        slice_size=plan.slice_size,
+        protocols=list(plan.protocols),
+        live_jobs=plan.stalled_jobs if plan.workers else 0,
+        delay="simulated: a sleep between check and act; none for atomic sweeps",
+    )
 
 
 RUN_OVERHEAD_S = 1.0  # a run's set-up: N jobs stalled, the threads started, the audit
