@@ -30,6 +30,7 @@ from bench.stages.finish_fetch.summary import (
     SUMMARY_KIND,
     UNMEASURED_KEYS,
     Derived,
+    ServerFigures,
     SummaryAudit,
     TrialSummary,
     build_summary,
@@ -411,7 +412,7 @@ def test_the_run_summary_crosses_its_json_edge_whole():
     aggregate = Aggregate()
     aggregate.reset(1)
     audit = SummaryAudit(True, "ok", {"completed": 0})
-    summary = build_summary(run, aggregate, 1.0, None, None, "local", [], audit=audit)
+    summary = build_summary(run, aggregate, 1.0, "local", ServerFigures(), audit=audit)
     data = json.loads(json.dumps(summary.to_json()))
     assert TrialSummary.from_json(data) == summary
     assert set(data["derived"]) == {f.name for f in dataclasses.fields(Derived)}

@@ -20,7 +20,7 @@ from typing import Any
 import redis
 
 from bench.protocol.audit import audit_queues, master_run_ids
-from bench.protocol.commandstats import added, read_per_master
+from bench.protocol.commandstats import read_per_master
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Queue
 from bench.protocol.refusal import LOADING_WAIT_S, ServerRefused, refusal, refusal_line
@@ -33,7 +33,7 @@ from bench.stages.finish_fetch.loadstats import (
     redis_used_memory,
 )
 from bench.stages.finish_fetch.producer_loop import ProducerLoop
-from bench.stages.finish_fetch.summary import SummaryAudit, TrialSummary, build_summary
+from bench.stages.finish_fetch.summary import ServerFigures, SummaryAudit, TrialSummary, build_summary
 from bench.stages.finish_fetch.timed import run_steps
 from bench.stages.finish_fetch.trial_settings import TrialSettings
 from bench.stages.finish_fetch.worker_loop import WorkerLoop
@@ -197,19 +197,9 @@ class RawRun:
         queues = [Queue.open(control.client, n, protocol=self.run.protocol) for n in self.names]
         checked = audit_queues(queues, issued_job_ids, run_ids, home)
         by_master = {m: now.since(before[0][m]) for m, now in after[0].items() if m in before[0]}
-        return build_summary(
-            self.run,
-            aggregate,
-            window_s,
-            added(by_master.values()),
-            after[1] - before[1],
-            mode="raw",
-            missing_processes=[],
-            audit=SummaryAudit(checked.ok, checked.verdict, checked.counts),
-            home=home,
-            server_by_master=by_master,
-            memory_growth_bytes=memory_growth,
-        )
+        server = ServerFigures(by_master, after[1] - before[1], memory_growth, home)
+        audited = SummaryAudit(checked.ok, checked.verdict, checked.counts)
+        return build_summary(self.run, aggregate, window_s, "raw", server, audit=audited)
 
     def _stop(self) -> None:
         self.stopping.set()

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from bench.protocol.commandstats import CommandStats, client_side
+from bench.protocol.commandstats import CommandStats, added, client_side
 from bench.results import hdr
 from bench.results.files import write_json
 from bench.stages.finish_fetch import pace
@@ -254,36 +254,52 @@ def by_kind(counters: Counter[str], prefix: str) -> dict[str, int]:
     return {k.removeprefix(prefix): v for k, v in found}
 
 
+@dataclass(frozen=True)
+class ServerFigures:
+    """What the server said about a trial's window, or why it said nothing (``error``)."""
+
+    by_master: Mapping[str, CommandStats] | None = None  # each master's commandstats delta
+    cpu_s: float | None = None  # the server's CPU over the window
+    memory_growth_bytes: int | None = None  # its used_memory growth over the window (kept jobs)
+    home: Mapping[str, str] | None = None  # each queue's master
+    error: str | None = None  # why the figures are missing
+
+    @property
+    def whole(self) -> CommandStats | None:
+        """The server's delta: its masters' sum, exactly."""
+        return added(self.by_master.values()) if self.by_master is not None else None
+
+
+@dataclass(frozen=True)
+class WindowEnd:
+    """How a trial's window ended: early (``aborted``: why; ``refused``: the kind of refusal, in
+    protocol/refusal.py, every later call would get too), or with processes that never reported."""
+
+    missing_processes: list[str] = field(default_factory=list)
+    aborted: str | None = None
+    refused: str | None = None
+
+
 def build_summary(
     run: TrialSettings,
     aggregate: Aggregate,
     window_s: float,
-    server: CommandStats | None,
-    redis_cpu_s: float | None,
     mode: str,
-    missing_processes: list[str],
-    *,
-    aborted: str | None = None,
-    refused: str | None = None,
-    server_error: str | None = None,
+    server: ServerFigures,
+    end: WindowEnd | None = None,
     audit: SummaryAudit | None = None,
     window_clock: tuple[float, float] | None = None,
-    home: Mapping[str, str] | None = None,
-    server_by_master: Mapping[str, CommandStats] | None = None,
-    memory_growth_bytes: int | None = None,
 ) -> TrialSummary:
-    """The run's summary: settings, merged histograms, per-process parts, headline figures.
+    """The trial's summary: settings, merged histograms, per-process parts, headline figures.
 
-    ``aborted`` says why the window ended early (the run is then incomplete), ``refused`` the kind
-    of refusal (protocol/refusal.py) when a reply every later call would get too ended it,
-    ``server_error`` why the server's own figures are missing, ``audit`` the
-    queue's audit when this process could take it (a run of one process),
-    ``window_clock`` the window's open and close on CLOCK_MONOTONIC (so the stage's
-    machine watch, in another process, judges this window and not Locust's start), ``home``
-    each queue's master and ``server_by_master`` each master's commandstats delta (``shards``),
-    ``memory_growth_bytes`` the server's used_memory growth over the window (kept jobs cost memory).
+    ``audit`` is the queue's audit when this process could take it (a trial of one process),
+    ``window_clock`` the window's open and close on CLOCK_MONOTONIC (so the stage's machine
+    watch, in another process, judges this window and not Locust's start).
     """
-    derived = derive(run, aggregate, window_s, server, redis_cpu_s)
+    end = end or WindowEnd()
+    whole = server.whole
+    derived = derive(run, aggregate, window_s, whole, server.cpu_s)
+    memory_growth_bytes = server.memory_growth_bytes
     if memory_growth_bytes is not None and derived.jobs:
         growth = memory_growth_bytes * 1000 / derived.jobs
         derived = dataclasses.replace(derived, redis_mem_growth_bytes_per_1k_jobs=growth)
@@ -291,18 +307,18 @@ def build_summary(
         mode=mode,
         settings=run,
         measured=True,
-        complete=not missing_processes and aborted is None,
-        aborted=aborted,
-        refused=refused,
+        complete=not end.missing_processes and end.aborted is None,
+        aborted=end.aborted,
+        refused=end.refused,
         window_s=window_s,
         window_clock_s=list(window_clock) if window_clock else None,
-        missing_processes=missing_processes,
+        missing_processes=end.missing_processes,
         stale_reports_dropped=aggregate.stale_reports,
-        server_error=server_error,
+        server_error=server.error,
         histograms={name: hdr.encode(h) for name, h in sorted(aggregate.histograms.items())},
         percentiles_us={name: hdr.summary(h) for name, h in sorted(aggregate.histograms.items())},
         counters=dict(sorted(aggregate.counters.items())),
-        server={"calls": dict(server.calls), "usec": dict(server.usec)} if server is not None else None,
+        server={"calls": dict(whole.calls), "usec": dict(whole.usec)} if whole is not None else None,
         processes=[
             {
                 "id": pid,
@@ -314,7 +330,7 @@ def build_summary(
             for pid, t in sorted(aggregate.processes.items())
         ],
         derived=derived,
-        shards=shard_figures(aggregate.counters, home or {}, server_by_master, window_s),
+        shards=shard_figures(aggregate.counters, server.home or {}, server.by_master, window_s),
         audit=audit,
     )
 

@@ -25,7 +25,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from bench.errors import first_line
 from bench.harness.machine import clock
 from bench.protocol.audit import audit_queues, master_run_ids
-from bench.protocol.commandstats import CommandStats, added, read_per_master
+from bench.protocol.commandstats import CommandStats, read_per_master
 from bench.protocol.connection import Client
 from bench.protocol.queue import Queue
 from bench.protocol.spread import homes, queue_names
@@ -42,8 +42,10 @@ from bench.stages.finish_fetch.loadstats import (
 )
 from bench.stages.finish_fetch.seats import reset_started, started
 from bench.stages.finish_fetch.summary import (
+    ServerFigures,
     SummaryAudit,
     TrialSummary,
+    WindowEnd,
     build_summary,
     refused_verdict,
     unmeasured_summary,
@@ -360,28 +362,27 @@ class Controller:
         """The closed window's summary: merged parts, the server's deltas, why it ended early."""
         run = Current.run
         assert run is not None and self.window is not None
-        server = by_master = None
+        by_master = None
         if self.stats_before is not None and self.stats_after is not None:
             before = self.stats_before
             by_master = {m: now.since(before[m]) for m, now in self.stats_after.items() if m in before}
-            server = added(by_master.values())  # the whole is its masters' sum, exactly
+        server = ServerFigures(
+            by_master,  # the whole is its masters' sum, exactly
+            self.redis_cpu[1] - self.redis_cpu[0] if self.redis_cpu else None,
+            self.used_memory[1] - self.used_memory[0] if self.used_memory else None,
+            self.home,
+            self.server_error,
+        )
         return build_summary(
             run,
             self.aggregate,
             self.window[1] - self.window[0],
+            self._mode(),
             server,
-            self.redis_cpu[1] - self.redis_cpu[0] if self.redis_cpu else None,
-            mode=self._mode(),
-            missing_processes=self._missing(),
-            aborted=self.aborted,
-            refused=self.refused,
-            server_error=self.server_error,
-            window_clock=self.window_clock,
+            WindowEnd(self._missing(), self.aborted, self.refused),
             # One process: every user has stopped, the queue is still, so the audit is exact.
             audit=None if self.distributed else self.audit(),
-            home=self.home,
-            server_by_master=by_master,
-            memory_growth_bytes=self.used_memory[1] - self.used_memory[0] if self.used_memory else None,
+            window_clock=self.window_clock,
         )
 
     def audit(self) -> SummaryAudit:
