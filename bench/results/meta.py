@@ -6,7 +6,9 @@ reads as None.
 
 To add a key: add a field (a type, a default, a docstring) to ``RunMeta``, or to a stage's section
 when only that stage writes it; a stage's section is nested under the stage's id
-(``{"finish_fetch": {...}}``). To change a key's name or place, raise ``META_VERSION`` and teach
+(``{"finish_fetch": {...}}``). A new stage's section is a frozen dataclass here and a field of
+``RunMeta`` named by the stage's id, typed ``TheSection | None``: the reader, the writer's check
+and STAGE_SECTIONS find it from that field. To change a key's name or place, raise ``META_VERSION`` and teach
 ``upgrade`` the old spelling, so the published runs of earlier versions still read.
 
 Versions: 1 (no ``meta_version``): the stages' keys flat at the top (``finish_fetch_fidelity``,
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,15 +180,6 @@ class BullmqWorkerMeta:
     """BullMQ's Node package: its versions and scripts called, or why it is absent."""
 
 
-# A stage's section, by the stage's id: the key it is nested under.
-STAGE_SECTIONS: dict[str, type] = {
-    "finish_fetch": FinishFetchMeta,
-    "sweep": SweepMeta,
-    "race": RaceMeta,
-    "bullmq_worker": BullmqWorkerMeta,
-}
-
-
 # ---------------------------------------------------------------- the run
 
 
@@ -283,7 +277,7 @@ class RunMeta:
     """The look at the machine before the run."""
     calibration: CalibrationMeta = field(default_factory=lambda: CalibrationMeta())
     """The calibration taken at the start."""
-    # the stages' sections, each under its stage's id (STAGE_SECTIONS)
+    # the stages' sections, each under its stage's id: a field whose type is a dataclass (STAGE_SECTIONS)
     finish_fetch: FinishFetchMeta | None = None
     """The finish_fetch stage's section."""
     sweep: SweepMeta | None = None
@@ -319,11 +313,32 @@ def server_title(name: str | None) -> str:
     return {"valkey": "Valkey", "redis": "Redis"}.get((name or "redis").lower(), name or "Redis")
 
 
+def _dataclass_in(hint: object) -> type | None:
+    """The dataclass a field's type names (``X | None`` names X), if any."""
+    for kind in (hint, *typing.get_args(hint)):
+        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+            return kind
+    return None
+
+
+def _nested(kind: type) -> dict[str, type]:
+    """The fields of ``kind`` that hold a dataclass, by name: what JSON objects are read back into."""
+    hints = typing.get_type_hints(kind)
+    found = {f.name: _dataclass_in(hints[f.name]) for f in dataclasses.fields(kind)}
+    return {name: cls for name, cls in found.items() if cls is not None}
+
+
 def _section(section: type, data: Mapping[str, Any]) -> Any:
     values = dict(data)
-    if section is FinishFetchMeta and isinstance(values.get("fidelity"), Mapping):
-        values["fidelity"] = Fidelity(**values["fidelity"])
+    for name, kind in _nested(section).items():
+        if isinstance(values.get(name), Mapping):
+            values[name] = kind(**values[name])
     return section(**values)
+
+
+# A stage's section, by the stage's id (the key it is nested under): every field of RunMeta whose
+# type is a dataclass. A new stage's section is a dataclass above and a field of RunMeta, no more.
+STAGE_SECTIONS: dict[str, type] = _nested(RunMeta)
 
 
 def _names(kind: type) -> set[str]:
