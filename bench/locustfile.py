@@ -30,7 +30,6 @@ from locust import task
 
 from bench.protocol.autopipe import AutoPipeline
 from bench.protocol.queue import Command
-from bench.stages.finish_fetch.driver import WorkerDriver
 from bench.stages.finish_fetch.fidelity_probe import PROBE_LABEL, PROBE_SCRIPT
 from bench.stages.finish_fetch.in_locust import hooks
 from bench.stages.finish_fetch.in_locust.current import RECORDER
@@ -38,6 +37,7 @@ from bench.stages.finish_fetch.in_locust.sleep import timer_sleep, yield_if_over
 from bench.stages.finish_fetch.in_locust.user import RedisUser
 from bench.stages.finish_fetch.producer_loop import ProducerLoop
 from bench.stages.finish_fetch.timed import LoadHooks, TimedSender, run_steps
+from bench.stages.finish_fetch.worker_loop import WorkerLoop
 
 hooks.install()  # the options, the user counts, the measured window (bench/stages/finish_fetch/)
 
@@ -104,7 +104,7 @@ class WorkerUser(RedisUser):
 
     def on_start(self) -> None:
         super().on_start()
-        self.driver = WorkerDriver(self.queue, self.load, RECORDER, _load_hooks(self))
+        self.driver = WorkerLoop(self.queue, self.load, RECORDER, _load_hooks(self))
 
     @task
     def work(self) -> None:

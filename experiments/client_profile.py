@@ -22,8 +22,8 @@ from typing import Any
 from bench.harness.experiment import experiment_run
 from bench.harness.server import EmbeddedRedis
 from bench.protocol.connection import RedisSettings
-from bench.stages.finish_fetch.loadstats import RunSettings
 from bench.stages.finish_fetch.raw import run_raw
+from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 TOP = 15
 # The protocol's call builders and the fetch reply's reader: their CPU with what they call.
@@ -72,7 +72,7 @@ with experiment_run("client_profile", sys.argv[1:]) as exp, EmbeddedRedis() as s
     seconds = float(exp.args[2]) if len(exp.args) > 2 else 3.0
     settings = RedisSettings.from_url(srv.url)
     exp.record_server(settings.connect())
-    run = RunSettings(
+    run = TrialSettings(
         strategy=strategy,
         workers=1,
         producers=1,

@@ -11,8 +11,6 @@ from typing import Any
 
 import psutil
 
-from bench.harness.machine import CHECK_WINDOW_S, MachineCheck, check_machine
-
 
 def ids(values: Iterable[Any]) -> list[str]:
     """Redis replies (bytes or str) as text."""
@@ -74,16 +72,6 @@ def all_but(process: psutil.Process) -> list[int]:
     (other busy processes are own, so none can push it out of a check's busiest)."""
     skip = {process.pid, *(p.pid for p in process.parents())}
     return [p.pid for p in psutil.process_iter() if p.pid not in skip]
-
-
-def check_naming(process: psutil.Process) -> Callable[..., MachineCheck]:
-    """A run's check before it starts (``run_folder.check_machine``, monkeypatched) with the rest of
-    the machine counted as own: ``process`` is the busiest it names."""
-
-    def check(roots: object = None, window_s: float = CHECK_WINDOW_S) -> MachineCheck:
-        return check_machine(all_but(process), window_s)
-
-    return check
 
 
 @contextmanager

@@ -23,9 +23,9 @@ from bench.protocol.commandstats import CLIENT_COMMANDS, CommandStats
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Queue
 from bench.stages.bullmq_worker import node
-from bench.stages.bullmq_worker.driver import URL_ENV, WINDOW_FROM
 from bench.stages.bullmq_worker.node import NodePeer, find_peer
 from bench.stages.bullmq_worker.plan import NODE_DRIVERS
+from bench.stages.bullmq_worker.worker_process import URL_ENV, WINDOW_FROM
 
 CONTRACT = {"driver", "concurrency", "jobs", "duration_s", "cpu_s", "calls", "usec", "errors", "scripts"}
 
@@ -81,8 +81,9 @@ def test_the_node_worker_makes_one_script_call_a_job(peer, settings, node_queue)
     ids, line = filled_and_run(peer, settings, node_queue, "node_worker", 3000, 1)
     assert set(line) == CONTRACT and line["driver"] == "node_worker" and line["errors"] == []
     assert line["concurrency"] == 1 and line["duration_s"] > 0 and line["cpu_s"] > 0
-    # the window opens at the 1,000th completion, as the reply to a commandstats read sees it
-    assert 3000 - WINDOW_FROM - 5 <= line["jobs"] <= 3000 - WINDOW_FROM
+    # the window opens at the 1,000th completion, at the moment the server runs the first mark's read
+    # (how many more completed while it travelled depends on the machine: not asserted)
+    assert 0 < line["jobs"] <= 3000 - WINDOW_FROM
     assert set(line["calls"]) <= set(CLIENT_COMMANDS) and set(line["usec"]) == set(line["calls"])
     # BullMQ's Worker finishes each job with fetch next on: one EVALSHA a job (commandstats)
     assert round(sum(line["calls"].values()) / line["jobs"], 2) == 1.00
@@ -102,7 +103,8 @@ def test_manual_processing_makes_its_script_calls_a_job(peer, settings, node_que
     jobs, concurrency = 2000, 4
     ids, line = filled_and_run(peer, settings, node_queue, mode, jobs, concurrency)
     assert set(line) == CONTRACT and line["driver"] == mode and line["concurrency"] == concurrency
-    assert round(line["calls"]["evalsha"] / line["jobs"], 2) == calls_a_job
+    # the window's EVALSHAs, exact but for the calls in flight as its first mark was taken (one a loop)
+    assert abs(line["calls"]["evalsha"] - calls_a_job * line["jobs"]) <= concurrency, line
     # exactly: every job finished once; a fetch a job, or only each loop's first with fetch next on
     fetches = jobs if mode == "node_manual_two_call" else concurrency
     assert line["scripts"] == {"moveToActive-11.lua": fetches, "moveToFinished-14.lua": jobs}
@@ -209,28 +211,32 @@ def test_make_venv_goes_on_without_node_or_when_npm_fails(tmp_path):
 
 def test_the_report_says_why_the_node_rows_are_absent_or_which_scripts_node_sent():
     from bench.report.sections.bullmq_worker import versions_lines
+    from bench.results.meta import BullmqWorkerMeta
+
+    def section(about: dict) -> BullmqWorkerMeta:  # meta.json's bullmq_worker section, as it reads
+        return BullmqWorkerMeta(**about)
 
     reason = "node is not on PATH: install Node.js 18 or newer, then run make venv"
-    assert versions_lines({"node": {"absent": reason}}) == [
+    assert versions_lines(section({"node": {"absent": reason}})) == [
         f"> **No Node rows**: BullMQ's Node package did not run here: {reason}.",
         "",
     ]
     about = {"python_bullmq": "3.4.4", "node": {"bullmq": "6.7.0", "ioredis": "5.11.1", "node": "20.1.0",
              "scripts_called": {"moveToActive-11.lua": "d96c", "moveToFinished-14.lua": "6966"}}}  # fmt: skip
-    [line, _] = versions_lines(about)
+    [line, _] = versions_lines(section(about))
     assert line.startswith(
         "BullMQ's Node package 6.7.0 (ioredis 5.11.1, node 20.1.0); its Python port 3.4.4."
     )
     assert line.endswith("`moveToActive-11.lua` `d96c`, `moveToFinished-14.lua` `6966`.")
     about["scripts_called"] = {"moveToActive-11.lua": "aaaa", "moveToFinished-14.lua": "6966"}  # the port's
-    [line, _] = versions_lines(about)
+    [line, _] = versions_lines(section(about))
     assert line.endswith("`6966`. The same SHA1 (the same Lua) in the Python port: `moveToFinished-14.lua`.")
-    assert versions_lines({}) == []  # a run from before the Node package: nothing said
+    assert versions_lines(section({})) == []  # a run from before the Node package: nothing said
 
 
 def test_a_runs_jobs_are_sized_from_its_last_rate_so_the_window_lasts():
     from bench.harness.profile import BullmqWorkerOptions
-    from bench.stages.bullmq_worker.plan import MAX_JOBS, Run, jobs_for, runs_of, short_window
+    from bench.stages.bullmq_worker.plan import MAX_JOBS, Point, jobs_for, points_of, short_window
 
     options = BullmqWorkerOptions(bullmq_worker_concurrency=(1, 8), bullmq_worker_jobs=3000)
     assert jobs_for(options, None) == 3000  # no rate yet: the profile's jobs
@@ -239,6 +245,6 @@ def test_a_runs_jobs_are_sized_from_its_last_rate_so_the_window_lasts():
     assert jobs_for(options, 1e9) == MAX_JOBS
     assert jobs_for(BullmqWorkerOptions(bullmq_worker_window_s=0), 14_000.0) == 6000  # sizing off
     assert short_window(options, 0.99) and not short_window(options, 1.0)
-    node_runs = [Run(d, c) for c in (1, 8) for d in (*NODE_DRIVERS, "bullmq_worker")]
-    assert runs_of(options, node=True) == [*node_runs, Run("fused", 1), Run("two_call", 1)]
-    assert [r.driver for r in runs_of(options, node=False)] == ["bullmq_worker"] * 2 + ["fused", "two_call"]
+    node_runs = [Point(d, c) for c in (1, 8) for d in (*NODE_DRIVERS, "bullmq_worker")]
+    assert points_of(options, node=True) == [*node_runs, Point("fused", 1), Point("two_call", 1)]
+    assert [r.driver for r in points_of(options, node=False)] == ["bullmq_worker"] * 2 + ["fused", "two_call"]

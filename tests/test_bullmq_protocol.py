@@ -28,8 +28,8 @@ from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Producer, Queue, Worker, WorkerOptions
 from bench.protocol.sweep import make_sweeper
 from bench.stages.race.count import count_anomalies, read_state
-from bench.stages.race.plan import RaceSetting
-from bench.stages.race.trial import run_once, stall_jobs
+from bench.stages.race.plan import Point
+from bench.stages.race.trial import run_trial, stall_jobs
 from tests.helpers import race_anomalies
 
 pytestmark = pytest.mark.protocol
@@ -258,7 +258,7 @@ def test_the_race_counters_read_stalls_in_stc_and_finishes_in_atm(bull: Queue):
 
 @pytest.mark.parametrize("workers", [0, 2], ids=["no-workers", "workers"])
 def test_bullmqs_sweep_with_8_sweepers_shows_no_anomaly(settings: RedisSettings, workers: int):
-    setting = RaceSetting(
+    setting = Point(
         "atomic",
         sweepers=8,
         stalled_jobs=100,
@@ -267,7 +267,7 @@ def test_bullmqs_sweep_with_8_sweepers_shows_no_anomaly(settings: RedisSettings,
         deadline_s=20,
         protocol="bullmq",
     )
-    for found in [run_once(settings, setting) for _ in range(2)]:
+    for found in [run_trial(settings, setting) for _ in range(2)]:
         assert (found.errors, found.unrecovered, found.reclaimed) == (0, 0, 100)
         assert found.finished == (100 if workers else 0)
         assert race_anomalies(found) == (0, 0, 0, 0)

@@ -15,8 +15,8 @@ from bench.protocol.bullmq_package import REQUIRED_VERSION
 from bench.results.rows import RACE_COLUMNS, SWEEP_COST_COLUMNS
 from bench.stages.bullmq_worker.node import NodePeer, find_peer
 from bench.stages.bullmq_worker.plan import NODE_DRIVERS
-from bench.stages.race.plan import RacePlan
-from bench.stages.sweep.plan import plan
+from bench.stages.race.plan import RacePlan, points_of
+from bench.stages.sweep.plan import points_of as sweep_points_of
 from bench.stages.sweep.stage import check_profile
 
 
@@ -29,7 +29,7 @@ def test_the_sweep_plan_gives_bullmq_its_own_sweep_only():
     options = SweepOptions(
         sweep_variants=("atomic", "app_side"), sweep_scenarios=("mixed",), sweep_sizes=(10,)
     )
-    points = [p.point for p in plan(options, ("echomq", "bullmq"))]
+    points = [p.point for p in sweep_points_of(options, ("echomq", "bullmq"))]
     assert [(p.protocol, p.variant) for p in points] == [
         ("echomq", "atomic"), ("echomq", "app_side"), ("bullmq", "atomic"),
     ]  # fmt: skip
@@ -63,8 +63,10 @@ def test_the_sweep_stage_measures_both_protocols(tmp_path: Path, settings, monke
         assert row["skipped"] == "no" and row["round_trips"] == "1.0", row  # checked: every stalled job moved
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["protocols"]["bullmq"]["version"] == REQUIRED_VERSION
-    assert meta["sweep_script_shas"]["bullmq.atomic"] == meta["protocols"]["bullmq"]["script_shas"]["sweep"]
-    assert meta["sweep_script_shas"]["atomic"] == meta["protocols"]["echomq"]["script_shas"]["sweep"]
+    assert (
+        meta["sweep"]["script_shas"]["bullmq.atomic"] == meta["protocols"]["bullmq"]["script_shas"]["sweep"]
+    )
+    assert meta["sweep"]["script_shas"]["atomic"] == meta["protocols"]["echomq"]["script_shas"]["sweep"]
 
 
 def test_the_race_stage_runs_bullmqs_sweep_at_zero_anomalies(tmp_path: Path, settings, monkeypatch):
@@ -91,7 +93,7 @@ def test_the_race_stage_runs_bullmqs_sweep_at_zero_anomalies(tmp_path: Path, set
     assert [bullmq[k] for k in anomalies] == ["0", "0", "0", "0"]
     assert len([r for r in rows if r["protocol"] == "echomq"]) == 5  # every echomq variant beside it
     plan_ = RacePlan.from_options(Profile("p").race, ("echomq", "bullmq"))
-    assert [c.protocol for c in plan_.settings() if c.variant == "atomic"] == ["echomq", "bullmq"] * 2
+    assert [c.protocol for c in points_of(plan_) if c.variant == "atomic"] == ["echomq", "bullmq"] * 2
 
 
 @pytest.mark.slow

@@ -24,9 +24,9 @@ from bench.protocol.bullmq import FINISH_JOB_FIELDS, BullMQ
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Job, Producer, Queue, Worker, WorkerOptions, job_payload
 from bench.protocol.template import derive
-from bench.stages.finish_fetch.loadstats import RunSettings
 from bench.stages.finish_fetch.raw import run_raw
 from bench.stages.finish_fetch.reference import run_reference
+from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 pytestmark = pytest.mark.protocol
 
@@ -280,7 +280,7 @@ def test_a_builder_whose_output_does_not_fit_a_template_is_refused():
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["fused", "two_call"])
 def test_a_bullmq_run_from_templates_passes_the_audit(settings: RedisSettings, strategy: str):
-    run = RunSettings(
+    run = TrialSettings(
         strategy=strategy, workers=1, producers=1, batch_size=20, payload_bytes=20, target_rate=0.0,
         warmup_s=0.2, measure_s=0.6, rtt_ms=0.0, queue="", protocol="bullmq", concurrency=32,
     )  # fmt: skip

@@ -33,7 +33,7 @@ def test_a_master_killed_during_the_load_ends_the_run_and_the_audit_names_its_sh
     assert f"Redis Cluster master {victim} unreachable" in line, line
     meta = run.meta()
     assert meta["complete"] is False and meta["stages_done"] == [] and victim in meta["reason"]
-    (verdict,) = meta["finish_fetch_audit_failures"].values()
+    (verdict,) = meta["finish_fetch"]["audit_failures"].values()
     assert f"shard {victim}: unreachable" in verdict and "its data is gone" in verdict, verdict
     # the two masters left are audited whole: their jobs are each in exactly one place
     assert "the other 2 queue(s): ok:" in verdict, verdict

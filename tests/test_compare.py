@@ -38,10 +38,11 @@ import pytest
 
 from bench.paths import REPO
 from bench.report.cli import compare_main
-from bench.report.compare.context import context_lines, drift
+from bench.report.compare.machines import context_lines, drift
 from bench.report.compare.metrics import STAGE_METRICS, compare_runs
 from bench.report.load import OPTIONAL_FILES, STAGE_FILES, load_run
 from bench.report.verdict import BETWEEN_RUNS, Sample, claim_beyond, significant, t_critical, verdict
+from bench.results.meta import RunMeta
 
 STAGES = "finish_fetch,script_cost,sweep,race"  # the report stage adds nothing to compare
 FIXTURES = Path(__file__).parent / "data"
@@ -110,8 +111,9 @@ def test_ranges_apart_beyond_the_floor_are_a_verdict_however_noisy_each_run() ->
 def test_drift_is_the_largest_calibration_change_either_way() -> None:
     meta_a = {"calibration": {"python_loop_ns": 40.0, "ping_p50_us": 50.0, "took_s": 0.5}}
     meta_b = {"calibration": {"python_loop_ns": 44.0, "ping_p50_us": 40.0, "took_s": 2.0}}
-    assert drift(meta_a, meta_b) == pytest.approx(0.25)  # ping 50 -> 40 is x1.25 the other way
-    assert drift(meta_a, {}) == 0.0
+    a, b = RunMeta.from_json(meta_a), RunMeta.from_json(meta_b)
+    assert drift(a, b) == pytest.approx(0.25)  # ping 50 -> 40 is x1.25 the other way
+    assert drift(a, RunMeta()) == 0.0
 
 
 def test_a_single_sample_metric_gets_no_verdict() -> None:
@@ -213,7 +215,7 @@ def test_context_lines_show_calibrations_side_by_side_and_name_changed_packages(
         "system": {"aslr": "full (2)", "cpu_governor": "powersave"},
         "machine_before": {"contended": True, "busiest": ["pid 7 python uses 85% of a core"]},
     }
-    text = "\n".join(context_lines(meta_a, meta_b))
+    text = "\n".join(context_lines(RunMeta.from_json(meta_a), RunMeta.from_json(meta_b)))
     assert "| calibration | A | B | B/A |" in text
     assert "| python_loop_ns | 40 | 60 | 1.5 |" in text
     assert "| ping_p50_us | 50 | 51 | 1.02 |" in text
@@ -223,7 +225,7 @@ def test_context_lines_show_calibrations_side_by_side_and_name_changed_packages(
     assert "locust" not in text
     assert "system changed: cpu_governor: performance -> powersave" in text
     assert "run B started on a busy machine: pid 7 python uses 85% of a core" in text
-    old = "\n".join(context_lines({}, {}))
+    old = "\n".join(context_lines(RunMeta(), RunMeta()))
     assert "calibration: absent from both runs" in old and "packages: not recorded" in old
 
 

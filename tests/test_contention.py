@@ -1,12 +1,12 @@
-"""The contention guard in real stage runs at smoke size: beside a CPU hog every window is marked
-contended, and without it none is.
+"""The contention guard in real stage runs at smoke size: a window the watch sees foreign CPU in is
+marked contended in every row, and without it none is.
 
-The hog is a busy loop outside the run's process family, started before the
-run and stopped after it, so it overlaps every window. Whatever else the
-shared machine runs only adds foreign CPU, so "contended, and foreign CPU over
-half a core" holds however loaded the machine is (the hog alone is one core;
-on a loaded machine it gets less, and the rest is foreign too). The run
-without the hog needs a quiet machine, which a shared one may not give: it is
+The hog is injected: every window the machine watch closes gets a hog's share of
+foreign CPU added to what it measured (tests/test_machine.py shows a real hog is
+counted as foreign), and the check before the run is given, naming the hog. So
+"every row contended, and foreign CPU at least the hog's" holds however loaded
+the machine is, and however little of a core it would have left a real hog. The
+run without the hog needs a quiet machine, which a shared one may not give: it is
 tried again until a deadline, then skipped with the names of the busiest
 processes. Its machine-independent twin counts every process on the machine as
 the run's own (the roots of the process table as extra pids): then foreign CPU
@@ -17,6 +17,7 @@ the limit however loaded the machine is. No assertion is on a time.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,18 +26,26 @@ import psutil
 import pytest
 
 from bench.__main__ import main as bench_main
-from bench.harness import run_folder
-from bench.harness.machine import FOREIGN_LIMIT_PCT, STEAL_LIMIT_PCT, MachineSample, check_machine
+from bench.harness import machine, run_folder
+from bench.harness.machine import (
+    FOREIGN_LIMIT_PCT,
+    STEAL_LIMIT_PCT,
+    Busy,
+    MachineCheck,
+    MachineSample,
+    check_machine,
+    is_contended,
+)
 from bench.harness.profile import FinishFetchOptions
 from bench.harness.server import EmbeddedRedis
 from bench.protocol.connection import RedisSettings
-from bench.stages.finish_fetch.locust_run import run_once
+from bench.stages.finish_fetch.locust_trial import run_trial
 from bench.stages.finish_fetch.plan import Point
 from bench.stages.race.plan import RacePlan
 from bench.stages.race.stage import run_plan
-from tests.helpers import check_naming, cpu_hog
 
-HOG_AT_LEAST = 50.0  # % of a core: the hog's one core, less what a loaded machine takes from it
+HOG_PCT = 95.0  # % of a core: the injected hog's share of every window
+HOG = Busy(4242, "hog", HOG_PCT)  # the process the injected check before the run names
 QUIET_DEADLINE_S = 10.0  # then one more run at most: the suite stays fast on a busy machine
 
 Window = dict[str, str]  # the machine columns of one row, as the CSV holds them
@@ -64,7 +73,7 @@ def assert_all_contended(windows: list[Window]) -> None:
     assert windows
     for window in windows:
         assert window["contended"] == "True", window
-        assert float(window["foreign_cpu_pct"]) > HOG_AT_LEAST, window
+        assert float(window["foreign_cpu_pct"]) >= HOG_PCT, window
 
 
 def assert_none_contended(windows: list[Window]) -> None:
@@ -72,6 +81,27 @@ def assert_none_contended(windows: list[Window]) -> None:
         assert window["contended"] == "False", window
         assert float(window["foreign_cpu_pct"]) <= FOREIGN_LIMIT_PCT, window
         assert float(window["steal_pct"]) <= STEAL_LIMIT_PCT, window
+
+
+@pytest.fixture
+def hog(monkeypatch: pytest.MonkeyPatch) -> Busy:
+    """A hog in every window of this process's machine watches, and in the check before the run."""
+    measured = machine._between
+
+    def with_hog(*marks: object) -> MachineSample:
+        sample = measured(*marks)
+        foreign = sample.foreign_cpu_pct + HOG_PCT
+        return dataclasses.replace(
+            sample,
+            foreign_cpu_pct=foreign,
+            busy_cpu_pct=sample.busy_cpu_pct + HOG_PCT,
+            contended=is_contended(foreign, sample.steal_pct),
+        )
+
+    monkeypatch.setattr(machine, "_between", with_hog)
+    window = MachineSample(HOG_PCT, 0.0, True, frozenset(), busy_cpu_pct=HOG_PCT, window_s=1.0)
+    monkeypatch.setattr(run_folder, "check_machine", lambda *args, **kwargs: MachineCheck(window, (HOG,)))
+    return HOG
 
 
 def tree_roots() -> list[int]:
@@ -105,13 +135,9 @@ def race_results(redis_server: EmbeddedRedis, tmp_path: Path, monkeypatch: pytes
 
 @pytest.mark.slow
 def test_a_race_run_beside_a_hog_is_contended_at_every_setting(
-    race_results: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    race_results: Path, capsys: pytest.CaptureFixture[str], hog: Busy
 ) -> None:
-    with cpu_hog() as hog:
-        # The check before the run counts the rest of the machine as own: its line has room for
-        # one name, which another busy process of a shared machine would otherwise take.
-        monkeypatch.setattr(run_folder, "check_machine", check_naming(hog))
-        assert_all_contended(race_windows(race_results))
+    assert_all_contended(race_windows(race_results))
     # The check before the run said so first, in one line naming the hog.
     (warning,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
     assert f"pid {hog.pid} " in warning and warning.endswith(": results will be marked contended")
@@ -142,7 +168,7 @@ QUICK = FinishFetchOptions(
 
 
 def locust_run(settings: RedisSettings, folder: Path, watch_pids: list[int] | None = None) -> MachineSample:
-    run = run_once(
+    run = run_trial(
         settings, QUICK, "fused", Point(workers=1, rtt_ms=0.0), 1, folder, watch_pids=watch_pids or []
     )
     assert run.machine is not None and run.summary.window_clock_s is not None
@@ -156,9 +182,8 @@ def locust_window(settings: RedisSettings, folder: Path) -> list[Window]:
 
 @pytest.mark.locust
 @pytest.mark.slow
-def test_a_locust_run_beside_a_hog_is_contended(settings: RedisSettings, tmp_path: Path) -> None:
-    with cpu_hog():
-        assert_all_contended(locust_window(settings, tmp_path))
+def test_a_locust_run_beside_a_hog_is_contended(settings: RedisSettings, tmp_path: Path, hog: Busy) -> None:
+    assert_all_contended(locust_window(settings, tmp_path))
 
 
 @pytest.mark.locust

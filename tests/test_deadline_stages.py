@@ -19,7 +19,7 @@ from bench.protocol.sweep import AtomicSweeper
 from bench.report.sections.script_cost import script_cost_lines, script_cost_table
 from bench.results.rows import row_dict
 from bench.stages.script_cost.rows import script_cost_rows
-from bench.stages.sweep.plan import Point
+from bench.stages.sweep.plan import SweepCase
 from bench.stages.sweep.rows import load_side
 from bench.stages.sweep.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_count, stalled_share
 
@@ -79,7 +79,7 @@ def test_every_timed_deadline_sweep_reclaims_the_stalled_share(tmp_path: Path, s
         assert hold_ms == threshold_ms if slow == 0 else hold_ms >= threshold_ms, row
     for size in sizes:
         for scenario in scenarios:
-            side = load_side(run_dir, Point("atomic", scenario, size, DEADLINE))
+            side = load_side(run_dir, SweepCase("atomic", scenario, size, DEADLINE))
             reclaimed = [n for value in side for n in value["reclaimed"]]
             # Each timed call starts from the same restored state: marks, lapsed deadlines and
             # the full-pass throttle put back, so none finds less to do than the first.
@@ -87,7 +87,7 @@ def test_every_timed_deadline_sweep_reclaims_the_stalled_share(tmp_path: Path, s
             assert len(reclaimed) >= 2 and set(reclaimed) == {expected}, (scenario, size)
     meta = json.loads((run_dir / "meta.json").read_text())
     own = meta["protocols"][DEADLINE]["script_shas"]["sweep"]
-    assert meta["sweep_script_shas"][f"{DEADLINE}.atomic"] == own
+    assert meta["sweep"]["script_shas"][f"{DEADLINE}.atomic"] == own
 
 
 def test_the_race_stage_runs_the_deadline_sweep_at_zero_anomalies(tmp_path: Path, settings, monkeypatch):

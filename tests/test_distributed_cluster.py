@@ -21,7 +21,7 @@ from bench.protocol.queue import Queue
 from bench.protocol.spread import homes, queue_names
 from bench.results import hdr
 from bench.stages.finish_fetch.loadstats import issued_job_ids
-from bench.stages.finish_fetch.locust_run import _free_port
+from bench.stages.finish_fetch.locust_trial import _free_port
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.cluster, pytest.mark.locust]
 END_DEADLINE_S = 90.0  # three Python + Locust starts on a busy 2-core machine, then the window

@@ -1,4 +1,4 @@
-"""The worker driver (bench/stages/finish_fetch/driver.py): a worker's jobs in flight driven in rounds,
+"""The worker driver (bench/stages/finish_fetch/worker_loop.py): a worker's jobs in flight driven in rounds,
 each round one exchange carrying exactly the calls of the jobs that are ready. Counts and
 timestamps only, against the real redis-server."""
 
@@ -15,9 +15,10 @@ import pytest
 
 from bench.protocol.base import ScriptCall
 from bench.protocol.queue import STRATEGIES, Call, Producer, Queue, Sender
-from bench.stages.finish_fetch.driver import WorkerDriver
-from bench.stages.finish_fetch.loadstats import Recorder, RunSettings
+from bench.stages.finish_fetch.loadstats import Recorder
 from bench.stages.finish_fetch.timed import TIMER_SLACK_NS, run_steps
+from bench.stages.finish_fetch.trial_settings import TrialSettings
+from bench.stages.finish_fetch.worker_loop import WorkerLoop
 
 IN_FLIGHT = 4
 JOBS = 40
@@ -47,20 +48,20 @@ class Watch:
         return replies
 
 
-def _driver(queue: Queue, strategy: str, job_ms: float = 0.0) -> tuple[WorkerDriver, Watch, Recorder]:
-    run = RunSettings(
+def _driver(queue: Queue, strategy: str, job_ms: float = 0.0) -> tuple[WorkerLoop, Watch, Recorder]:
+    run = TrialSettings(
         strategy=strategy, workers=1, producers=1, batch_size=JOBS, payload_bytes=10, target_rate=0,
         warmup_s=0, measure_s=1, rtt_ms=0, queue=queue.keys.name, concurrency=IN_FLIGHT, job_ms=job_ms,
     )  # fmt: skip
     recorder = Recorder()
     recorder.reset(1)
-    driver = WorkerDriver(queue, run, recorder)
+    driver = WorkerLoop(queue, run, recorder)
     watch = Watch(driver.pipe)
     driver.tap(watch)
     return driver, watch, recorder
 
 
-def _drain(driver: WorkerDriver, recorder: Recorder, jobs: int) -> None:
+def _drain(driver: WorkerLoop, recorder: Recorder, jobs: int) -> None:
     """Rounds until ``jobs`` are finished (a deadline, not a count of rounds)."""
     deadline = time.monotonic() + 20
     while recorder.peek()[1]["jobs"] < jobs:

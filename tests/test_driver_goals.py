@@ -8,7 +8,7 @@ from typing import Any
 
 from bench.harness.profile import FinishFetchOptions
 from bench.results.finish_fetch_goals import MET, MISSED, NOT_MEASURED, judge
-from bench.stages.finish_fetch.locust_run import Point
+from bench.stages.finish_fetch.locust_trial import Point
 from bench.stages.finish_fetch.stage import points_of, strategies_at
 
 

@@ -20,8 +20,8 @@ from bench.protocol.queue import STRATEGIES, Queue
 from bench.results import hdr
 from bench.results.files import FIDELITY_DIR, HDR_DIR, LOCUST_DIR, RAW_DIR
 from bench.results.rows import FINISH_FETCH_COLUMNS, FinishFetchRow
-from bench.stages.finish_fetch.loadstats import Aggregate, Recorder, RunSettings
-from bench.stages.finish_fetch.locust_run import run_once
+from bench.stages.finish_fetch.loadstats import Aggregate, Recorder
+from bench.stages.finish_fetch.locust_trial import run_trial
 from bench.stages.finish_fetch.plan import Point
 from bench.stages.finish_fetch.raw import run_raw
 from bench.stages.finish_fetch.reference import reference_jobs
@@ -30,12 +30,14 @@ from bench.stages.finish_fetch.summary import (
     SUMMARY_KIND,
     UNMEASURED_KEYS,
     Derived,
-    RunSummary,
+    ServerFigures,
     SummaryAudit,
+    TrialSummary,
     build_summary,
     unmeasured_summary,
 )
 from bench.stages.finish_fetch.table import TableRow, table
+from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 # Short runs: long enough for a few thousand jobs, short enough for the suite.
 QUICK = FinishFetchOptions(
@@ -92,7 +94,7 @@ def test_the_stage_runs_every_strategy_and_writes_every_file(
     table = capsys.readouterr().out
     assert "fused/two_call " in table and "fused/two_call_pipelined" in table and "jobs/s" in table
     assert "latency fidelity" in table and "bare redis-py" in table
-    fidelity = json.loads((tmp_path / "meta.json").read_text())["finish_fetch_fidelity"]
+    fidelity = json.loads((tmp_path / "meta.json").read_text())["finish_fetch"]["fidelity"]
     for way in ("redis_py_p50_us", "raw_path_p50_us", "locust_path_p50_us"):
         assert fidelity[way] > 0, fidelity
     # redis-benchmark (Debian's redis-tools) is beside redis-server here; without it the note says so
@@ -108,8 +110,8 @@ COUNTED = {
 }  # fmt: skip
 
 
-def _raw_settings(opts: FinishFetchOptions, strategy: str, point: Point) -> RunSettings:
-    return RunSettings(
+def _raw_settings(opts: FinishFetchOptions, strategy: str, point: Point) -> TrialSettings:
+    return TrialSettings(
         strategy=strategy, workers=point.workers, producers=opts.producers, batch_size=opts.batch_size,
         payload_bytes=opts.payload_bytes, target_rate=opts.target_rate, warmup_s=opts.warmup_s,
         measure_s=opts.measure_s, rtt_ms=point.rtt_ms, queue="", concurrency=point.concurrency,
@@ -117,7 +119,7 @@ def _raw_settings(opts: FinishFetchOptions, strategy: str, point: Point) -> RunS
     )  # fmt: skip
 
 
-def _check_counts(summary: RunSummary, strategy: str, point: Point) -> None:
+def _check_counts(summary: TrialSummary, strategy: str, point: Point) -> None:
     """Commands a job exact, at the client and by commandstats; several calls an exchange."""
     d = summary.figures
     per_job = 1 if strategy == "fused" else 2
@@ -143,7 +145,7 @@ def test_eight_jobs_in_flight_on_one_worker_share_round_trips_and_both_drivers_c
     tmp_path: Path, settings: RedisSettings, strategy: str
 ):
     point = Point(workers=1, rtt_ms=0.0, concurrency=8)
-    run = run_once(settings, QUICK, strategy, point, 1, tmp_path)
+    run = run_trial(settings, QUICK, strategy, point, 1, tmp_path)
     assert run.audit.ok, run.audit.verdict
     assert run.summary.settings.concurrency == 8
     _check_counts(run.summary, strategy, point)
@@ -162,7 +164,7 @@ def test_eight_jobs_in_flight_on_one_worker_share_round_trips_and_both_drivers_c
 @pytest.mark.slow
 def test_job_ms_is_held_without_blocking_the_other_jobs_in_flight(tmp_path: Path, settings: RedisSettings):
     point = Point(workers=1, rtt_ms=0.0, concurrency=4, job_ms=20.0)
-    run = run_once(settings, QUICK, "fused", point, 1, tmp_path)
+    run = run_trial(settings, QUICK, "fused", point, 1, tmp_path)
     assert run.audit.ok, run.audit.verdict
     d = run.summary.figures
     cycle = hdr.decode(run.summary.histograms["cycle"])
@@ -181,7 +183,7 @@ def test_job_ms_is_held_without_blocking_the_other_jobs_in_flight(tmp_path: Path
 @pytest.mark.slow
 def test_the_simulated_rtt_is_paid_once_an_exchange(tmp_path: Path, settings: RedisSettings):
     point = Point(workers=1, rtt_ms=2.0, concurrency=8)
-    run = run_once(settings, QUICK, "fused", point, 1, tmp_path)
+    run = run_trial(settings, QUICK, "fused", point, 1, tmp_path)
     assert run.audit.ok, run.audit.verdict
     c = run.summary.counters
     assert c["rtt_sleeps"] == c["worker_round_trips"] + c["producer_round_trips"]
@@ -193,7 +195,7 @@ def test_the_simulated_rtt_is_paid_once_an_exchange(tmp_path: Path, settings: Re
 def test_two_processes_merge_their_histograms_exactly(tmp_path: Path, settings: RedisSettings):
     # a longer warm-up: two worker processes must start and connect before the window opens
     opts = dataclasses.replace(QUICK, loadgen_processes=2, producers=1, warmup_s=1.0)
-    run = run_once(settings, opts, "fused", Point(workers=3, rtt_ms=0.0), 1, tmp_path)
+    run = run_trial(settings, opts, "fused", Point(workers=3, rtt_ms=0.0), 1, tmp_path)
     summary = run.summary
     assert summary.mode == "distributed" and summary.complete, summary.missing_processes
     parts = [p["counts"].get("cycle", 0) for p in summary.processes]
@@ -207,7 +209,7 @@ def test_two_processes_merge_their_histograms_exactly(tmp_path: Path, settings: 
 @pytest.mark.slow
 def test_open_loop_at_an_unreachable_rate_is_marked_saturated(tmp_path: Path, settings: RedisSettings):
     opts = dataclasses.replace(QUICK, target_rate=10_000_000.0)
-    run = run_once(settings, opts, "two_call", Point(workers=1, rtt_ms=0.0), 1, tmp_path)
+    run = run_trial(settings, opts, "two_call", Point(workers=1, rtt_ms=0.0), 1, tmp_path)
     derived = run.summary.figures
     assert derived.saturated, derived
     assert any("offered" in reason for reason in derived.saturated_because)
@@ -410,14 +412,14 @@ def test_the_run_summary_crosses_its_json_edge_whole():
     aggregate = Aggregate()
     aggregate.reset(1)
     audit = SummaryAudit(True, "ok", {"completed": 0})
-    summary = build_summary(run, aggregate, 1.0, None, None, "local", [], audit=audit)
+    summary = build_summary(run, aggregate, 1.0, "local", ServerFigures(), audit=audit)
     data = json.loads(json.dumps(summary.to_json()))
-    assert RunSummary.from_json(data) == summary
+    assert TrialSummary.from_json(data) == summary
     assert set(data["derived"]) == {f.name for f in dataclasses.fields(Derived)}
     assert data["settings"] == run.as_dict() and data["kind"] == SUMMARY_KIND
     unaudited = dataclasses.replace(summary, audit=SummaryAudit(False, "not audited: Redis unreachable"))
     assert unaudited.to_json()["audit"] == {"ok": False, "verdict": "not audited: Redis unreachable"}
-    assert RunSummary.from_json(unaudited.to_json()) == unaudited
+    assert TrialSummary.from_json(unaudited.to_json()) == unaudited
     stopped = unmeasured_summary(run, "local", None)
     assert list(stopped.to_json()) == list(UNMEASURED_KEYS)  # no figures where nothing was measured
-    assert RunSummary.from_json(stopped.to_json()) == stopped
+    assert TrialSummary.from_json(stopped.to_json()) == stopped

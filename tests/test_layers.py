@@ -43,6 +43,41 @@ def test_every_stage_has_the_same_face() -> None:
             assert (folder / part).is_file(), f"{stage}: no {part}"
 
 
+def test_every_stage_has_the_same_names_below_its_files() -> None:
+    """The same face below the file names: the grid cell is plan.Point, built by plan.points_of;
+    a CSV row is built by rows.row_of; the terminal table by table.table."""
+    import dataclasses
+    import importlib
+
+    from bench.run import STAGE_MODULES
+
+    for stage, name in STAGE_MODULES.items():
+        package = name.rsplit(".", 1)[0]
+        plan = importlib.import_module(f"{package}.plan")
+        point = getattr(plan, "Point", None)
+        assert dataclasses.is_dataclass(point), f"{stage}: plan.py has no Point dataclass"
+        assert callable(getattr(plan, "points_of", None)), f"{stage}: plan.py has no points_of"
+        rows = importlib.import_module(f"{package}.rows")
+        assert callable(getattr(rows, "row_of", None)), f"{stage}: rows.py has no row_of"
+        table = importlib.import_module(f"{package}.table")
+        assert callable(getattr(table, "table", None)), f"{stage}: table.py has no table"
+
+
+def test_no_two_modules_of_the_suite_import_each_other() -> None:
+    """No import circle, lazy or for type checking only: a data type lives in the module the
+    interface does (protocol.base), a module that needs two others sits above both (run_server)."""
+    import grimp
+
+    graph = grimp.build_graph("bench")
+    circles = sorted(
+        (module, imported)
+        for module in graph.modules
+        for imported in graph.find_modules_directly_imported_by(module)
+        if imported.startswith("bench.") and graph.find_shortest_chain(importer=imported, imported=module)
+    )
+    assert not circles, f"import circles (a module, one it imports that leads back): {circles}"
+
+
 def test_every_import_of_the_suite_names_a_module_that_exists() -> None:
     """Imports inside functions too, and the experiments' (mypy and import-linter pass over a
     module they cannot find): a file moved or renamed leaves no import pointing at its old place."""

@@ -134,9 +134,9 @@ def test_a_run_s_progress_and_tables_fit_80_columns(tmp_path: Path, redis_server
 def test_the_race_eta_plans_every_run_of_every_protocol(name: str) -> None:
     # run_plan steps the progress line once a setting a repetition, each protocol's settings included
     from bench.harness.profile import load_profile
-    from bench.stages.race.plan import RacePlan
+    from bench.stages.race.plan import RacePlan, points_of
     from bench.stages.race.stage import point_seconds
 
     profile = load_profile(name)
     plan = RacePlan.from_options(profile.race, profile.protocols)
-    assert len(point_seconds(profile)) == len(plan.settings()) * plan.reps
+    assert len(point_seconds(profile)) == len(points_of(plan)) * plan.reps

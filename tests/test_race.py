@@ -19,9 +19,9 @@ from bench.protocol.queue import Producer, Queue
 from bench.protocol.sweep import SWEEPERS, has_gap
 from bench.results.rows import RACE_COLUMNS, RaceRow, RunIds, row_dict
 from bench.stages.race.count import Anomalies, count_anomalies, read_state
-from bench.stages.race.plan import RacePlan, RaceSetting, variant_names
-from bench.stages.race.rows import RaceOutcome
-from bench.stages.race.trial import RaceLog, run_once
+from bench.stages.race.plan import Point, RacePlan, points_of, variant_names
+from bench.stages.race.rows import RaceOutcome, row_of
+from bench.stages.race.trial import RaceLog, run_trial
 from tests.helpers import race_anomalies
 
 ATOMIC = [name for name in SWEEPERS if not has_gap(name)]
@@ -43,7 +43,7 @@ def test_an_unknown_variant_is_a_one_line_error_naming_the_choices(capsys):
 def test_all_means_every_registered_sweeper_and_atomic_runs_at_delay_zero_only():
     assert variant_names(["all"]) == tuple(SWEEPERS)
     plan = RacePlan(tuple(SWEEPERS), (2, 4), 10, (0.0, 3.0), reps=1, workers=0)
-    cells = plan.settings()
+    cells = points_of(plan)
     for name in ATOMIC:
         assert sorted((c.sweepers, c.delay_ms) for c in cells if c.variant == name) == [(2, 0.0), (4, 0.0)]
     for name in WITH_GAP:
@@ -89,10 +89,10 @@ def test_the_counters_against_a_hand_built_state(queue: Queue):
 
 
 def test_an_outcome_is_one_race_csv_row_of_its_counts_summed_over_reps():
-    setting = RaceSetting("app_side", sweepers=2, stalled_jobs=10, delay_ms=1.0, workers=0)
+    setting = Point("app_side", sweepers=2, stalled_jobs=10, delay_ms=1.0, workers=0)
     counts = Anomalies(double_recoveries=3, audit_violations=1) + Anomalies(lost_attempt_updates=2)
     outcome = RaceOutcome(setting, reps=2, counts=counts)
-    row = outcome.row(RunIds("20240101-000000-smoke", "smoke"))
+    row = row_of(outcome, RunIds("20240101-000000-smoke", "smoke"))
     assert isinstance(row, RaceRow)
     assert row_dict(row) == {
         "run_id": "20240101-000000-smoke", "protocol": "echomq", "profile": "smoke",
@@ -105,14 +105,14 @@ def test_an_outcome_is_one_race_csv_row_of_its_counts_summed_over_reps():
     assert outcome.per_10k == 10_000 * 6 / 20
 
 
-def run_reps(settings: RedisSettings, setting: RaceSetting, reps: int):
-    return [run_once(settings, setting) for _ in range(reps)]
+def run_reps(settings: RedisSettings, setting: Point, reps: int):
+    return [run_trial(settings, setting) for _ in range(reps)]
 
 
 @pytest.mark.parametrize("workers", [0, 2], ids=["no-workers", "workers"])
 @pytest.mark.parametrize("variant", ATOMIC)
 def test_atomic_sweeps_with_8_sweepers_show_no_anomaly(settings: RedisSettings, variant: str, workers: int):
-    setting = RaceSetting(
+    setting = Point(
         variant, sweepers=8, stalled_jobs=100, delay_ms=0.0, workers=workers, deadline_s=20, slice_size=10
     )
     for found in run_reps(settings, setting, reps=3):
@@ -126,7 +126,7 @@ def test_atomic_sweeps_with_8_sweepers_show_no_anomaly(settings: RedisSettings, 
 def test_the_deadline_sweeps_limited_passes_race_clean(settings: RedisSettings, sweepers: int):
     # echomq-deadline's sweep as a pass of many calls (atomic_sliced): 10 expired deadlines a call,
     # so each pass spans calls that the other sweepers' calls and the workers' finishes interleave
-    setting = RaceSetting(
+    setting = Point(
         "atomic_sliced", sweepers=sweepers, stalled_jobs=100, delay_ms=0.0, workers=2, deadline_s=20,
         slice_size=10, protocol="echomq-deadline",
     )  # fmt: skip
@@ -141,8 +141,8 @@ def test_app_side_sweeps_with_a_delay_recover_twice_and_lose_updates(settings: R
     # Sweeps that start together all snapshot every stalled job: each reclaims it. The
     # 5 ms between reading atm and writing it back lets another read the same value;
     # two sweepers can drift out of step (past the delay), three keep a pair in step.
-    setting = RaceSetting(variant, sweepers=3, stalled_jobs=60, delay_ms=5.0, workers=0, deadline_s=20)
-    found = run_once(settings, setting)
+    setting = Point(variant, sweepers=3, stalled_jobs=60, delay_ms=5.0, workers=0, deadline_s=20)
+    found = run_trial(settings, setting)
     assert (found.errors, found.unrecovered) == (0, 0)
     assert found.double_recoveries > 0
     assert found.lost_attempt_updates > 0

@@ -7,14 +7,14 @@ import pytest
 
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Producer, Queue
-from bench.stages.finish_fetch.loadstats import RunSettings
 from bench.stages.finish_fetch.reference import Lockstep, run_reference
+from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 STRATEGIES = ("fused", "two_call", "two_call_pipelined")
 
 
-def settings_at(strategy: str, measure_s: float, workers: int = 2, concurrency: int = 3) -> RunSettings:
-    return RunSettings(
+def settings_at(strategy: str, measure_s: float, workers: int = 2, concurrency: int = 3) -> TrialSettings:
+    return TrialSettings(
         strategy=strategy, workers=workers, producers=1, batch_size=10, payload_bytes=20, target_rate=0.0,
         warmup_s=0.0, measure_s=measure_s, rtt_ms=0.0, queue="", concurrency=concurrency,
     )  # fmt: skip

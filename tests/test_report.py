@@ -258,10 +258,10 @@ def test_runs_lists_each_run_with_its_details(results: Path, capsys: pytest.Capt
     meta = json.loads((results / RUN_B / "meta.json").read_text())
     assert runs_main(["--results", str(results)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines[0].split() == ["run", "profile", "date", "redis", "git", "stages", "status"]
+    assert lines[0].split() == ["run", "profile", "date", "server", "git", "stages", "status"]
     assert [line.split()[0] for line in lines[1:]] == [RUN_A, RUN_B, PARTIAL]
     row_b = lines[2]
-    assert "smoke" in row_b and "2024-05-02 10:00:00" in row_b and "7.4.1" in row_b
+    assert "smoke" in row_b and "2024-05-02 10:00:00" in row_b and "Redis 7.4.1" in row_b
     assert meta["git_sha"][:10] in row_b and "complete" in row_b
     assert "INCOMPLETE: interrupted (Ctrl-C)" in lines[3]
     assert "not-a-run" not in "\n".join(lines)

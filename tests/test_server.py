@@ -11,7 +11,8 @@ import pytest
 import redis
 
 from bench.errors import BenchError
-from bench.harness.server import EmbeddedRedis, check_server, redis_for_run, require_version
+from bench.harness.run_server import redis_for_run
+from bench.harness.server import EmbeddedRedis, check_server, require_version
 from bench.protocol.connection import RedisSettings, redact_url
 
 REPO = Path(__file__).resolve().parent.parent

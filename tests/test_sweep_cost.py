@@ -17,10 +17,10 @@ from bench.protocol.sweep import DEFAULT_SLICE_BUDGET_US
 from bench.results.hdr import encode, new_histogram, record_us
 from bench.results.rows import NOT_SKIPPED, SWEEP_COST_COLUMNS, RunIds, SweepCostRow, row_dict
 from bench.stages.sweep.control import control_row, spin_times
-from bench.stages.sweep.plan import PlannedPoint, Point, plan, pyperf_options, run_order
+from bench.stages.sweep.plan import Point, SweepCase, points_of, pyperf_options, run_order
 from bench.stages.sweep.probe import Probe
 from bench.stages.sweep.pyperf_program import PROGRAM, ProgramSettings, forward_settings
-from bench.stages.sweep.rows import SIDE_DIR, SizeOutcome, make_row, sweep_cost_row
+from bench.stages.sweep.rows import SIDE_DIR, SizeOutcome, make_row, row_of
 from bench.stages.sweep.stage import _point_estimate, main, point_seconds
 from bench.stages.sweep.table import slopes, table
 
@@ -46,7 +46,7 @@ def test_plan_runs_sizes_then_scenarios_then_variants_and_says_why_it_skips():
         sweep_sizes=(100, 10),
         sweep_caps=("atomic:all_stalled:10", "app_side:*:50"),
     )
-    planned = plan(options)
+    planned = points_of(options)
     assert [(p.point.size, p.point.scenario, p.point.variant) for p in planned] == [
         (10, "healthy", "atomic"), (10, "healthy", "app_side"),
         (10, "all_stalled", "atomic"), (10, "all_stalled", "app_side"),
@@ -70,7 +70,7 @@ def test_a_cap_named_with_a_protocol_overrides_the_variants_cap_for_that_protoco
         sweep_sizes=(10, 100),
         sweep_caps=("atomic:all_stalled:10", "echomq-deadline.atomic:all_stalled:100"),
     )
-    planned = plan(options, ("echomq", "bullmq", "echomq-deadline"))
+    planned = points_of(options, ("echomq", "bullmq", "echomq-deadline"))
     skipped = {(p.point.protocol, p.point.size) for p in planned if p.skipped}
     assert skipped == {("echomq", 100), ("bullmq", 100)}
     measured = {(p.point.protocol, p.point.size) for p in planned if not p.skipped}
@@ -84,7 +84,7 @@ def test_a_capped_point_says_the_reason_that_holds_for_its_protocol():
     )  # fmt: skip
     why = {
         p.point.protocol: p.skipped
-        for p in plan(options, ("echomq", "bullmq", "echomq-deadline"))
+        for p in points_of(options, ("echomq", "bullmq", "echomq-deadline"))
         if p.skipped
     }
     assert set(why) == {"echomq", "bullmq", "echomq-deadline"}
@@ -104,7 +104,7 @@ def test_a_capped_point_says_the_reason_that_holds_for_its_protocol():
 )
 def test_bad_sweep_settings_are_one_line_errors(change, message):
     with pytest.raises(BenchError, match=message):
-        plan(SweepOptions(**change))
+        points_of(SweepOptions(**change))
 
 
 def test_pyperf_is_never_left_at_its_default_of_many_processes():
@@ -161,7 +161,7 @@ OPTIONS = SweepOptions()
 
 
 def test_a_point_whose_check_failed_says_so_in_its_row(tmp_path: Path):
-    point = Point("atomic_linear", "mixed", 10)
+    point = SweepCase("atomic_linear", "mixed", 10)
     histogram = new_histogram()
     record_us(histogram, 250)
     side = {
@@ -171,20 +171,20 @@ def test_a_point_whose_check_failed_says_so_in_its_row(tmp_path: Path):
     }  # fmt: skip
     (tmp_path / SIDE_DIR).mkdir(parents=True)
     (tmp_path / SIDE_DIR / f"{point.slug}.1.json").write_text(json.dumps({"values": [side]}))
-    row = make_row(tmp_path, PlannedPoint(point), SizeOutcome({point.name: [0.001, 0.003]}), IDS, OPTIONS)
+    row = make_row(tmp_path, Point(point), SizeOutcome({point.name: [0.001, 0.003]}), IDS, OPTIONS)
     assert row["skipped"] == "error: check failed: 1 stalled jobs reclaimed twice"
     assert row["sweep_ms_median"] == pytest.approx(2.0) and row["us_per_active_job"] == pytest.approx(200.0)
     assert row["hold_ms_max"] == pytest.approx(1.2) and row["probe_max_us"] == 250
     missing = make_row(
-        tmp_path, PlannedPoint(Point("atomic", "mixed", 10)), SizeOutcome(failure="pyperf died"), IDS, OPTIONS
+        tmp_path, Point(SweepCase("atomic", "mixed", 10)), SizeOutcome(failure="pyperf died"), IDS, OPTIONS
     )
     assert missing["skipped"] == "error: pyperf died" and missing["sweep_ms_median"] == ""
 
 
 def test_a_skipped_point_is_a_typed_row_with_nothing_measured(tmp_path: Path):
     why = "over the cap atomic:all_stalled:10"
-    planned = PlannedPoint(Point("atomic", "all_stalled", 100_000), skipped=why)
-    row = sweep_cost_row(tmp_path, planned, None, IDS, OPTIONS)
+    planned = Point(SweepCase("atomic", "all_stalled", 100_000), skipped=why)
+    row = row_of(tmp_path, planned, None, IDS, OPTIONS)
     assert row == SweepCostRow(
         IDS.run_id,
         "echomq",
@@ -208,13 +208,13 @@ def test_a_skipped_point_is_a_typed_row_with_nothing_measured(tmp_path: Path):
 
 
 def test_a_sliced_row_says_the_budget_the_profile_set(tmp_path):
-    sliced = PlannedPoint(Point("atomic_sliced", "healthy", 10), skipped="over a cap")
-    assert sweep_cost_row(tmp_path, sliced, None, IDS, OPTIONS).slice_budget_us == DEFAULT_SLICE_BUDGET_US
+    sliced = Point(SweepCase("atomic_sliced", "healthy", 10), skipped="over a cap")
+    assert row_of(tmp_path, sliced, None, IDS, OPTIONS).slice_budget_us == DEFAULT_SLICE_BUDGET_US
     for budget in (0, 40):
         options = replace(OPTIONS, sweep_slice_budget_us=budget)
-        assert sweep_cost_row(tmp_path, sliced, None, IDS, options).slice_budget_us == budget
-        linear = PlannedPoint(Point("atomic_linear", "healthy", 10), skipped="over a cap")
-        assert sweep_cost_row(tmp_path, linear, None, IDS, options).slice_budget_us is None
+        assert row_of(tmp_path, sliced, None, IDS, options).slice_budget_us == budget
+        linear = Point(SweepCase("atomic_linear", "healthy", 10), skipped="over a cap")
+        assert row_of(tmp_path, linear, None, IDS, options).slice_budget_us is None
 
 
 def test_the_probe_counts_busy_replies_and_carries_on(client, settings):
@@ -284,7 +284,7 @@ def test_the_sweep_command_writes_every_column(tmp_path: Path, settings, monkeyp
     assert (raw / "sweep_pyperf.json").exists() and (raw / "sweep_5.json").exists()
     assert (raw / "sweep_pyperf.log").exists() and not (run_dir / "sweep_pyperf.log").exists()
     meta = json.loads((run_dir / "meta.json").read_text())
-    assert meta["sweep_errors"] == 0 and "atomic_linear/mixed" not in meta["sweep_slopes"]  # one size
+    assert meta["sweep"]["errors"] == 0 and "atomic_linear/mixed" not in meta["sweep"]["slopes"]  # one size
     # open_run(): a run_id (so `bench runs` dates it), and the folder closed as complete
     assert meta["run_id"] == run_dir.name and meta["complete"] is True and meta["finished"]
     assert meta["stages_planned"] == meta["stages_done"] == ["sweep"]
@@ -338,7 +338,7 @@ def test_a_sweep_that_times_out_is_an_error_and_is_never_sent_again(settings, cl
     try:
         connected = bench._connect()
         bench.sweepers["atomic"] = SpinningSweeper(connected.scenario.queue)
-        bench.time_point(1, Point("atomic", "healthy", 5))
+        bench.time_point(1, SweepCase("atomic", "healthy", 5))
     finally:
         bench.close()
         runs = client.get(scenario.queue.keys.key("runs"))
@@ -354,7 +354,7 @@ def test_a_sweep_that_times_out_is_an_error_and_is_never_sent_again(settings, cl
 def test_the_progress_line_plans_every_point_the_stage_runs(name):
     # Every protocol's points count, the capped ones (a progress line each) and the largest size.
     profile = load_profile(name)
-    planned = plan(profile.sweep, profile.protocols)
+    planned = points_of(profile.sweep, profile.protocols)
     assert len(point_seconds(profile)) == len(planned)
     groups = run_order(planned)
     assert [p for _, _, group in groups for p in group] == planned  # each point once, in plan order
@@ -389,10 +389,10 @@ def test_the_sweep_command_counts_each_point_once_on_the_progress_line(
 
 def test_the_eta_of_a_linear_sweep_at_a_million_is_minutes_and_a_quadratic_one_days():
     # echomq-deadline's sweep is linear in the stalled ids; echomq's and BullMQ's (an LREM each) are not.
-    linear = _point_estimate(Point("atomic", "all_stalled", 1_000_000, "echomq-deadline"), 1)
+    linear = _point_estimate(SweepCase("atomic", "all_stalled", 1_000_000, "echomq-deadline"), 1)
     assert linear < 600
     for protocol in ("echomq", "bullmq"):
-        assert _point_estimate(Point("atomic", "all_stalled", 1_000_000, protocol), 1) > 100 * linear
+        assert _point_estimate(SweepCase("atomic", "all_stalled", 1_000_000, protocol), 1) > 100 * linear
 
 
 def test_the_table_says_how_many_of_a_many_call_sweeps_calls_were_slow():

@@ -9,8 +9,6 @@ watched while it runs, and every row it writes ends with that watch's columns (b
 from __future__ import annotations
 
 import datetime as dt
-import os
-import platform
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -21,9 +19,9 @@ from typing import Any
 from bench import invocation
 from bench.errors import BenchError
 from bench.harness.machine import MachineSample, watch_run
-from bench.harness.meta import cpu_model, git_state
+from bench.harness.meta import code_record, machine_record
 from bench.harness.run_folder import machine_before_run
-from bench.harness.system import system_view
+from bench.harness.server import server_identity
 from bench.protocol.connection import Client
 from bench.results.files import make_run_dir, update_meta, write_csv
 
@@ -51,7 +49,14 @@ class Experiment:
     def record_server(self, client: Client) -> None:
         """The Redis the experiment ran on, into meta.json."""
         info = client.info("server")
-        update_meta(self.run_dir, redis_version=info.get("redis_version"), redis_source="embedded")
+        name, own = server_identity(info)
+        update_meta(
+            self.run_dir,
+            server_name=name,
+            server_version=own,
+            redis_version=info.get("redis_version"),
+            redis_source="embedded",
+        )
 
     def write(self, watch: MachineSample) -> list[Path]:
         """Each table as a CSV whose rows end with the machine watch's columns."""
@@ -78,7 +83,6 @@ def experiment_run(name: str, argv: Sequence[str], results_root: Path | None = N
         print(f"warning: {warning}", file=sys.stderr)
     run_dir = make_run_dir(name, results_root)
     invocation.typed([".venv/bin/python", f"experiments/{name}.py", *argv])
-    sha, dirty = git_state()
     update_meta(
         run_dir,
         run_id=run_dir.name,
@@ -87,15 +91,10 @@ def experiment_run(name: str, argv: Sequence[str], results_root: Path | None = N
         command=invocation.command(),
         started=_now(),
         complete=False,
-        git_sha=sha,
-        git_dirty=dirty,
-        cpu_model=cpu_model(),
-        cores=os.cpu_count(),
-        platform=platform.platform(),
-        python=platform.python_version(),
+        **code_record(),
+        **machine_record(),
         machine_before=check.as_meta(),
         machine_watch="this process and its children (the embedded redis-server)",
-        system=system_view(),
     )
     experiment = Experiment(name, run_dir, args)
     watch = watch_run().start()

@@ -439,9 +439,12 @@ NAMED_FROM_PCT = 5.0  # a process below this share of a core is not named
 NAMED_AT_MOST = 3
 
 
-def _self_cpu() -> dict[tuple[int, float], tuple[str, float]]:
+CpuTable = dict[tuple[int, float], tuple[str, float]]  # (pid, create time) -> (name, CPU seconds)
+
+
+def _self_cpu() -> CpuTable:
     """(pid, create time) -> (name, own CPU seconds) of every process readable now."""
-    out: dict[tuple[int, float], tuple[str, float]] = {}
+    out: CpuTable = {}
     for process in psutil.process_iter(["name", "cpu_times", "create_time"]):
         times, created = process.info["cpu_times"], process.info["create_time"]
         if times is None or created is None:
@@ -457,7 +460,12 @@ def check_machine(roots: Iterable[int] | None = None, window_s: float = CHECK_WI
     watch = MachineWatch([os.getpid()] if roots is None else roots).start()
     time.sleep(window_s)
     sample = watch.stop()
-    after = _self_cpu()
+    return named_check(sample, before, _self_cpu())
+
+
+def named_check(sample: MachineSample, before: CpuTable, after: CpuTable) -> MachineCheck:
+    """The check of a watched window: its sample, and the busiest processes outside the run by the
+    CPU each used between the two tables (a test gives both, and the sample, by hand)."""
     busy = []
     for key, (name, cpu_s) in after.items():
         if key[0] in sample.own_pids:

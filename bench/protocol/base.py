@@ -10,17 +10,15 @@ one (BullMQ's own scripts, a variant of ours) is one class, registered in
 from __future__ import annotations
 
 import importlib
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from bench.errors import BenchError
 from bench.protocol.keys import QueueKeys
 from bench.protocol.scripts import SCRIPT_FILES, script_source
-
-if TYPE_CHECKING:
-    from bench.protocol.queue import Job, WorkerOptions
 
 # Return codes of moveToFinished and addJob (protocol.md).
 JOB_MISSING, LOCK_MISSING, NOT_ACTIVE, LOCK_MISMATCH, JOB_EXISTS = -1, -2, -3, -6, -5
@@ -33,6 +31,46 @@ STAGE_CHUNK = 5_000
 
 def text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+# The data types of the interface: a job a worker holds, and a worker's options.
+
+
+@dataclass
+class Job:
+    """A job a worker holds: its id, its hash at fetch time, and the token of its lock."""
+
+    id: str
+    fields: dict[str, str]
+    token: str
+
+    @property
+    def enqueued_us(self) -> int | None:
+        """The enqueue time the producer put in the job's data, in µs."""
+        data = self.fields.get("data", "{}")
+        if data.startswith(T_US_HEAD):  # job_payload's own layout: read without parsing the padding
+            digits = data[len(T_US_HEAD) : data.find(",", len(T_US_HEAD))].lstrip(" ")
+            if digits.isdigit():
+                return int(digits)
+        try:
+            value = json.loads(data).get("t_us")
+        except (ValueError, AttributeError):
+            return None
+        return int(value) if isinstance(value, int | float) else None
+
+
+# How job_payload's JSON begins, and BullMQ's compact JSON of it (no space): the enqueue time's
+# digits follow.
+T_US_HEAD = '{"t_us":'
+
+
+@dataclass
+class WorkerOptions:
+    lock_ms: int = 30_000
+    keep: int = -1  # -1 every finished job, 0 none, N the newest N
+    metrics_minutes: int = 0
+    limiter_max: int = 0
+    limiter_ms: int = 0
 
 
 @dataclass(frozen=True)

@@ -34,12 +34,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import msgpack
 
 from bench.errors import BenchError
-from bench.protocol.base import Added, QueueProtocol, ScriptCall, text
+from bench.protocol.base import Added, Job, QueueProtocol, ScriptCall, WorkerOptions, text
 from bench.protocol.bullmq_package import require_bullmq
 from bench.protocol.keys import QueueKeys
 from bench.protocol.template import CallTemplate, derive
@@ -49,9 +49,6 @@ VERSION = require_bullmq()  # before importing the package: a wrong version is o
 from bullmq.job import Job as BullJob  # noqa: E402
 from bullmq.redis_connection import SCRIPT_DEFINITIONS, loadScript  # noqa: E402
 from bullmq.scripts import Scripts  # noqa: E402
-
-if TYPE_CHECKING:
-    from bench.protocol.queue import Job, WorkerOptions
 
 NAMESPACE = "bull"  # BullMQ's default key prefix
 # A BullMQ Worker's stalledInterval default: the PX of its sweep's throttle key.

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from bench.protocol.base import STAGE_CHUNK, EchoMQ, ScriptCall, SweepSlice
+from bench.protocol.base import STAGE_CHUNK, EchoMQ, Job, ScriptCall, SweepSlice, WorkerOptions
 from bench.protocol.keys import QueueKeys
 from bench.protocol.scripts import script_source
-
-if TYPE_CHECKING:
-    from bench.protocol.queue import Job, WorkerOptions
 
 # The scripts of each step (protocol.STEPS); addJob takes no lock, so it is lua/'s own.
 DEADLINE_SCRIPT_FILES: dict[str, str] = {

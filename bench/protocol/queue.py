@@ -25,8 +25,10 @@ from bench.protocol.base import (
     LOCK_MISMATCH,
     LOCK_MISSING,
     NOT_ACTIVE,
+    Job,
     QueueProtocol,
     ScriptCall,
+    WorkerOptions,
     protocol_named,
 )
 from bench.protocol.base import text as _text
@@ -152,34 +154,6 @@ class Queue:
         return removed
 
 
-@dataclass
-class Job:
-    """A job a worker holds: its id, its hash at fetch time, and the token of its lock."""
-
-    id: str
-    fields: dict[str, str]
-    token: str
-
-    @property
-    def enqueued_us(self) -> int | None:
-        """The enqueue time the producer put in the job's data, in µs."""
-        data = self.fields.get("data", "{}")
-        if data.startswith(T_US_HEAD):  # job_payload's own layout: read without parsing the padding
-            digits = data[len(T_US_HEAD) : data.find(",", len(T_US_HEAD))].lstrip(" ")
-            if digits.isdigit():
-                return int(digits)
-        try:
-            value = json.loads(data).get("t_us")
-        except (ValueError, AttributeError):
-            return None
-        return int(value) if isinstance(value, int | float) else None
-
-
-# How job_payload's JSON begins, and BullMQ's compact JSON of it (no space): the enqueue time's
-# digits follow.
-T_US_HEAD = '{"t_us":'
-
-
 def job_payload(payload_bytes: int = 0, enqueued_us: int | None = None) -> str:
     """Job data: the enqueue time in µs (now, or ``enqueued_us``), padded to about ``payload_bytes``."""
     t_us = now_us() if enqueued_us is None else enqueued_us
@@ -248,15 +222,6 @@ class Producer:
     def read_ids(self, replies: Sequence[Any]) -> list[str]:
         """The ids of a batch's addJob replies (a refused call raises)."""
         return [self.queue.protocol.read_added(_raised(r), "").job_id for r in replies]
-
-
-@dataclass
-class WorkerOptions:
-    lock_ms: int = 30_000
-    keep: int = -1  # -1 every finished job, 0 none, N the newest N
-    metrics_minutes: int = 0
-    limiter_max: int = 0
-    limiter_ms: int = 0
 
 
 @dataclass

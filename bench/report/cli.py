@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from bench.errors import BenchError
-from bench.report.compare.context import drift
+from bench.report.compare.machines import drift
 from bench.report.compare.metrics import compare_runs
 from bench.report.compare.page import compare_markdown
 from bench.report.load import load_run, resolve_run

@@ -6,7 +6,6 @@ with what it has, and ``RunData.absent`` says what is not there.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from bench.errors import BenchError
 from bench.report.columns import REGIME
 from bench.results.files import HDR_DIR, RESULTS_DIR
 from bench.results.hdr import merge, read_hdr
+from bench.results.meta import META_FILE, RunMeta, read_meta
 from bench.results.rows import (
     BULLMQ_WORKER_COLUMNS,
     FINISH_FETCH_COLUMNS,
@@ -82,7 +82,7 @@ class RunData:
     """One run folder as loaded: meta, a frame per stage present, and what is absent."""
 
     path: Path
-    meta: dict[str, Any]
+    meta: RunMeta
     frames: dict[str, pd.DataFrame]
     missing_columns: dict[str, list[str]] = field(default_factory=dict)
     absent: list[str] = field(default_factory=list)  # one line each: what the report cannot show
@@ -90,11 +90,11 @@ class RunData:
 
     @property
     def run_id(self) -> str:
-        return str(self.meta.get("run_id") or self.path.name)
+        return str(self.meta.run_id or self.path.name)
 
     @property
     def complete(self) -> bool:
-        return bool(self.meta.get("complete"))
+        return self.meta.complete
 
 
 def resolve_run(name: str, results: Path | None = None) -> Path:
@@ -160,11 +160,11 @@ def load_run(path: Path) -> RunData:
         raise BenchError(f"{path} is not a folder; give a run folder or a run id")
     if not is_run(path):
         raise BenchError(f"{path} is not a run folder (no meta.json, no result CSV); give results/<run-id>")
-    data = RunData(path, {}, {})
-    meta_path = path / "meta.json"
+    data = RunData(path, RunMeta(), {})
+    meta_path = path / META_FILE
     if meta_path.is_file():
         try:
-            data.meta = json.loads(meta_path.read_text())
+            data.meta = read_meta(path)  # an undeclared key is an error, never a silent None
         except (OSError, ValueError) as exc:
             data.absent.append(f"meta.json unreadable ({exc}); machine, Redis and git details unknown")
     else:
@@ -172,13 +172,13 @@ def load_run(path: Path) -> RunData:
     for stage, (name, columns) in STAGE_FILES.items():
         csv_path = path / name
         if not csv_path.is_file():
-            planned = data.meta.get("stages_planned")
-            protocols = data.meta.get("protocols")
-            if stage == "bullmq_worker" and not isinstance(protocols, dict):
+            planned = data.meta.stages_planned
+            protocols = data.meta.protocols
+            if stage == "bullmq_worker" and not protocols:
                 pass  # a run from before the stage existed
-            elif isinstance(planned, list) and stage not in planned:
+            elif planned and stage not in planned:
                 data.absent.append(f"stage {stage}: not part of this run (left out with --stages)")
-            elif stage == "bullmq_worker" and isinstance(protocols, dict) and "bullmq" not in protocols:
+            elif stage == "bullmq_worker" and "bullmq" not in protocols:
                 data.absent.append("stage bullmq_worker: not run (bullmq is not one of the run's protocols)")
             else:
                 data.absent.append(f"stage {stage}: {name} absent")

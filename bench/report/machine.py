@@ -14,6 +14,7 @@ import pandas as pd
 
 from bench.report.load import RunData
 from bench.report.markdown import fmt, markdown_table
+from bench.results.meta import RunMeta
 
 CALIBRATION = {
     "python_loop_ns": "Python loop, ns an iteration (the client's CPU)",
@@ -31,9 +32,9 @@ def machine_section(data: RunData) -> list[str]:
     """## Machine: the guard's scope, the check before the run, the calibration, the system view."""
     meta = data.meta
     rows: list[tuple[str, str]] = []
-    if meta.get("machine_watch"):
-        rows.append(("contention guard watches", str(meta["machine_watch"])))
-    before = _mapping(meta.get("machine_before"))
+    if meta.machine_watch:
+        rows.append(("contention guard watches", meta.machine_watch))
+    before = meta.machine_before
     if before:
         foreign, steal = fmt(before.get("foreign_cpu_pct")), fmt(before.get("steal_pct"))
         seen = f"foreign CPU {foreign}% of a core, steal {steal}%"
@@ -42,7 +43,7 @@ def machine_section(data: RunData) -> list[str]:
         verdict = "**busy**" if before.get("contended") else "quiet"
         rows.append(("before the run (1 s)", f"{verdict}: {seen}" + (f" ({busiest})" if busiest else "")))
     rows += memory_rows(meta)
-    calibration = _mapping(meta.get("calibration"))
+    calibration: Mapping[str, object] = meta.calibration
     rows += [(label, fmt(calibration.get(key))) for key, label in CALIBRATION.items() if key in calibration]
     counted = [
         f"{stage} {len(contended_rows(frame))}/{len(frame)}"
@@ -51,7 +52,7 @@ def machine_section(data: RunData) -> list[str]:
     ]
     if counted:
         rows.append(("rows contended (other work in their windows)", ", ".join(counted)))
-    system = _mapping(meta.get("system"))
+    system = meta.system
     rows += [(f"system: {key}", fmt(value) if value is not None else "—") for key, value in system.items()]
     lines = ["## Machine", ""]
     if not rows:
@@ -67,19 +68,19 @@ def _mb(value: object) -> str:
     return f"{float(str(value)) / 1e6:.1f} MB"
 
 
-def memory_rows(meta: Mapping[str, object]) -> list[tuple[str, str]]:
+def memory_rows(meta: RunMeta) -> list[tuple[str, str]]:
     """Redis memory: the server's peak against its maxmemory, and the need estimated before the run
     (meta.json's redis_memory, sampled around each stage, and memory_need)."""
     rows: list[tuple[str, str]] = []
-    need = meta.get("memory_need")
+    need = meta.memory_need
     samples = [
         _mapping(sample).get("used_memory_peak")
-        for around in _mapping(meta.get("redis_memory")).values()
+        for around in meta.redis_memory.values()
         for sample in _mapping(around).values()
     ]
     peaks = [float(str(p)) for p in samples if p is not None]
     if peaks:
-        since = " (since the server started)" if meta.get("redis_source") == "REDIS_URL" else ""
+        since = " (since the server started)" if meta.redis_source == "REDIS_URL" else ""
         maxmemory = _mapping(need).get("maxmemory_bytes")
         limit = f"of maxmemory {_mb(maxmemory)}" if maxmemory else "(no maxmemory set)"
         rows.append(("Redis memory peak (used_memory_peak)", f"{_mb(max(peaks))} {limit}{since}"))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bench.report.columns import clean, regime, rtt_paid_ms
+from bench.results.meta import RunMeta
 
 # A point the model misses by more than this share is named with the term that disagrees.
 MISS = 0.20
@@ -113,10 +114,9 @@ def row_parts(row: pd.Series, rtt_paid: float, processes: int = 1) -> Parts | No
 MODEL_COLUMNS = ["predicted_jobs_per_s", "model_error", "model_term", "clean", "regime"]
 
 
-def processes_of(meta: dict[str, object]) -> int:
+def processes_of(meta: RunMeta) -> int:
     """The run's Locust processes (loadgen-processes), 1 when the run does not say."""
-    resolved = meta.get("profile_resolved")
-    stage = resolved.get("finish_fetch") if isinstance(resolved, dict) else None
+    stage = meta.profile_resolved.get("finish_fetch")
     value = stage.get("loadgen-processes") if isinstance(stage, dict) else None
     return int(value) if isinstance(value, int | float) and value >= 1 else 1
 

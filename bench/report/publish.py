@@ -8,7 +8,6 @@ absolute path of the machine that ran it.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from bench.errors import BenchError
 from bench.paths import REPO
+from bench.results.meta import META_FILE, read_meta
 
 PUBLISHED_DIR = REPO / "docs" / "results"
 BUDGET_BYTES = 2 * 1024 * 1024  # a published run; a test holds every committed run to it
@@ -82,17 +82,17 @@ def leaks(text: str) -> list[str]:
 
 
 def _run_id(run: Path) -> str:
-    meta_path = run / "meta.json"
+    meta_path = run / META_FILE
     if not meta_path.is_file():
         raise BenchError(f"{run} has no meta.json: give a run folder (results/<run-id>)")
     try:
-        meta = json.loads(meta_path.read_text())
+        meta = read_meta(run)  # an undeclared key is refused here, before anything is copied
     except ValueError as exc:
         raise BenchError(f"{meta_path} is not JSON ({exc}); publish another run") from None
-    if not meta.get("complete"):
-        reason = meta.get("reason") or "it did not finish"
+    if not meta.complete:
+        reason = meta.reason or "it did not finish"
         raise BenchError(f"run {run.name} is incomplete ({reason}); publish a complete run")
-    run_id = str(meta.get("run_id") or run.name)
+    run_id = str(meta.run_id or run.name)
     if not RUN_ID.fullmatch(run_id):
         raise BenchError(
             f"run id {run_id!r} is not YYYYmmdd-HHMMSS-<name>; publish a run folder of the suite"

@@ -49,13 +49,9 @@ def anchor(run_id: str) -> str:
     return re.sub(r"[^\w-]", "", run_id.lower())
 
 
-def _mapping(value: object) -> dict[str, object]:
-    return value if isinstance(value, dict) else {}
-
-
 def experiment_tables(data: RunData) -> dict[str, pd.DataFrame]:
     """An experiment's CSVs (experiments/ writes <name>.csv and <name>_<table>.csv), by file name."""
-    name = data.meta.get("experiment")
+    name = data.meta.experiment
     if not name:
         return {}
     return {path.name: pd.read_csv(path) for path in sorted(data.path.glob(f"{name}*.csv"))}
@@ -64,7 +60,7 @@ def experiment_tables(data: RunData) -> dict[str, pd.DataFrame]:
 def quiet_check(data: RunData) -> str:
     """How quiet the machine was: the look before the run, and the worst measured window."""
     parts = []
-    before = _mapping(data.meta.get("machine_before"))
+    before = data.meta.machine_before
     if before:
         parts.append(
             f"before the run foreign CPU {fmt(before.get('foreign_cpu_pct'))}% of a core, "
@@ -84,21 +80,16 @@ def quiet_check(data: RunData) -> str:
 
 def about_run(data: RunData) -> pd.DataFrame:
     meta = data.meta
-    sha = str(meta.get("git_sha") or "unknown")[:12] + (
-        " (with uncommitted changes)" if meta.get("git_dirty") else ""
-    )
-    calibration = _mapping(meta.get("calibration"))
+    sha = str(meta.git_sha or "unknown")[:12] + (" (with uncommitted changes)" if meta.git_dirty else "")
+    calibration = meta.calibration
     rows = [
-        ("profile", meta.get("profile")),
-        ("command", f"`{meta['command']}`" if meta.get("command") else "not recorded"),
+        ("profile", meta.profile),
+        ("command", f"`{meta.command}`" if meta.command else "not recorded"),
         ("commit", sha),
-        ("started / finished", f"{meta.get('started', '?')} / {meta.get('finished', '?')}"),
-        (
-            "machine",
-            f"{meta.get('cpu_model', '?')}, {meta.get('cores', '?')} cores, {meta.get('platform', '?')}",
-        ),
-        ("Redis", f"{meta.get('redis_version', '?')} ({meta.get('redis_source', '?')})"),
-        ("Python / redis-py", f"{meta.get('python', '?')} / {meta.get('redis_py', '?')}"),
+        ("started / finished", f"{meta.started or '?'} / {meta.finished or '?'}"),
+        ("machine", f"{meta.cpu_model or '?'}, {meta.cores or '?'} cores, {meta.platform or '?'}"),
+        (meta.server, f"{meta.server_release or '?'} ({meta.redis_source or '?'})"),
+        ("Python / redis-py", f"{meta.python or '?'} / {meta.redis_py or '?'}"),
         ("quiet check", quiet_check(data)),
         (
             "calibration",
@@ -213,7 +204,7 @@ def render_page(runs: list[RunData]) -> str:
 
 def headline_run(runs: list[RunData]) -> RunData | None:
     """The newest published run of the headline profile."""
-    return next((data for data in runs if data.meta.get("profile") == HEADLINE_PROFILE), None)
+    return next((data for data in runs if data.meta.profile == HEADLINE_PROFILE), None)
 
 
 def render_headline(runs: list[RunData]) -> str:
@@ -222,7 +213,7 @@ def render_headline(runs: list[RunData]) -> str:
     if data is None:
         return NONE_YET
     link = f"docs/results/README.md#{anchor(data.run_id)}"
-    commit = str(data.meta.get("git_sha") or "unknown")[:12]
+    commit = str(data.meta.git_sha or "unknown")[:12]
     lines = [
         f"From run [{data.run_id}]({link}) at commit {commit}.",
         f"How quiet the machine was: {quiet_check(data)}.",

@@ -2,53 +2,54 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
+from bench.errors import BenchError
 from bench.report.load import STAGE_FILES, is_run
+from bench.results.meta import META_FILE, RunMeta, read_meta
 
 
 @dataclass(frozen=True)
-class RunSummary:
+class RunListing:
     path: Path
-    meta: dict[str, Any]
+    meta: RunMeta | None  # None: no meta.json, or one that does not read
     stages: tuple[str, ...]
 
 
-def list_runs(results: Path) -> list[RunSummary]:
+def list_runs(results: Path) -> list[RunListing]:
     """Run folders under ``results``, oldest first (run ids start with their time)."""
     if not results.is_dir():
         return []
     runs = []
     for path in sorted(p for p in results.iterdir() if p.is_dir() and is_run(p)):
         try:
-            meta = json.loads((path / "meta.json").read_text()) if (path / "meta.json").is_file() else {}
-        except (OSError, ValueError):
-            meta = {}
+            meta = read_meta(path) if (path / META_FILE).is_file() else None
+        except (OSError, ValueError, BenchError):
+            meta = None
         stages = tuple(s for s, (f, _) in STAGE_FILES.items() if (path / f).is_file())
-        runs.append(RunSummary(path, meta, stages))
+        runs.append(RunListing(path, meta, stages))
     return runs
 
 
-def runs_table(runs: Sequence[RunSummary]) -> str:
+def runs_table(runs: Sequence[RunListing]) -> str:
     rows = []
     for run in runs:
         meta = run.meta
         if not meta:
             status = "no meta.json"
-        elif meta.get("complete"):
+        elif meta.complete:
             status = "complete"
         else:
-            status = f"INCOMPLETE: {meta.get('reason') or 'no reason recorded'}"
+            status = f"INCOMPLETE: {meta.reason or 'no reason recorded'}"
+        server = f"{meta.server} {meta.server_release}" if meta and meta.server_release else "?"
         rows.append({
-            "run": run.path.name, "profile": meta.get("profile", "?"),
-            "date": str(meta.get("started", "?")).replace("T", " "),
-            "redis": meta.get("redis_version", "?"), "git": str(meta.get("git_sha") or "?")[:10],
+            "run": run.path.name, "profile": (meta and meta.profile) or "?",
+            "date": str((meta and meta.started) or "?").replace("T", " "),
+            "server": server, "git": str((meta and meta.git_sha) or "?")[:10],
             "stages": ",".join(run.stages) or "-", "status": status,
         })  # fmt: skip
     frame = pd.DataFrame(rows)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from bench.errors import BenchError
+from bench.results.meta import META_FILE, merged
 from bench.results.rows import Row, columns_of, row_dict
 
 RESULTS_DIR = Path(os.environ.get("EMQ_RESULTS_DIR", "results"))
@@ -121,9 +122,10 @@ def read_json(path: Path) -> dict[str, Any]:
 
 
 def update_meta(run_dir: Path, **fields: Any) -> dict[str, Any]:
-    """Merge ``fields`` into run_dir/meta.json (created when missing)."""
-    path = run_dir / "meta.json"
-    meta = read_json(path) if path.exists() else {}
-    meta.update(fields)
+    """Write ``fields`` into run_dir/meta.json (created when missing), each a key bench/results/meta.py
+    declares (else UndeclaredMetaKey, and nothing is written); a stage's section (``finish_fetch={...}``)
+    is merged key by key. Returns the whole object written."""
+    path = run_dir / META_FILE
+    meta = merged(read_json(path) if path.exists() else {}, fields)
     write_json(path, meta)
     return meta

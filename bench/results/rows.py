@@ -3,19 +3,10 @@ lists."""
 
 from __future__ import annotations
 
-import csv
-import datetime as dt
-import io
 import json
-import os
-import tempfile
 import types
-from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from pathlib import Path
-from typing import Any, BinaryIO, ClassVar, Union, get_args, get_origin, get_type_hints
-
-from bench.errors import BenchError
+from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
 
 # The protocol a row measured when it does not say (a run from before the protocol column).
 PROTOCOL = "echomq"

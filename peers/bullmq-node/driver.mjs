@@ -78,14 +78,22 @@ async function ownConnection(url) {
   return client;
 }
 
-/** INFO commandstats as {command: {calls, usec}}. */
-async function commandStats(client) {
+/** INFO commandstats as {command: {calls, usec}}, and the queue's completed jobs, read in one
+ * MULTI: one moment of the server, so a job counted completed has its finishing call counted too,
+ * however late the reply reaches this process. */
+async function serverCounts(client, completedKey) {
+  const [[infoError, info], [countError, completed]] = await client
+    .multi()
+    .info('commandstats')
+    .zcard(completedKey)
+    .exec();
+  if (infoError || countError) throw infoError ?? countError;
   const stats = {};
-  for (const line of (await client.info('commandstats')).split('\n')) {
+  for (const line of String(info).split('\n')) {
     const found = /^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/.exec(line.trim());
     if (found) stats[found[1]] = { calls: Number(found[2]), usec: Number(found[3]) };
   }
-  return stats;
+  return { stats, completed: Number(completed) };
 }
 
 /** Every EVALSHA this process sends, by SHA: which of the package's scripts its Worker calls. */
@@ -109,9 +117,10 @@ function cpuSeconds() {
 
 /** Counts completions; marks the 1,000th and the last with the time, CPU and commandstats. */
 class Window {
-  constructor(total, statsClient) {
+  constructor(total, statsClient, completedKey) {
     this.total = total;
     this.statsClient = statsClient;
+    this.completedKey = completedKey;
     this.done = 0;
     this.start = null;
     this.end = null;
@@ -121,9 +130,13 @@ class Window {
     });
   }
 
+  /** The server's counts (calls and completed jobs at one moment of it), then the time and CPU. The
+   * window's jobs are the server's completions, not this process's: the loops go on completing
+   * jobs while the reply travels (longer on a loaded machine), and a count read here would miss
+   * jobs whose calls the server counted. */
   async mark() {
-    const stats = await commandStats(this.statsClient);
-    return { at: performance.now(), cpu: cpuSeconds(), done: this.done, stats };
+    const { stats, completed } = await serverCounts(this.statsClient, this.completedKey);
+    return { at: performance.now(), cpu: cpuSeconds(), completed, stats };
   }
 
   completed() {
@@ -159,7 +172,7 @@ class Window {
     return {
       driver: mode,
       concurrency,
-      jobs: end.done - start.done,
+      jobs: end.completed - start.completed,
       duration_s: (end.at - start.at) / 1000,
       cpu_s: end.cpu - start.cpu,
       calls,
@@ -245,7 +258,7 @@ async function run(url, options) {
   const scriptCalls = countScriptCalls();
   const statsClient = await ownConnection(url);
   try {
-    const window = new Window(jobs, statsClient);
+    const window = new Window(jobs, statsClient, `bull:${options.queue}:completed`);
     if (mode === 'node_worker') await runWorker(url, options.queue, concurrency, jobMs, window);
     else {
       const fused = mode === 'node_manual_fused';

@@ -16,7 +16,7 @@ job) is left out. A column is ``exact`` only where the code fixes it in every ro
 end with its time budget) is measured.
 
 Each metric at each point both runs have gets its verdict (bench.report.verdict);
-compare.page renders the rows, compare.context what the two runs ran on.
+compare.page renders the rows, compare.machines what the two runs ran on.
 """
 
 from __future__ import annotations
@@ -214,7 +214,7 @@ def compare_runs(
     a: Mapping[str, pd.DataFrame], b: Mapping[str, pd.DataFrame], drift: float = 0.0
 ) -> Comparison:
     """Every metric both runs have, matched on the stage's key columns; ``drift`` is the largest
-    relative change of a machine calibration figure between the runs (compare.context.drift),
+    relative change of a machine calibration figure between the runs (compare.machines.drift),
     which widens every measured metric's threshold."""
     rows: list[dict[str, object]] = []
     notes: list[str] = []

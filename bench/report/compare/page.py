@@ -1,5 +1,5 @@
 """The markdown of a comparison, printed and written by `python -m bench compare`: the two runs
-named, what they ran on (compare.context), each run's headline ratios (bench.report.ratios) at
+named, what they ran on (compare.machines), each run's headline ratios (bench.report.ratios) at
 every point both ran, then the verdict rows and their counts."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 
 import pandas as pd
 
-from bench.report.compare.context import context_lines
+from bench.report.compare.machines import context_lines
 from bench.report.compare.metrics import Comparison, key_order, norm_key, point_label
 from bench.report.load import RunData
 from bench.report.markdown import markdown_table, percent
@@ -16,16 +16,21 @@ from bench.report.ratios import BASE, POINT_COLUMNS, paired_ratios
 from bench.report.verdict import NO_SPREAD, VERDICTS
 from bench.results.fits import PairedRatio
 
+# meta.json's fields (bench.results.meta.RunMeta) a comparison names when they differ between A and B
+CHANGED_KEYS = (
+    "git_sha", "git_dirty", "server_name", "server_version", "redis_version", "redis_source", "profile",
+    "python", "redis_py", "hiredis", "cpu_model", "cores",
+)  # fmt: skip
+
 
 def compare_markdown(a: RunData, b: RunData, comparison: Comparison, changed_only: bool = False) -> str:
     lines = [f"A: {describe(a)}", f"B: {describe(b)}"]
-    for key in ("git_sha", "git_dirty", "redis_version", "redis_source", "profile", "python", "redis_py",
-                "hiredis", "cpu_model", "cores"):  # fmt: skip
-        if a.meta.get(key) != b.meta.get(key):
-            lines.append(f"changed: {key}: {a.meta.get(key)} -> {b.meta.get(key)}")
+    for key in CHANGED_KEYS:
+        if getattr(a.meta, key) != getattr(b.meta, key):
+            lines.append(f"changed: {key}: {getattr(a.meta, key)} -> {getattr(b.meta, key)}")
     for run, name in ((a, "A"), (b, "B")):
         if not run.complete:
-            lines.append(f"run {name} is INCOMPLETE: {run.meta.get('reason') or 'no reason recorded'}")
+            lines.append(f"run {name} is INCOMPLETE: {run.meta.reason or 'no reason recorded'}")
     lines += ["", *context_lines(a.meta, b.meta), ""]
     ratios = headline_lines(a.frames.get("finish_fetch"), b.frames.get("finish_fetch"))
     if ratios:
@@ -58,10 +63,10 @@ def compare_markdown(a: RunData, b: RunData, comparison: Comparison, changed_onl
 
 def describe(run: RunData) -> str:
     meta = run.meta
-    sha = str(meta.get("git_sha") or "?")[:10]
+    sha = str(meta.git_sha or "?")[:10]
     return (
-        f"{run.run_id} (profile {meta.get('profile', '?')}, Redis {meta.get('redis_version', '?')}, "
-        f"git {sha}{'+dirty' if meta.get('git_dirty') else ''})"
+        f"{run.run_id} (profile {meta.profile or '?'}, {meta.server} {meta.server_release or '?'}, "
+        f"git {sha}{'+dirty' if meta.git_dirty else ''})"
     )
 
 

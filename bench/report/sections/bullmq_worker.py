@@ -12,6 +12,7 @@ from bench.report.markdown import figure, fmt, markdown_table, missing_note
 from bench.report.plots.bullmq_worker import DRIVER_NAMES, driver_order, worker_drivers
 from bench.report.ratios import values_by_rep
 from bench.results.fits import headline_ratio
+from bench.results.meta import BullmqWorkerMeta
 
 # A fused driver and the two-call driver of the same client: their jobs/s paired by repetition
 FUSED_OVER_TWO_CALL = {"node_manual_fused": "node_manual_two_call", "fused": "two_call"}
@@ -70,17 +71,18 @@ def worker_table(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def versions_lines(about: dict[str, Any]) -> list[str]:
+def versions_lines(about: BullmqWorkerMeta) -> list[str]:
     """Which BullMQ packages ran, and the scripts BullMQ's Node package called (SHA1, as sent)."""
-    node = about.get("node")
-    python = about.get("python_bullmq")
+    node = about.node
+    python = about.python_bullmq
     lines = []
-    if isinstance(node, dict) and node.get("absent"):
+    if node.get("absent"):
         lines += [f"> **No Node rows**: BullMQ's Node package did not run here: {node['absent']}.", ""]
-    elif isinstance(node, dict):
-        called = node.get("scripts_called") or {}
+    elif node:
+        given = node.get("scripts_called")
+        called = given if isinstance(given, dict) else {}
         shas = ", ".join(f"`{name}` `{sha}`" for name, sha in called.items())
-        ported = about.get("scripts_called") or {}
+        ported = about.scripts_called
         same = [f"`{name}`" for name, sha in ported.items() if called.get(name) == sha]
         alike = f" The same SHA1 (the same Lua) in the Python port: {', '.join(same)}." if same else ""
         lines += [
@@ -100,13 +102,12 @@ def bullmq_worker_section(data: RunData) -> list[str]:
     lines = ["## BullMQ's own workers against the suite's loops on BullMQ's scripts", ""]
     lines += missing_note(data, "bullmq_worker")
     lines += contended_note(frame, "run(s)")
-    about = data.meta.get("bullmq_worker") or {}
-    about = about if isinstance(about, dict) else {}
-    window = about.get("window_s")
+    about = data.meta.bullmq_worker or BullmqWorkerMeta()
+    window = about.window_s
     sized = f"; a run's jobs are sized so its window lasts {fmt(window)} s or more" if window else ""
     lines += [
         "Each worker processes a pre-filled queue in a process of its own, timed from completion "
-        f"{fmt(about.get('window_from', 1000))} to the last{sized}. BullMQ's Node package runs three "
+        f"{fmt(about.window_from or 1000)} to the last{sized}. BullMQ's Node package runs three "
         "ways: its `Worker` (fetch next on: what most BullMQ users run), and its documented manual "
         "processing, `getNextJob` then `moveToCompleted` with fetch next on (fused) or off (two-call), "
         "each job in flight with its own token. The Python Worker is BullMQ's Python port; the suite's "
@@ -115,8 +116,8 @@ def bullmq_worker_section(data: RunData) -> list[str]:
         "",
     ]
     lines += versions_lines(about)
-    if about.get("options"):
-        lines += [f"*{about['options']}.*", ""]
+    if about.options:
+        lines += [f"*{about.options}.*", ""]
     failed = int((~frame["audit_ok"].fillna(True).astype(bool)).sum())
     if failed:
         lines += [f"> **Audit FAILED in {failed} run(s)**: a job not completed exactly once.", ""]

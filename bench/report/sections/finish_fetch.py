@@ -41,6 +41,7 @@ from bench.report.sections.head import section_head
 from bench.report.sections.script_cost import script_cost_section
 from bench.results.finish_fetch_goals import goal_lines
 from bench.results.hdr import summary
+from bench.results.meta import HARNESS_ADDS_GOAL_US, Fidelity, FinishFetchMeta
 
 # Per master (finish_fetch_shards.csv): each master's jobs/s and its own Redis µs per job at each
 # point and strategy, so a hot shard shows; left out when every run had one master and one queue.
@@ -86,7 +87,8 @@ def finish_fetch_section(data: RunData) -> list[str]:
     if saturated:
         lines += [f"> **{saturated} repetition(s) saturated**: the load generator, not Redis, was the limit; "
                   "their jobs/s understate what Redis can do.", ""]  # fmt: skip
-    verdicts = data.meta.get("finish_fetch_audit_failures") or {}
+    section = data.meta.finish_fetch or FinishFetchMeta()
+    verdicts = section.audit_failures
     if failed and verdicts:  # the audit's own words: a restart or a gone server is not a lost job
         lines += [f"> **Audit not passed in {failed} repetition(s)**; those repetitions' numbers are "
                   "not valid:", *(f"> - {run}: {verdict}" for run, verdict in sorted(verdicts.items())),
@@ -94,7 +96,7 @@ def finish_fetch_section(data: RunData) -> list[str]:
     elif failed:
         lines += [f"> **Audit FAILED in {failed} repetition(s)**: jobs lost or duplicated; "
                   "those repetitions' numbers are not valid.", ""]  # fmt: skip
-    errors = data.meta.get("finish_fetch_errors") or {}
+    errors = section.errors
     if errors:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(errors.items()))
         lines += [f"> **{sum(errors.values())} calls failed** in the measured windows ({kinds}); "
@@ -117,7 +119,7 @@ def finish_fetch_section(data: RunData) -> list[str]:
     guesses = what_if(data, [Point(workers, c, r) for c in levels for r in rtts])
     plot = ratio_against_rtt(paired_ratios(frame[clean(frame)]), guesses, data.path)
     lines += figure(plot, "no clean fused/two_call pairs")
-    lines += _fidelity_section(data.meta.get("finish_fetch_fidelity"))
+    lines += _fidelity_section(section.fidelity)
     e2e = latency.meaning(frame)
     lines += latency.note(frame)
     histograms, bad = merged_histograms(data, "finish_fetch")
@@ -307,16 +309,15 @@ def _pace_section(frame: pd.DataFrame) -> list[str]:
     ]
 
 
-def _fidelity_section(fidelity: object) -> list[str]:
+def _fidelity_section(fidelity: Fidelity | None) -> list[str]:
     """The latency-fidelity check from meta.json: what the client library and the harness add."""
-    if not isinstance(fidelity, dict):
+    if fidelity is None:
         return []
-    bench_note = str(fidelity.get("redis_benchmark_note") or "")
     rows = [
-        ("redis-benchmark (C client)", fidelity.get("redis_benchmark_p50_us"), bench_note),
-        ("bare redis-py, plain loop", fidelity.get("redis_py_p50_us"), ""),
-        ("the raw driver's timed path, plain loop", fidelity.get("raw_path_p50_us"), ""),
-        ("the same path under Locust", fidelity.get("locust_path_p50_us"), fidelity.get("locust_note", "")),
+        ("redis-benchmark (C client)", fidelity.redis_benchmark_p50_us, fidelity.redis_benchmark_note or ""),
+        ("bare redis-py, plain loop", fidelity.redis_py_p50_us, ""),
+        ("the raw driver's timed path, plain loop", fidelity.raw_path_p50_us, ""),
+        ("the same path under Locust", fidelity.locust_path_p50_us, fidelity.locust_note),
     ]
     table = pd.DataFrame(
         [(way, math.nan if p50 is None else p50, note) for way, p50, note in rows],
@@ -325,18 +326,15 @@ def _fidelity_section(fidelity: object) -> list[str]:
     lines = [
         "### Latency fidelity",
         "",
-        f"The p50 of one trivial EVALSHA (`return 1`) at one client, {fmt(fidelity.get('calls'))} calls "
+        f"The p50 of one trivial EVALSHA (`return 1`) at one client, {fmt(fidelity.calls)} calls "
         "each way, in the same run:",
         "",
         markdown_table(table),
         "",
     ]
-    redis_py, locust = fidelity.get("redis_py_p50_us"), fidelity.get("locust_path_p50_us")
-    raw = fidelity.get("raw_path_p50_us")
-    if isinstance(redis_py, int | float) and isinstance(locust, int | float):
-        over_raw = (
-            f", {locust - raw:+.0f} µs to its own path outside Locust" if isinstance(raw, int | float) else ""
-        )
-        lines += [f"The harness under Locust adds {locust - redis_py:+.0f} µs to the bare redis-py p50 "
-                  f"(goal: at most 20 µs){over_raw}.", ""]  # fmt: skip
+    adds, over = fidelity.harness_adds_us, fidelity.locust_adds_us
+    if adds is not None:
+        over_raw = f", {over:+.0f} µs to its own path outside Locust" if over is not None else ""
+        lines += [f"The harness under Locust adds {adds:+.0f} µs to the bare redis-py p50 "
+                  f"(goal: at most {HARNESS_ADDS_GOAL_US:g} µs){over_raw}.", ""]  # fmt: skip
     return lines

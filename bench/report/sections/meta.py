@@ -6,12 +6,13 @@ import pandas as pd
 
 from bench.report.load import RunData
 from bench.report.markdown import markdown_table
+from bench.results.meta import RunMeta
 
 
-def protocols_text(meta: dict[str, object]) -> str:
+def protocols_text(meta: RunMeta) -> str:
     """The run's protocols and where their scripts came from."""
-    record = meta.get("protocols")
-    if not isinstance(record, dict) or not record:
+    record = meta.protocols
+    if not record:
         return "echomq (lua/)"
     parts = []
     for name, about in sorted(record.items(), key=lambda item: item[0] != "echomq"):  # the suite's first
@@ -27,28 +28,25 @@ def meta_section(data: RunData) -> list[str]:
         status = "complete"
     else:
         status = "**INCOMPLETE**"
-        reason = meta.get("reason") or "no reason recorded (the run may have been killed)"
-        done = ", ".join(meta.get("stages_done") or []) or "none"
+        reason = meta.reason or "no reason recorded (the run may have been killed)"
+        done = ", ".join(meta.stages_done) or "none"
         lines += [
             f"> **Incomplete run**: {reason}. Stages done: {done}. "
             "The numbers below cover only what was finished.",
             "",
         ]
     finished = "?"
-    sha = str(meta.get("git_sha") or "unknown")[:12]
-    redis = f"{meta.get('redis_version', 'unknown')} ({meta.get('redis_source', 'source unknown')})"
+    sha = str(meta.git_sha or "unknown")[:12]
+    server = f"{meta.server_release or 'unknown'} ({meta.redis_source or 'source unknown'})"
     rows = [
         ("status", status),
-        ("profile", meta.get("profile")),
-        ("started / finished", f"{meta.get('started', '?')} / {meta.get('finished') or finished}"),
-        ("git", f"{sha}{' (dirty: uncommitted changes)' if meta.get('git_dirty') else ''}"),
-        ("Redis", redis),
-        ("machine", f"{meta.get('cpu_model', '?')}, {meta.get('cores', '?')} cores"),
-        (
-            "Python / redis-py / hiredis",
-            f"{meta.get('python')} / {meta.get('redis_py')} / {meta.get('hiredis')}",
-        ),
-        ("Locust / pyperf", f"{meta.get('locust')} / {meta.get('pyperf')}"),
+        ("profile", meta.profile),
+        ("started / finished", f"{meta.started or '?'} / {meta.finished or finished}"),
+        ("git", f"{sha}{' (dirty: uncommitted changes)' if meta.git_dirty else ''}"),
+        (meta.server, server),
+        ("machine", f"{meta.cpu_model or '?'}, {meta.cores or '?'} cores"),
+        ("Python / redis-py / hiredis", f"{meta.python} / {meta.redis_py} / {meta.hiredis}"),
+        ("Locust / pyperf", f"{meta.locust} / {meta.pyperf}"),
         ("protocols", protocols_text(meta)),
     ]
     lines += ["## Run", "", markdown_table(pd.DataFrame(rows, columns=["", "value"])), ""]

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from bench.harness.profile import BullmqWorkerOptions
-from bench.stages.bullmq_worker.driver import WINDOW_FROM
+from bench.stages.bullmq_worker.worker_process import WINDOW_FROM
 
 # BullMQ's Node package (peers/bullmq-node/driver.mjs): its Worker, and its documented manual
 # processing with fetch next on (one call a job) or off (finish, then getNextJob)
@@ -17,7 +17,7 @@ SIZING_ATTEMPTS = 3  # runs of one driver in one repetition before a short windo
 
 
 @dataclass(frozen=True)
-class Run:
+class Point:
     """One driver at one concurrency."""
 
     driver: str
@@ -32,14 +32,14 @@ class Run:
         return self.driver in NODE_DRIVERS
 
 
-def runs_of(options: BullmqWorkerOptions, node: bool) -> list[Run]:
+def points_of(options: BullmqWorkerOptions, node: bool) -> list[Point]:
     """At each concurrency BullMQ's Node drivers (when the peer can run) and its Python Worker;
     then the suite's two loops (concurrency 1)."""
     runs = []
     for concurrency in dict.fromkeys(options.bullmq_worker_concurrency):
         drivers = (*NODE_DRIVERS, "bullmq_worker") if node else ("bullmq_worker",)
-        runs += [Run(driver, concurrency) for driver in drivers]
-    return [*runs, Run("fused", 1), Run("two_call", 1)]
+        runs += [Point(driver, concurrency) for driver in drivers]
+    return [*runs, Point("fused", 1), Point("two_call", 1)]
 
 
 def jobs_for(options: BullmqWorkerOptions, rate: float | None) -> int:

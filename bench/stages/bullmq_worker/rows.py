@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from bench.results.rows import BullmqWorkerRow
-from bench.stages.bullmq_worker.driver import DriverResult
-from bench.stages.bullmq_worker.plan import Run
+from bench.stages.bullmq_worker.plan import Point
+from bench.stages.bullmq_worker.worker_process import WorkerProcessResult
 
 PROTOCOL = "bullmq"
 
 
-def csv_row(
-    run: Run, rep: int, result: DriverResult, job_ms: float, audit_ok: bool, prefilled: int
+def row_of(
+    run: Point, rep: int, result: WorkerProcessResult, job_ms: float, audit_ok: bool, prefilled: int
 ) -> BullmqWorkerRow:
     jobs = result.jobs
     return BullmqWorkerRow(

@@ -7,7 +7,7 @@ two-call; and the Python port's asyncio Worker. Then the suite's fused and
 two_call loops over the Python port's scripts. Each run fills a fresh queue
 (the Node runs with the Node package's own Queue.addBulk, the others through the
 protocol), then one driver processes every job in a process of its own
-(bench/stages/bullmq_worker/driver.py, peers/bullmq-node/driver.mjs). The drivers
+(bench/stages/bullmq_worker/worker_process.py, peers/bullmq-node/driver.mjs). The drivers
 alternate within each repetition (A B C A B C). A run whose window is shorter
 than bullmq-worker-window-s runs again with its jobs sized from its rate. After
 a run the queue is audited: every job completed exactly once. The machine is
@@ -17,6 +17,7 @@ redis-server is). One row a run in bullmq_worker.csv; a table on stdout.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -43,19 +44,20 @@ from bench.protocol.commandstats import CLIENT_COMMANDS
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Producer, Queue
 from bench.results.files import update_meta, write_rows
+from bench.results.meta import BullmqWorkerMeta
 from bench.results.rows import BullmqWorkerRow
-from bench.stages.bullmq_worker.driver import PROGRAM, URL_ENV, WINDOW_FROM, DriverResult
 from bench.stages.bullmq_worker.node import NodePeer, find_peer
 from bench.stages.bullmq_worker.plan import (
     SIZING_ATTEMPTS,
     WINDOW_MARGIN,
-    Run,
+    Point,
     jobs_for,
-    runs_of,
+    points_of,
     short_window,
 )
-from bench.stages.bullmq_worker.rows import PROTOCOL, csv_row
+from bench.stages.bullmq_worker.rows import PROTOCOL, row_of
 from bench.stages.bullmq_worker.table import table
+from bench.stages.bullmq_worker.worker_process import PROGRAM, URL_ENV, WINDOW_FROM, WorkerProcessResult
 
 FILL_CHUNK = 1000  # jobs a pipeline while pre-filling
 START_ALLOWANCE_S = 60.0  # the driver's imports, connections and close
@@ -88,7 +90,7 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
     if PROTOCOL not in profile.protocols:
         return ()
     options = profile.bullmq_worker
-    runs = runs_of(options, node=isinstance(find_peer(), NodePeer))
+    runs = points_of(options, node=isinstance(find_peer(), NodePeer))
     window_s = max(options.bullmq_worker_window_s * WINDOW_MARGIN, 1.0)
     held_s = options.bullmq_worker_jobs * options.bullmq_worker_job_ms / 1000.0
     return (
@@ -117,7 +119,7 @@ class Drivers:
     def env(self) -> dict[str, str]:
         return {**os.environ, URL_ENV: self.settings.url, "PYTHONUNBUFFERED": "1"}
 
-    def command(self, run: Run, queue: Queue, jobs: int) -> list[str]:
+    def command(self, run: Point, queue: Queue, jobs: int) -> list[str]:
         """The Python driver opens the queue by its name; BullMQ's Node package is given the name
         with its hash tag, the keys BullMQ's Python port uses (bull:{name}:...)."""
         args = ["--jobs", str(jobs), "--concurrency", str(run.concurrency),
@@ -148,7 +150,7 @@ class Drivers:
         parsed: dict[str, Any] = json.loads(lines[-1])
         return parsed
 
-    def fill(self, run: Run, queue: Queue, jobs: int) -> list[str]:
+    def fill(self, run: Point, queue: Queue, jobs: int) -> list[str]:
         """The run's jobs into its fresh queue: the Node package's own Queue.addBulk for a Node run."""
         if not run.node:
             producer = Producer(queue, name="noop")
@@ -162,18 +164,18 @@ class Drivers:
             str(i) for i in self.line(f"{run.label} fill", command, START_ALLOWANCE_S + jobs * 0.01)["ids"]
         ]
 
-    def drive(self, run: Run, queue: Queue, jobs: int) -> DriverResult:
+    def drive(self, run: Point, queue: Queue, jobs: int) -> WorkerProcessResult:
         per_job_s = SLOWEST_JOB_S + self.options.bullmq_worker_job_ms / 1000.0
         timeout = START_ALLOWANCE_S + jobs * per_job_s
-        result = DriverResult.from_dict(self.line(run.label, self.command(run, queue, jobs), timeout))
+        result = WorkerProcessResult.from_dict(self.line(run.label, self.command(run, queue, jobs), timeout))
         if result.errors:
             raise BenchError(f"{run.label}: {result.errors[0]}")
         return result
 
 
 def one_run(
-    drivers: Drivers, run: Run, rep: int, jobs: int, watch_pids: Sequence[int] = ()
-) -> tuple[BullmqWorkerRow, DriverResult]:
+    drivers: Drivers, run: Point, rep: int, jobs: int, watch_pids: Sequence[int] = ()
+) -> tuple[BullmqWorkerRow, WorkerProcessResult]:
     """A fresh queue, filled; the driver, with the machine watched; the audit; the queue deleted."""
     client = drivers.settings.connect()
     queue = Queue.open(client, f"bw-{uuid.uuid4().hex[:10]}", protocol=PROTOCOL)
@@ -183,7 +185,7 @@ def one_run(
             result = drivers.drive(run, queue, jobs)
         audited = audit(queue, ids)
         complete = audited.ok and audited.counts.get("completed") == len(ids)
-        row = csv_row(run, rep, result, drivers.options.bullmq_worker_job_ms, complete, len(ids))
+        row = row_of(run, rep, result, drivers.options.bullmq_worker_job_ms, complete, len(ids))
         assert watch.sample is not None
         return replace(row, **watch.sample.row_fields()), result
     finally:
@@ -191,7 +193,7 @@ def one_run(
         client.close()
 
 
-def node_record(peer: NodePeer | str, called: set[str]) -> dict[str, Any]:
+def node_record(peer: NodePeer | str, called: set[str]) -> dict[str, object]:
     """meta.json's word on the Node package: its versions and every script its drivers called."""
     if isinstance(peer, str):
         return {"absent": peer}
@@ -204,8 +206,8 @@ def node_record(peer: NodePeer | str, called: set[str]) -> dict[str, Any]:
 
 
 def sized_run(
-    drivers: Drivers, run: Run, rep: int, rates: dict[Run, float], ctx: RunContext
-) -> tuple[BullmqWorkerRow, DriverResult]:
+    drivers: Drivers, run: Point, rep: int, rates: dict[Point, float], ctx: RunContext
+) -> tuple[BullmqWorkerRow, WorkerProcessResult]:
     """One run, sized from the run's last rate; again, sized from this one's, while its window
     was short (at most SIZING_ATTEMPTS runs)."""
     options = drivers.options
@@ -231,19 +233,19 @@ def run_stage(ctx: RunContext) -> None:
     if peer is None:
         ctx.progress(f"no Node rows: {found}")
     drivers = Drivers(ctx.settings, options, peer)
-    runs = runs_of(options, node=peer is not None)
+    runs = points_of(options, node=peer is not None)
     called: set[str] = set()
-    about = {
-        "window_from": WINDOW_FROM,
-        "jobs": options.bullmq_worker_jobs,
-        "window_s": options.bullmq_worker_window_s,
-        "options": OPTIONS,
-        "python_bullmq": installed_version(),
-        "scripts_called": called_scripts(),
-    }
-    update_meta(ctx.run_dir, bullmq_worker={**about, "node": node_record(found, called)})
+    about = BullmqWorkerMeta(
+        window_from=WINDOW_FROM,
+        jobs=options.bullmq_worker_jobs,
+        window_s=options.bullmq_worker_window_s,
+        options=OPTIONS,
+        python_bullmq=installed_version(),
+        scripts_called=called_scripts(),
+    )
+    update_meta(ctx.run_dir, bullmq_worker=dataclasses.replace(about, node=node_record(found, called)))
     rows: list[BullmqWorkerRow] = []
-    rates: dict[Run, float] = {}  # each run's last jobs/s: the next one's size
+    rates: dict[Point, float] = {}  # each run's last jobs/s: the next one's size
     for rep in range(1, options.bullmq_worker_reps + 1):
         for run in runs:  # A B C A B C: drift hits every driver alike
             ctx.progress(f"{run.label} rep {rep}")  # the line's stage counter counts the runs
@@ -258,7 +260,7 @@ def run_stage(ctx: RunContext) -> None:
                 f"{run.label} rep {rep}: {row.jobs_per_s:.0f} jobs/s in {row.duration_s:.2f} s, "
                 f"{row.client_cpu_us_per_job:.0f} µs CPU, {row.redis_calls_per_job:.2f} calls a job{note}"
             )
-    update_meta(ctx.run_dir, bullmq_worker={**about, "node": node_record(found, called)})
+    update_meta(ctx.run_dir, bullmq_worker=dataclasses.replace(about, node=node_record(found, called)))
     ctx.progress.done()
     print(fold(table(rows, None if peer else str(found))))
 

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from bench.harness.terminal import contended_note, table_width
 from bench.results.fits import headline_ratio
 from bench.results.rows import BullmqWorkerRow
-from bench.stages.bullmq_worker.driver import WINDOW_FROM
-from bench.stages.bullmq_worker.plan import Run
+from bench.stages.bullmq_worker.plan import Point
+from bench.stages.bullmq_worker.worker_process import WINDOW_FROM
 
 
 def _median_spread(values: Sequence[float], form: str) -> str:
@@ -19,8 +19,8 @@ def _median_spread(values: Sequence[float], form: str) -> str:
     return f"{middle} [{form.format(min(values))}-{form.format(max(values))}]"
 
 
-def _by_rep(rows: Sequence[BullmqWorkerRow], run: Run) -> dict[int, float]:
-    return {r.rep: r.jobs_per_s for r in rows if Run(r.driver, r.concurrency) == run}
+def _by_rep(rows: Sequence[BullmqWorkerRow], run: Point) -> dict[int, float]:
+    return {r.rep: r.jobs_per_s for r in rows if Point(r.driver, r.concurrency) == run}
 
 
 def ratio_lines(rows: Sequence[BullmqWorkerRow]) -> list[str]:
@@ -28,15 +28,15 @@ def ratio_lines(rows: Sequence[BullmqWorkerRow]) -> list[str]:
     Worker at concurrency 1: jobs/s paired by repetition, as every A/B figure is."""
     lines = []
     for concurrency in dict.fromkeys(r.concurrency for r in rows):
-        fused = _by_rep(rows, Run("node_manual_fused", concurrency))
-        ratio = headline_ratio(fused, _by_rep(rows, Run("node_manual_two_call", concurrency)))
+        fused = _by_rep(rows, Point("node_manual_fused", concurrency))
+        ratio = headline_ratio(fused, _by_rep(rows, Point("node_manual_two_call", concurrency)))
         if ratio:
             lines.append(
                 f"  Node manual fused / two-call at concurrency {concurrency}, jobs/s: {ratio.text()}"
             )
-    base = _by_rep(rows, Run("bullmq_worker", 1))
+    base = _by_rep(rows, Point("bullmq_worker", 1))
     for loop in ("fused", "two_call"):
-        ratio = headline_ratio(_by_rep(rows, Run(loop, 1)), base)
+        ratio = headline_ratio(_by_rep(rows, Point(loop, 1)), base)
         if ratio:
             lines.append(f"  suite {loop} loop / Python Worker at concurrency 1, jobs/s: {ratio.text()}")
     return lines
@@ -50,9 +50,9 @@ def table(rows: Sequence[BullmqWorkerRow], node_absent: str | None = None) -> st
         f"  {'driver':<21}{'conc':>5}{'jobs/s':>20}{'win s':>7}{'cpu µs':>8}{'calls':>7}"
         f"{'redis µs':>9}  audit  busy",
     ]
-    runs = sorted(dict.fromkeys(Run(r.driver, r.concurrency) for r in rows), key=lambda r: r.concurrency)
+    runs = sorted(dict.fromkeys(Point(r.driver, r.concurrency) for r in rows), key=lambda r: r.concurrency)
     for run in runs:
-        mine = [r for r in rows if Run(r.driver, r.concurrency) == run]
+        mine = [r for r in rows if Point(r.driver, r.concurrency) == run]
         audited = sum(1 for r in mine if r.audit_ok)
         rate = _median_spread([r.jobs_per_s for r in mine], "{:.0f}")
         lines.append(

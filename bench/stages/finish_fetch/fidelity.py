@@ -5,7 +5,7 @@
 2. a bare redis-py call in a plain loop: what the client library adds;
 3. the raw driver's timed path (TimedSender over an AutoPipeline) in a plain loop:
    what the suite's connection and timing add;
-4. the same path under Locust (a probe run, locust_run.py): what Locust adds.
+4. the same path under Locust (a probe run, locust_trial.py): what Locust adds.
 
 No Locust or gevent import here (the fourth is measured in a Locust child).
 """
@@ -17,43 +17,19 @@ import os
 import shutil
 import subprocess
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from bench.protocol.autopipe import AutoPipeline
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Command, Queue
 from bench.results import hdr
+from bench.results.meta import Fidelity
 from bench.stages.finish_fetch.fidelity_probe import PROBE_LABEL, PROBE_METRIC, PROBE_SCRIPT
 from bench.stages.finish_fetch.loadstats import Recorder
 from bench.stages.finish_fetch.timed import TimedSender
 
 BENCHMARK_TIMEOUT_S = 120.0
-
-
-@dataclass(frozen=True)
-class Fidelity:
-    """The four p50s (µs); None where a way was not measured, and why in its note."""
-
-    calls: int
-    redis_benchmark_p50_us: float | None
-    redis_benchmark_note: str
-    redis_py_p50_us: float | None
-    raw_path_p50_us: float | None
-    locust_path_p50_us: float | None = None
-    locust_note: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @property
-    def harness_adds_us(self) -> float | None:
-        """What the harness under Locust adds to the bare redis-py p50 (goal: at most 20 µs)."""
-        if self.locust_path_p50_us is None or self.redis_py_p50_us is None:
-            return None
-        return self.locust_path_p50_us - self.redis_py_p50_us
 
 
 def find_redis_benchmark(server_binary: str | None) -> str | None:

@@ -13,19 +13,17 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 from hdrh.histogram import HdrHistogram
 
 from bench.errors import ProtocolError
-from bench.harness.profile import FinishFetchOptions, option_key
 from bench.protocol.connection import Client, primaries
 from bench.protocol.queue import Queue, _text
 from bench.protocol.refusal import refusal
 from bench.results import hdr
-from bench.stages.finish_fetch.plan import Point
 
 ERROR_PREFIX = "errors:"  # a counter a kind of failed call: errors:timeout, errors:connection, ...
 FOLLOWED_PREFIX = "followed:"  # a counter a kind of cluster redirect followed: followed:moved, ...
@@ -167,92 +165,6 @@ class Aggregate:
         self.counters.update(counters)
         totals.final = totals.final or final
         return True
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """One run's load, as the locustfile ran it (single values, not a profile's lists)."""
-
-    strategy: str
-    workers: int
-    producers: int
-    batch_size: int
-    payload_bytes: int
-    target_rate: float
-    warmup_s: float
-    measure_s: float
-    rtt_ms: float
-    queue: str
-    socket_timeout_s: float = 30.0
-    protocol: str = "echomq"
-    concurrency: int = 1  # jobs in flight per worker connection
-    job_ms: float = 0.0  # how long a worker holds each job before finishing it
-    queues: int = 1  # queues the users are spread over (``queue`` is their base name)
-    probe: bool = False  # the latency-fidelity run: one user, a trivial EVALSHA, no queue load
-
-    @classmethod
-    def at(
-        cls,
-        opts: FinishFetchOptions,
-        strategy: str,
-        point: Point,
-        queue: str,
-        protocol: str = "echomq",
-        probe: bool = False,
-    ) -> RunSettings:
-        """One run of the profile's stage 1 at ``point``: the settings a Locust run is given as
-        flags (``locust_flags``) and the raw driver runs with."""
-        return cls(
-            strategy=strategy,
-            workers=point.workers,
-            producers=opts.producers,
-            batch_size=opts.batch_size,
-            payload_bytes=opts.payload_bytes,
-            target_rate=opts.target_rate,
-            warmup_s=opts.warmup_s,
-            measure_s=opts.measure_s,
-            rtt_ms=point.rtt_ms,
-            queue=queue,
-            socket_timeout_s=opts.socket_timeout_s,
-            protocol=protocol,
-            concurrency=point.concurrency,
-            job_ms=point.job_ms,
-            queues=point.queues,
-            probe=probe,
-        )
-
-    def locust_flags(self) -> list[str]:
-        """Each field as the locustfile's option of its name (``--rtt-ms 1``), which the Locust
-        child reads back into the same settings (in_locust/options.run_settings)."""
-        flags: list[str] = []
-        for f in fields(self):
-            value, flag = getattr(self, f.name), f"--{option_key(f.name)}"
-            if isinstance(value, bool):
-                flags += [flag] if value else []
-            else:
-                flags += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
-        return flags
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "strategy": self.strategy,
-            "workers": self.workers,
-            "producers": self.producers,
-            "batch_size": self.batch_size,
-            "payload_bytes": self.payload_bytes,
-            "target_rate": self.target_rate,
-            "warmup_s": self.warmup_s,
-            "measure_s": self.measure_s,
-            "rtt_ms": self.rtt_ms,
-            "rtt_simulated": True,  # each exchange on the wire waits rtt_ms once, whatever it carries
-            "queue": self.queue,
-            "socket_timeout_s": self.socket_timeout_s,
-            "protocol": self.protocol,
-            "concurrency": self.concurrency,
-            "job_ms": self.job_ms,
-            "queues": self.queues,
-            "probe": self.probe,
-        }
 
 
 def issued_job_ids(queue: Queue) -> list[str]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 from bench.protocol.queue import Call, Command, Producer, Queue, now_us
-from bench.stages.finish_fetch.loadstats import RunSettings
 from bench.stages.finish_fetch.timed import NO_HOOKS, LoadHooks, Meter
+from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 BACKLOG_BATCHES = 10  # closed loop: producers keep the wait list below this many batches
 BACKLOG_POLL_S = 0.002
@@ -20,7 +20,7 @@ class ProducerLoop:
     def __init__(
         self,
         queue: Queue,
-        run: RunSettings,
+        run: TrialSettings,
         meter: Meter,
         hooks: LoadHooks = NO_HOOKS,
     ) -> None:

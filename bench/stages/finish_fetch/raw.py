@@ -20,23 +20,23 @@ from typing import Any
 import redis
 
 from bench.protocol.audit import audit_queues, master_run_ids
-from bench.protocol.commandstats import added, read_per_master
+from bench.protocol.commandstats import read_per_master
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Queue
 from bench.protocol.refusal import LOADING_WAIT_S, ServerRefused, refusal, refusal_line
 from bench.protocol.spread import homes, queue_names
-from bench.stages.finish_fetch.driver import WorkerDriver
 from bench.stages.finish_fetch.loadstats import (
     Aggregate,
     Recorder,
-    RunSettings,
     issued_job_ids,
     redis_cpu_seconds,
     redis_used_memory,
 )
 from bench.stages.finish_fetch.producer_loop import ProducerLoop
-from bench.stages.finish_fetch.summary import RunSummary, SummaryAudit, build_summary
+from bench.stages.finish_fetch.summary import ServerFigures, SummaryAudit, TrialSummary, build_summary
 from bench.stages.finish_fetch.timed import run_steps
+from bench.stages.finish_fetch.trial_settings import TrialSettings
+from bench.stages.finish_fetch.worker_loop import WorkerLoop
 
 JOIN_ALLOWANCE_S = 5.0  # past the socket timeout, how long a thread may take to notice the stop
 RAW_PROCESS = "raw"
@@ -113,7 +113,7 @@ class Edge:
 class RawRun:
     """One raw run on a fresh queue: threads start, warm up, a window is measured, all stop."""
 
-    def __init__(self, settings: RedisSettings, run: RunSettings) -> None:
+    def __init__(self, settings: RedisSettings, run: TrialSettings) -> None:
         self.settings = settings
         self.run = run
         self.recorder = LockedRecorder()
@@ -164,7 +164,7 @@ class RawRun:
         if self.stopping.wait(seconds) and self.refused is not None:
             raise self.refused  # the caller's finally stops the threads
 
-    def measure(self) -> RunSummary:
+    def measure(self) -> TrialSummary:
         """The run's summary (summary.py's shape, ``mode: raw``), audited after every thread stopped."""
         control = self._queue()
         self.names = queue_names(control.client, self.run.queue, self.run.queues)
@@ -176,7 +176,7 @@ class RawRun:
                 loop = ProducerLoop(queue, self.run, self.recorder)
                 self._start(f"producer-{p}", loop.step)
             for w in range(self.run.workers):
-                self._start(f"worker-{w}", WorkerDriver(self._queue(w), self.run, self.recorder).step)
+                self._start(f"worker-{w}", WorkerLoop(self._queue(w), self.run, self.recorder).step)
             self._sleep(self.run.warmup_s)
             with self.edge.held(len(self.threads)):
                 before = read_per_master(control.client), redis_cpu_seconds(control.client.info("cpu"))
@@ -197,19 +197,9 @@ class RawRun:
         queues = [Queue.open(control.client, n, protocol=self.run.protocol) for n in self.names]
         checked = audit_queues(queues, issued_job_ids, run_ids, home)
         by_master = {m: now.since(before[0][m]) for m, now in after[0].items() if m in before[0]}
-        return build_summary(
-            self.run,
-            aggregate,
-            window_s,
-            added(by_master.values()),
-            after[1] - before[1],
-            mode="raw",
-            missing_processes=[],
-            audit=SummaryAudit(checked.ok, checked.verdict, checked.counts),
-            home=home,
-            server_by_master=by_master,
-            memory_growth_bytes=memory_growth,
-        )
+        server = ServerFigures(by_master, after[1] - before[1], memory_growth, home)
+        audited = SummaryAudit(checked.ok, checked.verdict, checked.counts)
+        return build_summary(self.run, aggregate, window_s, "raw", server, audit=audited)
 
     def _stop(self) -> None:
         self.stopping.set()
@@ -226,7 +216,7 @@ class RawRun:
             client.close()
 
 
-def run_raw(settings: RedisSettings, run: RunSettings) -> RunSummary:
+def run_raw(settings: RedisSettings, run: TrialSettings) -> TrialSummary:
     """One raw run of ``run`` (its queue name replaced by a fresh one, deleted after)."""
     fresh = dataclasses.replace(run, queue=f"ffraw-{run.strategy}-{uuid.uuid4().hex[:10]}")
     raw = RawRun(settings, fresh)

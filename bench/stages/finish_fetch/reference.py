@@ -26,7 +26,8 @@ from bench.protocol.audit import audit_queues, master_run_ids
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import FinishRefused, Job, Producer, Queue, Worker
 from bench.protocol.spread import homes
-from bench.stages.finish_fetch.loadstats import RunSettings, issued_job_ids, redis_cpu_seconds
+from bench.stages.finish_fetch.loadstats import issued_job_ids, redis_cpu_seconds
+from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 # Jobs a reference point adds, a second of measure-s: a fast point drains them within the window,
 # a slow one stops at its end. Adding and auditing cost time too, so a short window adds fewer.
@@ -111,7 +112,7 @@ def reference_jobs(measure_s: float) -> int:
     return max(REFERENCE_MIN_JOBS, math.ceil(measure_s * REFERENCE_JOBS_PER_S))
 
 
-def run_reference(settings: RedisSettings, run: RunSettings, jobs: int | None = None) -> Reference:
+def run_reference(settings: RedisSettings, run: TrialSettings, jobs: int | None = None) -> Reference:
     """The reference at ``run``'s workers, concurrency and strategy, on a fresh queue deleted after;
     ``jobs`` added (by default, as many as its window calls for)."""
     jobs = reference_jobs(run.measure_s) if jobs is None else jobs

@@ -14,16 +14,16 @@ from bench.protocol.spread import slot_of
 from bench.results import hdr
 from bench.results.files import HDR_DIR, hdr_name
 from bench.results.rows import FinishFetchQueueRow, FinishFetchRow, FinishFetchShardRow, RunIds
-from bench.stages.finish_fetch.locust_run import STAGE, RunResult
+from bench.stages.finish_fetch.locust_trial import STAGE, TrialResult
 from bench.stages.finish_fetch.reference import Reference
-from bench.stages.finish_fetch.summary import RunSummary
+from bench.stages.finish_fetch.summary import TrialSummary
 
 
 def _round(value: Any, digits: int) -> float | None:
     return round(float(value), digits) if value is not None else None
 
 
-def csv_row(run: RunResult, opts: FinishFetchOptions, ids: RunIds) -> FinishFetchRow:
+def row_of(run: TrialResult, opts: FinishFetchOptions, ids: RunIds) -> FinishFetchRow:
     """The run's row of finish_fetch.csv; audit_ok only when the queue audit passed and
     every process's last report arrived (a run cut short is not audited as whole); the
     machine watch of its window last."""
@@ -78,7 +78,7 @@ def csv_row(run: RunResult, opts: FinishFetchOptions, ids: RunIds) -> FinishFetc
     return replace(row, **run.machine.row_fields()) if run.machine else row
 
 
-def with_raw(row: FinishFetchRow, raw: RunSummary) -> FinishFetchRow:
+def with_raw(row: FinishFetchRow, raw: TrialSummary) -> FinishFetchRow:
     """The row with the raw driver's figures at its point and strategy beside Locust's."""
     d = raw.figures
     jobs_per_s = _round(d.jobs_per_s, 1)
@@ -115,14 +115,14 @@ def _metric_file_name(metric: str) -> str:
     return "".join(ch if ch.isalnum() else "-" for ch in metric).strip("-")
 
 
-def write_histograms(run_dir: Path, run: RunResult) -> None:
+def write_histograms(run_dir: Path, run: TrialResult) -> None:
     """Each merged histogram of the run as hdr/finish_fetch__<variant id>__r<rep>__<metric>.hdr."""
     for metric, encoded in run.summary.histograms.items():
         name = hdr_name(STAGE, run.variant_id, run.rep, _metric_file_name(metric))
         hdr.write_hdr(run_dir / HDR_DIR / name, hdr.decode(encoded))
 
 
-def _point(run: RunResult, ids: RunIds) -> dict[str, Any]:
+def _point(run: TrialResult, ids: RunIds) -> dict[str, Any]:
     p = run.point
     return {
         "run_id": ids.run_id, "protocol": ids.protocol, "profile": ids.profile, "strategy": run.strategy,
@@ -131,7 +131,7 @@ def _point(run: RunResult, ids: RunIds) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def shard_rows(run: RunResult, ids: RunIds) -> list[FinishFetchShardRow]:
+def shard_rows(run: TrialResult, ids: RunIds) -> list[FinishFetchShardRow]:
     masters = run.summary.shards.get("masters", {})
     return [
         FinishFetchShardRow(
@@ -148,7 +148,7 @@ def shard_rows(run: RunResult, ids: RunIds) -> list[FinishFetchShardRow]:
     ]
 
 
-def queue_rows(run: RunResult, ids: RunIds) -> list[FinishFetchQueueRow]:
+def queue_rows(run: TrialResult, ids: RunIds) -> list[FinishFetchQueueRow]:
     queues = run.summary.shards.get("queues", {})
     return [
         FinishFetchQueueRow(

@@ -3,7 +3,7 @@ two_call_pipelined, under Locust.
 
 For each (workers, concurrency, job_ms, rtt_ms) point the strategies run
 alternately, A B C A B C, for the profile's repetitions. Each run is a headless
-Locust subprocess on a fresh queue, audited and deleted after (locust_run.py).
+Locust subprocess on a fresh queue, audited and deleted after (locust_trial.py).
 Then the raw driver (raw.py) runs each strategy once at the point, without
 Locust: its jobs/s and CPU per job go beside Locust's in the point's rows. At
 the end, the latency-fidelity check (fidelity.py). Results: one row a Locust run
@@ -33,6 +33,7 @@ from bench.harness.terminal import fold
 from bench.protocol.refusal import ServerRefused, refused
 from bench.results.files import RAW_DIR, update_meta, write_json, write_rows
 from bench.results.finish_fetch_goals import goal_lines
+from bench.results.meta import HARNESS_ADDS_GOAL_US, Fidelity
 from bench.results.rows import (
     FinishFetchQueueRow,
     FinishFetchRow,
@@ -40,30 +41,30 @@ from bench.results.rows import (
     RunIds,
     row_dict,
 )
-from bench.stages.finish_fetch.fidelity import Fidelity, measure_plain
+from bench.stages.finish_fetch.fidelity import measure_plain
 from bench.stages.finish_fetch.fidelity_probe import PROBE_METRIC
-from bench.stages.finish_fetch.loadstats import RunSettings
-from bench.stages.finish_fetch.locust_run import (
+from bench.stages.finish_fetch.locust_trial import (
     INTERRUPTED,
     PROBE_MEASURE_S,
     PROBE_WARMUP_S,
-    RunResult,
-    run_once,
+    TrialResult,
     run_probe,
+    run_trial,
 )
 from bench.stages.finish_fetch.plan import Point, point_id, points_of, strategies_at
 from bench.stages.finish_fetch.raw import run_raw
 from bench.stages.finish_fetch.reference import REFERENCE_S, Reference, run_reference
 from bench.stages.finish_fetch.rows import (
-    csv_row,
     queue_rows,
+    row_of,
     shard_rows,
     with_raw,
     with_reference,
     write_histograms,
 )
-from bench.stages.finish_fetch.summary import RunSummary
+from bench.stages.finish_fetch.summary import TrialSummary
 from bench.stages.finish_fetch.table import TableRow, shard_table, table
+from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 RTT_LABEL = (
     "simulated: each exchange on the wire waits rtt_ms once (a flush carrying several calls waits once); "
@@ -126,10 +127,10 @@ def run_stage(ctx: RunContext) -> None:
             for protocol, strategy in rounds:  # A B C A B C: drift on a shared machine hits all alike
                 # the stage's own counter (its points done of its plan) is the line's only count
                 ctx.progress(f"{protocol} {strategy} {point.label} rep {rep}")
-                run = run_once(
+                run = run_trial(
                     ctx.settings, opts, strategy, point, rep, ctx.run_dir, protocol, ctx.watch_pids
                 )
-                row = csv_row(run, opts, RunIds(ctx.run_dir.name, ctx.profile.name, protocol))
+                row = row_of(run, opts, RunIds(ctx.run_dir.name, ctx.profile.name, protocol))
                 rows.append(row)
                 derived = run.summary.figures
                 shown.append(TableRow(row, derived.simulated_rtt_mean_ms, derived.loadgen_cpu_us_per_job))
@@ -144,8 +145,7 @@ def run_stage(ctx: RunContext) -> None:
                     audits[f"{run.variant_id} r{run.rep}"] = _audit_note(run)
                 update_meta(
                     ctx.run_dir,
-                    finish_fetch_errors=dict(sorted(errors.items())),
-                    finish_fetch_audit_failures=audits,
+                    finish_fetch={"errors": dict(sorted(errors.items())), "audit_failures": audits},
                 )
                 ctx.progress.step(_progress_line(run, row))
                 _stop_if_stopped(run, ctx.run_dir)
@@ -158,7 +158,7 @@ def run_stage(ctx: RunContext) -> None:
                 )
                 if raw.audit is not None and not raw.audit.ok:
                     audits[f"raw-{protocol}-{strategy}-{point.label}"] = raw.audit.verdict
-                    update_meta(ctx.run_dir, finish_fetch_audit_failures=audits)
+                    update_meta(ctx.run_dir, finish_fetch={"audit_failures": audits})
                 ctx.progress(f"reference: {protocol} {strategy} {point.label}")
                 reference = _reference_run(ctx, opts, strategy, point, protocol)
                 ctx.progress.step(
@@ -167,7 +167,7 @@ def run_stage(ctx: RunContext) -> None:
                 )
                 if not reference.audit_ok:
                     audits[f"reference-{protocol}-{strategy}-{point.label}"] = reference.audit_verdict
-                    update_meta(ctx.run_dir, finish_fetch_audit_failures=audits)
+                    update_meta(ctx.run_dir, finish_fetch={"audit_failures": audits})
                 at = (protocol, point, strategy, raw, reference)
                 rows = [_beside(r, *at) for r in rows]
                 shown = [dataclasses.replace(t, row=_beside(t.row, *at)) for t in shown]
@@ -176,7 +176,7 @@ def run_stage(ctx: RunContext) -> None:
     if opts.fidelity_calls > 0:
         ctx.progress("latency fidelity: redis-benchmark, redis-py, the raw path, the Locust path")
         fidelity = _fidelity(ctx, opts)
-        update_meta(ctx.run_dir, finish_fetch_fidelity=fidelity.as_dict())
+        update_meta(ctx.run_dir, finish_fetch={"fidelity": fidelity})
         notes = fidelity_lines(fidelity)
         ctx.progress.step("latency fidelity measured")
     ctx.progress.done()
@@ -198,9 +198,9 @@ def _write_parts(run_dir: Path, shards: list[FinishFetchShardRow], queues: list[
 
 def _raw_run(
     ctx: RunContext, opts: FinishFetchOptions, strategy: str, point: Point, protocol: str
-) -> RunSummary:
+) -> TrialSummary:
     """The raw driver at one point and strategy; its summary is kept beside the Locust runs'."""
-    run = RunSettings.at(opts, strategy, point, "", protocol)  # run_raw names a fresh queue
+    run = TrialSettings.at(opts, strategy, point, "", protocol)  # run_raw names a fresh queue
     try:
         summary = run_raw(ctx.settings, run)
     except redis.RedisError as exc:
@@ -216,7 +216,7 @@ def _reference_run(
     ctx: RunContext, opts: FinishFetchOptions, strategy: str, point: Point, protocol: str
 ) -> Reference:
     """The reference at one point and strategy (reference.py), kept beside the raw driver's."""
-    run = RunSettings.at(opts, strategy, point, "", protocol)  # run_reference names a fresh queue
+    run = TrialSettings.at(opts, strategy, point, "", protocol)  # run_reference names a fresh queue
     try:
         reference = run_reference(ctx.settings, run)
     except redis.RedisError as exc:
@@ -229,7 +229,7 @@ def _reference_run(
 
 
 def _beside(
-    row: FinishFetchRow, protocol: str, point: Point, strategy: str, raw: RunSummary, reference: Reference
+    row: FinishFetchRow, protocol: str, point: Point, strategy: str, raw: TrialSummary, reference: Reference
 ) -> FinishFetchRow:
     """A Locust run's row with the raw driver's and the reference's figures at its point and strategy."""
     at = (row.workers, row.rtt_ms, row.concurrency, row.job_ms, row.queues)
@@ -270,11 +270,11 @@ def fidelity_lines(f: Fidelity) -> list[str]:
         f"latency fidelity, p50 of one EVALSHA 'return 1' at one client ({f.calls} calls each): "
         f"redis-benchmark {bench}; bare redis-py {us(f.redis_py_p50_us)}; "
         f"raw driver's path {us(f.raw_path_p50_us)}; under Locust {us(f.locust_path_p50_us)} "
-        f"(the harness adds {adds} to redis-py; goal: at most 20 µs)"
+        f"(the harness adds {adds} to redis-py; goal: at most {HARNESS_ADDS_GOAL_US:g} µs)"
     ]
 
 
-def _audit_note(run: RunResult) -> str:
+def _audit_note(run: TrialResult) -> str:
     """Why the run's audit_ok is false, in the audit's own words."""
     if not run.audit.ok:
         return run.audit.verdict
@@ -283,7 +283,7 @@ def _audit_note(run: RunResult) -> str:
     return f"cut short ({cut}); the queue itself: {run.audit.verdict}"
 
 
-def _stop_if_stopped(run: RunResult, run_dir: Path) -> None:
+def _stop_if_stopped(run: TrialResult, run_dir: Path) -> None:
     """End the stage when a run stopped early: its row is written already, marked audit_ok false."""
     reason = run.stopped
     if reason is None:
@@ -297,7 +297,7 @@ def _stop_if_stopped(run: RunResult, run_dir: Path) -> None:
     raise BenchError(f"finish_fetch run {which} stopped: {reason}; what it measured is in {run_dir}")
 
 
-def _progress_line(run: RunResult, row: FinishFetchRow) -> str:
+def _progress_line(run: TrialResult, row: FinishFetchRow) -> str:
     notes = []
     if run.machine is not None and run.machine.contended:
         notes.append(run.machine.note())

@@ -18,12 +18,13 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from bench.protocol.commandstats import CommandStats, client_side
+from bench.protocol.commandstats import CommandStats, added, client_side
 from bench.results import hdr
 from bench.results.files import write_json
 from bench.stages.finish_fetch import pace
-from bench.stages.finish_fetch.loadstats import ERROR_PREFIX, FOLLOWED_PREFIX, Aggregate, RunSettings
-from bench.stages.finish_fetch.shards import shard_figures
+from bench.stages.finish_fetch.loadstats import ERROR_PREFIX, FOLLOWED_PREFIX, Aggregate
+from bench.stages.finish_fetch.shards import Shards, shard_figures
+from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 log = logging.getLogger("echomq")
 
@@ -96,7 +97,7 @@ class SummaryAudit:
 
 
 @dataclass
-class RunSummary:
+class TrialSummary:
     """What a run of stage 1 measured, as its summary JSON holds it (``to_json``/``from_json``
     at that edge only): the load side's whole answer to whoever started the run.
 
@@ -104,7 +105,7 @@ class RunSummary:
     and no figures; its JSON holds only UNMEASURED_KEYS."""
 
     mode: str  # "local", "distributed" or "raw"
-    settings: RunSettings  # the run's settings, as its process ran them
+    settings: TrialSettings  # the run's settings, as its process ran them
     measured: bool
     complete: bool
     aborted: str | None
@@ -123,7 +124,7 @@ class RunSummary:
     server: dict[str, dict[str, int]] | None = None  # commandstats delta: calls, usec by command
     processes: list[dict[str, Any]] = field(default_factory=list)  # each process's own counts
     derived: Derived | None = None
-    shards: dict[str, Any] = field(default_factory=dict)  # shards.shard_figures: queues, masters
+    shards: Shards = field(default_factory=lambda: Shards())  # shards.shard_figures: queues, masters
     audit: SummaryAudit | None = None
     exit_code: int | None = None  # the Locust child's, set by the stage that ran it
 
@@ -146,10 +147,10 @@ class RunSummary:
         return data
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RunSummary:
+    def from_json(cls, data: Mapping[str, Any]) -> TrialSummary:
         values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
-        known = {f.name for f in fields(RunSettings)}  # as_dict adds what the file says about them
-        values["settings"] = RunSettings(**{k: v for k, v in data["settings"].items() if k in known})
+        known = {f.name for f in fields(TrialSettings)}  # as_dict adds what the file says about them
+        values["settings"] = TrialSettings(**{k: v for k, v in data["settings"].items() if k in known})
         if values.get("derived") is not None:
             values["derived"] = Derived(**values["derived"])
         if values.get("audit") is not None:
@@ -162,7 +163,7 @@ UNMEASURED_KEYS = ("kind", "version", "mode", "settings", "measured", "complete"
 
 
 def derive(
-    run: RunSettings,
+    run: TrialSettings,
     aggregate: Aggregate,
     window_s: float,
     server: CommandStats | None,
@@ -253,55 +254,71 @@ def by_kind(counters: Counter[str], prefix: str) -> dict[str, int]:
     return {k.removeprefix(prefix): v for k, v in found}
 
 
+@dataclass(frozen=True)
+class ServerFigures:
+    """What the server said about a trial's window, or why it said nothing (``error``)."""
+
+    by_master: Mapping[str, CommandStats] | None = None  # each master's commandstats delta
+    cpu_s: float | None = None  # the server's CPU over the window
+    memory_growth_bytes: int | None = None  # its used_memory growth over the window (kept jobs)
+    home: Mapping[str, str] | None = None  # each queue's master
+    error: str | None = None  # why the figures are missing
+
+    @property
+    def whole(self) -> CommandStats | None:
+        """The server's delta: its masters' sum, exactly."""
+        return added(self.by_master.values()) if self.by_master is not None else None
+
+
+@dataclass(frozen=True)
+class WindowEnd:
+    """How a trial's window ended: early (``aborted``: why; ``refused``: the kind of refusal, in
+    protocol/refusal.py, every later call would get too), or with processes that never reported."""
+
+    missing_processes: list[str] = field(default_factory=list)
+    aborted: str | None = None
+    refused: str | None = None
+
+
 def build_summary(
-    run: RunSettings,
+    run: TrialSettings,
     aggregate: Aggregate,
     window_s: float,
-    server: CommandStats | None,
-    redis_cpu_s: float | None,
     mode: str,
-    missing_processes: list[str],
-    *,
-    aborted: str | None = None,
-    refused: str | None = None,
-    server_error: str | None = None,
+    server: ServerFigures,
+    end: WindowEnd | None = None,
     audit: SummaryAudit | None = None,
     window_clock: tuple[float, float] | None = None,
-    home: Mapping[str, str] | None = None,
-    server_by_master: Mapping[str, CommandStats] | None = None,
-    memory_growth_bytes: int | None = None,
-) -> RunSummary:
-    """The run's summary: settings, merged histograms, per-process parts, headline figures.
+) -> TrialSummary:
+    """The trial's summary: settings, merged histograms, per-process parts, headline figures.
 
-    ``aborted`` says why the window ended early (the run is then incomplete), ``refused`` the kind
-    of refusal (protocol/refusal.py) when a reply every later call would get too ended it,
-    ``server_error`` why the server's own figures are missing, ``audit`` the
-    queue's audit when this process could take it (a run of one process),
-    ``window_clock`` the window's open and close on CLOCK_MONOTONIC (so the stage's
-    machine watch, in another process, judges this window and not Locust's start), ``home``
-    each queue's master and ``server_by_master`` each master's commandstats delta (``shards``),
-    ``memory_growth_bytes`` the server's used_memory growth over the window (kept jobs cost memory).
+    ``audit`` is the queue's audit when this process could take it (a trial of one process),
+    ``window_clock`` the window's open and close on CLOCK_MONOTONIC (so the stage's machine
+    watch, in another process, judges this window and not Locust's start).
     """
-    derived = derive(run, aggregate, window_s, server, redis_cpu_s)
+    end = end or WindowEnd()
+    whole = server.whole
+    derived = derive(run, aggregate, window_s, whole, server.cpu_s)
+    memory_growth_bytes = server.memory_growth_bytes
     if memory_growth_bytes is not None and derived.jobs:
         growth = memory_growth_bytes * 1000 / derived.jobs
         derived = dataclasses.replace(derived, redis_mem_growth_bytes_per_1k_jobs=growth)
-    return RunSummary(
+    return TrialSummary(
         mode=mode,
         settings=run,
         measured=True,
-        complete=not missing_processes and aborted is None,
-        aborted=aborted,
-        refused=refused,
+        complete=not end.missing_processes and end.aborted is None,
+        aborted=end.aborted,
+        refused=end.refused,
         window_s=window_s,
         window_clock_s=list(window_clock) if window_clock else None,
-        missing_processes=missing_processes,
+        missing_processes=end.missing_processes,
         stale_reports_dropped=aggregate.stale_reports,
-        server_error=server_error,
+        server_error=server.error,
         histograms={name: hdr.encode(h) for name, h in sorted(aggregate.histograms.items())},
         percentiles_us={name: hdr.summary(h) for name, h in sorted(aggregate.histograms.items())},
         counters=dict(sorted(aggregate.counters.items())),
-        server={"calls": dict(server.calls), "usec": dict(server.usec)} if server is not None else None,
+        server={"calls": dict(whole.calls), "usec": dict(whole.usec)} if whole is not None else None,
         processes=[
             {
                 "id": pid,
@@ -313,7 +330,7 @@ def build_summary(
             for pid, t in sorted(aggregate.processes.items())
         ],
         derived=derived,
-        shards=shard_figures(aggregate.counters, home or {}, server_by_master, window_s),
+        shards=shard_figures(aggregate.counters, server.home or {}, server.by_master, window_s),
         audit=audit,
     )
 
@@ -325,15 +342,15 @@ def refused_verdict(kind: str) -> str:
 
 
 def unmeasured_summary(
-    run: RunSettings, mode: str, aborted: str | None, refused: str | None = None
-) -> RunSummary:
+    run: TrialSettings, mode: str, aborted: str | None, refused: str | None = None
+) -> TrialSummary:
     """The summary of a run that stopped before its window opened: no figures, only why."""
-    return RunSummary(
+    return TrialSummary(
         mode, run, measured=False, complete=False, aborted=aborted or WARM_UP_ONLY, refused=refused
     )
 
 
-def write_summary(summary: RunSummary, path: Path | None) -> None:
+def write_summary(summary: TrialSummary, path: Path | None) -> None:
     """Log the run's headline (or why nothing was measured) and write the summary to ``path``."""
     if summary.measured:
         _log_headline(summary)
@@ -345,7 +362,7 @@ def write_summary(summary: RunSummary, path: Path | None) -> None:
         log.error("echomq: run stopped early: %s; what it measured is in %s", summary.aborted, path)
 
 
-def _log_headline(summary: RunSummary) -> None:
+def _log_headline(summary: TrialSummary) -> None:
     d = summary.figures
     log.info(
         "echomq: %s: %d jobs in %.1fs = %.0f jobs/s, %.2f round trips/job, %.2f commands/job, "

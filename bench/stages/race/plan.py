@@ -47,7 +47,7 @@ def extra_scripts(variants: Iterable[str]) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class RaceSetting:
+class Point:
     """One cell of the plan: run ``reps`` times, its counts summed into one race.csv row."""
 
     variant: str
@@ -134,28 +134,29 @@ class RacePlan:
         proto = protocol_named(protocol)
         return tuple(v for v in self.variants if proto.supports_sweep(v))
 
-    def settings(self) -> list[RaceSetting]:
-        """Every setting; an atomic variant has no gap to delay, so it runs once, at delay 0.
-        The protocols alternate innermost, so their runs of one setting sit side by side."""
-        cells: list[RaceSetting] = []
-        for k in self.sweepers:
-            for variant in self.variants:
-                delays = self.delays_ms if has_gap(variant) else (0.0,)
-                for delay in dict.fromkeys(delays):
-                    for protocol in self.protocols:
-                        if variant not in self.variants_of(protocol):
-                            continue
-                        cells.append(
-                            RaceSetting(
-                                variant,
-                                k,
-                                self.stalled_jobs,
-                                delay,
-                                self.workers,
-                                self.max_stalled,
-                                self.deadline_s,
-                                self.slice_size,
-                                protocol,
-                            )
+
+def points_of(plan: RacePlan) -> list[Point]:
+    """Every setting; an atomic variant has no gap to delay, so it runs once, at delay 0.
+    The protocols alternate innermost, so their runs of one setting sit side by side."""
+    cells: list[Point] = []
+    for k in plan.sweepers:
+        for variant in plan.variants:
+            delays = plan.delays_ms if has_gap(variant) else (0.0,)
+            for delay in dict.fromkeys(delays):
+                for protocol in plan.protocols:
+                    if variant not in plan.variants_of(protocol):
+                        continue
+                    cells.append(
+                        Point(
+                            variant,
+                            k,
+                            plan.stalled_jobs,
+                            delay,
+                            plan.workers,
+                            plan.max_stalled,
+                            plan.deadline_s,
+                            plan.slice_size,
+                            protocol,
                         )
-        return cells
+                    )
+    return cells

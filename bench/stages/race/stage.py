@@ -27,9 +27,7 @@ delay 0 only.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from bench.harness.context import RunContext
 from bench.harness.machine import clock, watch_run
@@ -41,6 +39,7 @@ from bench.harness.terminal import fold
 from bench.protocol.connection import RedisSettings
 from bench.protocol.sweep import SWEEPERS, has_gap
 from bench.results.files import update_meta, write_rows
+from bench.results.meta import RaceMeta
 from bench.results.rows import RaceRow, RunIds
 from bench.stages.race.plan import (
     ALL,
@@ -48,10 +47,11 @@ from bench.stages.race.plan import (
     SWEEPERS_MIN,
     RacePlan,
     extra_scripts,
+    points_of,
 )
-from bench.stages.race.rows import RaceOutcome
-from bench.stages.race.table import format_table
-from bench.stages.race.trial import run_once
+from bench.stages.race.rows import RaceOutcome, row_of
+from bench.stages.race.table import table
+from bench.stages.race.trial import run_trial
 
 
 def run_plan(
@@ -66,13 +66,13 @@ def run_plan(
     redis-server its child, ``watch_pids`` own too); each run is judged over its own span
     of it, set-up and audit included (bench.harness.machine: a short run over the second
     around it)."""
-    outcomes = {cell: RaceOutcome(cell) for cell in plan.settings()}
+    outcomes = {cell: RaceOutcome(cell) for cell in points_of(plan)}
     spans: list[tuple[RaceOutcome, tuple[float, float]]] = []
     with watch_run(watch_pids) as watch:
         for rep in range(1, plan.reps + 1):
             for cell, outcome in outcomes.items():
                 opened = clock()
-                found = run_once(settings, cell)
+                found = run_trial(settings, cell)
                 spans.append((outcome, (opened, clock())))
                 outcome.reps += 1
                 outcome.counts = outcome.counts + found
@@ -86,13 +86,22 @@ def run_plan(
     return list(outcomes.values())
 
 
-def plan_record(plan: RacePlan) -> dict[str, Any]:
+def plan_record(plan: RacePlan) -> RaceMeta:
     """The plan as meta.json keeps it: what the columns of race.csv do not say."""
-    return {
-        **dataclasses.asdict(plan),
-        "live_jobs": plan.stalled_jobs if plan.workers else 0,
-        "delay": "simulated: a sleep between check and act; none for atomic sweeps",
-    }
+    return RaceMeta(
+        variants=list(plan.variants),
+        sweepers=list(plan.sweepers),
+        stalled_jobs=plan.stalled_jobs,
+        delays_ms=list(plan.delays_ms),
+        reps=plan.reps,
+        workers=plan.workers,
+        max_stalled=plan.max_stalled,
+        deadline_s=plan.deadline_s,
+        slice_size=plan.slice_size,
+        protocols=list(plan.protocols),
+        live_jobs=plan.stalled_jobs if plan.workers else 0,
+        delay="simulated: a sleep between check and act; none for atomic sweeps",
+    )
 
 
 RUN_OVERHEAD_S = 1.0  # a run's set-up: N jobs stalled, the threads started, the audit
@@ -105,7 +114,7 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
     a gap also waits its delay once a job, so a pass takes N x delay more."""
     plan = RacePlan.from_options(profile.race, profile.protocols)  # every protocol's runs count
     per_run = []
-    for cell in plan.settings():
+    for cell in points_of(plan):
         per_job = GAP_S_PER_JOB + cell.delay_ms / 1000 if has_gap(cell.variant) else ATOMIC_S_PER_JOB
         per_run.append(RUN_OVERHEAD_S + cell.stalled_jobs * per_job)
     return tuple(per_run) * plan.reps
@@ -121,9 +130,9 @@ def run_stage(ctx: RunContext) -> None:
     update_meta(ctx.run_dir, race=plan_record(plan))
     outcomes = run_plan(ctx.settings, plan, ctx.progress.step, ctx.watch_pids)
     ids = RunIds(ctx.run_dir.name, ctx.profile.name)
-    write_rows(ctx.run_dir, RaceRow, [o.row(ids) for o in outcomes])
+    write_rows(ctx.run_dir, RaceRow, [row_of(o, ids) for o in outcomes])
     ctx.progress.done()
-    print(fold(format_table(outcomes, plan)))
+    print(fold(table(outcomes, plan)))
 
 
 # --- python -m bench race ---------------------------------------------------------------

@@ -10,7 +10,7 @@ from bench.stages.race.plan import RacePlan
 from bench.stages.race.rows import RaceOutcome
 
 
-def format_table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | None = None) -> str:
+def table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | None = None) -> str:
     header = ["protocol", "variant", "K", "N", "delay", "reps"]
     header += ["double", "lost", "requeue", "audit", "per_10k", "busy"]
     rows = []

@@ -32,7 +32,7 @@ from bench.protocol.queue import Producer, Queue, Worker, WorkerOptions
 from bench.protocol.refusal import refusal, refused
 from bench.protocol.sweep import Sweeper, SweepResult, make_sweeper
 from bench.stages.race.count import Anomalies, count_anomalies, read_state
-from bench.stages.race.plan import RaceSetting, extra_scripts
+from bench.stages.race.plan import Point, extra_scripts
 
 STALL_LOCK_MS = 1  # the crashed worker's lock: gone almost at once
 STALL_CHUNK = 1000  # jobs a pipeline while stalling
@@ -179,7 +179,7 @@ class _Actors:
     threads: list[threading.Thread] = field(default_factory=list)
 
 
-def run_once(settings: RedisSettings, setting: RaceSetting) -> Anomalies:
+def run_trial(settings: RedisSettings, setting: Point) -> Anomalies:
     """One repetition of ``setting`` on a fresh queue, deleted afterwards."""
     extra = extra_scripts([setting.variant])
     client = settings.connect()

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class Cell:
+class Point:
     """One protocol's phases, once."""
 
     protocol: str
     rep: int
 
 
-def cells_of(protocols: Sequence[str], reps: int) -> list[Cell]:
+def points_of(protocols: Sequence[str], reps: int) -> list[Point]:
     """A B C A B C: drift on a shared machine hits every protocol alike."""
-    return [Cell(protocol, rep) for rep in range(1, reps + 1) for protocol in protocols]
+    return [Point(protocol, rep) for rep in range(1, reps + 1) for protocol in protocols]

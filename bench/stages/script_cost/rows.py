@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from bench.harness.context import RunContext
 from bench.harness.machine import MachineSample, clock, watch_run
 from bench.protocol.phases import Row, cycle_commands, cycle_usec, measure_phases
-from bench.results.rows import ScriptCostRow
-from bench.stages.script_cost.plan import cells_of
+from bench.results.rows import RunIds, ScriptCostRow
+from bench.stages.script_cost.plan import Point, points_of
 
 SCRIPT_COST_CALLS = 200  # calls a script a repetition: enough for µs a call (Redis counts every µs)
 SCRIPT_COST_S_PER_PROTOCOL = 1.5  # one protocol's phases at SCRIPT_COST_CALLS, about: for the run's ETA
@@ -31,33 +31,44 @@ def script_cost_rows(
     ctx: RunContext, protocols: Sequence[str], reps: int, calls: int = SCRIPT_COST_CALLS
 ) -> list[ScriptCostRow]:
     """Every step of every protocol, ``reps`` times, alternating; the machine watched through."""
-    measured: list[tuple[str, int, list[Row], tuple[float, float]]] = []  # protocol, rep, phases, span
+    measured: list[tuple[Point, list[Row], tuple[float, float]]] = []  # the cell, its phases, its span
     client = ctx.settings.connect()
     try:
         with watch_run(ctx.watch_pids) as watch:
-            for cell in cells_of(protocols, reps):
+            for cell in points_of(protocols, reps):
                 opened = clock()
                 phases = measure_phases(client, calls, cell.protocol)
-                measured.append((cell.protocol, cell.rep, phases, (opened, clock())))
+                measured.append((cell, phases, (opened, clock())))
     finally:
         client.close()
     rows: list[ScriptCostRow] = []
-    for protocol, rep, phases, span in measured:
+    ids = RunIds(ctx.run_dir.name, ctx.profile.name)
+    for point, phases, span in measured:
         machine: MachineSample = watch.within(span)
         usec, commands = cycle_usec(phases), cycle_commands(phases)
-        for step in usec:
-            rows.append(
-                ScriptCostRow(
-                    run_id=ctx.run_dir.name,
-                    protocol=protocol,
-                    profile=ctx.profile.name,
-                    step=step,
-                    rep=rep,
-                    calls=calls,
-                    server_us_per_call=round(usec[step], 2),
-                    commands_per_call=round(sum(commands[step].values()), 3),
-                    commands=by_name(commands[step]),
-                    **machine.row_fields(),
-                )
-            )
+        rows += [row_of(ids, point, step, calls, usec[step], commands[step], machine) for step in usec]
     return rows
+
+
+def row_of(
+    ids: RunIds,
+    point: Point,
+    step: str,
+    calls: int,
+    usec: float,
+    commands: dict[str, float],
+    machine: MachineSample,
+) -> ScriptCostRow:
+    """One step's script_cost.csv row at one point (a protocol, a repetition)."""
+    return ScriptCostRow(
+        run_id=ids.run_id,
+        protocol=point.protocol,
+        profile=ids.profile,
+        step=step,
+        rep=point.rep,
+        calls=calls,
+        server_us_per_call=round(usec, 2),
+        commands_per_call=round(sum(commands.values()), 3),
+        commands=by_name(commands),
+        **machine.row_fields(),
+    )

@@ -20,13 +20,13 @@ import argparse
 from bench.errors import BenchError
 from bench.harness.context import RunContext
 from bench.harness.profile import Profile
-from bench.harness.server import redis_for_run
+from bench.harness.run_server import redis_for_run
 from bench.protocol.base import PROTOCOLS, check_protocol_names
 from bench.protocol.phases import measure_phases
 from bench.results.files import write_rows
 from bench.results.rows import ScriptCostRow
 from bench.stages.script_cost.rows import SCRIPT_COST_S_PER_PROTOCOL, script_cost_rows
-from bench.stages.script_cost.table import commands_table, usec_table
+from bench.stages.script_cost.table import commands_table, table
 
 
 def check_profile(profile: Profile) -> None:
@@ -67,6 +67,6 @@ def main(argv: list[str]) -> int:
         finally:
             client.close()
     print(f"Redis {server.version} ({server.source}); server µs per call, {args.calls} calls each")
-    print(usec_table(by_protocol, args.calls))
+    print(table(by_protocol, args.calls))
     print(commands_table(by_protocol))
     return 0

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from bench.protocol.phases import CYCLES, Row, command_difference, cycle_commands
 
 
-def usec_table(by_protocol: dict[str, list[Row]], calls: int) -> str:
+def table(by_protocol: dict[str, list[Row]], calls: int) -> str:
     """One row a phase, one µs/call column a protocol."""
     names: Sequence[str] = [row[0] for row in next(iter(by_protocol.values()))]
     lines = [f"{'script':<46}" + "".join(f"{p + ' µs/call':>24}" for p in by_protocol)]

@@ -29,7 +29,7 @@ WARMUP_BELOW = 100_000  # a warm-up value costs a whole sweep: skipped where tha
 
 
 @dataclass(frozen=True)
-class Point:
+class SweepCase:
     variant: str
     scenario: str
     size: int
@@ -52,8 +52,8 @@ class Point:
 
 
 @dataclass(frozen=True)
-class PlannedPoint:
-    point: Point
+class Point:
+    point: SweepCase
     skipped: str | None = None  # why it is not measured
 
 
@@ -89,7 +89,7 @@ def parse_caps(caps: Sequence[str]) -> dict[CapKey, tuple[int, str]]:
     return parsed
 
 
-def cap_of(caps: dict[CapKey, tuple[int, str]], point: Point) -> tuple[int, str]:
+def cap_of(caps: dict[CapKey, tuple[int, str]], point: SweepCase) -> tuple[int, str]:
     """The cap on ``point``: its protocol's own, else the variant's in every protocol, else none."""
     own = caps.get((point.protocol, point.variant, point.scenario))
     return own or caps.get((None, point.variant, point.scenario), (0, ""))
@@ -101,7 +101,7 @@ def variants_of(protocol: str, variants: Sequence[str]) -> list[str]:
     return [v for v in variants if proto.supports_sweep(v)]
 
 
-def plan(options: SweepOptions, protocols: Sequence[str] = (ECHOMQ,)) -> list[PlannedPoint]:
+def points_of(options: SweepOptions, protocols: Sequence[str] = (ECHOMQ,)) -> list[Point]:
     """Every point in the order it runs: size ascending, then protocol (each protocol's
     points are one pyperf run), then scenario, then variant; a variant runs for each
     protocol it is a sweep of. A cap applies to a variant in every protocol but one with
@@ -124,22 +124,22 @@ def plan(options: SweepOptions, protocols: Sequence[str] = (ECHOMQ,)) -> list[Pl
         for protocol in protocols:
             for scenario in options.sweep_scenarios:
                 for variant in variants_of(protocol, options.sweep_variants):
-                    point = Point(variant, scenario, size, protocol)
+                    point = SweepCase(variant, scenario, size, protocol)
                     skipped = None
                     limit, entry = cap_of(caps, point)
                     if entry and size > limit:
                         why = SLOW_BECAUSE.get(point.label, "capped by the profile")
                         skipped = f"over the cap {entry}: {why}"
-                    planned.append(PlannedPoint(point, skipped))
+                    planned.append(Point(point, skipped))
     return planned
 
 
-def run_order(planned: Sequence[PlannedPoint]) -> list[tuple[int, str, list[PlannedPoint]]]:
+def run_order(planned: Sequence[Point]) -> list[tuple[int, str, list[Point]]]:
     """The planned points as the stage runs them: a size at a time, in it a protocol at a time
     (one pyperf run over one grown queue), as (size, protocol, points). The stage and its ETA
     both walk this, so the progress line counts every point the stage reports."""
-    groups: dict[tuple[int, str], list[PlannedPoint]] = {}
-    for planned_point in planned:  # plan() orders by size, then protocol: the groups keep it
+    groups: dict[tuple[int, str], list[Point]] = {}
+    for planned_point in planned:  # points_of() orders by size, then protocol: the groups keep it
         groups.setdefault((planned_point.point.size, planned_point.point.protocol), []).append(planned_point)
     return [(size, protocol, points) for (size, protocol), points in groups.items()]
 

@@ -25,7 +25,7 @@ from bench.protocol.connection import RedisSettings
 from bench.protocol.refusal import refused
 from bench.protocol.sweep import DEFAULT_SLICE, DEFAULT_SLICE_BUDGET_US
 from bench.results.files import write_json
-from bench.stages.sweep.plan import Point
+from bench.stages.sweep.plan import SweepCase
 from bench.stages.sweep.probe import DEFAULT_RATE_HZ
 from bench.stages.sweep.scenario import BENCH_MAX_STALLED, stalled_count
 from bench.stages.sweep.timing import PointBench
@@ -76,8 +76,8 @@ class ProgramSettings:
         hints = get_type_hints(cls)
         return cls(**{f.name: _decode(hints[f.name], getattr(args, f.name)) for f in fields(cls)})
 
-    def point_list(self) -> list[Point]:
-        return [Point(variant, scenario, self.size, self.protocol) for variant, scenario in self.points]
+    def point_list(self) -> list[SweepCase]:
+        return [SweepCase(variant, scenario, self.size, self.protocol) for variant, scenario in self.points]
 
 
 def _encode(value: Any) -> str:

@@ -18,7 +18,7 @@ from bench.protocol.sweep import is_sliced
 from bench.results.files import HDR_DIR, PYPERF_DIR, hdr_name, read_json, write_atomic
 from bench.results.hdr import decode, summary, write_hdr
 from bench.results.rows import RunIds, SweepCostRow, row_dict
-from bench.stages.sweep.plan import PlannedPoint, Point
+from bench.stages.sweep.plan import Point, SweepCase
 from bench.stages.sweep.probe import ProbeWindow, empty_window
 
 PYPERF_JSON = f"{PYPERF_DIR}/sweep_pyperf.json"  # every size's, merged (one a size beside it)
@@ -37,7 +37,7 @@ class SizeOutcome:
     refused: tuple[str, str] | None = None
 
 
-def load_side(run_dir: Path, point: Point) -> list[dict[str, Any]]:
+def load_side(run_dir: Path, point: SweepCase) -> list[dict[str, Any]]:
     """Every timed value's side record for ``point``, from each worker process."""
     values: list[dict[str, Any]] = []
     for path in sorted(glob.glob(str(run_dir / SIDE_DIR / f"{glob.escape(point.slug)}.*.json"))):
@@ -88,7 +88,7 @@ def _redis_slow_calls(side: Sequence[dict[str, Any]]) -> int | None:
     return max(n for n in counts if n is not None)
 
 
-def side_summary(run_dir: Path, point: Point) -> SideSummary:
+def side_summary(run_dir: Path, point: SweepCase) -> SideSummary:
     side = load_side(run_dir, point)
     probe = empty_window()
     for record in side:
@@ -107,8 +107,8 @@ def side_summary(run_dir: Path, point: Point) -> SideSummary:
     )
 
 
-def sweep_cost_row(
-    run_dir: Path, planned: PlannedPoint, outcome: SizeOutcome | None, ids: RunIds, options: SweepOptions
+def row_of(
+    run_dir: Path, planned: Point, outcome: SizeOutcome | None, ids: RunIds, options: SweepOptions
 ) -> SweepCostRow:
     """One point's sweep_cost.csv row (and its probe histogram under hdr/)."""
     point = planned.point
@@ -160,10 +160,10 @@ def sweep_cost_row(
 
 
 def make_row(
-    run_dir: Path, planned: PlannedPoint, outcome: SizeOutcome | None, ids: RunIds, options: SweepOptions
+    run_dir: Path, planned: Point, outcome: SizeOutcome | None, ids: RunIds, options: SweepOptions
 ) -> dict[str, Any]:
     """The same row as sweep_cost.csv holds it: a value not measured is an empty cell."""
-    return row_dict(sweep_cost_row(run_dir, planned, outcome, ids, options))
+    return row_dict(row_of(run_dir, planned, outcome, ids, options))
 
 
 def merge_pyperf(run_dir: Path) -> None:

@@ -39,6 +39,7 @@ from bench.protocol.refusal import ServerRefused
 from bench.protocol.scripts import script_source
 from bench.protocol.sweep import SWEEPERS
 from bench.results.files import PYPERF_DIR, read_json, update_meta, write_rows
+from bench.results.meta import read_meta
 from bench.results.rows import RunIds, SweepControlRow, SweepCostRow, SweepHazardRow, row_dict
 from bench.stages.sweep.control import control_line, run_control
 from bench.stages.sweep.hazard import HAZARD_PROTOCOL, INTERVAL_MS, hazard_line, run_hazard, scenario_case
@@ -46,15 +47,15 @@ from bench.stages.sweep.plan import (
     ECHOMQ,
     IN_PROCESS_BELOW,
     WARMUP_BELOW,
-    Point,
+    SweepCase,
     loops_for,
-    plan,
+    points_of,
     pyperf_options,
     run_order,
     variants_of,
 )
 from bench.stages.sweep.pyperf_program import REFUSED_FILE, URL_ENV, ProgramSettings
-from bench.stages.sweep.rows import SIDE_DIR, SizeOutcome, merge_pyperf, side_summary, sweep_cost_row
+from bench.stages.sweep.rows import SIDE_DIR, SizeOutcome, merge_pyperf, row_of, side_summary
 from bench.stages.sweep.scenario import ScenarioQueue
 from bench.stages.sweep.table import fmt, goal_text, slope_text, slopes, table
 from bench.stages.sweep.timing import SWEEP_TIMEOUT_S
@@ -71,7 +72,7 @@ def run_pyperf(
     settings: RedisSettings,
     queue_name: str,
     size: int,
-    points: Sequence[Point],
+    points: Sequence[SweepCase],
     options: SweepOptions,
     run_dir: Path,
     on_result: Callable[[str, str], None],
@@ -142,7 +143,7 @@ def run_pyperf(
     return outcome
 
 
-def point_line(run_dir: Path, point: Point, pyperf_line: str) -> str:
+def point_line(run_dir: Path, point: SweepCase, pyperf_line: str) -> str:
     """The progress line for a point pyperf has finished."""
     side = side_summary(run_dir, point)
     note = f"; ERROR {'; '.join(side.errors)}" if side.errors else ""
@@ -167,7 +168,7 @@ def script_shas(variants: Sequence[str], protocols: Sequence[str] = (ECHOMQ,)) -
                 source = script_source(cls.script_file)  # type: ignore[attr-defined]
             else:
                 continue
-            shas[Point(variant, "", 0, protocol).label] = hashlib.sha1(source.encode()).hexdigest()
+            shas[SweepCase(variant, "", 0, protocol).label] = hashlib.sha1(source.encode()).hexdigest()
     return shas
 
 
@@ -185,7 +186,7 @@ class PointProgress:
 
 
 def measure_size(
-    ctx: RunContext, scenario: ScenarioQueue, size: int, points: list[Point], tell: PointProgress
+    ctx: RunContext, scenario: ScenarioQueue, size: int, points: list[SweepCase], tell: PointProgress
 ) -> SizeOutcome:
     """Grow the snapshot to ``size`` jobs and run pyperf over ``points``."""
     ctx.progress(f"building {size:,} active jobs through the protocol")
@@ -221,7 +222,7 @@ POINT_OVERHEAD_S = 0.8  # pyperf's own work a point (calibration, metadata), in-
 PROCESS_START_S = 0.8  # a pyperf worker process, at sizes it does not run in-process
 
 
-def _point_estimate(point: Point, reps: int) -> float:
+def _point_estimate(point: SweepCase, reps: int) -> float:
     quadratic = QUADRATIC.get((point.protocol, point.variant, point.scenario), 0.0)
     us = US_PER_JOB.get(point.variant, 8.0) + quadratic * point.size
     warmups = 1 if point.size < WARMUP_BELOW else 0
@@ -235,7 +236,7 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
     options = profile.sweep
     estimates: list[float] = []
     # every protocol's points, as run_stage reports them: a group's skipped points, then its measured
-    for size, _, group in run_order(plan(options, profile.protocols)):
+    for size, _, group in run_order(points_of(options, profile.protocols)):
         estimates += [0.0 for p in group if p.skipped]
         measured = [p.point for p in group if not p.skipped]
         build = size * 30e-6  # growing each protocol's active list to this size
@@ -247,7 +248,7 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
 def check_profile(profile: Profile) -> None:
     """Before any stage starts: the sweep keys name known variants, scenarios and caps, for
     protocols that exist."""
-    plan(profile.sweep, profile.protocols)
+    points_of(profile.sweep, profile.protocols)
 
 
 def run_hazard_sizes(ctx: RunContext, client: Client) -> list[SweepHazardRow]:
@@ -273,10 +274,12 @@ def run_hazard_sizes(ctx: RunContext, client: Client) -> list[SweepHazardRow]:
         queue.delete()
     update_meta(
         ctx.run_dir,
-        sweep_hazard={
-            "interval_ms": INTERVAL_MS,
-            "clients": "bullmq: BullMQ's RedisConnection (retries on timeouts); suite: no re-sends",
-            "socket_timeout": "redis-py's default" if not options.sweep_hazard_timeout_s else "the profile's",
+        sweep={
+            "hazard": {
+                "interval_ms": INTERVAL_MS,
+                "clients": "bullmq: BullMQ's RedisConnection (retries on timeouts); suite: no re-sends",
+                "socket_timeout": "the profile's" if options.sweep_hazard_timeout_s else "redis-py's default",
+            }
         },
     )
     return rows
@@ -303,7 +306,7 @@ def run_stage(ctx: RunContext) -> None:
     then the client-default hazard, into sweep_hazard.csv, where the profile asks for it."""
     options = ctx.profile.sweep
     protocols = ctx.profile.protocols
-    planned = plan(options, protocols)
+    planned = points_of(options, protocols)
     tell = PointProgress(ctx.progress.step, len(planned))
     client = dataclasses.replace(ctx.settings, socket_timeout_s=SWEEP_TIMEOUT_S).connect()
     tag = uuid.uuid4().hex[:8]
@@ -324,7 +327,7 @@ def run_stage(ctx: RunContext) -> None:
                 tell(f"{point.label} {point.scenario} {size:,}: skipped, {skipped.skipped}")
             to_run = [p.point for p in here if not p.skipped]
             outcome = measure_size(ctx, scenarios[protocol], size, to_run, tell) if to_run else None
-            rows.extend(sweep_cost_row(ctx.run_dir, p, outcome, ids, options) for p in here)
+            rows.extend(row_of(ctx.run_dir, p, outcome, ids, options) for p in here)
             write_rows(ctx.run_dir, SweepCostRow, rows)
             if outcome is not None and outcome.refused is not None:  # written; nothing after it
                 raise ServerRefused(*outcome.refused)
@@ -360,10 +363,12 @@ def run_stage(ctx: RunContext) -> None:
     sizes = sorted(set(options.sweep_sizes))
     update_meta(
         ctx.run_dir,
-        sweep_script_shas=script_shas(options.sweep_variants, protocols),
-        sweep_slopes=fits,
-        sweep_errors=len(errors),
-        sweep_pyperf={str(size): pyperf_options(size, options.sweep_reps) for size in sizes},
+        sweep={
+            "script_shas": script_shas(options.sweep_variants, protocols),
+            "slopes": fits,
+            "errors": len(errors),
+            "pyperf": {str(size): pyperf_options(size, options.sweep_reps) for size in sizes},
+        },
     )
 
 
@@ -378,7 +383,7 @@ def main(argv: list[str]) -> int:
     parser = FLAGS.parser("echomq-bench sweep", __doc__.split("\n\n")[0])
     args = parser.parse_args(argv)
     profile = FLAGS.profile(args)
-    plan(profile.sweep, profile.protocols)  # every input checked before a server starts
+    points_of(profile.sweep, profile.protocols)  # every input checked before a server starts
     progress = Progress([StagePlan("sweep", point_seconds(profile))], stage="sweep")
     with open_run(
         profile, ["sweep"], args.results, progress=progress, quiet_machine=args.quiet_machine
@@ -388,5 +393,6 @@ def main(argv: list[str]) -> int:
         run.stage_done("sweep")
     run_dir = run.ctx.run_dir
     print(f"results: {run_dir}")
-    failed = read_json(run_dir / "meta.json").get("sweep_errors", 0)
+    section = read_meta(run_dir).sweep
+    failed = section.errors if section is not None else 0
     return 1 if failed else 0

@@ -145,7 +145,7 @@ def goal_text(
 
 
 def variant_label(protocol: str, variant: str) -> str:
-    """As Point.label: the variant, led by its protocol unless that is echomq."""
+    """As SweepCase.label: the variant, led by its protocol unless that is echomq."""
     return variant if protocol == "echomq" else f"{protocol}.{variant}"
 
 

@@ -29,7 +29,7 @@ from bench.protocol.slowlog import SlowlogWatch
 from bench.protocol.sweep import DEFAULT_SLICE, DEFAULT_SLICE_BUDGET_US, Sweeper, SweepResult, make_sweeper
 from bench.results.files import write_json
 from bench.results.hdr import encode
-from bench.stages.sweep.plan import Point
+from bench.stages.sweep.plan import SweepCase
 from bench.stages.sweep.probe import DEFAULT_RATE_HZ, Probe, ProbeWindow, empty_window
 from bench.stages.sweep.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_share
 
@@ -119,9 +119,9 @@ class PointBench:
         self.warmups = warmups  # pyperf's warm-up values: timed, but not side-recorded
         self.connected: Connected | None = None
         self.sweepers: dict[str, Sweeper] = {}
-        self.current: Point | None = None  # the point whose locks are in place
-        self.calls: Counter[Point] = Counter()
-        self.records: dict[Point, list[dict[str, Any]]] = {}
+        self.current: SweepCase | None = None  # the point whose locks are in place
+        self.calls: Counter[SweepCase] = Counter()
+        self.records: dict[SweepCase, list[dict[str, Any]]] = {}
 
     def _connect(self) -> Connected:
         if self.connected is None:
@@ -133,7 +133,7 @@ class PointBench:
             self.connected = Connected(client, scenario, probe, node, SlowlogWatch(node))
         return self.connected
 
-    def time_point(self, loops: int, point: Point) -> float:
+    def time_point(self, loops: int, point: SweepCase) -> float:
         """pyperf's time function: ``loops`` sweeps, each from a fresh restore; only the sweeps are timed."""
         connected = self._connect()
         if len(connected.scenario.ids) != point.size:
@@ -161,7 +161,7 @@ class PointBench:
         return total
 
     def _one_sweep(
-        self, connected: Connected, point: Point, stalled: list[str], record: ValueRecord
+        self, connected: Connected, point: SweepCase, stalled: list[str], record: ValueRecord
     ) -> float:
         """Restore (untimed), sweep (timed), measure and check (untimed); returns the sweep's time."""
         client, probe = connected.client, connected.probe

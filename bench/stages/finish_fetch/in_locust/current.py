@@ -8,8 +8,9 @@ import dataclasses
 from locust.env import Environment
 
 from bench.protocol.connection import RedisSettings
-from bench.stages.finish_fetch.in_locust.options import redis_settings, run_settings
-from bench.stages.finish_fetch.loadstats import Recorder, RunSettings
+from bench.stages.finish_fetch.in_locust.options import redis_settings, trial_settings
+from bench.stages.finish_fetch.loadstats import Recorder
+from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 CONTROL_TIMEOUT_S = 30.0  # the controller's own socket timeout: a paused server is waited for
 
@@ -23,14 +24,14 @@ RECORDER = Recorder()
 class Current:
     """What every user of this process reads when it starts: set at each test start."""
 
-    run: RunSettings | None = None
+    run: TrialSettings | None = None
     redis: RedisSettings = RedisSettings()
     refusal_reported = False  # this process told the test's runner of a refusal (once is enough)
 
 
-def read_settings(environment: Environment) -> RunSettings:
+def read_settings(environment: Environment) -> TrialSettings:
     """Read the options (again: the web UI may have changed them) for this process's users."""
-    run = run_settings(environment.parsed_options)
+    run = trial_settings(environment.parsed_options)
     Current.run = run
     Current.refusal_reported = False
     Current.redis = redis_settings(environment, run.socket_timeout_s)

@@ -22,8 +22,8 @@ from locust import events
 from locust.env import Environment
 
 from bench.errors import BenchError
-from bench.harness.meta import git_state
-from bench.harness.server import check_server
+from bench.harness.meta import code_record
+from bench.harness.server import check_server, server_identity
 from bench.protocol.connection import redact_url
 from bench.results.files import read_json, update_meta
 from bench.stages.finish_fetch.in_locust.current import Current, read_settings
@@ -35,8 +35,8 @@ from bench.stages.finish_fetch.in_locust.window import (
     install_load_side,
     role_of,
 )
-from bench.stages.finish_fetch.loadstats import RunSettings
-from bench.stages.finish_fetch.summary import RunSummary
+from bench.stages.finish_fetch.summary import TrialSummary
+from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 log = logging.getLogger("echomq")
 
@@ -53,7 +53,7 @@ def install() -> None:
     _installed = True
 
 
-def apply_user_counts(environment: Environment, run: RunSettings) -> None:
+def apply_user_counts(environment: Environment, run: TrialSettings) -> None:
     """Producers and workers (or the latency-fidelity run's one probe) as Locust fixed counts; with
     no -u given, exactly that many users.
 
@@ -94,7 +94,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
 
     role = role_of(environment)
 
-    def prepare() -> RunSettings:
+    def prepare() -> TrialSettings:
         """The settings of the test about to start (the web UI's form may have changed them)."""
         run = read_settings(environment)
         apply_user_counts(environment, run)
@@ -151,23 +151,25 @@ def _now() -> str:
     return dt.datetime.now().isoformat(timespec="seconds")
 
 
-def _read_summary(path: Path | None) -> RunSummary | None:
+def _read_summary(path: Path | None) -> TrialSummary | None:
     try:
-        return RunSummary.from_json(read_json(path)) if path is not None and path.is_file() else None
+        return TrialSummary.from_json(read_json(path)) if path is not None and path.is_file() else None
     except (OSError, ValueError, TypeError):
         return None
 
 
-def _write_run_meta(folder: Path, summary: RunSummary, environment: Environment) -> None:
+def _write_run_meta(folder: Path, summary: TrialSummary, environment: Environment) -> None:
     """A direct Locust run's folder under results/: meta.json beside its summary, so `bench runs`
     lists it and says whether it completed."""
     headless = bool(getattr(environment.parsed_options, "headless", False))
-    sha, dirty = git_state()
+    info = _server_info()
+    name, own = server_identity(info) if info else (None, None)
     update_meta(
         folder,
-        git_sha=sha,
-        git_dirty=dirty,
-        redis_version=_redis_version(),
+        **code_record(),
+        server_name=name,
+        server_version=own,
+        redis_version=info.get("redis_version") if info else None,
         run_id=folder.name,
         profile="locust",
         source=f"locust -f bench/locustfile.py ({'headless' if headless else 'web UI'})",
@@ -183,11 +185,12 @@ def _write_run_meta(folder: Path, summary: RunSummary, environment: Environment)
     )
 
 
-def _redis_version() -> str | None:
+def _server_info() -> dict[str, object] | None:
+    """INFO server of the run's server (on a cluster, one node's), or None when it does not answer."""
     try:
-        client = Current.redis.connect()
+        client = Current.redis.connect_single()
         try:
-            return str(client.info("server")["redis_version"])
+            return dict(client.info("server"))
         finally:
             client.close()
     except redis.RedisError:

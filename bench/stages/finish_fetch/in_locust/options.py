@@ -25,8 +25,8 @@ from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import STRATEGIES
 from bench.results.files import RESULTS_DIR, run_id
 from bench.stages.finish_fetch.in_locust.redaction import REDIS_SCHEMES, shown_host, unredact
-from bench.stages.finish_fetch.loadstats import RunSettings
 from bench.stages.finish_fetch.plan import Point
+from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 SUMMARY_FILE = "finish_fetch_summary.json"
 
@@ -78,7 +78,7 @@ def _checked(key: str, kind: Any, minimum: float | None) -> Callable[[str], str]
     """An argparse type that checks a value as the profile loader does, and keeps it as text.
 
     Text, because Locust's web UI sends custom options back as text: the values
-    are converted when a test starts (``run_settings``).
+    are converted when a test starts (``trial_settings``).
     """
 
     def check(raw: str) -> str:
@@ -177,7 +177,7 @@ def keep_queue(options: Any) -> bool:
     return bool(getattr(options, KEEP_QUEUE, False))
 
 
-def run_settings(options: Any) -> RunSettings:
+def trial_settings(options: Any) -> TrialSettings:
     """The run's single-valued settings from Locust's parsed options (lists take their first value)."""
     values: dict[str, Any] = {}
     hints = get_type_hints(FinishFetchOptions)
@@ -194,7 +194,7 @@ def run_settings(options: Any) -> RunSettings:
         job_ms=profile.job_ms[0],
         queues=profile.queues[0],
     )
-    return RunSettings.at(
+    return TrialSettings.at(
         profile,
         getattr(options, "Strategy", None) or profile.strategies[0],
         first,

@@ -22,8 +22,8 @@ from bench.protocol.queue import Call, Command, Queue
 from bench.protocol.refusal import LOADING_WAIT_S, refusal, refusal_line
 from bench.protocol.spread import queue_names
 from bench.stages.finish_fetch.in_locust.current import REFUSED_MESSAGE, Current
-from bench.stages.finish_fetch.loadstats import RunSettings
 from bench.stages.finish_fetch.seats import mark_started, seated
+from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 log = logging.getLogger("echomq")
 
@@ -46,7 +46,7 @@ class RedisUser(User):
 
     client: Client
     queue: Queue
-    load: RunSettings
+    load: TrialSettings
 
     def on_start(self) -> None:
         if Current.run is None:

@@ -20,7 +20,7 @@ from bench.protocol.connection import Client, RedisSettings
 from bench.results import hdr
 from bench.stages.finish_fetch.in_locust.current import RECORDER, Current
 from bench.stages.finish_fetch.in_locust.window import Controller
-from bench.stages.finish_fetch.summary import RunSummary
+from bench.stages.finish_fetch.summary import TrialSummary
 
 TAB_KEY = "echomq"
 
@@ -172,7 +172,7 @@ class LiveTab:
                 rows += finished
         return rows
 
-    def record_finished(self, summary: RunSummary) -> None:
+    def record_finished(self, summary: TrialSummary) -> None:
         """A test ended: keep its window's figures, from its summary, as the strategy's last."""
         if not summary.measured:
             return

@@ -27,11 +27,11 @@ from locust.env import Environment
 
 from bench.errors import BenchError
 from bench.harness.server import check_server
-from bench.stages.finish_fetch.in_locust.options import redis_settings, redis_settings_from, run_settings
+from bench.stages.finish_fetch.in_locust.options import redis_settings, redis_settings_from, trial_settings
 from bench.stages.finish_fetch.in_locust.redaction import scrub, show_host
 from bench.stages.finish_fetch.in_locust.web_tab import COLUMNS, TAB_KEY, LiveTab, shown
 from bench.stages.finish_fetch.in_locust.window import Controller
-from bench.stages.finish_fetch.loadstats import RunSettings
+from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 log = logging.getLogger("echomq")
 
@@ -44,10 +44,10 @@ UNREACHABLE_REMEDY = "start it, or put its URL in the Host field (or REDIS_URL),
 class ProfileShape(LoadTestShape):
     """The profile's users, all at once; the test ends after warm-up + measure."""
 
-    def __init__(self, prepare: Callable[[], RunSettings]) -> None:
+    def __init__(self, prepare: Callable[[], TrialSettings]) -> None:
         super().__init__()
         self._prepare = prepare
-        self._run: RunSettings | None = None
+        self._run: TrialSettings | None = None
 
     def reset_time(self) -> None:
         super().reset_time()
@@ -69,7 +69,7 @@ def check_start(environment: Environment, form: dict[str, str]) -> str | None:
         if key in vars(options) and key not in ("host",):
             setattr(options, key, value)
     try:
-        run = run_settings(options)
+        run = trial_settings(options)
     except BenchError as exc:
         return str(exc)
     host = form.get("host", environment.host or "")
@@ -81,7 +81,9 @@ def check_start(environment: Environment, form: dict[str, str]) -> str | None:
     return None
 
 
-def install(environment: Environment, controller: Controller, prepare: Callable[[], RunSettings]) -> LiveTab:
+def install(
+    environment: Environment, controller: Controller, prepare: Callable[[], TrialSettings]
+) -> LiveTab:
     """Wire the web UI: redacted Host, the tab and its route, the profile's shape, the Start check."""
     web_ui = environment.web_ui
     assert web_ui is not None

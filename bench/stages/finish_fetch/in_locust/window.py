@@ -11,7 +11,6 @@ processes sent parts of it.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import time
@@ -24,32 +23,29 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from bench.errors import first_line
 from bench.harness.machine import clock
-from bench.protocol.audit import audit_queues, master_run_ids
-from bench.protocol.commandstats import CommandStats, added, read_per_master
+from bench.protocol.commandstats import CommandStats, read_per_master
 from bench.protocol.connection import Client
-from bench.protocol.queue import Queue
-from bench.protocol.spread import homes, queue_names
 from bench.stages.finish_fetch.in_locust.current import RECORDER, REFUSED_MESSAGE, Current, control_settings
-from bench.stages.finish_fetch.in_locust.options import keep_queue, summary_path
+from bench.stages.finish_fetch.in_locust.options import summary_path
 from bench.stages.finish_fetch.in_locust.server_watch import ServerWatch
+from bench.stages.finish_fetch.in_locust.trial_queues import TrialQueues
 from bench.stages.finish_fetch.loadstats import (
     Aggregate,
     Recorder,
-    RunSettings,
     error_kind,
-    issued_job_ids,
     redis_cpu_seconds,
     redis_used_memory,
 )
-from bench.stages.finish_fetch.seats import reset_started, started
+from bench.stages.finish_fetch.seats import started
 from bench.stages.finish_fetch.summary import (
-    RunSummary,
-    SummaryAudit,
+    ServerFigures,
+    TrialSummary,
+    WindowEnd,
     build_summary,
-    refused_verdict,
     unmeasured_summary,
     write_summary,
 )
+from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 log = logging.getLogger("echomq")
 
@@ -58,11 +54,6 @@ USERS_START_DEADLINE_S = 30.0  # the warm-up waits this long at most for every u
 USERS_POLL_S = 0.02
 EXIT_STOPPED = 3  # Locust's exit code when the run stopped early (Redis gone or restarted)
 EXIT_INTERRUPTED = 130  # ... when Ctrl-C (SIGINT) stopped it
-FRESH_QUEUE_TRIES = 100  # <queue>, <queue>-2, ... <queue>-100: the names a test may start on
-
-
-def _candidates(queue: str) -> list[str]:
-    return [queue, *(f"{queue}-{n}" for n in range(2, FRESH_QUEUE_TRIES + 1))]
 
 
 def role_of(environment: Environment) -> str:
@@ -95,9 +86,7 @@ class Controller:
         self.window_clock = (0.0, 0.0)  # the same window on the machine watch's clock
         self.stats_before: dict[str, CommandStats] | None = None  # a master's each (host:port)
         self.stats_after: dict[str, CommandStats] | None = None
-        self.home: dict[str, str] = {}  # each of the run's queues: its master
-        self.run_ids: dict[str, str] = {}  # each master's at the test's start, for the audit
-        self.queues: list[Queue] = []  # the run's queues, opened at the test's start
+        self.trial = TrialQueues(environment)  # the test's queues: opened at its start, audited, deleted
         self.redis_cpu: tuple[float, float] | None = None
         self.used_memory: tuple[int, int] | None = None  # the server's, at the window's open and close
         self.expected: set[str] = set()
@@ -129,15 +118,7 @@ class Controller:
         run_id: str | None = None
         with contextlib.suppress(redis.RedisError):  # else the watcher learns it on its first answer
             run_id = str(self.client.info("server")["run_id"])  # so a restart from here on is seen
-        self.home, self.run_ids, self.queues = {}, {}, []
-        with contextlib.suppress(redis.RedisError):  # a server away: the users' start says why
-            run = self._on_fresh_queue(run)
-            names = queue_names(self.client, run.queue, run.queues)
-            self.home = homes(self.client, names)
-            self.run_ids = master_run_ids(self.client)
-            # opened now (scripts loaded on every master): after a master is lost, the rest audit
-            self.queues = [Queue.open(self.client, n, protocol=run.protocol) for n in names]
-            reset_started(self.queues[0])
+        run = self.trial.open(self.client, run)
         self.watch = ServerWatch(control_settings(), run_id, self.abort)
         options = environment.parsed_options
         # With no --run-time, a headless run ends itself after warm-up + measure.
@@ -145,49 +126,7 @@ class Controller:
         self.timers = [gevent.spawn(self._window, run, auto_quit), gevent.spawn(self.watch.run)]
         log.info("echomq: %s, warm-up %gs then measuring", run.strategy, run.warmup_s)
 
-    def _on_fresh_queue(self, run: RunSettings) -> RunSettings:
-        """The test on the first of <queue>, <queue>-2, ... none of whose queues holds a key, so its
-        audit counts its own jobs only (a test before it in this web UI session, or a kept one,
-        left none there). Every process's users read the name: this one's from Current.run, a
-        worker's from the options the spawn message carries (sent after test_start)."""
-        assert self.client is not None
-        name = next((n for n in _candidates(run.queue) if not self._holds_keys(n, run)), None)
-        if name is None:
-            last = _candidates(run.queue)[-1]
-            log.error("echomq: queues %s to %s all hold keys: the audit counts theirs too; name another "
-                      "with --queue, or delete them", run.queue, last)  # fmt: skip
-        elif name != run.queue:
-            log.info("echomq: queue %s holds keys of an earlier test: this test runs on %s", run.queue, name)
-            run = dataclasses.replace(run, queue=name)
-            Current.run = run
-            options = self.environment.parsed_options
-            if options is not None:
-                options.Queue = name
-        return run
-
-    def _holds_keys(self, name: str, run: RunSettings) -> bool:
-        assert self.client is not None
-        queues = (
-            Queue.open(self.client, q, protocol=run.protocol)
-            for q in queue_names(self.client, name, run.queues)
-        )
-        return any(next(queue.key_names(), None) is not None for queue in queues)
-
-    def _delete_queues(self) -> None:
-        """The test's queue keys deleted once its summary is written, unless --keep-queue: a test
-        leaves nothing of its own in the user's Redis (in distributed mode the workers' users
-        have stopped: the master waited for their final reports)."""
-        if keep_queue(self.environment.parsed_options) or not self.queues:
-            return
-        try:
-            deleted = sum(queue.delete() for queue in self.queues)
-        except redis.RedisError as exc:
-            log.error("echomq: the test's queue keys could not be deleted: %s", first_line(exc))
-            return
-        names = ", ".join(q.keys.name for q in self.queues)
-        log.info("echomq: deleted the test's %d keys (queue %s); --keep-queue keeps them", deleted, names)
-
-    def _window(self, run: RunSettings, auto_quit: bool) -> None:
+    def _window(self, run: TrialSettings, auto_quit: bool) -> None:
         """Warm-up, window, (quit): timed from when every user runs, not from test_start.
 
         test_start fires on the master as it sends the spawn messages; a worker
@@ -217,10 +156,10 @@ class Controller:
         does not open before the last one's first job."""
         assert self.environment.runner is not None
         spawned = self.environment.runner.user_count
-        if not self.queues:
+        if not self.trial.queues:
             return spawned
         try:
-            return min(spawned, started(self.queues[0]))
+            return min(spawned, started(self.trial.queues[0]))
         except redis.RedisError:
             return 0  # the watcher says why, or the deadline does
 
@@ -342,7 +281,7 @@ class Controller:
             # Stopped before the window opened: the summary still says why (stage.py reads it).
             assert Current.run is not None
             write_summary(unmeasured_summary(Current.run, self._mode(), self.aborted, self.refused), path)
-            self._delete_queues()
+            self.trial.delete()
             return
         deadline = time.monotonic() + FINAL_REPORT_WAIT_S
         while self._awaited() and time.monotonic() < deadline:
@@ -351,52 +290,37 @@ class Controller:
             self.aggregate.absorb(_process_id(environment), "master", self.own.take(), final=True)
         write_summary(self.summary(), path)
         self.window = None
-        self._delete_queues()
+        self.trial.delete()
 
     def _mode(self) -> str:
         return "distributed" if self.distributed else "local"
 
-    def summary(self) -> RunSummary:
+    def summary(self) -> TrialSummary:
         """The closed window's summary: merged parts, the server's deltas, why it ended early."""
         run = Current.run
         assert run is not None and self.window is not None
-        server = by_master = None
+        by_master = None
         if self.stats_before is not None and self.stats_after is not None:
             before = self.stats_before
             by_master = {m: now.since(before[m]) for m, now in self.stats_after.items() if m in before}
-            server = added(by_master.values())  # the whole is its masters' sum, exactly
+        server = ServerFigures(
+            by_master,  # the whole is its masters' sum, exactly
+            self.redis_cpu[1] - self.redis_cpu[0] if self.redis_cpu else None,
+            self.used_memory[1] - self.used_memory[0] if self.used_memory else None,
+            self.trial.home,
+            self.server_error,
+        )
         return build_summary(
             run,
             self.aggregate,
             self.window[1] - self.window[0],
+            self._mode(),
             server,
-            self.redis_cpu[1] - self.redis_cpu[0] if self.redis_cpu else None,
-            mode=self._mode(),
-            missing_processes=self._missing(),
-            aborted=self.aborted,
-            refused=self.refused,
-            server_error=self.server_error,
-            window_clock=self.window_clock,
+            WindowEnd(self._missing(), self.aborted, self.refused),
             # One process: every user has stopped, the queue is still, so the audit is exact.
-            audit=None if self.distributed else self.audit(),
-            home=self.home,
-            server_by_master=by_master,
-            memory_growth_bytes=self.used_memory[1] - self.used_memory[0] if self.used_memory else None,
+            audit=None if self.distributed else self.trial.audit(self.refused),
+            window_clock=self.window_clock,
         )
-
-    def audit(self) -> SummaryAudit:
-        """The audit of every queue as the summary holds it; a restart or an absent server (or
-        master) says so."""
-        assert self.client is not None and Current.run is not None
-        if self.refused is not None:
-            return SummaryAudit(False, refused_verdict(self.refused))
-        try:
-            if not self.queues:
-                raise redis.ConnectionError("the queues were never opened")
-            result = audit_queues(self.queues, issued_job_ids, self.run_ids, self.home)
-        except redis.RedisError as exc:
-            return SummaryAudit(False, f"not audited: Redis unreachable ({first_line(exc)})")
-        return SummaryAudit(result.ok, result.verdict, result.counts)
 
 
 def install_load_side(environment: Environment) -> None:

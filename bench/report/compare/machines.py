@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping
 
 from bench.report.verdict import ratio
+from bench.results.meta import RunMeta
 
 CALIBRATION_DIFFERS = 0.10  # a calibration figure this far apart: the machines (or moments) differ
 
@@ -25,7 +26,7 @@ def _shown(value: object) -> str:
     return f"{number:.3g}" if abs(number) < 100 else f"{number:,.0f}"
 
 
-def calibration_lines(meta_a: Mapping[str, object], meta_b: Mapping[str, object]) -> list[str]:
+def calibration_lines(meta_a: RunMeta, meta_b: RunMeta) -> list[str]:
     """The two runs' calibrations side by side with B/A, and a line when they differ."""
     cal_a, cal_b = _calibration(meta_a), _calibration(meta_b)
     if not cal_a and not cal_b:
@@ -51,12 +52,11 @@ def calibration_lines(meta_a: Mapping[str, object], meta_b: Mapping[str, object]
     return lines
 
 
-def _calibration(meta: Mapping[str, object]) -> Mapping[str, object]:
-    cal = meta.get("calibration")
-    return cal if isinstance(cal, Mapping) else {}
+def _calibration(meta: RunMeta) -> Mapping[str, object]:
+    return meta.calibration
 
 
-def drift(meta_a: Mapping[str, object], meta_b: Mapping[str, object]) -> float:
+def drift(meta_a: RunMeta, meta_b: RunMeta) -> float:
     """The largest relative change of a machine calibration figure from A to B, either way
     (x1.2 and x0.83 are both 0.2): how far the machine itself moved between the runs; 0 when
     either run has none."""
@@ -70,12 +70,11 @@ def drift(meta_a: Mapping[str, object], meta_b: Mapping[str, object]) -> float:
     return max(moved)
 
 
-def _versions(meta: Mapping[str, object]) -> dict[str, str]:
-    packages = meta.get("packages")
-    return {str(k): str(v) for k, v in packages.items()} if isinstance(packages, Mapping) else {}
+def _versions(meta: RunMeta) -> dict[str, str]:
+    return {str(k): str(v) for k, v in meta.packages.items()}
 
 
-def package_lines(meta_a: Mapping[str, object], meta_b: Mapping[str, object]) -> list[str]:
+def package_lines(meta_a: RunMeta, meta_b: RunMeta) -> list[str]:
     """Every installed package whose version differs between the runs, or that only one has."""
     va, vb = _versions(meta_a), _versions(meta_b)
     if not va or not vb:
@@ -95,23 +94,23 @@ def package_lines(meta_a: Mapping[str, object], meta_b: Mapping[str, object]) ->
     return lines
 
 
-def machine_lines(meta_a: Mapping[str, object], meta_b: Mapping[str, object]) -> list[str]:
+def machine_lines(meta_a: RunMeta, meta_b: RunMeta) -> list[str]:
     """What the machine looked like before each run, and the system settings that differ."""
     lines = []
     for name, meta in (("A", meta_a), ("B", meta_b)):
-        before = meta.get("machine_before")
-        if isinstance(before, Mapping) and before.get("contended"):
+        before = meta.machine_before
+        if before.get("contended"):
             busiest = ", ".join(str(b) for b in before.get("busiest") or []) or "other work"
             lines.append(f"run {name} started on a busy machine: {busiest}")
-    sys_a, sys_b = meta_a.get("system"), meta_b.get("system")
-    if isinstance(sys_a, Mapping) and isinstance(sys_b, Mapping):
+    sys_a, sys_b = meta_a.system, meta_b.system
+    if sys_a and sys_b:
         for key in dict.fromkeys([*sys_a, *sys_b]):
             if sys_a.get(key) != sys_b.get(key):
                 lines.append(f"system changed: {key}: {sys_a.get(key)} -> {sys_b.get(key)}")
     return lines
 
 
-def context_lines(meta_a: Mapping[str, object], meta_b: Mapping[str, object]) -> list[str]:
+def context_lines(meta_a: RunMeta, meta_b: RunMeta) -> list[str]:
     """All compare says about the two runs' machines and software before its first verdict."""
     return [
         *calibration_lines(meta_a, meta_b),

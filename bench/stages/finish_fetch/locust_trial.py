@@ -34,9 +34,10 @@ from bench.protocol.queue import Queue
 from bench.protocol.refusal import ServerRefused
 from bench.protocol.spread import homes, queue_names
 from bench.results.files import FIDELITY_DIR, LOCUST_DIR, read_json
-from bench.stages.finish_fetch.loadstats import RunSettings, issued_job_ids
+from bench.stages.finish_fetch.loadstats import issued_job_ids
 from bench.stages.finish_fetch.plan import Point, point_id
-from bench.stages.finish_fetch.summary import SUMMARY_KIND, SUMMARY_VERSION, RunSummary, refused_verdict
+from bench.stages.finish_fetch.summary import SUMMARY_KIND, SUMMARY_VERSION, TrialSummary, refused_verdict
+from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 STAGE = "finish_fetch"
 STARTUP_ALLOWANCE_S = 60.0  # Locust's start, the workers' connect and the final reports
@@ -47,11 +48,11 @@ INTERRUPTED = "interrupted (Ctrl-C)"
 
 
 @dataclass
-class RunResult:
+class TrialResult:
     strategy: str
     point: Point
     rep: int
-    summary: RunSummary
+    summary: TrialSummary
     audit: AuditResult
     files: Path  # the prefix of the run's Locust CSVs, summary and log
     protocol: str = "echomq"
@@ -93,7 +94,7 @@ def locust_command(
         "--csv", str(prefix),
         "--summary-json", f"{prefix}_summary.json",
         "--keep-queue",  # this process audits the queue, then deletes it
-        *RunSettings.at(opts, strategy, point, queue, protocol, probe).locust_flags(),
+        *TrialSettings.at(opts, strategy, point, queue, protocol, probe).locust_flags(),
     ]  # fmt: skip
     if probe:
         return command  # one process: the probe is one user
@@ -121,7 +122,7 @@ def run_locust(
     prefix: Path,
     protocol: str = "echomq",
     probe: bool = False,
-) -> RunSummary:
+) -> TrialSummary:
     """Run one headless Locust run to its end; returns its summary. A failed run is a BenchError.
 
     Locust runs in a process group of its own: Ctrl-C here is passed on to it
@@ -166,7 +167,7 @@ def run_locust(
     data = read_json(summary_path)
     if data.get("kind") != SUMMARY_KIND or data.get("version") != SUMMARY_VERSION:
         raise BenchError(f"{summary_path} is not a finish_fetch summary of version {SUMMARY_VERSION}")
-    summary = RunSummary.from_json(data)
+    summary = TrialSummary.from_json(data)
     if not summary.measured:
         if interrupted:
             raise KeyboardInterrupt  # stopped before its window opened: nothing measured
@@ -196,7 +197,7 @@ def _last_error(log_path: Path) -> str:
     return lines[-1][-300:] if lines else "no output"
 
 
-def run_once(
+def run_trial(
     settings: RedisSettings,
     opts: FinishFetchOptions,
     strategy: str,
@@ -205,7 +206,7 @@ def run_once(
     folder: Path,
     protocol: str = "echomq",
     watch_pids: Sequence[int] = (),
-) -> RunResult:
+) -> TrialResult:
     """One run on a fresh queue: Locust, then the audit, then the queue's keys deleted.
 
     A server that restarted or went away is an audit that says so, not an exception:
@@ -235,7 +236,7 @@ def run_once(
                     queue.delete()
     finally:
         client.close()
-    return RunResult(strategy, point, rep, summary, result, prefix, protocol, machine)
+    return TrialResult(strategy, point, rep, summary, result, prefix, protocol, machine)
 
 
 def _audit_after(
@@ -252,7 +253,7 @@ PROBE_WARMUP_S = 0.5
 PROBE_MEASURE_S = 1.5
 
 
-def run_probe(settings: RedisSettings, opts: FinishFetchOptions, folder: Path) -> RunSummary:
+def run_probe(settings: RedisSettings, opts: FinishFetchOptions, folder: Path) -> TrialSummary:
     """The fidelity probe under Locust (locustfile's ProbeUser) on a fresh, empty queue; its summary."""
     name = f"ffprobe-{uuid.uuid4().hex[:10]}"
     short = replace(opts, warmup_s=PROBE_WARMUP_S, measure_s=PROBE_MEASURE_S, loadgen_processes=1)

@@ -32,9 +32,9 @@ from bench.protocol.queue import (
     Worker,
     now_us,
 )
-from bench.stages.finish_fetch.loadstats import RunSettings
 from bench.stages.finish_fetch.seats import for_queue
 from bench.stages.finish_fetch.timed import NO_HOOKS, LoadHooks, Meter, count_error
+from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 IDLE_WAIT_S = 0.05  # a worker with every job slot empty blocks on the marker this long at most
 IDLE_RETRY_S = 0.002  # an empty slot asks again this long after its fetch found nothing
@@ -68,7 +68,7 @@ class Sent:
     cycle: bool  # these calls end its job's cycle (the finish, and the fetch after it)
 
 
-class WorkerDriver:
+class WorkerLoop:
     """One worker: ``concurrency`` job slots driven in rounds over one AutoPipeline.
 
     ``step`` is one round: it sleeps until a job is due when none is ready (or blocks on
@@ -80,7 +80,7 @@ class WorkerDriver:
     def __init__(
         self,
         queue: Queue,
-        run: RunSettings,
+        run: TrialSettings,
         meter: Meter,
         hooks: LoadHooks = NO_HOOKS,
     ) -> None:

@@ -1,4 +1,4 @@
-"""`python -m bench.stages.bullmq_worker.driver`: one driver over a pre-filled bullmq queue, in its
+"""`python -m bench.stages.bullmq_worker.worker_process`: one driver over a pre-filled bullmq queue, in its
 own process.
 
 Drivers:
@@ -33,7 +33,7 @@ from bench.protocol.commandstats import CommandStats, client_side
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Queue, Worker
 
-PROGRAM = "bench.stages.bullmq_worker.driver"
+PROGRAM = "bench.stages.bullmq_worker.worker_process"
 URL_ENV = "EMQ_DRIVER_REDIS_URL"  # the URL (and any password) by environment, not argv
 WINDOW_FROM = 1000  # completions before the window opens: the warm-up
 DRIVERS = ("bullmq_worker", "fused", "two_call")
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 @dataclass(frozen=True)
-class DriverResult:
+class WorkerProcessResult:
     """What the driver printed, as the stage reads it back."""
 
     driver: str
@@ -179,7 +179,7 @@ class DriverResult:
     scripts: dict[str, int] = field(default_factory=dict)  # the Node driver's EVALSHAs by script file
 
     @classmethod
-    def from_dict(cls, fields: dict[str, Any]) -> DriverResult:
+    def from_dict(cls, fields: dict[str, Any]) -> WorkerProcessResult:
         return cls(**fields)
 
     def as_dict(self) -> dict[str, Any]:
