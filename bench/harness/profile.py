@@ -24,6 +24,19 @@ def _min(value: float) -> dict[str, float]:
     return {"min": value}
 
 
+GRID_REGIMES = ("backlog", "steady", "open")
+
+
+def parse_cell(text: str) -> tuple[int, float] | None:
+    """A grid cell as steady-at and open-at name it, "c8-rtt1": (concurrency, rtt ms); None when
+    it is not one."""
+    head, _, tail = text.strip().partition("-rtt")
+    try:
+        return (int(head.removeprefix("c")), float(tail)) if head.startswith("c") else None
+    except ValueError:
+        return None
+
+
 @dataclass(frozen=True)
 class FinishFetchOptions:
     """Stage 1: Locust producers and workers, fused against two_call and two_call_pipelined."""
@@ -57,6 +70,24 @@ class FinishFetchOptions:
     raw_driver: bool = True
     # trivial EVALSHA calls timed per way of the latency-fidelity check (0 leaves it out)
     fidelity_calls: int = field(default=2000, metadata=_min(0))
+    # The grid's regime (design.md "Name the regime"): backlog, a wait list that never runs dry
+    # (pre-filled and kept full by backlog-producers adding backlog-batch-size jobs a call), or
+    # steady, producers and workers at one pace (producers, batch-size, a backlog of 10 batches).
+    # target-rate above 0 makes the grid open instead, at that rate (a trial's own regime: open).
+    regime: str = "backlog"
+    backlog_producers: int = field(default=3, metadata=_min(1))
+    backlog_batch_size: int = field(default=200, metadata=_min(1))
+    # jobs the backlog producers pre-fill the wait list with, and keep it near
+    backlog_jobs: int = field(default=4000, metadata=_min(1))
+    # grid points also run steady, and open at each open-load (a fraction of the point's measured
+    # backlog capacity, fused and two_call at one rate): "c<concurrency>-rtt<ms>", e.g. c8-rtt1
+    steady_at: tuple[str, ...] = ()
+    open_at: tuple[str, ...] = ()
+    open_loads: tuple[float, ...] = field(default=(0.5, 0.8), metadata=_min(0.01))
+    # A contended window is measured again: at most this many extra windows a point, and extra
+    # windows worth at most this share of the stage's planned time (0: never measured again)
+    remeasure_windows: int = field(default=0, metadata=_min(0))
+    remeasure_share: float = field(default=0.0, metadata=_min(0))
 
     def __post_init__(self) -> None:
         from bench.protocol.queue import STRATEGIES  # here, so loading a profile stays light until checked
@@ -66,6 +97,17 @@ class FinishFetchOptions:
                 raise BenchError(
                     f"profile key strategies: unknown strategy {strategy!r}; use {', '.join(STRATEGIES)}"
                 )
+        if self.regime not in GRID_REGIMES:
+            raise BenchError(f"profile key regime = {self.regime!r}; use {' or '.join(GRID_REGIMES)}")
+        if self.regime == "open" and self.target_rate <= 0:
+            raise BenchError("profile key regime = open needs a target-rate above 0 (jobs/s in all)")
+        for key, cells in (("steady-at", self.steady_at), ("open-at", self.open_at)):
+            for cell in cells:
+                if parse_cell(cell) is None:
+                    raise BenchError(
+                        f"profile key {key}: {cell!r} is not a grid cell; write c<concurrency>-rtt<ms>, "
+                        "e.g. c8-rtt1"
+                    )
         fewest = min(self.producers, *self.workers)
         if max(self.queues) > fewest:
             raise BenchError(

@@ -24,8 +24,12 @@ from bench.results.files import write_json
 from bench.stages.finish_fetch import pace
 from bench.stages.finish_fetch.loadstats import ERROR_PREFIX, FOLLOWED_PREFIX, Aggregate, RunSettings
 from bench.stages.finish_fetch.shards import shard_figures
+from bench.stages.finish_fetch.wait_list import WaitSamples
 
 log = logging.getLogger("echomq")
+
+# producer_loop.py's counter: time a closed-loop producer waited for room in the wait list
+PRODUCER_WAIT_US = "producer_wait_us"
 
 SUMMARY_KIND = "echomq-finish-fetch"
 SUMMARY_VERSION = 2  # 2: ``measured``, and a summary even when nothing was measured
@@ -83,6 +87,10 @@ class Derived:
     saturated_because: list[str]
     # the server's used_memory growth over the window a 1,000 jobs (kept jobs cost memory)
     redis_mem_growth_bytes_per_1k_jobs: float | None = None
+    # the wait list's length sampled through the window: how often, how often it was empty, the least
+    wait_samples: int = 0
+    wait_empty_samples: int = 0
+    wait_min_jobs: int | None = None
 
 
 @dataclass(frozen=True)
@@ -167,11 +175,17 @@ def derive(
     window_s: float,
     server: CommandStats | None,
     redis_cpu_s: float | None,
+    wait: WaitSamples | None = None,
 ) -> Derived:
     """The run's headline figures, and whether the generator was the limit."""
     c = aggregate.counters
     jobs = c["jobs"]
     server_side = client_side(server) if server is not None else None
+    if server_side is not None and wait is not None and wait.calls:  # the watch's LLENs are not the load's
+        server_side = dataclasses.replace(
+            server_side,
+            calls={**server_side.calls, "llen": max(0, server_side.calls.get("llen", 0) - wait.calls)},
+        )
     busiest = 0.0
     cpu_s_total = 0.0
     for totals in aggregate.processes.values():
@@ -195,9 +209,14 @@ def derive(
             busiest_cpu_pct=busiest,
             redis_cpu_pct=redis_cpu_pct,
             redis_us_per_job=server_us_per_job,
+            producer_share=(
+                pace.producer_share(c[PRODUCER_WAIT_US], run.producers, window_s * 1e6)
+                if run.target_rate <= 0
+                else None
+            ),
         )
     )
-    limit, limit_share = pace.limit(used)
+    limit, limit_share = pace.closed_limit(used, _per(c["fetches_alone"], jobs))
     reasons = []
     if busiest >= SATURATED_CPU_PCT:
         reasons.append(f"a load process used {busiest:.0f}% of a core")
@@ -270,6 +289,7 @@ def build_summary(
     home: Mapping[str, str] | None = None,
     server_by_master: Mapping[str, CommandStats] | None = None,
     memory_growth_bytes: int | None = None,
+    wait: WaitSamples | None = None,
 ) -> RunSummary:
     """The run's summary: settings, merged histograms, per-process parts, headline figures.
 
@@ -280,9 +300,14 @@ def build_summary(
     ``window_clock`` the window's open and close on CLOCK_MONOTONIC (so the stage's
     machine watch, in another process, judges this window and not Locust's start), ``home``
     each queue's master and ``server_by_master`` each master's commandstats delta (``shards``),
-    ``memory_growth_bytes`` the server's used_memory growth over the window (kept jobs cost memory).
+    ``memory_growth_bytes`` the server's used_memory growth over the window (kept jobs cost memory),
+    ``wait`` the wait list's length sampled through the window.
     """
-    derived = derive(run, aggregate, window_s, server, redis_cpu_s)
+    derived = derive(run, aggregate, window_s, server, redis_cpu_s, wait)
+    if wait is not None:
+        derived = dataclasses.replace(
+            derived, wait_samples=wait.samples, wait_empty_samples=wait.empty, wait_min_jobs=wait.least
+        )
     if memory_growth_bytes is not None and derived.jobs:
         growth = memory_growth_bytes * 1000 / derived.jobs
         derived = dataclasses.replace(derived, redis_mem_growth_bytes_per_1k_jobs=growth)
