@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from pathlib import Path
 
 import pytest
 
@@ -112,7 +111,10 @@ def test_the_remeasure_budget_stops_at_a_points_windows_and_at_the_runs_share():
 
 
 def _text_fields(raw: dict[bytes | str, bytes | str]) -> dict[str, str]:
-    return {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v) for k, v in raw.items()}
+    return {
+        (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+        for k, v in raw.items()
+    }
 
 
 def contended_sample(contended: bool) -> MachineSample:

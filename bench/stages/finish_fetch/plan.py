@@ -30,6 +30,7 @@ class Point:
     regime: str = BACKLOG
     load: float = 0.0
     rate: float = 0.0
+    protocol: str = ""  # steady-at or open-at named one protocol: only it runs here ("" every one)
 
     @property
     def label(self) -> str:
@@ -97,9 +98,27 @@ def points_of(opts: FinishFetchOptions) -> list[Point]:
 
 
 def _named(grid: list[Point], cells: Iterable[str]) -> list[Point]:
-    """The grid's points at the cells steady-at or open-at names (every workers, job-ms, queues)."""
-    wanted = {parse_cell(cell) for cell in cells}
-    return [p for p in grid if (p.concurrency, p.rtt_ms) in wanted]
+    """The grid's points at the cells steady-at or open-at names (every workers, job-ms, queues),
+    each for the protocol the cell names ("" for every one)."""
+    named = [found for found in map(parse_cell, cells) if found is not None]
+    return [
+        dataclasses.replace(p, protocol=protocol)
+        for protocol, concurrency, rtt in named
+        for p in grid
+        if (p.concurrency, p.rtt_ms) == (concurrency, rtt)
+    ]
+
+
+def protocols_at(point: Point, protocols: Iterable[str]) -> list[str]:
+    """The stage's protocols that run at ``point``: the one it names, or every one."""
+    return [p for p in protocols if not point.protocol or p == point.protocol]
+
+
+def raw_at(opts: FinishFetchOptions, point: Point) -> bool:
+    """Whether the raw driver and the reference run at ``point``: a grid point of raw-driver-rtt-ms."""
+    if not opts.raw_driver or point.regime != grid_regime(opts):
+        return False
+    return not opts.raw_driver_rtt_ms or point.rtt_ms in opts.raw_driver_rtt_ms
 
 
 def _bound_point(opts: FinishFetchOptions) -> Point | None:

@@ -26,7 +26,7 @@ import redis
 from bench.errors import BenchError, first_line
 from bench.harness.context import RunContext
 from bench.harness.overrides import SectionFlags
-from bench.harness.profile import FinishFetchOptions, Profile
+from bench.harness.profile import FinishFetchOptions, Profile, finish_fetch_protocols
 from bench.harness.progress import Progress, StagePlan
 from bench.harness.run_folder import open_run
 from bench.harness.terminal import fold
@@ -55,9 +55,10 @@ from bench.stages.finish_fetch.plan import (
     OPEN,
     Point,
     capacity,
-    grid_regime,
     point_id,
     points_of,
+    protocols_at,
+    raw_at,
     regime_options,
     strategies_at,
 )
@@ -111,10 +112,11 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
     opts = profile.finish_fetch
     window = opts.warmup_s + opts.measure_s
     steps: tuple[float, ...] = ()
+    protocols = finish_fetch_protocols(profile)
     for point in points_of(opts):
-        rounds = len(strategies_at(opts, point)) * len(profile.protocols)
+        rounds = len(strategies_at(opts, point)) * len(protocols_at(point, protocols))
         steps += (trial_seconds(opts),) * (opts.repetitions * rounds)
-        if opts.raw_driver and point.regime == grid_regime(opts):
+        if raw_at(opts, point):
             steps += (window + RAW_OVERHEAD_S + opts.measure_s + REFERENCE_S,) * rounds
     if opts.fidelity_calls > 0:
         probe = PROBE_WARMUP_S + PROBE_MEASURE_S + RUN_OVERHEAD_S
@@ -125,7 +127,7 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
 def run_stage(ctx: RunContext) -> None:
     opts = ctx.profile.finish_fetch
     strategies = list(opts.strategies)
-    protocols = ctx.profile.protocols
+    protocols = finish_fetch_protocols(ctx.profile)
     points = points_of(opts)
     hdr_variant = "[<protocol>.]" + HDR_VARIANT + " (no protocol: echomq)"
     update_meta(ctx.run_dir, finish_fetch={"rtt_ms": RTT_LABEL, "hdr_variant": hdr_variant})
@@ -140,8 +142,11 @@ def run_stage(ctx: RunContext) -> None:
     clean: dict[str, int] = {}
     for point in points:
         # A B A B: drift on a shared machine hits every strategy and protocol alike.
-        rounds = [(protocol, strategy) for protocol in protocols for strategy in strategies_at(opts, point)]
-        at = {protocol: _with_rate(point, rows, protocol) for protocol in protocols}
+        here_protocols = protocols_at(point, protocols)
+        rounds = [
+            (protocol, strategy) for protocol in here_protocols for strategy in strategies_at(opts, point)
+        ]
+        at = {protocol: _with_rate(point, rows, protocol) for protocol in here_protocols}
         for rep in range(1, opts.repetitions + 1):
             for protocol, strategy in rounds:  # A B C A B C: drift on a shared machine hits all alike
                 here = at[protocol]
@@ -179,7 +184,7 @@ def run_stage(ctx: RunContext) -> None:
                 line = _progress_line(run, row)
                 ctx.progress.step(f"{line}; {clean_line(clean[key], opts.repetitions)}")
                 _stop_if_stopped(run, ctx.run_dir)
-        if opts.raw_driver and point.regime == grid_regime(opts):
+        if raw_at(opts, point):
             for protocol, strategy in rounds:
                 ctx.progress(f"raw driver: {protocol} {strategy} {point.label}")
                 raw = _raw_run(ctx, regime_options(opts, point), strategy, point, protocol)
