@@ -3,20 +3,28 @@ invariants against a real redis-server, never a duration or a throughput."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import json
 import time
+from pathlib import Path
 
 import pytest
 
+from bench.harness.context import RunContext
 from bench.harness.machine import MachineSample
-from bench.harness.profile import FinishFetchOptions
+from bench.harness.profile import FinishFetchOptions, Profile
+from bench.harness.server import EmbeddedRedis, ServerInfo
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Job, Queue, now_us
+from bench.results.rows import FinishFetchRow
+from bench.stages.finish_fetch import stage
 from bench.stages.finish_fetch.loadstats import Recorder, RunSettings
 from bench.stages.finish_fetch.plan import BACKLOG, OPEN, STEADY, Point, points_of, regime_options
 from bench.stages.finish_fetch.producer_loop import ProducerLoop
 from bench.stages.finish_fetch.raw import run_raw
-from bench.stages.finish_fetch.remeasure import NO_BUDGET, POINT_BUDGET, RUN_BUDGET, Budget
+from bench.stages.finish_fetch.remeasure import NO_BUDGET, POINT_BUDGET, RUN_BUDGET, Budget, Guard
+from bench.stages.finish_fetch.stage import run_stage
 
 BASE = FinishFetchOptions(
     strategies=("fused", "two_call"), repetitions=1, workers=(2,), concurrency=(8,), rtt_ms=(0.0,),
@@ -119,3 +127,93 @@ def _text_fields(raw: dict[bytes | str, bytes | str]) -> dict[str, str]:
 
 def contended_sample(contended: bool) -> MachineSample:
     return MachineSample(50.0 if contended else 0.0, 0.0, contended, frozenset())
+
+
+def _stage(
+    tmp_path: Path, settings: RedisSettings, server: EmbeddedRedis, opts: FinishFetchOptions
+) -> list[dict[str, str]]:
+    info = ServerInfo(server.url, server.source, server.binary, server.version())
+    run_stage(RunContext(Profile("quick", finish_fetch=opts), settings, info, tmp_path))
+    with (tmp_path / FinishFetchRow.FILE).open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def _first_window_contended() -> Guard:
+    """A guard that reports contention on the first window it judges, and none after."""
+    judged: list[MachineSample | None] = []
+
+    def guard(sample: MachineSample | None) -> MachineSample:
+        judged.append(sample)
+        return contended_sample(len(judged) == 1)
+
+    return guard
+
+
+@pytest.mark.locust
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_contended_window_is_measured_again_and_the_row_says_how_many_tries(
+    tmp_path: Path,
+    settings: RedisSettings,
+    redis_server: EmbeddedRedis,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+):
+    monkeypatch.setattr(stage, "GUARD", _first_window_contended())
+    opts = dataclasses.replace(BASE, strategies=("fused",), remeasure_windows=1, remeasure_share=1.0)
+    (row,) = _stage(tmp_path, settings, redis_server, opts)
+    assert (row["tries"], row["contended"], row["remeasure_stopped"]) == ("2", "False", "no")
+    meta = json.loads((tmp_path / "meta.json").read_text())["finish_fetch"]
+    assert meta["clean"] == {"fused-w2-c8-rtt0": "clean 1 of 1"}
+    assert meta["remeasure"]["extra_windows"] == 1
+    out = capsys.readouterr()
+    assert "measured again (try 2)" in out.err
+    (clean,) = [line for line in out.out.splitlines() if line.split()[:1] == ["clean"]]
+    assert clean.split()[1:] == ["1", "of", "1", "(+1", "again)"]
+
+
+@pytest.mark.locust
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_the_budget_stops_measuring_again_and_the_row_and_table_say_so(
+    tmp_path: Path,
+    settings: RedisSettings,
+    redis_server: EmbeddedRedis,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+):
+    monkeypatch.setattr(stage, "GUARD", lambda sample: contended_sample(True))
+    opts = dataclasses.replace(BASE, strategies=("fused",), remeasure_windows=1, remeasure_share=1.0)
+    (row,) = _stage(tmp_path, settings, redis_server, opts)
+    assert (row["tries"], row["contended"], row["remeasure_stopped"]) == ("2", "True", POINT_BUDGET)
+    meta = json.loads((tmp_path / "meta.json").read_text())["finish_fetch"]
+    assert meta["clean"] == {"fused-w2-c8-rtt0": "clean 0 of 1"}
+    out = capsys.readouterr().out
+    (jobs,) = [line for line in out.splitlines() if line.split()[:1] == ["jobs/s"]]
+    assert jobs.split()[-1] == "c"  # the cell is marked, and the mark explained under the table
+    assert "c: no window of the cell was clean" in " ".join(out.split())
+
+
+@pytest.mark.locust
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_the_stage_runs_backlog_then_open_at_a_share_of_the_measured_capacity(
+    tmp_path: Path, settings: RedisSettings, redis_server: EmbeddedRedis, capsys: pytest.CaptureFixture[str]
+):
+    opts = dataclasses.replace(BASE, open_at=("c8-rtt0",), open_loads=(0.5,))
+    rows = _stage(tmp_path, settings, redis_server, opts)
+    backlog = {r["strategy"]: r for r in rows if r["regime"] == BACKLOG}
+    opened = {r["strategy"]: r for r in rows if r["regime"] == OPEN}
+    assert set(backlog) == set(opened) == {"fused", "two_call"}
+    for row in backlog.values():  # the wait list never ran dry under Locust either
+        assert int(row["wait_samples"]) >= 10 and row["wait_empty_samples"] == "0", row
+        assert (row["producers"], row["batch_size"]) == ("3", "200")
+    assert float(backlog["fused"]["fetches_alone_per_job"]) <= 0.02
+    # both strategies open at one rate: half the lower of their backlog jobs/s
+    rate = 0.5 * min(float(r["jobs_per_s"]) for r in backlog.values())
+    for row in opened.values():
+        assert float(row["target_rate"]) == pytest.approx(rate, rel=0.01)
+        assert float(row["load"]) == 0.5 and row["e2e_p999_us"] != "", row
+    out = capsys.readouterr()
+    assert "open at 50% of the backlog capacity" in out.out and "queue latency p99.9 µs" in out.out
+    assert "queue latency p50" in out.err and "backlog wait p50" in out.err  # the progress lines
