@@ -58,7 +58,7 @@ def test_the_stage_runs_every_strategy_and_writes_every_file(
         rows = {row["strategy"]: row for row in reader}
     assert set(rows) == {"fused", "two_call", "two_call_pipelined"}
     for variant, row in rows.items():
-        assert all(row[c] != "" for c in FINISH_FETCH_COLUMNS), row
+        assert all(row[c] != "" for c in FINISH_FETCH_COLUMNS if c != "load"), row  # load: open only
         assert int(row["jobs"]) > 100, row
         assert row["audit_ok"] == "True", row
         for metric in ("cycle", "e2e"):

@@ -41,7 +41,8 @@ def _settings(opts: FinishFetchOptions, point: Point, strategy: str = "fused") -
 def test_a_backlog_trial_never_finds_the_wait_list_empty_and_fused_never_fetches_alone(
     settings: RedisSettings, strategy: str
 ):
-    run = _settings(BASE, Point(2, 0.0, 8, regime=BACKLOG), strategy)
+    # 4 workers x 32 slots: the Redis-bound cell, where one steady producer let the list run dry
+    run = _settings(BASE, Point(4, 0.0, 32, regime=BACKLOG), strategy)
     assert (run.regime, run.producers, run.batch_size) == (BACKLOG, 3, 200)
     summary = run_raw(settings, run)
     d = summary.figures
