@@ -390,7 +390,7 @@ def test_a_run_with_jobs_in_flight_shows_three_strategies_the_pace_and_the_fidel
     assert "fused/two_call_pipelined: median of pairs" in text
     assert "| 4 | 8 | 1 | 1.57 |" in text  # 3600 / 2300 at every pair
     assert "### Which side set the pace" in text and "Redis ceiling jobs/s" in text
-    assert "| fused | 4 | 8 | 0 | " in text and "| client |" in text
+    assert "| fused | steady | 4 | 8 | 0 | " in text and "| client |" in text  # no regime column: steady
     assert "### Latency fidelity" in text and "| redis-benchmark (C client) | 55 |" in text
     assert "adds +8 µs to the bare redis-py p50" in text
     # Locust, the raw driver and the reference side by side, with the driver goals judged

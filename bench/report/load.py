@@ -54,6 +54,7 @@ OPTIONAL_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 TEXT_COLUMNS = frozenset(
     {"run_id", "protocol", "profile", "strategy", "variant", "scenario", "skipped", "limit"}
+    | {"regime", "remeasure_stopped"}
     | {"driver", "client", "error", "step", "commands", "master", "queue"}
 )
 # Columns a run's every row holds alike: the report shows them once, in its Run section.

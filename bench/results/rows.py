@@ -339,9 +339,10 @@ Row = (
 
 # Columns a run from before them implies a value for: it ran one job in flight a
 # worker, held for no time. A reader fills them in instead of calling them absent.
-# What a finish_fetch.csv from before a column implies: its closed loop was steady, one window a trial.
+# What a finish_fetch.csv from before a column implies: its closed loop was steady, one window a trial;
+# an empty load is no open point's (0).
 FINISH_FETCH_IMPLIED: dict[str, object] = {
-    "concurrency": 1, "job_ms": 0.0, "queues": 1, "regime": STEADY, "tries": 1,
+    "concurrency": 1, "job_ms": 0.0, "queues": 1, "regime": STEADY, "tries": 1, "load": 0.0,
 }  # fmt: skip
 
 

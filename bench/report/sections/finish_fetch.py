@@ -8,7 +8,8 @@ import math
 import pandas as pd
 
 from bench.report import latency
-from bench.report.compare.metrics import STAGE_KEYS, samples
+from bench.report.cells import judged_frame, mark_notes, with_marks
+from bench.report.compare.metrics import STAGE_KEYS, norm_key, samples
 from bench.report.load import RunData, merged_histograms
 from bench.report.machine import beside_saturated
 from bench.report.markdown import (
@@ -87,14 +88,19 @@ def finish_fetch_section(data: RunData) -> list[str]:
         lines += [f"> **{sum(errors.values())} calls failed** in the measured windows ({kinds}); "
                   "each run's summary counts them by kind, its log has the tracebacks.", ""]  # fmt: skip
     lines += bullmq_note(frame)
+    every = frame  # the goals and the all-repetitions table read every window
+    frame, marks = judged_frame(frame, [*POINT_COLUMNS, "strategy"])  # a cell's clean windows
     lines += _finish_fetch_summary(frame)
-    lines += figure(jobs_per_s(protocol_labelled(frame), data.path), "no jobs_per_s values")
+    lines += mark_notes(marks.values())
+    # throughput from the closed regimes: an open point's jobs/s is the rate it was offered
+    closed = frame[frame["regime"] != "open"] if "regime" in frame.columns else frame
+    lines += figure(jobs_per_s(protocol_labelled(closed), data.path), "no jobs_per_s values")
     lines += shards_section(data.frames.get("finish_fetch_shards"))
     lines += _pace_section(frame)
-    lines += _driver_section(frame)
+    lines += _driver_section(frame, every)
     lines += script_cost_section(data)
     if frame["concurrency"].nunique(dropna=True) > 1:  # a line against concurrency needs two of them
-        plot = ratio_against_concurrency(paired_ratios(frame), data.path)
+        plot = ratio_against_concurrency(paired_ratios(closed), data.path)
         lines += figure(plot, "no fused/two_call or fused/two_call_pipelined pairs")
     lines += _fidelity_section(data.meta.get("finish_fetch_fidelity"))
     e2e = latency.meaning(frame)
@@ -122,7 +128,7 @@ def finish_fetch_section(data: RunData) -> list[str]:
         lines += figure(
             latency_from_columns(protocol_labelled(frame), data.path), "no cycle percentile columns"
         )
-    shown = beside_saturated(latency.shown_columns(present(data, "finish_fetch", frame)))
+    shown = beside_saturated(latency.shown_columns(present(data, "finish_fetch", every)))
     lines += ["All repetitions:", "", markdown_table(flag_rows(shown)), ""]
     return lines
 
@@ -134,7 +140,10 @@ def _finish_fetch_summary(frame: pd.DataFrame) -> list[str]:
         return ["*No points: the key columns (strategy, workers, rtt_ms) are missing.*", ""]
     shown = {"strategy", *shown_point_columns(frame)}
     rows = []
+    groups = []
+    by_key = {tuple(norm_key(v) for v in k): g for k, g in frame.groupby(list(keys), sort=True, dropna=False)}
     for key, metrics in points.items():
+        groups.append(by_key.get(key, frame.iloc[0:0]))
         jobs = metrics.get("jobs_per_s")
         row: dict[str, object] = {k: v for k, v in zip(keys, key, strict=True) if k in shown}
         row["reps"] = jobs.n if jobs else 0
@@ -144,6 +153,7 @@ def _finish_fetch_summary(frame: pd.DataFrame) -> list[str]:
         for column in ("round_trips_per_job", "server_us_per_job", "cycle_p50_us", "cycle_p99_us"):
             row[column] = metrics[column].mean if column in metrics else math.nan
         rows.append(row)
+    rows = with_marks(rows, groups)
     lines = ["Per point, mean over repetitions:", "", markdown_table(pd.DataFrame(rows)), ""]
     ratios = _fused_ratios(frame)
     if not ratios.empty:
@@ -210,12 +220,13 @@ DRIVER_COLUMNS = {
 }
 
 
-def _driver_section(frame: pd.DataFrame) -> list[str]:
-    """Locust, the raw driver and the reference loop side by side, and the driver goals."""
+def _driver_section(frame: pd.DataFrame, every: pd.DataFrame) -> list[str]:
+    """Locust, the raw driver and the reference loop side by side (each cell's clean windows), and
+    the driver goals (over ``every`` window: they leave out the contended ones themselves)."""
     if "reference_cpu_us_per_job" not in frame.columns or frame["reference_cpu_us_per_job"].isna().all():
         return []
     rows = _by_point(frame, DRIVER_COLUMNS, "median")
-    goals = goal_lines({str(k): v for k, v in r.items()} for r in frame.to_dict("records"))
+    goals = goal_lines({str(k): v for k, v in r.items()} for r in every.to_dict("records"))
     return [
         "### Locust, the raw driver and the reference",
         "",
@@ -229,6 +240,7 @@ def _driver_section(frame: pd.DataFrame) -> list[str]:
         "",
         markdown_table(pd.DataFrame(rows)),
         "",
+        *mark_notes(str(r.get("marks", "")) for r in rows),
     ]
 
 
@@ -240,7 +252,9 @@ def _by_point(frame: pd.DataFrame, columns: dict[str, str], how: str) -> list[di
     the limit most repetitions named."""
     shown = ["strategy", *shown_point_columns(frame)]
     rows = []
+    groups = []
     for key, group in frame.groupby(shown, sort=True):
+        groups.append(group)
         row: dict[str, object] = dict(zip(shown, key, strict=True))
         for column, title in columns.items():
             values = group[column] if column in group else pd.Series(dtype=float)
@@ -251,7 +265,7 @@ def _by_point(frame: pd.DataFrame, columns: dict[str, str], how: str) -> list[di
             # one meaning: the share of the limit shown, over the repetitions that named it
             row[LIMIT_SHARE] = group.loc[named[named == row["limit"]].index, "limit_share"].mean()
         rows.append(row)
-    return rows
+    return with_marks(rows, groups)
 
 
 def _pace_section(frame: pd.DataFrame) -> list[str]:
@@ -277,6 +291,7 @@ def _pace_section(frame: pd.DataFrame) -> list[str]:
         "",
         markdown_table(pd.DataFrame(rows)),
         "",
+        *mark_notes(str(r.get("marks", "")) for r in rows),
     ]
 
 
