@@ -407,3 +407,40 @@ def test_compare_names_a_point_by_what_sets_it_apart(tmp_path: Path) -> None:
     points = set(compare_runs(run.frames, run.frames).rows["point"])
     assert "strategy=fused workers=4 concurrency=8 rtt_ms=1" in points
     assert "strategy=two_call_pipelined workers=4 rtt_ms=0" in points  # concurrency 1, job_ms 0 unsaid
+
+
+def test_a_contended_cell_is_marked_in_every_table_that_shows_it(tmp_path: Path) -> None:
+    """fused at 8 jobs in flight over 1 ms measured in contended windows only, two_call at 1 over
+    0 ms saturated: each report table and the results page marks those cells (c, s) with a note,
+    and no other."""
+    from bench.report.results_page import finish_fetch_table
+
+    run = write_concurrency_run(tmp_path)
+    path = run / "finish_fetch.csv"
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    at_point = {"concurrency": frame["concurrency"].astype(int), "rtt_ms": frame["rtt_ms"].astype(float)}
+    busy = (frame["strategy"] == "fused") & (at_point["concurrency"] == 8) & (at_point["rtt_ms"] == 1.0)
+    full = (frame["strategy"] == "two_call") & (at_point["concurrency"] == 1) & (at_point["rtt_ms"] == 0.0)
+    frame.loc[busy, "contended"], frame.loc[busy, "foreign_cpu_pct"] = "True", "60.0"
+    frame.loc[full, "saturated"] = "True"
+    frame.to_csv(path, index=False)
+    text = write_report(run).read_text()
+    lines = text.splitlines()
+
+    def marks(lead: str) -> list[str]:
+        """The last cell of each table row that starts with ``lead``."""
+        return [line.split("|")[-2].strip() for line in lines if line.startswith(lead)]
+
+    # the per-point table, the pace table and the driver table: a row a strategy and point
+    assert marks("| fused | steady | 4 | 8 | 1 |") == ["c", "c", "c"]
+    assert marks("| two_call | steady | 4 | 1 | 0 |") == ["s", "s", "s"]
+    assert set(marks("| fused | steady | 4 | 1 | 0 |")) == {""}
+    # the ratio table: a row a point, marked by either side's cell
+    assert marks("| steady | 4 | 8 | 1 |") == ["c"] and marks("| steady | 4 | 1 | 0 |") == ["s"]
+    assert text.count("*c: no window of the cell was clean") == 4  # a note under each of the four
+    # the results page: the cell itself
+    table = finish_fetch_table(load_run(run))
+    assert table is not None
+    at = table[(table["concurrency"] == 8) & (table["rtt_ms"] == 1.0)].iloc[0]
+    assert str(at["fused jobs/s"]).endswith(" c") and not str(at["two_call jobs/s"]).endswith(("c", "s"))
+    assert sorted(table.attrs["marks"]) == ["c", "s"]

@@ -89,9 +89,8 @@ def finish_fetch_section(data: RunData) -> list[str]:
                   "each run's summary counts them by kind, its log has the tracebacks.", ""]  # fmt: skip
     lines += bullmq_note(frame)
     every = frame  # the goals and the all-repetitions table read every window
-    frame, marks = judged_frame(frame, [*POINT_COLUMNS, "strategy"])  # a cell's clean windows
+    frame, _ = judged_frame(frame, [*POINT_COLUMNS, "strategy"])  # a cell's clean windows
     lines += _finish_fetch_summary(frame)
-    lines += mark_notes(marks.values())
     # throughput from the closed regimes: an open point's jobs/s is the rate it was offered
     closed = frame[frame["regime"] != "open"] if "regime" in frame.columns else frame
     lines += figure(jobs_per_s(protocol_labelled(closed), data.path), "no jobs_per_s values")
@@ -155,6 +154,7 @@ def _finish_fetch_summary(frame: pd.DataFrame) -> list[str]:
         rows.append(row)
     rows = with_marks(rows, groups)
     lines = ["Per point, mean over repetitions:", "", markdown_table(pd.DataFrame(rows)), ""]
+    lines += mark_notes(str(r.get("marks", "")) for r in rows)
     ratios = _fused_ratios(frame)
     if not ratios.empty:
         others = " and ".join(f"fused / {o}" for o in dict.fromkeys(paired_ratios(frame)["other"]))
@@ -163,6 +163,7 @@ def _finish_fetch_summary(frame: pd.DataFrame) -> list[str]:
             "",
             markdown_table(ratios),
             "",
+            *mark_notes(ratios["marks"] if "marks" in ratios.columns else []),
         ]
     return lines
 
@@ -178,7 +179,8 @@ def _fused_ratios(frame: pd.DataFrame) -> pd.DataFrame:
         return ratios
     shown = shown_point_columns(frame)
     several = ratios["other"].nunique() > 1
-    rows = []
+    cells = dict(iter(frame.groupby(shown, sort=True)))  # the point's cells: their marks
+    rows, groups = [], []
     for point, group in ratios.groupby(shown, sort=True):
         row: dict[str, object] = dict(zip(shown, point, strict=True))
         for r in group.itertuples(index=False):
@@ -187,7 +189,8 @@ def _fused_ratios(frame: pd.DataFrame) -> pd.DataFrame:
             row[f"{name}[min-max]"] = f"[{r.lo:.2f}-{r.hi:.2f}]"
         row["pairs"] = int(group["pairs"].min())
         rows.append(row)
-    return pd.DataFrame(rows)
+        groups.append(cells.get(point, frame.iloc[0:0]))
+    return pd.DataFrame(with_marks(rows, groups))
 
 
 PACE_COLUMNS = {
