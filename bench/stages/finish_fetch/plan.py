@@ -46,7 +46,8 @@ class Point:
         name = "-".join([*parts, f"rtt{self.rtt_ms:g}"])
         if self.regime == OPEN and self.load:
             return f"{name}-open{self.load * 100:g}"
-        return name if self.regime == BACKLOG else f"{name}-{self.regime}"
+        # a grid's own regime goes unnamed: backlog, or open at the profile's target-rate
+        return f"{name}-{self.regime}" if self.regime == STEADY else name
 
     def at_rate(self, rate: float) -> Point:
         """The point offered ``rate`` jobs/s (open); at 0, the point as the plan names it."""
@@ -130,10 +131,10 @@ def _bound_point(opts: FinishFetchOptions) -> Point | None:
 def regime_options(opts: FinishFetchOptions, point: Point) -> FinishFetchOptions:
     """The profile as one trial at ``point`` runs it: a backlog's producers and batches, an open
     point's rate; a steady point as the profile says."""
-    if point.regime == BACKLOG:
-        return dataclasses.replace(
-            opts, producers=opts.backlog_producers, batch_size=opts.backlog_batch_size, regime=BACKLOG
-        )
+    if point.regime == BACKLOG:  # never fewer producers, nor smaller batches, than the profile's
+        producers = max(opts.backlog_producers, opts.producers)
+        batch = max(opts.backlog_batch_size, opts.batch_size)
+        return dataclasses.replace(opts, producers=producers, batch_size=batch, regime=BACKLOG)
     if point.regime == OPEN:
         return dataclasses.replace(opts, target_rate=point.rate or opts.target_rate)
     return dataclasses.replace(opts, regime=STEADY)
