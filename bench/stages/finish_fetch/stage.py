@@ -189,7 +189,8 @@ def run_stage(ctx: RunContext) -> None:
                 ctx.progress(f"raw driver: {protocol} {strategy} {point.label}")
                 raw = _raw_run(ctx, regime_options(opts, point), strategy, point, protocol)
                 ctx.progress.step(
-                    f"raw driver: {protocol} {strategy} {point.label}: {raw.figures.jobs_per_s:.0f} jobs/s"
+                    f"raw driver: {protocol} {strategy} {point.label}, {raw.settings.regime}: "
+                    f"{raw.figures.jobs_per_s:.0f} jobs/s"
                 )
                 if raw.audit is not None and not raw.audit.ok:
                     audits[f"raw-{protocol}-{strategy}-{point.label}"] = raw.audit.verdict
@@ -197,7 +198,8 @@ def run_stage(ctx: RunContext) -> None:
                 ctx.progress(f"reference: {protocol} {strategy} {point.label}")
                 reference = _reference_run(ctx, opts, strategy, point, protocol)
                 ctx.progress.step(
-                    f"reference: {protocol} {strategy} {point.label}: {reference.jobs_per_s:.0f} jobs/s, "
+                    f"reference: {protocol} {strategy} {point.label}, a pre-filled queue: "
+                    f"{reference.jobs_per_s:.0f} jobs/s, "
                     f"{reference.cpu_us_per_job:.0f} µs CPU a job"
                 )
                 if not reference.audit_ok:
