@@ -444,3 +444,23 @@ def test_a_contended_cell_is_marked_in_every_table_that_shows_it(tmp_path: Path)
     at = table[(table["concurrency"] == 8) & (table["rtt_ms"] == 1.0)].iloc[0]
     assert str(at["fused jobs/s"]).endswith(" c") and not str(at["two_call jobs/s"]).endswith(("c", "s"))
     assert sorted(table.attrs["marks"]) == ["c", "s"]
+
+
+def test_a_run_of_backlog_and_open_rows_names_enqueue_to_finish_by_each_rows_regime() -> None:
+    from bench.report import latency
+
+    frame = pd.DataFrame(
+        {
+            "regime": ["backlog", "backlog", "open", "open"],
+            "target_rate": [0.0, 0.0, 500.0, 500.0],
+            "saturated": [True, False, True, False],
+            "e2e_p50_us": [9000.0, 9000.0, 700.0, 800.0],
+        }
+    )
+    assert latency.meaning(frame) is latency.MIXED
+    assert latency.meaning(frame[frame["regime"] == "open"]) is latency.OPEN
+    assert latency.meaning(frame[frame["regime"] == "backlog"]) is latency.CLOSED
+    shown = latency.shown_columns(frame)["enqueue_to_finish_p50_us"].tolist()
+    # a saturated open row measured no queue latency; a saturated closed row's backlog wait stays
+    assert shown[0] == 9000.0 and math.isnan(shown[2]) and shown[3] == 800.0
+    assert "named by each row's regime" in " ".join(latency.note(frame))
