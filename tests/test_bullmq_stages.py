@@ -195,7 +195,7 @@ def test_finish_fetch_alternates_the_protocols_and_audits_bullmqs_queue(
     summary = json.loads((tmp_path / "locust" / "bullmq.two_call-w2-rtt0__r1_summary.json").read_text())
     assert summary["settings"]["protocol"] == "bullmq"
     out = capsys.readouterr().out
-    assert "echomq: workers 2" in out and "bullmq: workers 2" in out  # a block a protocol
+    assert "echomq: backlog, workers 2" in out and "bullmq: backlog, workers 2" in out  # a block a protocol
 
 
 def test_a_wrong_bullmq_version_stops_a_run_in_one_line_before_anything_starts(

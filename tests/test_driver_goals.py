@@ -22,7 +22,45 @@ def _row(**values: Any) -> dict[str, Any]:
 
 
 def _verdicts(rows: list[dict[str, Any]]) -> list[str]:
-    return [goal.verdict for goal in judge(rows)]
+    return [goal.verdict for goal in judge(rows)][:4]  # the driver's four; the regimes' below
+
+
+def _regime_verdicts(rows: list[dict[str, Any]]) -> list[str]:
+    return [goal.verdict for goal in judge(rows)][4:]
+
+
+def _backlog(**values: Any) -> list[dict[str, Any]]:
+    """A clean backlog grid: concurrency 1, 8 x rtt 0, 1, fused and two_call."""
+    row = {"regime": "backlog", "fetches_alone_per_job": 0.001, **values}
+    return [
+        _row(**{**row, "strategy": s, "concurrency": c, "rtt_ms": r})
+        for s in ("fused", "two_call")
+        for c in (1, 8)
+        for r in (0.0, 1.0)
+    ]
+
+
+def _open(strategy: str, load: float, **values: Any) -> dict[str, Any]:
+    return _row(strategy=strategy, regime="open", load=load, e2e_p99_us=900, **values)
+
+
+def test_the_regime_goals_judge_backlog_fetches_the_crossed_grid_and_open_latency():
+    opened = [_open(s, load) for s in ("fused", "two_call") for load in (0.5, 0.8)]
+    assert _regime_verdicts([*_backlog(), *opened]) == [MET, MET, MET]
+    # one fused backlog point whose wait list ran dry
+    dry = _backlog()
+    dry[0] = {**dry[0], "fetches_alone_per_job": 0.3}
+    assert _regime_verdicts([*dry, *opened])[0] == MISSED
+    # a two_call cell missing, or measured only in a contended window
+    assert _regime_verdicts([*_backlog()[:-1], *opened])[1] == MISSED
+    busy = _backlog()
+    busy[-1] = {**busy[-1], "contended": True}
+    assert _regime_verdicts([*busy, *opened])[1] == MISSED
+    # open at one load only, or only contended at the second
+    assert _regime_verdicts([*_backlog(), *opened[:1], *opened[2:3]])[2] == MISSED
+    assert _regime_verdicts([*_backlog(), *opened[:3], {**opened[3], "contended": True}])[2] == MISSED
+    # a run from before the regimes (no regime column: steady) measured none of them
+    assert _regime_verdicts([_row(), _row(strategy="two_call")]) == [NOT_MEASURED] * 3
 
 
 def test_each_goal_is_met_missed_or_not_measured_by_its_rows():

@@ -53,6 +53,11 @@ def tiny_profile(folder: Path, measure_s: float, **keys: Any) -> Path:
         "measure-s": measure_s,
         "rtt-ms": 0,
         "raw-driver": "false",  # no calibration runs after it: the fault is in the Locust run
+        # a small backlog: the producers add all through the window, so "jobs added after the
+        # fault" shows the run carried on
+        "backlog-jobs": 100,
+        "backlog-producers": 1,
+        "backlog-batch-size": 20,
         "fidelity-calls": 0,
         **{key.replace("_", "-"): value for key, value in keys.items()},
     }

@@ -391,7 +391,7 @@ def test_a_run_with_jobs_in_flight_shows_three_strategies_the_pace_and_the_fidel
     assert "fused/two_call_pipelined: median of pairs" in text
     assert "| 4 | 8 | 1 | 1.57 |" in text  # 3600 / 2300 at every pair
     assert "### Which side set the pace" in text and "Redis ceiling jobs/s" in text
-    assert "| fused | 4 | 8 | 0 | " in text and "| client |" in text
+    assert "| fused | steady | 4 | 8 | 0 | " in text and "| client |" in text  # no regime column: steady
     assert "### Latency fidelity" in text and "| redis-benchmark (C client) | 55 |" in text
     assert "adds +8 µs to the bare redis-py p50" in text
     # Locust, the raw driver and the reference side by side, with the driver goals judged
@@ -408,3 +408,60 @@ def test_compare_names_a_point_by_what_sets_it_apart(tmp_path: Path) -> None:
     points = set(compare_runs(run.frames, run.frames).rows["point"])
     assert "strategy=fused workers=4 concurrency=8 rtt_ms=1" in points
     assert "strategy=two_call_pipelined workers=4 rtt_ms=0" in points  # concurrency 1, job_ms 0 unsaid
+
+
+def test_a_contended_cell_is_marked_in_every_table_that_shows_it(tmp_path: Path) -> None:
+    """fused at 8 jobs in flight over 1 ms measured in contended windows only, two_call at 1 over
+    0 ms saturated: each report table and the results page marks those cells (c, s) with a note,
+    and no other."""
+    from bench.report.results_page import finish_fetch_table
+
+    run = write_concurrency_run(tmp_path)
+    path = run / "finish_fetch.csv"
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    at_point = {"concurrency": frame["concurrency"].astype(int), "rtt_ms": frame["rtt_ms"].astype(float)}
+    busy = (frame["strategy"] == "fused") & (at_point["concurrency"] == 8) & (at_point["rtt_ms"] == 1.0)
+    full = (frame["strategy"] == "two_call") & (at_point["concurrency"] == 1) & (at_point["rtt_ms"] == 0.0)
+    frame.loc[busy, "contended"], frame.loc[busy, "foreign_cpu_pct"] = "True", "60.0"
+    frame.loc[full, "saturated"] = "True"
+    frame.to_csv(path, index=False)
+    text = write_report(run).read_text()
+    lines = text.splitlines()
+
+    def marks(lead: str) -> list[str]:
+        """The last cell of each table row that starts with ``lead``."""
+        return [line.split("|")[-2].strip() for line in lines if line.startswith(lead)]
+
+    # the per-point table, the pace table and the driver table: a row a strategy and point
+    assert marks("| fused | steady | 4 | 8 | 1 |") == ["c", "c", "c"]
+    assert marks("| two_call | steady | 4 | 1 | 0 |") == ["s", "s", "s"]
+    assert set(marks("| fused | steady | 4 | 1 | 0 |")) == {""}
+    # the ratio table: a row a point, marked by either side's cell
+    assert marks("| steady | 4 | 8 | 1 |") == ["c"] and marks("| steady | 4 | 1 | 0 |") == ["s"]
+    assert text.count("*c: no window of the cell was clean") == 4  # a note under each of the four
+    # the results page: the cell itself
+    table = finish_fetch_table(load_run(run))
+    assert table is not None
+    at = table[(table["concurrency"] == 8) & (table["rtt_ms"] == 1.0)].iloc[0]
+    assert str(at["fused jobs/s"]).endswith(" c") and not str(at["two_call jobs/s"]).endswith(("c", "s"))
+    assert sorted(table.attrs["marks"]) == ["c", "s"]
+
+
+def test_a_run_of_backlog_and_open_rows_names_enqueue_to_finish_by_each_rows_regime() -> None:
+    from bench.report import latency
+
+    frame = pd.DataFrame(
+        {
+            "regime": ["backlog", "backlog", "open", "open"],
+            "target_rate": [0.0, 0.0, 500.0, 500.0],
+            "saturated": [True, False, True, False],
+            "e2e_p50_us": [9000.0, 9000.0, 700.0, 800.0],
+        }
+    )
+    assert latency.meaning(frame) is latency.MIXED
+    assert latency.meaning(frame[frame["regime"] == "open"]) is latency.OPEN
+    assert latency.meaning(frame[frame["regime"] == "backlog"]) is latency.CLOSED
+    shown = latency.shown_columns(frame)["enqueue_to_finish_p50_us"].tolist()
+    # a saturated open row measured no queue latency; a saturated closed row's backlog wait stays
+    assert shown[0] == 9000.0 and math.isnan(shown[2]) and shown[3] == 800.0
+    assert "named by each row's regime" in " ".join(latency.note(frame))

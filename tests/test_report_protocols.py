@@ -169,8 +169,8 @@ def test_every_table_and_figure_shows_both_protocols(tmp_path: Path):
     text = write_report(run).read_text()
     assert "| protocols | echomq (lua/), bullmq 3.4.4 (its package's Lua) |" in text
     assert "BullMQ Worker's default options: lock 30 s, every completed job kept" in text
-    assert "| protocol | strategy | workers | rtt_ms |" in text  # per point, the protocol first
-    assert "| echomq | 2 | 0 | 1.60 |" in text and "| bullmq | 2 | 0 | 1.60 |" in text  # both fused/two_call
+    assert "| protocol | strategy | regime | workers | rtt_ms |" in text  # per point, the protocol first
+    assert "| echomq | steady | 2 | 0 | 1.60 |" in text and "| bullmq | steady | 2 | 0 | 1.60 |" in text
     assert "| bullmq | atomic | all_stalled |" in text  # the slope table
     assert "## BullMQ's own workers against the suite's loops on BullMQ's scripts" in text
     # one table: a row a concurrency and driver, fused over two-call paired by repetition

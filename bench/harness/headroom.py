@@ -58,10 +58,12 @@ class MemoryNeed:
 
 
 def _finish_fetch_jobs(profile: Profile) -> int:
-    """One finish_fetch run's jobs: its producers' pace over warm-up, window and stop."""
+    """One finish_fetch run's jobs: its producers' pace over warm-up, window and stop, and the
+    backlog regime's pre-fill, which stays in the wait list."""
     opts = profile.finish_fetch
     rate = opts.target_rate if opts.target_rate > 0 else CLOSED_LOOP_JOBS_PER_S
-    return int(rate * (opts.warmup_s + opts.measure_s + STOP_ALLOWANCE_S))
+    prefill = opts.backlog_jobs if opts.regime == "backlog" and opts.target_rate <= 0 else 0
+    return int(rate * (opts.warmup_s + opts.measure_s + STOP_ALLOWANCE_S)) + prefill
 
 
 def jobs_held(profile: Profile, stages: Sequence[str]) -> int:

@@ -24,6 +24,22 @@ def _min(value: float) -> dict[str, float]:
     return {"min": value}
 
 
+GRID_REGIMES = ("backlog", "steady", "open")
+
+
+def parse_cell(text: str) -> tuple[str, int, float] | None:
+    """A grid cell as steady-at and open-at name it, "[protocol.]c8-rtt1": (the protocol, "" for
+    every one, concurrency, rtt ms); None when it is not one."""
+    protocol, _, cell = text.strip().rpartition(".")
+    if "." in cell or (protocol and "-rtt" in protocol):  # "c8-rtt0.5": the dot is the rtt's
+        protocol, cell = "", text.strip()
+    head, _, tail = cell.partition("-rtt")
+    try:
+        return (protocol, int(head.removeprefix("c")), float(tail)) if head.startswith("c") else None
+    except ValueError:
+        return None
+
+
 @dataclass(frozen=True)
 class FinishFetchOptions:
     """Stage 1: Locust producers and workers, fused against two_call and two_call_pipelined."""
@@ -57,6 +73,30 @@ class FinishFetchOptions:
     raw_driver: bool = True
     # trivial EVALSHA calls timed per way of the latency-fidelity check (0 leaves it out)
     fidelity_calls: int = field(default=2000, metadata=_min(0))
+    # The grid's regime (design.md "Name the regime"): backlog, a wait list that never runs dry
+    # (pre-filled and kept full by backlog-producers adding backlog-batch-size jobs a call), or
+    # steady, producers and workers at one pace (producers, batch-size, a backlog of 10 batches).
+    # target-rate above 0 makes the grid open instead, at that rate (a trial's own regime: open).
+    regime: str = "backlog"
+    backlog_producers: int = field(default=3, metadata=_min(1))
+    backlog_batch_size: int = field(default=200, metadata=_min(1))
+    # jobs the backlog producers pre-fill the wait list with, and keep it near
+    backlog_jobs: int = field(default=4000, metadata=_min(1))
+    # grid points also run steady, and open at each open-load (a fraction of the point's measured
+    # backlog capacity, fused and two_call at one rate): "[protocol.]c<concurrency>-rtt<ms>", e.g.
+    # c8-rtt1 (every protocol of the stage) or echomq.c8-rtt1 (that protocol only)
+    steady_at: tuple[str, ...] = ()
+    open_at: tuple[str, ...] = ()
+    open_loads: tuple[float, ...] = field(default=(0.5, 0.8), metadata=_min(0.01))
+    # A contended window is measured again: at most this many extra windows a point, and extra
+    # windows worth at most this share of the stage's planned time (0: never measured again)
+    remeasure_windows: int = field(default=0, metadata=_min(0))
+    remeasure_share: float = field(default=0.0, metadata=_min(0))
+    # the protocols this stage runs, of the profile's (empty: every one of the profile's)
+    finish_fetch_protocols: tuple[str, ...] = ()
+    # the raw driver and the reference run at the grid's points of these rtts (empty: every rtt);
+    # the reference runs at rtt 0 whatever the point's, so more rtts repeat it
+    raw_driver_rtt_ms: tuple[float, ...] = field(default=(), metadata=_min(0))
 
     def __post_init__(self) -> None:
         from bench.protocol.queue import STRATEGIES  # here, so loading a profile stays light until checked
@@ -66,6 +106,17 @@ class FinishFetchOptions:
                 raise BenchError(
                     f"profile key strategies: unknown strategy {strategy!r}; use {', '.join(STRATEGIES)}"
                 )
+        if self.regime not in GRID_REGIMES:
+            raise BenchError(f"profile key regime = {self.regime!r}; use {' or '.join(GRID_REGIMES)}")
+        if self.regime == "open" and self.target_rate <= 0:
+            raise BenchError("profile key regime = open needs a target-rate above 0 (jobs/s in all)")
+        for key, cells in (("steady-at", self.steady_at), ("open-at", self.open_at)):
+            for cell in cells:
+                if parse_cell(cell) is None:
+                    raise BenchError(
+                        f"profile key {key}: {cell!r} is not a grid cell; write "
+                        "[protocol.]c<concurrency>-rtt<ms>, e.g. c8-rtt1 or echomq.c8-rtt1"
+                    )
         fewest = min(self.producers, *self.workers)
         if max(self.queues) > fewest:
             raise BenchError(
@@ -160,6 +211,13 @@ class Profile:
 
 
 STAGES = ("finish_fetch", "script_cost", "sweep", "race", "bullmq_worker", "report")
+
+
+def finish_fetch_protocols(profile: Profile) -> tuple[str, ...]:
+    """The protocols the finish_fetch stage runs: its own key's, in the profile's order, else the
+    profile's."""
+    chosen = profile.finish_fetch.finish_fetch_protocols
+    return tuple(p for p in profile.protocols if p in chosen) if chosen else profile.protocols
 
 
 def parse_protocols(raw: str, *, flag: str | None = None) -> tuple[str, ...]:
@@ -362,6 +420,12 @@ def load_profile(name_or_path: str) -> Profile:
         section, f = known[key]
         kind = get_type_hints(section)[f.name]
         values[section][f.name] = parse_value(key, kind, text, f.metadata.get("min"))
+    unknown = set(values[FinishFetchOptions].get("finish_fetch_protocols", ())) - set(protocols)
+    if unknown:
+        raise BenchError(
+            f"profile key finish-fetch-protocols names {', '.join(sorted(unknown))}, not in protocols "
+            f"({', '.join(protocols)}); list only the profile's protocols"
+        )
     return Profile(
         name=path.stem,
         stages=stages,

@@ -19,7 +19,7 @@ from bench.report.markdown import fmt
 
 BACKLOG_WAIT = "backlog wait"
 QUEUE_LATENCY = "queue latency"
-E2E_COLUMNS = ("e2e_p50_us", "e2e_p99_us")
+E2E_COLUMNS = ("e2e_p50_us", "e2e_p99_us", "e2e_p999_us")
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,13 @@ CLOSED = E2EMeaning(
     BACKLOG_WAIT, "backlog wait (closed loop: enqueue to finish, set by the backlog)", BACKLOG_WAIT
 )
 OPEN = E2EMeaning(QUEUE_LATENCY, "queue latency (open loop: enqueue to finish)", QUEUE_LATENCY)
+# A run of several regimes (a backlog grid and open points): each row's regime says which it is.
+ENQUEUE_TO_FINISH = "enqueue to finish"
+MIXED = E2EMeaning(
+    ENQUEUE_TO_FINISH,
+    "enqueue to finish (backlog wait in the closed regimes, queue latency in the open one)",
+    ENQUEUE_TO_FINISH,
+)
 
 
 def is_closed_loop(frame: pd.DataFrame) -> bool:
@@ -50,7 +57,18 @@ def is_closed_loop(frame: pd.DataFrame) -> bool:
 
 
 def meaning(frame: pd.DataFrame) -> E2EMeaning:
-    return CLOSED if is_closed_loop(frame) else OPEN
+    """Backlog wait when no row offered a rate, queue latency when every row did, else named by
+    each row's regime."""
+    if is_closed_loop(frame):
+        return CLOSED
+    rates = pd.to_numeric(frame["target_rate"], errors="coerce").fillna(0.0)
+    return OPEN if bool((rates > 0).all()) else MIXED
+
+
+def _open_rows(frame: pd.DataFrame) -> pd.Series:
+    if "target_rate" not in frame.columns:
+        return pd.Series(False, index=frame.index)
+    return pd.to_numeric(frame["target_rate"], errors="coerce").fillna(0.0) > 0
 
 
 def _saturated(frame: pd.DataFrame) -> pd.Series:
@@ -64,10 +82,10 @@ def shown_columns(frame: pd.DataFrame) -> pd.DataFrame:
     row's end-to-end cells are left empty (its backlog grew all window: no latency of the queue)."""
     how = meaning(frame)
     shown = frame.copy()
-    if how is OPEN:
+    if how is not CLOSED:  # an open row that saturated measured no latency of the queue
         for column in E2E_COLUMNS:
             if column in shown.columns:
-                shown.loc[_saturated(frame), column] = math.nan
+                shown.loc[_saturated(frame) & _open_rows(frame), column] = math.nan
     return shown.rename(columns={c: how.column(c) for c in E2E_COLUMNS if c in shown.columns})
 
 
@@ -97,6 +115,13 @@ def note(frame: pd.DataFrame) -> list[str]:
             f"That is a backlog of {fmt(backlog.iloc[0])} jobs (every repetition: {size}). "
             "The columns say backlog_wait. "
             "Queue latency comes only from an open-loop run (profile key target-rate) below saturation.",
+            "",
+        ]
+    if meaning(frame) is MIXED:
+        return [
+            "*End to end is named by each row's regime: backlog wait in the closed ones (backlog, "
+            "steady), queue latency in the open one, from each job's scheduled time; a saturated "
+            "open row's cells are left empty.*",
             "",
         ]
     saturated = int(_saturated(frame).sum())

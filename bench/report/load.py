@@ -55,6 +55,7 @@ OPTIONAL_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 TEXT_COLUMNS = frozenset(
     {"run_id", "protocol", "profile", "strategy", "variant", "scenario", "skipped", "limit"}
+    | {"regime", "remeasure_stopped"}
     | {"driver", "client", "error", "step", "commands", "master", "queue"}
     | {REGIME}  # a newer run's finish_fetch column (report.columns)
 )

@@ -11,17 +11,23 @@ import pandas as pd
 
 from bench.results.fits import headline_ratio
 
-POINT_COLUMNS = ("protocol", "workers", "queues", "concurrency", "job_ms", "rtt_ms")
+POINT_COLUMNS = ("protocol", "regime", "load", "workers", "queues", "concurrency", "job_ms", "rtt_ms")
 BASE = "fused"
 RATIO_COLUMNS = (*POINT_COLUMNS, "other", "median", "lo", "hi", "pairs")
+# what a frame without a point column means by it: a run from before the regimes was steady
+POINT_DEFAULTS: dict[str, str | float] = {"regime": "steady", "load": 0.0}
 
 
 def shown_point_columns(frame: pd.DataFrame) -> list[str]:
-    """The point columns worth a table column: the protocol when the run measured several,
-    workers and rtt always, concurrency and job_ms
+    """The point columns worth a table column: the protocol when the run measured several, the
+    regime, workers and rtt always, an open point's load, concurrency and job_ms
     when the run has a value other than 1 and 0 (an older run has only those)."""
     several = "protocol" in frame.columns and frame["protocol"].nunique(dropna=True) > 1
-    shown = ["protocol", "workers"] if several else ["workers"]
+    shown = ["protocol"] if several else []
+    # the regime always (a run from before the column: steady), an open point's load when one ran
+    shown += ["regime"] if "regime" in frame.columns else []
+    shown += ["load"] if "load" in frame.columns and (frame["load"].fillna(0) != 0).any() else []
+    shown.append("workers")
     for column, default in (("queues", 1), ("concurrency", 1), ("job_ms", 0)):
         if column in frame.columns and (frame[column].fillna(default) != default).any():
             shown.append(column)
@@ -31,6 +37,7 @@ def shown_point_columns(frame: pd.DataFrame) -> list[str]:
 def paired_ratios(frame: pd.DataFrame, column: str = "jobs_per_s") -> pd.DataFrame:
     """One row per point and strategy other than fused: fused/other ``column`` as the median of
     the repetition pairs, its min and max, and how many pairs."""
+    frame = frame.assign(**{c: v for c, v in POINT_DEFAULTS.items() if c not in frame.columns})
     needed = {"strategy", "rep", column, *POINT_COLUMNS}
     if frame.empty or not needed <= set(frame.columns) or BASE not in set(frame["strategy"]):
         return pd.DataFrame(columns=list(RATIO_COLUMNS))

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from bench.errors import BenchError
 from bench.paths import REPO
+from bench.report.cells import judged_frame, mark_notes, marked
 from bench.report.findings import findings_lines
 from bench.report.load import RunData, load_run
 from bench.report.machine import contended_rows
@@ -102,21 +104,40 @@ def about_run(data: RunData) -> pd.DataFrame:
 
 
 def finish_fetch_table(data: RunData) -> pd.DataFrame | None:
-    """A point a row: each strategy's median jobs/s, and fused over two_call paired by repetition."""
+    """A point a row: its regime, each strategy's median jobs/s over its clean windows (a cell
+    with none marked, cells.py), the rtt paid beside the nominal, and fused over two_call paired by
+    repetition. The marks ride in ``attrs["marks"]`` for the note under the table."""
     frame = data.frames.get("finish_fetch")
     if frame is None or frame.empty:
         return None
     point = list(POINT_COLUMNS)
-    medians = frame.pivot_table(index=point, columns="strategy", values="jobs_per_s", aggfunc="median")
+    frame, marks = judged_frame(frame, [*point, "strategy"])
+    medians = frame.pivot_table(
+        index=point, columns="strategy", values="jobs_per_s", aggfunc="median", dropna=False
+    ).dropna(how="all")
+    for key, mark in marks.items():  # a cell's mark beside its figure
+        at: Any = key[:-1]
+        strategy = str(key[-1])
+        if strategy in medians.columns and at in medians.index:
+            medians[strategy] = medians[strategy].astype(object)
+            medians.loc[at, strategy] = marked(fmt(medians.loc[at, strategy]), mark)
     medians.columns = [f"{c} jobs/s" for c in medians.columns]
     table = medians.reset_index()
+    if "rtt_slept_ms" in frame.columns and (table["rtt_ms"] > 0).any():  # the rtt paid beside the nominal
+        paid = frame.groupby(point, dropna=False)["rtt_slept_ms"].median()
+        column = list(table.columns).index("rtt_ms") + 1
+        table.insert(
+            column, "rtt paid ms", [paid.get(tuple(r[c] for c in point)) for _, r in table.iterrows()]
+        )
     ratios = paired_ratios(frame)
     ratios = ratios[ratios["other"] == "two_call"]
     text = {tuple(r[c] for c in point): f"{r['median']:.2f} [{r['lo']:.2f}-{r['hi']:.2f}]"
             for _, r in ratios.iterrows()}  # fmt: skip
     table["fused / two_call"] = [text.get(tuple(r[c] for c in point), "—") for _, r in table.iterrows()]
     shown = shown_point_columns(frame)  # a point column every row holds alike says nothing
-    return table.drop(columns=[c for c in point if c not in shown])
+    table = table.drop(columns=[c for c in point if c not in shown])
+    table.attrs["marks"] = list(marks.values())
+    return table
 
 
 def script_cost_table(data: RunData) -> pd.DataFrame | None:
@@ -164,7 +185,15 @@ def worker_table(data: RunData) -> pd.DataFrame | None:
 def _section(title: str, note: str, table: pd.DataFrame | None) -> list[str]:
     if table is None:
         return []
-    return [f"### {title}", "", note, "", markdown_table(table), ""]
+    return [
+        f"### {title}",
+        "",
+        note,
+        "",
+        markdown_table(table),
+        "",
+        *mark_notes(table.attrs.get("marks", [])),
+    ]
 
 
 def run_section(data: RunData) -> list[str]:
@@ -224,6 +253,7 @@ def render_headline(runs: list[RunData]) -> str:
     table = finish_fetch_table(data)
     if table is not None:
         lines += ["Finish-then-fetch, jobs/s:", "", markdown_table(table), ""]
+        lines += mark_notes(table.attrs.get("marks", []))
     sweep = sweep_table(data, "us_per_active_job")
     if sweep is not None:
         stalled = sweep[sweep["scenario"] == "all_stalled"].drop(columns="scenario")

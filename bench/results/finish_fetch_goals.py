@@ -11,7 +11,13 @@ Only uncontended rows are evidence; a goal with no such row says ``not measured`
 - Redis-bound: at the point with ``BOUND_CONCURRENCY`` jobs in flight, rtt 0 and job-ms 0, the
   limit most repetitions named is Redis, fused and two_call, echomq and bullmq;
 - rtt: the mean wait a simulated round trip paid, within 10% of rtt-ms at every point not
-  marked saturated.
+  marked saturated;
+- backlog: fused fetches alone at most 0.02 a job at every backlog point, every protocol (the
+  wait list never ran dry, so a fused fetch-next found a job);
+- grid: every (concurrency, rtt) pair of the backlog grid measured clean, fused and two_call;
+- open: queue latency recorded in the open regime, fused and two_call, at two loads or more.
+
+A row from before the regime column is steady (results.rows.STEADY).
 """
 
 from __future__ import annotations
@@ -31,6 +37,9 @@ CPU_GOAL_CONCURRENCY = (8, 32)
 BOUND_CONCURRENCY = 32  # the default profile's Redis-bound point (bound-concurrency)
 BOUND_STRATEGIES = ("fused", "two_call")
 BOUND_PROTOCOLS = ("echomq", "bullmq")
+BACKLOG_FETCHES_ALONE_MAX = 0.02
+OPEN_LOADS_MIN = 2
+BACKLOG, OPEN = "backlog", "open"
 
 Row = Mapping[str, Any]
 
@@ -60,11 +69,19 @@ def _true(value: Any) -> bool:
     return str(value).strip().lower() in ("true", "1")
 
 
+def regime(row: Row) -> str:
+    """The row's regime; steady for a row from before the column."""
+    return str(row.get("regime") or "") or "steady"
+
+
 def _point(row: Row) -> str:
     lead = "" if row.get("protocol") == "echomq" else f"{row.get('protocol')} "
+    tail = "" if regime(row) == BACKLOG else f" {regime(row)}"
+    load = _number(row.get("load"))
+    tail += f" {load:.0%}" if regime(row) == OPEN and load else ""
     return (
         f"{lead}{row.get('strategy')} w{row.get('workers')} c{row.get('concurrency')} "
-        f"rtt{_number(row.get('rtt_ms')) or 0:g}"
+        f"rtt{_number(row.get('rtt_ms')) or 0:g}{tail}"
     )
 
 
@@ -119,16 +136,85 @@ def judge(rows: Iterable[Row]) -> list[DriverGoal]:
         ),
         _bound_goal(rows, concurrency),
         _rtt_goal(rows),
+        _backlog_goal(rows),
+        _grid_goal(rows, concurrency),
+        _open_goal(rows),
     ]
     return goals
 
 
+def _backlog_goal(rows: list[Row]) -> DriverGoal:
+    """Fused fetches alone a job at most BACKLOG_FETCHES_ALONE_MAX at every backlog point."""
+    points = _by_point(rows, lambda r: regime(r) == BACKLOG and r.get("strategy") == "fused")
+    return _median_goal(
+        f"fused fetches alone <= {BACKLOG_FETCHES_ALONE_MAX:g} a job (every backlog point)",
+        points,
+        "fetches_alone_per_job",
+        lambda v: v <= BACKLOG_FETCHES_ALONE_MAX,
+        higher_worse=True,
+    )
+
+
+def _grid_goal(rows: list[Row], concurrency: Callable[[Row], int]) -> DriverGoal:
+    """Every (concurrency, rtt) pair of the backlog grid, each protocol's, measured clean by fused
+    and by two_call."""
+    name = "every (concurrency, rtt) pair of the backlog grid clean, fused and two_call"
+    grid = [r for r in rows if regime(r) == BACKLOG]
+    if not grid:
+        return DriverGoal(name, NOT_MEASURED, "")
+
+    def pair(row: Row) -> tuple[int, float]:
+        return concurrency(row), _number(row.get("rtt_ms")) or 0.0
+
+    pairs = sorted({pair(r) for r in grid})
+    clean = {
+        (str(r.get("protocol")), str(r.get("strategy")), pair(r))
+        for r in grid
+        if not _true(r.get("contended"))
+    }
+    missing = [
+        f"{protocol} {strategy} c{c} rtt{rtt:g}"
+        for protocol in sorted({str(r.get("protocol")) for r in grid})
+        for strategy in BOUND_STRATEGIES
+        for c, rtt in pairs
+        if (protocol, strategy, (c, rtt)) not in clean
+    ]
+    worst = f"{len(missing)} missing, e.g. {missing[0]}" if missing else ""
+    return DriverGoal(name, MISSED if missing else MET, worst)
+
+
+def _open_goal(rows: list[Row]) -> DriverGoal:
+    """Queue latency of the open regime, fused and two_call, each at OPEN_LOADS_MIN loads or more."""
+    name = f"open-loop queue latency, fused and two_call, at {OPEN_LOADS_MIN} loads"
+    loads: dict[str, set[float]] = {strategy: set() for strategy in BOUND_STRATEGIES}
+    for row in rows:
+        strategy, load = str(row.get("strategy")), _number(row.get("load"))
+        if (
+            regime(row) == OPEN
+            and strategy in loads
+            and load
+            and not _true(row.get("contended"))
+            and _number(row.get("e2e_p99_us")) is not None
+        ):
+            loads[strategy].add(load)
+    if not any(loads.values()):
+        return DriverGoal(name, NOT_MEASURED, "")
+    fewest = min(loads, key=lambda s: len(loads[s]))
+    met = all(len(found) >= OPEN_LOADS_MIN for found in loads.values())
+    return DriverGoal(
+        name, MET if met else MISSED, "" if met else f"{fewest} at {len(loads[fewest])} load(s)"
+    )
+
+
 def _bound_goal(rows: list[Row], concurrency: Callable[[Row], int]) -> DriverGoal:
     name = f"limit redis at c{BOUND_CONCURRENCY} rtt0 (fused, two_call; echomq, bullmq)"
+    # the backlog regime's rows when the run has any; a run from before the regimes, its own
+    regimes = {BACKLOG} if any(regime(r) == BACKLOG for r in rows) else {regime(r) for r in rows}
     points = _by_point(
         rows,
         lambda r: (
-            concurrency(r) == BOUND_CONCURRENCY
+            regime(r) in regimes
+            and concurrency(r) == BOUND_CONCURRENCY
             and (_number(r.get("rtt_ms")) or 0) == 0
             and (_number(r.get("job_ms")) or 0) == 0
             and r.get("strategy") in BOUND_STRATEGIES

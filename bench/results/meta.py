@@ -112,6 +112,11 @@ class FinishFetchMeta:
     """Failed calls by kind, over every trial."""
     fidelity: Fidelity | None = None
     """The latency-fidelity check (absent when fidelity-calls is 0)."""
+    clean: dict[str, str] = field(default_factory=dict)
+    """Each point's clean windows ("clean k of n"), by point id: the windows its figures rest on."""
+    remeasure: dict[str, float] = field(default_factory=dict)
+    """The budget for measuring contended windows again (windows_a_point, budget_s) and what it
+    spent (extra_windows, extra_s)."""
 
 
 @dataclass(frozen=True)

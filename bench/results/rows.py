@@ -23,6 +23,10 @@ PROTOCOL = "echomq"
 # its limit. A point never measured had no window: nothing foreign touched it.
 
 
+STEADY = "steady"  # the regime of a finish_fetch row from before the regime column
+NOT_STOPPED = "no"  # a remeasure_stopped cell when the budget stopped nothing
+
+
 @dataclass(frozen=True)
 class RunIds:
     """The columns every row starts with: which run, which protocol, which profile."""
@@ -100,6 +104,19 @@ class FinishFetchRow:
     rtt_slept_ms: float | None = None
     # queues the producers and workers were spread over (finish_fetch_shards.csv: each master's part)
     queues: int = 1
+    # The regime (design.md "Name the regime"): backlog (the wait list never ran dry: throughput),
+    # steady (producers and workers at one pace), open (at target_rate: queue latency); a run from
+    # before the column was steady. load: an open trial's rate over the point's backlog capacity.
+    regime: str = STEADY
+    load: float | None = None
+    e2e_p999_us: float | None = None
+    # the wait list's length sampled through the window: samples, and those that found it empty
+    wait_samples: int | None = None
+    wait_empty_samples: int | None = None
+    # windows this trial took: more than 1 when a contended one was measured again; why the
+    # re-measuring stopped while the window was still contended (the budget), else "no"
+    tries: int = 1
+    remeasure_stopped: str = field(default="", metadata={"empty_as": NOT_STOPPED})
     foreign_cpu_pct: float | None = None
     steal_pct: float | None = None
     contended: bool = False
@@ -313,7 +330,11 @@ Row = (
 
 # Columns a run from before them implies a value for: it ran one job in flight a
 # worker, held for no time. A reader fills them in instead of calling them absent.
-FINISH_FETCH_IMPLIED: dict[str, float] = {"concurrency": 1, "job_ms": 0.0, "queues": 1}
+# What a finish_fetch.csv from before a column implies: its closed loop was steady, one window a trial;
+# an empty load is no open point's (0).
+FINISH_FETCH_IMPLIED: dict[str, object] = {
+    "concurrency": 1, "job_ms": 0.0, "queues": 1, "regime": STEADY, "tries": 1, "load": 0.0,
+}  # fmt: skip
 
 
 def columns_of(row_type: type[Row]) -> tuple[str, ...]:

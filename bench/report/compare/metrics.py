@@ -30,7 +30,10 @@ import pandas as pd
 from bench.report.verdict import BETWEEN_RUNS, CLAIM_BEYOND, Sample, claim_beyond, is_missing, ratio, verdict
 
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
-    "finish_fetch": ("protocol", "strategy", "workers", "queues", "concurrency", "job_ms", "rtt_ms"),
+    "finish_fetch": (
+        *("protocol", "strategy", "regime", "load"),
+        *("workers", "queues", "concurrency", "job_ms", "rtt_ms"),
+    ),
     "sweep": ("protocol", "variant", "scenario", "active_size"),
     "race": ("protocol", "variant", "sweepers", "stalled_jobs", "delay_ms"),
     "bullmq_worker": ("protocol", "driver", "concurrency", "job_ms"),
@@ -51,7 +54,7 @@ class Metric:
 
 
 # A key at this value is left out of a point's name (a run from before the key ran at it).
-KEY_DEFAULTS: dict[str, object] = {"queues": 1, "concurrency": 1, "job_ms": 0}
+KEY_DEFAULTS: dict[str, object] = {"queues": 1, "concurrency": 1, "job_ms": 0, "load": 0, "regime": "steady"}
 
 # Lower is better for every metric but jobs/s, the Redis ceiling and the Locust/raw ratio. The raw
 # driver's own columns are left out: it runs once a point, every repetition carries its one value.

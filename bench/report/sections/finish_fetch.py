@@ -8,8 +8,9 @@ import math
 import pandas as pd
 
 from bench.report import latency
+from bench.report.cells import judged_frame, mark_notes, with_marks
 from bench.report.columns import clean
-from bench.report.compare.metrics import STAGE_KEYS, samples
+from bench.report.compare.metrics import STAGE_KEYS, norm_key, samples
 from bench.report.load import RunData, merged_histograms
 from bench.report.machine import beside_saturated
 from bench.report.markdown import (
@@ -102,22 +103,26 @@ def finish_fetch_section(data: RunData) -> list[str]:
         lines += [f"> **{sum(errors.values())} calls failed** in the measured windows ({kinds}); "
                   "each run's summary counts them by kind, its log has the tracebacks.", ""]  # fmt: skip
     lines += bullmq_note(frame)
+    every = frame  # the goals and the all-repetitions table read every window
+    frame, _ = judged_frame(frame, [*POINT_COLUMNS, "strategy"])  # a cell's clean windows
     lines += _finish_fetch_summary(frame)
-    lines += figure(jobs_per_s(protocol_labelled(frame), data.path), "no jobs_per_s values")
+    # throughput from the closed regimes: an open point's jobs/s is the rate it was offered
+    closed = frame[frame["regime"] != "open"] if "regime" in frame.columns else frame
+    lines += figure(jobs_per_s(protocol_labelled(closed), data.path), "no jobs_per_s values")
     lines += shards_section(data.frames.get("finish_fetch_shards"))
     lines += _pace_section(frame)
     lines += model_section(data)
-    lines += _driver_section(frame)
+    lines += _driver_section(frame, every)
     lines += script_cost_section(data)
     if frame["concurrency"].nunique(dropna=True) > 1:  # a line against concurrency needs two of them
-        lines += figure(jobs_against_concurrency(frame, data.path), "no jobs/s at two concurrencies")
-        plot = ratio_against_concurrency(paired_ratios(frame), data.path)
+        lines += figure(jobs_against_concurrency(closed, data.path), "no jobs/s at two concurrencies")
+        plot = ratio_against_concurrency(paired_ratios(closed), data.path)
         lines += figure(plot, "no fused/two_call or fused/two_call_pipelined pairs")
     levels = sorted({int(c) for c in frame["concurrency"].dropna()} or set(WHAT_IF_CONCURRENCY))
     rtts = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0)
     workers = run_workers(frame)
     guesses = what_if(data, [Point(workers, c, r) for c in levels for r in rtts])
-    plot = ratio_against_rtt(paired_ratios(frame[clean(frame)]), guesses, data.path)
+    plot = ratio_against_rtt(paired_ratios(closed[clean(closed)]), guesses, data.path)
     lines += figure(plot, "no clean fused/two_call pairs")
     lines += _fidelity_section(section.fidelity)
     e2e = latency.meaning(frame)
@@ -148,7 +153,7 @@ def finish_fetch_section(data: RunData) -> list[str]:
         lines += figure(
             latency_from_columns(protocol_labelled(frame), data.path), "no cycle percentile columns"
         )
-    shown = beside_saturated(latency.shown_columns(present(data, "finish_fetch", frame)))
+    shown = beside_saturated(latency.shown_columns(present(data, "finish_fetch", every)))
     lines += ["All repetitions:", "", markdown_table(flag_rows(shown)), ""]
     return lines
 
@@ -160,7 +165,10 @@ def _finish_fetch_summary(frame: pd.DataFrame) -> list[str]:
         return ["*No points: the key columns (strategy, workers, rtt_ms) are missing.*", ""]
     shown = {"strategy", *shown_point_columns(frame)}
     rows = []
+    groups = []
+    by_key = {tuple(norm_key(v) for v in k): g for k, g in frame.groupby(list(keys), sort=True, dropna=False)}
     for key, metrics in points.items():
+        groups.append(by_key.get(key, frame.iloc[0:0]))
         jobs = metrics.get("jobs_per_s")
         row: dict[str, object] = {k: v for k, v in zip(keys, key, strict=True) if k in shown}
         row["reps"] = jobs.n if jobs else 0
@@ -170,7 +178,9 @@ def _finish_fetch_summary(frame: pd.DataFrame) -> list[str]:
         for column in ("round_trips_per_job", "server_us_per_job", "cycle_p50_us", "cycle_p99_us"):
             row[column] = metrics[column].mean if column in metrics else math.nan
         rows.append(row)
+    rows = with_marks(rows, groups)
     lines = ["Per point, mean over repetitions:", "", markdown_table(pd.DataFrame(rows)), ""]
+    lines += mark_notes(str(r.get("marks", "")) for r in rows)
     ratios = _fused_ratios(frame)
     if not ratios.empty:
         others = " and ".join(f"fused / {o}" for o in dict.fromkeys(paired_ratios(frame)["other"]))
@@ -179,6 +189,7 @@ def _finish_fetch_summary(frame: pd.DataFrame) -> list[str]:
             "",
             markdown_table(ratios),
             "",
+            *mark_notes(ratios["marks"] if "marks" in ratios.columns else []),
         ]
     return lines
 
@@ -194,7 +205,8 @@ def _fused_ratios(frame: pd.DataFrame) -> pd.DataFrame:
         return ratios
     shown = shown_point_columns(frame)
     several = ratios["other"].nunique() > 1
-    rows = []
+    cells = dict(iter(frame.groupby(shown, sort=True)))  # the point's cells: their marks
+    rows, groups = [], []
     for point, group in ratios.groupby(shown, sort=True):
         row: dict[str, object] = dict(zip(shown, point, strict=True))
         for r in group.itertuples(index=False):
@@ -203,7 +215,8 @@ def _fused_ratios(frame: pd.DataFrame) -> pd.DataFrame:
             row[f"{name}[min-max]"] = f"[{r.lo:.2f}-{r.hi:.2f}]"
         row["pairs"] = int(group["pairs"].min())
         rows.append(row)
-    return pd.DataFrame(rows)
+        groups.append(cells.get(point, frame.iloc[0:0]))
+    return pd.DataFrame(with_marks(rows, groups))
 
 
 PACE_COLUMNS = {
@@ -236,12 +249,13 @@ DRIVER_COLUMNS = {
 }
 
 
-def _driver_section(frame: pd.DataFrame) -> list[str]:
-    """Locust, the raw driver and the reference loop side by side, and the driver goals."""
+def _driver_section(frame: pd.DataFrame, every: pd.DataFrame) -> list[str]:
+    """Locust, the raw driver and the reference loop side by side (each cell's clean windows), and
+    the driver goals (over ``every`` window: they leave out the contended ones themselves)."""
     if "reference_cpu_us_per_job" not in frame.columns or frame["reference_cpu_us_per_job"].isna().all():
         return []
     rows = _by_point(frame, DRIVER_COLUMNS, "median")
-    goals = goal_lines({str(k): v for k, v in r.items()} for r in frame.to_dict("records"))
+    goals = goal_lines({str(k): v for k, v in r.items()} for r in every.to_dict("records"))
     return [
         "### Locust, the raw driver and the reference",
         "",
@@ -257,6 +271,7 @@ def _driver_section(frame: pd.DataFrame) -> list[str]:
         "",
         markdown_table(pd.DataFrame(rows)),
         "",
+        *mark_notes(str(r.get("marks", "")) for r in rows),
     ]
 
 
@@ -268,7 +283,9 @@ def _by_point(frame: pd.DataFrame, columns: dict[str, str], how: str) -> list[di
     the limit most repetitions named."""
     shown = ["strategy", *shown_point_columns(frame)]
     rows = []
+    groups = []
     for key, group in frame.groupby(shown, sort=True):
+        groups.append(group)
         row: dict[str, object] = dict(zip(shown, key, strict=True))
         for column, title in columns.items():
             values = group[column] if column in group else pd.Series(dtype=float)
@@ -279,7 +296,7 @@ def _by_point(frame: pd.DataFrame, columns: dict[str, str], how: str) -> list[di
             # one meaning: the share of the limit shown, over the repetitions that named it
             row[LIMIT_SHARE] = group.loc[named[named == row["limit"]].index, "limit_share"].mean()
         rows.append(row)
-    return rows
+    return with_marks(rows, groups)
 
 
 def _pace_section(frame: pd.DataFrame) -> list[str]:
@@ -306,6 +323,7 @@ def _pace_section(frame: pd.DataFrame) -> list[str]:
         "",
         markdown_table(pd.DataFrame(rows)),
         "",
+        *mark_notes(str(r.get("marks", "")) for r in rows),
     ]
 
 

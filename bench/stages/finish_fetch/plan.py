@@ -3,22 +3,34 @@
 from __future__ import annotations
 
 import dataclasses
+import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from bench.harness.profile import FinishFetchOptions
+from bench.harness.profile import FinishFetchOptions, parse_cell
 from bench.results.finish_fetch_goals import BOUND_STRATEGIES
+from bench.results.rows import FinishFetchRow
+
+# The regimes (design.md "Name the regime"): a wait list that never runs dry, producers and workers
+# at one pace, producers at a fixed rate.
+BACKLOG, STEADY, OPEN = "backlog", "steady", "open"
 
 
 @dataclass(frozen=True)
 class Point:
     """One load point: worker users, the simulated round-trip time, jobs in flight per worker,
-    and how long each job is held."""
+    how long each job is held, and the regime it runs in (open: at ``load`` of the point's
+    measured backlog capacity, ``rate`` jobs/s once the stage has measured it)."""
 
     workers: int
     rtt_ms: float
     concurrency: int = 1
     job_ms: float = 0.0
     queues: int = 1
+    regime: str = BACKLOG
+    load: float = 0.0
+    rate: float = 0.0
+    protocol: str = ""  # steady-at or open-at named one protocol: only it runs here ("" every one)
 
     @property
     def label(self) -> str:
@@ -31,7 +43,20 @@ class Point:
             parts.append(f"c{self.concurrency}")
         if self.job_ms:
             parts.append(f"j{self.job_ms:g}")
-        return "-".join([*parts, f"rtt{self.rtt_ms:g}"])
+        name = "-".join([*parts, f"rtt{self.rtt_ms:g}"])
+        if self.regime == OPEN and self.load:
+            return f"{name}-open{self.load * 100:g}"
+        # a grid's own regime goes unnamed: backlog, or open at the profile's target-rate
+        return f"{name}-{self.regime}" if self.regime == STEADY else name
+
+    def at_rate(self, rate: float) -> Point:
+        """The point offered ``rate`` jobs/s (open); at 0, the point as the plan names it."""
+        return dataclasses.replace(self, rate=rate)
+
+    @property
+    def cell(self) -> tuple[int, int, float, float, int]:
+        """The grid cell, whatever the regime: workers, concurrency, job-ms, rtt, queues."""
+        return (self.workers, self.concurrency, self.job_ms, self.rtt_ms, self.queues)
 
 
 def point_id(protocol: str, strategy: str, point: Point) -> str:
@@ -41,11 +66,19 @@ def point_id(protocol: str, strategy: str, point: Point) -> str:
     return f"{led}-{point.label}"
 
 
+def grid_regime(opts: FinishFetchOptions) -> str:
+    """The grid's regime: open when the profile gives a target rate, else its ``regime`` key."""
+    return OPEN if opts.target_rate > 0 else opts.regime
+
+
 def points_of(opts: FinishFetchOptions) -> list[Point]:
     """The grid: every workers x queues x concurrency x job_ms x rtt_ms, in that order; then the
-    Redis-bound point (bound_concurrency at rtt 0, job-ms 0), unless the grid holds it."""
+    Redis-bound point (bound_concurrency at rtt 0, job-ms 0), unless the grid holds it; then the
+    grid's cells named in steady-at, steady; last those named in open-at, open at each open-load
+    (after the backlog points whose capacity sets their rate)."""
+    regime = grid_regime(opts)
     grid = [
-        Point(w, rtt, c, j, q)
+        Point(w, rtt, c, j, q, regime)
         for w in opts.workers
         for q in opts.queues
         for c in opts.concurrency
@@ -53,16 +86,87 @@ def points_of(opts: FinishFetchOptions) -> list[Point]:
         for rtt in opts.rtt_ms
     ]
     bound = _bound_point(opts)
-    return [*grid, bound] if bound is not None and bound not in grid else grid
+    grid = [*grid, bound] if bound is not None and bound not in grid else grid
+    if regime != BACKLOG:
+        return grid
+    steady = [dataclasses.replace(p, regime=STEADY) for p in _named(grid, opts.steady_at)]
+    open_ = [
+        dataclasses.replace(p, regime=OPEN, load=load)
+        for p in _named(grid, opts.open_at)
+        for load in opts.open_loads
+    ]
+    return [*grid, *steady, *open_]
+
+
+def _named(grid: list[Point], cells: Iterable[str]) -> list[Point]:
+    """The grid's points at the cells steady-at or open-at names (every workers, job-ms, queues),
+    each for the protocol the cell names ("" for every one)."""
+    named = [found for found in map(parse_cell, cells) if found is not None]
+    return [
+        dataclasses.replace(p, protocol=protocol)
+        for protocol, concurrency, rtt in named
+        for p in grid
+        if (p.concurrency, p.rtt_ms) == (concurrency, rtt)
+    ]
+
+
+def protocols_at(point: Point, protocols: Iterable[str]) -> list[str]:
+    """The stage's protocols that run at ``point``: the one it names, or every one."""
+    return [p for p in protocols if not point.protocol or p == point.protocol]
+
+
+def raw_at(opts: FinishFetchOptions, point: Point) -> bool:
+    """Whether the raw driver and the reference run at ``point``: a grid point of raw-driver-rtt-ms."""
+    if not opts.raw_driver or point.regime != grid_regime(opts):
+        return False
+    return not opts.raw_driver_rtt_ms or point.rtt_ms in opts.raw_driver_rtt_ms
 
 
 def _bound_point(opts: FinishFetchOptions) -> Point | None:
-    return Point(opts.workers[0], 0.0, opts.bound_concurrency, 0.0, 1) if opts.bound_concurrency else None
+    if not opts.bound_concurrency:
+        return None
+    return Point(opts.workers[0], 0.0, opts.bound_concurrency, 0.0, 1, grid_regime(opts))
+
+
+def regime_options(opts: FinishFetchOptions, point: Point) -> FinishFetchOptions:
+    """The profile as one trial at ``point`` runs it: a backlog's producers and batches, an open
+    point's rate; a steady point as the profile says."""
+    if point.regime == BACKLOG:  # never fewer producers, nor smaller batches, than the profile's
+        producers = max(opts.backlog_producers, opts.producers)
+        batch = max(opts.backlog_batch_size, opts.batch_size)
+        return dataclasses.replace(opts, producers=producers, batch_size=batch, regime=BACKLOG)
+    if point.regime == OPEN:
+        return dataclasses.replace(opts, target_rate=point.rate or opts.target_rate)
+    return dataclasses.replace(opts, regime=STEADY)
+
+
+def capacity(rows: Iterable[FinishFetchRow], protocol: str, point: Point) -> float | None:
+    """The point's measured backlog capacity for ``protocol``: the lower of fused's and two_call's
+    median jobs/s over their clean backlog trials at its cell (every trial when none was clean),
+    so both strategies run open at one rate; None before any was measured."""
+    here = [
+        r
+        for r in rows
+        if r.protocol == protocol
+        and r.regime == BACKLOG
+        and r.jobs_per_s
+        and (r.workers, r.concurrency, r.job_ms, r.rtt_ms, r.queues) == point.cell
+    ]
+    clean = [r for r in here if not r.contended] or here
+    medians = [
+        statistics.median(v)
+        for v in ([r.jobs_per_s for r in clean if r.strategy == s and r.jobs_per_s] for s in BOUND_STRATEGIES)
+        if v
+    ]
+    return min(medians) if medians else None
 
 
 def strategies_at(opts: FinishFetchOptions, point: Point) -> list[str]:
-    """The strategies run at ``point``: the profile's; at the Redis-bound point outside the grid only
-    those its goal names (fused and two_call), to keep the profile's time."""
+    """The strategies run at ``point``: the profile's; at the Redis-bound point outside the grid, and
+    at the steady and open points beside the grid, only fused and two_call (the goals' pair), to
+    keep the profile's time."""
+    if point.regime != grid_regime(opts):
+        return [s for s in opts.strategies if s in BOUND_STRATEGIES] or list(opts.strategies)
     if point != _bound_point(opts) or point in points_of(dataclasses.replace(opts, bound_concurrency=0)):
         return list(opts.strategies)
     return [s for s in opts.strategies if s in BOUND_STRATEGIES] or list(opts.strategies)

@@ -1,16 +1,23 @@
 """A producer as both drivers run it: pipelined batches, closed loop (a bounded backlog) or open
-loop at target-rate. No Locust or gevent import here."""
+loop at target-rate. No Locust or gevent import here.
+
+The closed loop keeps the wait list below a bound: in the steady regime 10 batches (producers and
+workers at one pace); in the backlog regime ``backlog_jobs``, which the producers also add at once
+in their first exchange, so the wait list is full before the window opens and never runs dry."""
 
 from __future__ import annotations
 
+import math
 import time
 
 from bench.protocol.queue import Call, Command, Producer, Queue, now_us
+from bench.stages.finish_fetch.summary import PRODUCER_WAIT_US
 from bench.stages.finish_fetch.timed import NO_HOOKS, LoadHooks, Meter
 from bench.stages.finish_fetch.trial_settings import TrialSettings
 
-BACKLOG_BATCHES = 10  # closed loop: producers keep the wait list below this many batches
+BACKLOG_BATCHES = 10  # steady: producers keep the wait list below this many batches
 BACKLOG_POLL_S = 0.002
+BACKLOG = "backlog"
 
 
 class ProducerLoop:
@@ -34,6 +41,10 @@ class ProducerLoop:
         self.next_slot = time.perf_counter()
         self.check: list[Call] = [Command(("LLEN", queue.keys.wait))]
         self.backlog = 0  # the wait list's length after the last exchange (closed loop)
+        backlog = run.regime == BACKLOG and run.backlog_jobs > 0
+        self.bound = run.backlog_jobs if backlog else BACKLOG_BATCHES * run.batch_size
+        # backlog: this producer's share of the pre-fill, sent as its first exchange
+        self.prefill = math.ceil(run.backlog_jobs / run.producers) if backlog and not self.interval_s else 0
 
     def step(self) -> None:
         """One batch: at its slot (open loop), or once the backlog has room (closed loop). The
@@ -41,9 +52,11 @@ class ProducerLoop:
         batch costs one round trip while there is room."""
         closed = self.interval_s <= 0
         if closed:
-            if self.backlog >= BACKLOG_BATCHES * self.run.batch_size:
+            if self.backlog >= self.bound:
+                waited = time.perf_counter()
                 time.sleep(BACKLOG_POLL_S)  # full: look again a little later (run_steps sees a stop)
                 self.backlog = self._raised(self.timer.send(self.check, "backlog check")[0])
+                self.meter.count(PRODUCER_WAIT_US, int((time.perf_counter() - waited) * 1e6))
                 return
             slot = time.perf_counter()
         else:
@@ -51,7 +64,7 @@ class ProducerLoop:
         # The jobs carry the slot's time: when the producer is behind schedule,
         # end-to-end latency includes the time it spent behind.
         slot_us = now_us() - int((time.perf_counter() - slot) * 1e6)
-        n = self.run.batch_size
+        n, self.prefill = max(self.run.batch_size, self.prefill), 0
         calls: list[Call] = [*self.producer.batch_calls(n, self.run.payload_bytes, slot_us)]
         replies = self.timer.send(calls + self.check if closed else calls, f"addJob x{n}")
         ids = self.producer.read_ids(replies[:n])

@@ -36,6 +36,7 @@ from bench.stages.finish_fetch.producer_loop import ProducerLoop
 from bench.stages.finish_fetch.summary import ServerFigures, SummaryAudit, TrialSummary, build_summary
 from bench.stages.finish_fetch.timed import run_steps
 from bench.stages.finish_fetch.trial_settings import TrialSettings
+from bench.stages.finish_fetch.wait_list import SAMPLE_EVERY_S, WaitSamples, wait_length
 from bench.stages.finish_fetch.worker_loop import WorkerLoop
 
 JOIN_ALLOWANCE_S = 5.0  # past the socket timeout, how long a thread may take to notice the stop
@@ -124,6 +125,15 @@ class RawRun:
         self.names: list[str] = []  # the run's queues (queue_names), known once measure starts
         self.refused: ServerRefused | None = None  # a reply every later call gets too: all stop
         self.loading_since: float | None = None
+        self.wait = WaitSamples()
+        self.sampling = threading.Event()  # set while the window is open
+
+    def _sample_wait(self, queues: list[Queue]) -> None:
+        """The wait list's length every SAMPLE_EVERY_S while the window is open (its own thread)."""
+        while not self.stopping.wait(SAMPLE_EVERY_S):
+            if self.sampling.is_set():
+                with contextlib.suppress(redis.RedisError):  # a sample missed is no sample
+                    self.wait.add(wait_length(queues), len(queues))
 
     def _queue(self, index: int = 0) -> Queue:
         """A connection of its own on the index-th queue (round robin: users spread evenly)."""
@@ -177,14 +187,21 @@ class RawRun:
                 self._start(f"producer-{p}", loop.step)
             for w in range(self.run.workers):
                 self._start(f"worker-{w}", WorkerLoop(self._queue(w), self.run, self.recorder).step)
+            workers = len(self.threads)
+            watched = [self._queue(q) for q in range(len(self.names))]
+            sampler = threading.Thread(target=self._sample_wait, args=(watched,), name="wait", daemon=True)
+            self.threads.append(sampler)  # not gated by the edge: it counts only while sampling is set
+            sampler.start()
             self._sleep(self.run.warmup_s)
-            with self.edge.held(len(self.threads)):
+            with self.edge.held(workers):
                 before = read_per_master(control.client), redis_cpu_seconds(control.client.info("cpu"))
                 memory_before = redis_used_memory(control.client)
                 self.recorder.reset(1)
+                self.sampling.set()
                 started = time.perf_counter()
             self._sleep(self.run.measure_s)
-            with self.edge.held(len(self.threads)):
+            with self.edge.held(workers):
+                self.sampling.clear()
                 self.recorder.freeze()
                 window_s = time.perf_counter() - started
                 after = read_per_master(control.client), redis_cpu_seconds(control.client.info("cpu"))
@@ -199,7 +216,7 @@ class RawRun:
         by_master = {m: now.since(before[0][m]) for m, now in after[0].items() if m in before[0]}
         server = ServerFigures(by_master, after[1] - before[1], memory_growth, home)
         audited = SummaryAudit(checked.ok, checked.verdict, checked.counts)
-        return build_summary(self.run, aggregate, window_s, "raw", server, audit=audited)
+        return build_summary(self.run, aggregate, window_s, "raw", server, audit=audited, wait=self.wait)
 
     def _stop(self) -> None:
         self.stopping.set()

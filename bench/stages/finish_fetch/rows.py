@@ -38,11 +38,11 @@ def row_of(run: TrialResult, opts: FinishFetchOptions, ids: RunIds) -> FinishFet
         strategy=run.strategy,
         rep=run.rep,
         workers=run.point.workers,
-        producers=opts.producers,
+        producers=s.settings.producers,
         rtt_ms=run.point.rtt_ms,
-        batch_size=opts.batch_size,
+        batch_size=s.settings.batch_size,
         payload_bytes=opts.payload_bytes,
-        target_rate=opts.target_rate,
+        target_rate=s.settings.target_rate,
         warmup_s=opts.warmup_s,
         measure_s=opts.measure_s,
         duration_s=_round(s.window_s, 3),
@@ -74,6 +74,11 @@ def row_of(run: TrialResult, opts: FinishFetchOptions, ids: RunIds) -> FinishFet
         limit_share=_round(d.limit_share, 3),
         redis_mem_growth_bytes_per_1k_jobs=_round(d.redis_mem_growth_bytes_per_1k_jobs, 0),
         rtt_slept_ms=_round(d.simulated_rtt_mean_ms, 3),
+        regime=s.settings.regime,
+        load=run.point.load or None,
+        e2e_p999_us=e2e.get("p999"),
+        wait_samples=d.wait_samples,
+        wait_empty_samples=d.wait_empty_samples,
     )
     return replace(row, **run.machine.row_fields()) if run.machine else row
 

@@ -26,7 +26,7 @@ import redis
 from bench.errors import BenchError, first_line
 from bench.harness.context import RunContext
 from bench.harness.overrides import SectionFlags
-from bench.harness.profile import FinishFetchOptions, Profile
+from bench.harness.profile import FinishFetchOptions, Profile, finish_fetch_protocols
 from bench.harness.progress import Progress, StagePlan
 from bench.harness.run_folder import open_run
 from bench.harness.terminal import fold
@@ -51,9 +51,20 @@ from bench.stages.finish_fetch.locust_trial import (
     run_probe,
     run_trial,
 )
-from bench.stages.finish_fetch.plan import Point, point_id, points_of, strategies_at
+from bench.stages.finish_fetch.plan import (
+    OPEN,
+    Point,
+    capacity,
+    point_id,
+    points_of,
+    protocols_at,
+    raw_at,
+    regime_options,
+    strategies_at,
+)
 from bench.stages.finish_fetch.raw import run_raw
 from bench.stages.finish_fetch.reference import REFERENCE_S, Reference, run_reference
+from bench.stages.finish_fetch.remeasure import Budget, Guard, clean_line, machine_guard
 from bench.stages.finish_fetch.rows import (
     queue_rows,
     row_of,
@@ -90,16 +101,23 @@ RAW_OVERHEAD_S = 0.5  # a raw run: its threads start and stop, its queue is audi
 FIDELITY_CALL_S = 0.0003  # one timed trivial call of the fidelity check's plain loops, about
 
 
+def trial_seconds(opts: FinishFetchOptions) -> float:
+    """What one Locust trial should take: its window and the run's start, stop and audit."""
+    return opts.warmup_s + opts.measure_s + RUN_OVERHEAD_S
+
+
 def point_seconds(profile: Profile) -> tuple[float, ...]:
     """The seconds each step of the stage should take, in order: for the run's ETA. Per point, its
-    Locust runs, then its raw runs, each protocol's; at the end the fidelity check."""
+    Locust trials, then (at the grid's points) its raw runs, each protocol's; at the end the
+    fidelity check. Windows measured again are not planned: at most remeasure-share more."""
     opts = profile.finish_fetch
     window = opts.warmup_s + opts.measure_s
     steps: tuple[float, ...] = ()
+    protocols = finish_fetch_protocols(profile)
     for point in points_of(opts):
-        rounds = len(strategies_at(opts, point)) * len(profile.protocols)
-        steps += (window + RUN_OVERHEAD_S,) * (opts.repetitions * rounds)
-        if opts.raw_driver:
+        rounds = len(strategies_at(opts, point)) * len(protocols_at(point, protocols))
+        steps += (trial_seconds(opts),) * (opts.repetitions * rounds)
+        if raw_at(opts, point):
             steps += (window + RAW_OVERHEAD_S + opts.measure_s + REFERENCE_S,) * rounds
     if opts.fidelity_calls > 0:
         probe = PROBE_WARMUP_S + PROBE_MEASURE_S + RUN_OVERHEAD_S
@@ -110,7 +128,7 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
 def run_stage(ctx: RunContext) -> None:
     opts = ctx.profile.finish_fetch
     strategies = list(opts.strategies)
-    protocols = ctx.profile.protocols
+    protocols = finish_fetch_protocols(ctx.profile)
     points = points_of(opts)
     hdr_variant = "[<protocol>.]" + HDR_VARIANT + " (no protocol: echomq)"
     update_meta(ctx.run_dir, finish_fetch={"rtt_ms": RTT_LABEL, "hdr_variant": hdr_variant})
@@ -120,17 +138,30 @@ def run_stage(ctx: RunContext) -> None:
     queues: list[FinishFetchQueueRow] = []  # finish_fetch_queues.csv: each run's queues
     errors: Counter[str] = Counter()  # failed calls by kind, over every run: meta.json
     audits: dict[str, str] = {}  # the verdict of each run whose audit did not pass: meta.json
+    # the budget for windows measured again (remeasure.py), and each point's clean windows so far
+    budget = Budget(opts.remeasure_windows, opts.remeasure_share * sum(point_seconds(ctx.profile)))
+    clean: dict[str, int] = {}
     for point in points:
         # A B A B: drift on a shared machine hits every strategy and protocol alike.
-        rounds = [(protocol, strategy) for protocol in protocols for strategy in strategies_at(opts, point)]
+        here_protocols = protocols_at(point, protocols)
+        rounds = [
+            (protocol, strategy) for protocol in here_protocols for strategy in strategies_at(opts, point)
+        ]
+        at = {protocol: _with_rate(point, rows, protocol) for protocol in here_protocols}
         for rep in range(1, opts.repetitions + 1):
             for protocol, strategy in rounds:  # A B C A B C: drift on a shared machine hits all alike
+                here = at[protocol]
+                if here is None:  # open, and no backlog trial measured its capacity
+                    ctx.progress.step(
+                        f"{protocol} {strategy} {point.label}: no backlog capacity, not run open"
+                    )
+                    continue
                 # the stage's own counter (its points done of its plan) is the line's only count
-                ctx.progress(f"{protocol} {strategy} {point.label} rep {rep}")
-                run = run_trial(
-                    ctx.settings, opts, strategy, point, rep, ctx.run_dir, protocol, ctx.watch_pids
-                )
-                row = row_of(run, opts, RunIds(ctx.run_dir.name, ctx.profile.name, protocol))
+                ctx.progress(f"{protocol} {strategy} {here.label} rep {rep}")
+                trial_opts = regime_options(opts, here)
+                run, tries, stopped = _trial(ctx, trial_opts, strategy, here, rep, protocol, budget)
+                row = row_of(run, trial_opts, RunIds(ctx.run_dir.name, ctx.profile.name, protocol))
+                row = dataclasses.replace(row, tries=tries, remeasure_stopped=stopped)
                 rows.append(row)
                 derived = run.summary.figures
                 shown.append(TableRow(row, derived.simulated_rtt_mean_ms, derived.loadgen_cpu_us_per_job))
@@ -143,18 +174,23 @@ def run_stage(ctx: RunContext) -> None:
                 errors.update(derived.errors_by_kind)
                 if not row.audit_ok:
                     audits[f"{run.variant_id} r{run.rep}"] = _audit_note(run)
+                key = point_id(protocol, strategy, here.at_rate(0.0))
+                clean[key] = clean.get(key, 0) + (not row.contended)
                 update_meta(
                     ctx.run_dir,
                     finish_fetch={"errors": dict(sorted(errors.items())), "audit_failures": audits},
                 )
-                ctx.progress.step(_progress_line(run, row))
+                _stage_meta(ctx.run_dir, opts, clean, budget)
+                line = _progress_line(run, row)
+                ctx.progress.step(f"{line}; {clean_line(clean[key], opts.repetitions)}")
                 _stop_if_stopped(run, ctx.run_dir)
-        if opts.raw_driver:
+        if raw_at(opts, point):
             for protocol, strategy in rounds:
                 ctx.progress(f"raw driver: {protocol} {strategy} {point.label}")
-                raw = _raw_run(ctx, opts, strategy, point, protocol)
+                raw = _raw_run(ctx, regime_options(opts, point), strategy, point, protocol)
                 ctx.progress.step(
-                    f"raw driver: {protocol} {strategy} {point.label}: {raw.figures.jobs_per_s:.0f} jobs/s"
+                    f"raw driver: {protocol} {strategy} {point.label}, {raw.settings.regime}: "
+                    f"{raw.figures.jobs_per_s:.0f} jobs/s"
                 )
                 if raw.audit is not None and not raw.audit.ok:
                     audits[f"raw-{protocol}-{strategy}-{point.label}"] = raw.audit.verdict
@@ -162,15 +198,16 @@ def run_stage(ctx: RunContext) -> None:
                 ctx.progress(f"reference: {protocol} {strategy} {point.label}")
                 reference = _reference_run(ctx, opts, strategy, point, protocol)
                 ctx.progress.step(
-                    f"reference: {protocol} {strategy} {point.label}: {reference.jobs_per_s:.0f} jobs/s, "
+                    f"reference: {protocol} {strategy} {point.label}, a pre-filled queue: "
+                    f"{reference.jobs_per_s:.0f} jobs/s, "
                     f"{reference.cpu_us_per_job:.0f} µs CPU a job"
                 )
                 if not reference.audit_ok:
                     audits[f"reference-{protocol}-{strategy}-{point.label}"] = reference.audit_verdict
                     update_meta(ctx.run_dir, finish_fetch={"audit_failures": audits})
-                at = (protocol, point, strategy, raw, reference)
-                rows = [_beside(r, *at) for r in rows]
-                shown = [dataclasses.replace(t, row=_beside(t.row, *at)) for t in shown]
+                beside = (protocol, point, strategy, raw, reference)
+                rows = [_beside(r, *beside) for r in rows]
+                shown = [dataclasses.replace(t, row=_beside(t.row, *beside)) for t in shown]
                 write_rows(ctx.run_dir, FinishFetchRow, rows)
     notes: list[str] = []
     if opts.fidelity_calls > 0:
@@ -189,6 +226,57 @@ def run_stage(ctx: RunContext) -> None:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(errors.items()))
         total = sum(errors.values())
         print(f"finish_fetch: {total} calls failed ({kinds}); see the runs' logs", file=sys.stderr)
+
+
+# What judges each trial's window (remeasure.py): the machine watch's own sample; a test injects
+# a guard that reports contention where it wants it.
+GUARD: Guard = machine_guard
+
+
+def _trial(
+    ctx: RunContext,
+    opts: FinishFetchOptions,
+    strategy: str,
+    point: Point,
+    rep: int,
+    protocol: str,
+    budget: Budget,
+) -> tuple[TrialResult, int, str]:
+    """One trial, measured again while its window was contended and the budget allows: the last
+    window's run, the windows it took, and why it stopped while still contended ("" when clean)."""
+    tries = 1
+    while True:
+        run = run_trial(ctx.settings, opts, strategy, point, rep, ctx.run_dir, protocol, ctx.watch_pids)
+        run.machine = GUARD(run.machine)
+        if run.stopped or run.machine is None or not run.machine.contended:
+            return run, tries, ""
+        why = budget.take(point.at_rate(0.0), trial_seconds(opts))
+        if why:
+            return run, tries, why
+        tries += 1
+        which = f"{protocol} {strategy} {point.label} rep {rep}"
+        ctx.progress(f"{which}: {run.machine.note()}; measured again (try {tries})")
+
+
+def _with_rate(point: Point, rows: list[FinishFetchRow], protocol: str) -> Point | None:
+    """An open point at its rate for ``protocol``: its load of the backlog capacity measured at
+    its cell (None when none was); any other point as it is."""
+    if point.regime != OPEN or point.rate or not point.load:  # no load: the profile's target-rate
+        return point
+    measured = capacity(rows, protocol, point)
+    return point.at_rate(point.load * measured) if measured else None
+
+
+def _stage_meta(run_dir: Path, opts: FinishFetchOptions, clean: dict[str, int], budget: Budget) -> None:
+    """The stage's own part of meta.json, under its id: each point's clean windows, the budget."""
+    remeasure = {
+        "windows_a_point": budget.windows_a_point,
+        "budget_s": round(budget.seconds, 1),
+        "extra_windows": sum(budget.spent.values()),
+        "extra_s": round(budget.spent_s, 1),
+    }
+    clean_lines = {key: clean_line(n, opts.repetitions) for key, n in clean.items()}
+    update_meta(run_dir, finish_fetch={"clean": clean_lines, "remeasure": remeasure})
 
 
 def _write_parts(run_dir: Path, shards: list[FinishFetchShardRow], queues: list[FinishFetchQueueRow]) -> None:
@@ -233,7 +321,7 @@ def _beside(
 ) -> FinishFetchRow:
     """A Locust run's row with the raw driver's and the reference's figures at its point and strategy."""
     at = (row.workers, row.rtt_ms, row.concurrency, row.job_ms, row.queues)
-    if row.protocol != protocol or row.strategy != strategy:
+    if row.protocol != protocol or row.strategy != strategy or row.regime != point.regime:
         return row
     if at != (point.workers, point.rtt_ms, point.concurrency, point.job_ms, point.queues):
         return row
@@ -314,12 +402,28 @@ def _progress_line(run: TrialResult, row: FinishFetchRow) -> str:
     followed = run.summary.figures.followed_by_kind
     if followed:  # a cluster slot moved during the run
         notes.append("slot moving, calls sent on: " + ", ".join(f"{n} {k}" for k, n in followed.items()))
+    if row.tries > 1 or row.remeasure_stopped:
+        notes.append(f"{row.tries} windows" + (f", {row.remeasure_stopped}" if row.remeasure_stopped else ""))
     tail = f" ({'; '.join(notes)})" if notes else ""
     return (
-        f"{run.protocol} {run.strategy} {run.point.label} rep {run.rep}: {row.jobs_per_s:.0f} jobs/s, "
-        f"{row.round_trips_per_job:.2f} rt/job, {row.commands_per_job:.2f} cmd/job, "
-        f"cycle p50 {row.cycle_p50_us} µs, limit {row.limit}{tail}"
+        f"{run.protocol} {run.strategy} {run.point.label} rep {run.rep}, {row.regime}: "
+        f"{row.jobs_per_s:.0f} jobs/s, {row.round_trips_per_job:.2f} rt/job, "
+        f"{row.commands_per_job:.2f} cmd/job, cycle p50 {row.cycle_p50_us} µs, {_wait_words(row)}, "
+        f"limit {row.limit}{tail}"
     )
+
+
+def _wait_words(row: FinishFetchRow) -> str:
+    """Enqueue to finish, named by its regime: queue latency in open loop, the backlog's wait in a
+    closed one (Little's law: the backlog over the pace); with the wait list's dry samples."""
+    if row.regime == OPEN:
+        return f"queue latency p50 {row.e2e_p50_us} p99 {row.e2e_p99_us} p99.9 {row.e2e_p999_us} µs"
+    dry = (
+        f", wait list empty {row.wait_empty_samples} of {row.wait_samples} samples"
+        if row.wait_samples
+        else ""
+    )
+    return f"backlog wait p50 {row.e2e_p50_us} µs{dry}"
 
 
 # --- python -m bench finish-fetch ---------------------------------------------------------------

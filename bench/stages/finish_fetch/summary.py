@@ -25,8 +25,12 @@ from bench.stages.finish_fetch import pace
 from bench.stages.finish_fetch.loadstats import ERROR_PREFIX, FOLLOWED_PREFIX, Aggregate
 from bench.stages.finish_fetch.shards import Shards, shard_figures
 from bench.stages.finish_fetch.trial_settings import TrialSettings
+from bench.stages.finish_fetch.wait_list import WaitSamples
 
 log = logging.getLogger("echomq")
+
+# producer_loop.py's counter: time a closed-loop producer waited for room in the wait list
+PRODUCER_WAIT_US = "producer_wait_us"
 
 SUMMARY_KIND = "echomq-finish-fetch"
 SUMMARY_VERSION = 2  # 2: ``measured``, and a summary even when nothing was measured
@@ -84,6 +88,10 @@ class Derived:
     saturated_because: list[str]
     # the server's used_memory growth over the window a 1,000 jobs (kept jobs cost memory)
     redis_mem_growth_bytes_per_1k_jobs: float | None = None
+    # the wait list's length sampled through the window: how often, how often it was empty, the least
+    wait_samples: int = 0
+    wait_empty_samples: int = 0
+    wait_min_jobs: int | None = None
 
 
 @dataclass(frozen=True)
@@ -168,11 +176,17 @@ def derive(
     window_s: float,
     server: CommandStats | None,
     redis_cpu_s: float | None,
+    wait: WaitSamples | None = None,
 ) -> Derived:
     """The run's headline figures, and whether the generator was the limit."""
     c = aggregate.counters
     jobs = c["jobs"]
     server_side = client_side(server) if server is not None else None
+    if server_side is not None and wait is not None and wait.calls:  # the watch's LLENs are not the load's
+        server_side = dataclasses.replace(
+            server_side,
+            calls={**server_side.calls, "llen": max(0, server_side.calls.get("llen", 0) - wait.calls)},
+        )
     busiest = 0.0
     cpu_s_total = 0.0
     for totals in aggregate.processes.values():
@@ -196,9 +210,14 @@ def derive(
             busiest_cpu_pct=busiest,
             redis_cpu_pct=redis_cpu_pct,
             redis_us_per_job=server_us_per_job,
+            producer_share=(
+                pace.producer_share(c[PRODUCER_WAIT_US], run.producers, window_s * 1e6)
+                if run.target_rate <= 0
+                else None
+            ),
         )
     )
-    limit, limit_share = pace.limit(used)
+    limit, limit_share = pace.closed_limit(used, _per(c["fetches_alone"], jobs))
     reasons = []
     if busiest >= SATURATED_CPU_PCT:
         reasons.append(f"a load process used {busiest:.0f}% of a core")
@@ -289,16 +308,22 @@ def build_summary(
     end: WindowEnd | None = None,
     audit: SummaryAudit | None = None,
     window_clock: tuple[float, float] | None = None,
+    wait: WaitSamples | None = None,
 ) -> TrialSummary:
     """The trial's summary: settings, merged histograms, per-process parts, headline figures.
 
     ``audit`` is the queue's audit when this process could take it (a trial of one process),
     ``window_clock`` the window's open and close on CLOCK_MONOTONIC (so the stage's machine
-    watch, in another process, judges this window and not Locust's start).
+    watch, in another process, judges this window and not Locust's start), ``wait`` the wait
+    list's length sampled through the window.
     """
     end = end or WindowEnd()
     whole = server.whole
-    derived = derive(run, aggregate, window_s, whole, server.cpu_s)
+    derived = derive(run, aggregate, window_s, whole, server.cpu_s, wait)
+    if wait is not None:
+        derived = dataclasses.replace(
+            derived, wait_samples=wait.samples, wait_empty_samples=wait.empty, wait_min_jobs=wait.least
+        )
     memory_growth_bytes = server.memory_growth_bytes
     if memory_growth_bytes is not None and derived.jobs:
         growth = memory_growth_bytes * 1000 / derived.jobs

@@ -56,8 +56,18 @@ def _limit(runs: Sequence[TableRow]) -> str:
     return named.most_common(1)[0][0] if named else "-"
 
 
-def _point(r: TableRow) -> tuple[str, int, int, int, float, float]:
-    return (r.row.protocol, r.row.workers, r.row.queues, r.row.concurrency, r.row.job_ms, r.row.rtt_ms)
+def _point(r: TableRow) -> tuple[str, int, int, int, float, float, str, float]:
+    row = r.row
+    return (
+        row.protocol,
+        row.workers,
+        row.queues,
+        row.concurrency,
+        row.job_ms,
+        row.rtt_ms,
+        row.regime,
+        row.load or 0.0,
+    )
 
 
 def _heading(
@@ -67,11 +77,15 @@ def _heading(
     concurrency: int,
     job_ms: float,
     rtt: float,
+    regime: str,
+    load: float,
     slept: Sequence[float],
 ) -> str:
-    """[bullmq: ]workers 4, rtt 1 ms*, 3 queues, 8 jobs in flight each, job 5 ms (slept 1.07): the
-    protocol when the run measured several, the last four when set."""
-    text = f"{protocol + ': ' if protocol else ''}workers {workers}, rtt {rtt:g} ms*"
+    """[bullmq: ]backlog, workers 4, rtt 1 ms*, 3 queues, 8 jobs in flight each, job 5 ms (slept
+    1.07): the regime (open: at its share of the backlog capacity), the protocol when the run
+    measured several, the last four when set."""
+    shown = f"open at {load:.0%} of the backlog capacity" if regime == "open" and load else regime
+    text = f"{protocol + ': ' if protocol else ''}{shown}, workers {workers}, rtt {rtt:g} ms*"
     if queues != 1:
         text += f", {queues} queues"
     if concurrency != 1:
@@ -79,6 +93,46 @@ def _heading(
     if job_ms:
         text += f", job {job_ms:g} ms"
     return text + (f" (slept {statistics.median(slept):.2f})" if slept else "")
+
+
+CONTENDED_MARK, SATURATED_MARK = "c", "s"
+
+
+def judged(runs: Sequence[TableRow]) -> tuple[list[TableRow], str]:
+    """The repetitions a cell's figures rest on, and its mark: the clean ones when there are any;
+    else every one, marked c (contended); s when one of those saturated the load generator."""
+    clean = [r for r in runs if not r.row.contended]
+    used = clean or list(runs)
+    mark = "" if clean or not runs else CONTENDED_MARK
+    if any(r.row.saturated for r in used):
+        mark += SATURATED_MARK
+    return used, mark
+
+
+def _marked(text: str, mark: str) -> str:
+    return f"{text} {mark}" if mark and text != "-" else text
+
+
+def _wait_rows(by_strategy: dict[str, list[TableRow]], regime: str) -> list[list[str]]:
+    """Enqueue to finish, named by the regime: queue latency in open loop, the backlog's wait in a
+    closed one; in the backlog regime, the samples that found the wait list empty."""
+    name = "queue latency" if regime == "open" else "backlog wait"
+    percentiles = (("p50", "e2e_p50_us"), ("p99", "e2e_p99_us"), ("p99.9", "e2e_p999_us"))
+    rows = []
+    for label, column in percentiles if regime == "open" else percentiles[:1]:
+        cells = []
+        for of in by_strategy.values():
+            used, mark = judged(of)
+            values = [float(v) for r in used if (v := getattr(r.row, column)) is not None]
+            cells.append(_marked(_median_spread(values, "{:.0f}", spread=False), mark))
+        rows.append([f"{name} {label} µs", *cells])
+    if regime == "backlog":
+        empty = [
+            f"{sum(r.row.wait_empty_samples or 0 for r in of)} of {sum(r.row.wait_samples or 0 for r in of)}"
+            for of in by_strategy.values()
+        ]
+        rows.append(["wait list empty", *empty])
+    return rows
 
 
 def table(
@@ -105,21 +159,24 @@ def table(
         rows: list[list[str]] = []
         ratio_rows: list[list[str]] = []
         for i, (name, get, form) in enumerate(metrics):
-            cells = [
-                _median_spread([float(get(r)) for r in of if get(r) is not None], form, spread=i == 0)
-                for of in by_strategy.values()
-            ]
+            cells = []
+            for of in by_strategy.values():
+                used, mark = judged(of)
+                values = [float(get(r)) for r in used if get(r) is not None]
+                cells.append(_marked(_median_spread(values, form, spread=i == 0), mark))
             ratios = []
             for other in others:
-                a, b = ({r.row.rep: get(r) for r in of} for of in (by_strategy[first], by_strategy[other]))
+                a, b = (
+                    {r.row.rep: get(r) for r in judged(of)[0]}
+                    for of in (by_strategy[first], by_strategy[other])
+                )
                 ratio = headline_ratio(a, b)
                 ratios.append(ratio.text("{:.2f}") if ratio else "-")
             rows.append([name, *cells, *(ratios if inline else [])])
             ratio_rows.append([name, *ratios])
-        rows.append(["limit", *(_limit(of) for of in by_strategy.values())])
-        rows.append(
-            ["contended", *(f"{sum(r.row.contended for r in of)}/{len(of)}" for of in by_strategy.values())]
-        )
+        rows += _wait_rows(by_strategy, point[6])
+        rows.append(["limit", *(_limit(judged(of)[0]) for of in by_strategy.values())])
+        rows.append(["clean", *(_clean(of) for of in by_strategy.values())])
         rows.append(
             ["saturated", *(f"{sum(r.row.saturated for r in of)}/{len(of)}" for of in by_strategy.values())]
         )
@@ -129,7 +186,7 @@ def table(
         body = render_table(header, rows, right=range(1, len(header)), width=inner)
         slept = [r.rtt_slept_ms for r in here if r.rtt_slept_ms]
         named = point[0] if len(protocols) > 1 else ""
-        blocks += [_heading(named, *point[1:], slept), indent(body, "  ")]
+        blocks += [_heading(named, *point[1:], slept=slept), indent(body, "  ")]
         if not inline and others:
             ratio_header = ["", *ratio_names]
             right = range(1, len(ratio_header))
@@ -146,11 +203,46 @@ def table(
         )
     )
     blocks += [wrap_note(note, width) for note in notes]
+    marks = mark_note(runs, width)
+    if marks:
+        blocks.append(marks)
     contended = [r.row for r in runs if r.row.contended]
     if contended:
         foreign, steal = [r.foreign_cpu_pct for r in contended], [r.steal_pct for r in contended]
         blocks.append(contended_note(len(contended), len(runs), "runs", foreign, steal, width=width))
     return "\n".join(blocks)
+
+
+def _clean(runs: Sequence[TableRow]) -> str:
+    """clean k of n: the repetitions whose window was clean (the figures rest on those), and the
+    windows measured again for them."""
+    clean = sum(not r.row.contended for r in runs)
+    extra = sum(max(r.row.tries - 1, 0) for r in runs)
+    return f"{clean} of {len(runs)}" + (f" (+{extra} again)" if extra else "")
+
+
+def mark_note(runs: Sequence[TableRow], width: int | None = None) -> str:
+    """The note under the table for its marked cells: "" when no cell is marked."""
+    contended = any(judged(of)[1].startswith(CONTENDED_MARK) for of in _cells(runs))
+    saturated = any(SATURATED_MARK in judged(of)[1] for of in _cells(runs))
+    parts = []
+    if contended:
+        parts.append(
+            f"{CONTENDED_MARK}: no window of the cell was clean (every one contended, the re-measuring's "
+            "budget spent): its figures are not comparable"
+        )
+    if saturated:
+        parts.append(f"{SATURATED_MARK}: the load generator saturated in a window of the cell, not Redis")
+    parts = parts and [*parts, "figures rest on a cell's clean windows when it has any"]
+    return wrap_note("; ".join(parts), width) if parts else ""
+
+
+def _cells(runs: Sequence[TableRow]) -> list[list[TableRow]]:
+    """The table's cells: the repetitions of one strategy at one point."""
+    cells: dict[tuple[object, ...], list[TableRow]] = {}
+    for r in runs:
+        cells.setdefault((*_point(r), r.row.strategy), []).append(r)
+    return list(cells.values())
 
 
 def _median(values: Sequence[float | None], form: str) -> str:

@@ -31,6 +31,10 @@ class TrialSettings:
     job_ms: float = 0.0  # how long a worker holds each job before finishing it
     queues: int = 1  # queues the users are spread over (``queue`` is their base name)
     probe: bool = False  # the latency-fidelity run: one user, a trivial EVALSHA, no queue load
+    # backlog (a wait list pre-filled with backlog_jobs and kept near it), steady (a backlog of
+    # 10 batches at most: producers and workers at one pace) or open (at target_rate)
+    regime: str = "steady"
+    backlog_jobs: int = 0
 
     @classmethod
     def at(
@@ -61,6 +65,8 @@ class TrialSettings:
             job_ms=point.job_ms,
             queues=point.queues,
             probe=probe,
+            regime="open" if opts.target_rate > 0 else point.regime,
+            backlog_jobs=opts.backlog_jobs,
         )
 
     def locust_flags(self) -> list[str]:
@@ -94,4 +100,6 @@ class TrialSettings:
             "job_ms": self.job_ms,
             "queues": self.queues,
             "probe": self.probe,
+            "regime": self.regime,
+            "backlog_jobs": self.backlog_jobs,
         }

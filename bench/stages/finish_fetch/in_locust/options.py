@@ -49,6 +49,7 @@ UI_LABELS = {
     "concurrency": "Jobs in flight",
     "job-ms": "Job time",
     "queues": "Queues",
+    "regime": "Regime",
 }
 UI_HELP = {
     "workers": "worker users; the web UI starts producers + workers users",
@@ -63,6 +64,9 @@ UI_HELP = {
     "job-ms": "ms a worker holds each job before finishing it (processing time)",
     "queues": "queues the producers and workers are spread over evenly (on a cluster, over every "
     "master); at most producers and workers",
+    "regime": "backlog: the wait list pre-filled with backlog-jobs and kept full, so a fused fetch-next "
+    "always finds a job (throughput); steady: producers and workers at one pace; open: at target-rate "
+    "(queue latency)",
 }
 SHOWN_KEYS = frozenset(UI_LABELS)
 LIST_NOTE = "; a list takes its first value here"
@@ -193,6 +197,7 @@ def trial_settings(options: Any) -> TrialSettings:
         concurrency=profile.concurrency[0],
         job_ms=profile.job_ms[0],
         queues=profile.queues[0],
+        regime=profile.regime,
     )
     return TrialSettings.at(
         profile,

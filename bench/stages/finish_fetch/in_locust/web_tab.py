@@ -27,6 +27,7 @@ TAB_KEY = "echomq"
 # The tab's columns: (key, title). Locust's UI camel-cases the keys of rows and structure alike.
 COLUMNS = (
     ("strategy", "Strategy"),
+    ("regime", "Regime"),
     ("state", "State"),
     ("measure", "Measure"),
     ("count", "Count"),
@@ -49,15 +50,23 @@ MEASURES = {
 }
 
 
-def measure_name(metric: str) -> str:
+# Enqueue to finish, named by the regime: queue latency only in open loop; in a closed one it is
+# the backlog's wait (Little's law: the backlog over the pace).
+E2E_BY_REGIME = {"open": "queue latency (enqueue to finish)", "": MEASURES["e2e"]}
+BACKLOG_WAIT = "backlog wait (enqueue to finish)"
+
+
+def measure_name(metric: str, regime: str = "") -> str:
     if metric.startswith("call:"):
         return f"call {metric.removeprefix('call:')}"
+    if metric == "e2e":
+        return E2E_BY_REGIME.get(regime, BACKLOG_WAIT)
     return MEASURES.get(metric, metric)
 
 
-def _row(strategy: str, state: str, measure: str, **values: Any) -> dict[str, Any]:
+def _row(strategy: str, state: str, measure: str, regime: str = "", **values: Any) -> dict[str, Any]:
     row: dict[str, Any] = dict.fromkeys((key for key, _ in COLUMNS), "")
-    row.update(strategy=strategy, state=state, measure=measure)
+    row.update(strategy=strategy, regime=regime, state=state, measure=measure)
     row.update({k: v for k, v in values.items() if v is not None})
     return row
 
@@ -81,14 +90,17 @@ def strategy_rows(
     commands: float | None,
     server_calls: int | None,
     percentiles: dict[str, dict[str, int]],
+    regime: str = "",
 ) -> list[dict[str, Any]]:
-    """A strategy's rows: its jobs, rates and counts per job, then a row a measured latency."""
+    """A strategy's rows, named by its regime: its jobs, rates and counts per job, then a row a
+    measured latency."""
     per_job = (lambda n: n / jobs) if jobs else (lambda n: None)
     rows = [
         _row(
             strategy,
             state,
             f"jobs finished in {window_s:.1f} s",
+            regime,
             count=jobs,
             jobs_per_s=_rounded(jobs / window_s if window_s > 0 else None, 1),
             round_trips_per_job=_rounded(per_job(round_trips), 3),
@@ -102,8 +114,9 @@ def strategy_rows(
     for metric in order:
         p = percentiles[metric]
         rows.append(
-            _row(strategy, state, measure_name(metric), count=p.get("count"), p50_us=p.get("p50"),
-                 p90_us=p.get("p90"), p99_us=p.get("p99"), p999_us=p.get("p999"), max_us=p.get("max"))
+            _row(strategy, state, measure_name(metric, regime), regime, count=p.get("count"),
+                 p50_us=p.get("p50"), p90_us=p.get("p90"), p99_us=p.get("p99"), p999_us=p.get("p999"),
+                 max_us=p.get("max"))
         )  # fmt: skip
     return rows
 
@@ -143,7 +156,7 @@ class LiveTab:
             runner = self.environment.runner
             running = runner is not None and runner.state in ("spawning", "running")
             if running:
-                return [_row(run.strategy, f"warm-up ({run.warmup_s:g} s, not measured)", "")]
+                return [_row(run.strategy, f"warm-up ({run.warmup_s:g} s, not measured)", "", run.regime)]
             return []
         histograms: dict[str, list[HdrHistogram]] = {}
         counters: Counter[str] = Counter(self.controller.aggregate.counters)
@@ -160,7 +173,7 @@ class LiveTab:
         commands = counters["worker_script_calls"] - counters["fetches_alone"]
         return strategy_rows(
             run.strategy, state, counters["jobs"], window_s, counters["worker_round_trips"], commands,
-            self._server_commands(), percentiles,
+            self._server_commands(), percentiles, run.regime,
         )  # fmt: skip
 
     def rows(self) -> list[dict[str, Any]]:
@@ -184,6 +197,7 @@ class LiveTab:
             strategy, state, d.jobs, summary.window_s, summary.counters.get("worker_round_trips", 0),
             commands * d.jobs,
             round(server * d.jobs) if server is not None else None, summary.percentiles_us,
+            summary.settings.regime,
         )  # fmt: skip
 
     def payload(self) -> dict[str, Any]:

@@ -46,6 +46,7 @@ from bench.stages.finish_fetch.summary import (
     write_summary,
 )
 from bench.stages.finish_fetch.trial_settings import TrialSettings
+from bench.stages.finish_fetch.wait_list import SAMPLE_EVERY_S, WaitSamples, wait_length
 
 log = logging.getLogger("echomq")
 
@@ -96,6 +97,8 @@ class Controller:
         self.aborted: str | None = None  # why the run stopped early
         self.refused: str | None = None  # the kind of refusal that stopped it (OOM, READONLY, ...)
         self.server_error: str | None = None  # why the server's own figures are missing
+        self.wait = WaitSamples()  # the wait list's length through the window
+        self.sampler: gevent.Greenlet | None = None
 
         events_ = environment.events
         events_.test_start.add_listener(self.on_test_start)
@@ -223,7 +226,18 @@ class Controller:
         self.window = (time.perf_counter(), 0.0)
         self.window_clock = (clock(), 0.0)
         runner.send_message("emq_reset", {"epoch": self.epoch})
+        self.wait = WaitSamples()
+        if self.sampler is not None:
+            self.sampler.kill(block=False)
+        self.sampler = gevent.spawn(self._sample_wait, self.wait)
         log.info("echomq: warm-up over, window %d opened", self.epoch)
+
+    def _sample_wait(self, into: WaitSamples) -> None:
+        """The wait list's length every SAMPLE_EVERY_S until the window closes (killed then)."""
+        while True:
+            gevent.sleep(SAMPLE_EVERY_S)
+            with contextlib.suppress(redis.RedisError):  # a sample missed is no sample
+                into.add(wait_length(self.trial.queues), len(self.trial.queues))
 
     def on_worker_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         delta = data.get("emq")
@@ -238,6 +252,9 @@ class Controller:
         for timer in self.timers:
             if timer is not gevent.getcurrent():  # the quit timer may be the one stopping the test
                 timer.kill(block=False)
+        if self.sampler is not None:
+            self.sampler.kill(block=False)  # the window closes: no sample after it
+            self.sampler = None
         if self.window is None or self.client is None:
             return
         self.window = (self.window[0], time.perf_counter())
@@ -320,6 +337,7 @@ class Controller:
             # One process: every user has stopped, the queue is still, so the audit is exact.
             audit=None if self.distributed else self.trial.audit(self.refused),
             window_clock=self.window_clock,
+            wait=self.wait,
         )
 
 

@@ -1,0 +1,57 @@
+"""Measured again until clean (design.md "Clean windows"): a trial whose window the machine watch
+marked contended runs again, within a budget, so each point rests on the asked number of clean
+windows or says how many it got.
+
+The budget has two parts, both profile keys: extra windows a point (``remeasure-windows``) and
+extra time over the whole stage (``remeasure-share`` of its planned seconds). A trial is priced at
+its planned seconds, not at what it took, so the budget does not depend on how slow the machine
+was. The guard that judges a window is injectable: tests hand in one that reports contention on
+the first window (the machine watch's rule itself is bench.harness.machine's)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+
+from bench.harness.machine import MachineSample
+
+POINT_BUDGET = "point budget spent"
+RUN_BUDGET = "run budget spent"
+NO_BUDGET = "not measured again (remeasure-windows 0)"
+
+# What judges a trial's window: its machine sample in, the sample to record out (its contended
+# flag decides). The stage's default keeps the watch's own sample.
+Guard = Callable[[MachineSample | None], MachineSample | None]
+
+
+def machine_guard(sample: MachineSample | None) -> MachineSample | None:
+    return sample
+
+
+@dataclass
+class Budget:
+    """What is left of the stage's budget for windows measured again."""
+
+    windows_a_point: int
+    seconds: float  # remeasure-share x the stage's planned seconds
+    spent_s: float = 0.0
+    spent: Counter[Hashable] = field(default_factory=Counter)  # extra windows taken, by point
+
+    def take(self, point: Hashable, trial_s: float) -> str:
+        """One more window at ``point`` priced ``trial_s``: "" when the budget allows it (and it is
+        counted), else why not."""
+        if self.windows_a_point <= 0:
+            return NO_BUDGET
+        if self.spent[point] >= self.windows_a_point:
+            return POINT_BUDGET
+        if self.spent_s + trial_s > self.seconds:
+            return RUN_BUDGET
+        self.spent[point] += 1
+        self.spent_s += trial_s
+        return ""
+
+
+def clean_line(clean: int, asked: int) -> str:
+    """How many of a point's asked windows are clean, as the progress line and table say it."""
+    return f"clean {clean} of {asked}"

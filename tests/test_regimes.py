@@ -1,0 +1,221 @@
+"""The regimes (design.md "Name the regime") and windows measured again until clean: counts and
+invariants against a real redis-server, never a duration or a throughput."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.harness.context import RunContext
+from bench.harness.machine import MachineSample
+from bench.harness.profile import FinishFetchOptions, Profile
+from bench.harness.server import EmbeddedRedis, ServerInfo
+from bench.protocol.connection import Client, RedisSettings
+from bench.protocol.queue import Job, Queue, now_us
+from bench.results.rows import FinishFetchRow
+from bench.stages.finish_fetch import stage
+from bench.stages.finish_fetch.loadstats import Recorder
+from bench.stages.finish_fetch.plan import BACKLOG, OPEN, STEADY, Point, points_of, regime_options
+from bench.stages.finish_fetch.producer_loop import ProducerLoop
+from bench.stages.finish_fetch.raw import run_raw
+from bench.stages.finish_fetch.remeasure import NO_BUDGET, POINT_BUDGET, RUN_BUDGET, Budget, Guard
+from bench.stages.finish_fetch.stage import run_stage
+from bench.stages.finish_fetch.trial_settings import TrialSettings
+
+BASE = FinishFetchOptions(
+    strategies=("fused", "two_call"), repetitions=1, workers=(2,), concurrency=(8,), rtt_ms=(0.0,),
+    payload_bytes=20, warmup_s=0.3, measure_s=1.0, fidelity_calls=0, raw_driver=False,
+)  # fmt: skip
+
+
+def _settings(opts: FinishFetchOptions, point: Point, strategy: str = "fused") -> TrialSettings:
+    return TrialSettings.at(regime_options(opts, point), strategy, point, "unused")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["fused", "two_call"])
+def test_a_backlog_trial_never_finds_the_wait_list_empty_and_fused_never_fetches_alone(
+    settings: RedisSettings, strategy: str
+):
+    # 4 workers x 32 slots: the Redis-bound cell, where one steady producer let the list run dry
+    run = _settings(BASE, Point(4, 0.0, 32, regime=BACKLOG), strategy)
+    assert (run.regime, run.producers, run.batch_size) == (BACKLOG, 3, 200)
+    summary = run_raw(settings, run)
+    d = summary.figures
+    assert summary.audit is not None and summary.audit.ok
+    assert d.jobs > 100
+    assert d.wait_samples >= 3  # sampled through the window (how often: as the machine lets the thread run)
+    assert d.wait_empty_samples == 0, d
+    if strategy == "fused":
+        assert d.fetches_alone_per_job <= 0.02, d
+
+
+@pytest.mark.slow
+def test_a_steady_trial_whose_producers_set_the_pace_says_producer(settings: RedisSettings):
+    # one producer adding one job an exchange against 16 job slots: the workers wait for jobs
+    opts = dataclasses.replace(BASE, producers=1, batch_size=1)
+    run = _settings(opts, Point(2, 0.0, 8, regime=STEADY))
+    assert (run.regime, run.producers, run.batch_size) == (STEADY, 1, 1)
+    d = run_raw(settings, run).figures
+    assert d.fetches_alone_per_job > 0.02, d  # starved: the wait list ran dry
+    assert d.limit == "producer", d.pace_shares
+
+
+@pytest.mark.slow
+def test_an_open_trial_adds_at_its_rate_and_times_every_finished_job(settings: RedisSettings):
+    rate = 400.0  # far below what the workers take: the producer is never behind for long
+    opts = dataclasses.replace(BASE, producers=1, batch_size=10)
+    point = Point(2, 0.0, 8, regime=OPEN, load=0.5).at_rate(rate)
+    run = _settings(opts, point)
+    assert (run.regime, run.target_rate) == (OPEN, rate)
+    summary = run_raw(settings, run)
+    d, counters = summary.figures, summary.counters
+    # the schedule's batches that fell in the window, give or take one a producer at each edge
+    scheduled = rate * summary.window_s
+    assert abs(counters["jobs_added"] - scheduled) <= 2 * opts.batch_size, (counters, scheduled)
+    assert not d.saturated
+    # queue latency recorded for every job finished in the window
+    assert summary.percentiles_us["e2e"]["count"] == d.jobs > 0
+
+
+def test_an_open_producer_starts_a_jobs_clock_at_its_scheduled_time(client: Client, queue: Queue):
+    """Coordinated omission avoided: a producer behind its schedule stamps each job with the slot
+    it was due at, not with when it was sent."""
+    run = TrialSettings("fused", 1, 1, 5, 10, 100.0, 0.0, 1.0, 0.0, queue.keys.name, regime=OPEN)
+    recorder = Recorder()
+    loop = ProducerLoop(queue, run, recorder)
+    behind_s = 2.0
+    loop.next_slot = time.perf_counter() - behind_s  # its slot passed two seconds ago
+    sent_us = now_us()
+    loop.step()
+    ids = [i.decode() if isinstance(i, bytes) else str(i) for i in client.lrange(queue.keys.wait, 0, -1)]
+    stamps = [Job(i, _text_fields(client.hgetall(queue.keys.job(i))), "").enqueued_us for i in ids]
+    assert len(stamps) == 5
+    assert all(s is not None and s <= sent_us - behind_s * 1e6 + 1e5 for s in stamps), (stamps, sent_us)
+
+
+def test_the_default_grid_crosses_concurrency_with_rtt_for_both_strategies():
+    from bench.harness.profile import load_profile
+
+    opts = load_profile("default").finish_fetch
+    backlog = {(p.concurrency, p.rtt_ms) for p in points_of(opts) if p.regime == BACKLOG}
+    assert {(c, r) for c in (1, 8, 32) for r in (0.0, 1.0, 5.0)} <= backlog
+    assert {"fused", "two_call"} <= set(opts.strategies)
+    loads = {p.load for p in points_of(opts) if p.regime == OPEN}
+    assert len(loads) >= 2
+
+
+def test_the_remeasure_budget_stops_at_a_points_windows_and_at_the_runs_share():
+    budget = Budget(windows_a_point=2, seconds=10.0)
+    assert budget.take("a", 4.0) == ""
+    assert budget.take("a", 4.0) == ""
+    assert budget.take("a", 1.0) == POINT_BUDGET  # two extra windows at "a" already
+    assert budget.take("b", 4.0) == RUN_BUDGET  # 8 s of 10 spent: 4 more do not fit
+    assert budget.take("b", 2.0) == ""
+    assert Budget(0, 100.0).take("a", 1.0) == NO_BUDGET
+
+
+def _text_fields(raw: dict[bytes | str, bytes | str]) -> dict[str, str]:
+    return {
+        (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+        for k, v in raw.items()
+    }
+
+
+def contended_sample(contended: bool) -> MachineSample:
+    return MachineSample(50.0 if contended else 0.0, 0.0, contended, frozenset())
+
+
+def _stage(
+    tmp_path: Path, settings: RedisSettings, server: EmbeddedRedis, opts: FinishFetchOptions
+) -> list[dict[str, str]]:
+    info = ServerInfo(server.url, server.source, server.binary, server.version())
+    run_stage(RunContext(Profile("quick", finish_fetch=opts), settings, info, tmp_path))
+    with (tmp_path / FinishFetchRow.FILE).open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def _first_window_contended() -> Guard:
+    """A guard that reports contention on the first window it judges, and none after."""
+    judged: list[MachineSample | None] = []
+
+    def guard(sample: MachineSample | None) -> MachineSample:
+        judged.append(sample)
+        return contended_sample(len(judged) == 1)
+
+    return guard
+
+
+@pytest.mark.locust
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_contended_window_is_measured_again_and_the_row_says_how_many_tries(
+    tmp_path: Path,
+    settings: RedisSettings,
+    redis_server: EmbeddedRedis,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+):
+    monkeypatch.setattr(stage, "GUARD", _first_window_contended())
+    opts = dataclasses.replace(BASE, strategies=("fused",), remeasure_windows=1, remeasure_share=1.0)
+    (row,) = _stage(tmp_path, settings, redis_server, opts)
+    assert (row["tries"], row["contended"], row["remeasure_stopped"]) == ("2", "False", "no")
+    meta = json.loads((tmp_path / "meta.json").read_text())["finish_fetch"]
+    assert meta["clean"] == {"fused-w2-c8-rtt0": "clean 1 of 1"}
+    assert meta["remeasure"]["extra_windows"] == 1
+    out = capsys.readouterr()
+    assert "measured again (try 2)" in out.err
+    (clean,) = [line for line in out.out.splitlines() if line.split()[:1] == ["clean"]]
+    assert clean.split()[1:] == ["1", "of", "1", "(+1", "again)"]
+
+
+@pytest.mark.locust
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_the_budget_stops_measuring_again_and_the_row_and_table_say_so(
+    tmp_path: Path,
+    settings: RedisSettings,
+    redis_server: EmbeddedRedis,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+):
+    monkeypatch.setattr(stage, "GUARD", lambda sample: contended_sample(True))
+    opts = dataclasses.replace(BASE, strategies=("fused",), remeasure_windows=1, remeasure_share=1.0)
+    (row,) = _stage(tmp_path, settings, redis_server, opts)
+    assert (row["tries"], row["contended"], row["remeasure_stopped"]) == ("2", "True", POINT_BUDGET)
+    meta = json.loads((tmp_path / "meta.json").read_text())["finish_fetch"]
+    assert meta["clean"] == {"fused-w2-c8-rtt0": "clean 0 of 1"}
+    out = capsys.readouterr().out
+    (jobs,) = [line for line in out.splitlines() if line.split()[:1] == ["jobs/s"]]
+    assert jobs.split()[-1] == "c"  # the cell is marked, and the mark explained under the table
+    assert "c: no window of the cell was clean" in " ".join(out.split())
+
+
+@pytest.mark.locust
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_the_stage_runs_backlog_then_open_at_a_share_of_the_measured_capacity(
+    tmp_path: Path, settings: RedisSettings, redis_server: EmbeddedRedis, capsys: pytest.CaptureFixture[str]
+):
+    opts = dataclasses.replace(BASE, open_at=("c8-rtt0",), open_loads=(0.5,))
+    rows = _stage(tmp_path, settings, redis_server, opts)
+    backlog = {r["strategy"]: r for r in rows if r["regime"] == BACKLOG}
+    opened = {r["strategy"]: r for r in rows if r["regime"] == OPEN}
+    assert set(backlog) == set(opened) == {"fused", "two_call"}
+    for row in backlog.values():  # the wait list never ran dry under Locust either
+        assert int(row["wait_samples"]) >= 3 and row["wait_empty_samples"] == "0", row
+        assert (row["producers"], row["batch_size"]) == ("3", "200")
+    assert float(backlog["fused"]["fetches_alone_per_job"]) <= 0.02
+    # both strategies open at one rate: half the lower of their backlog jobs/s
+    rate = 0.5 * min(float(r["jobs_per_s"]) for r in backlog.values())
+    for row in opened.values():
+        assert float(row["target_rate"]) == pytest.approx(rate, rel=0.01)
+        assert float(row["load"]) == 0.5 and row["e2e_p999_us"] != "", row
+    out = capsys.readouterr()
+    assert "open at 50% of the backlog capacity" in out.out and "queue latency p99.9 µs" in out.out
+    assert "queue latency p50" in out.err and "backlog wait p50" in out.err  # the progress lines
