@@ -43,6 +43,7 @@ import pandas as pd
 
 UNSTABLE_CV = 0.10
 CLAIM_BEYOND = 0.05  # a deterministic count this far apart is a change the code made
+INSTRUCTIONS_BEYOND = 0.005  # instructions counted under callgrind: the same calls agree within 0.25%
 BETWEEN_RUNS = 0.15  # the least change between two runs a measured metric is judged on
 NO_SPREAD = "no spread"
 VERDICTS = ("better", "worse", "same", "unstable", NO_SPREAD)
@@ -145,6 +146,7 @@ def verdict(
     higher_is_better: bool,
     *,
     exact: bool = False,
+    exact_beyond: float = CLAIM_BEYOND,
     contended: bool = False,
     beyond: float = BETWEEN_RUNS,
     least: float = 0.0,
@@ -153,7 +155,9 @@ def verdict(
     ``beyond`` is the between-runs threshold of a measured metric (``claim_beyond``), ``least``
     the smallest change in the metric's own unit that is claimed at all."""
     if exact:  # a busy CPU does not change a count the code fixes
-        return _by_threshold(a, b, higher_is_better, CLAIM_BEYOND)
+        if least and abs(a.mean - b.mean) <= least:
+            return "same"
+        return _by_threshold(a, b, higher_is_better, exact_beyond)
     if contended:
         return "unstable"
     if not (a.has_spread and b.has_spread):

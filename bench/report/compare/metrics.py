@@ -27,7 +27,16 @@ from typing import Any
 
 import pandas as pd
 
-from bench.report.verdict import BETWEEN_RUNS, CLAIM_BEYOND, Sample, claim_beyond, is_missing, ratio, verdict
+from bench.report.verdict import (
+    BETWEEN_RUNS,
+    CLAIM_BEYOND,
+    INSTRUCTIONS_BEYOND,
+    Sample,
+    claim_beyond,
+    is_missing,
+    ratio,
+    verdict,
+)
 
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "finish_fetch": ("protocol", "strategy", "workers", "queues", "concurrency", "job_ms", "rtt_ms"),
@@ -36,6 +45,7 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "bullmq_worker": ("protocol", "driver", "concurrency", "job_ms"),
     "sweep_hazard": ("protocol", "client", "stalled_jobs"),
     "script_cost": ("protocol", "step"),  # the hot path's script cost, a row per repetition
+    "instructions": ("protocol", "step", "active_size"),  # counted under callgrind, a row a step
 }
 # A key value left out of a point's label: echomq's points read as they did before protocols.
 LABEL_DEFAULTS = {"protocol": "echomq"}
@@ -48,10 +58,11 @@ class Metric:
     exact: bool = False  # a count the code fixes, not a measurement: no noise to test against
     floor: float = BETWEEN_RUNS  # the least change between two runs claimed (verdict.claim_beyond)
     least: float = 0.0  # the least change claimed in the column's own unit (0: any)
+    exact_beyond: float = CLAIM_BEYOND  # an exact count's least change claimed
 
 
 # A key at this value is left out of a point's name (a run from before the key ran at it).
-KEY_DEFAULTS: dict[str, object] = {"queues": 1, "concurrency": 1, "job_ms": 0}
+KEY_DEFAULTS: dict[str, object] = {"queues": 1, "concurrency": 1, "job_ms": 0, "active_size": 0}
 
 # Lower is better for every metric but jobs/s, the Redis ceiling and the Locust/raw ratio. The raw
 # driver's own columns are left out: it runs once a point, every repetition carries its one value.
@@ -79,6 +90,14 @@ WORKER_LOWER = ("client_cpu_us_per_job", "redis_calls_per_job", "redis_us_per_jo
 HAZARD_LOWER = ("server_executions", "server_rejected", "probe_busy", "probe_max_us")
 SCRIPT_COST_LOWER = ("server_us_per_call",)
 SCRIPT_COST_EXACT = ("commands_per_call",)  # the scripts fix it: no noise to test against
+# Instructions Redis executed, counted under callgrind: fixed inputs give the same count run
+# after run, a busy machine or not, so a change beyond 0.5% is one the code made. But Redis
+# seeds its hash tables at random as it starts, so a command name's or a key's lookup walks a
+# chain a little longer or shorter from server to server: two servers counted extendLock (27,500
+# a call) 230 apart (0.8%), the only functions that differed being the chain walks (dictFind,
+# strcasecmp). A change is claimed beyond that too; one more redis.call costs about 5,000.
+INSTRUCTIONS_EXACT = ("instructions_per_call", "server_instructions_per_call")
+INSTRUCTIONS_LEAST = 500.0
 
 STAGE_METRICS: dict[str, tuple[Metric, ...]] = {
     "finish_fetch": (
@@ -97,6 +116,10 @@ STAGE_METRICS: dict[str, tuple[Metric, ...]] = {
     "script_cost": (
         *map(Metric, SCRIPT_COST_LOWER),
         *(Metric(column, exact=True) for column in SCRIPT_COST_EXACT),
+    ),
+    "instructions": tuple(
+        Metric(column, exact=True, exact_beyond=INSTRUCTIONS_BEYOND, least=INSTRUCTIONS_LEAST)
+        for column in INSTRUCTIONS_EXACT
     ),
 }
 
@@ -177,7 +200,8 @@ class Comparison:
         return (
             f"a measured metric is judged changed beyond {shown} (a sweep's time the larger, and"
             f" by {SWEEP_TIME_LEAST_MS:g} ms at least){widened}; a count the code fixes beyond"
-            f" {CLAIM_BEYOND:.0%}"
+            f" {CLAIM_BEYOND:.0%}, instructions counted beyond {INSTRUCTIONS_BEYOND:.1%} and"
+            f" {INSTRUCTIONS_LEAST:,.0f} a call"
         )
 
     def count(self, what: str) -> int:
@@ -255,6 +279,7 @@ def compare_runs(
                             sb,
                             metric.higher_is_better,
                             exact=metric.exact,
+                            exact_beyond=metric.exact_beyond,
                             contended=contended,
                             beyond=claim_beyond(metric.floor, drift),
                             least=metric.least,
