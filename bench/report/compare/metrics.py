@@ -30,7 +30,9 @@ import pandas as pd
 from bench.report.verdict import (
     BETWEEN_RUNS,
     CLAIM_BEYOND,
+    FAR_SPREADS,
     INSTRUCTIONS_BEYOND,
+    NOISY_BEYOND,
     Sample,
     claim_beyond,
     is_missing,
@@ -256,38 +258,96 @@ def compare_runs(
             if only:
                 labels = "; ".join(point_label(keys, k) for k in sorted(only, key=key_order))
                 notes.append(f"{stage}: only in run {side}: {labels}")
+        clean_a, clean_b = (
+            samples(stage, frame_a[clean_mask(frame_a)]),
+            samples(stage, frame_b[clean_mask(frame_b)]),
+        )
+        windows_a, windows_b = window_counts(stage, frame_a), window_counts(stage, frame_b)
         for key in sorted(points_a.keys() & points_b.keys(), key=key_order):
             flags_a, flags_b = _flags(frame_a, stage, key), _flags(frame_b, stage, key)
             flags = [f"{f} in A" for f in flags_a] + [f"{f} in B" for f in flags_b]
-            contended = "contended" in flags_a or "contended" in flags_b
+            (n_a, clean_n_a), (n_b, clean_n_b) = windows_a[key], windows_b[key]
             for metric in STAGE_METRICS[stage]:
                 sa, sb = points_a[key].get(metric.column), points_b[key].get(metric.column)
                 if sa is None or sb is None:
                     continue
+                ca, cb = clean_a.get(key, {}).get(metric.column), clean_b.get(key, {}).get(metric.column)
+                notes_here = list(flags)
+                noisy = (False, False)
+                if metric.exact:
+                    ja, jb = sa, sb
+                elif ca is not None and cb is not None:  # both runs have a clean window: judged on those
+                    ja, jb = with_spread(ca, sa), with_spread(cb, sb)
+                    if clean_n_a < n_a or clean_n_b < n_b:
+                        notes_here.append(
+                            f"judged on clean windows, {clean_n_a} of {n_a} in A, {clean_n_b} of {n_b} in B"
+                        )
+                else:
+                    ja, jb = sa, sb
+                    noisy = (clean_n_a < n_a, clean_n_b < n_b)
+                said = verdict(
+                    ja,
+                    jb,
+                    metric.higher_is_better,
+                    exact=metric.exact,
+                    exact_beyond=metric.exact_beyond,
+                    noisy=noisy,
+                    beyond=claim_beyond(metric.floor, drift),
+                    least=metric.least,
+                )
+                if all(noisy) and said in ("better", "worse"):
+                    notes_here.append(
+                        f"noisy windows in both runs, the change far beyond them (x{1 + NOISY_BEYOND:g} and "
+                        f"{FAR_SPREADS:g} stdevs)"
+                    )
                 rows.append(
                     {
                         "stage": stage,
                         "point": point_label(keys, key),
                         "metric": metric.column,
-                        "a": sa.mean,
-                        "b": sb.mean,
-                        "ratio": ratio(sa.mean, sb.mean),
-                        "cv_a": sa.cv,
-                        "cv_b": sb.cv,
-                        "verdict": verdict(
-                            sa,
-                            sb,
-                            metric.higher_is_better,
-                            exact=metric.exact,
-                            exact_beyond=metric.exact_beyond,
-                            contended=contended,
-                            beyond=claim_beyond(metric.floor, drift),
-                            least=metric.least,
-                        ),
-                        "note": ", ".join(flags),
+                        "a": ja.mean,
+                        "b": jb.mean,
+                        "ratio": ratio(ja.mean, jb.mean),
+                        "cv_a": ja.cv,
+                        "cv_b": jb.cv,
+                        "verdict": said,
+                        "note": ", ".join(notes_here),
                     }
                 )
     return Comparison(pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS)), notes, drift)
+
+
+def clean_mask(frame: pd.DataFrame) -> pd.Series:
+    """The rows whose window was clean: neither contended nor saturated (a stage without those
+    flags: every row)."""
+    mask = pd.Series(True, index=frame.index)
+    for column in ("contended", "saturated"):
+        if column in frame.columns:
+            mask &= ~frame[column].map(_truthy)
+    return mask
+
+
+def window_counts(stage: str, frame: pd.DataFrame) -> dict[tuple[object, ...], tuple[int, int]]:
+    """Per point: its windows (rows) and how many were clean."""
+    keys = list(STAGE_KEYS[stage])
+    if frame.empty or any(k not in frame.columns for k in keys):
+        return {}
+    clean = clean_mask(frame)
+    return {
+        tuple(norm_key(v) for v in raw_key): (len(group), int(clean[group.index].sum()))
+        for raw_key, group in frame.groupby(keys, sort=True, dropna=False)
+    }
+
+
+def with_spread(clean: Sample, every: Sample) -> Sample:
+    """The clean windows' sample, with every window's spread where the clean ones alone have none
+    (one clean window): a noisy spread is the wider, so no change is claimed on too little."""
+    if clean.has_spread or not every.has_spread:
+        return clean
+    assert every.stdev is not None
+    sd = every.stdev
+    cv = sd / abs(clean.mean) if clean.mean else None
+    return Sample(clean.mean, clean.mean - sd, clean.mean + sd, cv, 2, sd)
 
 
 def _usable(stage: str, frame: pd.DataFrame, notes: list[str], side: str) -> pd.DataFrame:
