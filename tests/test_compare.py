@@ -31,6 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -514,3 +515,71 @@ def test_a_doctored_drop_of_half_in_fused_jobs_per_s_is_worse_and_exit_1(
     jobs = rows[(rows["metric"] == "jobs_per_s") & rows["point"].str.startswith("strategy=fused ")]
     assert not jobs.empty and set(jobs["verdict"]) == {"worse"}
     assert set(rows.loc[rows["verdict"] == "worse", "metric"]) == {"jobs_per_s"}
+
+
+# ---- A/A on a noisy cloud VM's pair (tests/data/make_fixtures.py NOISY_MODEL) -----------------
+
+NOISY_A, NOISY_B = FIXTURES / "20240505-100000-smoke", FIXTURES / "20240506-100000-smoke"
+JUDGED = ("same", "better", "worse")
+
+
+def test_a_noisy_aa_pair_gives_no_verdict_and_judges_two_thirds_of_its_rows() -> None:
+    """The same truths, a third of the windows contended (steal takes 20-60% of their work), the
+    rtt-0 points saturated in both runs: nothing better or worse, and most rows judged."""
+    rows = compare_runs(load_run(NOISY_A).frames, load_run(NOISY_B).frames).rows
+    claimed = rows[rows["verdict"].isin(["better", "worse"])]
+    assert claimed.empty, claimed.to_string()
+    assert rows["verdict"].isin(JUDGED).mean() >= 2 / 3, rows["verdict"].value_counts().to_dict()
+    # the contended windows were there to be left out: some rows say they were judged on the rest
+    assert rows["note"].str.contains("judged on clean windows").any()
+    assert (rows[rows["stage"] == "instructions"]["verdict"] == "same").all()
+
+
+def doctored(tmp_path: Path, name: str, change: Callable[[dict[str, pd.DataFrame]], None]) -> Path:
+    """A copy of NOISY_A, under ``name``, with ``change`` made to its frames (written back)."""
+    copy = tmp_path / name
+    shutil.copytree(NOISY_A, copy)
+    frames = load_run(copy).frames
+    change(frames)
+    for stage, frame in frames.items():
+        frame.to_csv(copy / CSVS[stage], index=False)
+    return copy
+
+
+def test_the_noisy_run_with_fused_jobs_per_s_halved_is_worse_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def halve(frames: dict[str, pd.DataFrame]) -> None:
+        ff = frames["finish_fetch"]
+        ff.loc[ff["strategy"] == "fused", "jobs_per_s"] *= 0.5
+
+    copy = doctored(tmp_path, "29991231-235960-smoke", halve)
+    assert compare_main([str(NOISY_A), str(copy), "--fail-on-regression"]) == 1
+    capsys.readouterr()
+    rows = compare_runs(load_run(NOISY_A).frames, load_run(copy).frames).rows
+    jobs = rows[(rows["metric"] == "jobs_per_s") & rows["point"].str.startswith("strategy=fused ")]
+    # a halving where both runs' windows spread under 10% is worse, on noisy windows too; one point
+    # whose contended windows spread by 45% cannot tell a halving from its own noise
+    tight = jobs[(jobs["cv_a"] < 0.1) & (jobs["cv_b"] < 0.1)]
+    assert len(tight) == 3 and set(tight["verdict"]) == {"worse"}, jobs.to_string()
+    assert "better" not in set(jobs["verdict"])
+    # the saturated points' windows are noisy in both runs: judged as far beyond them, and said so
+    assert jobs["note"].str.contains("noisy windows in both runs").any()
+    assert set(rows.loc[rows["verdict"] != "same", "verdict"]) <= {"worse", "no spread"}
+
+
+def test_an_instruction_count_beyond_half_a_percent_is_worse_within_it_same(tmp_path: Path) -> None:
+    def dearer(by: float) -> Callable[[dict[str, pd.DataFrame]], None]:
+        def change(frames: dict[str, pd.DataFrame]) -> None:
+            counts = frames["instructions"]
+            counts.loc[counts["step"] == "fused cycle", "instructions_per_call"] *= by
+
+        return change
+
+    a = load_run(NOISY_A).frames
+    for by, expected in ((1.03, "worse"), (1.003, "same"), (0.97, "better")):
+        copy = doctored(tmp_path, f"2999123{len(str(by))}-23595{int(by * 1000) % 10}-smoke", dearer(by))
+        rows = compare_runs(a, load_run(copy).frames).rows.set_index(["stage", "point", "metric"])
+        said = rows.loc[("instructions", "step=fused cycle", "instructions_per_call"), "verdict"]
+        assert said == expected, (by, said)
+        shutil.rmtree(copy)

@@ -28,7 +28,7 @@ A verdict needs evidence. It is decided in this order (``verdict``):
    by the larger coefficient of variation, or when the change is not
    significant, and ``unstable`` otherwise.
 6. Where the run that looks worse was clean: beyond the threshold with the
-   two runs' ranges [min-max] over repetitions apart, ``better`` / ``worse``
+   two runs' ranges [min-max] over three repetitions or more apart, ``better`` / ``worse``
    by the metric's direction; ``same`` within the threshold widened by the
    larger of the two runs' coefficients of variation, or when Welch's t-test
    over the repetitions does not find the change significant at 95% (as
@@ -58,6 +58,7 @@ BETWEEN_RUNS = 0.15  # the least change between two runs a measured metric is ju
 # of fused jobs/s with a 4% spread on both sides is 12 stdevs, no steal burst.
 NOISY_BEYOND = 0.40
 FAR_SPREADS = 5.0
+APART_WINDOWS = 3  # the fewest windows a side for ranges apart to count as evidence
 NO_SPREAD = "no spread"
 VERDICTS = ("better", "worse", "same", "unstable", NO_SPREAD)
 
@@ -200,8 +201,10 @@ def verdict(
         if better_noisy and far_beyond(a, b, beyond):  # both as noisy, and far beyond both spreads
             return _by_threshold(a, b, higher_is_better, beyond)
         return "same" if abs(change) <= widened or not significant(a, b) else "unstable"
-    # The run that looks worse was clean: noise can only have hidden part of the change.
-    if apart(a, b) and abs(change) > beyond:
+    # The run that looks worse was clean: noise can only have hidden part of the change. Ranges
+    # apart say little over fewer than three windows a side (two against three fall apart by
+    # chance one time in five).
+    if apart(a, b) and min(a.n, b.n) >= APART_WINDOWS and abs(change) > beyond:
         return _by_threshold(a, b, higher_is_better, beyond)
     # Ranges that overlap: the threshold widened by the noisier run's own spread (two repetitions
     # far apart in one run say a change of that size between runs is no news).
