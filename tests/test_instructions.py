@@ -207,3 +207,33 @@ def test_the_stage_writes_every_step_of_a_tiny_profile(tmp_path: Path) -> None:
     saved_server = two_call["server_instructions_per_call"] - fused["server_instructions_per_call"]
     saved_command = two_call["instructions_per_call"] - fused["instructions_per_call"]
     assert saved_server > saved_command
+
+
+# ---- the report and the results page (no valgrind: a fixture run's instructions.csv) ----------
+
+FIXTURES = Path(__file__).parent / "data"
+
+
+def test_the_report_and_the_page_show_the_counts_beside_the_timed_us_and_the_clean_share() -> None:
+    from bench.report.load import load_run
+    from bench.report.results_page import quiet_check, script_cost_table
+    from bench.report.sections.instructions import instructions_section
+
+    data = load_run(FIXTURES / "20240505-100000-smoke")
+    text = "\n".join(instructions_section(data))
+    assert "## Redis's cost in instructions" in text and "network and the kernel are outside" in text
+    # the fused cycle's count beside its timed µs (script_cost.csv's median)
+    assert "| echomq | fused cycle | job | 258,550 | 266,633 | +0.04% | 39.06 |" in text
+    table = script_cost_table(data)
+    assert table is not None
+    fused = table.set_index("step").loc["fused cycle", "echomq"]
+    assert fused.endswith("258,550 instructions"), fused
+    assert "clean windows (neither contended nor saturated)" in quiet_check(data)
+    # a run without instructions.csv (every published run so far) renders as it did
+    older = load_run(FIXTURES / "20240501-100000-smoke")
+    assert instructions_section(older) == []
+    plain = script_cost_table(older)
+    assert (
+        plain is not None
+        and not plain.apply(lambda c: c.astype(str).str.contains("instructions")).any().any()
+    )

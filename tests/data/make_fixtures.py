@@ -391,15 +391,17 @@ def noisy_ff_rows(rng: random.Random, run_id: str) -> list[dict[str, Any]]:
                     latency = {m: p50 * f * rng.lognormvariate(0, cv) for (m, cv), f in
                                zip(LATENCY_CV.items(), (1, 1.4, 3, 6, 12, 6, 20), strict=True)}  # fmt: skip
                     commands = 1.0 if strategy == "fused" else 2.0
+                    server_us = redis_us / loss * rng.lognormvariate(0, NOISY_MODEL["us_cv"])
                     rows.append({
                         **ids(run_id), "strategy": strategy, "rep": rep, "workers": workers, "producers": 1,
                         "rtt_ms": float(rtt), "batch_size": 20, "payload_bytes": 50, "target_rate": 0.0,
                         "warmup_s": 0.5, "measure_s": 1.0, "duration_s": 1.0, "jobs": round(jobs_s),
                         "jobs_per_s": round(jobs_s, 1), "round_trips_per_job": trips,
                         "server_calls_per_job": commands + 0.05,
-                        "server_us_per_job": round(redis_us / loss * rng.lognormvariate(0, NOISY_MODEL["us_cv"]), 2),
+                        "server_us_per_job": round(server_us, 2),
                         **{m: round(v, 1) for m, v in latency.items()},
-                        "loadgen_cpu_pct": 95.0 if rtt == 0 else 50.0, "saturated": rtt == 0, "audit_ok": True,
+                        "loadgen_cpu_pct": 95.0 if rtt == 0 else 50.0, "saturated": rtt == 0,
+                        "audit_ok": True,
                         "concurrency": 1, "job_ms": 0.0, "commands_per_job": commands,
                         "server_commands_per_job": commands + 0.01,
                         "loadgen_cpu_us_per_job": round(300 / loss * rng.lognormvariate(0, 0.05), 1),
