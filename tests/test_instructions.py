@@ -86,8 +86,8 @@ def phase_counts(
 
 
 def near(a: float, b: float) -> bool:
-    """Within 0.5%, or within the few hundred instructions Redis's random hash seed moves a small
-    script's count from server to server (compare's rule for instructions)."""
+    """Within 0.5%, or within the instructions Redis's random hash seed moves a small script's count
+    from server to server (compare's rule for instructions)."""
     return abs(b / a - 1) <= INSTRUCTIONS_BEYOND or abs(b - a) <= INSTRUCTIONS_LEAST
 
 

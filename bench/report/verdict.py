@@ -6,7 +6,7 @@ A verdict needs evidence. It is decided in this order (``verdict``):
 
 1. A deterministic count (``exact``: a count the code fixes, as commands a
    job, or instructions counted under callgrind) is judged on its value alone:
-   ``same`` within 5% (instructions: 0.5%, and 500 a call), else ``better`` or
+   ``same`` within 5% (instructions: 0.5%, and 1,000 a call), else ``better`` or
    ``worse`` by the metric's direction; a busy machine does not move it.
 2. Timed metrics are judged from clean windows (neither contended nor
    saturated) where both runs have one (compare.metrics picks them); where a

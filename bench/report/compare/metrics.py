@@ -97,9 +97,12 @@ SCRIPT_COST_EXACT = ("commands_per_call",)  # the scripts fix it: no noise to te
 # seeds its hash tables at random as it starts, so a command name's or a key's lookup walks a
 # chain a little longer or shorter from server to server: two servers counted extendLock (27,500
 # a call) 230 apart (0.8%), the only functions that differed being the chain walks (dictFind,
-# strcasecmp). A change is claimed beyond that too; one more redis.call costs about 5,000.
+# strcasecmp). The command table's lookups are left out of the counts now (harness.callgrind);
+# the keys' remain, and two runs of one commit (one beside a CPU hog) put 35 of 38 figures within
+# 0.5%, the rest within 0.75% and 640 instructions. A change is claimed beyond 1,000 too; one
+# more redis.call costs about 5,000.
 INSTRUCTIONS_EXACT = ("instructions_per_call", "server_instructions_per_call")
-INSTRUCTIONS_LEAST = 500.0
+INSTRUCTIONS_LEAST = 1000.0
 
 STAGE_METRICS: dict[str, tuple[Metric, ...]] = {
     "finish_fetch": (
