@@ -65,8 +65,8 @@ def instructions_table(data: RunData) -> pd.DataFrame | None:
 def instructions_section(data: RunData) -> list[str]:
     table = instructions_table(data)
     if table is None:
-        skipped = data.meta.get("instructions")
-        if isinstance(skipped, dict) and skipped.get("skipped"):
-            return ["## Redis's cost in instructions", "", f"*Not counted: {skipped['skipped']}.*", ""]
+        about = data.meta.instructions
+        if about is not None and about.skipped:
+            return ["## Redis's cost in instructions", "", f"*Not counted: {about.skipped}.*", ""]
         return []
     return ["## Redis's cost in instructions", "", ABOUT, "", markdown_table(table), ""]
