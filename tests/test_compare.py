@@ -145,6 +145,9 @@ def test_on_noisy_windows_only_a_change_far_beyond_both_runs_spread_is_judged() 
     assert verdict(steady(1000), steady(500), True, noisy=(False, True)) == "unstable"
     assert verdict(steady(1000), steady(500), True, noisy=(True, False)) == "worse"
     assert verdict(steady(500), steady(1000), True, noisy=(True, False)) == "unstable"
+    # both noisy, but the run that looks worse far more disturbed (foreign CPU and steal): no claim
+    assert verdict(steady(1000), steady(500), True, contended=True, disturbed=(10.0, 80.0)) == "unstable"
+    assert verdict(steady(1000), steady(500), True, contended=True, disturbed=(80.0, 75.0)) == "worse"
 
 
 def sweep_row(**values: object) -> dict[str, object]:

@@ -21,8 +21,9 @@ A verdict needs evidence. It is decided in this order (``verdict``):
    process against one server) widened by the drift of the two runs' machine
    calibrations (``claim_beyond``).
 5. A noisy window only ever makes a run look worse. Where the run that looks
-   worse was noisy, a change is claimed only when the other was noisy too and
-   the change is far beyond both: ranges apart, beyond x1.4 either way
+   worse was noisy, a change is claimed only when the other was noisy too, the
+   worse no more disturbed (foreign CPU and steal) than the other, and the
+   change is far beyond both: ranges apart, beyond x1.4 either way
    (``NOISY_BEYOND``) and beyond five times the runs' pooled stdev (a halving
    with a 4% spread on both sides); else ``same`` within the threshold widened
    by the larger coefficient of variation, or when the change is not
@@ -59,6 +60,11 @@ BETWEEN_RUNS = 0.15  # the least change between two runs a measured metric is ju
 NOISY_BEYOND = 0.40
 FAR_SPREADS = 5.0
 APART_WINDOWS = 3  # the fewest windows a side for ranges apart to count as evidence
+# A far-beyond change on noisy windows is claimed only when the run that looks worse was not the
+# more disturbed one: its foreign CPU and steal (mean % of a core over its windows) at most this
+# much above the other's. A real A/A under a CPU hog put one run's two-call cycle at x1.46 the
+# other's with spreads of 1% and 4%: both contended, one far more.
+DISTURBANCE_SLACK = 10.0
 NO_SPREAD = "no spread"
 VERDICTS = ("better", "worse", "same", "unstable", NO_SPREAD)
 
@@ -174,12 +180,14 @@ def verdict(
     exact_beyond: float = CLAIM_BEYOND,
     contended: bool = False,
     noisy: tuple[bool, bool] = (False, False),
+    disturbed: tuple[float, float] | None = None,
     beyond: float = BETWEEN_RUNS,
     least: float = 0.0,
 ) -> str:
     """better | worse | same | unstable | no spread, by the rules of the module docstring;
     ``noisy`` says which run's windows were contended or saturated (``contended``: both),
-    ``beyond`` is the between-runs threshold of a measured metric (``claim_beyond``), ``least``
+    ``disturbed`` how much (each run's mean foreign CPU and steal, % of a core), ``beyond`` is the
+    between-runs threshold of a measured metric (``claim_beyond``), ``least``
     the smallest change in the metric's own unit that is claimed at all."""
     if exact:  # a busy CPU does not change a count the code fixes
         if least and abs(a.mean - b.mean) <= least:
@@ -198,7 +206,12 @@ def verdict(
     worse_noisy, better_noisy = (noisy_b, noisy_a) if b_looks_worse else (noisy_a, noisy_b)
     widened = beyond + max(cv or 0.0 for cv in (a.cv, b.cv))
     if worse_noisy:
-        if better_noisy and far_beyond(a, b, beyond):  # both as noisy, and far beyond both spreads
+        worse_more_disturbed = disturbed is not None and (
+            (disturbed[1] - disturbed[0] if b_looks_worse else disturbed[0] - disturbed[1])
+            > DISTURBANCE_SLACK
+        )
+        # both noisy, the worse no more disturbed than the other, and far beyond both spreads
+        if better_noisy and not worse_more_disturbed and far_beyond(a, b, beyond):
             return _by_threshold(a, b, higher_is_better, beyond)
         return "same" if abs(change) <= widened or not significant(a, b) else "unstable"
     # The run that looks worse was clean: noise can only have hidden part of the change. Ranges

@@ -266,6 +266,7 @@ def compare_runs(
             samples(stage, frame_b[clean_mask(frame_b)]),
         )
         windows_a, windows_b = window_counts(stage, frame_a), window_counts(stage, frame_b)
+        disturbed_a, disturbed_b = disturbance(stage, frame_a), disturbance(stage, frame_b)
         for key in sorted(points_a.keys() & points_b.keys(), key=key_order):
             flags_a, flags_b = _flags(frame_a, stage, key), _flags(frame_b, stage, key)
             flags = [f"{f} in A" for f in flags_a] + [f"{f} in B" for f in flags_b]
@@ -295,6 +296,7 @@ def compare_runs(
                     exact=metric.exact,
                     exact_beyond=metric.exact_beyond,
                     noisy=noisy,
+                    disturbed=(disturbed_a.get(key, 0.0), disturbed_b.get(key, 0.0)),
                     beyond=claim_beyond(metric.floor, drift),
                     least=metric.least,
                 )
@@ -338,6 +340,21 @@ def window_counts(stage: str, frame: pd.DataFrame) -> dict[tuple[object, ...], t
     clean = clean_mask(frame)
     return {
         tuple(norm_key(v) for v in raw_key): (len(group), int(clean[group.index].sum()))
+        for raw_key, group in frame.groupby(keys, sort=True, dropna=False)
+    }
+
+
+def disturbance(stage: str, frame: pd.DataFrame) -> dict[tuple[object, ...], float]:
+    """Per point: its windows' mean foreign CPU plus steal, % of a core (0 where not recorded)."""
+    keys = list(STAGE_KEYS[stage])
+    if frame.empty or any(k not in frame.columns for k in keys):
+        return {}
+    load = pd.Series(0.0, index=frame.index)
+    for column in ("foreign_cpu_pct", "steal_pct"):
+        if column in frame.columns:
+            load = load + pd.to_numeric(frame[column], errors="coerce").fillna(0.0)
+    return {
+        tuple(norm_key(v) for v in raw_key): float(load[group.index].mean())
         for raw_key, group in frame.groupby(keys, sort=True, dropna=False)
     }
 
