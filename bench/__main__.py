@@ -1,5 +1,5 @@
 """`echomq-bench <command>` (or `python -m bench <command>`): run, report, compare, runs, sweep, race,
-finish-fetch, bullmq-worker, script-cost, predict, publish."""
+finish-fetch, bullmq-worker, script-cost, instructions, predict, publish."""
 
 from __future__ import annotations
 
@@ -24,6 +24,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "bench.stages.script_cost.stage",
         "main",
         "Redis µs per call of each script, small queue",
+    ),
+    "instructions": (
+        "bench.stages.instructions.stage",
+        "main",
+        "instructions Redis runs a call and a job (callgrind)",
     ),
     "predict": ("bench.report.predict", "predict_main", "jobs/s a run's model predicts at other points"),
     "publish": ("bench.report.cli", "publish_main", "copy a run into docs/results/; --page: the page"),

@@ -30,6 +30,7 @@ STAGE_MODULES = {
     "bullmq_worker": "bench.stages.bullmq_worker.stage",
     "sweep": "bench.stages.sweep.stage",
     "race": "bench.stages.race.stage",
+    "instructions": "bench.stages.instructions.stage",
 }
 
 

@@ -107,5 +107,7 @@ def test_the_resolved_profile_holds_every_key_with_its_value():
     assert record["name"] == "smoke" and record["stages"][-1] == "report"
     assert record["finish_fetch"]["measure-s"] == 1.0 and record["finish_fetch"]["workers"] == [2]
     assert record["sweep"]["sweep-slice"] == 100  # a default the file leaves out
-    keys = {k for section in ("finish_fetch", "sweep", "race", "bullmq_worker") for k in record[section]}
+    sections = ("finish_fetch", "sweep", "race", "bullmq_worker", "instructions")
+    keys = {k for section in sections for k in record[section]}
+    assert record["instructions"]["instructions-calls"] == 50
     assert keys == set(known_keys())

@@ -193,13 +193,37 @@ class BullmqWorkerOptions:
     bullmq_worker_window_s: float = field(default=1.0, metadata=_min(0))
 
 
-SECTIONS = (FinishFetchOptions, SweepOptions, RaceOptions, BullmqWorkerOptions)
+@dataclass(frozen=True)
+class InstructionsOptions:
+    """The instructions Redis executes a call and a job, counted under valgrind's callgrind (skipped
+    with one line where valgrind is missing)."""
+
+    # calls a step's batch; 2N more check the count is a cost per call. A multiple of 50: Redis steps
+    # Lua's garbage collector every 50 script calls, so each batch holds whole steps of it
+    instructions_calls: int = field(default=200, metadata=_min(50))
+    # the sweep variants counted, each over an active list of every size whose locks all lapsed
+    instructions_sweep_variants: tuple[str, ...] = (
+        "atomic", "atomic_linear", "atomic_sliced", "app_side", "app_side_pipelined",
+    )  # fmt: skip
+    instructions_sweep_sizes: tuple[int, ...] = field(default=(100, 1000), metadata=_min(1))
+
+    def __post_init__(self) -> None:
+        if self.instructions_calls % 50:
+            raise BenchError(
+                f"profile key instructions-calls = {self.instructions_calls} is not a multiple of 50; "
+                "Redis steps Lua's garbage collector every 50 script calls: use 50, 100, 200..."
+            )
+
+
+SECTIONS = (FinishFetchOptions, SweepOptions, RaceOptions, BullmqWorkerOptions, InstructionsOptions)
 
 
 @dataclass(frozen=True)
 class Profile:
     name: str
-    stages: tuple[str, ...] = ("finish_fetch", "script_cost", "sweep", "race", "bullmq_worker", "report")
+    stages: tuple[str, ...] = (
+        "finish_fetch", "script_cost", "sweep", "race", "bullmq_worker", "instructions", "report",
+    )  # fmt: skip
     # the queue protocols every stage measures, side by side (bench/protocol/base.py PROTOCOLS)
     protocols: tuple[str, ...] = ("echomq",)
     # With no REDIS_URL: start an embedded 3-master Redis Cluster instead of one server.
@@ -208,9 +232,10 @@ class Profile:
     sweep: SweepOptions = SweepOptions()
     race: RaceOptions = RaceOptions()
     bullmq_worker: BullmqWorkerOptions = BullmqWorkerOptions()
+    instructions: InstructionsOptions = InstructionsOptions()
 
 
-STAGES = ("finish_fetch", "script_cost", "sweep", "race", "bullmq_worker", "report")
+STAGES = ("finish_fetch", "script_cost", "sweep", "race", "bullmq_worker", "instructions", "report")
 
 
 def finish_fetch_protocols(profile: Profile) -> tuple[str, ...]:
@@ -435,4 +460,5 @@ def load_profile(name_or_path: str) -> Profile:
         sweep=SweepOptions(**values[SweepOptions]),
         race=RaceOptions(**values[RaceOptions]),
         bullmq_worker=BullmqWorkerOptions(**values[BullmqWorkerOptions]),
+        instructions=InstructionsOptions(**values[InstructionsOptions]),
     )

@@ -10,17 +10,22 @@ else may use the server meanwhile.
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
 
+from bench.protocol.base import QueueProtocol
 from bench.protocol.commandstats import CommandStats
 from bench.protocol.connection import Client
-from bench.protocol.queue import Job, Producer, Queue, Worker
+from bench.protocol.queue import Job, Producer, Queue, Worker, job_payload, now_ms
 from bench.protocol.sweep import AtomicSweeper
 
 # A phase's commands per call: command name -> calls / the phase's calls.
 Commands = dict[str, float]
 Row = tuple[str, int, float, Commands]
+T = TypeVar("T")
 
 
 def _measure(client: Client, action: Callable[[], object], calls: int) -> tuple[int, float, Commands]:
@@ -33,25 +38,66 @@ def _measure(client: Client, action: Callable[[], object], calls: int) -> tuple[
     return n, delta.usec.get("evalsha", 0) / max(n, 1), per_call
 
 
-def measure_phases(client: Client, calls: int, protocol: str = "echomq") -> list[Row]:
+def measure_phases(client: Client, calls: int, protocol: str | QueueProtocol = "echomq") -> list[Row]:
     """(phase, EVALSHA calls, server µs per call, commands per call) for each phase, on a
     queue of ``calls`` jobs. Every phase of one protocol runs on one queue, in this order."""
-    rows: list[Row] = []
-    queue = Queue.open(client, f"cost-{uuid.uuid4().hex[:8]}", protocol=protocol)
+    found = run_phases(client, calls, protocol, lambda action, n: _measure(client, action, n))
+    return [(name, *measured) for name, measured in found]
+
+
+def _ticking(start_ms: int) -> Callable[[], int]:
+    """A clock that starts at ``start_ms`` and moves on 1 ms each time it is read."""
+    ticks = itertools.count(start_ms)
+    return lambda: next(ticks)
+
+
+# The instant a fixed clock starts at (2023-11-14T22:13:20Z): a 13-digit ms timestamp like a real one.
+FIXED_START_MS = 1_700_000_000_000
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What the phases' calls carry besides the queue's state: the time, the worker, the queue's name.
+    Live by default (the wall clock, a random worker and queue: a shared server); ``fixed`` ones
+    make the same calls carry the same bytes, so they cost the same instructions."""
+
+    clock: Callable[[], int] = now_ms
+    worker_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    queue_name: str = field(default_factory=lambda: f"cost-{uuid.uuid4().hex[:8]}")
+
+    @classmethod
+    def fixed(cls, queue_name: str, start_ms: int = FIXED_START_MS) -> Inputs:
+        """A clock ticking 1 ms a call from ``start_ms``, one worker id, ``queue_name``."""
+        return cls(_ticking(start_ms), "phases-work0", queue_name)
+
+
+def run_phases(
+    client: Client,
+    calls: int,
+    protocol: str | QueueProtocol,
+    meter: Callable[[Callable[[], object], int], T],
+    inputs: Inputs | None = None,
+) -> list[tuple[str, T]]:
+    """Each phase's ``meter(action, calls)``, on a queue of ``calls`` jobs, in this order: what
+    a phase measured is the meter's (INFO commandstats deltas, or instructions counted)."""
+    inputs = inputs or Inputs()
+    rows: list[tuple[str, T]] = []
+    queue = Queue.open(client, inputs.queue_name, protocol=protocol, clock=inputs.clock)
     try:
         producer = Producer(queue)
-        worker = Worker(queue, "two_call")
-        rows.append(("addJob", *_measure(client, producer.add, calls)))
+        worker = Worker(queue, "two_call", worker_id=inputs.worker_id)
+        data = job_payload(0, inputs.clock() * 1000)
+        rows.append(("addJob", meter(lambda: producer.add(data), calls)))
         held: list[Job] = []
-        rows.append(("moveToActive", *_measure(client, lambda: held.append(worker.fetch()), calls)))  # type: ignore[arg-type]
+        rows.append(("moveToActive", meter(lambda: held.append(worker.fetch()), calls)))  # type: ignore[arg-type]
         to_finish = iter(held)
         rows.append(
             (
                 "moveToFinished (fetch next = 0)",
-                *_measure(client, lambda: worker.finish(next(to_finish), fetch_next=False), calls),
+                meter(lambda: worker.finish(next(to_finish), fetch_next=False), calls),
             )
         )
-        producer.add_batch(calls + 1)
+        producer.add_batch(calls + 1, enqueued_us=inputs.clock() * 1000)
         current = [worker.fetch()]
 
         def fused() -> None:
@@ -59,20 +105,23 @@ def measure_phases(client: Client, calls: int, protocol: str = "echomq") -> list
             assert job is not None
             current[0] = worker.finish(job, fetch_next=True).next_job
 
-        rows.append(("moveToFinished (fetch next = 1)", *_measure(client, fused, calls)))
+        rows.append(("moveToFinished (fetch next = 1)", meter(fused, calls)))
 
         job = current[0]
         assert job is not None
-        rows.append(("extendLock", *_measure(client, lambda: worker.extend_lock(job), calls)))
-        producer.add_batch(99)
+        rows.append(("extendLock", meter(lambda: worker.extend_lock(job), calls)))
+        producer.add_batch(99, enqueued_us=inputs.clock() * 1000)
         while worker.fetch() is not None:
             pass
         sweeper = AtomicSweeper(queue)
         sweeper.sweep()  # a protocol's first sweep may do more (echomq-deadline's full pass)
-        rows.append(("moveStalledJobsToWait (100 active, healthy)", *_measure(client, sweeper.sweep, calls)))
+        rows.append((HEALTHY_SWEEP, meter(sweeper.sweep, calls)))
     finally:
         queue.delete()
     return rows
+
+
+HEALTHY_SWEEP = "moveStalledJobsToWait (100 active, healthy)"
 
 
 def measure_scripts(client: Client, calls: int, protocol: str = "echomq") -> list[tuple[str, int, float]]:
@@ -86,7 +135,7 @@ CYCLES: dict[str, tuple[str, ...]] = {
     "fused cycle": ("moveToFinished (fetch next = 1)",),
     "two-call cycle": ("moveToFinished (fetch next = 0)", "moveToActive"),
     "extendLock": ("extendLock",),
-    "healthy sweep (100 active)": ("moveStalledJobsToWait (100 active, healthy)",),
+    "healthy sweep (100 active)": (HEALTHY_SWEEP,),
 }
 
 

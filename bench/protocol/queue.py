@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -80,6 +80,9 @@ class Queue:
     keys: QueueKeys
     scripts: Scripts
     protocol: QueueProtocol
+    # The ms timestamp every call of this queue's producers, workers and sweepers passes: the
+    # wall clock, or a fixed one where the same calls must cost the same (instruction counts).
+    clock: Callable[[], int] = now_ms
 
     @classmethod
     def open(
@@ -88,14 +91,15 @@ class Queue:
         name: str,
         extra_scripts: tuple[str, ...] = (),
         protocol: str | QueueProtocol = "echomq",
+        clock: Callable[[], int] = now_ms,
     ) -> Queue:
         proto = protocol_named(protocol) if isinstance(protocol, str) else protocol
         scripts = load_scripts(client, extra_scripts, proto.script_sources())
-        return cls(client, proto.keys(name), scripts, proto)
+        return cls(client, proto.keys(name), scripts, proto, clock)
 
     def with_client(self, client: Client) -> Queue:
         """The same queue on another connection (scripts re-registered on it)."""
-        return Queue.open(client, self.keys.name, tuple(self.scripts.extra), self.protocol)
+        return Queue.open(client, self.keys.name, tuple(self.scripts.extra), self.protocol, self.clock)
 
     def call(self, call: ScriptCall) -> Any:
         """Send one call (EVALSHA; redis-py loads the script again after a NOSCRIPT)."""
@@ -183,7 +187,7 @@ class Producer:
             job_id=job_id,
             priority=priority,
             delay_ms=delay_ms,
-            now_ms=now_ms(),
+            now_ms=self.queue.clock(),
         )
 
     def add(self, data: str | None = None, *, job_id: str = "", priority: int = 0, delay_ms: int = 0) -> str:
@@ -285,7 +289,7 @@ class Worker:
     def fetch_call(self, token: str) -> ScriptCall:
         """moveToActive under ``token`` as its protocol builds it."""
         return self.queue.protocol.move_to_active(
-            self.queue.keys, token=token, options=self.options, now_ms=now_ms()
+            self.queue.keys, token=token, options=self.options, now_ms=self.queue.clock()
         )
 
     def read_job(self, reply: Any, token: str) -> Job | None:
@@ -322,7 +326,7 @@ class Worker:
             failed=failed,
             value=value,
             options=self.options,
-            now_ms=now_ms(),
+            now_ms=self.queue.clock(),
         )
 
     def read_finish(self, reply: Any, job: Job) -> FinishOutcome:

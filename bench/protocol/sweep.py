@@ -10,7 +10,7 @@ from typing import Any
 
 from bench.errors import BenchError
 from bench.protocol.base import ScriptCall, SweepSlice
-from bench.protocol.queue import Queue, _text, now_ms
+from bench.protocol.queue import Queue, _text
 from bench.protocol.scripts import SCRIPT_FILES, script_source
 
 STALLED_REASON = "job stalled more than allowable limit"
@@ -65,7 +65,10 @@ class AtomicSweeper(Sweeper):
 
     def _build(self, extra_args: tuple[Any, ...] = ()) -> ScriptCall:
         call = self.queue.protocol.sweep(
-            self.queue.keys, max_stalled=self.max_stalled, now_ms=now_ms(), interval_ms=self.check_interval_ms
+            self.queue.keys,
+            max_stalled=self.max_stalled,
+            now_ms=self.queue.clock(),
+            interval_ms=self.check_interval_ms,
         )
         if not self.protocol_step:
             call = ScriptCall(self.script_file, call.keys, [*call.args, *extra_args])
@@ -123,7 +126,7 @@ class AppSideSweeper(Sweeper):
         keys = self.queue.keys
         job_key = keys.job(job_id)
         if attempts > self.max_stalled:
-            ts = now_ms()
+            ts = self.queue.clock()
             pipe.zadd(keys.failed, {job_id: ts})
             pipe.hset(job_key, mapping={"failedReason": STALLED_REASON, "finishedOn": ts})
             result.failed.append(job_id)
@@ -272,7 +275,7 @@ class AtomicSlicedSweeper(AtomicSweeper):
         return self.queue.protocol.sliced_sweep(
             self.queue.keys,
             max_stalled=self.max_stalled,
-            now_ms=now_ms(),
+            now_ms=self.queue.clock(),
             interval_ms=self.check_interval_ms,
             cut=SweepSlice(self.slice_size, self.budget_us),
         )

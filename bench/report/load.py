@@ -24,6 +24,7 @@ from bench.results.rows import (
     FINISH_FETCH_COLUMNS,
     FINISH_FETCH_IMPLIED,
     FINISH_FETCH_SHARD_COLUMNS,
+    INSTRUCTIONS_COLUMNS,
     RACE_COLUMNS,
     SCRIPT_COST_COLUMNS,
     SWEEP_CONTROL_COLUMNS,
@@ -32,6 +33,7 @@ from bench.results.rows import (
     BullmqWorkerRow,
     FinishFetchRow,
     FinishFetchShardRow,
+    InstructionsRow,
     RaceRow,
     ScriptCostRow,
     SweepControlRow,
@@ -52,11 +54,12 @@ OPTIONAL_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
     "sweep_control": (SweepControlRow.FILE, SWEEP_CONTROL_COLUMNS),  # the sweep stage's control
     "script_cost": (ScriptCostRow.FILE, SCRIPT_COST_COLUMNS),  # finish_fetch's, since the script cost
     "finish_fetch_shards": (FinishFetchShardRow.FILE, FINISH_FETCH_SHARD_COLUMNS),
+    "instructions": (InstructionsRow.FILE, INSTRUCTIONS_COLUMNS),  # where valgrind could count them
 }
 TEXT_COLUMNS = frozenset(
     {"run_id", "protocol", "profile", "strategy", "variant", "scenario", "skipped", "limit"}
     | {"regime", "remeasure_stopped"}
-    | {"driver", "client", "error", "step", "commands", "master", "queue"}
+    | {"driver", "client", "error", "step", "commands", "master", "queue", "unit"}
     | {REGIME}  # a newer run's finish_fetch column (report.columns)
 )
 # Columns a run's every row holds alike: the report shows them once, in its Run section.

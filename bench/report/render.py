@@ -13,6 +13,7 @@ from bench.report.machine import machine_section
 from bench.report.sections.bullmq_worker import bullmq_worker_section
 from bench.report.sections.findings import findings_section
 from bench.report.sections.finish_fetch import finish_fetch_section
+from bench.report.sections.instructions import instructions_section
 from bench.report.sections.meta import meta_section
 from bench.report.sections.race import race_section
 from bench.report.sections.sweep import sweep_section
@@ -27,6 +28,7 @@ def render(data: RunData) -> str:
     lines += bullmq_worker_section(data)
     lines += sweep_section(data)
     lines += race_section(data)
+    lines += instructions_section(data)
     return "\n".join(lines).rstrip() + "\n"
 
 

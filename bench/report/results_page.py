@@ -19,6 +19,7 @@ from bench.report.machine import contended_rows
 from bench.report.markdown import fmt, markdown_table
 from bench.report.publish import PUBLISHED_DIR, published_runs
 from bench.report.ratios import POINT_COLUMNS, paired_ratios, shown_point_columns
+from bench.report.sections.instructions import SCRIPT_COST_STEPS
 
 README = REPO / "README.md"
 PAGE_NAME = "README.md"
@@ -30,7 +31,11 @@ NONE_YET = "No run is published yet."
 FINISH_FETCH_NOTE = (
     "Jobs/s, medians of the repetitions; the ratio is the median of the paired repetitions' ratios [min-max]."
 )
-SCRIPT_COST_NOTE = "Redis's own µs per call and commands per call, each step alone on a small queue, medians."
+SCRIPT_COST_NOTE = (
+    "Redis's own µs per call and commands per call, each step alone on a small queue, medians; where the run "
+    "counted them, the instructions Redis executed inside the step's commands (callgrind; client, "
+    "network and kernel outside them)."
+)
 SWEEP_COST_NOTE = (
     "µs of sweep time per job of the active list, at the client, median of the sweeps; —: not measured."
 )
@@ -75,9 +80,20 @@ def quiet_check(data: RunData) -> str:
         steal = max((f["steal_pct"].max() for f in frames if "steal_pct" in f.columns), default=None)
         busy = sum(len(contended_rows(f)) for f in frames)
         rows = sum(len(f) for f in frames)
+        clean = sum(int(clean_windows(f).sum()) for f in frames)
         parts.append(f"in the measured windows foreign CPU at most {fmt(worst)}% of a core, steal at most "
-                     f"{fmt(steal)}%; {busy} of {rows} rows contended")  # fmt: skip
+                     f"{fmt(steal)}%; {busy} of {rows} rows contended; clean windows (neither contended "
+                     f"nor saturated) {clean} of {rows}, {clean / rows:.0%}")  # fmt: skip
     return "; ".join(parts) or "not recorded"
+
+
+def clean_windows(frame: pd.DataFrame) -> pd.Series:
+    """The rows whose window was clean: neither contended nor saturated, as compare judges them."""
+    clean = pd.Series(True, index=frame.index)
+    for column in ("contended", "saturated"):
+        if column in frame.columns:
+            clean &= ~frame[column].fillna(False).astype(bool)
+    return clean
 
 
 def about_run(data: RunData) -> pd.DataFrame:
@@ -149,7 +165,27 @@ def script_cost_table(data: RunData) -> pd.DataFrame | None:
     commands = grouped["commands_per_call"].median().unstack("protocol")
     cells = {p: [f"{fmt(u)} µs, {fmt(c)} commands" for u, c in zip(us[p], commands[p], strict=True)]
              for p in us.columns}  # fmt: skip
+    counted = instructions_by_step(data)
+    if counted:  # the instructions beside the timed µs, where the run counted them
+        for p in us.columns:
+            cells[p] = [
+                f"{cell}, {counted[(p, step)]} instructions" if (p, step) in counted else cell
+                for cell, step in zip(cells[p], us.index, strict=True)
+            ]
     return pd.DataFrame({"step": us.index, **cells})
+
+
+def instructions_by_step(data: RunData) -> dict[tuple[str, str], str]:
+    """(protocol, script cost step) -> its instructions a unit inside command execution, shown."""
+    frame = data.frames.get("instructions")
+    if frame is None or frame.empty:
+        return {}
+    found = {}
+    for row in frame.to_dict("records"):
+        timed = SCRIPT_COST_STEPS.get(str(row["step"]))
+        if timed is not None:
+            found[(str(row["protocol"]), timed)] = fmt(round(float(row["instructions_per_call"])))
+    return found
 
 
 def sweep_table(data: RunData, column: str) -> pd.DataFrame | None:

@@ -5,28 +5,37 @@ between runs as well as inside one.
 A verdict needs evidence. It is decided in this order (``verdict``):
 
 1. A deterministic count (``exact``: a count the code fixes, as commands a
-   job) is judged on its value alone: ``same`` within 5%, else ``better`` or
+   job, or instructions counted under callgrind) is judged on its value alone:
+   ``same`` within 5% (instructions: 0.5%, and 1,000 a call), else ``better`` or
    ``worse`` by the metric's direction; a busy machine does not move it.
-2. ``unstable`` when the point was ``contended`` in either run (something
-   outside the run used the CPU during its window): its numbers say nothing.
+2. Timed metrics are judged from clean windows (neither contended nor
+   saturated) where both runs have one (compare.metrics picks them); where a
+   run has none, its noisy windows are used and the verdict knows which run
+   was noisy (``noisy``).
 3. ``no spread`` when either run measured the metric once per point (a max, a
    p99 of one window, a race count): one value against one value cannot tell a
-   change from noise. Two equal values are ``same``.
+   change from noise. Two values within the floor below are ``same``.
 4. The between-runs threshold: the metric's floor (``BETWEEN_RUNS``, 15%:
    two runs of identical code on a shared machine differ by this much; a
    sweep's time has its own, as pyperf's spread is measured inside one
    process against one server) widened by the drift of the two runs' machine
-   calibrations (``claim_beyond``). Beyond it, with the two runs' ranges
-   [min-max] over repetitions apart, ``better`` / ``worse`` by the metric's
-   direction, however noisy each run.
-5. ``unstable`` when either run's coefficient of variation (stdev / mean)
-   exceeds 10%.
-6. ``same`` within the threshold widened by the larger of the two runs'
-   coefficients of variation, or when Welch's t-test over the
-   repetitions does not find the change significant at 95% (as pyperf's
-   compare_to); else ``better`` / ``worse``. More jobs/s is better; more µs,
-   ms, round trips, calls, BUSY replies or anomalies is worse. A count going
-   from zero to anything is ``worse``.
+   calibrations (``claim_beyond``).
+5. A noisy window only ever makes a run look worse. Where the run that looks
+   worse was noisy, a change is claimed only when the other was noisy too, the
+   worse no more disturbed (foreign CPU and steal) than the other, and the
+   change is far beyond both: ranges apart, beyond x1.4 either way
+   (``NOISY_BEYOND``) and beyond five times the runs' pooled stdev (a halving
+   with a 4% spread on both sides); else ``same`` within the threshold widened
+   by the larger coefficient of variation, or when the change is not
+   significant, and ``unstable`` otherwise.
+6. Where the run that looks worse was clean: beyond the threshold with the
+   two runs' ranges [min-max] over three repetitions or more apart, ``better`` / ``worse``
+   by the metric's direction; ``same`` within the threshold widened by the
+   larger of the two runs' coefficients of variation, or when Welch's t-test
+   over the repetitions does not find the change significant at 95% (as
+   pyperf's compare_to); ``unstable`` when either run's coefficient of
+   variation exceeds 10%; else ``better`` / ``worse``. More jobs/s is better;
+   more µs, ms, round trips, calls, BUSY replies or anomalies is worse.
 
 ``unstable`` and ``no spread`` are not regressions: ``--fail-on-regression``
 fails on ``worse`` only.
@@ -43,7 +52,19 @@ import pandas as pd
 
 UNSTABLE_CV = 0.10
 CLAIM_BEYOND = 0.05  # a deterministic count this far apart is a change the code made
+INSTRUCTIONS_BEYOND = 0.005  # instructions counted under callgrind: the same calls agree within 0.25%
 BETWEEN_RUNS = 0.15  # the least change between two runs a measured metric is judged on
+# On noisy windows (contended or saturated in both runs) a change is claimed only when it is
+# this large (x1.4 either way) and beyond FAR_SPREADS times the runs' pooled stdev: a halving
+# of fused jobs/s with a 4% spread on both sides is 12 stdevs, no steal burst.
+NOISY_BEYOND = 0.40
+FAR_SPREADS = 5.0
+APART_WINDOWS = 3  # the fewest windows a side for ranges apart to count as evidence
+# A far-beyond change on noisy windows is claimed only when the run that looks worse was not the
+# more disturbed one: its foreign CPU and steal (mean % of a core over its windows) at most this
+# much above the other's. A real A/A under a CPU hog put one run's two-call cycle at x1.46 the
+# other's with spreads of 1% and 4%: both contended, one far more.
+DISTURBANCE_SLACK = 10.0
 NO_SPREAD = "no spread"
 VERDICTS = ("better", "worse", "same", "unstable", NO_SPREAD)
 
@@ -139,37 +160,72 @@ def apart(a: Sample, b: Sample) -> bool:
     return a.hi < b.lo or b.hi < a.lo
 
 
+def far_beyond(a: Sample, b: Sample, beyond: float) -> bool:
+    """A change no noise of these sizes explains: ranges apart, beyond ``NOISY_BEYOND`` (and the
+    between-runs threshold), and beyond ``FAR_SPREADS`` times the two runs' pooled stdev."""
+    if not (a.has_spread and b.has_spread) or not apart(a, b):
+        return False
+    assert a.stdev is not None and b.stdev is not None
+    pooled = math.sqrt((a.stdev**2 + b.stdev**2) / 2)
+    change = abs(ratio(a.mean, b.mean) - 1)
+    return change > max(beyond, NOISY_BEYOND) and abs(b.mean - a.mean) > FAR_SPREADS * pooled
+
+
 def verdict(
     a: Sample,
     b: Sample,
     higher_is_better: bool,
     *,
     exact: bool = False,
+    exact_beyond: float = CLAIM_BEYOND,
     contended: bool = False,
+    noisy: tuple[bool, bool] = (False, False),
+    disturbed: tuple[float, float] | None = None,
     beyond: float = BETWEEN_RUNS,
     least: float = 0.0,
 ) -> str:
     """better | worse | same | unstable | no spread, by the rules of the module docstring;
-    ``beyond`` is the between-runs threshold of a measured metric (``claim_beyond``), ``least``
+    ``noisy`` says which run's windows were contended or saturated (``contended``: both),
+    ``disturbed`` how much (each run's mean foreign CPU and steal, % of a core), ``beyond`` is the
+    between-runs threshold of a measured metric (``claim_beyond``), ``least``
     the smallest change in the metric's own unit that is claimed at all."""
     if exact:  # a busy CPU does not change a count the code fixes
-        return _by_threshold(a, b, higher_is_better, CLAIM_BEYOND)
-    if contended:
-        return "unstable"
+        if least and abs(a.mean - b.mean) <= least:
+            return "same"
+        return _by_threshold(a, b, higher_is_better, exact_beyond)
+    noisy_a, noisy_b = (True, True) if contended else noisy
+    change = ratio(a.mean, b.mean) - 1
     if not (a.has_spread and b.has_spread):
-        return "same" if a.mean == b.mean else NO_SPREAD
+        # one value against one value: equal, or within the floor, is no change; beyond it no verdict
+        return "same" if a.mean == b.mean or abs(change) <= beyond else NO_SPREAD
     if least and abs(a.mean - b.mean) <= least:
         return "same"
-    if apart(a, b) and abs(ratio(a.mean, b.mean) - 1) > beyond:
+    # A noisy window (steal, a busy neighbour, a saturated client) only ever makes a run look
+    # worse: where the run that looks worse had one, the change may be the noise.
+    b_looks_worse = (change < 0) == higher_is_better
+    worse_noisy, better_noisy = (noisy_b, noisy_a) if b_looks_worse else (noisy_a, noisy_b)
+    widened = beyond + max(cv or 0.0 for cv in (a.cv, b.cv))
+    if worse_noisy:
+        worse_more_disturbed = disturbed is not None and (
+            (disturbed[1] - disturbed[0] if b_looks_worse else disturbed[0] - disturbed[1])
+            > DISTURBANCE_SLACK
+        )
+        # both noisy, the worse no more disturbed than the other, and far beyond both spreads
+        if better_noisy and not worse_more_disturbed and far_beyond(a, b, beyond):
+            return _by_threshold(a, b, higher_is_better, beyond)
+        return "same" if abs(change) <= widened or not significant(a, b) else "unstable"
+    # The run that looks worse was clean: noise can only have hidden part of the change. Ranges
+    # apart say little over fewer than three windows a side (two against three fall apart by
+    # chance one time in five).
+    if apart(a, b) and min(a.n, b.n) >= APART_WINDOWS and abs(change) > beyond:
         return _by_threshold(a, b, higher_is_better, beyond)
-    if any(cv is not None and cv > UNSTABLE_CV for cv in (a.cv, b.cv)):
-        return "unstable"
     # Ranges that overlap: the threshold widened by the noisier run's own spread (two repetitions
     # far apart in one run say a change of that size between runs is no news).
-    beyond += max(cv or 0.0 for cv in (a.cv, b.cv))
-    if abs(ratio(a.mean, b.mean) - 1) <= beyond or not significant(a, b):
+    if abs(change) <= widened or not significant(a, b):
         return "same"
-    return _by_threshold(a, b, higher_is_better, beyond)
+    if any(cv is not None and cv > UNSTABLE_CV for cv in (a.cv, b.cv)):
+        return "unstable"
+    return _by_threshold(a, b, higher_is_better, widened)
 
 
 def _by_threshold(a: Sample, b: Sample, higher_is_better: bool, beyond: float) -> str:

@@ -185,6 +185,20 @@ class BullmqWorkerMeta:
     """BullMQ's Node package: its versions and scripts called, or why it is absent."""
 
 
+@dataclass(frozen=True)
+class InstructionsMeta:
+    """The instructions stage's section: how its counts were made, or why there are none."""
+
+    skipped: str | None = None
+    """Why nothing was counted (valgrind missing)."""
+    calls: int | None = None
+    """Calls a step's batch N (the row's figure is over 2N)."""
+    scopes: dict[str, str] = field(default_factory=dict)
+    """Each count's scope: the functions callgrind collected inside."""
+    outside: str | None = None
+    """What neither count holds."""
+
+
 # ---------------------------------------------------------------- the run
 
 
@@ -291,6 +305,8 @@ class RunMeta:
     """The race stage's section."""
     bullmq_worker: BullmqWorkerMeta | None = None
     """The bullmq_worker stage's section."""
+    instructions: InstructionsMeta | None = None
+    """The instructions stage's section."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunMeta:

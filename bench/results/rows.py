@@ -323,9 +323,37 @@ class ScriptCostRow:
     contended: bool = False
 
 
+@dataclass(frozen=True)
+class InstructionsRow:
+    """The instructions Redis executed for one step, counted under valgrind's callgrind: a count,
+    not a time, so steal cannot move it. Inside command execution (Redis's call(): the step's
+    scripts and the commands they run) and for the whole request (read, parse, run, reply);
+    the client, the network and the kernel are outside both."""
+
+    FILE: ClassVar[str] = "instructions.csv"
+    run_id: str
+    protocol: str  # "none": a baseline of no queue protocol (PING, EVALSHA of return 1)
+    profile: str
+    # a phase of the script cost ("moveToActive"), a worker's cycle ("fused cycle", a job),
+    # a baseline, or a sweep variant over an all-stalled active list ("sweep atomic")
+    step: str
+    active_size: int  # the sweep's active list, every id stalled (0: not a sweep)
+    unit: str  # what a count is per: "call", "job" (a cycle) or "stalled id" (a sweep)
+    calls: int  # the step's runs counted (a sweep: 1)
+    instructions_per_call: float  # inside command execution, per unit
+    server_instructions_per_call: float  # the whole request, from its read to its reply, per unit
+    # the count per unit over 2N calls against over N, in %: near 0 when it is a cost per call
+    # (empty for a sweep: one sweep is counted)
+    instructions_2n_diff_pct: float | None = None
+    server_instructions_2n_diff_pct: float | None = None
+    foreign_cpu_pct: float | None = None
+    steal_pct: float | None = None
+    contended: bool = False
+
+
 Row = (
     FinishFetchRow | FinishFetchShardRow | FinishFetchQueueRow | SweepCostRow | RaceRow | SweepHazardRow
-    | BullmqWorkerRow | ScriptCostRow | SweepControlRow
+    | BullmqWorkerRow | ScriptCostRow | SweepControlRow | InstructionsRow
 )  # fmt: skip
 
 # Columns a run from before them implies a value for: it ran one job in flight a
@@ -350,6 +378,7 @@ SWEEP_HAZARD_COLUMNS = columns_of(SweepHazardRow)
 SWEEP_CONTROL_COLUMNS = columns_of(SweepControlRow)
 BULLMQ_WORKER_COLUMNS = columns_of(BullmqWorkerRow)
 SCRIPT_COST_COLUMNS = columns_of(ScriptCostRow)
+INSTRUCTIONS_COLUMNS = columns_of(InstructionsRow)
 
 
 _FLOAT_COLUMNS: dict[type, frozenset[str]] = {}

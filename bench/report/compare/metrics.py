@@ -27,7 +27,18 @@ from typing import Any
 
 import pandas as pd
 
-from bench.report.verdict import BETWEEN_RUNS, CLAIM_BEYOND, Sample, claim_beyond, is_missing, ratio, verdict
+from bench.report.verdict import (
+    BETWEEN_RUNS,
+    CLAIM_BEYOND,
+    FAR_SPREADS,
+    INSTRUCTIONS_BEYOND,
+    NOISY_BEYOND,
+    Sample,
+    claim_beyond,
+    is_missing,
+    ratio,
+    verdict,
+)
 
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "finish_fetch": (
@@ -39,6 +50,7 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "bullmq_worker": ("protocol", "driver", "concurrency", "job_ms"),
     "sweep_hazard": ("protocol", "client", "stalled_jobs"),
     "script_cost": ("protocol", "step"),  # the hot path's script cost, a row per repetition
+    "instructions": ("protocol", "step", "active_size"),  # counted under callgrind, a row a step
 }
 # A key value left out of a point's label: echomq's points read as they did before protocols.
 LABEL_DEFAULTS = {"protocol": "echomq"}
@@ -51,10 +63,13 @@ class Metric:
     exact: bool = False  # a count the code fixes, not a measurement: no noise to test against
     floor: float = BETWEEN_RUNS  # the least change between two runs claimed (verdict.claim_beyond)
     least: float = 0.0  # the least change claimed in the column's own unit (0: any)
+    exact_beyond: float = CLAIM_BEYOND  # an exact count's least change claimed
 
 
 # A key at this value is left out of a point's name (a run from before the key ran at it).
-KEY_DEFAULTS: dict[str, object] = {"queues": 1, "concurrency": 1, "job_ms": 0, "load": 0, "regime": "steady"}
+KEY_DEFAULTS: dict[str, object] = {
+    "queues": 1, "concurrency": 1, "job_ms": 0, "load": 0, "regime": "steady", "active_size": 0,
+}  # fmt: skip
 
 # Lower is better for every metric but jobs/s, the Redis ceiling and the Locust/raw ratio. The raw
 # driver's own columns are left out: it runs once a point, every repetition carries its one value.
@@ -82,6 +97,17 @@ WORKER_LOWER = ("client_cpu_us_per_job", "redis_calls_per_job", "redis_us_per_jo
 HAZARD_LOWER = ("server_executions", "server_rejected", "probe_busy", "probe_max_us")
 SCRIPT_COST_LOWER = ("server_us_per_call",)
 SCRIPT_COST_EXACT = ("commands_per_call",)  # the scripts fix it: no noise to test against
+# Instructions Redis executed, counted under callgrind: fixed inputs give the same count run
+# after run, a busy machine or not, so a change beyond 0.5% is one the code made. But Redis
+# seeds its hash tables at random as it starts, so a command name's or a key's lookup walks a
+# chain a little longer or shorter from server to server: two servers counted extendLock (27,500
+# a call) 230 apart (0.8%), the only functions that differed being the chain walks (dictFind,
+# strcasecmp). The command table's lookups are left out of the counts now (harness.callgrind);
+# the keys' remain, and two runs of one commit (one beside a CPU hog) put 35 of 38 figures within
+# 0.5%, the rest within 0.75% and 640 instructions. A change is claimed beyond 1,000 too; one
+# more redis.call costs about 5,000.
+INSTRUCTIONS_EXACT = ("instructions_per_call", "server_instructions_per_call")
+INSTRUCTIONS_LEAST = 1000.0
 
 STAGE_METRICS: dict[str, tuple[Metric, ...]] = {
     "finish_fetch": (
@@ -100,6 +126,10 @@ STAGE_METRICS: dict[str, tuple[Metric, ...]] = {
     "script_cost": (
         *map(Metric, SCRIPT_COST_LOWER),
         *(Metric(column, exact=True) for column in SCRIPT_COST_EXACT),
+    ),
+    "instructions": tuple(
+        Metric(column, exact=True, exact_beyond=INSTRUCTIONS_BEYOND, least=INSTRUCTIONS_LEAST)
+        for column in INSTRUCTIONS_EXACT
     ),
 }
 
@@ -180,7 +210,8 @@ class Comparison:
         return (
             f"a measured metric is judged changed beyond {shown} (a sweep's time the larger, and"
             f" by {SWEEP_TIME_LEAST_MS:g} ms at least){widened}; a count the code fixes beyond"
-            f" {CLAIM_BEYOND:.0%}"
+            f" {CLAIM_BEYOND:.0%}, instructions counted beyond {INSTRUCTIONS_BEYOND:.1%} and"
+            f" {INSTRUCTIONS_LEAST:,.0f} a call"
         )
 
     def count(self, what: str) -> int:
@@ -235,37 +266,113 @@ def compare_runs(
             if only:
                 labels = "; ".join(point_label(keys, k) for k in sorted(only, key=key_order))
                 notes.append(f"{stage}: only in run {side}: {labels}")
+        clean_a, clean_b = (
+            samples(stage, frame_a[clean_mask(frame_a)]),
+            samples(stage, frame_b[clean_mask(frame_b)]),
+        )
+        windows_a, windows_b = window_counts(stage, frame_a), window_counts(stage, frame_b)
+        disturbed_a, disturbed_b = disturbance(stage, frame_a), disturbance(stage, frame_b)
         for key in sorted(points_a.keys() & points_b.keys(), key=key_order):
             flags_a, flags_b = _flags(frame_a, stage, key), _flags(frame_b, stage, key)
             flags = [f"{f} in A" for f in flags_a] + [f"{f} in B" for f in flags_b]
-            contended = "contended" in flags_a or "contended" in flags_b
+            (n_a, clean_n_a), (n_b, clean_n_b) = windows_a[key], windows_b[key]
             for metric in STAGE_METRICS[stage]:
                 sa, sb = points_a[key].get(metric.column), points_b[key].get(metric.column)
                 if sa is None or sb is None:
                     continue
+                ca, cb = clean_a.get(key, {}).get(metric.column), clean_b.get(key, {}).get(metric.column)
+                notes_here = list(flags)
+                noisy = (False, False)
+                if metric.exact:
+                    ja, jb = sa, sb
+                elif ca is not None and cb is not None:  # both runs have a clean window: judged on those
+                    ja, jb = with_spread(ca, sa), with_spread(cb, sb)
+                    if clean_n_a < n_a or clean_n_b < n_b:
+                        notes_here.append(
+                            f"judged on clean windows, {clean_n_a} of {n_a} in A, {clean_n_b} of {n_b} in B"
+                        )
+                else:
+                    ja, jb = sa, sb
+                    noisy = (clean_n_a < n_a, clean_n_b < n_b)
+                said = verdict(
+                    ja,
+                    jb,
+                    metric.higher_is_better,
+                    exact=metric.exact,
+                    exact_beyond=metric.exact_beyond,
+                    noisy=noisy,
+                    disturbed=(disturbed_a.get(key, 0.0), disturbed_b.get(key, 0.0)),
+                    beyond=claim_beyond(metric.floor, drift),
+                    least=metric.least,
+                )
+                if all(noisy) and said in ("better", "worse"):
+                    notes_here.append(
+                        f"noisy windows in both runs, the change far beyond them (x{1 + NOISY_BEYOND:g} and "
+                        f"{FAR_SPREADS:g} stdevs)"
+                    )
                 rows.append(
                     {
                         "stage": stage,
                         "point": point_label(keys, key),
                         "metric": metric.column,
-                        "a": sa.mean,
-                        "b": sb.mean,
-                        "ratio": ratio(sa.mean, sb.mean),
-                        "cv_a": sa.cv,
-                        "cv_b": sb.cv,
-                        "verdict": verdict(
-                            sa,
-                            sb,
-                            metric.higher_is_better,
-                            exact=metric.exact,
-                            contended=contended,
-                            beyond=claim_beyond(metric.floor, drift),
-                            least=metric.least,
-                        ),
-                        "note": ", ".join(flags),
+                        "a": ja.mean,
+                        "b": jb.mean,
+                        "ratio": ratio(ja.mean, jb.mean),
+                        "cv_a": ja.cv,
+                        "cv_b": jb.cv,
+                        "verdict": said,
+                        "note": ", ".join(notes_here),
                     }
                 )
     return Comparison(pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS)), notes, drift)
+
+
+def clean_mask(frame: pd.DataFrame) -> pd.Series:
+    """The rows whose window was clean: neither contended nor saturated (a stage without those
+    flags: every row)."""
+    mask = pd.Series(True, index=frame.index)
+    for column in ("contended", "saturated"):
+        if column in frame.columns:
+            mask &= ~frame[column].map(_truthy)
+    return mask
+
+
+def window_counts(stage: str, frame: pd.DataFrame) -> dict[tuple[object, ...], tuple[int, int]]:
+    """Per point: its windows (rows) and how many were clean."""
+    keys = list(STAGE_KEYS[stage])
+    if frame.empty or any(k not in frame.columns for k in keys):
+        return {}
+    clean = clean_mask(frame)
+    return {
+        tuple(norm_key(v) for v in raw_key): (len(group), int(clean[group.index].sum()))
+        for raw_key, group in frame.groupby(keys, sort=True, dropna=False)
+    }
+
+
+def disturbance(stage: str, frame: pd.DataFrame) -> dict[tuple[object, ...], float]:
+    """Per point: its windows' mean foreign CPU plus steal, % of a core (0 where not recorded)."""
+    keys = list(STAGE_KEYS[stage])
+    if frame.empty or any(k not in frame.columns for k in keys):
+        return {}
+    load = pd.Series(0.0, index=frame.index)
+    for column in ("foreign_cpu_pct", "steal_pct"):
+        if column in frame.columns:
+            load = load + pd.to_numeric(frame[column], errors="coerce").fillna(0.0)
+    return {
+        tuple(norm_key(v) for v in raw_key): float(load[group.index].mean())
+        for raw_key, group in frame.groupby(keys, sort=True, dropna=False)
+    }
+
+
+def with_spread(clean: Sample, every: Sample) -> Sample:
+    """The clean windows' sample, with every window's spread where the clean ones alone have none
+    (one clean window): a noisy spread is the wider, so no change is claimed on too little."""
+    if clean.has_spread or not every.has_spread:
+        return clean
+    assert every.stdev is not None
+    sd = every.stdev
+    cv = sd / abs(clean.mean) if clean.mean else None
+    return Sample(clean.mean, clean.mean - sd, clean.mean + sd, cv, 2, sd)
 
 
 def _usable(stage: str, frame: pd.DataFrame, notes: list[str], side: str) -> pd.DataFrame:

@@ -1,0 +1,142 @@
+"""A redis-server under valgrind's callgrind: the instructions Redis executes, counted.
+
+A count of instructions is not a time: steal, a busy neighbour or a slow clock
+cannot move it, so a change of a few percent in a script's cost shows where a
+time would drown it. The server runs under ``valgrind --tool=callgrind`` with
+collection on only inside the functions of its ``Scope``; ``callgrind_control``
+zeroes the counters before a batch of calls and dumps them after it, and the
+dump's ``summary:`` line is the batch's count. Only Redis's own user-space
+instructions are counted: the client, the network and the kernel's share of a
+call are outside it.
+
+Two scopes, each its own server (callgrind cannot count two regions at once):
+
+- ``command``: inside command execution, Redis's ``call()`` (a script's own
+  ``redis.call`` commands run nested in it and are counted with it): what a
+  script costs.
+- ``server``: a request from its read to its reply: ``readQueryFromClient``
+  (read, parse, look up, run) and ``beforeSleep`` (which writes the replies).
+  The timers (``serverCron``) are outside both, so an idle second adds about
+  3,000 instructions, and a slower machine no more than that.
+
+Both leave out the command table's lookups (``lookupCommand``, toggled off inside
+them): Redis seeds its hash tables at random as it starts, so a name's lookup
+walks a longer or shorter chain from server to server, and a sweep that runs
+thousands of ``redis.call`` moved by 1.8% between two servers; without them, 0.2%.
+(In the ``command`` scope the client command's own lookup, made before ``call()``,
+toggles collection on for its length instead: one lookup a request.)
+
+The Debian redis-server exports these symbols; a binary without them counts
+nothing, which ``count`` refuses with one line.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from bench.errors import BenchError
+from bench.harness.server import EmbeddedRedis, Source
+
+Scope = Literal["command", "server"]
+SCOPES: dict[Scope, tuple[str, ...]] = {
+    "command": ("call", "lookupCommand"),
+    "server": ("readQueryFromClient", "beforeSleep", "lookupCommand"),
+}
+# valgrind starts a redis-server in a second or two on a quiet machine; a loaded one takes longer.
+VALGRIND_START_S = 90.0
+CONTROL_TIMEOUT_S = 60.0  # callgrind_control waits for the server to take its command
+_SUMMARY = re.compile(r"^(?:summary|totals):\s*(\d+)", re.MULTILINE)
+OUT_FILE = "callgrind.out"
+
+
+def valgrind_missing() -> str | None:
+    """Why instructions cannot be counted here, or None when valgrind and callgrind_control are on PATH."""
+    for tool in ("valgrind", "callgrind_control"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not on PATH (install valgrind: apt-get install valgrind)"
+    return None
+
+
+class CallgrindRedis(EmbeddedRedis):
+    """An embedded redis-server (no persistence, a free port) run under callgrind, counting ``scope``."""
+
+    start_deadline_s = VALGRIND_START_S
+
+    def __init__(self, scope: Scope, source: Source = "auto") -> None:
+        missing = valgrind_missing()
+        if missing:
+            raise BenchError(f"cannot count instructions: {missing}")
+        # No slowlog: under valgrind every call is slow, and logging one copies its arguments,
+        # so the count would follow the clock.
+        super().__init__(source, extra_args=("--slowlog-log-slower-than", "-1"))
+        self.scope = scope
+
+    @property
+    def out_file(self) -> Path:
+        return self.folder / OUT_FILE
+
+    def command_prefix(self) -> tuple[str, ...]:
+        return (
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={self.out_file}",
+            "--collect-atstart=no",
+            *(f"--toggle-collect={function}" for function in SCOPES[self.scope]),
+        )
+
+    def _control(self, flag: str) -> None:
+        assert self.process is not None
+        done = subprocess.run(
+            ["callgrind_control", flag, str(self.process.pid)],
+            capture_output=True,
+            text=True,
+            timeout=CONTROL_TIMEOUT_S,
+        )
+        if done.returncode != 0:
+            said = (done.stderr or done.stdout).strip().splitlines()
+            raise BenchError(f"callgrind_control {flag} failed: {said[-1] if said else done.returncode}")
+
+    def _dumps(self) -> set[Path]:
+        return set(self.folder.glob(f"{OUT_FILE}.*"))
+
+    def zero(self) -> None:
+        """Every counter to zero: what follows is counted from here."""
+        self._control("-z")
+
+    def dump(self) -> int:
+        """The instructions counted since the last zero (the dump file read, then removed)."""
+        before = self._dumps()
+        self._control("-d")
+        new = sorted(self._dumps() - before, key=lambda p: int(p.suffix.lstrip(".") or 0))
+        if not new:
+            raise BenchError(f"callgrind_control -d wrote no dump in {self.folder}")
+        total = 0
+        for path in new:
+            found = _SUMMARY.search(path.read_text(errors="replace"))
+            if found is None:
+                raise BenchError(f"callgrind's dump {path.name} has no summary line")
+            total += int(found.group(1))
+            path.unlink()
+        return total
+
+    def __enter__(self) -> CallgrindRedis:
+        self.start()
+        return self
+
+    def count(self, action: Callable[[], object], calls: int) -> int:
+        """Instructions of ``calls`` runs of ``action``, in this server's scope."""
+        self.zero()
+        for _ in range(calls):
+            action()
+        counted = self.dump()
+        if counted == 0 and calls > 0:
+            raise BenchError(
+                f"callgrind counted no instructions in {', '.join(SCOPES[self.scope])}: "
+                f"{self.binary} may lack those symbols (a stripped build); use one that exports them"
+            )
+        return counted

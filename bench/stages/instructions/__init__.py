@@ -1,0 +1,1 @@
+"""The instructions stage: Redis's cost in instructions (callgrind), which steal cannot move."""

@@ -1,0 +1,36 @@
+"""The instructions stage's grid: the baselines once, then each protocol's phases and its sweeps."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from bench.protocol.base import protocol_named
+
+NO_PROTOCOL = "none"  # the baselines belong to no queue protocol
+
+Kind = Literal["baselines", "phases", "sweep"]
+
+
+@dataclass(frozen=True)
+class Point:
+    """What one measurement counts: the baselines, a protocol's phases, or one sweep."""
+
+    protocol: str
+    kind: Kind
+    variant: str = ""  # a sweep's
+    active_size: int = 0  # a sweep's active list, every lock lapsed
+
+
+def points_of(protocols: Sequence[str], variants: Sequence[str], sizes: Sequence[int]) -> list[Point]:
+    """Baselines, then per protocol its phases and each sweep variant it has at each size, small first.
+    A count does not drift, so nothing alternates."""
+    points = [Point(NO_PROTOCOL, "baselines")]
+    for protocol in protocols:
+        points.append(Point(protocol, "phases"))
+        own = protocol_named(protocol)
+        for variant in variants:
+            if own.supports_sweep(variant):
+                points += [Point(protocol, "sweep", variant, size) for size in sorted(sizes)]
+    return points

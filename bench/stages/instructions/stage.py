@@ -1,0 +1,163 @@
+"""The instructions stage: Redis's cost a call and a job in instructions, which steal cannot move.
+
+A time on a shared or cloud machine moves by 2x when the hypervisor steals the
+CPU; the instructions Redis executes for the same call do not. This stage runs
+each protocol's steps (the script cost's phases, bench.protocol.phases), a PING
+and an EVALSHA of ``return 1`` as baselines, and each sweep variant over an
+all-stalled active list, against a redis-server under valgrind's callgrind
+(bench.harness.callgrind): once counting inside command execution (Redis's
+``call()``: what the scripts cost), once counting the whole request (reading,
+parsing, running, writing the reply: what a second round trip costs, so what
+fusing saves). The client, the network and the kernel are outside both counts.
+Inputs are fixed (clock, ids, payloads), so the same commit gives the same
+counts. Rows: instructions.csv. Without valgrind the stage says so in one line
+and writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from bench.errors import BenchError
+from bench.harness.callgrind import CallgrindRedis, Scope, valgrind_missing
+from bench.harness.context import RunContext
+from bench.harness.machine import MachineSample, clock, watch_run
+from bench.harness.profile import InstructionsOptions, Profile
+from bench.protocol.base import PROTOCOLS, check_protocol_names
+from bench.protocol.connection import RedisSettings
+from bench.protocol.sweep import SWEEPERS
+from bench.results.files import update_meta, write_rows
+from bench.results.rows import InstructionsRow
+from bench.stages.instructions.plan import Point, points_of
+from bench.stages.instructions.rows import Counted, count_point, rows_of
+from bench.stages.instructions.table import table
+
+SCOPES: tuple[Scope, ...] = ("command", "server")
+START_S = 3.0  # a callgrind'd server's start, about: for the run's ETA
+S_PER_PHASES_CALL = 0.02  # a protocol's phases, a call of a batch, about (under valgrind)
+S_PER_SWEPT_ID = 0.004  # a sweep, an id, about
+
+
+def check_profile(profile: Profile) -> None:
+    """Every sweep variant named exists (the sizes and calls are checked as the profile loads)."""
+    for variant in profile.instructions.instructions_sweep_variants:
+        if variant not in SWEEPERS:
+            raise BenchError(
+                f"profile key instructions-sweep-variants: unknown variant {variant!r}; "
+                f"use some of {', '.join(SWEEPERS)}"
+            )
+
+
+def _points(profile: Profile) -> list[Point]:
+    options = profile.instructions
+    return points_of(profile.protocols, options.instructions_sweep_variants, options.instructions_sweep_sizes)
+
+
+def _point_s(point: Point, calls: int) -> float:
+    if point.kind == "sweep":
+        return len(SCOPES) * S_PER_SWEPT_ID * point.active_size
+    return len(SCOPES) * S_PER_PHASES_CALL * 3.25 * calls  # N, 2N and the warm-up's share
+
+
+def point_seconds(profile: Profile) -> tuple[float, ...]:
+    calls = profile.instructions.instructions_calls
+    return tuple(
+        _point_s(point, calls) + (START_S if i == 0 else 0.0) for i, point in enumerate(_points(profile))
+    )
+
+
+def count_all(
+    points: list[Point], calls: int, report: Callable[[str, Point], None] | None = None
+) -> dict[str, list[list[Counted]]]:
+    """Every point's counts on a server of each scope, started for it (in a temporary folder)."""
+    by_scope: dict[str, list[list[Counted]]] = {}
+    for scope in SCOPES:
+        with CallgrindRedis(scope) as server:
+            client = RedisSettings.from_url(server.url).connect()
+            try:
+                found = []
+                for point in points:
+                    found.append(count_point(client, point, calls, server.count))
+                    if report is not None:
+                        report(scope, point)
+            finally:
+                client.close()
+        by_scope[scope] = found
+    return by_scope
+
+
+def run_stage(ctx: RunContext) -> None:
+    """Every point's counts into instructions.csv; one line and nothing else without valgrind."""
+    missing = valgrind_missing()
+    if missing:
+        ctx.progress.step(f"instructions: skipped, {missing}")
+        update_meta(ctx.run_dir, instructions={"skipped": missing})
+        return
+    options: InstructionsOptions = ctx.profile.instructions
+    points = _points(ctx.profile)
+    ctx.progress("instructions: each step under callgrind, inside command execution, then the whole server")
+
+    def report(scope: str, point: Point) -> None:
+        what = point.kind if point.kind != "sweep" else f"sweep {point.variant} ({point.active_size:,})"
+        ctx.progress.step(f"{scope} scope: {point.protocol} {what} counted")
+
+    with watch_run(ctx.watch_pids) as watch:
+        opened = clock()
+        by_scope = count_all(points, options.instructions_calls, report)
+        span = (opened, clock())
+    machine: MachineSample = watch.within(span)
+    rows = rows_of(ctx.run_dir.name, ctx.profile.name, points, by_scope, dict(machine.row_fields()))
+    write_rows(ctx.run_dir, InstructionsRow, rows)
+    update_meta(
+        ctx.run_dir,
+        instructions={
+            "calls": options.instructions_calls,
+            "scopes": {"command": "call()", "server": "readQueryFromClient + beforeSleep"},
+            "outside": "the client, the network and the kernel",
+        },
+    )
+    ctx.progress.step(f"instructions counted: {InstructionsRow.FILE}")
+    ctx.progress.done()
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="echomq-bench instructions", description=__doc__)
+    defaults = InstructionsOptions()
+    parser.add_argument(
+        "--calls", type=int, default=defaults.instructions_calls, help="calls a batch, a multiple of 50"
+    )
+    parser.add_argument("--protocols", default="echomq", help="comma-separated (default echomq)")
+    parser.add_argument(
+        "--variants",
+        default=",".join(defaults.instructions_sweep_variants),
+        help="sweep variants, comma-separated",
+    )
+    parser.add_argument(
+        "--sizes",
+        default=",".join(map(str, defaults.instructions_sweep_sizes)),
+        help="all-stalled active lists the sweeps are counted over",
+    )
+    args = parser.parse_args(argv)
+    missing = valgrind_missing()
+    if missing:
+        raise BenchError(f"cannot count instructions: {missing}")
+    protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
+    if not protocols:
+        raise BenchError("--protocols names none; use one or more of " + ", ".join(PROTOCOLS))
+    check_protocol_names(protocols)
+    try:
+        options = InstructionsOptions(
+            instructions_calls=args.calls,
+            instructions_sweep_variants=tuple(v.strip() for v in args.variants.split(",") if v.strip()),
+            instructions_sweep_sizes=tuple(int(s) for s in args.sizes.split(",") if s.strip()),
+        )
+    except ValueError:
+        raise BenchError(f"--sizes {args.sizes!r} is not a list of whole numbers") from None
+    profile = Profile("instructions", protocols=tuple(protocols), instructions=options)
+    check_profile(profile)
+    points = _points(profile)
+    by_scope = count_all(points, options.instructions_calls)
+    rows = rows_of("", profile.name, points, by_scope, {})
+    print(table(rows))
+    return 0

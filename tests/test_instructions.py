@@ -1,0 +1,239 @@
+"""Redis's cost in instructions (valgrind's callgrind): a count steal cannot move.
+
+Each test starts its own redis-server under callgrind (bench.harness.callgrind). The counts of
+the same calls agree within 0.5% with a busy process beside the second server, a script with
+one more redis.call costs more (and compare calls it worse), and the stage writes its rows, or
+one line and nothing without valgrind.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bench.harness.callgrind import CallgrindRedis, valgrind_missing
+from bench.harness.context import RunContext
+from bench.harness.profile import InstructionsOptions, Profile
+from bench.harness.server import ServerInfo
+from bench.protocol.base import EchoMQ
+from bench.protocol.connection import Client, RedisSettings
+from bench.protocol.phases import Inputs, run_phases
+from bench.report.compare.metrics import INSTRUCTIONS_LEAST, compare_runs
+from bench.report.verdict import INSTRUCTIONS_BEYOND
+from bench.results.rows import InstructionsRow
+from bench.stages.instructions import stage
+from bench.stages.instructions.plan import Point
+from bench.stages.instructions.rows import Counted, fresh, rows_of
+
+needs_valgrind = pytest.mark.skipif(
+    valgrind_missing() is not None, reason=f"cannot count instructions: {valgrind_missing()}"
+)
+pytestmark = [pytest.mark.valgrind]
+
+# A script of two commands on fixed keys and a fixed value, as the issue measured it.
+TWO_COMMANDS = "redis.call('SET', KEYS[1], ARGV[1]); return redis.call('GET', KEYS[1])"
+CALLS = 100
+
+
+@contextmanager
+def counting(scope: str = "command") -> Iterator[tuple[CallgrindRedis, Client]]:
+    with CallgrindRedis("command" if scope == "command" else "server") as server:
+        client = RedisSettings.from_url(server.url).connect()
+        try:
+            client.ping()  # the connection's own set-up commands, before any count
+            yield server, client
+        finally:
+            client.close()
+
+
+@contextmanager
+def cpu_hog() -> Iterator[None]:
+    """A process beside the server that wants a whole core."""
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        hog.kill()
+        hog.wait()
+
+
+def two_command_counts(server: CallgrindRedis, client: Client) -> tuple[float, float]:
+    """Instructions a call of TWO_COMMANDS over CALLS calls and over 2 x CALLS, after a warm-up."""
+    sha = client.script_load(TWO_COMMANDS)
+
+    def call() -> object:
+        return client.evalsha(sha, 1, "instr:key", "v" * 16)
+
+    for _ in range(50):
+        call()
+    return server.count(call, CALLS) / CALLS, server.count(call, 2 * CALLS) / (2 * CALLS)
+
+
+def phase_counts(
+    server: CallgrindRedis, client: Client, protocol: str | EchoMQ = "echomq"
+) -> dict[str, float]:
+    """Instructions a call of each phase of the script cost, 50 calls each, fixed inputs."""
+    fresh(client)
+    run_phases(client, 50, protocol, lambda action, n: [action() for _ in range(n)], Inputs.fixed("instr-w"))
+    counted = run_phases(client, 50, protocol, server.count, Inputs.fixed("instr-a"))
+    return {step: n / 50 for step, n in counted}
+
+
+def near(a: float, b: float) -> bool:
+    """Within 0.5%, or within the instructions Redis's random hash seed moves a small script's count
+    from server to server (compare's rule for instructions)."""
+    return abs(b / a - 1) <= INSTRUCTIONS_BEYOND or abs(b - a) <= INSTRUCTIONS_LEAST
+
+
+@needs_valgrind
+@pytest.mark.timeout(120)
+def test_two_servers_count_the_same_calls_alike_with_a_cpu_hog_beside_the_second() -> None:
+    with counting() as (server, client):
+        quiet_script, quiet_script_2n = two_command_counts(server, client)
+        quiet_phases = phase_counts(server, client)
+    with cpu_hog(), counting() as (server, client):
+        busy_script, busy_script_2n = two_command_counts(server, client)
+        busy_phases = phase_counts(server, client)
+    assert quiet_script > 1000 and abs(busy_script / quiet_script - 1) <= INSTRUCTIONS_BEYOND
+    # a cost per call: 2N calls count twice N's, within 0.5%
+    assert abs(quiet_script_2n / quiet_script - 1) <= INSTRUCTIONS_BEYOND
+    assert abs(busy_script_2n / busy_script - 1) <= INSTRUCTIONS_BEYOND
+    assert quiet_phases.keys() == busy_phases.keys() and len(quiet_phases) == 6
+    for step, count in quiet_phases.items():
+        print(f"{step}: {count:.1f} quiet, {busy_phases[step]:.1f} beside a hog")
+    for step, count in quiet_phases.items():
+        assert count > 1000 and near(count, busy_phases[step]), (step, count, busy_phases[step])
+
+
+class OneCallMore(EchoMQ):
+    """echomq with one more redis.call at the top of moveToFinished: a change a time would drown."""
+
+    name = "echomq"  # the same point in compare: only its script changed
+
+    def script_sources(self) -> Mapping[str, str]:
+        sources = dict(super().script_sources())
+        sources["move_to_finished"] = 'redis.call("EXISTS", KEYS[1])\n' + sources["move_to_finished"]
+        return sources
+
+
+def frames_of(counts: dict[str, float]) -> dict[str, pd.DataFrame]:
+    """A run's frames holding only instructions.csv rows of these per-call counts."""
+    rows = [
+        {"run_id": "r", "protocol": "echomq", "profile": "p", "step": step, "active_size": 0, "unit": "call",
+         "calls": 50, "instructions_per_call": n, "server_instructions_per_call": n + 5000}
+        for step, n in counts.items()
+    ]  # fmt: skip
+    return {"instructions": pd.DataFrame(rows)}
+
+
+@needs_valgrind
+@pytest.mark.timeout(120)
+def test_one_more_redis_call_in_move_to_finished_costs_more_and_compare_says_worse() -> None:
+    with counting() as (server, client):
+        base = phase_counts(server, client)
+        changed = phase_counts(server, client, OneCallMore())
+    finishes = ("moveToFinished (fetch next = 0)", "moveToFinished (fetch next = 1)")
+    for step in finishes:
+        assert not near(base[step], changed[step]) and changed[step] > base[step], (step, base, changed)
+    for step in ("addJob", "extendLock"):  # scripts not touched: the same count
+        assert near(base[step], changed[step]), step
+    rows = compare_runs(frames_of(base), frames_of(changed)).rows.set_index("point")
+    judged = rows[rows["metric"] == "instructions_per_call"]["verdict"]
+    for step in finishes:
+        assert judged[f"step={step}"] == "worse"
+    assert judged["step=addJob"] == "same"
+
+
+TINY = InstructionsOptions(
+    instructions_calls=50, instructions_sweep_variants=("atomic", "app_side"), instructions_sweep_sizes=(10,)
+)
+
+
+def context(tmp_path: Path) -> RunContext:
+    settings = RedisSettings.from_url("redis://127.0.0.1:1/0")  # the stage starts servers of its own
+    server = ServerInfo(settings.url, "PATH", None, "7.0")
+    return RunContext(Profile("tiny", instructions=TINY), settings, server, tmp_path)
+
+
+def test_without_valgrind_the_stage_says_so_and_writes_no_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(stage, "valgrind_missing", lambda: "valgrind is not on PATH")
+    stage.run_stage(context(tmp_path))
+    assert not (tmp_path / InstructionsRow.FILE).exists()
+    assert "instructions: skipped, valgrind is not on PATH" in capsys.readouterr().err
+    assert '"skipped": "valgrind is not on PATH"' in (tmp_path / "meta.json").read_text()
+
+
+def test_a_row_pairs_the_two_scopes_counts_and_says_how_linear_they_are() -> None:
+    point = Point("echomq", "phases")
+    command = [Counted("extendLock", "call", 0, 100, 30_300.0, 30_000.0)]
+    server = [Counted("extendLock", "call", 0, 100, 36_000.0, 36_000.0)]
+    (row,) = rows_of("r", "p", [point], {"command": [command], "server": [server]}, {})
+    assert row.instructions_per_call == 30_300.0 and row.server_instructions_per_call == 36_000.0
+    assert row.instructions_2n_diff_pct == 1.0 and row.server_instructions_2n_diff_pct == 0.0
+    sweep = [Counted("sweep atomic", "stalled id", 10, 1, 4000.0)]
+    (row,) = rows_of(
+        "r", "p", [Point("echomq", "sweep", "atomic", 10)], {"command": [sweep], "server": [sweep]}, {}
+    )
+    assert row.instructions_2n_diff_pct is None and row.active_size == 10
+
+
+@needs_valgrind
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_the_stage_writes_every_step_of_a_tiny_profile(tmp_path: Path) -> None:
+    stage.run_stage(context(tmp_path))
+    frame = pd.read_csv(tmp_path / InstructionsRow.FILE)
+    steps = set(zip(frame["protocol"], frame["step"], frame["active_size"], strict=True))
+    assert ("none", "PING", 0) in steps and ("none", "EVALSHA return 1", 0) in steps
+    assert {("echomq", "fused cycle", 0), ("echomq", "two-call cycle", 0)} <= steps
+    assert {("echomq", "sweep atomic", 10), ("echomq", "sweep app_side", 10)} <= steps
+    assert (frame["instructions_per_call"] > 0).all()
+    # the whole request holds the command, and more: its read and its reply
+    assert (frame["server_instructions_per_call"] > frame["instructions_per_call"]).all()
+    ping = frame[frame["step"] == "PING"].iloc[0]
+    assert abs(ping["instructions_2n_diff_pct"]) < 0.5 and abs(ping["server_instructions_2n_diff_pct"]) < 0.5
+    by_step = frame.set_index("step")
+    fused, two_call = by_step.loc["fused cycle"], by_step.loc["two-call cycle"]
+    assert fused["unit"] == "job"
+    # what fusing saves a job at the server: a second request's read and reply, beyond the scripts
+    saved_server = two_call["server_instructions_per_call"] - fused["server_instructions_per_call"]
+    saved_command = two_call["instructions_per_call"] - fused["instructions_per_call"]
+    assert saved_server > saved_command
+
+
+# ---- the report and the results page (no valgrind: a fixture run's instructions.csv) ----------
+
+FIXTURES = Path(__file__).parent / "data"
+
+
+def test_the_report_and_the_page_show_the_counts_beside_the_timed_us_and_the_clean_share() -> None:
+    from bench.report.load import load_run
+    from bench.report.results_page import quiet_check, script_cost_table
+    from bench.report.sections.instructions import instructions_section
+
+    data = load_run(FIXTURES / "20240505-100000-smoke")
+    text = "\n".join(instructions_section(data))
+    assert "## Redis's cost in instructions" in text and "network and the kernel are outside" in text
+    # the fused cycle's count beside its timed µs (script_cost.csv's median)
+    assert "| echomq | fused cycle | job | 258,550 | 266,633 | +0.04% | 39.06 |" in text
+    table = script_cost_table(data)
+    assert table is not None
+    fused = table.set_index("step").loc["fused cycle", "echomq"]
+    assert fused.endswith("258,550 instructions"), fused
+    assert "clean windows (neither contended nor saturated)" in quiet_check(data)
+    # a run without instructions.csv (every published run so far) renders as it did
+    older = load_run(FIXTURES / "20240501-100000-smoke")
+    assert instructions_section(older) == []
+    plain = script_cost_table(older)
+    assert (
+        plain is not None
+        and not plain.apply(lambda c: c.astype(str).str.contains("instructions")).any().any()
+    )
