@@ -61,10 +61,15 @@ def _point_s(point: Point, calls: int) -> float:
 
 
 def point_seconds(profile: Profile) -> tuple[float, ...]:
+    """A step a point a scope (each scope's server starts before its first point), then the CSV's."""
     calls = profile.instructions.instructions_calls
-    return tuple(
-        _point_s(point, calls) + (START_S if i == 0 else 0.0) for i, point in enumerate(_points(profile))
+    points = _points(profile)
+    steps = tuple(
+        _point_s(point, calls) / len(SCOPES) + (START_S if i == 0 else 0.0)
+        for _ in SCOPES
+        for i, point in enumerate(points)
     )
+    return (*steps, 0.0)
 
 
 def count_all(
