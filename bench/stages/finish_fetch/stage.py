@@ -96,7 +96,7 @@ def check_profile(profile: Profile) -> None:
 
 
 # Beyond its window, a run spends this long starting Locust, stopping it and auditing the queue.
-RUN_OVERHEAD_S = 3.5
+RUN_OVERHEAD_S = 1.5
 RAW_OVERHEAD_S = 0.5  # a raw run: its threads start and stop, its queue is audited
 FIDELITY_CALL_S = 0.0003  # one timed trivial call of the fidelity check's plain loops, about
 
