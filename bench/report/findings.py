@@ -14,12 +14,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.report.columns import OPEN, QUEUE_P50, QUEUE_P99, clean, first_present, regime
+from bench.report.columns import BACKLOG, OPEN, QUEUE_P50, QUEUE_P99, clean, first_present, regime
 from bench.report.load import RunData
 from bench.report.predict import Point, run_workers, what_if
 from bench.report.ratios import paired_ratios
 from bench.report.sections.script_cost import BASE as SCRIPT_BASE
-from bench.report.sections.script_cost import extra_cost
+from bench.report.sections.script_cost import Extra, extra_cost
 
 NOT_CLEAN = "not measured cleanly"
 # Redis's busy-reply-threshold (5 s; lua-time-limit before 7.0): past it, other clients get BUSY.
@@ -97,6 +97,7 @@ def fusing(data: RunData) -> Finding | None:
     frame = _finish_fetch(data)
     if frame is None:
         return None
+    frame = _headline_rows(frame)
     pairs = paired_ratios(frame[clean(frame)])
     pairs = pairs[pairs["other"] == "two_call"]
     every = paired_ratios(frame)
@@ -132,6 +133,16 @@ def fusing(data: RunData) -> Finding | None:
     return Finding(topic, tuple(sentences), source)
 
 
+def _headline_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows a throughput ratio is read from: the backlog regime's when the run has it (a drain
+    rate, the wait list never dry), else every closed-loop row (an older run's steady ones). An open
+    row ran both strategies at one offered rate: its jobs/s ratio is 1 by design."""
+    regimes = regime(frame)
+    if (regimes == BACKLOG).any():
+        return frame[regimes == BACKLOG]
+    return frame[regimes != OPEN]
+
+
 def _paired(median: object, lo: object, hi: object, pairs: object) -> str:
     low, high, middle = (float(v) for v in (lo, hi, median))  # type: ignore[arg-type]
     if pairs == 1:
@@ -155,7 +166,7 @@ def fusing_predicted(data: RunData) -> Finding | None:
     """What fusing buys at a 5 ms rtt, which the run did not measure: the model's ratio from the
     parts of the run's own cells, marked predicted."""
     frame = _finish_fetch(data)
-    if frame is None or (frame["rtt_ms"] == WHAT_IF_RTT).all():
+    if frame is None or (frame["rtt_ms"] == WHAT_IF_RTT).any():  # measured: the fusing finding says it
         return None
     workers = run_workers(frame)
     levels = sorted({int(c) for c in frame["concurrency"].dropna()})
@@ -417,7 +428,11 @@ def node_worker(data: RunData) -> Finding | None:
 
 
 def deadline_cost(data: RunData) -> Finding | None:
-    """What echomq-deadline costs Redis a job beyond echomq: the script cost's paired rounds."""
+    """What echomq-deadline costs Redis a job beyond echomq: in instructions where the run counted
+    them (steal cannot move a count), else the script cost's paired rounds of timed µs."""
+    counted = _deadline_instructions(data)
+    if counted is not None:
+        return counted
     frame = data.frames.get("script_cost")
     if frame is None or frame.empty or "echomq-deadline" not in set(frame["protocol"]):
         return None
@@ -431,16 +446,79 @@ def deadline_cost(data: RunData) -> Finding | None:
             continue
         extra = extra_cost(base, mine)
         parts.append(
-            f"{extra.median:+.1f} µs [{extra.lo:+.1f} to {extra.hi:+.1f}] per {step} ({extra.verdict})"
+            f"{extra.median:+.1f} µs [{extra.lo:+.1f} to {extra.hi:+.1f}] per {step} ({_rounds(extra)})"
         )
     if not parts:
         return None
     text = f"echomq-deadline costs Redis {' and '.join(parts)} beyond echomq."
-    return Finding("echomq-deadline's price", (text,), _source(data, "script cost, each step alone"))
+    return Finding("echomq-deadline's price", (text,), _source(data, "script cost, each step alone, timed"))
+
+
+def _rounds(extra: Extra) -> str:
+    """What the paired rounds say: more (or less) in every one, or both ways."""
+    if extra.lo > 0:
+        return "more in every round"
+    if extra.hi < 0:
+        return "less in every round"
+    return "within the rounds' noise"
+
+
+def _instructions(data: RunData) -> pd.DataFrame | None:
+    frame = data.frames.get("instructions")
+    return None if frame is None or frame.empty else frame
+
+
+def _count(frame: pd.DataFrame, protocol: str, step: str, column: str) -> float | None:
+    found = frame[(frame["protocol"] == protocol) & (frame["step"] == step)][column].dropna()
+    return float(found.iloc[0]) if not found.empty else None
+
+
+def _deadline_instructions(data: RunData) -> Finding | None:
+    frame = _instructions(data)
+    if frame is None or "echomq-deadline" not in set(frame["protocol"]):
+        return None
+    parts = []
+    for step, per in (("fused cycle", "fused job"), ("extendLock", "extendLock")):
+        base = _count(frame, SCRIPT_BASE, step, "instructions_per_call")
+        mine = _count(frame, "echomq-deadline", step, "instructions_per_call")
+        if base and mine:
+            parts.append(f"{mine - base:+,.0f} instructions per {per} ({mine / base - 1:+.0%})")
+    if not parts:
+        return None
+    text = f"echomq-deadline costs Redis {' and '.join(parts)} beyond echomq, inside command execution."
+    source = _source(data, "instructions counted under valgrind's callgrind, inputs fixed")
+    return Finding("echomq-deadline's price", (text,), source)
+
+
+def redis_work(data: RunData) -> Finding | None:
+    """What fusing saves Redis a job, in instructions: inside command execution (the scripts) and
+    for the whole server (reading requests, writing replies). Client, network and kernel are
+    outside both counts."""
+    frame = _instructions(data)
+    if frame is None:
+        return None
+    sentences = []
+    for protocol in (p for p in dict.fromkeys(frame["protocol"]) if p != "none"):
+        fused = _count(frame, protocol, "fused cycle", "server_instructions_per_call")
+        two = _count(frame, protocol, "two-call cycle", "server_instructions_per_call")
+        inside_fused = _count(frame, protocol, "fused cycle", "instructions_per_call")
+        inside_two = _count(frame, protocol, "two-call cycle", "instructions_per_call")
+        if not (fused and two and inside_fused and inside_two):
+            continue
+        sentences.append(
+            f"{protocol}: a fused job costs Redis {fused:,.0f} instructions, two calls {two:,.0f}; "
+            f"fusing saves {1 - fused / two:.0%} of the whole server's work a job "
+            f"({1 - inside_fused / inside_two:.0%} inside the scripts)."
+        )
+    if not sentences:
+        return None
+    source = _source(data, "instructions counted under valgrind's callgrind, inputs fixed; "
+                           "client, network and kernel not counted")  # fmt: skip
+    return Finding("Redis's work a job", tuple(sentences), source)
 
 
 RULES: tuple[Callable[[RunData], Finding | None], ...] = (
-    fusing, fusing_predicted, queue_latency, redis_limit,
+    fusing, fusing_predicted, queue_latency, redis_limit, redis_work,
     sweep_holds, races, hazard, node_worker, deadline_cost,
 )  # fmt: skip
 
