@@ -65,3 +65,9 @@ def clean(frame: pd.DataFrame) -> pd.Series:
     if CLEAN_WINDOWS in frame.columns:
         ok &= frame[CLEAN_WINDOWS].fillna(1).astype(float) > 0
     return ok
+
+
+def closed_loop(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows whose jobs/s the workers set (backlog, steady): an open row's jobs/s is the rate it
+    was offered, which no closed-loop model or throughput ratio may read."""
+    return frame[regime(frame) != OPEN]

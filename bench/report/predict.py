@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.errors import BenchError
-from bench.report.columns import clean, rtt_paid_ms
+from bench.report.columns import clean, closed_loop, rtt_paid_ms
 from bench.report.load import RunData, load_run, resolve_run
 from bench.report.markdown import markdown_table
 from bench.report.model import Parts, predict, processes_of, redis_us_per_job
@@ -25,7 +25,7 @@ from bench.results.files import RESULTS_DIR
 
 PREDICTED = "predicted"
 # The what-if grid the report shows: rtts and jobs in flight a reader may have.
-WHAT_IF_RTT_MS = (1.0, 5.0, 20.0)
+WHAT_IF_RTT_MS = (1.0, 2.0, 5.0, 10.0, 20.0)
 WHAT_IF_CONCURRENCY = (1, 8, 32)
 
 
@@ -112,7 +112,7 @@ def what_if(data: RunData, points: list[Point]) -> pd.DataFrame:
     frame = data.frames.get("finish_fetch")
     if frame is None or frame.empty:
         return pd.DataFrame()
-    cells = _cells(frame)
+    cells = _cells(closed_loop(frame))
     processes = processes_of(data.meta)
     rows = []
     for protocol in dict.fromkeys(frame["protocol"]):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.report.columns import closed_loop
 from bench.report.findings import findings_lines
 from bench.report.load import RunData
 from bench.report.markdown import figure, fmt, markdown_table
@@ -33,6 +34,7 @@ def model_section(data: RunData) -> list[str]:
     frame = data.frames.get("finish_fetch")
     if frame is None or frame.empty:
         return []
+    frame = closed_loop(frame)
     table = modelled(frame, processes_of(data.meta))
     if table["predicted_jobs_per_s"].isna().all():
         return []
@@ -83,7 +85,10 @@ def model_section(data: RunData) -> list[str]:
         lines.append("")
     lines += [markdown_table(pd.DataFrame(rows)), ""]
     lines += figure(measured_against_predicted(table, data.path), "no predicted jobs/s")
-    guesses = what_if(data, grid(data))
+    measured = set(
+        zip(frame["concurrency"].fillna(1).astype(int), frame["rtt_ms"].astype(float), strict=True)
+    )
+    guesses = what_if(data, [p for p in grid(data) if (p.concurrency, p.rtt_ms) not in measured])
     if not guesses.empty:
         lines += [
             "### What fusing buys at other points (predicted)",
