@@ -112,7 +112,10 @@ def what_if(data: RunData, points: list[Point]) -> pd.DataFrame:
     frame = data.frames.get("finish_fetch")
     if frame is None or frame.empty:
         return pd.DataFrame()
-    cells = _cells(closed_loop(frame))
+    closed = closed_loop(frame)
+    if closed.empty:  # an open-loop run only: no cell whose jobs/s the workers set
+        return pd.DataFrame()
+    cells = _cells(closed)
     processes = processes_of(data.meta)
     rows = []
     for protocol in dict.fromkeys(frame["protocol"]):

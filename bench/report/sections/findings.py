@@ -35,6 +35,8 @@ def model_section(data: RunData) -> list[str]:
     if frame is None or frame.empty:
         return []
     frame = closed_loop(frame)
+    if frame.empty:  # an open-loop run only: the model has no row to explain
+        return []
     table = modelled(frame, processes_of(data.meta))
     if table["predicted_jobs_per_s"].isna().all():
         return []
