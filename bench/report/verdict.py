@@ -6,7 +6,7 @@ A verdict needs evidence. It is decided in this order (``verdict``):
 
 1. A deterministic count (``exact``: a count the code fixes, as commands a
    job, or instructions counted under callgrind) is judged on its value alone:
-   ``same`` within 5% (instructions: 0.5%, and 1,000 a call), else ``better`` or
+   ``same`` within 5% (instructions: 1%, and 1,000 a call), else ``better`` or
    ``worse`` by the metric's direction; a busy machine does not move it.
 2. Timed metrics are judged from clean windows (neither contended nor
    saturated) where both runs have one (compare.metrics picks them); where a
@@ -52,7 +52,9 @@ import pandas as pd
 
 UNSTABLE_CV = 0.10
 CLAIM_BEYOND = 0.05  # a deterministic count this far apart is a change the code made
-INSTRUCTIONS_BEYOND = 0.005  # instructions counted under callgrind: the same calls agree within 0.25%
+# Instructions counted under callgrind: Redis's random hash seed moves a count with many key lookups
+# by up to 0.75% from server to server (a healthy sweep of 100: 856,852 and 852,418, 0.52%).
+INSTRUCTIONS_BEYOND = 0.01
 BETWEEN_RUNS = 0.15  # the least change between two runs a measured metric is judged on
 # On noisy windows (contended or saturated in both runs) a change is claimed only when it is
 # this large (x1.4 either way) and beyond FAR_SPREADS times the runs' pooled stdev: a halving

@@ -19,7 +19,7 @@ ABOUT = (
     "Instructions Redis executed, counted by valgrind's callgrind on a redis-server of the stage's own: "
     "inside command execution (Redis's call(): the scripts and the commands they run) and for the whole "
     "request (its read, parse, run and reply). A count, not a time: steal and a busy neighbour cannot "
-    "move it, so compare judges it to 0.5%. The client, the network and the kernel are outside both. "
+    "move it, so compare judges it to 1%. The client, the network and the kernel are outside both. "
     "The command table's lookups are left out (Redis seeds that table at random as it starts). "
     "2N vs N: the count per unit over 2N calls against over N, near 0 for a cost per call (a queue "
     "twice as long may cost a little more). Redis µs: the script cost's timed median, where the run has it."
