@@ -57,6 +57,11 @@ class Clock:
         self.now = 1_764_000_000.0
         monkeypatch.setattr(time, "time", lambda: self.now)
 
+    @property
+    def ms(self) -> int:
+        """The instant in ms as the package's builders stamp it (rounded): the suite's now_ms."""
+        return round(self.now * 1000)
+
     def tick(self, i: int) -> None:
         self.now = 1_764_000_000.0 + i * 0.0007391  # ms that round up and down, and cross a second
 
@@ -113,7 +118,7 @@ def test_adds_from_the_template_are_the_packages_byte_for_byte(bull: Queue, cloc
     def ours(i: int) -> ScriptCall:
         job_id = custom_id(i) if with_id else ""
         return proto.add_job(
-            bull.keys, name="bench", data=data(i), job_id=job_id, priority=0, delay_ms=0, now_ms=0
+            bull.keys, name="bench", data=data(i), job_id=job_id, priority=0, delay_ms=0, now_ms=clock.ms
         )
 
     def package(i: int) -> ScriptCall:
@@ -165,7 +170,13 @@ def test_finishes_from_the_template_are_the_packages_byte_for_byte(
 
     def ours(i: int) -> ScriptCall:
         return proto.move_to_finished(
-            bull.keys, jobs[i], fetch_next=fetch_next, failed=failed, value=value, options=options, now_ms=0
+            bull.keys,
+            jobs[i],
+            fetch_next=fetch_next,
+            failed=failed,
+            value=value,
+            options=options,
+            now_ms=clock.ms,
         )
 
     def package(i: int) -> ScriptCall:
@@ -200,7 +211,7 @@ def test_finishes_of_jobs_whose_fields_differ_are_the_packages_byte_for_byte(bul
 
     def ours(i: int) -> ScriptCall:
         return proto.move_to_finished(
-            bull.keys, jobs[i], fetch_next=True, failed=False, value="ok", options=options, now_ms=0
+            bull.keys, jobs[i], fetch_next=True, failed=False, value="ok", options=options, now_ms=clock.ms
         )
 
     def package(i: int) -> ScriptCall:
@@ -221,7 +232,7 @@ def test_a_changed_option_builds_another_template_never_a_stale_one(bull: Queue,
         for name, value in change.items():
             setattr(options, name, value)
         finish = proto.move_to_finished(
-            bull.keys, job, fetch_next=True, failed=False, value="ok", options=options, now_ms=0
+            bull.keys, job, fetch_next=True, failed=False, value="ok", options=options, now_ms=clock.ms
         )
         fetch = proto.move_to_active(bull.keys, token=job.token, options=options, now_ms=1)
         assert wire(finish) == wire(
@@ -249,7 +260,7 @@ def test_the_templates_kept_stay_bounded_whatever_the_values(
     for i in range(30):  # a failed reason of its own each: a template each
         value = f"reason {i}"
         ours = proto.move_to_finished(
-            bull.keys, job, fetch_next=False, failed=True, value=value, options=options, now_ms=0
+            bull.keys, job, fetch_next=False, failed=True, value=value, options=options, now_ms=clock.ms
         )
         theirs = proto.package_move_to_finished(
             bull.keys, job, fetch_next=False, failed=True, value=value, options=options

@@ -144,8 +144,11 @@ def test_the_shared_keys_keep_the_protocol_pages_order():
     swept = deadline.sweep(q, max_stalled=1, now_ms=1, interval_ms=0)
     base = echomq.sweep(q, max_stalled=1, now_ms=1, interval_ms=0)
     assert swept.keys == base.keys and swept.args[: len(base.args)] == base.args
-    extended = deadline.extend_lock(q, job, options=options)
-    assert extended.keys == [*echomq.extend_lock(q, job, options=options).keys, deadlines_key(q)]
+    extended = deadline.extend_lock(q, job, options=options, now_ms=1_000)
+    assert extended.keys == [
+        *echomq.extend_lock(q, job, options=options, now_ms=1_000).keys,
+        deadlines_key(q),
+    ]
 
 
 def test_the_derived_keys_share_the_queues_slot(queue: Queue):

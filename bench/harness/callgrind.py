@@ -19,12 +19,18 @@ Two scopes, each its own server (callgrind cannot count two regions at once):
   The timers (``serverCron``) are outside both, so an idle second adds about
   3,000 instructions, and a slower machine no more than that.
 
-Both leave out the command table's lookups (``lookupCommand``, toggled off inside
-them): Redis seeds its hash tables at random as it starts, so a name's lookup
-walks a longer or shorter chain from server to server, and a sweep that runs
-thousands of ``redis.call`` moved by 1.8% between two servers; without them, 0.2%.
-(In the ``command`` scope the client command's own lookup, made before ``call()``,
-toggles collection on for its length instead: one lookup a request.)
+Redis seeds its hash tables at random as it starts (64 bytes of /dev/urandom), so
+a key's or a command name's lookup walks a longer or shorter chain from server to
+server: a sweep's count moved by 1.8% between two servers, and by 0.5-0.75% with
+the command table's lookups (``lookupCommand``) left out. So the server runs in a
+mount namespace of its own (``unshare``: as root, or as a user through a user
+namespace) where /dev/urandom is a file of fixed bytes, and every server draws the
+same seed. Rehashing by the clock (``activerehashing``) is off, so a table's
+rehash steps all fall inside the commands that touch it, whatever the timing. Where
+``unshare`` is refused the seed stays random, and ``seed_pinned`` says why.
+The command table's lookups stay out of the counts either way. (In the ``command``
+scope the client command's own lookup, made before ``call()``, toggles collection
+on for its length instead: one lookup a request.)
 
 The Debian redis-server exports these symbols; a binary without them counts
 nothing, which ``count`` refuses with one line.
@@ -32,6 +38,8 @@ nothing, which ``count`` refuses with one line.
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 import shutil
 import subprocess
@@ -52,6 +60,10 @@ VALGRIND_START_S = 90.0
 CONTROL_TIMEOUT_S = 60.0  # callgrind_control waits for the server to take its command
 _SUMMARY = re.compile(r"^(?:summary|totals):\s*(\d+)", re.MULTILINE)
 OUT_FILE = "callgrind.out"
+SEED_FILE = "urandom.fixed"
+SEED = bytes(range(64))  # what Redis reads of /dev/urandom at start, the same every run
+# sh in the new mount namespace: /dev/urandom becomes the seed file ($0), then the server runs.
+_PIN = 'mount --bind "$0" /dev/urandom && exec "$@"'
 
 
 def valgrind_missing() -> str | None:
@@ -59,6 +71,32 @@ def valgrind_missing() -> str | None:
     for tool in ("valgrind", "callgrind_control"):
         if shutil.which(tool) is None:
             return f"{tool} is not on PATH (install valgrind: apt-get install valgrind)"
+    return None
+
+
+def _unshare() -> tuple[str, ...]:
+    """unshare's call that may bind-mount: root has the right; a user gets it in a user namespace."""
+    own_user = os.geteuid() != 0
+    return ("unshare", "--mount", *(("--map-root-user",) if own_user else ()))
+
+
+@functools.cache
+def seed_refused() -> str | None:
+    """Why Redis's random seed cannot be pinned here (unshare missing or refused), or None when it can."""
+    if shutil.which("unshare") is None:
+        return "unshare is not on PATH (util-linux)"
+    try:
+        done = subprocess.run(
+            [*_unshare(), "sh", "-c", 'mount --bind /dev/null "$0"', "/dev/urandom"],
+            capture_output=True,
+            text=True,
+            timeout=CONTROL_TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"unshare failed: {error}"
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip().splitlines()
+        return f"unshare refused a private mount: {said[-1] if said else done.returncode}"
     return None
 
 
@@ -73,8 +111,9 @@ class CallgrindRedis(EmbeddedRedis):
             raise BenchError(f"cannot count instructions: {missing}")
         # No slowlog: under valgrind every call is slow, and logging one copies its arguments,
         # so the count would follow the clock.
-        super().__init__(source, extra_args=("--slowlog-log-slower-than", "-1"))
+        super().__init__(source, extra_args=("--slowlog-log-slower-than", "-1", "--activerehashing", "no"))
         self.scope = scope
+        self.seed_pinned = seed_refused() is None
 
     @property
     def out_file(self) -> Path:
@@ -82,12 +121,21 @@ class CallgrindRedis(EmbeddedRedis):
 
     def command_prefix(self) -> tuple[str, ...]:
         return (
+            *self._pinned_seed(),
             "valgrind",
             "--tool=callgrind",
             f"--callgrind-out-file={self.out_file}",
             "--collect-atstart=no",
             *(f"--toggle-collect={function}" for function in SCOPES[self.scope]),
         )
+
+    def _pinned_seed(self) -> tuple[str, ...]:
+        """The prefix that runs the server on a fixed seed (none where unshare is refused)."""
+        if not self.seed_pinned:
+            return ()
+        seed = self.folder / SEED_FILE
+        seed.write_bytes(SEED)
+        return (*_unshare(), "sh", "-c", _PIN, str(seed))
 
     def _control(self, flag: str) -> None:
         assert self.process is not None

@@ -182,7 +182,9 @@ class QueueProtocol(ABC):
         return int(reply) if isinstance(reply, int) and reply < 0 else 0
 
     @abstractmethod
-    def extend_lock(self, keys: QueueKeys, job: Job, *, options: WorkerOptions) -> ScriptCall: ...
+    def extend_lock(
+        self, keys: QueueKeys, job: Job, *, options: WorkerOptions, now_ms: int
+    ) -> ScriptCall: ...
 
     def lock_extended(self, reply: Any) -> bool:
         return int(reply) == 1
@@ -291,7 +293,7 @@ class EchoMQ(QueueProtocol):
             ],
         )
 
-    def extend_lock(self, keys: QueueKeys, job: Job, *, options: WorkerOptions) -> ScriptCall:
+    def extend_lock(self, keys: QueueKeys, job: Job, *, options: WorkerOptions, now_ms: int) -> ScriptCall:
         return ScriptCall("extend_lock", keys.extend_lock_keys(job.id), [job.token, options.lock_ms, job.id])
 
     def sweep(self, keys: QueueKeys, *, max_stalled: int, now_ms: int, interval_ms: int) -> ScriptCall:

@@ -30,7 +30,6 @@ one cluster slot.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -87,11 +86,6 @@ FETCH_TOKEN, FETCH_STAMP = 0, 1
 FINISH_ID, FINISH_TOKEN, FINISH_STAMP = 0, 1, 2
 # moveToFinished's ARGV[2], the timestamp its builder reads from the clock itself.
 FINISH_STAMP_ARG = 1
-
-
-def package_ms() -> int:
-    """Now in epoch ms, rounded as BullMQ's builders stamp their jobs and finishes."""
-    return round(time.time() * 1000)
 
 
 class _Captured:
@@ -334,7 +328,8 @@ class BullMQ(QueueProtocol):
     def add_job(
         self, keys: QueueKeys, *, name: str, data: str, job_id: str, priority: int, delay_ms: int, now_ms: int
     ) -> ScriptCall:
-        # BullMQ stamps the job itself when it is made (now_ms is not used), rounding as package_ms.
+        # BullMQ's builder stamps the job with the wall clock; the template takes the queue's clock
+        # (the wall clock too, but for a fixed one where the same calls must cost the same)
         if priority or delay_ms:
             raise BenchError("the bullmq protocol adds standard jobs only (no priority, no delay)")
         template = self.add_template(keys, name, bool(job_id))
@@ -343,7 +338,7 @@ class BullMQ(QueueProtocol):
             # the package's own JSON of the data, once a payload (a batch shares one)
             made = self.package_add_job(keys, name=name, data=data, job_id=job_id)
             compact = self._compact = (data, made.args[template.arg_of(ADD_DATA)])
-        add_keys, args = template.fill((job_id, package_ms(), compact[1]))
+        add_keys, args = template.fill((job_id, now_ms, compact[1]))
         return ScriptCall("add_job", add_keys, args)
 
     def read_added(self, reply: Any, job_id: str) -> Added:
@@ -369,14 +364,14 @@ class BullMQ(QueueProtocol):
         options: WorkerOptions,
         now_ms: int,
     ) -> ScriptCall:
-        # BullMQ's builder stamps the finish time itself (now_ms is not used), rounding as package_ms.
+        # the finish time from the queue's clock, as add_job's stamp
         template = self.finish_template(
             keys, job, fetch_next=fetch_next, failed=failed, value=value, options=options
         )
-        finish_keys, args = template.fill((job.id, job.token, package_ms()))
+        finish_keys, args = template.fill((job.id, job.token, now_ms))
         return ScriptCall("move_to_finished", finish_keys, args)
 
-    def extend_lock(self, keys: QueueKeys, job: Job, *, options: WorkerOptions) -> ScriptCall:
+    def extend_lock(self, keys: QueueKeys, job: Job, *, options: WorkerOptions, now_ms: int) -> ScriptCall:
         call: ScriptCall = self.scripts_for(keys).extendLock(job.id, job.token, options.lock_ms)
         return call
 

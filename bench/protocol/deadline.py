@@ -9,7 +9,6 @@ full pass that finds a job whose entry is missing, is in their headers.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -90,11 +89,12 @@ class EchoMQDeadline(EchoMQ):
     def script_files(self) -> Mapping[str, str]:
         return dict(DEADLINE_SCRIPT_FILES)
 
-    def extend_lock(self, keys: QueueKeys, job: Job, *, options: WorkerOptions) -> ScriptCall:
+    def extend_lock(self, keys: QueueKeys, job: Job, *, options: WorkerOptions, now_ms: int) -> ScriptCall:
+        # the queue's clock, not the server's TIME: a fixed clock gives the same deadline, so the same cost
         return ScriptCall(
             "extend_lock",
             [*keys.extend_lock_keys(job.id), deadlines_key(keys)],
-            [job.token, options.lock_ms, job.id, int(time.time() * 1000)],
+            [job.token, options.lock_ms, job.id, now_ms],
         )
 
     def sweep(self, keys: QueueKeys, *, max_stalled: int, now_ms: int, interval_ms: int) -> ScriptCall:

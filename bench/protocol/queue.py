@@ -385,7 +385,9 @@ class Worker:
         return _raised(reply) is not None
 
     def extend_lock(self, job: Job) -> bool:
-        call = self.queue.protocol.extend_lock(self.queue.keys, job, options=self.options)
+        call = self.queue.protocol.extend_lock(
+            self.queue.keys, job, options=self.options, now_ms=self.queue.clock()
+        )
         (reply,) = self._send([call], "extendLock")
         return self.queue.protocol.lock_extended(_raised(reply))
 

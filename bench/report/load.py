@@ -25,6 +25,7 @@ from bench.results.rows import (
     FINISH_FETCH_IMPLIED,
     FINISH_FETCH_SHARD_COLUMNS,
     INSTRUCTIONS_COLUMNS,
+    INSTRUCTIONS_IMPLIED,
     RACE_COLUMNS,
     SCRIPT_COST_COLUMNS,
     SWEEP_CONTROL_COLUMNS,
@@ -66,9 +67,12 @@ TEXT_COLUMNS = frozenset(
 ID_COLUMNS = ("run_id", "protocol", "profile")
 # Older runs' names for a column: finish_fetch.csv called the strategy "variant".
 RENAMED = {"finish_fetch": {"variant": "strategy"}}
-# stage -> columns an older run lacks but implies a value for (results.FINISH_FETCH_IMPLIED)
-IMPLIED: dict[str, dict[str, object]] = {"finish_fetch": dict(FINISH_FETCH_IMPLIED)}
-BOOL_COLUMNS = frozenset({"saturated", "audit_ok", "contended", "reply_matches"})
+# stage -> columns an older run lacks but implies a value for (results.rows)
+IMPLIED: dict[str, dict[str, object]] = {
+    "finish_fetch": dict(FINISH_FETCH_IMPLIED),
+    "instructions": dict(INSTRUCTIONS_IMPLIED),
+}
+BOOL_COLUMNS = frozenset({"saturated", "audit_ok", "contended", "reply_matches", "seed_pinned"})
 # Implied for every stage: every run before the protocol column measured echomq.
 KNOWN_DEFAULTS = {"protocol": "echomq"}
 

@@ -197,6 +197,8 @@ class InstructionsMeta:
     """Each count's scope: the functions callgrind collected inside."""
     outside: str | None = None
     """What neither count holds."""
+    seed: str | None = None
+    """Redis's random seed: "pinned" (a fixed /dev/urandom), or why it could not be."""
 
 
 # ---------------------------------------------------------------- the run

@@ -346,6 +346,9 @@ class InstructionsRow:
     # (empty for a sweep: one sweep is counted)
     instructions_2n_diff_pct: float | None = None
     server_instructions_2n_diff_pct: float | None = None
+    # Redis's random seed pinned for the count (harness.callgrind): counts of one commit agree to
+    # the instruction nearly; unpinned, a key's lookup moves a count by up to 0.75%
+    seed_pinned: bool = False
     foreign_cpu_pct: float | None = None
     steal_pct: float | None = None
     contended: bool = False
@@ -363,6 +366,8 @@ Row = (
 FINISH_FETCH_IMPLIED: dict[str, object] = {
     "concurrency": 1, "job_ms": 0.0, "queues": 1, "regime": STEADY, "tries": 1, "load": 0.0,
 }  # fmt: skip
+# An instructions.csv from before the seed was pinned counted on a random one.
+INSTRUCTIONS_IMPLIED: dict[str, object] = {"seed_pinned": False}
 
 
 def columns_of(row_type: type[Row]) -> tuple[str, ...]:

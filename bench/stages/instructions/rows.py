@@ -91,6 +91,7 @@ def row_of(
     command: Counted,
     server: Counted,
     machine: dict[str, object],
+    seed_pinned: bool,
 ) -> InstructionsRow:
     """One step's row from its two counts: inside command execution, and the whole request."""
     return InstructionsRow(
@@ -105,6 +106,7 @@ def row_of(
         server_instructions_per_call=round(server.per_unit, 1),
         instructions_2n_diff_pct=_diff_pct(command),
         server_instructions_2n_diff_pct=_diff_pct(server),
+        seed_pinned=seed_pinned,
         **machine,  # type: ignore[arg-type]
     )
 
@@ -115,10 +117,11 @@ def rows_of(
     points: Sequence[Point],
     by_scope: dict[str, list[list[Counted]]],
     machine: dict[str, object],
+    seed_pinned: bool,
 ) -> list[InstructionsRow]:
     """The rows of every point, the two scopes' counts side by side (the same steps, in order)."""
     rows = []
     for point, command, server in zip(points, by_scope["command"], by_scope["server"], strict=True):
         for a, b in zip(command, server, strict=True):
-            rows.append(row_of(run_id, profile, point, a, b, machine))
+            rows.append(row_of(run_id, profile, point, a, b, machine, seed_pinned))
     return rows

@@ -9,9 +9,10 @@ all-stalled active list, against a redis-server under valgrind's callgrind
 ``call()``: what the scripts cost), once counting the whole request (reading,
 parsing, running, writing the reply: what a second round trip costs, so what
 fusing saves). The client, the network and the kernel are outside both counts.
-Inputs are fixed (clock, ids, payloads), so the same commit gives the same
-counts. Rows: instructions.csv. Without valgrind the stage says so in one line
-and writes nothing.
+Inputs are fixed (clock, ids, payloads) and so is Redis's random seed where
+``unshare`` may pin it, so the same commit gives the same counts. Rows:
+instructions.csv. Without valgrind the stage says so in one line and writes
+nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import argparse
 from collections.abc import Callable
 
 from bench.errors import BenchError
-from bench.harness.callgrind import CallgrindRedis, Scope, valgrind_missing
+from bench.harness.callgrind import CallgrindRedis, Scope, seed_refused, valgrind_missing
 from bench.harness.context import RunContext
 from bench.harness.machine import MachineSample, clock, watch_run
 from bench.harness.profile import InstructionsOptions, Profile
@@ -102,6 +103,9 @@ def run_stage(ctx: RunContext) -> None:
     options: InstructionsOptions = ctx.profile.instructions
     points = _points(ctx.profile)
     ctx.progress("instructions: each step under callgrind, inside command execution, then the whole server")
+    refused = seed_refused()
+    if refused:
+        ctx.progress.step(f"instructions: Redis's seed stays random, {refused}; counts may move 0.75%")
 
     def report(scope: str, point: Point) -> None:
         what = point.kind if point.kind != "sweep" else f"sweep {point.variant} ({point.active_size:,})"
@@ -112,7 +116,9 @@ def run_stage(ctx: RunContext) -> None:
         by_scope = count_all(points, options.instructions_calls, report)
         span = (opened, clock())
     machine: MachineSample = watch.within(span)
-    rows = rows_of(ctx.run_dir.name, ctx.profile.name, points, by_scope, dict(machine.row_fields()))
+    rows = rows_of(
+        ctx.run_dir.name, ctx.profile.name, points, by_scope, dict(machine.row_fields()), refused is None
+    )
     write_rows(ctx.run_dir, InstructionsRow, rows)
     update_meta(
         ctx.run_dir,
@@ -120,6 +126,7 @@ def run_stage(ctx: RunContext) -> None:
             "calls": options.instructions_calls,
             "scopes": {"command": "call()", "server": "readQueryFromClient + beforeSleep"},
             "outside": "the client, the network and the kernel",
+            "seed": "pinned" if refused is None else refused,
         },
     )
     ctx.progress.step(f"instructions counted: {InstructionsRow.FILE}")
@@ -163,6 +170,9 @@ def main(argv: list[str]) -> int:
     check_profile(profile)
     points = _points(profile)
     by_scope = count_all(points, options.instructions_calls)
-    rows = rows_of("", profile.name, points, by_scope, {})
+    rows = rows_of("", profile.name, points, by_scope, {}, seed_refused() is None)
     print(table(rows))
+    refused = seed_refused()
+    if refused:
+        print(f"Redis's seed stayed random ({refused}): a count may move 0.75% from server to server")
     return 0
