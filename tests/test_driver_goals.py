@@ -26,7 +26,12 @@ def _verdicts(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def _regime_verdicts(rows: list[dict[str, Any]]) -> list[str]:
-    return [goal.verdict for goal in judge(rows)][4:]
+    return [goal.verdict for goal in judge(rows)][4:7]
+
+
+def _cpu_verdict(rows: list[dict[str, Any]]) -> tuple[str, str]:
+    goal = judge(rows)[7]
+    return goal.verdict, goal.worst
 
 
 def _backlog(**values: Any) -> list[dict[str, Any]]:
@@ -92,3 +97,33 @@ def test_the_redis_bound_point_follows_the_grid_with_the_strategies_its_goal_nam
     in_grid = dataclasses.replace(opts, concurrency=(32,), rtt_ms=(0.0,))
     assert points_of(in_grid) == [Point(4, 0.0, 32)]
     assert strategies_at(in_grid, Point(4, 0.0, 32)) == list(opts.strategies)
+
+
+def _bound(protocol: str, strategy: str, locust: float, raw: float, **values: Any) -> dict[str, Any]:
+    return _row(
+        protocol=protocol, strategy=strategy, concurrency=32, rtt_ms=0.0, regime="backlog", limit="redis",
+        loadgen_cpu_us_per_job=locust, raw_cpu_us_per_job=raw, **values,
+    )  # fmt: skip
+
+
+def test_bullmqs_client_cpu_a_job_is_judged_against_echomqs_on_clean_medians():
+    even = [_bound(p, s, 40.0, 30.0) for p in ("echomq", "bullmq") for s in ("fused", "two_call")]
+    assert _cpu_verdict(even)[0] == MET
+    # bullmq two_call under Locust at 1.3x echomq's
+    costly = [*even[:3], _bound("bullmq", "two_call", 52.0, 30.0)]
+    assert _cpu_verdict(costly) == (MISSED, "two_call Locust 1.30x")
+    # the raw driver is judged too
+    raw = [*even[:2], _bound("bullmq", "fused", 40.0, 38.0), even[3]]
+    assert _cpu_verdict(raw) == (MISSED, "fused raw 1.27x")
+    # the median of the repetitions: one costly repetition of three is not the figure
+    reps = [*even, _bound("bullmq", "fused", 41.0, 30.0), _bound("bullmq", "fused", 80.0, 30.0)]
+    assert _cpu_verdict(reps)[0] == MET
+    # contended or saturated windows are no evidence
+    dirty = [*even[:3], _bound("bullmq", "two_call", 52.0, 30.0, contended=True)]
+    assert _cpu_verdict(dirty)[0] == MET  # two_call judged on nothing: the others met
+    assert (
+        _cpu_verdict([_bound(p, "fused", 40.0, 30.0, saturated=True) for p in ("echomq", "bullmq")])[0]
+        == NOT_MEASURED
+    )
+    # one protocol only: nothing to hold it against
+    assert _cpu_verdict(even[:2])[0] == NOT_MEASURED

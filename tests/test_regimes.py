@@ -21,7 +21,7 @@ from bench.results.rows import FinishFetchRow
 from bench.stages.finish_fetch import stage
 from bench.stages.finish_fetch.loadstats import Recorder
 from bench.stages.finish_fetch.plan import BACKLOG, OPEN, STEADY, Point, points_of, regime_options
-from bench.stages.finish_fetch.producer_loop import ProducerLoop
+from bench.stages.finish_fetch.producer_loop import BACKLOG_POLL_MAX_S, BACKLOG_POLL_S, ProducerLoop
 from bench.stages.finish_fetch.raw import run_raw
 from bench.stages.finish_fetch.remeasure import NO_BUDGET, POINT_BUDGET, RUN_BUDGET, Budget, Guard
 from bench.stages.finish_fetch.stage import run_stage
@@ -97,6 +97,31 @@ def test_an_open_producer_starts_a_jobs_clock_at_its_scheduled_time(client: Clie
     stamps = [Job(i, _text_fields(client.hgetall(queue.keys.job(i))), "").enqueued_us for i in ids]
     assert len(stamps) == 5
     assert all(s is not None and s <= sent_us - behind_s * 1e6 + 1e5 for s in stamps), (stamps, sent_us)
+
+
+def test_a_full_backlog_is_looked_at_ever_less_often_and_at_once_again_when_it_has_room(
+    client: Client, queue: Queue
+):
+    """Checks of a full wait list are client CPU no job needs: their wait doubles to a cap while the
+    list stays full, and is back to the shortest once a batch fits."""
+    run = TrialSettings("fused", 1, 1, 10, 10, 0.0, 0.0, 1.0, 0.0, queue.keys.name, regime=BACKLOG,
+                        backlog_jobs=4000)  # fmt: skip
+    loop = ProducerLoop(queue, run, Recorder())
+    loop.step()  # the pre-fill: 4,000 jobs, the bound
+    assert client.llen(queue.keys.wait) == 4000
+    waits = []
+    for _ in range(6):
+        waits.append(loop.poll_s)
+        loop.step()
+    assert waits == [BACKLOG_POLL_S * 2**i for i in range(4)] + [BACKLOG_POLL_MAX_S] * 2
+    assert client.llen(queue.keys.wait) == 4000  # only looked, never added
+    client.ltrim(queue.keys.wait, 0, 3899)  # 100 taken: room for a batch
+    loop.step()  # the look that finds room
+    loop.step()  # the batch
+    assert client.llen(queue.keys.wait) == 3910 and loop.poll_s == BACKLOG_POLL_S
+    # the steady regime's bound is a few batches: its look waits the shortest every time
+    steady = ProducerLoop(queue, dataclasses.replace(run, regime=STEADY), Recorder())
+    assert steady.poll_max_s == BACKLOG_POLL_S
 
 
 def test_the_default_grid_crosses_concurrency_with_rtt_for_both_strategies():

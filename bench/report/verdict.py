@@ -52,9 +52,10 @@ import pandas as pd
 
 UNSTABLE_CV = 0.10
 CLAIM_BEYOND = 0.05  # a deterministic count this far apart is a change the code made
-# Instructions counted under callgrind on a pinned seed (harness.callgrind): two counts of one commit's
-# default steps, one beside a CPU hog on each core, put all 70 figures within 0.46%. On a random seed a count with many key lookups moves by up to 0.75%
-# from server to server (a healthy sweep of 100: 856,852 and 852,418, 0.52%).
+# Instructions counted under callgrind on a pinned seed (harness.callgrind): two counts of one
+# commit's default steps, one beside a CPU hog on each core, put all 70 figures within 0.46%. On a
+# random seed a count with many key lookups moves by up to 0.75% from server to server (a healthy
+# sweep of 100: 856,852 and 852,418, 0.52%).
 INSTRUCTIONS_BEYOND = 0.005
 INSTRUCTIONS_UNPINNED_BEYOND = 0.01
 BETWEEN_RUNS = 0.15  # the least change between two runs a measured metric is judged on

@@ -15,7 +15,10 @@ Only uncontended rows are evidence; a goal with no such row says ``not measured`
 - backlog: fused fetches alone at most 0.02 a job at every backlog point, every protocol (the
   wait list never ran dry, so a fused fetch-next found a job);
 - grid: every (concurrency, rtt) pair of the backlog grid measured clean, fused and two_call;
-- open: queue latency recorded in the open regime, fused and two_call, at two loads or more.
+- open: queue latency recorded in the open regime, fused and two_call, at two loads or more;
+- protocols' client CPU: at the Redis-bound point, bullmq's client CPU a job (the median of its
+  clean repetitions) at most 1.25x echomq's, fused and two_call, under Locust and in the raw
+  driver: the bullmq rows measure its scripts, not a costlier client.
 
 A row from before the regime column is steady (results.rows.STEADY).
 """
@@ -39,6 +42,9 @@ BOUND_STRATEGIES = ("fused", "two_call")
 BOUND_PROTOCOLS = ("echomq", "bullmq")
 BACKLOG_FETCHES_ALONE_MAX = 0.02
 OPEN_LOADS_MIN = 2
+PROTOCOL_CPU_MAX = 1.25
+# The client CPU a job each driver measured: Locust's load process, the raw driver's threads.
+CPU_BY_DRIVER = (("Locust", "loadgen_cpu_us_per_job"), ("raw", "raw_cpu_us_per_job"))
 BACKLOG, OPEN = "backlog", "open"
 
 Row = Mapping[str, Any]
@@ -139,8 +145,55 @@ def judge(rows: Iterable[Row]) -> list[DriverGoal]:
         _backlog_goal(rows),
         _grid_goal(rows, concurrency),
         _open_goal(rows),
+        _protocol_cpu_goal(rows, concurrency),
     ]
     return goals
+
+
+def _bound_rows(rows: list[Row], concurrency: Callable[[Row], int]) -> Callable[[Row], bool]:
+    """The rows of the Redis-bound point: the backlog regime's when the run has any (a run from
+    before the regimes: its own)."""
+    regimes = {BACKLOG} if any(regime(r) == BACKLOG for r in rows) else {regime(r) for r in rows}
+    return lambda r: (
+        regime(r) in regimes
+        and concurrency(r) == BOUND_CONCURRENCY
+        and (_number(r.get("rtt_ms")) or 0) == 0
+        and (_number(r.get("job_ms")) or 0) == 0
+        and r.get("strategy") in BOUND_STRATEGIES
+        and r.get("protocol") in BOUND_PROTOCOLS
+    )
+
+
+def _protocol_cpu_goal(rows: list[Row], concurrency: Callable[[Row], int]) -> DriverGoal:
+    """bullmq's client CPU a job over echomq's at the Redis-bound point, each strategy and driver,
+    on clean windows (neither contended nor saturated)."""
+    name = (
+        f"bullmq client CPU a job <= {PROTOCOL_CPU_MAX:g}x echomq's at c{BOUND_CONCURRENCY} rtt0"
+        " (fused, two_call; Locust, raw)"
+    )
+    bound = _bound_rows(rows, concurrency)
+    clean = [r for r in rows if bound(r) and not _true(r.get("contended")) and not _true(r.get("saturated"))]
+    ratios: dict[str, float] = {}
+    for strategy in BOUND_STRATEGIES:
+        for driver, column in CPU_BY_DRIVER:
+            medians = {}
+            for protocol in BOUND_PROTOCOLS:
+                values = [
+                    v
+                    for r in clean
+                    if r.get("protocol") == protocol and r.get("strategy") == strategy
+                    for v in (_number(r.get(column)),)
+                    if v is not None and v > 0
+                ]
+                if values:
+                    medians[protocol] = statistics.median(values)
+            if len(medians) == len(BOUND_PROTOCOLS):
+                ratios[f"{strategy} {driver}"] = medians["bullmq"] / medians["echomq"]
+    if not ratios:
+        return DriverGoal(name, NOT_MEASURED, "")
+    worst = max(ratios, key=lambda k: ratios[k])
+    verdict = MET if all(v <= PROTOCOL_CPU_MAX for v in ratios.values()) else MISSED
+    return DriverGoal(name, verdict, f"{worst} {ratios[worst]:.2f}x")
 
 
 def _backlog_goal(rows: list[Row]) -> DriverGoal:
@@ -208,19 +261,7 @@ def _open_goal(rows: list[Row]) -> DriverGoal:
 
 def _bound_goal(rows: list[Row], concurrency: Callable[[Row], int]) -> DriverGoal:
     name = f"limit redis at c{BOUND_CONCURRENCY} rtt0 (fused, two_call; echomq, bullmq)"
-    # the backlog regime's rows when the run has any; a run from before the regimes, its own
-    regimes = {BACKLOG} if any(regime(r) == BACKLOG for r in rows) else {regime(r) for r in rows}
-    points = _by_point(
-        rows,
-        lambda r: (
-            regime(r) in regimes
-            and concurrency(r) == BOUND_CONCURRENCY
-            and (_number(r.get("rtt_ms")) or 0) == 0
-            and (_number(r.get("job_ms")) or 0) == 0
-            and r.get("strategy") in BOUND_STRATEGIES
-            and r.get("protocol") in BOUND_PROTOCOLS
-        ),
-    )
+    points = _by_point(rows, _bound_rows(rows, concurrency))
     if not points:
         return DriverGoal(name, NOT_MEASURED, "")
     named = {}
