@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
-from bench.harness.calibration import EVALSHAS, PINGS, calibrate
+from bench.harness.calibration import EVALSHAS, PINGS, ROUNDS, calibrate, ping_p50_us
 from bench.harness.meta import installed_packages
 from bench.harness.system import cpu_list, system_view
 from bench.protocol.commandstats import CommandStats
@@ -72,3 +73,25 @@ def test_cpu_lists_in_the_kernel_notation():
     assert cpu_list([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
     assert cpu_list([3]) == "3"
     assert cpu_list([]) == ""
+
+
+class SlowFirstRound:
+    """A client whose first PINGs each wait 5 ms more: a burst of steal, injected."""
+
+    def __init__(self, client: Client, slow_calls: int) -> None:
+        self.client, self.slow_left = client, slow_calls
+
+    def ping(self) -> object:
+        if self.slow_left > 0:
+            self.slow_left -= 1
+            time.sleep(0.005)
+        return self.client.ping()
+
+
+def test_a_slow_round_does_not_move_the_calibration(client: Client):
+    quiet = ping_p50_us(client)
+    # the warm-up ping and three rounds of five slowed: most of the pings, so their median is slow
+    burst = ping_p50_us(SlowFirstRound(client, 1 + 3 * PINGS // ROUNDS))
+    assert quiet < 5000 and burst < 5000, (quiet, burst)
+    # every round slowed: the figure says so
+    assert ping_p50_us(SlowFirstRound(client, 1 + PINGS)) >= 5000
