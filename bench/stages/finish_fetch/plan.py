@@ -142,8 +142,9 @@ def regime_options(opts: FinishFetchOptions, point: Point) -> FinishFetchOptions
 
 def capacity(rows: Iterable[FinishFetchRow], protocol: str, point: Point) -> float | None:
     """The point's measured backlog capacity for ``protocol``: the lower of fused's and two_call's
-    median jobs/s over their clean backlog trials at its cell (every trial when none was clean),
-    so both strategies run open at one rate; None before any was measured."""
+    median jobs/s at its cell, each over its own clean backlog trials (over all of its trials when
+    none was clean: one strategy's clean window must not hide the other's), so both strategies
+    run open at one rate; None before any was measured."""
     here = [
         r
         for r in rows
@@ -152,12 +153,13 @@ def capacity(rows: Iterable[FinishFetchRow], protocol: str, point: Point) -> flo
         and r.jobs_per_s
         and (r.workers, r.concurrency, r.job_ms, r.rtt_ms, r.queues) == point.cell
     ]
-    clean = [r for r in here if not r.contended] or here
-    medians = [
-        statistics.median(v)
-        for v in ([r.jobs_per_s for r in clean if r.strategy == s and r.jobs_per_s] for s in BOUND_STRATEGIES)
-        if v
-    ]
+    medians: list[float] = []
+    for strategy in BOUND_STRATEGIES:
+        trials = [r for r in here if r.strategy == strategy]
+        clean = [r.jobs_per_s for r in trials if not r.contended] or [r.jobs_per_s for r in trials]
+        values = [v for v in clean if v]
+        if values:
+            medians.append(statistics.median(values))
     return min(medians) if medians else None
 
 
