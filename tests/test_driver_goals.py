@@ -78,6 +78,13 @@ def test_each_goal_is_met_missed_or_not_measured_by_its_rows():
     assert _verdicts([_row(raw_reference_cpu_ratio=1.3), *bound])[0] == MISSED
     assert _verdicts([_row(locust_raw_jobs_ratio=0.79), *bound])[1] == MISSED
     assert _verdicts([_row(), *bound[:3], {**bound[3], "limit": "latency"}])[2] == MISSED
+    # two windows split between client and redis: missed, and the line names the split, in either order
+    split = {**bound[3], "limit": "client"}
+    for order in ([bound[3], split], [split, bound[3]]):
+        (goal,) = [g for g in judge([_row(), *bound[:3], *order]) if g.name.startswith("limit redis")]
+        assert (goal.verdict, goal.worst) == (MISSED, "bullmq two_call w4 c32 rtt0 steady limit client/redis")
+    # a third window that names redis settles it
+    assert _verdicts([_row(), *bound, split, bound[3]])[2] == MET
     assert _verdicts([_row(rtt_slept_ms=1.11), *bound])[3] == MISSED
     # a saturated point is not judged on its rtt; a contended row is no evidence at all
     assert _verdicts([_row(rtt_slept_ms=1.5, saturated=True), *bound])[3] == NOT_MEASURED

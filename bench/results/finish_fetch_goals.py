@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -259,15 +259,22 @@ def _open_goal(rows: list[Row]) -> DriverGoal:
     )
 
 
+def _point_limit(group: list[Row]) -> str:
+    """The limit most of a point's windows named; a tie names every side it split between
+    ("client/redis"), so the order the windows ran in does not decide it."""
+    counts = Counter(str(r.get("limit")) for r in group if r.get("limit"))
+    if not counts:
+        return "-"
+    most = max(counts.values())
+    return "/".join(sorted(limit for limit, n in counts.items() if n == most))
+
+
 def _bound_goal(rows: list[Row], concurrency: Callable[[Row], int]) -> DriverGoal:
     name = f"limit redis at c{BOUND_CONCURRENCY} rtt0 (fused, two_call; echomq, bullmq)"
     points = _by_point(rows, _bound_rows(rows, concurrency))
     if not points:
         return DriverGoal(name, NOT_MEASURED, "")
-    named = {}
-    for point, group in points.items():
-        limits = [str(r.get("limit") or "") for r in group if r.get("limit")]
-        named[point] = statistics.mode(limits) if limits else "-"
+    named = {point: _point_limit(group) for point, group in points.items()}
     missed = [p for p, limit in named.items() if limit != "redis"]
     worst = f"{missed[0]} limit {named[missed[0]]}" if missed else ""
     return DriverGoal(name, MISSED if missed else MET, worst)
