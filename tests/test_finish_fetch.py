@@ -367,6 +367,13 @@ def test_the_table_shows_medians_and_pairs_each_a_b_round_into_a_ratio():
     (jobs,) = [line for line in marked.splitlines() if line.split()[:1] == ["jobs/s"]]
     assert jobs.split()[1:3] == ["200", "100"]  # fused: its clean window alone, unmarked
     assert "CONTENDED: 1 of 4 runs" in marked and "93% of a core" in marked
+    # A saturated window is not clean (the glossary's word), but its cell still rests on it, marked s.
+    full = dataclasses.replace(rounds[2].row, saturated=True)
+    marked = table([*rounds[:2], dataclasses.replace(rounds[2], row=full), rounds[3]], ["fused", "two_call"])
+    (clean,) = [line for line in marked.splitlines() if line.split()[:1] == ["clean"]]
+    assert clean.split()[1:] == ["1", "of", "2", "2", "of", "2"]
+    (jobs,) = [line for line in marked.splitlines() if line.split()[:1] == ["jobs/s"]]
+    assert jobs.split()[1:4] == ["250", "[200-300]", "s"]
     # A repetition one strategy lacks pairs with nothing: the other rounds keep their pairs.
     cut = table([rounds[0], rounds[2], rounds[3]], ["fused", "two_call"])  # two_call rep 1 lost
     (jobs,) = [line for line in cut.splitlines() if line.split()[:1] == ["jobs/s"]]

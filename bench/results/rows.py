@@ -121,6 +121,12 @@ class FinishFetchRow:
     steal_pct: float | None = None
     contended: bool = False
 
+    @property
+    def clean(self) -> bool:
+        """The window measured the protocol: no other work shared the machine (not contended) and
+        the load generator kept up (not saturated), as the glossary (docs/method.md) has it."""
+        return not self.contended and not self.saturated
+
 
 @dataclass(frozen=True)
 class FinishFetchPart:

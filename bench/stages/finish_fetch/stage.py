@@ -175,7 +175,7 @@ def run_stage(ctx: RunContext) -> None:
                 if not row.audit_ok:
                     audits[f"{run.variant_id} r{run.rep}"] = _audit_note(run)
                 key = point_id(protocol, strategy, here.at_rate(0.0))
-                clean[key] = clean.get(key, 0) + (not row.contended)
+                clean[key] = clean.get(key, 0) + row.clean
                 update_meta(
                     ctx.run_dir,
                     finish_fetch={"errors": dict(sorted(errors.items())), "audit_failures": audits},

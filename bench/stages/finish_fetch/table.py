@@ -214,9 +214,9 @@ def table(
 
 
 def _clean(runs: Sequence[TableRow]) -> str:
-    """clean k of n: the repetitions whose window was clean (the figures rest on those), and the
-    windows measured again for them."""
-    clean = sum(not r.row.contended for r in runs)
+    """clean k of n: the repetitions whose window was clean (neither contended nor saturated), and
+    the windows measured again for them (a contended one only: a saturated point saturates again)."""
+    clean = sum(r.row.clean for r in runs)
     extra = sum(max(r.row.tries - 1, 0) for r in runs)
     return f"{clean} of {len(runs)}" + (f" (+{extra} again)" if extra else "")
 
