@@ -100,6 +100,14 @@ def seed_refused() -> str | None:
     return None
 
 
+# jemalloc purges freed pages as time passes (its decay), inline once the background thread is
+# off: a slower server (a busy neighbour) would purge at other calls. Never purging keeps the
+# allocator's work a function of the calls alone. Debian's jemalloc reads MALLOC_CONF; the one
+# Redis bundles, built with the je_ prefix, JE_MALLOC_CONF.
+ALLOCATOR_CONF = "dirty_decay_ms:-1,muzzy_decay_ms:-1"
+ALLOCATOR_ENV = ("MALLOC_CONF", "JE_MALLOC_CONF")
+
+
 class CallgrindRedis(EmbeddedRedis):
     """An embedded redis-server (no persistence, a free port) run under callgrind, counting ``scope``."""
 
@@ -110,8 +118,10 @@ class CallgrindRedis(EmbeddedRedis):
         if missing:
             raise BenchError(f"cannot count instructions: {missing}")
         # No slowlog: under valgrind every call is slow, and logging one copies its arguments,
-        # so the count would follow the clock.
-        super().__init__(source, extra_args=("--slowlog-log-slower-than", "-1", "--activerehashing", "no"))
+        # so the count would follow the clock. No jemalloc background thread: its purges race the
+        # main thread's allocations (bullmq's extendLock moved 0.27% from server to server).
+        extra = ("--slowlog-log-slower-than", "-1", "--activerehashing", "no", "--jemalloc-bg-thread", "no")
+        super().__init__(source, extra_args=extra)
         self.scope = scope
         self.seed_pinned = seed_refused() is None
 
@@ -121,6 +131,8 @@ class CallgrindRedis(EmbeddedRedis):
 
     def command_prefix(self) -> tuple[str, ...]:
         return (
+            "env",
+            *(f"{name}={ALLOCATOR_CONF}" for name in ALLOCATOR_ENV),
             *self._pinned_seed(),
             "valgrind",
             "--tool=callgrind",
