@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import time
@@ -10,6 +11,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import psutil
+
+from bench.results.rows import FinishFetchRow
 
 
 def ids(values: Iterable[Any]) -> list[str]:
@@ -93,3 +96,16 @@ def _running(process: psutil.Process) -> bool:
         return process.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def finish_fetch_row(**changes: Any) -> FinishFetchRow:
+    """A finish_fetch row of round figures (echomq fused, rep 1, 2 workers, rtt 0), with ``changes``."""
+    base = FinishFetchRow(
+        run_id="r", protocol="echomq", profile="quick", strategy="fused", rep=1, workers=2, producers=1,
+        rtt_ms=0.0, batch_size=20, payload_bytes=20, target_rate=0.0, warmup_s=0.3, measure_s=1.0,
+        duration_s=1.0, jobs=100, jobs_per_s=100.0, round_trips_per_job=1.0, server_calls_per_job=1.0,
+        server_us_per_job=10.0, cycle_p50_us=50, cycle_p90_us=60, cycle_p99_us=70, cycle_p999_us=80,
+        cycle_max_us=90, e2e_p50_us=100, e2e_p99_us=200, loadgen_cpu_pct=50.0, saturated=False,
+        audit_ok=True,
+    )  # fmt: skip
+    return dataclasses.replace(base, **changes)

@@ -19,7 +19,7 @@ from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import STRATEGIES, Queue
 from bench.results import hdr
 from bench.results.files import FIDELITY_DIR, HDR_DIR, LOCUST_DIR, RAW_DIR
-from bench.results.rows import FINISH_FETCH_COLUMNS, FinishFetchRow
+from bench.results.rows import FINISH_FETCH_COLUMNS
 from bench.stages.finish_fetch.loadstats import Aggregate, Recorder
 from bench.stages.finish_fetch.locust_trial import run_trial
 from bench.stages.finish_fetch.plan import Point
@@ -38,6 +38,7 @@ from bench.stages.finish_fetch.summary import (
 )
 from bench.stages.finish_fetch.table import TableRow, table
 from bench.stages.finish_fetch.trial_settings import TrialSettings
+from tests.helpers import finish_fetch_row
 
 # Short runs: long enough for a few thousand jobs, short enough for the suite.
 QUICK = FinishFetchOptions(
@@ -333,14 +334,7 @@ def test_locust_accepts_every_key_of_every_profile(
 
 
 def test_the_table_shows_medians_and_pairs_each_a_b_round_into_a_ratio():
-    base = FinishFetchRow(
-        run_id="r", protocol="echomq", profile="quick", strategy="fused", rep=1, workers=2, producers=1,
-        rtt_ms=0.0, batch_size=20, payload_bytes=20, target_rate=0.0, warmup_s=0.3, measure_s=1.0,
-        duration_s=1.0, jobs=100,
-        jobs_per_s=100.0, round_trips_per_job=1.0, server_calls_per_job=1.0, server_us_per_job=10.0,
-        cycle_p50_us=50, cycle_p90_us=60, cycle_p99_us=70, cycle_p999_us=80, cycle_max_us=90,
-        e2e_p50_us=100, e2e_p99_us=200, loadgen_cpu_pct=50.0, saturated=False, audit_ok=True,
-    )  # fmt: skip
+    base = finish_fetch_row()
 
     def run(variant: str, rep: int, jobs_per_s: float) -> TableRow:
         row = dataclasses.replace(base, strategy=variant, rep=rep, jobs_per_s=jobs_per_s)
@@ -385,14 +379,9 @@ def test_the_table_shows_medians_and_pairs_each_a_b_round_into_a_ratio():
 
 
 def test_with_three_strategies_the_ratios_get_a_table_of_their_own_below_each_block():
-    base = FinishFetchRow(
-        run_id="r", protocol="echomq", profile="quick", strategy="fused", rep=1, workers=2, producers=1,
-        rtt_ms=1.0, batch_size=20, payload_bytes=20, target_rate=0.0, warmup_s=0.3, measure_s=1.0,
-        duration_s=1.0, jobs=100, jobs_per_s=100.0, round_trips_per_job=0.25, server_calls_per_job=1.0,
-        server_us_per_job=10.0, cycle_p50_us=50, cycle_p90_us=60, cycle_p99_us=70, cycle_p999_us=80,
-        cycle_max_us=90, e2e_p50_us=100, e2e_p99_us=200, loadgen_cpu_pct=50.0, saturated=False,
-        audit_ok=True, concurrency=8, commands_per_job=1.0, limit="client",
-    )  # fmt: skip
+    base = finish_fetch_row(
+        rtt_ms=1.0, round_trips_per_job=0.25, concurrency=8, commands_per_job=1.0, limit="client"
+    )
     runs = [
         TableRow(dataclasses.replace(base, strategy=s, rep=rep, jobs_per_s=j * rep), 1.05, 30.0)
         for rep in (1, 2)

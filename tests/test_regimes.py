@@ -26,6 +26,7 @@ from bench.stages.finish_fetch.raw import run_raw
 from bench.stages.finish_fetch.remeasure import NO_BUDGET, POINT_BUDGET, RUN_BUDGET, Budget, Guard
 from bench.stages.finish_fetch.stage import run_stage
 from bench.stages.finish_fetch.trial_settings import TrialSettings
+from tests.helpers import finish_fetch_row
 
 BASE = FinishFetchOptions(
     strategies=("fused", "two_call"), repetitions=1, workers=(2,), concurrency=(8,), rtt_ms=(0.0,),
@@ -223,14 +224,7 @@ def test_the_budget_stops_measuring_again_and_the_row_and_table_say_so(
 
 def test_the_open_rate_takes_each_strategy_clean_trials_or_all_of_its_own():
     # CI once saw fused clean and two_call contended: the rate came from fused alone, twice two_call's.
-    base = FinishFetchRow(
-        run_id="r", protocol="echomq", profile="quick", strategy="fused", rep=1, workers=2, producers=1,
-        rtt_ms=0.0, batch_size=20, payload_bytes=20, target_rate=0.0, warmup_s=0.3, measure_s=1.0,
-        duration_s=1.0, jobs=100, jobs_per_s=24_000.0, round_trips_per_job=1.0, server_calls_per_job=1.0,
-        server_us_per_job=10.0, cycle_p50_us=50, cycle_p90_us=60, cycle_p99_us=70, cycle_p999_us=80,
-        cycle_max_us=90, e2e_p50_us=100, e2e_p99_us=200, loadgen_cpu_pct=50.0, saturated=False,
-        audit_ok=True, concurrency=8, regime=BACKLOG,
-    )  # fmt: skip
+    base = finish_fetch_row(jobs_per_s=24_000.0, concurrency=8, regime=BACKLOG)
     point = Point(workers=2, rtt_ms=0.0, concurrency=8)
     two_call = dataclasses.replace(base, strategy="two_call", jobs_per_s=12_000.0, contended=True)
     assert capacity([base, two_call], "echomq", point) == 12_000.0
