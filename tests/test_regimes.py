@@ -219,7 +219,7 @@ def test_the_budget_stops_measuring_again_and_the_row_and_table_say_so(
     out = capsys.readouterr().out
     (jobs,) = [line for line in out.splitlines() if line.split()[:1] == ["jobs/s"]]
     assert jobs.split()[-1] == "c"  # the cell is marked, and the mark explained under the table
-    assert "c: no window of the cell was clean" in " ".join(out.split())
+    assert "c: every window of the cell was contended" in " ".join(out.split())
 
 
 def test_the_open_rate_takes_each_strategy_clean_trials_or_all_of_its_own():

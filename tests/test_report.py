@@ -442,7 +442,7 @@ def test_a_contended_cell_is_marked_in_every_table_that_shows_it(tmp_path: Path)
     assert set(marks("| fused | steady | 4 | 1 | 0 |")) == {""}
     # the ratio table: a row a point, marked by either side's cell
     assert marks("| steady | 4 | 8 | 1 |") == ["c"] and marks("| steady | 4 | 1 | 0 |") == ["s"]
-    assert text.count("*c: no window of the cell was clean") == 4  # a note under each of the four
+    assert text.count("*c: every window of the cell was contended") == 4  # a note under each of the four
     # the results page: the cell itself
     table = finish_fetch_table(load_run(run))
     assert table is not None

@@ -1,5 +1,5 @@
 """A finish_fetch cell as a report table shows it: the repetitions of one strategy at one point,
-its figures resting on its clean windows when it has any, and its mark when it has none (c,
+its figures resting on its uncontended windows when it has any, and its mark when it has none (c,
 contended) or when a window it rests on saturated the load generator (s), with the note a table
 with marks carries under it."""
 
@@ -12,11 +12,11 @@ import pandas as pd
 CONTENDED, SATURATED = "c", "s"
 MARK = "cell_mark"  # the judged frame's column: each row's cell's mark
 MARKS_NOTE = {
-    CONTENDED: f"{CONTENDED}: no window of the cell was clean (the machine watch marked every one "
-    "contended): its figures are not comparable",
+    CONTENDED: f"{CONTENDED}: every window of the cell was contended (the machine watch marked each one): "
+    "its figures are not comparable",
     SATURATED: f"{SATURATED}: the load generator, not Redis, saturated in a window the cell rests on",
 }
-FIGURES_NOTE = "A cell's figures rest on its clean windows when it has any."
+FIGURES_NOTE = "A cell's figures rest on its uncontended windows when it has any."
 
 
 def _flag(frame: pd.DataFrame, column: str) -> pd.Series:

@@ -228,12 +228,12 @@ def mark_note(runs: Sequence[TableRow], width: int | None = None) -> str:
     parts = []
     if contended:
         parts.append(
-            f"{CONTENDED_MARK}: no window of the cell was clean (every one contended, the re-measuring's "
-            "budget spent): its figures are not comparable"
+            f"{CONTENDED_MARK}: every window of the cell was contended (the re-measuring's budget spent): "
+            "its figures are not comparable"
         )
     if saturated:
         parts.append(f"{SATURATED_MARK}: the load generator saturated in a window of the cell, not Redis")
-    parts = parts and [*parts, "figures rest on a cell's clean windows when it has any"]
+    parts = parts and [*parts, "figures rest on a cell's uncontended windows when it has any"]
     return wrap_note("; ".join(parts), width) if parts else ""
 
 
