@@ -16,12 +16,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.harness.callgrind import _SUMMARY, valgrind_missing
+from bench.harness.callgrind import instructions_in, valgrind_missing
 from bench.harness.experiment import experiment_run
 from bench.harness.server import EmbeddedRedis
 from bench.protocol.connection import RedisSettings
 from bench.protocol.phases import Inputs
 from bench.protocol.queue import Producer, Queue, Worker
+from bench.stages.instructions.rows import fresh
 
 QUEUE = "client-instr"
 WORKER_ID = "client-instr-w0"
@@ -45,15 +46,12 @@ def _count(url: str, protocol: str, strategy: str, jobs: int, folder: Path) -> i
                "--worker", url, protocol, strategy, str(jobs)]  # fmt: skip
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     subprocess.run(command, check=True, env=env, capture_output=True, text=True)
-    found = _SUMMARY.search(out.read_text(errors="replace"))
-    assert found is not None, out
-    return int(found.group(1))
+    return instructions_in(out)
 
 
 def _fill(url: str, protocol: str, jobs: int) -> None:
     client = RedisSettings.from_url(url).connect()
-    client.flushall()
-    client.script_flush()
+    fresh(client)
     queue = Queue.open(client, QUEUE, protocol=protocol, clock=Inputs.fixed(QUEUE).clock)
     Producer(queue).add_batch(jobs + 2, payload_bytes=100, enqueued_us=1)
 

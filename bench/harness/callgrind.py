@@ -100,6 +100,14 @@ def seed_refused() -> str | None:
     return None
 
 
+def instructions_in(dump: Path) -> int:
+    """The instructions a callgrind output file counted (its summary line)."""
+    found = _SUMMARY.search(dump.read_text(errors="replace"))
+    if found is None:
+        raise BenchError(f"callgrind's dump {dump.name} has no summary line")
+    return int(found.group(1))
+
+
 # jemalloc purges freed pages as time passes (its decay), inline once the background thread is
 # off: a slower server (a busy neighbour) would purge at other calls. Never purging keeps the
 # allocator's work a function of the calls alone. Debian's jemalloc reads MALLOC_CONF; the one
@@ -177,10 +185,7 @@ class CallgrindRedis(EmbeddedRedis):
             raise BenchError(f"callgrind_control -d wrote no dump in {self.folder}")
         total = 0
         for path in new:
-            found = _SUMMARY.search(path.read_text(errors="replace"))
-            if found is None:
-                raise BenchError(f"callgrind's dump {path.name} has no summary line")
-            total += int(found.group(1))
+            total += instructions_in(path)
             path.unlink()
         return total
 

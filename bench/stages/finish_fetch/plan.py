@@ -156,8 +156,8 @@ def capacity(rows: Iterable[FinishFetchRow], protocol: str, point: Point) -> flo
     medians: list[float] = []
     for strategy in BOUND_STRATEGIES:
         trials = [r for r in here if r.strategy == strategy]
-        clean = [r.jobs_per_s for r in trials if not r.contended] or [r.jobs_per_s for r in trials]
-        values = [v for v in clean if v]
+        clean = [r for r in trials if not r.contended] or trials
+        values = [r.jobs_per_s for r in clean if r.jobs_per_s]
         if values:
             medians.append(statistics.median(values))
     return min(medians) if medians else None
