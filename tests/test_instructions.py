@@ -1,13 +1,14 @@
 """Redis's cost in instructions (valgrind's callgrind): a count steal cannot move.
 
 Each test starts its own redis-server under callgrind (bench.harness.callgrind). Two servers
-draw the same random seed, the counts of the same calls agree within 0.5% with a busy process
+take the same seeds and wall clock, the counts of the same calls agree within 0.5% with a busy process
 beside the second server, a script with one more redis.call costs more (and compare calls it
 worse), and the stage writes its rows, or one line and nothing without valgrind.
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -17,7 +18,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.harness.callgrind import CallgrindRedis, seed_refused, valgrind_missing
+from bench.errors import BenchError
+from bench.harness import callgrind
+from bench.harness.callgrind import PINNED_MS, CallgrindRedis, seed_refused, valgrind_missing
 from bench.harness.context import RunContext
 from bench.harness.profile import InstructionsOptions, Profile
 from bench.harness.server import ServerInfo
@@ -95,24 +98,62 @@ def near(a: float, b: float) -> bool:
     return abs(b / a - 1) <= BEYOND or abs(b - a) <= INSTRUCTIONS_LEAST
 
 
-def run_id(server: CallgrindRedis) -> str:
-    """INFO's run_id: 40 hex characters Redis draws from the same seed as its hash tables'."""
-    return str(RedisSettings.from_url(server.url).connect().info("server")["run_id"])
+def pinned_inputs(server: CallgrindRedis) -> tuple[object, ...]:
+    """What the server took from outside: its seed (INFO's run_id, 40 hex characters drawn from
+    the same seed as its hash tables'), its wall clock (TIME, and a stream's ids, the clock's
+    millisecond), and random()'s draws (a sorted set's node levels, in its memory's size)."""
+    client = RedisSettings.from_url(server.url).connect()
+    try:
+        ids = [client.xadd("instr:stream", {"f": "v"}) for _ in range(2)]
+        client.zadd("instr:zset", {f"member-{i}": i for i in range(1_000)})  # a skiplist, not a listpack
+        size = client.memory_usage("instr:zset", samples=0)  # every node's allocation, level by level
+        return str(client.info("server")["run_id"]), tuple(client.time()), tuple(ids), size
+    finally:
+        client.close()
 
 
 @needs_valgrind
 @pytest.mark.skipif(seed_refused() is not None, reason=f"the seed cannot be pinned: {seed_refused()}")
 @pytest.mark.timeout(120)
-def test_two_servers_draw_the_same_seed_and_an_unpinned_one_does_not(
+def test_two_servers_take_the_same_seeds_and_clock_and_an_unpinned_one_does_not(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     with CallgrindRedis("command") as first, CallgrindRedis("command") as second:
-        assert first.seed_pinned and run_id(first) == run_id(second)
-        pinned = run_id(first)
+        assert first.seed_pinned
+        pinned = pinned_inputs(first)
+        assert pinned_inputs(second) == pinned
+    seconds, ms = divmod(PINNED_MS, 1000)
+    assert pinned[1] == (seconds, ms * 1000)  # the clock stands still
+    assert pinned[2] == (f"{PINNED_MS}-0".encode(), f"{PINNED_MS}-1".encode())
     with CallgrindRedis("command") as unpinned:
         monkeypatch.setattr(unpinned, "seed_pinned", False)
-        unpinned.restart()  # the same server, started again without the fixed /dev/urandom
-        assert run_id(unpinned) != pinned
+        unpinned.restart()  # the same server, started again as it comes: its own seed and clock
+        run_id, clock, ids, _ = pinned_inputs(unpinned)
+        assert run_id != pinned[0] and clock != pinned[1] and ids != pinned[2]
+
+
+def test_without_a_c_compiler_the_inputs_are_not_pinned_and_the_reason_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda tool: None if tool == "cc" else real_which(tool))
+    reason = seed_refused.__wrapped__()
+    assert reason is not None and "cc" in reason and "apt-get install gcc" in reason
+
+
+@needs_valgrind
+@pytest.mark.timeout(60)
+def test_a_pin_that_does_not_build_stops_the_server_with_the_compilers_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    broken = tmp_path / "pinned_inputs.c"
+    broken.write_text("int gettimeofday(void) { return }\n")
+    monkeypatch.setattr(callgrind, "PIN_SOURCE", broken)
+    server = CallgrindRedis("command")
+    monkeypatch.setattr(server, "seed_pinned", True)
+    with pytest.raises(BenchError, match=r"^cc could not build pinned_inputs\.c: .*error"):
+        server.start()
+    server.stop()
 
 
 @needs_valgrind

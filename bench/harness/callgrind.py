@@ -19,16 +19,24 @@ Two scopes, each its own server (callgrind cannot count two regions at once):
   The timers (``serverCron``) are outside both, so an idle second adds about
   3,000 instructions, and a slower machine no more than that.
 
-Redis seeds its hash tables at random as it starts (64 bytes of /dev/urandom), so
-a key's or a command name's lookup walks a longer or shorter chain from server to
-server: a sweep's count moved by 1.8% between two servers, and by 0.5-0.75% with
-the command table's lookups (``lookupCommand``) left out. So the server runs in a
-mount namespace of its own (``unshare``: as root, or as a user through a user
-namespace) where /dev/urandom is a file of fixed bytes, and every server draws the
-same seed. Rehashing by the clock (``activerehashing``) is off, so a table's
-rehash steps all fall inside the commands that touch it, whatever the timing. Where
-``unshare`` is refused the seed stays random, and ``seed_pinned`` says why.
-The command table's lookups stay out of the counts either way. (In the ``command``
+Redis takes three inputs from outside its calls, and each moved the counts from
+server to server, so each is pinned:
+
+- Its hash tables' seed, 64 bytes of /dev/urandom read at start: a key's or a
+  command name's lookup walks a longer or shorter chain (a sweep moved 1.8%). The
+  server runs in a mount namespace of its own (``unshare``: as root, or as a user
+  through a user namespace) where /dev/urandom is a file of fixed bytes.
+- random()'s seed, the start's time and pid: a sorted set's node levels, so each
+  ZADD's walk and allocation (a fused job moved 0.16%).
+- The wall clock: a stream id is its millisecond, and the id's encoding follows the
+  gap to the last one. It stands still at ``PINNED_MS``.
+
+The last two are pinned by a small library preloaded into the server
+(``pinned_inputs.c``, built with ``cc`` as the server starts). Where ``unshare`` or
+``cc`` is missing, the inputs stay as they come and ``seed_pinned`` is false, with
+the reason in the run's meta.json. Rehashing by the clock (``activerehashing``) is
+off, so a table's rehash steps all fall inside the commands that touch it, whatever
+the timing. The command table's lookups stay out of the counts either way. (In the ``command``
 scope the client command's own lookup, made before ``call()``, toggles collection
 on for its length instead: one lookup a request.)
 
@@ -49,6 +57,7 @@ from typing import Literal
 
 from bench.errors import BenchError
 from bench.harness.server import EmbeddedRedis, Source
+from bench.protocol.phases import FIXED_START_MS
 
 Scope = Literal["command", "server"]
 SCOPES: dict[Scope, tuple[str, ...]] = {
@@ -62,6 +71,9 @@ _SUMMARY = re.compile(r"^(?:summary|totals):\s*(\d+)", re.MULTILINE)
 OUT_FILE = "callgrind.out"
 SEED_FILE = "urandom.fixed"
 SEED = bytes(range(64))  # what Redis reads of /dev/urandom at start, the same every run
+PIN_SOURCE = Path(__file__).with_name("pinned_inputs.c")
+PIN_LIBRARY = "pinned_inputs.so"
+PINNED_MS = FIXED_START_MS  # the counted server's wall clock: where the fixed inputs' clock starts
 # sh in the new mount namespace: /dev/urandom becomes the seed file ($0), then the server runs.
 _PIN = 'mount --bind "$0" /dev/urandom && exec "$@"'
 
@@ -82,7 +94,10 @@ def _unshare() -> tuple[str, ...]:
 
 @functools.cache
 def seed_refused() -> str | None:
-    """Why Redis's random seed cannot be pinned here (unshare missing or refused), or None when it can."""
+    """Why Redis's seeds and clock cannot be pinned here (unshare missing or refused, or no C
+    compiler), or None when they can."""
+    if shutil.which("cc") is None:
+        return "no C compiler (cc) to build the clock's pin (apt-get install gcc)"
     if shutil.which("unshare") is None:
         return "unshare is not on PATH (util-linux)"
     try:
@@ -98,6 +113,16 @@ def seed_refused() -> str | None:
         said = (done.stderr or done.stdout).strip().splitlines()
         return f"unshare refused a private mount: {said[-1] if said else done.returncode}"
     return None
+
+
+def _run(command: list[str], failure: str) -> None:
+    """Run a tool; where it fails, one line: ``failure`` and its first error line (a compiler
+    follows that with the source and a caret), else the last thing it said."""
+    done = subprocess.run(command, capture_output=True, text=True, timeout=CONTROL_TIMEOUT_S)
+    if done.returncode != 0:
+        said = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+        errors = [line for line in said if "error" in line]
+        raise BenchError(f"{failure}: {(errors or said or [str(done.returncode)])[0 if errors else -1]}")
 
 
 def instructions_in(dump: Path) -> int:
@@ -150,24 +175,23 @@ class CallgrindRedis(EmbeddedRedis):
         )
 
     def _pinned_seed(self) -> tuple[str, ...]:
-        """The prefix that runs the server on a fixed seed (none where unshare is refused)."""
+        """The prefix that runs the server on fixed seeds and clock (none where they cannot be)."""
         if not self.seed_pinned:
             return ()
         seed = self.folder / SEED_FILE
         seed.write_bytes(SEED)
-        return (*_unshare(), "sh", "-c", _PIN, str(seed))
+        return (*_unshare(), "sh", "-c", _PIN, str(seed), "env", f"LD_PRELOAD={self._build_pin()}")
+
+    def _build_pin(self) -> Path:
+        """The preloaded library that pins random()'s seed and the wall clock, built here."""
+        library = self.folder / PIN_LIBRARY
+        build = ("cc", "-shared", "-fPIC", "-O2", f"-DPINNED_MS={PINNED_MS}LL")
+        _run([*build, "-o", str(library), str(PIN_SOURCE)], f"cc could not build {PIN_SOURCE.name}")
+        return library
 
     def _control(self, flag: str) -> None:
         assert self.process is not None
-        done = subprocess.run(
-            ["callgrind_control", flag, str(self.process.pid)],
-            capture_output=True,
-            text=True,
-            timeout=CONTROL_TIMEOUT_S,
-        )
-        if done.returncode != 0:
-            said = (done.stderr or done.stdout).strip().splitlines()
-            raise BenchError(f"callgrind_control {flag} failed: {said[-1] if said else done.returncode}")
+        _run(["callgrind_control", flag, str(self.process.pid)], f"callgrind_control {flag} failed")
 
     def _dumps(self) -> set[Path]:
         return set(self.folder.glob(f"{OUT_FILE}.*"))

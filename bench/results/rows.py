@@ -352,8 +352,8 @@ class InstructionsRow:
     # (empty for a sweep: one sweep is counted)
     instructions_2n_diff_pct: float | None = None
     server_instructions_2n_diff_pct: float | None = None
-    # Redis's random seed pinned for the count (harness.callgrind): counts of one commit agree to
-    # the instruction nearly; unpinned, a key's lookup moves a count by up to 0.75%
+    # Redis's seeds and wall clock pinned for the count (harness.callgrind): counts of one commit
+    # agree to the instruction nearly; unpinned, a key's lookup moves a count by up to 0.75%
     seed_pinned: bool = False
     foreign_cpu_pct: float | None = None
     steal_pct: float | None = None

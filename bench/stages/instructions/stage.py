@@ -9,8 +9,8 @@ all-stalled active list, against a redis-server under valgrind's callgrind
 ``call()``: what the scripts cost), once counting the whole request (reading,
 parsing, running, writing the reply: what a second round trip costs, so what
 fusing saves). The client, the network and the kernel are outside both counts.
-Inputs are fixed (clock, ids, payloads) and so is Redis's random seed where
-``unshare`` may pin it, so the same commit gives the same counts. Rows:
+Inputs are fixed (clock, ids, payloads) and so are Redis's seeds and wall clock
+where they can be pinned, so the same commit gives the same counts. Rows:
 instructions.csv. Without valgrind the stage says so in one line and writes
 nothing.
 """
@@ -105,7 +105,7 @@ def run_stage(ctx: RunContext) -> None:
     ctx.progress("instructions: each step under callgrind, inside command execution, then the whole server")
     refused = seed_refused()
     if refused:
-        ctx.progress.step(f"instructions: Redis's seed stays random, {refused}; counts may move 0.75%")
+        ctx.progress.step(f"instructions: seeds and clock not pinned ({refused}); counts may move 0.75%")
 
     def report(scope: str, point: Point) -> None:
         what = point.kind if point.kind != "sweep" else f"sweep {point.variant} ({point.active_size:,})"
@@ -174,5 +174,5 @@ def main(argv: list[str]) -> int:
     print(table(rows))
     refused = seed_refused()
     if refused:
-        print(f"Redis's seed stayed random ({refused}): a count may move 0.75% from server to server")
+        print(f"Redis's seeds and clock were not pinned ({refused}): a count may move 0.75%")
     return 0
