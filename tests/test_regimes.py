@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import itertools
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,12 +20,20 @@ from bench.harness.server import EmbeddedRedis, ServerInfo
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Job, Queue, now_us
 from bench.results.rows import FinishFetchRow
-from bench.stages.finish_fetch import stage
+from bench.stages.finish_fetch import remeasure, stage
 from bench.stages.finish_fetch.loadstats import Recorder
 from bench.stages.finish_fetch.plan import BACKLOG, OPEN, STEADY, Point, capacity, points_of, regime_options
 from bench.stages.finish_fetch.producer_loop import BACKLOG_POLL_MAX_S, BACKLOG_POLL_S, ProducerLoop
 from bench.stages.finish_fetch.raw import run_raw
-from bench.stages.finish_fetch.remeasure import NO_BUDGET, POINT_BUDGET, RUN_BUDGET, Budget, Guard
+from bench.stages.finish_fetch.remeasure import (
+    NO_BUDGET,
+    POINT_BUDGET,
+    RUN_BUDGET,
+    Budget,
+    Guard,
+    LoadJudge,
+    more_processes,
+)
 from bench.stages.finish_fetch.stage import run_stage
 from bench.stages.finish_fetch.trial_settings import TrialSettings
 from tests.helpers import finish_fetch_row
@@ -166,30 +176,44 @@ def _stage(
         return list(csv.DictReader(handle))
 
 
-def _first_window_contended() -> Guard:
-    """A guard that reports contention on the first window it judges, and none after."""
-    judged: list[MachineSample | None] = []
+Remeasured = Callable[[int, Guard | None, LoadJudge | None], list[dict[str, str]]]
 
-    def guard(sample: MachineSample | None) -> MachineSample:
-        judged.append(sample)
-        return contended_sample(len(judged) == 1)
 
-    return guard
+@pytest.fixture
+def remeasured(
+    tmp_path: Path, settings: RedisSettings, redis_server: EmbeddedRedis, monkeypatch: pytest.MonkeyPatch
+) -> Remeasured:
+    """The stage at one fused point, allowed one window more, on a machine of two cores whatever
+    runs it, with a guard or a load judge injected: its rows, given the repetitions."""
+    monkeypatch.setattr(remeasure.os, "cpu_count", lambda: 2)
+
+    def run(repetitions: int, guard: Guard | None, judge: LoadJudge | None) -> list[dict[str, str]]:
+        if guard is not None:
+            monkeypatch.setattr(stage, "GUARD", guard)
+        if judge is not None:
+            monkeypatch.setattr(stage, "LOAD_JUDGE", judge)
+        opts = dataclasses.replace(
+            BASE, strategies=("fused",), repetitions=repetitions, remeasure_windows=1, remeasure_share=1.0
+        )
+        return _stage(tmp_path, settings, redis_server, opts)
+
+    return run
+
+
+def _first_call() -> Callable[[object], bool]:
+    """True on the first call and False after: a window judged contended, or saturated, once."""
+    calls = itertools.count()
+    return lambda _judged: next(calls) == 0
 
 
 @pytest.mark.locust
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_a_contended_window_is_measured_again_and_the_row_says_how_many_tries(
-    tmp_path: Path,
-    settings: RedisSettings,
-    redis_server: EmbeddedRedis,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    remeasured: Remeasured, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
-    monkeypatch.setattr(stage, "GUARD", _first_window_contended())
-    opts = dataclasses.replace(BASE, strategies=("fused",), remeasure_windows=1, remeasure_share=1.0)
-    (row,) = _stage(tmp_path, settings, redis_server, opts)
+    first = _first_call()
+    (row,) = remeasured(1, lambda sample: contended_sample(first(sample)), None)
     assert (row["tries"], row["contended"], row["remeasure_stopped"]) == ("2", "False", "no")
     meta = json.loads((tmp_path / "meta.json").read_text())["finish_fetch"]
     assert meta["clean"] == {"fused-w2-c8-rtt0": "clean 1 of 1"}
@@ -204,15 +228,9 @@ def test_a_contended_window_is_measured_again_and_the_row_says_how_many_tries(
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_the_budget_stops_measuring_again_and_the_row_and_table_say_so(
-    tmp_path: Path,
-    settings: RedisSettings,
-    redis_server: EmbeddedRedis,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    remeasured: Remeasured, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
-    monkeypatch.setattr(stage, "GUARD", lambda sample: contended_sample(True))
-    opts = dataclasses.replace(BASE, strategies=("fused",), remeasure_windows=1, remeasure_share=1.0)
-    (row,) = _stage(tmp_path, settings, redis_server, opts)
+    (row,) = remeasured(1, lambda sample: contended_sample(True), None)
     assert (row["tries"], row["contended"], row["remeasure_stopped"]) == ("2", "True", POINT_BUDGET)
     meta = json.loads((tmp_path / "meta.json").read_text())["finish_fetch"]
     assert meta["clean"] == {"fused-w2-c8-rtt0": "clean 0 of 1"}
@@ -220,6 +238,30 @@ def test_the_budget_stops_measuring_again_and_the_row_and_table_say_so(
     (jobs,) = [line for line in out.splitlines() if line.split()[:1] == ["jobs/s"]]
     assert jobs.split()[-1] == "c"  # the cell is marked, and the mark explained under the table
     assert "c: every window of the cell was contended" in " ".join(out.split())
+
+
+def test_a_saturated_window_takes_one_more_load_process_up_to_the_cores_never_fewer():
+    assert more_processes(1, cores=2) == 2
+    assert more_processes(2, cores=2) == 2  # no core left: the same, so not measured again
+    assert more_processes(1, cores=1) == 1
+    assert more_processes(3, cores=2) == 3  # a profile's own count is kept, not cut
+
+
+@pytest.mark.locust
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_saturated_window_is_measured_again_on_one_more_process_and_the_point_keeps_it(
+    remeasured: Remeasured, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    first, second = remeasured(2, None, _first_call())
+    assert (first["tries"], first["loadgen_processes"], first["remeasure_stopped"]) == ("2", "2", "no")
+    # the point's next trial starts on two processes: no window spent to learn it again
+    assert (second["tries"], second["loadgen_processes"]) == ("1", "2")
+    for rep in (1, 2):  # what Locust itself reported of each repetition's last window
+        (summary,) = tmp_path.rglob(f"*__r{rep}_summary.json")
+        roles = [p["role"] for p in json.loads(summary.read_text())["processes"]]
+        assert roles.count("worker") == 2, roles
+    assert "measured again on 2 load processes (try 2)" in capsys.readouterr().err
 
 
 def test_the_open_rate_takes_each_strategy_clean_trials_or_all_of_its_own():

@@ -173,6 +173,10 @@ def _protocol_cpu_goal(rows: list[Row], concurrency: Callable[[Row], int]) -> Dr
     )
     bound = _bound_rows(rows, concurrency)
     clean = [r for r in rows if bound(r) and not _true(r.get("contended")) and not _true(r.get("saturated"))]
+    # one load process's CPU a job is not two's (each has its own overhead, a master is added):
+    # the windows on the fewest processes only (a row from before the column ran on one)
+    fewest = min((_processes(r) for r in clean), default=1)
+    clean = [r for r in clean if _processes(r) == fewest]
     ratios: dict[str, float] = {}
     for strategy in BOUND_STRATEGIES:
         for driver, column in CPU_BY_DRIVER:
@@ -194,6 +198,11 @@ def _protocol_cpu_goal(rows: list[Row], concurrency: Callable[[Row], int]) -> Dr
     worst = max(ratios, key=lambda k: ratios[k])
     verdict = MET if all(v <= PROTOCOL_CPU_MAX for v in ratios.values()) else MISSED
     return DriverGoal(name, verdict, f"{worst} {ratios[worst]:.2f}x")
+
+
+def _processes(row: Row) -> int:
+    """The load processes a row's window ran on (1 for a row from before the column)."""
+    return int(_number(row.get("loadgen_processes")) or 1)
 
 
 def _backlog_goal(rows: list[Row]) -> DriverGoal:

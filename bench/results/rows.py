@@ -113,13 +113,16 @@ class FinishFetchRow:
     # the wait list's length sampled through the window: samples, and those that found it empty
     wait_samples: int | None = None
     wait_empty_samples: int | None = None
-    # windows this trial took: more than 1 when a contended one was measured again; why the
-    # re-measuring stopped while the window was still contended (the budget), else "no"
+    # windows this trial took: more than 1 when a contended or saturated one was measured again;
+    # why the re-measuring stopped while the window was still so (the budget), else "no"
     tries: int = 1
     remeasure_stopped: str = field(default="", metadata={"empty_as": NOT_STOPPED})
     foreign_cpu_pct: float | None = None
     steal_pct: float | None = None
     contended: bool = False
+    # Locust processes the window ran on: the profile's loadgen-processes, or one more where a
+    # saturated window was measured again (a run from before the column ran the profile's)
+    loadgen_processes: int = 1
 
     @property
     def clean(self) -> bool:

@@ -1,15 +1,18 @@
 """Measured again until clean (design.md "Clean windows"): a trial whose window the machine watch
 marked contended runs again, within a budget, so each point rests on the asked number of clean
-windows or says how many it got.
+windows or says how many it got. A window whose load generator saturated runs again on one more
+Locust process, up to the machine's cores: the same load on one process would saturate again.
 
 The budget has two parts, both profile keys: extra windows a point (``remeasure-windows``) and
 extra time over the whole stage (``remeasure-share`` of its planned seconds). A trial is priced at
 its planned seconds, not at what it took, so the budget does not depend on how slow the machine
 was. The guard that judges a window is injectable: tests hand in one that reports contention on
-the first window (the machine watch's rule itself is bench.harness.machine's)."""
+the first window (the machine watch's rule itself is bench.harness.machine's), and a load judge
+that reports saturation likewise (the rule itself is the trial summary's)."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -27,6 +30,21 @@ Guard = Callable[[MachineSample | None], MachineSample | None]
 
 def machine_guard(sample: MachineSample | None) -> MachineSample | None:
     return sample
+
+
+# What says a window's load generator could not keep up: the trial's own flag in, the verdict out.
+# The stage's default keeps the flag.
+LoadJudge = Callable[[bool], bool]
+
+
+def load_judge(saturated: bool) -> bool:
+    return saturated
+
+
+def more_processes(processes: int, cores: int | None = None) -> int:
+    """The load processes a saturated window is measured again on: one more, up to the cores
+    (a Locust process uses one core at most); the same number when there is no core left."""
+    return min(processes + 1, max(cores or os.cpu_count() or 1, processes))
 
 
 @dataclass

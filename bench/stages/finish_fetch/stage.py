@@ -64,7 +64,15 @@ from bench.stages.finish_fetch.plan import (
 )
 from bench.stages.finish_fetch.raw import run_raw
 from bench.stages.finish_fetch.reference import REFERENCE_S, Reference, run_reference
-from bench.stages.finish_fetch.remeasure import Budget, Guard, clean_line, machine_guard
+from bench.stages.finish_fetch.remeasure import (
+    Budget,
+    Guard,
+    LoadJudge,
+    clean_line,
+    load_judge,
+    machine_guard,
+    more_processes,
+)
 from bench.stages.finish_fetch.rows import (
     queue_rows,
     row_of,
@@ -141,6 +149,9 @@ def run_stage(ctx: RunContext) -> None:
     # the budget for windows measured again (remeasure.py), and each point's clean windows so far
     budget = Budget(opts.remeasure_windows, opts.remeasure_share * sum(point_seconds(ctx.profile)))
     clean: dict[str, int] = {}
+    # a point's load processes: one more from the window that saturated on fewer, for every later
+    # trial there (the same load would saturate them too, and each would take a window to learn it)
+    processes: dict[Point, int] = {}
     for point in points:
         # A B A B: drift on a shared machine hits every strategy and protocol alike.
         here_protocols = protocols_at(point, protocols)
@@ -159,9 +170,12 @@ def run_stage(ctx: RunContext) -> None:
                 # the stage's own counter (its points done of its plan) is the line's only count
                 ctx.progress(f"{protocol} {strategy} {here.label} rep {rep}")
                 trial_opts = regime_options(opts, here)
-                run, tries, stopped = _trial(ctx, trial_opts, strategy, here, rep, protocol, budget)
+                on = processes.get(here.at_rate(0.0), trial_opts.loadgen_processes)
+                trial_opts = dataclasses.replace(trial_opts, loadgen_processes=on)
+                run, tries, stopped, on = _trial(ctx, trial_opts, strategy, here, rep, protocol, budget)
+                processes[here.at_rate(0.0)] = on
                 row = row_of(run, trial_opts, RunIds(ctx.run_dir.name, ctx.profile.name, protocol))
-                row = dataclasses.replace(row, tries=tries, remeasure_stopped=stopped)
+                row = dataclasses.replace(row, tries=tries, remeasure_stopped=stopped, loadgen_processes=on)
                 rows.append(row)
                 derived = run.summary.figures
                 shown.append(TableRow(row, derived.simulated_rtt_mean_ms, derived.loadgen_cpu_us_per_job))
@@ -228,9 +242,10 @@ def run_stage(ctx: RunContext) -> None:
         print(f"finish_fetch: {total} calls failed ({kinds}); see the runs' logs", file=sys.stderr)
 
 
-# What judges each trial's window (remeasure.py): the machine watch's own sample; a test injects
-# a guard that reports contention where it wants it.
+# What judges each trial's window (remeasure.py): the machine watch's own sample, and the trial's
+# own saturated flag; a test injects a guard or a judge that reports either where it wants it.
 GUARD: Guard = machine_guard
+LOAD_JUDGE: LoadJudge = load_judge
 
 
 def _trial(
@@ -241,21 +256,31 @@ def _trial(
     rep: int,
     protocol: str,
     budget: Budget,
-) -> tuple[TrialResult, int, str]:
-    """One trial, measured again while its window was contended and the budget allows: the last
-    window's run, the windows it took, and why it stopped while still contended ("" when clean)."""
+) -> tuple[TrialResult, int, str, int]:
+    """One trial, measured again while its window was contended, or saturated on fewer load
+    processes than cores (then on one more), and the budget allows: the last window's run, the
+    windows it took, why it stopped while still so ("" when not), and the processes it ran on."""
     tries = 1
     while True:
+        processes = opts.loadgen_processes
         run = run_trial(ctx.settings, opts, strategy, point, rep, ctx.run_dir, protocol, ctx.watch_pids)
         run.machine = GUARD(run.machine)
-        if run.stopped or run.machine is None or not run.machine.contended:
-            return run, tries, ""
+        contended = run.machine is not None and run.machine.contended
+        more = more_processes(processes) if LOAD_JUDGE(run.summary.figures.saturated) else processes
+        if run.stopped or (not contended and more == processes):
+            return run, tries, "", processes
         why = budget.take(point.at_rate(0.0), trial_seconds(opts))
         if why:
-            return run, tries, why
+            return run, tries, why, processes
         tries += 1
         which = f"{protocol} {strategy} {point.label} rep {rep}"
-        ctx.progress(f"{which}: {run.machine.note()}; measured again (try {tries})")
+        if more > processes:
+            said = "; ".join(run.summary.figures.saturated_because) or "the load generator saturated"
+            ctx.progress(f"{which}: {said}; measured again on {more} load processes (try {tries})")
+            opts = dataclasses.replace(opts, loadgen_processes=more)
+        else:
+            assert run.machine is not None
+            ctx.progress(f"{which}: {run.machine.note()}; measured again (try {tries})")
 
 
 def _with_rate(point: Point, rows: list[FinishFetchRow], protocol: str) -> Point | None:
@@ -404,6 +429,8 @@ def _progress_line(run: TrialResult, row: FinishFetchRow) -> str:
         notes.append("slot moving, calls sent on: " + ", ".join(f"{n} {k}" for k, n in followed.items()))
     if row.tries > 1 or row.remeasure_stopped:
         notes.append(f"{row.tries} windows" + (f", {row.remeasure_stopped}" if row.remeasure_stopped else ""))
+    if row.loadgen_processes > 1:
+        notes.append(f"{row.loadgen_processes} load processes")
     tail = f" ({'; '.join(notes)})" if notes else ""
     return (
         f"{run.protocol} {run.strategy} {run.point.label} rep {run.rep}, {row.regime}: "
