@@ -184,14 +184,14 @@ def remeasured(
     tmp_path: Path, settings: RedisSettings, redis_server: EmbeddedRedis, monkeypatch: pytest.MonkeyPatch
 ) -> Remeasured:
     """The stage at one fused point, allowed one window more, on a machine of two cores whatever
-    runs it, with a guard or a load judge injected: its rows, given the repetitions."""
+    runs it, with a guard and a load judge injected (None: never contended, never saturated):
+    its rows, given the repetitions."""
     monkeypatch.setattr(remeasure.os, "cpu_count", lambda: 2)
 
     def run(repetitions: int, guard: Guard | None, judge: LoadJudge | None) -> list[dict[str, str]]:
-        if guard is not None:
-            monkeypatch.setattr(stage, "GUARD", guard)
-        if judge is not None:
-            monkeypatch.setattr(stage, "LOAD_JUDGE", judge)
+        # what is not injected is judged clean: the machine running the tests is busy
+        monkeypatch.setattr(stage, "GUARD", guard or (lambda sample: contended_sample(False)))
+        monkeypatch.setattr(stage, "LOAD_JUDGE", judge or (lambda saturated: False))
         opts = dataclasses.replace(
             BASE, strategies=("fused",), repetitions=repetitions, remeasure_windows=1, remeasure_share=1.0
         )

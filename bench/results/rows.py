@@ -117,12 +117,12 @@ class FinishFetchRow:
     # why the re-measuring stopped while the window was still so (the budget), else "no"
     tries: int = 1
     remeasure_stopped: str = field(default="", metadata={"empty_as": NOT_STOPPED})
+    # Locust processes the window ran on: the profile's loadgen-processes, or one more where a
+    # saturated window was measured again (every profile before the column ran on one)
+    loadgen_processes: int = 1
     foreign_cpu_pct: float | None = None
     steal_pct: float | None = None
     contended: bool = False
-    # Locust processes the window ran on: the profile's loadgen-processes, or one more where a
-    # saturated window was measured again (a run from before the column ran the profile's)
-    loadgen_processes: int = 1
 
     @property
     def clean(self) -> bool:
@@ -370,10 +370,11 @@ Row = (
 
 # Columns a run from before them implies a value for: it ran one job in flight a
 # worker, held for no time. A reader fills them in instead of calling them absent.
-# What a finish_fetch.csv from before a column implies: its closed loop was steady, one window a trial;
-# an empty load is no open point's (0).
+# What a finish_fetch.csv from before a column implies: its closed loop was steady, one window a
+# trial on one load process; an empty load is no open point's (0).
 FINISH_FETCH_IMPLIED: dict[str, object] = {
     "concurrency": 1, "job_ms": 0.0, "queues": 1, "regime": STEADY, "tries": 1, "load": 0.0,
+    "loadgen_processes": 1,
 }  # fmt: skip
 # An instructions.csv from before the seed was pinned counted on a random one.
 INSTRUCTIONS_IMPLIED: dict[str, object] = {"seed_pinned": False}
