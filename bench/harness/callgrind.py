@@ -122,7 +122,8 @@ def _run(command: list[str], failure: str) -> None:
     if done.returncode != 0:
         said = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
         errors = [line for line in said if "error" in line]
-        raise BenchError(f"{failure}: {(errors or said or [str(done.returncode)])[0 if errors else -1]}")
+        line = errors[0] if errors else (said[-1] if said else str(done.returncode))
+        raise BenchError(f"{failure}: {line}")
 
 
 def instructions_in(dump: Path) -> int:

@@ -54,9 +54,8 @@ UNSTABLE_CV = 0.10
 CLAIM_BEYOND = 0.05  # a deterministic count this far apart is a change the code made
 # Instructions counted under callgrind on pinned seeds and clock (harness.callgrind): three counts
 # of one commit's default steps, two side by side beside a CPU hog on each core, put all 76 figures
-# of each pair within 0.44% (median 0.02%). On a
-# random seed a count with many key lookups moves by up to 0.75% from server to server (a healthy
-# sweep of 100: 856,852 and 852,418, 0.52%).
+# of each pair within 0.44% (median 0.02%). On a random seed a count with many key lookups moves by
+# up to 0.75% from server to server (a healthy sweep of 100: 856,852 and 852,418, 0.52%).
 INSTRUCTIONS_BEYOND = 0.005
 INSTRUCTIONS_UNPINNED_BEYOND = 0.01
 BETWEEN_RUNS = 0.15  # the least change between two runs a measured metric is judged on
