@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from bench.stages.finish_fetch.pace import LATENCY, PaceInputs, limit, redis_ceiling, shares
+from bench.stages.finish_fetch.pace import (
+    LATENCY,
+    PRODUCER,
+    STARVED_FETCHES_PER_JOB,
+    PaceInputs,
+    closed_limit,
+    limit,
+    redis_ceiling,
+    shares,
+)
 
 
 def inputs(**changes: object) -> PaceInputs:
@@ -35,3 +44,24 @@ def test_without_redis_cpu_its_share_is_jobs_over_its_ceiling() -> None:
     assert redis_ceiling(100.0) == 10_000 and redis_ceiling(None) is None
     used = shares(inputs(redis_cpu_pct=None, jobs_per_s=9000.0))
     assert used["redis"] == pytest.approx(0.9)
+
+
+BUSY_LINK = {"client": 0.3, "network": 0.95, "redis": 0.2}  # a worker's connection near capacity
+
+
+@pytest.mark.parametrize(
+    ("producer", "fetches_alone", "side"),
+    [
+        # it hardly waited for room and the workers found no job: their empty fetches kept the
+        # connection busy, so the network's share alone would misname the side
+        (0.8, 0.5, PRODUCER),
+        (0.5, 0.5, "network"),  # it waited for room half the time: not the one that set the pace
+        (0.8, STARVED_FETCHES_PER_JOB, "network"),  # the workers always found a job waiting
+    ],
+)
+def test_in_a_closed_loop_the_producers_set_the_pace_only_when_the_workers_starve(
+    producer: float, fetches_alone: float, side: str
+) -> None:
+    used = {**BUSY_LINK, PRODUCER: producer}
+    assert limit(used)[0] == "network"
+    assert closed_limit(used, fetches_alone)[0] == side
