@@ -11,7 +11,9 @@ tried again until a deadline, then skipped with the names of the busiest
 processes. Its machine-independent twin counts every process on the machine as
 the run's own (the roots of the process table as extra pids): then foreign CPU
 is only what the accounting of the run's processes lost, which must stay under
-the limit however loaded the machine is. No assertion is on a time.
+the limit in one of a few tries however loaded the machine is (other tests' processes that end
+unreaped fall out of a window now and then; an uncounted Locust process would lose a core in
+every try). No assertion is on a time.
 """
 
 from __future__ import annotations
@@ -109,9 +111,22 @@ def tree_roots() -> list[int]:
     return [p.pid for p in psutil.process_iter(["ppid"]) if not p.info["ppid"]]
 
 
-def assert_nothing_lost(sample: MachineSample) -> None:
-    assert sample.busy_cpu_pct > 0 and len(sample.own_pids) > 3, sample  # the machine, all of it
-    assert sample.foreign_cpu_pct < FOREIGN_LIMIT_PCT, sample
+LOSSLESS_TRIES = 3
+
+
+def assert_nothing_lost(window: Callable[[], list[MachineSample]]) -> None:
+    """Some try of ``window`` lost less than the limit. Other tests' processes that ended unreaped
+    (or orphaned and reaped uncounted) fall out of any window, so one try can lose them; a run
+    whose own processes went uncounted loses a core or more in every try."""
+    tries: list[MachineSample] = []
+    for _ in range(LOSSLESS_TRIES):
+        samples = window()
+        for sample in samples:  # the machine, all of it
+            assert sample.busy_cpu_pct > 0 and len(sample.own_pids) > 3, sample
+        if all(s.foreign_cpu_pct < FOREIGN_LIMIT_PCT for s in samples):
+            return
+        tries.extend(samples)
+    pytest.fail(f"foreign CPU at or over {FOREIGN_LIMIT_PCT}% in every try: {tries}")
 
 
 # ---- race: the threads are in-process, the server is counted by its pid ----------------------
@@ -155,9 +170,12 @@ def test_the_same_race_run_without_the_hog_is_contended_nowhere(
 
 def test_race_runs_with_the_whole_machine_as_own_leave_no_foreign_cpu(settings: RedisSettings) -> None:
     plan = RacePlan(("atomic", "app_side"), (2,), 30, (1.0,), reps=1, workers=1)
-    for outcome in run_plan(settings, plan, lambda _line: None, tree_roots()):
-        (sample,) = outcome.machine
-        assert_nothing_lost(sample)
+
+    def windows() -> list[MachineSample]:
+        outcomes = run_plan(settings, plan, lambda _line: None, tree_roots())
+        return [sample for outcome in outcomes for sample in outcome.machine]
+
+    assert_nothing_lost(windows)
 
 
 # ---- finish_fetch: Locust's processes are children, the window is the summary's --------------
@@ -197,4 +215,4 @@ def test_the_same_locust_run_without_the_hog_is_not(settings: RedisSettings, tmp
 def test_a_locust_run_with_the_whole_machine_as_own_leaves_no_foreign_cpu(
     settings: RedisSettings, tmp_path: Path
 ) -> None:
-    assert_nothing_lost(locust_run(settings, tmp_path, tree_roots()))
+    assert_nothing_lost(lambda: [locust_run(settings, tmp_path, tree_roots())])
