@@ -25,6 +25,7 @@ flags cleared in both), so a loaded machine cannot make the test vacuous.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -44,6 +45,7 @@ from bench.report.compare.metrics import STAGE_METRICS, compare_runs
 from bench.report.load import OPTIONAL_FILES, STAGE_FILES, load_run
 from bench.report.verdict import BETWEEN_RUNS, Sample, claim_beyond, significant, t_critical, verdict
 from bench.results.meta import RunMeta
+from tests.helpers import finish_fetch_row
 
 STAGES = "finish_fetch,script_cost,sweep,race"  # the report stage adds nothing to compare
 FIXTURES = Path(__file__).parent / "data"
@@ -175,6 +177,28 @@ def test_compare_judges_only_metrics_with_spread_and_flags_contended_points() ->
     flagged = compare_runs(a, b).rows
     assert set(flagged["verdict"]) <= {"unstable", "same", "no spread"}  # B, noisy, looks worse
     assert (flagged["note"] == "contended in B").all()
+
+
+def _cycles(maxima: list[float]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            dataclasses.asdict(finish_fetch_row(rep=n + 1, load=0.0, cycle_max_us=m))
+            for n, m in enumerate(maxima)
+        ]
+    )
+
+
+def test_a_windows_slowest_cycle_is_worse_only_when_it_more_than_doubles() -> None:
+    """One event sets a maximum: the A/A pair's x1.54 with tight spreads is no change; x2.5 is."""
+    a = _cycles([5500, 5563, 5620])
+
+    def said(factor: float) -> str:
+        b = _cycles([m * factor for m in (5500, 5563, 5620)])
+        rows = compare_runs({"finish_fetch": a}, {"finish_fetch": b}).rows.set_index("metric")
+        return str(rows.loc["cycle_max_us", "verdict"])
+
+    assert (said(1.54), said(2.5)) == ("same", "worse")
+    assert "slowest cycle beyond 100%" in compare_runs({"finish_fetch": a}, {"finish_fetch": a}).thresholds()
 
 
 def test_a_short_sweep_that_moved_by_under_2_ms_is_the_same_and_a_long_one_doubled_is_worse() -> None:
