@@ -1,5 +1,5 @@
 """`echomq-bench <command>` (or `python -m bench <command>`): run, report, compare, runs, sweep, race,
-finish-fetch, bullmq-worker, script-cost, instructions, predict, publish."""
+finish-fetch, bullmq-worker, script-cost, instructions, predict, publish, clean."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
     "predict": ("bench.report.predict", "predict_main", "jobs/s a run's model predicts at other points"),
     "publish": ("bench.report.cli", "publish_main", "copy a run into docs/results/; --page: the page"),
+    "clean": ("bench.harness.run_keys", "clean_main", "remove the keys a run left on its server"),
 }
 
 
@@ -67,15 +68,23 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         _end_progress_line()
         print(f"echomq-bench: error: {exc}", file=sys.stderr)
+        _print_after(exc.after)
         return 2
     except Interrupted as exc:
         _end_progress_line()
         print(f"echomq-bench: {exc}", file=sys.stderr)
+        _print_after(exc.after)
         return exc.exit_code
     except KeyboardInterrupt:
         _end_progress_line()
         print("echomq-bench: interrupted", file=sys.stderr)
         return 130
+
+
+def _print_after(line: str | None) -> None:
+    """The line an error carries after it: the run's keys left on the server, and the command."""
+    if line:
+        print(line, file=sys.stderr)
 
 
 def _end_progress_line() -> None:

@@ -8,6 +8,8 @@ class BenchError(Exception):
     and exit non-zero; no traceback, since there is no bug to report.
     """
 
+    after: str | None = None  # a line printed after it (the keys a run may have left)
+
 
 class ProtocolError(BenchError):
     """A script answered with a negative code where the caller needed success."""
@@ -23,6 +25,7 @@ class Interrupted(Exception):
     """Ctrl-C, after the run folder was marked: the entry point prints the line and exits 130."""
 
     exit_code = 130
+    after: str | None = None  # a line printed after it (the keys a run may have left)
 
 
 def first_line(exc: BaseException, when_empty: str | None = None) -> str:

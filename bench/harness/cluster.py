@@ -1,4 +1,5 @@
-"""An embedded Redis Cluster for one run: three masters on loopback, no replicas.
+"""An embedded Redis Cluster for one run: three masters on loopback (a replica each on request,
+for the failover tests).
 
 Each node is an EmbeddedRedis (bench/harness/server.py) started with
 ``--cluster-enabled yes``; its ``nodes.conf`` lives in that node's temporary
@@ -63,17 +64,24 @@ def free_cluster_ports(count: int) -> list[int]:
 class EmbeddedCluster:
     """Three (``masters``) cluster-enabled redis-servers on loopback, slots split evenly.
 
-    ``ports`` fixes the nodes' ports (default: free ones, each with its bus port free).
+    ``ports`` fixes the masters' ports (default: free ones, each with its bus port free). With
+    ``replicas``, each master gets a replica (nodes[masters + i] replicates nodes[i]), which takes
+    over when its master fails.
     """
 
     def __init__(
-        self, source: Source = "auto", masters: int = MASTERS, ports: Sequence[int] | None = None
+        self,
+        source: Source = "auto",
+        masters: int = MASTERS,
+        ports: Sequence[int] | None = None,
+        replicas: bool = False,
     ) -> None:
         if ports is not None and len(ports) != masters:
             raise BenchError(f"an embedded cluster of {masters} masters needs {masters} ports")
         self.source = source
         self.masters = masters
         self.fixed_ports = tuple(ports) if ports is not None else None
+        self.replicas = replicas
         self.nodes: list[EmbeddedRedis] = []
 
     @property
@@ -99,6 +107,8 @@ class EmbeddedCluster:
     def start(self) -> EmbeddedCluster:
         try:
             ports = list(self.fixed_ports or free_cluster_ports(self.masters))
+            if self.replicas:
+                ports += [p for p in free_cluster_ports(self.masters * 3) if p not in ports][: self.masters]
             for port in ports:
                 node = EmbeddedRedis(self.source, self._node_args(), port=port)
                 self.nodes.append(node)  # before start: a node that fails is stopped too
@@ -129,6 +139,9 @@ class EmbeddedCluster:
             # still reads every queue it can see, and names the shard that is gone.
             "--cluster-require-full-coverage",
             "no",
+            # A replica's first sync at once, not after the diskless sync's wait of 5 s.
+            "--repl-diskless-sync-delay",
+            "0",
         )
 
     def _form(self) -> None:
@@ -136,7 +149,7 @@ class EmbeddedCluster:
         try:
             ranged = _version_tuple(self.version()) >= (7, 0)  # ADDSLOTSRANGE is Redis 7
             for epoch, (client, (first, last)) in enumerate(
-                zip(clients, slot_ranges(self.masters), strict=True), start=1
+                zip(clients[: self.masters], slot_ranges(self.masters), strict=True), start=1
             ):
                 # Distinct config epochs before MEET, as redis-cli --cluster create sets them:
                 # no epoch collision for the nodes to resolve first.
@@ -148,9 +161,24 @@ class EmbeddedCluster:
             for node in self.nodes[1:]:
                 clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", node.port)
             self._wait_ok(clients)
+            if self.replicas:
+                self._replicate(clients)
         finally:
             for client in clients:
                 client.close()
+
+    def _replicate(self, clients: list[redis.Redis]) -> None:
+        """Each replica node follows its master; the start waits until each one has synced (a
+        replica that never synced does not take over)."""
+        masters, replicas = clients[: self.masters], clients[self.masters :]
+        for master, replica in zip(masters, replicas, strict=True):
+            replica.execute_command("CLUSTER", "REPLICATE", master.execute_command("CLUSTER", "MYID"))
+        deadline = time.monotonic() + READY_DEADLINE_S
+        while time.monotonic() < deadline:
+            if all(r.info("replication").get("master_link_status") == "up" for r in replicas):
+                return
+            time.sleep(0.05)
+        raise BenchError(f"the cluster's replicas did not reach their masters within {READY_DEADLINE_S:.0f}s")
 
     def _wait_ok(self, clients: list[redis.Redis]) -> None:
         deadline = time.monotonic() + READY_DEADLINE_S

@@ -21,8 +21,9 @@ from bench.errors import BenchError
 from bench.harness.machine import MachineSample, watch_run
 from bench.harness.meta import code_record, machine_record
 from bench.harness.run_folder import machine_before_run
+from bench.harness.run_keys import own_server_record
 from bench.harness.server import server_identity
-from bench.protocol.connection import Client
+from bench.protocol.connection import Client, primaries
 from bench.results.files import make_run_dir, update_meta, write_csv
 
 QUIET_FLAG = "--quiet-machine"
@@ -47,8 +48,11 @@ class Experiment:
         self.tables.setdefault(table, []).append(values)
 
     def record_server(self, client: Client) -> None:
-        """The Redis the experiment ran on, into meta.json."""
+        """The Redis the experiment ran on, into meta.json: one of its own (embedded), so every key
+        there is the experiment's and none outlives it."""
         info = client.info("server")
+        ((where, _),) = primaries(client)
+        own_server_record(self.run_dir, f"redis://{where}/0")
         name, own = server_identity(info)
         update_meta(
             self.run_dir,

@@ -14,7 +14,6 @@ this machine (embedded, or loopback).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -26,6 +25,7 @@ import redis
 from bench.errors import BenchError
 from bench.harness.profile import Profile
 from bench.protocol.connection import Client, RedisSettings
+from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Producer, Queue, Worker
 
 CALIBRATION_JOBS = 300
@@ -83,7 +83,7 @@ def jobs_held(profile: Profile, stages: Sequence[str]) -> int:
 def bytes_per_job(client: Client, payload_bytes: int, protocol: str) -> float:
     """used_memory growth a job, over CALIBRATION_JOBS added, finished and kept on a fresh queue of
     the run's protocol (deleted after)."""
-    queue = Queue.open(client, f"calib-{uuid.uuid4().hex[:10]}", protocol=protocol)
+    queue = Queue.open(client, fresh_queue_name("calib"), protocol=protocol)
     try:
         before = int(client.info("memory")["used_memory"])
         Producer(queue).add_batch(CALIBRATION_JOBS, payload_bytes)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import shutil
 import sys
-import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import redis
 
@@ -26,15 +27,17 @@ from bench.harness.headroom import MemoryNeed, check_headroom, measure_need, mem
 from bench.harness.machine import MachineCheck, check_machine
 from bench.harness.meta import collect_meta
 from bench.harness.profile import Profile
+from bench.harness.run_keys import check_left, earlier_left, key_scope
 from bench.harness.run_server import redis_for_run
 from bench.harness.server import ServerInfo
 from bench.harness.terminal import table_width
 from bench.harness.watch_scope import watch_scope
 from bench.protocol.connection import Client, RedisSettings, primaries
+from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Queue
 from bench.protocol.refusal import ServerRefused, refused
 from bench.results.files import make_run_dir, update_meta
-from bench.results.meta import read_meta
+from bench.results.meta import KeyRecord, read_meta
 
 
 @dataclass
@@ -77,7 +80,7 @@ def mark_complete(run_dir: Path) -> None:
 
 
 def _script_shas(client: Client, extra_scripts: Iterable[str]) -> dict[str, str]:
-    queue = Queue.open(client, f"meta-{uuid.uuid4().hex[:8]}", tuple(extra_scripts))
+    queue = Queue.open(client, fresh_queue_name("meta"), tuple(extra_scripts))
     return queue.scripts.shas()
 
 
@@ -121,16 +124,18 @@ def open_run(
     run: OpenRun | None = None
     run_dir: Path | None = None
     reached: list[RedisSettings] = []  # the server, once checked: a refusal's line asks it for figures
+    record: list[KeyRecord] = []  # the run's key prefixes, once recorded: its end counts what is left
     try:
         with redis_for_run(cluster=profile.cluster) as (settings, server):
             reached.append(settings)
             machine = machine_before_run(quiet_machine)
-            need = _memory_need(settings, server, profile, planned) if memory_check else None
+            own_server = server.binary is not None
+            earlier = None if own_server else earlier_left(results_root, settings)
             unchecked = "not checked: " + ("a cluster" if server.is_cluster else "--skip-memory-check")
             run_dir = make_run_dir(profile.name, results_root)
-            warning = machine.warning(table_width() - len("warning: "))  # one line on a terminal
-            if warning:  # after the folder: an error about it stays the only line
-                print(f"warning: {warning}", file=sys.stderr)
+            for said in (earlier, machine.warning(table_width() - len("warning: "))):
+                if said:  # after the folder: an error about it stays the only line
+                    print(f"warning: {said}", file=sys.stderr)
             update_meta(
                 run_dir,
                 run_id=run_dir.name,
@@ -139,55 +144,87 @@ def open_run(
                 stages_planned=planned,
                 stages_done=[],
             )
-            client = settings.connect()
-            try:
-                shas = _script_shas(client, extra_scripts)
-                # On a cluster, the first master's figures: one server's, as on a single one.
-                calibration = calibrate(primaries(client)[0][1])
-            finally:
-                client.close()
-            scope = watch_scope(settings, server)
-            update_meta(
-                run_dir,
-                **collect_meta(profile, server, shas, scope),
-                machine_before=machine.as_meta(),
-                calibration=calibration.as_meta(),
-                memory_need=need.as_meta() if need is not None else unchecked,
-            )
-            ctx = RunContext(profile, settings, server, run_dir, progress, watch_pids=scope.extra_pids)
-            run = OpenRun(ctx)
-            yield run
-            mark_complete(run_dir)
+            with key_scope(run_dir, settings.url, own_server) as keys:
+                record.append(keys)
+                need = _memory_need(settings, server, profile, planned) if memory_check else None
+                client = settings.connect()
+                try:
+                    shas = _script_shas(client, extra_scripts)
+                    # On a cluster, the first master's figures: one server's, as on a single one.
+                    calibration = calibrate(primaries(client)[0][1])
+                finally:
+                    client.close()
+                scope = watch_scope(settings, server)
+                update_meta(
+                    run_dir,
+                    **collect_meta(profile, server, shas, scope),
+                    machine_before=machine.as_meta(),
+                    calibration=calibration.as_meta(),
+                    memory_need=need.as_meta() if need is not None else unchecked,
+                )
+                ctx = RunContext(profile, settings, server, run_dir, progress, watch_pids=scope.extra_pids)
+                run = OpenRun(ctx)
+                yield run
+                mark_complete(run_dir)
+            left = check_left(run_dir, settings, keys)
+            if left:
+                print(f"warning: {left}", file=sys.stderr)
     except KeyboardInterrupt:
+        run_dir, after = _settle(run_dir, run, reached, record)
         if run_dir is not None:
             update_meta(run_dir, complete=False, reason="interrupted (Ctrl-C)", finished=_now())
         where = f"partial results in {run_dir}" if run_dir is not None else "nothing was written"
-        raise Interrupted(f"interrupted; {where}") from None
+        raise _after(Interrupted(f"interrupted; {where}"), after) from None
     except BenchError as exc:
+        run_dir, exc.after = _settle(run_dir, run, reached, record)
         if run_dir is not None:
             update_meta(run_dir, complete=False, reason=str(exc), finished=_now())
         raise
     except redis.RedisError as exc:
         # A stage that met a server gone, restarted, too slow or refusing every call, and did not
         # say so itself: still one line, and the run folder says it is incomplete.
+        run_dir, after = _settle(run_dir, run, reached, record)
         refusal = _refused(exc, reached)
         if refusal is not None:
             if run_dir is not None:
                 update_meta(run_dir, complete=False, reason=str(refusal), finished=_now())
-            raise refusal from None
+            raise _after(refusal, after) from None
         said = first_line(exc, when_empty="")
         reason = f"Redis failed during {progress.stage or 'set-up'}: {type(exc).__name__}: {said}"
         if run_dir is not None:
             update_meta(run_dir, complete=False, reason=reason, finished=_now())
         where = f"; partial results in {run_dir}" if run_dir is not None else ""
-        raise BenchError(reason + where) from None
+        raise _after(BenchError(reason + where), after) from None
+
+
+def _settle(
+    run_dir: Path | None, run: OpenRun | None, reached: list[RedisSettings], record: list[KeyRecord]
+) -> tuple[Path | None, str | None]:
+    """A run that ended early: the line naming its keys left on the server (if any), and its folder.
+    A run stopped in its set-up (a refusal, no room) that left no key goes without a trace: its
+    folder is removed, and None is returned for it."""
+    if run_dir is None or not reached or not record:
+        return run_dir, None
+    after = check_left(run_dir, reached[0], record[0])
+    if run is None and after is None:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return None, None
+    return run_dir, after
+
+
+Ended = TypeVar("Ended", BenchError, Interrupted)
+
+
+def _after(exc: Ended, line: str | None) -> Ended:
+    exc.after = line
+    return exc
 
 
 def _memory_need(
     settings: RedisSettings, server: ServerInfo, profile: Profile, stages: list[str]
 ) -> MemoryNeed | None:
     """The run's memory need against the server's room, from a calibration add on a queue of the
-    run's own (deleted after); a run that cannot fit is one line, before any folder is made.
+    run's own (deleted after); a run that cannot fit is one line, and no folder stays.
     None on a cluster: its masters' room is not one figure."""
     if server.is_cluster:
         return None

@@ -40,7 +40,7 @@ import msgpack
 from bench.errors import BenchError
 from bench.protocol.base import Added, Job, QueueProtocol, ScriptCall, WorkerOptions, text
 from bench.protocol.bullmq_package import require_bullmq
-from bench.protocol.keys import QueueKeys
+from bench.protocol.keys import BULLMQ_NAMESPACE, QueueKeys
 from bench.protocol.template import CallTemplate, derive
 
 VERSION = require_bullmq()  # before importing the package: a wrong version is one line, not a traceback
@@ -49,7 +49,7 @@ from bullmq.job import Job as BullJob  # noqa: E402
 from bullmq.redis_connection import SCRIPT_DEFINITIONS, loadScript  # noqa: E402
 from bullmq.scripts import Scripts  # noqa: E402
 
-NAMESPACE = "bull"  # BullMQ's default key prefix
+NAMESPACE = BULLMQ_NAMESPACE
 # A BullMQ Worker's stalledInterval default: the PX of its sweep's throttle key.
 STALLED_INTERVAL_MS = 30_000
 

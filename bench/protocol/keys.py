@@ -9,7 +9,10 @@ another protocol builds its KEYS with its own code.
 
 from __future__ import annotations
 
+import os
 import re
+import secrets
+import uuid
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -20,6 +23,29 @@ from bench.errors import BenchError
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 _NAMESPACE = re.compile(r"^[A-Za-z0-9_.-]{1,20}$")
 ECHOMQ_NAMESPACE = "emq"
+BULLMQ_NAMESPACE = "bull"  # BullMQ's default key prefix
+NAMESPACES = (ECHOMQ_NAMESPACE, BULLMQ_NAMESPACE)
+
+# A run's key scope: every queue it names starts with it, so every key it writes starts with one of
+# scope_prefixes(scope), which the run records in its folder before its first key (a fault that
+# leaves keys behind is then cleaned by `echomq-bench clean`). In the environment, so the run's
+# children (Locust, pyperf's workers, BullMQ's Node workers) name their queues in it too.
+KEY_SCOPE_ENV = "EMQ_KEY_SCOPE"
+
+
+def new_scope() -> str:
+    """A scope no other run has: ``r`` and 8 hex digits, then a dot (no glob character)."""
+    return f"r{secrets.token_hex(4)}."
+
+
+def fresh_queue_name(kind: str) -> str:
+    """A queue name no other queue has, in this process's run scope: ``<scope><kind>-<10 hex>``."""
+    return f"{os.environ.get(KEY_SCOPE_ENV, '')}{kind}-{uuid.uuid4().hex[:10]}"
+
+
+def scope_prefixes(scope: str) -> list[str]:
+    """The key prefixes of every queue named in ``scope``, one a protocol's namespace."""
+    return [f"{namespace}:{{{scope}" for namespace in NAMESPACES]
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import TypeVar
 from bench.protocol.base import QueueProtocol
 from bench.protocol.commandstats import CommandStats
 from bench.protocol.connection import Client
+from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Job, Producer, Queue, Worker, job_payload, now_ms
 from bench.protocol.sweep import AtomicSweeper
 
@@ -63,7 +64,7 @@ class Inputs:
 
     clock: Callable[[], int] = now_ms
     worker_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    queue_name: str = field(default_factory=lambda: f"cost-{uuid.uuid4().hex[:8]}")
+    queue_name: str = field(default_factory=lambda: fresh_queue_name("cost"))
 
     @classmethod
     def fixed(cls, queue_name: str, start_ms: int = FIXED_START_MS) -> Inputs:

@@ -9,12 +9,12 @@ from bench.errors import BenchError
 from bench.report.compare.machines import drift
 from bench.report.compare.metrics import compare_runs
 from bench.report.compare.page import compare_markdown
-from bench.report.load import load_run, resolve_run
+from bench.report.load import load_run
 from bench.report.publish import PUBLISHED_DIR, publish_run
 from bench.report.render import write_report
 from bench.report.results_page import README, pages, stale_pages
 from bench.report.runs import list_runs, runs_table
-from bench.results.files import RESULTS_DIR, write_atomic
+from bench.results.files import RESULTS_DIR, resolve_run, write_atomic
 
 
 def report_main(argv: list[str]) -> int:

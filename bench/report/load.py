@@ -16,7 +16,7 @@ import pandas as pd
 
 from bench.errors import BenchError
 from bench.report.columns import REGIME
-from bench.results.files import HDR_DIR, RESULTS_DIR
+from bench.results.files import HDR_DIR
 from bench.results.hdr import merge, read_hdr
 from bench.results.meta import META_FILE, RunMeta, read_meta
 from bench.results.rows import (
@@ -103,17 +103,6 @@ class RunData:
     @property
     def complete(self) -> bool:
         return self.meta.complete
-
-
-def resolve_run(name: str, results: Path | None = None) -> Path:
-    """A run folder given as a path or as a run id under results/."""
-    path = Path(name)
-    if path.is_dir():
-        return path
-    candidate = (results or RESULTS_DIR) / name
-    if candidate.is_dir():
-        return candidate
-    raise BenchError(f"no run folder {name!r} (nor {candidate}); `echomq-bench runs` lists the runs")
 
 
 def is_run(path: Path) -> bool:

@@ -18,10 +18,10 @@ import pandas as pd
 
 from bench.errors import BenchError
 from bench.report.columns import clean, closed_loop, rtt_paid_ms
-from bench.report.load import RunData, load_run, resolve_run
+from bench.report.load import RunData, load_run
 from bench.report.markdown import markdown_table
 from bench.report.model import Parts, predict, processes_of, redis_us_per_job
-from bench.results.files import RESULTS_DIR
+from bench.results.files import RESULTS_DIR, resolve_run
 
 PREDICTED = "predicted"
 # The what-if grid the report shows: rtts and jobs in flight a reader may have.

@@ -40,6 +40,17 @@ def run_id(profile: str, when: dt.datetime | None = None) -> str:
     return f"{when:%Y%m%d-%H%M%S}-{profile}"
 
 
+def resolve_run(name: str, results: Path | None = None) -> Path:
+    """A run folder given as a path or as a run id under results/."""
+    path = Path(name)
+    if path.is_dir():
+        return path
+    candidate = (results or RESULTS_DIR) / name
+    if candidate.is_dir():
+        return candidate
+    raise BenchError(f"no run folder {name!r} (nor {candidate}); `echomq-bench runs` lists the runs")
+
+
 def make_run_dir(profile: str, root: Path | None = None) -> Path:
     """Create results/<run-id>/ (and hdr/); a root that cannot be written is a one-line error."""
     root = root or RESULTS_DIR

@@ -60,6 +60,26 @@ class MachineCheckMeta(TypedDict, total=False):
     window_s: float
 
 
+class KeyRecord(TypedDict):
+    """Where a run writes its keys, recorded in its folder before the first (bench.harness.run_keys)."""
+
+    url: str
+    """The server's URL, its password taken out."""
+    own_server: bool
+    """The run's own embedded server, gone with the run: none of its keys can remain."""
+    prefixes: list[str]
+    """Every key the run writes starts with one of these."""
+
+
+class KeysLeft(TypedDict):
+    """What a run's end found under its prefixes (bench.harness.run_keys)."""
+
+    keys: int | None
+    """Keys under the prefixes when the run ended; None when the server did not answer."""
+    line: str
+    """The line the run ended with, naming the command that removes them."""
+
+
 # ---------------------------------------------------------------- the stages' sections
 
 
@@ -262,6 +282,10 @@ class RunMeta:
     """The redis-server binary the suite started (None for REDIS_URL)."""
     redis_url: str | None = None
     """The server's URL, its password taken out."""
+    keys: KeyRecord | None = None
+    """The key prefixes the run writes under, recorded before its first key."""
+    keys_left: KeysLeft | None = None
+    """Keys of the run found on the server at its end, or after `echomq-bench clean`."""
     redis_cluster: list[JsonObject] = field(default_factory=list)
     """A cluster's masters: address, slot ranges, version (empty for one server)."""
     redis_memory: JsonObject = field(default_factory=dict)

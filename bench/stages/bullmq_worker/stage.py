@@ -23,7 +23,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -42,6 +41,7 @@ from bench.protocol.audit import audit
 from bench.protocol.bullmq_package import installed_version
 from bench.protocol.commandstats import CLIENT_COMMANDS
 from bench.protocol.connection import RedisSettings
+from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Producer, Queue
 from bench.results.files import update_meta, write_rows
 from bench.results.meta import BullmqWorkerMeta
@@ -178,7 +178,7 @@ def one_run(
 ) -> tuple[BullmqWorkerRow, WorkerProcessResult]:
     """A fresh queue, filled; the driver, with the machine watched; the audit; the queue deleted."""
     client = drivers.settings.connect()
-    queue = Queue.open(client, f"bw-{uuid.uuid4().hex[:10]}", protocol=PROTOCOL)
+    queue = Queue.open(client, fresh_queue_name("bw"), protocol=PROTOCOL)
     try:
         ids = drivers.fill(run, queue, jobs)
         with watch_run(watch_pids) as watch:

@@ -16,7 +16,6 @@ import signal
 import socket
 import subprocess
 import sys
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,6 +29,7 @@ from bench.harness.profile import FinishFetchOptions
 from bench.paths import LOCUSTFILE, REPO
 from bench.protocol.audit import AuditResult, audit_queues, master_run_ids
 from bench.protocol.connection import RedisSettings
+from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Queue
 from bench.protocol.refusal import ServerRefused
 from bench.protocol.spread import homes, queue_names
@@ -215,7 +215,7 @@ def run_trial(
     redis-server) and ``watch_pids`` as own, and judged over the measured window
     the summary names (over the whole Locust run when it names none).
     """
-    name = f"ff-{strategy}-{uuid.uuid4().hex[:10]}"
+    name = fresh_queue_name(f"ff-{strategy}")
     prefix = folder / LOCUST_DIR / f"{point_id(protocol, strategy, point)}__r{rep}"
     client = settings.connect()
     try:
@@ -255,7 +255,7 @@ PROBE_MEASURE_S = 1.5
 
 def run_probe(settings: RedisSettings, opts: FinishFetchOptions, folder: Path) -> TrialSummary:
     """The fidelity probe under Locust (locustfile's ProbeUser) on a fresh, empty queue; its summary."""
-    name = f"ffprobe-{uuid.uuid4().hex[:10]}"
+    name = fresh_queue_name("ffprobe")
     short = replace(opts, warmup_s=PROBE_WARMUP_S, measure_s=PROBE_MEASURE_S, loadgen_processes=1)
     client = settings.connect()
     try:

@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,6 +21,7 @@ import redis
 from bench.protocol.audit import audit_queues, master_run_ids
 from bench.protocol.commandstats import read_per_master
 from bench.protocol.connection import Client, RedisSettings
+from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Queue
 from bench.protocol.refusal import LOADING_WAIT_S, ServerRefused, refusal, refusal_line
 from bench.protocol.spread import homes, queue_names
@@ -235,7 +235,7 @@ class RawRun:
 
 def run_raw(settings: RedisSettings, run: TrialSettings) -> TrialSummary:
     """One raw run of ``run`` (its queue name replaced by a fresh one, deleted after)."""
-    fresh = dataclasses.replace(run, queue=f"ffraw-{run.strategy}-{uuid.uuid4().hex[:10]}")
+    fresh = dataclasses.replace(run, queue=fresh_queue_name(f"ffraw-{run.strategy}"))
     raw = RawRun(settings, fresh)
     try:
         return raw.measure()

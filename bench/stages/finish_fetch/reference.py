@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import math
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from bench.protocol.audit import audit_queues, master_run_ids
 from bench.protocol.connection import Client, RedisSettings
+from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import FinishRefused, Job, Producer, Queue, Worker
 from bench.protocol.spread import homes
 from bench.stages.finish_fetch.loadstats import issued_job_ids, redis_cpu_seconds
@@ -116,7 +116,7 @@ def run_reference(settings: RedisSettings, run: TrialSettings, jobs: int | None 
     """The reference at ``run``'s workers, concurrency and strategy, on a fresh queue deleted after;
     ``jobs`` added (by default, as many as its window calls for)."""
     jobs = reference_jobs(run.measure_s) if jobs is None else jobs
-    name = f"ffref-{run.strategy}-{uuid.uuid4().hex[:10]}"
+    name = fresh_queue_name(f"ffref-{run.strategy}")
     clients: list[Client] = [settings.connect() for _ in range(run.workers + 1)]
     control = Queue.open(clients[0], name, protocol=run.protocol)
     try:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import uuid
 from collections import Counter
 from importlib.util import find_spec
 from pathlib import Path
@@ -30,6 +29,7 @@ from bench.harness.profile import FinishFetchOptions, Profile, finish_fetch_prot
 from bench.harness.progress import Progress, StagePlan
 from bench.harness.run_folder import open_run
 from bench.harness.terminal import fold
+from bench.protocol.keys import fresh_queue_name
 from bench.protocol.refusal import ServerRefused, refused
 from bench.results.files import RAW_DIR, update_meta, write_json, write_rows
 from bench.results.finish_fetch_goals import goal_lines
@@ -355,7 +355,7 @@ def _beside(
 
 def _fidelity(ctx: RunContext, opts: FinishFetchOptions) -> Fidelity:
     """The fidelity check's four ways; the Locust probe's p50 from its run's summary."""
-    name = f"ffprobe-{uuid.uuid4().hex[:10]}"
+    name = fresh_queue_name("ffprobe")
     try:
         plain = measure_plain(ctx.settings, name, opts.fidelity_calls, ctx.server.binary)
     except redis.RedisError as exc:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import sys
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from dataclasses import dataclass, field
 from bench.errors import BenchError
 from bench.protocol.audit import audit, server_run_id
 from bench.protocol.connection import Client, RedisSettings
+from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Producer, Queue, Worker, WorkerOptions
 from bench.protocol.refusal import refusal, refused
 from bench.protocol.sweep import Sweeper, SweepResult, make_sweeper
@@ -183,7 +183,7 @@ def run_trial(settings: RedisSettings, setting: Point) -> Anomalies:
     """One repetition of ``setting`` on a fresh queue, deleted afterwards."""
     extra = extra_scripts([setting.variant])
     client = settings.connect()
-    queue = Queue.open(client, f"race-{uuid.uuid4().hex[:10]}", extra, setting.protocol)
+    queue = Queue.open(client, fresh_queue_name("race"), extra, setting.protocol)
     actors = _Actors([client])
     try:
         run_id = server_run_id(queue)

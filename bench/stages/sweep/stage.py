@@ -16,7 +16,6 @@ import re
 import signal
 import subprocess
 import sys
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ from bench.harness.terminal import fold, wrap_note
 from bench.paths import REPO
 from bench.protocol.base import protocol_named
 from bench.protocol.connection import Client, RedisSettings, node_client
+from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Queue
 from bench.protocol.refusal import ServerRefused
 from bench.protocol.scripts import script_source
@@ -257,7 +257,7 @@ def run_hazard_sizes(ctx: RunContext, client: Client) -> list[SweepHazardRow]:
     sizes = sorted(set(options.sweep_hazard_sizes))
     if not sizes or HAZARD_PROTOCOL not in ctx.profile.protocols:
         return []
-    queue = Queue.open(client, f"hazard-{uuid.uuid4().hex[:8]}", protocol=HAZARD_PROTOCOL)
+    queue = Queue.open(client, fresh_queue_name("hazard"), protocol=HAZARD_PROTOCOL)
     scenario = ScenarioQueue(queue, [])
     rows: list[SweepHazardRow] = []
     try:
@@ -309,10 +309,9 @@ def run_stage(ctx: RunContext) -> None:
     planned = points_of(options, protocols)
     tell = PointProgress(ctx.progress.step, len(planned))
     client = dataclasses.replace(ctx.settings, socket_timeout_s=SWEEP_TIMEOUT_S).connect()
-    tag = uuid.uuid4().hex[:8]
     scenarios = {
         p: ScenarioQueue(
-            Queue.open(client, f"sweep-{tag}" if p == ECHOMQ else f"sweep-{p}-{tag}", protocol=p), []
+            Queue.open(client, fresh_queue_name("sweep" if p == ECHOMQ else f"sweep-{p}"), protocol=p), []
         )
         for p in protocols
     }

@@ -6,17 +6,21 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+from pathlib import Path
 
 import redis
 from locust.env import Environment
 
 from bench.errors import first_line
+from bench.harness.run_keys import left_line
 from bench.protocol.audit import audit_queues, master_run_ids
-from bench.protocol.connection import Client
+from bench.protocol.connection import Client, redact_url
 from bench.protocol.queue import Queue
 from bench.protocol.spread import homes, queue_names
+from bench.results.files import update_meta
+from bench.results.meta import KeyRecord, KeysLeft, read_meta
 from bench.stages.finish_fetch.in_locust.current import Current
-from bench.stages.finish_fetch.in_locust.options import keep_queue
+from bench.stages.finish_fetch.in_locust.options import default_summary, keep_queue
 from bench.stages.finish_fetch.loadstats import issued_job_ids
 from bench.stages.finish_fetch.seats import reset_started
 from bench.stages.finish_fetch.summary import SummaryAudit, refused_verdict
@@ -25,6 +29,12 @@ from bench.stages.finish_fetch.trial_settings import TrialSettings
 log = logging.getLogger(__name__)
 
 FRESH_QUEUE_TRIES = 100  # <queue>, <queue>-2, ... <queue>-100: the names a test may start on
+
+
+def _own_folder() -> Path | None:
+    """The test's run folder when it is one of its own (a direct Locust run), else None."""
+    summary = default_summary()
+    return summary.parent if summary is not None else None
 
 
 def _candidates(queue: str) -> list[str]:
@@ -53,8 +63,19 @@ class TrialQueues:
             self.home = homes(client, names)
             self.run_ids = master_run_ids(client)
             self.queues = [Queue.open(client, n, protocol=run.protocol) for n in names]
-            reset_started(self.queues[0])
+            self._record_keys()
+            reset_started(self.queues[0])  # the test's first key
         return run
+
+    def _record_keys(self) -> None:
+        """A direct Locust test records its queues' key prefixes in its own run folder before the
+        first key is written, so `echomq-bench clean` finds them if they outlive it. Under
+        `echomq-bench run` the run recorded its scope, which every queue name here starts with."""
+        folder = _own_folder()
+        if folder is not None:
+            prefixes = [queue.keys.prefix for queue in self.queues]
+            record = KeyRecord(url=redact_url(Current.redis.url), own_server=False, prefixes=prefixes)
+            update_meta(folder, run_id=folder.name, profile="locust", complete=False, keys=record)
 
     def _on_fresh_queue(self, run: TrialSettings) -> TrialSettings:
         """The test on the first of <queue>, <queue>-2, ... none of whose queues holds a key, so its
@@ -94,6 +115,12 @@ class TrialQueues:
             deleted = sum(queue.delete() for queue in self.queues)
         except redis.RedisError as exc:
             log.error("echomq: the test's queue keys could not be deleted: %s", first_line(exc))
+            folder = _own_folder()
+            record = read_meta(folder).keys if folder is not None else None
+            if folder is not None and record is not None:
+                line = left_line(folder, record, None)
+                update_meta(folder, keys_left=KeysLeft(keys=None, line=line))
+                log.error("echomq: %s", line)
             return
         names = ", ".join(q.keys.name for q in self.queues)
         log.info("echomq: deleted the test's %d keys (queue %s); --keep-queue keeps them", deleted, names)
