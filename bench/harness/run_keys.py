@@ -115,11 +115,12 @@ def _unlink(node: redis.Redis | None, keys: list[bytes]) -> int:
     return sum(int(n) for n in pipe.execute())
 
 
-def left_line(run_dir: Path, record: KeyRecord, keys: int | None) -> str:
-    """The line a run ends with when its keys remain on the server, or may."""
+def left_line(run_dir: Path, record: KeyRecord, keys: int | None, why: str = "it did not answer") -> str:
+    """The line a run ends with when its keys remain on the server, or may (``why`` they were not
+    counted)."""
     under = ", ".join(f"{prefix}*" for prefix in record["prefixes"])
     if keys is None:
-        said = f"keys under {under} may remain on {record['url']} (it did not answer)"
+        said = f"keys under {under} may remain on {record['url']} ({why})"
     else:
         said = f"{keys:,} key{'s' if keys != 1 else ''} under {under} remain on {record['url']}"
     return f"{said}; echomq-bench clean {run_dir} removes them"
@@ -130,13 +131,14 @@ def check_left(run_dir: Path, settings: RedisSettings, record: KeyRecord) -> str
     remain (or may: the server did not answer), also written into meta.json."""
     if record["own_server"]:
         return None
+    why = ""
     try:
         keys: int | None = count_keys(settings, record["prefixes"])
-    except redis.RedisError:
-        keys = None
+    except redis.RedisError as exc:
+        keys, why = None, f"not counted: {first_line(exc)}"
     if keys == 0:
         return None
-    line = left_line(run_dir, record, keys)
+    line = left_line(run_dir, record, keys, why)
     update_meta(run_dir, keys_left=KeysLeft(keys=keys, line=line))
     return line
 
