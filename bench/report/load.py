@@ -26,6 +26,7 @@ from bench.results.rows import (
     FINISH_FETCH_SHARD_COLUMNS,
     INSTRUCTIONS_COLUMNS,
     INSTRUCTIONS_IMPLIED,
+    INSTRUCTIONS_PART_COLUMNS,
     RACE_COLUMNS,
     SCRIPT_COST_COLUMNS,
     SWEEP_CONTROL_COLUMNS,
@@ -34,6 +35,7 @@ from bench.results.rows import (
     BullmqWorkerRow,
     FinishFetchRow,
     FinishFetchShardRow,
+    InstructionsPartRow,
     InstructionsRow,
     RaceRow,
     ScriptCostRow,
@@ -56,11 +58,12 @@ OPTIONAL_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
     "script_cost": (ScriptCostRow.FILE, SCRIPT_COST_COLUMNS),  # finish_fetch's, since the script cost
     "finish_fetch_shards": (FinishFetchShardRow.FILE, FINISH_FETCH_SHARD_COLUMNS),
     "instructions": (InstructionsRow.FILE, INSTRUCTIONS_COLUMNS),  # where valgrind could count them
+    "instructions_parts": (InstructionsPartRow.FILE, INSTRUCTIONS_PART_COLUMNS),
 }
 TEXT_COLUMNS = frozenset(
     {"run_id", "protocol", "profile", "strategy", "variant", "scenario", "skipped", "limit"}
     | {"regime", "remeasure_stopped"}
-    | {"driver", "client", "error", "step", "commands", "master", "queue", "unit"}
+    | {"driver", "client", "error", "step", "commands", "master", "queue", "unit", "part", "detail"}
     | {REGIME}  # a newer run's finish_fetch column (report.columns)
 )
 # Columns a run's every row holds alike: the report shows them once, in its Run section.

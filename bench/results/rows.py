@@ -363,9 +363,34 @@ class InstructionsRow:
     contended: bool = False
 
 
+@dataclass(frozen=True)
+class InstructionsPartRow:
+    """Where a step's instructions went: the whole server's count (as instructions.csv's
+    server_instructions_per_call) split by part of Redis, each function callgrind counted put in
+    one part by bench/stages/instructions/parts.py's rules. A step's parts add up to its count."""
+
+    FILE: ClassVar[str] = "instructions_parts.csv"
+    run_id: str
+    protocol: str
+    profile: str
+    step: str  # as instructions.csv's
+    active_size: int
+    unit: str  # what a count is per: "call", "job" or "stalled id"
+    # "Lua interpreter", "script call and dispatch", "command bodies", "data structures", "allocator",
+    # "replies", "propagation and keyspace bookkeeping", "networking and event loop",
+    # "unnamed (no symbols)" (a binary without its static symbols), "the rest"
+    part: str
+    detail: str  # within the part: the command ("zadd"), the data type ("sorted set"), or ""
+    server_instructions_per_call: float  # this part's, per unit
+    share_pct: float  # of the step's whole count
+    foreign_cpu_pct: float | None = None
+    steal_pct: float | None = None
+    contended: bool = False
+
+
 Row = (
     FinishFetchRow | FinishFetchShardRow | FinishFetchQueueRow | SweepCostRow | RaceRow | SweepHazardRow
-    | BullmqWorkerRow | ScriptCostRow | SweepControlRow | InstructionsRow
+    | BullmqWorkerRow | ScriptCostRow | SweepControlRow | InstructionsRow | InstructionsPartRow
 )  # fmt: skip
 
 # Columns a run from before them implies a value for: it ran one job in flight a
@@ -394,6 +419,7 @@ SWEEP_CONTROL_COLUMNS = columns_of(SweepControlRow)
 BULLMQ_WORKER_COLUMNS = columns_of(BullmqWorkerRow)
 SCRIPT_COST_COLUMNS = columns_of(ScriptCostRow)
 INSTRUCTIONS_COLUMNS = columns_of(InstructionsRow)
+INSTRUCTIONS_PART_COLUMNS = columns_of(InstructionsPartRow)
 
 
 _FLOAT_COLUMNS: dict[type, frozenset[str]] = {}

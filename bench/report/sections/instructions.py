@@ -3,10 +3,13 @@ timed µs of the script cost where the run has them."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import pandas as pd
 
 from bench.report.load import RunData
-from bench.report.markdown import fmt, markdown_table
+from bench.report.markdown import figure, fmt, markdown_table
+from bench.report.plots.instructions import PART_ORDER, instruction_parts
 
 # The script cost's steps (script_cost.csv) as the instructions stage names the same calls.
 SCRIPT_COST_STEPS = {
@@ -62,6 +65,53 @@ def instructions_table(data: RunData) -> pd.DataFrame | None:
     return pd.DataFrame(rows)
 
 
+JOBS = ("fused cycle", "two-call cycle")
+UNNAMED = "unnamed (no symbols)"
+LUA = "Lua interpreter"
+COMMANDS = "command bodies"
+UNNAMED_NOTE_PCT = 5.0  # an unnamed share above this is said, with how to get a server with symbols
+
+
+def parts_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """A part a row, a protocol's fused and two-call job a column: instructions a job (share)."""
+    jobs = frame[frame["step"].isin(JOBS)]
+    table = jobs.pivot_table(
+        index="part", columns=["protocol", "step"], values="server_instructions_per_call", aggfunc="sum"
+    ).fillna(0.0)
+    table = table.reindex(
+        [p for p in PART_ORDER if p in table.index] + sorted(set(table.index) - set(PART_ORDER))
+    )
+    shown = pd.DataFrame(index=table.index)
+    for column in table.columns:
+        protocol, step = cast(tuple[str, str], column)
+        whole = float(table[column].sum())
+        cells = [f"{fmt(round(v))} ({v / whole * 100:.1f}%)" for v in table[column]]
+        shown[f"{protocol} {step.replace(' cycle', '')}"] = [*cells]
+    shown.loc["whole job"] = [fmt(round(float(table[c].sum()))) for c in table.columns]
+    return shown.reset_index().rename(columns={"part": "part of Redis"})
+
+
+def parts_findings(frame: pd.DataFrame) -> list[str]:
+    """What the breakdown says of a fused job, a protocol a line."""
+    lines = []
+    for protocol, rows in frame[frame["step"] == "fused cycle"].groupby("protocol"):
+        whole = float(rows["server_instructions_per_call"].sum())
+        share = rows.groupby("part")["share_pct"].sum()
+        lua, unnamed = float(share.get(LUA, 0.0)), float(share.get(UNNAMED, 0.0))
+        said = (
+            f"- **{protocol}**, a fused job ({fmt(round(whole))} instructions): Lua's interpreter {lua:.1f}%"
+        )
+        if unnamed > UNNAMED_NOTE_PCT:
+            said += f" in named functions, and {unnamed:.1f}% in unnamed ones, Lua's internals among them"
+        commands = rows[rows["part"] == COMMANDS].sort_values("server_instructions_per_call")
+        if not commands.empty:
+            top = commands.iloc[-1]
+            cost = fmt(round(float(top["server_instructions_per_call"])))
+            said += f"; the costliest command body is {str(top['detail']).upper()}, {cost} a job"
+        lines.append(said + ".")
+    return lines
+
+
 def instructions_section(data: RunData) -> list[str]:
     table = instructions_table(data)
     if table is None:
@@ -69,4 +119,24 @@ def instructions_section(data: RunData) -> list[str]:
         if about is not None and about.skipped:
             return ["## Redis's cost in instructions", "", f"*Not counted: {about.skipped}.*", ""]
         return []
-    return ["## Redis's cost in instructions", "", ABOUT, "", markdown_table(table), ""]
+    lines = ["## Redis's cost in instructions", "", ABOUT, "", markdown_table(table), ""]
+    parts = data.frames.get("instructions_parts")
+    if parts is None or parts.empty:
+        return lines
+    lines += ["### Where a job's instructions go", "", PARTS_ABOUT, "", *parts_findings(parts), ""]
+    lines += [markdown_table(parts_table(parts)), ""]
+    if float(parts.loc[parts["part"] == UNNAMED, "share_pct"].max()) > UNNAMED_NOTE_PCT:
+        lines += [UNNAMED_ABOUT, ""]
+    return lines + figure(instruction_parts(parts, data.path), "no step to draw")
+
+
+PARTS_ABOUT = (
+    "The whole server's count of a job, split by part of Redis: each function callgrind counted is put in "
+    "one part by the rules in bench/stages/instructions/parts.py, and the parts add up to the count. "
+    "Instructions a job, and the part's share of it."
+)
+UNNAMED_ABOUT = (
+    "*Unnamed: this server binary carries no names for its static functions (a packaged, stripped "
+    "build), so their share cannot be split; Lua's interpreter is among them. A server built from its "
+    "sources keeps them: see docs/servers.md.*"
+)

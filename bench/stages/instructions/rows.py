@@ -10,19 +10,23 @@ whether it is a cost per call.
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from bench.harness.callgrind import Count
 from bench.protocol.connection import Client
 from bench.protocol.counted import baselines, stalled_sweep
 from bench.protocol.phases import CYCLES, Inputs, run_phases
-from bench.results.rows import InstructionsRow
+from bench.results.rows import InstructionsPartRow, InstructionsRow
+from bench.stages.instructions.parts import PartCost, parts_of
 from bench.stages.instructions.plan import Point
 
 # A job of each strategy: fused (one moveToFinished that fetches) and two_call (finish, then fetch).
 JOB_CYCLES = ("fused cycle", "two-call cycle")
 WARMUP_CALLS = 50  # calls of each step before the counted batches, uncounted
-Counter = Callable[[Callable[[], object], int], int]  # (action, calls) -> instructions
+Counter = Callable[[Callable[[], object], int], Count]  # (action, calls) -> instructions
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class Counted:
     calls: int  # the counted batch's runs (a sweep: 1)
     per_unit: float
     per_unit_n: float | None = None  # None: one sweep, no second batch
+    parts: tuple[PartCost, ...] = ()  # the per-unit count split by part (bench.stages.instructions.parts)
 
 
 def _warm(action: Callable[[], object], calls: int) -> None:
@@ -42,8 +47,14 @@ def _warm(action: Callable[[], object], calls: int) -> None:
         action()
 
 
-def _paired(step: str, unit: str, once: int, twice: int, calls: int) -> Counted:
-    return Counted(step, unit, 0, 2 * calls, twice / (2 * calls), once / calls)
+def _paired(step: str, unit: str, once: Count, twice: Count, calls: int) -> Counted:
+    """A step's figure from its 2N batch, beside its N batch's, split by part as the 2N batch was."""
+    parts = tuple(parts_of(twice.functions, twice.total, 2 * calls))
+    return Counted(step, unit, 0, 2 * calls, twice.total / (2 * calls), once.total / calls, parts)
+
+
+def _summed(counts: Sequence[Count]) -> Count:
+    return functools.reduce(operator.add, counts, Count(0))
 
 
 def fresh(client: Client) -> None:
@@ -68,14 +79,15 @@ def count_point(client: Client, point: Point, calls: int, counter: Counter) -> l
         counted = [_paired(step, "call", by_n[step], by_2n[step], calls) for step in by_n]
         for cycle in JOB_CYCLES:  # a worker's cycle is a job: the sum of its phases, each once
             phases = CYCLES[cycle]
-            counted.append(
-                _paired(cycle, "job", sum(by_n[p] for p in phases), sum(by_2n[p] for p in phases), calls)
-            )
+            in_n, in_2n = _summed([by_n[p] for p in phases]), _summed([by_2n[p] for p in phases])
+            counted.append(_paired(cycle, "job", in_n, in_2n, calls))
         return counted
     found = stalled_sweep(
         client, point.protocol, point.variant, point.active_size, counter, Inputs.fixed("instr-s")
     )
-    return [Counted(f"sweep {point.variant}", "stalled id", point.active_size, 1, found / point.active_size)]
+    size = point.active_size
+    parts = tuple(parts_of(found.functions, found.total, size))
+    return [Counted(f"sweep {point.variant}", "stalled id", size, 1, found.total / size, parts=parts)]
 
 
 def _diff_pct(counted: Counted) -> float | None:
@@ -109,6 +121,37 @@ def row_of(
         seed_pinned=seed_pinned,
         **machine,  # type: ignore[arg-type]
     )
+
+
+def part_rows_of(
+    run_id: str,
+    profile: str,
+    points: Sequence[Point],
+    server: list[list[Counted]],
+    machine: dict[str, object],
+) -> list[InstructionsPartRow]:
+    """The whole server's count of each step, by part: instructions_parts.csv."""
+    rows = []
+    for point, counted in zip(points, server, strict=True):
+        for step in counted:
+            whole = sum(part.instructions for part in step.parts)
+            rows += [
+                InstructionsPartRow(
+                    run_id=run_id,
+                    protocol=point.protocol,
+                    profile=profile,
+                    step=step.step,
+                    active_size=step.active_size,
+                    unit=step.unit,
+                    part=part.part,
+                    detail=part.detail,
+                    server_instructions_per_call=round(part.instructions, 1),
+                    share_pct=round(part.instructions / whole * 100, 2) if whole else 0.0,
+                    **machine,  # type: ignore[arg-type]
+                )
+                for part in step.parts
+            ]
+    return rows
 
 
 def rows_of(

@@ -29,9 +29,9 @@ from bench.protocol.base import PROTOCOLS, check_protocol_names
 from bench.protocol.connection import RedisSettings
 from bench.protocol.sweep import SWEEPERS
 from bench.results.files import update_meta, write_rows
-from bench.results.rows import InstructionsRow
+from bench.results.rows import InstructionsPartRow, InstructionsRow
 from bench.stages.instructions.plan import Point, points_of
-from bench.stages.instructions.rows import Counted, count_point, rows_of
+from bench.stages.instructions.rows import Counted, count_point, part_rows_of, rows_of
 from bench.stages.instructions.table import table
 
 SCOPES: tuple[Scope, ...] = ("command", "server")
@@ -84,7 +84,7 @@ def count_all(
             try:
                 found = []
                 for point in points:
-                    found.append(count_point(client, point, calls, server.count))
+                    found.append(count_point(client, point, calls, server.measure))
                     if report is not None:
                         report(scope, point)
             finally:
@@ -120,6 +120,12 @@ def run_stage(ctx: RunContext) -> None:
         ctx.run_dir.name, ctx.profile.name, points, by_scope, dict(machine.row_fields()), refused is None
     )
     write_rows(ctx.run_dir, InstructionsRow, rows)
+    machine_fields = dict(machine.row_fields())
+    write_rows(
+        ctx.run_dir,
+        InstructionsPartRow,
+        part_rows_of(ctx.run_dir.name, ctx.profile.name, points, by_scope["server"], machine_fields),
+    )
     update_meta(
         ctx.run_dir,
         instructions={
