@@ -206,7 +206,7 @@ class CallgrindRedis(EmbeddedRedis):
 
     start_deadline_s = VALGRIND_START_S
 
-    def __init__(self, scope: Scope, source: Source = "auto") -> None:
+    def __init__(self, scope: Scope, source: Source = "auto", binary: str | None = None) -> None:
         missing = valgrind_missing()
         if missing:
             raise BenchError(f"cannot count instructions: {missing}")
@@ -214,7 +214,7 @@ class CallgrindRedis(EmbeddedRedis):
         # so the count would follow the clock. No jemalloc background thread: its purges race the
         # main thread's allocations (bullmq's extendLock moved 0.27% from server to server).
         extra = ("--slowlog-log-slower-than", "-1", "--activerehashing", "no", "--jemalloc-bg-thread", "no")
-        super().__init__(source, extra_args=extra)
+        super().__init__(source, extra_args=extra, binary=binary)
         self.scope = scope
         self.seed_pinned = seed_refused() is None
 

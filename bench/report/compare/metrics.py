@@ -51,10 +51,11 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "bullmq_worker": ("protocol", "driver", "concurrency", "job_ms"),
     "sweep_hazard": ("protocol", "client", "stalled_jobs"),
     "script_cost": ("protocol", "step"),  # the hot path's script cost, a row per repetition
-    "instructions": ("protocol", "step", "active_size"),  # counted under callgrind, a row a step
+    # counted under callgrind, a row a step (on each server a profile names; "" for the run's own)
+    "instructions": ("protocol", "server", "step", "active_size"),
 }
 # A key value left out of a point's label: echomq's points read as they did before protocols.
-LABEL_DEFAULTS = {"protocol": "echomq"}
+LABEL_DEFAULTS = {"protocol": "echomq", "server": ""}
 
 
 @dataclass(frozen=True)

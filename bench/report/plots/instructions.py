@@ -16,13 +16,18 @@ PART_ORDER = (
     "replies", "propagation and keyspace bookkeeping", "networking and event loop",
     "unnamed (no symbols)", "the rest",
 )  # fmt: skip
+SERVER_STEPS = ("addJob", "fused cycle", "two-call cycle")
 PART_COLOURS = dict(zip(PART_ORDER, (*PALETTE[:7], PALETTE[8], "#dddddd", "#999999"), strict=True))
 
 
 def instruction_parts(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     """Instructions a call or a job, one bar a protocol and step (sweeps left out: a stalled id is
     another unit), stacked by part."""
-    steps = frame[frame["unit"] != "stalled id"]
+    steps = frame[frame["unit"] != "stalled id"].copy()
+    several = "server" in steps.columns and steps["server"].fillna("").nunique() > 1
+    if several:  # a bar a job and its add on each server: every step of each would be too many
+        steps = steps[steps["step"].isin(SERVER_STEPS)]
+        steps["protocol"] = steps["server"] + ": " + steps["protocol"]
     if steps.empty:
         return None
     table = steps.pivot_table(

@@ -3,8 +3,6 @@ timed µs of the script cost where the run has them."""
 
 from __future__ import annotations
 
-from typing import cast
-
 import pandas as pd
 
 from bench.report.load import RunData
@@ -56,6 +54,7 @@ def instructions_table(data: RunData) -> pd.DataFrame | None:
         us = timed.get((str(row["protocol"]), str(row["step"])))
         linear = row["instructions_2n_diff_pct"]
         rows.append({
+            **({"server": row["server"]} if servers(frame) else {}),
             "protocol": row["protocol"], "step": step, "per": row["unit"],
             "instructions in command": fmt(round(float(row["instructions_per_call"]))),
             "instructions, whole server": fmt(round(float(row["server_instructions_per_call"]))),
@@ -72,29 +71,59 @@ COMMANDS = "command bodies"
 UNNAMED_NOTE_PCT = 5.0  # an unnamed share above this is said, with how to get a server with symbols
 
 
+def servers(frame: pd.DataFrame) -> list[str]:
+    """The servers a run counted side by side (instructions-servers), in its order; none: one."""
+    if "server" not in frame.columns:
+        return []
+    return [str(s) for s in frame["server"].fillna("").unique() if str(s)]
+
+
 def parts_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """A part a row, a protocol's fused and two-call job a column: instructions a job (share)."""
-    jobs = frame[frame["step"].isin(JOBS)]
+    """A part a row, a protocol's fused and two-call job a column (on each server counted):
+    instructions a job (share)."""
+    several = servers(frame)
+    jobs = frame[frame["step"].isin(JOBS[:1] if several else JOBS)].copy()  # a column a server: fused
+    jobs["column"] = jobs["protocol"] + " " + jobs["step"].str.replace(" cycle", "")
+    if several:
+        jobs["column"] = jobs["server"] + ": " + jobs["column"]
     table = jobs.pivot_table(
-        index="part", columns=["protocol", "step"], values="server_instructions_per_call", aggfunc="sum"
+        index="part", columns="column", values="server_instructions_per_call", aggfunc="sum", sort=False
     ).fillna(0.0)
     table = table.reindex(
         [p for p in PART_ORDER if p in table.index] + sorted(set(table.index) - set(PART_ORDER))
     )
     shown = pd.DataFrame(index=table.index)
     for column in table.columns:
-        protocol, step = cast(tuple[str, str], column)
         whole = float(table[column].sum())
-        cells = [f"{fmt(round(v))} ({v / whole * 100:.1f}%)" for v in table[column]]
-        shown[f"{protocol} {step.replace(' cycle', '')}"] = [*cells]
+        shown[column] = [f"{fmt(round(v))} ({v / whole * 100:.1f}%)" for v in table[column]]
     shown.loc["whole job"] = [fmt(round(float(table[c].sum()))) for c in table.columns]
     return shown.reset_index().rename(columns={"part": "part of Redis"})
+
+
+SERVER_STEPS = ("addJob", "fused cycle", "two-call cycle")
+
+
+def servers_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """A job's and its add's whole-server instructions on each server counted, a server a column;
+    the last columns: each server against the first."""
+    names = servers(frame)
+    rows = frame[frame["step"].isin(SERVER_STEPS)]
+    table = rows.pivot_table(
+        index=["protocol", "step"], columns="server", values="server_instructions_per_call", sort=False
+    )[names]
+    shown = table.map(lambda v: fmt(round(v)))
+    for name in names[1:]:
+        shown[f"{name} / {names[0]}"] = (table[name] / table[names[0]]).map(lambda r: f"{r:.3f}")
+    return shown.reset_index()
 
 
 def parts_findings(frame: pd.DataFrame) -> list[str]:
     """What the breakdown says of a fused job, a protocol a line."""
     lines = []
-    for protocol, rows in frame[frame["step"] == "fused cycle"].groupby("protocol"):
+    fused = frame[frame["step"] == "fused cycle"]
+    by = ["server", "protocol"] if servers(frame) else ["protocol"]
+    for key, rows in fused.groupby(by, sort=False):
+        protocol = " on ".join(reversed([str(k) for k in key])) if isinstance(key, tuple) else str(key)
         whole = float(rows["server_instructions_per_call"].sum())
         share = rows.groupby("part")["share_pct"].sum()
         lua, unnamed = float(share.get(LUA, 0.0)), float(share.get(UNNAMED, 0.0))
@@ -119,7 +148,12 @@ def instructions_section(data: RunData) -> list[str]:
         if about is not None and about.skipped:
             return ["## Redis's cost in instructions", "", f"*Not counted: {about.skipped}.*", ""]
         return []
-    lines = ["## Redis's cost in instructions", "", ABOUT, "", markdown_table(table), ""]
+    lines = ["## Redis's cost in instructions", "", ABOUT, ""]
+    frame = data.frames["instructions"]
+    if servers(frame):
+        lines += ["Each server counted, a job and its add (instructions of the whole server):", ""]
+        lines += [markdown_table(servers_table(frame)), "", "Every step:", ""]
+    lines += [markdown_table(table), ""]
     parts = data.frames.get("instructions_parts")
     if parts is None or parts.empty:
         return lines

@@ -65,14 +65,26 @@ RULES: tuple[Rule, ...] = (
             r"|eval\w*Command|fcall\w*Command|script[A-Z]\w*|luaRedis\w+|luaArgsToRedisArgv"
             r"|freeLuaRedisArgv|luaCallFunction|luaReplyToRedisReply|redisProtocolToLuaType\w*"
             r"|luaGetFromRegistry|luaSetErrorMetatable|luaExtract\w*|luaPush\w*|luaError\w*|ldb\w+"
-            r"|ACLCheck\w+|moduleCallCommandFilters|lua_enablereadonlytable"
+            r"|ACLCheck\w+|ACLSelectorCheck\w+|moduleCallCommandFilters|lua_enablereadonlytable"
+            r"|luaCreateArray|luaRedis\w*|luaSetResp|luaCreateFunction"
         ),
     ),
+    Rule(ALLOCATOR, _words(r"luaAlloc|l_alloc")),  # Lua's allocator: the server's zmalloc underneath
     Rule(LUA, r"^(?:lua[A-Z]?_|luaopen_|index2adr$)"),
+    # Lua's own static functions, named where the server keeps its symbols (its tables, collector,
+    # string library, and the cmsgpack and cjson libraries Redis loads)
+    Rule(
+        LUA,
+        _words(
+            r"newkey|sweeplist|singlestep|resize|setarrayvector|setnodevector|mainposition|rehash"
+            r"|numusearray|numusehash|computesizes|countint|reallymarkobject|propagatemark|traverse\w+"
+            r"|markroot|str_\w+|ipairsaux|luaB_\w+|mp_\w+|json_\w+|strbuf_\w+|auxgetn|getgeneric"
+        ),
+    ),
     Rule(
         REPLIES,
         _words(
-            r"_?addReply\w*|setDeferred\w*|prepareClientToWrite|trimReplyUnusedTailSpace"
+            r"_?addReply\w*|add\w*RangeReply|setDeferred\w*|prepareClientToWrite|trimReplyUnusedTailSpace"
             r"|clientHasPendingReplies|parseReply|callReply\w*|addListRangeReply"
         ),
     ),
@@ -85,7 +97,7 @@ RULES: tuple[Rule, ...] = (
             r"|keyIsExpired|expireIfNeeded|checkType|signalKeyAsReady|handleClientsBlockedOnKeys"
             r"|slowlogPushEntryIfNeeded|hdr_record\w*|latencyAdd\w*|updateCommandLatencyHistogram"
             r"|afterCommand|postExecutionUnitOperations|LRU_CLOCK|writeCommandsDeniedByDiskError"
-            r"|hasActiveChildProcess|streamRewrite\w+"
+            r"|hasActiveChildProcess|streamRewrite\w+|getKeySlot|counts_index_for|get_bucket_index"
         ),
     ),
     Rule(COMMAND, r"^(?:generic)?([A-Za-z]+?)(?:Generic)?Command$", detail=r"\1"),
@@ -109,7 +121,8 @@ RULES: tuple[Rule, ...] = (
         ALLOCATOR,
         _words(
             r"z(?:try)?(?:malloc|calloc|realloc|free)\w*|malloc|free|calloc|realloc|malloc_usable_size"
-            r"|extend_to_usable|je_\w+"
+            r"|extend_to_usable|je_\w+|do_rallocx|tcache_\w+|arena_\w+|extent\w*|emap_\w+|sz_\w+"
+            r"|i(?:malloc|free|sfree|salloc|ralloc)\w*|edata_\w+|pac_\w+|bin_\w+|large_\w+|rtree_\w+"
         ),
     ),
     Rule(

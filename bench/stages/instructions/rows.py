@@ -104,6 +104,7 @@ def row_of(
     server: Counted,
     machine: dict[str, object],
     seed_pinned: bool,
+    server_name: str = "",
 ) -> InstructionsRow:
     """One step's row from its two counts: inside command execution, and the whole request."""
     return InstructionsRow(
@@ -119,6 +120,7 @@ def row_of(
         instructions_2n_diff_pct=_diff_pct(command),
         server_instructions_2n_diff_pct=_diff_pct(server),
         seed_pinned=seed_pinned,
+        server=server_name,
         **machine,  # type: ignore[arg-type]
     )
 
@@ -129,6 +131,7 @@ def part_rows_of(
     points: Sequence[Point],
     server: list[list[Counted]],
     machine: dict[str, object],
+    server_name: str = "",
 ) -> list[InstructionsPartRow]:
     """The whole server's count of each step, by part: instructions_parts.csv."""
     rows = []
@@ -147,6 +150,7 @@ def part_rows_of(
                     detail=part.detail,
                     server_instructions_per_call=round(part.instructions, 1),
                     share_pct=round(part.instructions / whole * 100, 2) if whole else 0.0,
+                    server=server_name,
                     **machine,  # type: ignore[arg-type]
                 )
                 for part in step.parts
@@ -161,10 +165,11 @@ def rows_of(
     by_scope: dict[str, list[list[Counted]]],
     machine: dict[str, object],
     seed_pinned: bool,
+    server_name: str = "",
 ) -> list[InstructionsRow]:
     """The rows of every point, the two scopes' counts side by side (the same steps, in order)."""
     rows = []
     for point, command, server in zip(points, by_scope["command"], by_scope["server"], strict=True):
         for a, b in zip(command, server, strict=True):
-            rows.append(row_of(run_id, profile, point, a, b, machine, seed_pinned))
+            rows.append(row_of(run_id, profile, point, a, b, machine, seed_pinned, server_name))
     return rows

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from bench.errors import BenchError
 from bench.harness.callgrind import CallgrindRedis, Scope, seed_refused, valgrind_missing
 from bench.harness.context import RunContext
 from bench.harness.machine import MachineSample, clock, watch_run
 from bench.harness.profile import InstructionsOptions, Profile
+from bench.harness.server import check_binary, server_identity
 from bench.protocol.base import PROTOCOLS, check_protocol_names
 from bench.protocol.connection import RedisSettings
 from bench.protocol.sweep import SWEEPERS
@@ -41,7 +43,10 @@ S_PER_SWEPT_ID = 0.004  # a sweep, an id, about
 
 
 def check_profile(profile: Profile) -> None:
-    """Every sweep variant named exists (the sizes and calls are checked as the profile loads)."""
+    """Every sweep variant named exists, every server named is an executable file (the sizes and
+    calls are checked as the profile loads)."""
+    for binary in profile.instructions.instructions_servers:
+        check_binary(binary, "profile key instructions-servers:")
     for variant in profile.instructions.instructions_sweep_variants:
         if variant not in SWEEPERS:
             raise BenchError(
@@ -67,21 +72,37 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
     points = _points(profile)
     steps = tuple(
         _point_s(point, calls) / len(SCOPES) + (START_S if i == 0 else 0.0)
+        for _ in profile.instructions.instructions_servers or (None,)
         for _ in SCOPES
         for i, point in enumerate(points)
     )
     return (*steps, 0.0)
 
 
+@dataclass(frozen=True)
+class ServerCounts:
+    """Every point's counts on one server binary, each scope's, and the server's name from INFO."""
+
+    binary: str
+    name: str  # "valkey 8.0.1"
+    by_scope: dict[str, list[list[Counted]]]
+
+
 def count_all(
-    points: list[Point], calls: int, report: Callable[[str, Point], None] | None = None
-) -> dict[str, list[list[Counted]]]:
+    points: list[Point],
+    calls: int,
+    report: Callable[[str, Point], None] | None = None,
+    binary: str | None = None,
+) -> ServerCounts:
     """Every point's counts on a server of each scope, started for it (in a temporary folder)."""
     by_scope: dict[str, list[list[Counted]]] = {}
+    name = ""
     for scope in SCOPES:
-        with CallgrindRedis(scope) as server:
+        with CallgrindRedis(scope, binary=binary) as server:
             client = RedisSettings.from_url(server.url).connect()
             try:
+                name, version = server_identity(client.info("server"))
+                binary = server.binary
                 found = []
                 for point in points:
                     found.append(count_point(client, point, calls, server.measure))
@@ -90,7 +111,8 @@ def count_all(
             finally:
                 client.close()
         by_scope[scope] = found
-    return by_scope
+    assert binary is not None
+    return ServerCounts(binary, f"{name} {version}", by_scope)
 
 
 def run_stage(ctx: RunContext) -> None:
@@ -107,25 +129,29 @@ def run_stage(ctx: RunContext) -> None:
     if refused:
         ctx.progress.step(f"instructions: seeds and clock not pinned ({refused}); counts may move 0.75%")
 
+    servers: tuple[str | None, ...] = options.instructions_servers or (None,)
+    named = bool(options.instructions_servers)  # else the run's own binary, named in meta.json
+
     def report(scope: str, point: Point) -> None:
         what = point.kind if point.kind != "sweep" else f"sweep {point.variant} ({point.active_size:,})"
         ctx.progress.step(f"{scope} scope: {point.protocol} {what} counted")
 
     with watch_run(ctx.watch_pids) as watch:
         opened = clock()
-        by_scope = count_all(points, options.instructions_calls, report)
+        counted = [count_all(points, options.instructions_calls, report, binary) for binary in servers]
         span = (opened, clock())
     machine: MachineSample = watch.within(span)
-    rows = rows_of(
-        ctx.run_dir.name, ctx.profile.name, points, by_scope, dict(machine.row_fields()), refused is None
-    )
+    fields = dict(machine.row_fields())
+    rows: list[InstructionsRow] = []
+    parts: list[InstructionsPartRow] = []
+    for on in counted:
+        name = on.name if named else ""
+        rows += rows_of(
+            ctx.run_dir.name, ctx.profile.name, points, on.by_scope, fields, refused is None, name
+        )
+        parts += part_rows_of(ctx.run_dir.name, ctx.profile.name, points, on.by_scope["server"], fields, name)
     write_rows(ctx.run_dir, InstructionsRow, rows)
-    machine_fields = dict(machine.row_fields())
-    write_rows(
-        ctx.run_dir,
-        InstructionsPartRow,
-        part_rows_of(ctx.run_dir.name, ctx.profile.name, points, by_scope["server"], machine_fields),
-    )
+    write_rows(ctx.run_dir, InstructionsPartRow, parts)
     update_meta(
         ctx.run_dir,
         instructions={
@@ -133,6 +159,7 @@ def run_stage(ctx: RunContext) -> None:
             "scopes": {"command": "call()", "server": "readQueryFromClient + beforeSleep"},
             "outside": "the client, the network and the kernel",
             "seed": "pinned" if refused is None else refused,
+            "servers": {on.name: on.binary for on in counted} if named else {},
         },
     )
     ctx.progress.step(f"instructions counted: {InstructionsRow.FILE}")
@@ -175,8 +202,8 @@ def main(argv: list[str]) -> int:
     profile = Profile("instructions", protocols=tuple(protocols), instructions=options)
     check_profile(profile)
     points = _points(profile)
-    by_scope = count_all(points, options.instructions_calls)
-    rows = rows_of("", profile.name, points, by_scope, {}, seed_refused() is None)
+    counted = count_all(points, options.instructions_calls)
+    rows = rows_of("", profile.name, points, counted.by_scope, {}, seed_refused() is None)
     print(table(rows))
     refused = seed_refused()
     if refused:
