@@ -4,8 +4,6 @@ count; on a real server, one more redis.call shows where it should."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -146,42 +144,3 @@ def test_a_fused_jobs_parts_agree_within_1_pct_on_two_servers_with_a_hog_beside_
     assert len(large) >= 4, quiet
     for part in large:
         assert abs(busy[part] / quiet[part] - 1) <= 0.01, (part, quiet[part], busy[part])
-
-
-@needs_valgrind
-@pytest.mark.timeout(120)
-def test_a_named_server_is_counted_and_named_from_its_own_info() -> None:
-    import shutil
-
-    from bench.stages.instructions.plan import Point
-    from bench.stages.instructions.stage import count_all
-
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("no redis-server on PATH to name")
-    version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
-    counted = count_all([Point("none", "baselines")], 50, binary=binary)
-    assert counted.binary == binary
-    assert counted.name.startswith("redis ") and f"v={counted.name.split()[1]} " in version
-    assert [c.step for c in counted.by_scope["server"][0]] == ["PING", "EVALSHA return 1"]
-
-
-@pytest.mark.parametrize("kind", ["missing", "not executable"])
-def test_a_server_binary_missing_or_not_executable_is_one_line_and_exit_2(tmp_path: Path, kind: str) -> None:
-    binary = tmp_path / "redis-server"
-    if kind == "not executable":
-        binary.write_text("#!/bin/sh\n")
-        binary.chmod(0o644)
-    profile = tmp_path / "servers.conf"
-    profile.write_text(f"instructions-servers = /usr/bin/redis-server, {binary}\n")
-    results = str(tmp_path / "results")
-    out = subprocess.run(
-        [sys.executable, "-m", "bench", "run", "--profile", str(profile), "--stages", "instructions",
-         "--results", results],
-        cwd=Path(__file__).parent.parent, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert out.returncode == 2
-    (line,) = out.stderr.strip().splitlines()
-    assert line.startswith("echomq-bench: error: profile key instructions-servers:") and str(binary) in line
-    assert ("does not exist" if kind == "missing" else "is not executable") in line, line
-    assert not (tmp_path / "results").exists()  # refused before any folder

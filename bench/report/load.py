@@ -23,6 +23,7 @@ from bench.results.rows import (
     BULLMQ_WORKER_COLUMNS,
     FINISH_FETCH_COLUMNS,
     FINISH_FETCH_IMPLIED,
+    FINISH_FETCH_SERVER_COLUMNS,
     FINISH_FETCH_SHARD_COLUMNS,
     INSTRUCTIONS_COLUMNS,
     INSTRUCTIONS_IMPLIED,
@@ -34,6 +35,7 @@ from bench.results.rows import (
     SWEEP_HAZARD_COLUMNS,
     BullmqWorkerRow,
     FinishFetchRow,
+    FinishFetchServerRow,
     FinishFetchShardRow,
     InstructionsPartRow,
     InstructionsRow,
@@ -59,6 +61,7 @@ OPTIONAL_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
     "finish_fetch_shards": (FinishFetchShardRow.FILE, FINISH_FETCH_SHARD_COLUMNS),
     "instructions": (InstructionsRow.FILE, INSTRUCTIONS_COLUMNS),  # where valgrind could count them
     "instructions_parts": (InstructionsPartRow.FILE, INSTRUCTIONS_PART_COLUMNS),
+    "finish_fetch_servers": (FinishFetchServerRow.FILE, FINISH_FETCH_SERVER_COLUMNS),  # profile key servers
 }
 TEXT_COLUMNS = frozenset(
     {"run_id", "protocol", "profile", "strategy", "variant", "scenario", "skipped", "limit"}

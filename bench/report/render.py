@@ -16,6 +16,7 @@ from bench.report.sections.finish_fetch import finish_fetch_section
 from bench.report.sections.instructions import instructions_section
 from bench.report.sections.meta import meta_section
 from bench.report.sections.race import race_section
+from bench.report.sections.servers import servers_section
 from bench.report.sections.sweep import sweep_section
 from bench.results.files import write_atomic
 
@@ -29,6 +30,7 @@ def render(data: RunData) -> str:
     lines += sweep_section(data)
     lines += race_section(data)
     lines += instructions_section(data)
+    lines += servers_section(data)
     return "\n".join(lines).rstrip() + "\n"
 
 

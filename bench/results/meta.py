@@ -221,7 +221,7 @@ class InstructionsMeta:
     """Redis's random seed: "pinned" (a fixed /dev/urandom), or why it could not be."""
     servers: dict[str, str] = field(default_factory=dict)
     """Each server binary counted, by the name its INFO gave ("valkey 8.0.1"), where the profile
-    named several (instructions-servers)."""
+    named several (servers)."""
 
 
 # ---------------------------------------------------------------- the run

@@ -132,6 +132,38 @@ class FinishFetchRow:
 
 
 @dataclass(frozen=True)
+class FinishFetchServerRow:
+    """finish_fetch's Redis-bound point (bound-concurrency at rtt 0) on each server a profile
+    names (its key servers), fused and two_call alternating over every server, a row a trial.
+    Its own file, so no figure of the main grid pools rows of another server."""
+
+    FILE: ClassVar[str] = "finish_fetch_servers.csv"
+    run_id: str
+    protocol: str
+    profile: str
+    server: str  # from the server's own INFO: "valkey 8.0.1"
+    strategy: str
+    rep: int
+    workers: int
+    concurrency: int
+    rtt_ms: float
+    regime: str
+    jobs: int
+    jobs_per_s: float | None
+    round_trips_per_job: float | None
+    server_us_per_job: float | None
+    redis_cpu_pct: float | None  # of one core, over the window: near 100 where Redis set the pace
+    limit: str  # which side set the pace (client, network, job time, redis)
+    loadgen_processes: int
+    rtt_slept_ms: float | None
+    saturated: bool
+    audit_ok: bool
+    foreign_cpu_pct: float | None = None
+    steal_pct: float | None = None
+    contended: bool = False
+
+
+@dataclass(frozen=True)
 class FinishFetchPart:
     """The columns a part of a finish_fetch run starts with: which run, and its point."""
 
@@ -359,7 +391,7 @@ class InstructionsRow:
     # agree to the instruction nearly; unpinned, a key's lookup moves a count by up to 0.75%
     seed_pinned: bool = False
     # the server counted, from its INFO ("valkey 8.0.1"), where the profile names several
-    # (instructions-servers); empty: the one the run would start, named in meta.json
+    # (servers); empty: the one the run would start, named in meta.json
     server: str = ""
     foreign_cpu_pct: float | None = None
     steal_pct: float | None = None
@@ -395,6 +427,7 @@ class InstructionsPartRow:
 Row = (
     FinishFetchRow | FinishFetchShardRow | FinishFetchQueueRow | SweepCostRow | RaceRow | SweepHazardRow
     | BullmqWorkerRow | ScriptCostRow | SweepControlRow | InstructionsRow | InstructionsPartRow
+    | FinishFetchServerRow
 )  # fmt: skip
 
 # Columns a run from before them implies a value for: it ran one job in flight a
@@ -424,6 +457,7 @@ BULLMQ_WORKER_COLUMNS = columns_of(BullmqWorkerRow)
 SCRIPT_COST_COLUMNS = columns_of(ScriptCostRow)
 INSTRUCTIONS_COLUMNS = columns_of(InstructionsRow)
 INSTRUCTIONS_PART_COLUMNS = columns_of(InstructionsPartRow)
+FINISH_FETCH_SERVER_COLUMNS = columns_of(FinishFetchServerRow)
 
 
 _FLOAT_COLUMNS: dict[type, frozenset[str]] = {}

@@ -72,7 +72,7 @@ UNNAMED_NOTE_PCT = 5.0  # an unnamed share above this is said, with how to get a
 
 
 def servers(frame: pd.DataFrame) -> list[str]:
-    """The servers a run counted side by side (instructions-servers), in its order; none: one."""
+    """The servers a run counted side by side (servers), in its order; none: one."""
     if "server" not in frame.columns:
         return []
     return [str(s) for s in frame["server"].fillna("").unique() if str(s)]

@@ -85,7 +85,7 @@ def points_of(opts: FinishFetchOptions) -> list[Point]:
         for j in opts.job_ms
         for rtt in opts.rtt_ms
     ]
-    bound = _bound_point(opts)
+    bound = bound_point(opts)
     grid = [*grid, bound] if bound is not None and bound not in grid else grid
     if regime != BACKLOG:
         return grid
@@ -122,7 +122,8 @@ def raw_at(opts: FinishFetchOptions, point: Point) -> bool:
     return not opts.raw_driver_rtt_ms or point.rtt_ms in opts.raw_driver_rtt_ms
 
 
-def _bound_point(opts: FinishFetchOptions) -> Point | None:
+def bound_point(opts: FinishFetchOptions) -> Point | None:
+    """The Redis-bound point outside the grid (bound-concurrency at rtt 0, job-ms 0), if any."""
     if not opts.bound_concurrency:
         return None
     return Point(opts.workers[0], 0.0, opts.bound_concurrency, 0.0, 1, grid_regime(opts))
@@ -169,6 +170,6 @@ def strategies_at(opts: FinishFetchOptions, point: Point) -> list[str]:
     keep the profile's time."""
     if point.regime != grid_regime(opts):
         return [s for s in opts.strategies if s in BOUND_STRATEGIES] or list(opts.strategies)
-    if point != _bound_point(opts) or point in points_of(dataclasses.replace(opts, bound_concurrency=0)):
+    if point != bound_point(opts) or point in points_of(dataclasses.replace(opts, bound_concurrency=0)):
         return list(opts.strategies)
     return [s for s in opts.strategies if s in BOUND_STRATEGIES] or list(opts.strategies)

@@ -81,6 +81,7 @@ from bench.stages.finish_fetch.rows import (
     with_reference,
     write_histograms,
 )
+from bench.stages.finish_fetch.servers import run_servers, server_trials
 from bench.stages.finish_fetch.summary import TrialSummary
 from bench.stages.finish_fetch.table import TableRow, shard_table, table
 from bench.stages.finish_fetch.trial_settings import TrialSettings
@@ -127,6 +128,7 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
         steps += (trial_seconds(opts),) * (opts.repetitions * rounds)
         if raw_at(opts, point):
             steps += (window + RAW_OVERHEAD_S + opts.measure_s + REFERENCE_S,) * rounds
+    steps += (trial_seconds(opts),) * server_trials(opts, len(profile.servers), len(protocols))
     if opts.fidelity_calls > 0:
         probe = PROBE_WARMUP_S + PROBE_MEASURE_S + RUN_OVERHEAD_S
         steps += (probe + 3 * opts.fidelity_calls * FIDELITY_CALL_S,)
@@ -223,6 +225,7 @@ def run_stage(ctx: RunContext) -> None:
                 rows = [_beside(r, *beside) for r in rows]
                 shown = [dataclasses.replace(t, row=_beside(t.row, *beside)) for t in shown]
                 write_rows(ctx.run_dir, FinishFetchRow, rows)
+    run_servers(ctx, protocols)  # the Redis-bound point on each server the profile names
     notes: list[str] = []
     if opts.fidelity_calls > 0:
         ctx.progress("latency fidelity: redis-benchmark, redis-py, the raw path, the Locust path")

@@ -26,7 +26,7 @@ from bench.harness.callgrind import CallgrindRedis, Scope, seed_refused, valgrin
 from bench.harness.context import RunContext
 from bench.harness.machine import MachineSample, clock, watch_run
 from bench.harness.profile import InstructionsOptions, Profile
-from bench.harness.server import check_binary, server_identity
+from bench.harness.server import server_identity
 from bench.protocol.base import PROTOCOLS, check_protocol_names
 from bench.protocol.connection import RedisSettings
 from bench.protocol.sweep import SWEEPERS
@@ -43,10 +43,8 @@ S_PER_SWEPT_ID = 0.004  # a sweep, an id, about
 
 
 def check_profile(profile: Profile) -> None:
-    """Every sweep variant named exists, every server named is an executable file (the sizes and
-    calls are checked as the profile loads)."""
-    for binary in profile.instructions.instructions_servers:
-        check_binary(binary, "profile key instructions-servers:")
+    """Every sweep variant named exists (the sizes, calls and servers are checked as the profile
+    loads)."""
     for variant in profile.instructions.instructions_sweep_variants:
         if variant not in SWEEPERS:
             raise BenchError(
@@ -72,7 +70,7 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
     points = _points(profile)
     steps = tuple(
         _point_s(point, calls) / len(SCOPES) + (START_S if i == 0 else 0.0)
-        for _ in profile.instructions.instructions_servers or (None,)
+        for _ in profile.servers or (None,)
         for _ in SCOPES
         for i, point in enumerate(points)
     )
@@ -129,8 +127,8 @@ def run_stage(ctx: RunContext) -> None:
     if refused:
         ctx.progress.step(f"instructions: seeds and clock not pinned ({refused}); counts may move 0.75%")
 
-    servers: tuple[str | None, ...] = options.instructions_servers or (None,)
-    named = bool(options.instructions_servers)  # else the run's own binary, named in meta.json
+    servers: tuple[str | None, ...] = ctx.profile.servers or (None,)
+    named = bool(ctx.profile.servers)  # else the run's own binary, named in meta.json
 
     def report(scope: str, point: Point) -> None:
         what = point.kind if point.kind != "sweep" else f"sweep {point.variant} ({point.active_size:,})"

@@ -1,0 +1,103 @@
+"""Servers side by side (the profile key servers, docs/servers.md): each binary checked as the
+profile loads, started embedded and named from its own INFO; the instructions stage counts every
+step on each, and finish_fetch runs its Redis-bound point on each, into a file of its own."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.report.cli import report_main
+from bench.stages.instructions.plan import Point
+from bench.stages.instructions.stage import count_all
+from tests.test_instructions import needs_valgrind
+
+REPO = Path(__file__).resolve().parent.parent
+BINARY = shutil.which("redis-server")
+needs_binary = pytest.mark.skipif(BINARY is None, reason="no redis-server on PATH to name")
+
+
+def _version(binary: str) -> str:
+    said = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout
+    return next(part[2:] for part in said.split() if part.startswith("v="))
+
+
+def run_bench(tmp_path: Path, profile: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    conf = tmp_path / "servers.conf"
+    conf.write_text(profile)
+    results = str(tmp_path / "results")
+    return subprocess.run(
+        [sys.executable, "-m", "bench", "run", "--profile", str(conf), "--results", results, *flags],
+        cwd=REPO, capture_output=True, text=True, timeout=150,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["missing", "not executable"])
+def test_a_server_binary_missing_or_not_executable_is_one_line_and_exit_2(tmp_path: Path, kind: str) -> None:
+    binary = tmp_path / "redis-server"
+    if kind == "not executable":
+        binary.write_text("#!/bin/sh\n")
+        binary.chmod(0o644)
+    out = run_bench(tmp_path, f"servers = /usr/bin/redis-server, {binary}\n", "--stages", "instructions")
+    assert out.returncode == 2
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("echomq-bench: error: profile key servers:") and str(binary) in line
+    assert ("does not exist" if kind == "missing" else "is not executable") in line, line
+    assert not (tmp_path / "results").exists()  # refused before any folder
+
+
+@needs_valgrind
+@needs_binary
+@pytest.mark.timeout(120)
+def test_a_named_server_is_counted_and_named_from_its_own_info() -> None:
+    assert BINARY is not None
+    counted = count_all([Point("none", "baselines")], 50, binary=BINARY)
+    assert counted.binary == BINARY and counted.name == f"redis {_version(BINARY)}"
+    assert [c.step for c in counted.by_scope["server"][0]] == ["PING", "EVALSHA return 1"]
+
+
+TINY = """
+stages = finish_fetch
+strategies = fused, two_call
+repetitions = 1
+workers = 2
+concurrency = 4
+bound-concurrency = 8
+producers = 1
+batch-size = 20
+payload-bytes = 20
+warmup-s = 0.3
+measure-s = 0.5
+rtt-ms = 0
+raw-driver = false
+fidelity-calls = 0
+"""
+
+
+@needs_binary
+@pytest.mark.locust
+@pytest.mark.timeout(160)
+def test_the_bound_point_runs_on_each_named_server_into_a_file_of_its_own(tmp_path: Path) -> None:
+    assert BINARY is not None
+    out = run_bench(tmp_path, TINY + f"servers = {BINARY}\n")
+    assert out.returncode == 0, out.stderr
+    (run_dir,) = (tmp_path / "results").iterdir()
+    with (run_dir / "finish_fetch_servers.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    name = f"redis {_version(BINARY)}"
+    assert [(r["server"], r["strategy"], r["concurrency"], r["rtt_ms"]) for r in rows] == [
+        (name, "fused", "8", "0.0"),
+        (name, "two_call", "8", "0.0"),
+    ]
+    assert all(r["audit_ok"] == "True" and int(r["jobs"]) > 0 for r in rows)
+    assert list((run_dir / "servers").iterdir()) == [run_dir / "servers" / name.replace(" ", "-")]
+    with (run_dir / "finish_fetch.csv").open() as handle:  # the main grid's file holds none of them
+        assert "server" not in next(csv.reader(handle))
+    assert report_main([str(run_dir)]) == 0
+    report = (run_dir / "report.md").read_text()
+    assert "## Servers side by side" in report and f"| {name} | echomq |" in report
