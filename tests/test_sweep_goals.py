@@ -17,7 +17,7 @@ from bench.results.rows import (
     SweepCostRow,
     row_dict,
 )
-from bench.results.sweep_goals import GOALS, MET, MISSED, NOT_MEASURED, bullmq_ratios, judge_all
+from bench.results.sweep import GOALS, MET, MISSED, NOT_MEASURED, bullmq_ratios, judge_all
 from bench.stages.sweep.table import goal_text
 
 DEFAULT_SIZES = (100, 10_000, 100_000)

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bench.harness.profile import FinishFetchOptions, parse_cell
-from bench.results.finish_fetch_goals import BOUND_STRATEGIES
+from bench.results.finish_fetch import BOUND_STRATEGIES
 from bench.results.rows import FinishFetchRow
 
 # The regimes (design.md "Name the regime"): a wait list that never runs dry, producers and workers

@@ -32,7 +32,7 @@ from bench.harness.run_folder import open_run
 from bench.harness.terminal import fold
 from bench.protocol.refusal import ServerRefused, refused
 from bench.results.files import RAW_DIR, update_meta, write_json, write_rows
-from bench.results.finish_fetch_goals import goal_lines
+from bench.results.finish_fetch import goal_lines
 from bench.results.meta import HARNESS_ADDS_GOAL_US, Fidelity
 from bench.results.rows import (
     FinishFetchQueueRow,
