@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.results.rows import BullmqWorkerRow
+from bench.results.bullmq_worker import BullmqWorkerRow
 from bench.stages.bullmq_worker.plan import Point
 from bench.stages.bullmq_worker.worker_process import WorkerProcessResult
 

@@ -8,12 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bench.harness.profile import FinishFetchOptions, parse_cell
-from bench.results.finish_fetch import BOUND_STRATEGIES
-from bench.results.rows import FinishFetchRow
-
-# The regimes (design.md "Name the regime"): a wait list that never runs dry, producers and workers
-# at one pace, producers at a fixed rate.
-BACKLOG, STEADY, OPEN = "backlog", "steady", "open"
+from bench.results.finish_fetch import BOUND_STRATEGIES, FinishFetchRow, Regime
 
 
 @dataclass(frozen=True)
@@ -27,7 +22,7 @@ class Point:
     concurrency: int = 1
     job_ms: float = 0.0
     queues: int = 1
-    regime: str = BACKLOG
+    regime: str = Regime.BACKLOG
     load: float = 0.0
     rate: float = 0.0
     protocol: str = ""  # steady-at or open-at named one protocol: only it runs here ("" every one)
@@ -44,10 +39,10 @@ class Point:
         if self.job_ms:
             parts.append(f"j{self.job_ms:g}")
         name = "-".join([*parts, f"rtt{self.rtt_ms:g}"])
-        if self.regime == OPEN and self.load:
+        if self.regime == Regime.OPEN and self.load:
             return f"{name}-open{self.load * 100:g}"
         # a grid's own regime goes unnamed: backlog, or open at the profile's target-rate
-        return f"{name}-{self.regime}" if self.regime == STEADY else name
+        return f"{name}-{self.regime}" if self.regime == Regime.STEADY else name
 
     def at_rate(self, rate: float) -> Point:
         """The point offered ``rate`` jobs/s (open); at 0, the point as the plan names it."""
@@ -68,7 +63,7 @@ def point_id(protocol: str, strategy: str, point: Point) -> str:
 
 def grid_regime(opts: FinishFetchOptions) -> str:
     """The grid's regime: open when the profile gives a target rate, else its ``regime`` key."""
-    return OPEN if opts.target_rate > 0 else opts.regime
+    return Regime.OPEN if opts.target_rate > 0 else opts.regime
 
 
 def points_of(opts: FinishFetchOptions) -> list[Point]:
@@ -87,11 +82,11 @@ def points_of(opts: FinishFetchOptions) -> list[Point]:
     ]
     bound = _bound_point(opts)
     grid = [*grid, bound] if bound is not None and bound not in grid else grid
-    if regime != BACKLOG:
+    if regime != Regime.BACKLOG:
         return grid
-    steady = [dataclasses.replace(p, regime=STEADY) for p in _named(grid, opts.steady_at)]
+    steady = [dataclasses.replace(p, regime=Regime.STEADY) for p in _named(grid, opts.steady_at)]
     open_ = [
-        dataclasses.replace(p, regime=OPEN, load=load)
+        dataclasses.replace(p, regime=Regime.OPEN, load=load)
         for p in _named(grid, opts.open_at)
         for load in opts.open_loads
     ]
@@ -131,13 +126,13 @@ def _bound_point(opts: FinishFetchOptions) -> Point | None:
 def regime_options(opts: FinishFetchOptions, point: Point) -> FinishFetchOptions:
     """The profile as one trial at ``point`` runs it: a backlog's producers and batches, an open
     point's rate; a steady point as the profile says."""
-    if point.regime == BACKLOG:  # never fewer producers, nor smaller batches, than the profile's
+    if point.regime == Regime.BACKLOG:  # never fewer producers, nor smaller batches, than the profile's
         producers = max(opts.backlog_producers, opts.producers)
         batch = max(opts.backlog_batch_size, opts.batch_size)
-        return dataclasses.replace(opts, producers=producers, batch_size=batch, regime=BACKLOG)
-    if point.regime == OPEN:
+        return dataclasses.replace(opts, producers=producers, batch_size=batch, regime=Regime.BACKLOG)
+    if point.regime == Regime.OPEN:
         return dataclasses.replace(opts, target_rate=point.rate or opts.target_rate)
-    return dataclasses.replace(opts, regime=STEADY)
+    return dataclasses.replace(opts, regime=Regime.STEADY)
 
 
 def capacity(rows: Iterable[FinishFetchRow], protocol: str, point: Point) -> float | None:
@@ -149,7 +144,7 @@ def capacity(rows: Iterable[FinishFetchRow], protocol: str, point: Point) -> flo
         r
         for r in rows
         if r.protocol == protocol
-        and r.regime == BACKLOG
+        and r.regime == Regime.BACKLOG
         and r.jobs_per_s
         and (r.workers, r.concurrency, r.job_ms, r.rtt_ms, r.queues) == point.cell
     ]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from bench.protocol.connection import Client
 from bench.protocol.counted import baselines, stalled_sweep
 from bench.protocol.phases import CYCLES, Inputs, run_phases
-from bench.results.rows import InstructionsRow
+from bench.results.instructions import InstructionsRow
 from bench.stages.instructions.plan import Point
 
 # A job of each strategy: fused (one moveToFinished that fetches) and two_call (finish, then fetch).

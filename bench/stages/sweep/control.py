@@ -15,7 +15,8 @@ import redis
 
 from bench.harness.machine import watch_run
 from bench.protocol.commandstats import CommandStats
-from bench.results.rows import RunIds, SweepControlRow
+from bench.results.rows import RunIds
+from bench.results.sweep import SweepControlRow
 
 SPIN = "local x = 0 for i = 1, tonumber(ARGV[1]) do x = x + i end return 1"
 ONE_MS_US = 1000

@@ -10,11 +10,11 @@ from typing import Any
 from bench.harness.server import SLOWLOG_THRESHOLD_US
 from bench.harness.terminal import contended_note, render_table, table_width, wrap_note
 from bench.results.fits import loglog_fit
-from bench.results.rows import SweepCostRow
 from bench.results.sweep import (
     GOAL_HEADER,
     PASS_HEADER,
     RATIO_HEADER,
+    SweepCostRow,
     bullmq_ratios,
     judge_all,
     sliced_passes,
