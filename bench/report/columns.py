@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.results.finish_fetch import Regime
+from bench.results.finish_fetch import Regime, regime_of
 
 # The regime of a finish_fetch row (Regime: docs/method.md#glossary).
 REGIME = "regime"
@@ -29,9 +29,8 @@ def measured(frame: pd.DataFrame, name: str) -> bool:
 
 def regime(frame: pd.DataFrame) -> pd.Series:
     """Each row's regime: its own column, else open when it had a target rate, else steady."""
-    fallback = pd.Series(Regime.STEADY.value, index=frame.index, dtype=object)
-    if "target_rate" in frame.columns:
-        fallback[frame["target_rate"].fillna(0).astype(float) > 0] = Regime.OPEN.value
+    rates = frame["target_rate"].fillna(0) if "target_rate" in frame.columns else pd.Series(0.0, frame.index)
+    fallback = rates.astype(float).map(lambda rate: str(regime_of(rate, Regime.STEADY))).astype(object)
     if REGIME not in frame.columns:
         return fallback
     own = frame[REGIME].astype(object).where(frame[REGIME].astype(str).str.strip() != "", None)

@@ -21,10 +21,9 @@ from bench.results.meta import META_FILE, RunMeta, read_meta
 from bench.results.rows import Row, columns_of, typed_columns
 from bench.results.stages import FILES
 
-# frame -> its row type (bench/results/stages.py; docs/results-reference.md lists the columns): a
-# stage's main file, said to be absent when a run lacks it ...
+# frame -> its row type (bench/results/stages.py): a stage's main file, said to be absent when a run
+# lacks it, and the files a stage writes only when the profile asks for them, loaded when there
 STAGE_FILES: dict[str, type[Row]] = {f.frame: f.row for f in FILES if f.frame and not f.optional}
-# ... and the files a stage writes only when the profile asks for them: loaded when there.
 OPTIONAL_FILES: dict[str, type[Row]] = {f.frame: f.row for f in FILES if f.frame and f.optional}
 FRAMES = {**STAGE_FILES, **OPTIONAL_FILES}  # every frame, in the order the loader reads them
 # Columns read as text (a JSON object's too) and as booleans: as the row types declare them.
@@ -32,8 +31,6 @@ TEXT_COLUMNS: frozenset[str] = frozenset().union(*(typed_columns(f.row, str, dic
 BOOL_COLUMNS: frozenset[str] = frozenset().union(*(typed_columns(f.row, bool) for f in FILES))
 # Columns a run's every row holds alike: the report shows them once, in its Run section.
 ID_COLUMNS = ("run_id", "protocol", "profile")
-# Implied for every stage: every run before the protocol column measured echomq.
-KNOWN_DEFAULTS = {"protocol": "echomq"}
 
 
 def parse_hdr_name(name: str) -> tuple[str, str, int, str] | None:
@@ -97,7 +94,7 @@ def read_stage(path: Path, row: type[Row]) -> tuple[pd.DataFrame, list[str]]:
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     old = {a: b for a, b in row.RENAMED.items() if a in frame.columns and b not in frame.columns}
     frame = frame.rename(columns=old)
-    implied = {**KNOWN_DEFAULTS, **row.IMPLIED}
+    implied = row.IMPLIED
     missing = [c for c in columns if c not in frame.columns and c not in implied]
     for column in [c for c in columns if c not in frame.columns]:
         frame[column] = ""

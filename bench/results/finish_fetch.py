@@ -47,6 +47,11 @@ class Regime(StrEnum):
     OPEN = "open"  # producers at target_rate: queue latency
 
 
+def regime_of(target_rate: float, given: str) -> str:
+    """The regime a trial (or a grid) runs in: open whenever a rate is offered, else ``given``."""
+    return Regime.OPEN if target_rate > 0 else given
+
+
 NOT_STOPPED = "no"  # a remeasure_stopped cell when the budget stopped nothing
 HARNESS_ADDS_GOAL_US = 20.0  # the latency-fidelity goal: the harness under Locust adds at most this
 
@@ -63,7 +68,7 @@ class FinishFetchRow(rows.Row):
     # no open point's (0). Older runs called the strategy "variant".
     IMPLIED: ClassVar[Mapping[str, object]] = {
         "concurrency": 1, "job_ms": 0.0, "queues": 1, "regime": Regime.STEADY, "tries": 1, "load": 0.0,
-        "loadgen_processes": 1,
+        "loadgen_processes": 1, **rows.Row.IMPLIED,
     }  # fmt: skip
     RENAMED: ClassVar[Mapping[str, str]] = {"variant": "strategy"}
 

@@ -40,7 +40,8 @@ class Row:
     __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
     FILE: ClassVar[str]  # the file's name in the run folder
     KEYS: ClassVar[tuple[str, ...]] = ()  # the columns that name a point: compare matches rows on them
-    IMPLIED: ClassVar[Mapping[str, object]] = {}  # columns a file from before them implies a value for
+    # what a file from before a column implies for it (before the protocol column: echomq's)
+    IMPLIED: ClassVar[Mapping[str, object]] = {"protocol": PROTOCOL}
     RENAMED: ClassVar[Mapping[str, str]] = {}  # an older run's name for a column -> its name now
 
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bench.harness.profile import FinishFetchOptions, parse_cell
-from bench.results.finish_fetch import BOUND_STRATEGIES, FinishFetchRow, Regime
+from bench.results.finish_fetch import BOUND_STRATEGIES, FinishFetchRow, Regime, regime_of
 
 
 @dataclass(frozen=True)
@@ -61,17 +61,12 @@ def point_id(protocol: str, strategy: str, point: Point) -> str:
     return f"{led}-{point.label}"
 
 
-def grid_regime(opts: FinishFetchOptions) -> str:
-    """The grid's regime: open when the profile gives a target rate, else its ``regime`` key."""
-    return Regime.OPEN if opts.target_rate > 0 else opts.regime
-
-
 def points_of(opts: FinishFetchOptions) -> list[Point]:
     """The grid: every workers x queues x concurrency x job_ms x rtt_ms, in that order; then the
     Redis-bound point (bound_concurrency at rtt 0, job-ms 0), unless the grid holds it; then the
     grid's cells named in steady-at, steady; last those named in open-at, open at each open-load
     (after the backlog points whose capacity sets their rate)."""
-    regime = grid_regime(opts)
+    regime = regime_of(opts.target_rate, opts.regime)
     grid = [
         Point(w, rtt, c, j, q, regime)
         for w in opts.workers
@@ -112,7 +107,7 @@ def protocols_at(point: Point, protocols: Iterable[str]) -> list[str]:
 
 def raw_at(opts: FinishFetchOptions, point: Point) -> bool:
     """Whether the raw driver and the reference run at ``point``: a grid point of raw-driver-rtt-ms."""
-    if not opts.raw_driver or point.regime != grid_regime(opts):
+    if not opts.raw_driver or point.regime != regime_of(opts.target_rate, opts.regime):
         return False
     return not opts.raw_driver_rtt_ms or point.rtt_ms in opts.raw_driver_rtt_ms
 
@@ -120,7 +115,8 @@ def raw_at(opts: FinishFetchOptions, point: Point) -> bool:
 def _bound_point(opts: FinishFetchOptions) -> Point | None:
     if not opts.bound_concurrency:
         return None
-    return Point(opts.workers[0], 0.0, opts.bound_concurrency, 0.0, 1, grid_regime(opts))
+    regime = regime_of(opts.target_rate, opts.regime)
+    return Point(opts.workers[0], 0.0, opts.bound_concurrency, 0.0, 1, regime)
 
 
 def regime_options(opts: FinishFetchOptions, point: Point) -> FinishFetchOptions:
@@ -162,7 +158,7 @@ def strategies_at(opts: FinishFetchOptions, point: Point) -> list[str]:
     """The strategies run at ``point``: the profile's; at the Redis-bound point outside the grid, and
     at the steady and open points beside the grid, only fused and two_call (the goals' pair), to
     keep the profile's time."""
-    if point.regime != grid_regime(opts):
+    if point.regime != regime_of(opts.target_rate, opts.regime):
         return [s for s in opts.strategies if s in BOUND_STRATEGIES] or list(opts.strategies)
     if point != _bound_point(opts) or point in points_of(dataclasses.replace(opts, bound_concurrency=0)):
         return list(opts.strategies)

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from bench.harness.profile import FinishFetchOptions, option_key
+from bench.results.finish_fetch import regime_of
 from bench.stages.finish_fetch.plan import Point
 
 
@@ -65,7 +66,7 @@ class TrialSettings:
             job_ms=point.job_ms,
             queues=point.queues,
             probe=probe,
-            regime="open" if opts.target_rate > 0 else point.regime,
+            regime=regime_of(opts.target_rate, point.regime),
             backlog_jobs=opts.backlog_jobs,
         )
 
