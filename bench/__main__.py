@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from bench import invocation
 from bench.errors import BenchError, Interrupted
+from bench.results.stages import STAGES
 
 # command -> (module, function, one-line help). Each function takes argv, returns an exit code.
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -16,20 +17,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "report": ("bench.report.cli", "report_main", "write report.md and plots for a run"),
     "compare": ("bench.report.cli", "compare_main", "compare two runs metric by metric"),
     "runs": ("bench.report.cli", "runs_main", "list the runs in results/"),
-    "sweep": ("bench.stages.sweep.stage", "main", "the sweep-cost benchmark alone (pyperf)"),
-    "race": ("bench.stages.race.stage", "main", "the race audit alone"),
-    "finish-fetch": ("bench.stages.finish_fetch.stage", "main", "finish-then-fetch alone (Locust)"),
-    "bullmq-worker": ("bench.stages.bullmq_worker.stage", "main", "BullMQ's own workers alone"),
-    "script-cost": (
-        "bench.stages.script_cost.stage",
-        "main",
-        "Redis µs per call of each script, small queue",
-    ),
-    "instructions": (
-        "bench.stages.instructions.stage",
-        "main",
-        "instructions Redis runs a call and a job (callgrind)",
-    ),
+    **{s.id.replace("_", "-"): (s.module, "main", s.help) for s in sorted(STAGES, key=lambda s: s.order)},
     "predict": ("bench.report.predict", "predict_main", "jobs/s a run's model predicts at other points"),
     "publish": ("bench.report.cli", "publish_main", "copy a run into docs/results/; --page: the page"),
     "clean": ("bench.harness.run_keys", "clean_main", "remove the keys a run left on its server"),

@@ -14,6 +14,7 @@ from bench.harness.profile import STAGES, Profile, load_profile
 from bench.harness.progress import Progress, StagePlan
 from bench.harness.run_folder import add_quiet_machine, mark_complete, open_run
 from bench.results.files import RESULTS_DIR
+from bench.results.stages import BY_ID
 
 
 class Stage(Protocol):
@@ -24,20 +25,10 @@ class Stage(Protocol):
     def run_stage(self, ctx: RunContext) -> None: ...
 
 
-STAGE_MODULES = {
-    "finish_fetch": "bench.stages.finish_fetch.stage",
-    "script_cost": "bench.stages.script_cost.stage",
-    "bullmq_worker": "bench.stages.bullmq_worker.stage",
-    "sweep": "bench.stages.sweep.stage",
-    "race": "bench.stages.race.stage",
-    "instructions": "bench.stages.instructions.stage",
-}
-
-
 def stage_module(stage: str) -> Stage:
     """The stage's module, imported when first asked for (pyperf, Locust's finder and the rest
     load only for the stages a run has)."""
-    return cast(Stage, importlib.import_module(STAGE_MODULES[stage]))
+    return cast(Stage, importlib.import_module(BY_ID[stage].module))
 
 
 def report_stage(ctx: RunContext) -> None:

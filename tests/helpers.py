@@ -12,7 +12,7 @@ from typing import Any
 
 import psutil
 
-from bench.results.rows import FinishFetchRow
+from bench.results.finish_fetch import FinishFetchRow
 
 
 def ids(values: Iterable[Any]) -> list[str]:

@@ -211,7 +211,7 @@ def test_make_venv_goes_on_without_node_or_when_npm_fails(tmp_path):
 
 def test_the_report_says_why_the_node_rows_are_absent_or_which_scripts_node_sent():
     from bench.report.sections.bullmq_worker import versions_lines
-    from bench.results.meta import BullmqWorkerMeta
+    from bench.results.bullmq_worker import BullmqWorkerMeta
 
     def section(about: dict) -> BullmqWorkerMeta:  # meta.json's bullmq_worker section, as it reads
         return BullmqWorkerMeta(**about)

@@ -12,7 +12,9 @@ from bench.__main__ import main as bench_main
 from bench.errors import BenchError
 from bench.harness.profile import Profile, SweepOptions
 from bench.protocol.bullmq_package import REQUIRED_VERSION
-from bench.results.rows import RACE_COLUMNS, SWEEP_COST_COLUMNS
+from bench.results.race import RaceRow
+from bench.results.rows import columns_of
+from bench.results.sweep import SweepCostRow
 from bench.stages.bullmq_worker.node import NodePeer, find_peer
 from bench.stages.bullmq_worker.plan import NODE_DRIVERS
 from bench.stages.race.plan import RacePlan, points_of
@@ -55,7 +57,7 @@ def test_the_sweep_stage_measures_both_protocols(tmp_path: Path, settings, monke
     assert bench_main(argv) == 0
     [run_dir] = list(tmp_path.iterdir())
     rows = rows_of(run_dir / "sweep_cost.csv")
-    assert set(rows[0]) == set(SWEEP_COST_COLUMNS)
+    assert set(rows[0]) == set(columns_of(SweepCostRow))
     assert {(r["protocol"], r["scenario"]) for r in rows} == {
         (p, s) for p in ("echomq", "bullmq") for s in ("mixed", "all_stalled")
     }
@@ -86,7 +88,7 @@ def test_the_race_stage_runs_bullmqs_sweep_at_zero_anomalies(tmp_path: Path, set
     assert bench_main(argv) == 0
     [run_dir] = list(tmp_path.iterdir())
     rows = rows_of(run_dir / "race.csv")
-    assert tuple(rows[0]) == RACE_COLUMNS
+    assert tuple(rows[0]) == columns_of(RaceRow)
     [bullmq] = [r for r in rows if r["protocol"] == "bullmq"]
     assert bullmq["variant"] == "atomic"
     anomalies = ("double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations")
@@ -218,3 +220,15 @@ def test_a_wrong_bullmq_version_stops_a_run_in_one_line_before_anything_starts(
         f"run `make venv` (or pip install bullmq=={REQUIRED_VERSION})"
     ]
     assert not results.exists()  # nothing was started or written
+
+
+def test_a_window_that_counted_no_job_is_one_line_not_a_division_by_zero() -> None:
+    """The last completions can overtake the window's first mark on a loaded machine (a window of
+    one job at bullmq-worker-jobs 1001): the row says so in one line."""
+    from bench.stages.bullmq_worker.plan import Point
+    from bench.stages.bullmq_worker.rows import row_of
+    from bench.stages.bullmq_worker.worker_process import WorkerProcessResult
+
+    empty = WorkerProcessResult("node_worker", 1, 0, 0.0, 0.01, {}, {}, [])
+    with pytest.raises(BenchError, match=r"its window counted 0 jobs.*raise bullmq-worker-jobs"):
+        row_of(Point("node_worker", 1), 1, empty, 0.0, True, 1001)

@@ -42,7 +42,7 @@ from bench.paths import REPO
 from bench.report.cli import compare_main
 from bench.report.compare.machines import context_lines, drift
 from bench.report.compare.metrics import STAGE_METRICS, compare_runs
-from bench.report.load import OPTIONAL_FILES, STAGE_FILES, load_run
+from bench.report.load import FRAMES, load_run
 from bench.report.verdict import BETWEEN_RUNS, Sample, claim_beyond, significant, t_critical, verdict
 from bench.results.meta import RunMeta
 from tests.helpers import finish_fetch_row
@@ -357,7 +357,7 @@ def _against(value: float, step: float, higher_is_better: bool) -> float:
 
 
 # Every file load_run reads, by its frame's name.
-CSVS = {stage: name for stage, (name, _) in {**STAGE_FILES, **OPTIONAL_FILES}.items()}
+CSVS = {stage: row.FILE for stage, row in FRAMES.items()}
 
 
 def judged_as_quiet(run: Path, copy: Path) -> None:

@@ -1,4 +1,4 @@
-"""The driver goals (bench/results/finish_fetch_goals.py) judged over finish_fetch rows, and the Redis-bound
+"""The driver goals (bench/results/finish_fetch.py) judged over finish_fetch rows, and the Redis-bound
 point they judge: verdicts and points only."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any
 
 from bench.harness.profile import FinishFetchOptions
-from bench.results.finish_fetch_goals import MET, MISSED, NOT_MEASURED, judge
+from bench.results.finish_fetch import MET, MISSED, NOT_MEASURED, judge
 from bench.stages.finish_fetch.locust_trial import Point
 from bench.stages.finish_fetch.stage import points_of, strategies_at
 

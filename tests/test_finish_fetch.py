@@ -19,7 +19,8 @@ from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import STRATEGIES, Queue
 from bench.results import hdr
 from bench.results.files import FIDELITY_DIR, HDR_DIR, LOCUST_DIR, RAW_DIR
-from bench.results.rows import FINISH_FETCH_COLUMNS
+from bench.results.finish_fetch import FinishFetchRow
+from bench.results.rows import columns_of
 from bench.stages.finish_fetch.loadstats import Aggregate, Recorder
 from bench.stages.finish_fetch.locust_trial import run_trial
 from bench.stages.finish_fetch.plan import Point
@@ -57,11 +58,11 @@ def test_the_stage_runs_every_strategy_and_writes_every_file(
 
     with (tmp_path / "finish_fetch.csv").open() as handle:
         reader = csv.DictReader(handle)
-        assert tuple(reader.fieldnames or ()) == FINISH_FETCH_COLUMNS
+        assert tuple(reader.fieldnames or ()) == columns_of(FinishFetchRow)
         rows = {row["strategy"]: row for row in reader}
     assert set(rows) == {"fused", "two_call", "two_call_pipelined"}
     for variant, row in rows.items():
-        assert all(row[c] != "" for c in FINISH_FETCH_COLUMNS if c != "load"), row  # load: open only
+        assert all(row[c] != "" for c in columns_of(FinishFetchRow) if c != "load"), row  # load: open only
         assert int(row["jobs"]) > 100, row
         assert row["audit_ok"] == "True", row
         for metric in ("cycle", "e2e"):

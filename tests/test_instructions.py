@@ -29,7 +29,7 @@ from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.phases import Inputs, run_phases
 from bench.report.compare.metrics import INSTRUCTIONS_LEAST, compare_runs
 from bench.report.verdict import INSTRUCTIONS_BEYOND, INSTRUCTIONS_UNPINNED_BEYOND
-from bench.results.rows import InstructionsRow
+from bench.results.instructions import InstructionsRow
 from bench.stages.instructions import stage
 from bench.stages.instructions.plan import Point
 from bench.stages.instructions.rows import Counted, fresh, rows_of

@@ -32,9 +32,9 @@ def test_every_stage_has_the_same_face() -> None:
     plan.py, rows.py, table.py."""
     import importlib
 
-    from bench.run import STAGE_MODULES
+    from bench.results.stages import STAGES
 
-    for stage, name in STAGE_MODULES.items():
+    for stage, name in ((s.id, s.module) for s in STAGES):
         module = importlib.import_module(name)
         for function in ("check_profile", "point_seconds", "run_stage", "main"):
             assert callable(getattr(module, function, None)), f"{name} has no {function}"
@@ -49,9 +49,9 @@ def test_every_stage_has_the_same_names_below_its_files() -> None:
     import dataclasses
     import importlib
 
-    from bench.run import STAGE_MODULES
+    from bench.results.stages import STAGES
 
-    for stage, name in STAGE_MODULES.items():
+    for stage, name in ((s.id, s.module) for s in STAGES):
         package = name.rsplit(".", 1)[0]
         plan = importlib.import_module(f"{package}.plan")
         point = getattr(plan, "Point", None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import typing
 from pathlib import Path
 
 import pytest
@@ -14,15 +15,9 @@ from bench.harness.server import server_identity
 from bench.report.load import RunData
 from bench.report.sections.meta import meta_section
 from bench.results.files import update_meta
-from bench.results.meta import (
-    META_VERSION,
-    STAGE_SECTIONS,
-    Fidelity,
-    FinishFetchMeta,
-    RunMeta,
-    UndeclaredMetaKey,
-    read_meta,
-)
+from bench.results.finish_fetch import Fidelity, FinishFetchMeta
+from bench.results.meta import META_VERSION, STAGE_SECTIONS, RunMeta, UndeclaredMetaKey, read_meta
+from bench.results.stages import BY_ID
 
 REPO = Path(__file__).resolve().parent.parent
 PUBLISHED = sorted((REPO / "docs" / "results").glob("*/meta.json"))
@@ -91,10 +86,10 @@ def test_a_stage_section_is_merged_key_by_key_and_reads_typed(tmp_path: Path) ->
 
 def test_every_key_has_a_type_and_a_docstring() -> None:
     """A key is one field in one place: its docstring says what it holds."""
-    tree = ast.parse((REPO / "bench" / "results" / "meta.py").read_text())
     declared = {RunMeta, Fidelity, *STAGE_SECTIONS.values()}
+    files = {REPO / "bench" / "results" / f"{Path(*c.__module__.split('.')[2:])}.py" for c in declared}
     undocumented = []
-    for node in tree.body:
+    for node in (node for file in sorted(files) for node in ast.parse(file.read_text()).body):
         if not isinstance(node, ast.ClassDef) or node.name not in {c.__name__ for c in declared}:
             continue
         body = node.body
@@ -113,12 +108,15 @@ def test_every_key_has_a_type_and_a_docstring() -> None:
 
 def test_each_stage_section_is_nested_under_its_stage_id() -> None:
     """One meta.json shape a stage: its keys under its id, never flat at the top."""
-    from bench.run import STAGE_MODULES
-
     top = {f.name for f in dataclasses.fields(RunMeta)}
-    assert set(STAGE_SECTIONS) <= set(STAGE_MODULES)
-    assert set(STAGE_SECTIONS) <= top
-    flat = sorted(name for name in top for stage in STAGE_MODULES if name.startswith(f"{stage}_"))
+    assert set(STAGE_SECTIONS) <= set(BY_ID)
+    # RunMeta holds each stage's section as a typed field under the stage's id, and no other
+    hints = typing.get_type_hints(RunMeta)
+    held = {
+        name: kind for name in top for kind in typing.get_args(hints[name]) if dataclasses.is_dataclass(kind)
+    }
+    assert held == STAGE_SECTIONS
+    flat = sorted(name for name in top for stage in BY_ID if name.startswith(f"{stage}_"))
     assert not flat, f"a stage's key flat at the top of meta.json: {flat}"
 
 

@@ -16,8 +16,9 @@ from bench.report.plots.latency import latency_percentiles
 from bench.report.plots.style import figure_title
 from bench.report.render import write_report
 from bench.results.files import write_csv
+from bench.results.finish_fetch import FinishFetchRow
 from bench.results.hdr import new_histogram, record_us
-from bench.results.rows import FINISH_FETCH_COLUMNS
+from bench.results.rows import columns_of
 from tests.data.make_fixtures import RUN_A, write_concurrency_run
 from tests.test_report_protocols import write_run
 
@@ -85,7 +86,7 @@ def several_protocols(folder: Path) -> Path:
     more = [frame.assign(protocol=name, jobs_per_s=jobs.where(~fused, jobs * scale))
             for name, scale in (("echomq-deadline", 0.9), ("bullmq", 0.7))]  # fmt: skip
     rows = pd.concat([frame, *more]).astype(object).where(lambda f: f.notna(), None)
-    write_csv(run / "finish_fetch.csv", FINISH_FETCH_COLUMNS, rows.to_dict("records"))
+    write_csv(run / "finish_fetch.csv", columns_of(FinishFetchRow), rows.to_dict("records"))
     return run
 
 

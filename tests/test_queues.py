@@ -91,7 +91,7 @@ def test_more_queues_than_producers_or_workers_is_one_line():
 def test_the_per_master_lines_pair_a_master_with_the_repetitions_it_held_the_queue_in():
     """One queue, three repetitions, the queue on another master each time: each master's line
     is the one repetition it held the queue in; no line for a master holding none."""
-    from bench.results.rows import FinishFetchShardRow
+    from bench.results.finish_fetch import FinishFetchShardRow
 
     def part(rep: int, master: str, holder: int) -> FinishFetchShardRow:
         held = rep == holder  # this master held the queue in this repetition

@@ -17,7 +17,8 @@ from bench.protocol.audit import audit
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Producer, Queue
 from bench.protocol.sweep import SWEEPERS, has_gap
-from bench.results.rows import RACE_COLUMNS, RaceRow, RunIds, row_dict
+from bench.results.race import RaceRow
+from bench.results.rows import RunIds, columns_of, row_dict
 from bench.stages.race.count import Anomalies, count_anomalies, read_state
 from bench.stages.race.plan import Point, RacePlan, points_of, variant_names
 from bench.stages.race.rows import RaceOutcome, row_of
@@ -101,7 +102,7 @@ def test_an_outcome_is_one_race_csv_row_of_its_counts_summed_over_reps():
         "double_recoveries": 3, "lost_attempt_updates": 2, "requeued_after_finish": 0, "audit_violations": 1,
         "foreign_cpu_pct": "", "steal_pct": "", "contended": False,  # no window watched
     }  # fmt: skip
-    assert tuple(row_dict(row)) == RACE_COLUMNS
+    assert tuple(row_dict(row)) == columns_of(RaceRow)
     assert outcome.per_10k == 10_000 * 6 / 20
 
 
@@ -161,7 +162,7 @@ def test_the_race_command_writes_race_csv_and_a_table(
     with csv_path.open() as handle:
         reader = csv.DictReader(handle)
         rows = list(reader)
-    assert tuple(reader.fieldnames or ()) == RACE_COLUMNS
+    assert tuple(reader.fieldnames or ()) == columns_of(RaceRow)
     assert [(r["variant"], float(r["delay_ms"]), r["reps"]) for r in rows] == [
         ("atomic", 0.0, "2"),
         ("app_side", 0.0, "2"),

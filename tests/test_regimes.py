@@ -19,11 +19,11 @@ from bench.harness.profile import FinishFetchOptions, Profile
 from bench.harness.server import EmbeddedRedis, ServerInfo
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Job, Queue, now_us
-from bench.results.rows import FinishFetchRow
+from bench.results.finish_fetch import FinishFetchRow, Regime
 from bench.stages.finish_fetch import producer_loop, remeasure, stage
 from bench.stages.finish_fetch.loadstats import Recorder
 from bench.stages.finish_fetch.pace import PRODUCER, STARVED_FETCHES_PER_JOB, closed_limit
-from bench.stages.finish_fetch.plan import BACKLOG, OPEN, STEADY, Point, capacity, points_of, regime_options
+from bench.stages.finish_fetch.plan import Point, capacity, points_of, regime_options
 from bench.stages.finish_fetch.producer_loop import BACKLOG_POLL_MAX_S, BACKLOG_POLL_S, ProducerLoop
 from bench.stages.finish_fetch.raw import run_raw
 from bench.stages.finish_fetch.remeasure import (
@@ -55,8 +55,8 @@ def test_a_backlog_trial_never_finds_the_wait_list_empty_and_fused_never_fetches
     settings: RedisSettings, strategy: str
 ):
     # 4 workers x 32 slots: the Redis-bound cell, where one steady producer let the list run dry
-    run = _settings(BASE, Point(4, 0.0, 32, regime=BACKLOG), strategy)
-    assert (run.regime, run.producers, run.batch_size) == (BACKLOG, 3, 200)
+    run = _settings(BASE, Point(4, 0.0, 32, regime=Regime.BACKLOG), strategy)
+    assert (run.regime, run.producers, run.batch_size) == (Regime.BACKLOG, 3, 200)
     summary = run_raw(settings, run)
     d = summary.figures
     assert summary.audit is not None and summary.audit.ok
@@ -73,8 +73,8 @@ def test_a_steady_trial_with_one_slow_producer_starves_the_workers_and_names_the
 ):
     # one producer adding one job an exchange against 16 job slots: the workers wait for jobs
     opts = dataclasses.replace(BASE, producers=1, batch_size=1)
-    run = _settings(opts, Point(2, 0.0, 8, regime=STEADY))
-    assert (run.regime, run.producers, run.batch_size) == (STEADY, 1, 1)
+    run = _settings(opts, Point(2, 0.0, 8, regime=Regime.STEADY))
+    assert (run.regime, run.producers, run.batch_size) == (Regime.STEADY, 1, 1)
     d = run_raw(settings, run).figures
     assert d.fetches_alone_per_job > STARVED_FETCHES_PER_JOB, d  # starved: the wait list ran dry
     # The verdict comes from the window's shares, which the machine moves; test_pace injects
@@ -87,9 +87,9 @@ def test_a_steady_trial_with_one_slow_producer_starves_the_workers_and_names_the
 def test_an_open_trial_adds_at_its_rate_and_times_every_finished_job(settings: RedisSettings):
     rate = 400.0  # far below what the workers take
     opts = dataclasses.replace(BASE, producers=1, batch_size=10)
-    point = Point(2, 0.0, 8, regime=OPEN, load=0.5).at_rate(rate)
+    point = Point(2, 0.0, 8, regime=Regime.OPEN, load=0.5).at_rate(rate)
     run = _settings(opts, point)
-    assert (run.regime, run.target_rate) == (OPEN, rate)
+    assert (run.regime, run.target_rate) == (Regime.OPEN, rate)
     summary = run_raw(settings, run)
     d, counters = summary.figures, summary.counters
     # Never ahead of the schedule's batches in the window (one at each edge). A producer the
@@ -115,7 +115,7 @@ def test_an_open_producer_behind_its_schedule_sends_at_once_and_ahead_of_it_wait
 
     monkeypatch.setattr(producer_loop.time, "perf_counter", lambda: clock[0])
     monkeypatch.setattr(producer_loop.time, "sleep", sleep)
-    run = TrialSettings("fused", 1, 1, 5, 10, 100.0, 0.0, 1.0, 0.0, queue.keys.name, regime=OPEN)
+    run = TrialSettings("fused", 1, 1, 5, 10, 100.0, 0.0, 1.0, 0.0, queue.keys.name, regime=Regime.OPEN)
     loop = ProducerLoop(queue, run, Recorder())  # 5 jobs a batch at 100 jobs/s: a slot each 50 ms
     loop.next_slot = clock[0] - 0.12  # three slots passed: at -120, -70 and -20 ms
     slots = [loop.wait_for_slot() for _ in range(4)]
@@ -126,7 +126,7 @@ def test_an_open_producer_behind_its_schedule_sends_at_once_and_ahead_of_it_wait
 def test_an_open_producer_starts_a_jobs_clock_at_its_scheduled_time(client: Client, queue: Queue):
     """Coordinated omission avoided: a producer behind its schedule stamps each job with the slot
     it was due at, not with when it was sent."""
-    run = TrialSettings("fused", 1, 1, 5, 10, 100.0, 0.0, 1.0, 0.0, queue.keys.name, regime=OPEN)
+    run = TrialSettings("fused", 1, 1, 5, 10, 100.0, 0.0, 1.0, 0.0, queue.keys.name, regime=Regime.OPEN)
     recorder = Recorder()
     loop = ProducerLoop(queue, run, recorder)
     behind_s = 2.0
@@ -144,7 +144,7 @@ def test_a_full_backlog_is_looked_at_ever_less_often_and_at_once_again_when_it_h
 ):
     """Checks of a full wait list are client CPU no job needs: their wait doubles to a cap while the
     list stays full, and is back to the shortest once a batch fits."""
-    run = TrialSettings("fused", 1, 1, 10, 10, 0.0, 0.0, 1.0, 0.0, queue.keys.name, regime=BACKLOG,
+    run = TrialSettings("fused", 1, 1, 10, 10, 0.0, 0.0, 1.0, 0.0, queue.keys.name, regime=Regime.BACKLOG,
                         backlog_jobs=4000)  # fmt: skip
     loop = ProducerLoop(queue, run, Recorder())
     loop.step()  # the pre-fill: 4,000 jobs, the bound
@@ -160,7 +160,7 @@ def test_a_full_backlog_is_looked_at_ever_less_often_and_at_once_again_when_it_h
     loop.step()  # the batch
     assert client.llen(queue.keys.wait) == 3910 and loop.poll_s == BACKLOG_POLL_S
     # the steady regime's bound is a few batches: its look waits the shortest every time
-    steady = ProducerLoop(queue, dataclasses.replace(run, regime=STEADY), Recorder())
+    steady = ProducerLoop(queue, dataclasses.replace(run, regime=Regime.STEADY), Recorder())
     assert steady.poll_max_s == BACKLOG_POLL_S
 
 
@@ -168,10 +168,10 @@ def test_the_default_grid_crosses_concurrency_with_rtt_for_both_strategies():
     from bench.harness.profile import load_profile
 
     opts = load_profile("default").finish_fetch
-    backlog = {(p.concurrency, p.rtt_ms) for p in points_of(opts) if p.regime == BACKLOG}
+    backlog = {(p.concurrency, p.rtt_ms) for p in points_of(opts) if p.regime == Regime.BACKLOG}
     assert {(c, r) for c in (1, 8, 32) for r in (0.0, 1.0, 5.0)} <= backlog
     assert {"fused", "two_call"} <= set(opts.strategies)
-    loads = {p.load for p in points_of(opts) if p.regime == OPEN}
+    loads = {p.load for p in points_of(opts) if p.regime == Regime.OPEN}
     assert len(loads) >= 2
 
 
@@ -295,7 +295,7 @@ def test_a_saturated_window_is_measured_again_on_one_more_process_and_the_point_
 
 def test_the_open_rate_takes_each_strategy_clean_trials_or_all_of_its_own():
     # CI once saw fused clean and two_call contended: the rate came from fused alone, twice two_call's.
-    base = finish_fetch_row(jobs_per_s=24_000.0, concurrency=8, regime=BACKLOG)
+    base = finish_fetch_row(jobs_per_s=24_000.0, concurrency=8, regime=Regime.BACKLOG)
     point = Point(workers=2, rtt_ms=0.0, concurrency=8)
     two_call = dataclasses.replace(base, strategy="two_call", jobs_per_s=12_000.0, contended=True)
     assert capacity([base, two_call], "echomq", point) == 12_000.0
@@ -318,8 +318,8 @@ def test_the_stage_runs_backlog_then_open_at_a_share_of_the_measured_capacity(
 ):
     opts = dataclasses.replace(BASE, open_at=("c8-rtt0",), open_loads=(0.5,))
     rows = _stage(tmp_path, settings, redis_server, opts)
-    backlog = {r["strategy"]: r for r in rows if r["regime"] == BACKLOG}
-    opened = {r["strategy"]: r for r in rows if r["regime"] == OPEN}
+    backlog = {r["strategy"]: r for r in rows if r["regime"] == Regime.BACKLOG}
+    opened = {r["strategy"]: r for r in rows if r["regime"] == Regime.OPEN}
     assert set(backlog) == set(opened) == {"fused", "two_call"}
     for row in backlog.values():  # the wait list never ran dry under Locust either
         assert int(row["wait_samples"]) >= 3 and row["wait_empty_samples"] == "0", row

@@ -18,7 +18,10 @@ from bench.report.load import load_run, parse_hdr_name
 from bench.report.render import write_report
 from bench.report.verdict import Sample, verdict
 from bench.results.files import hdr_name
-from bench.results.rows import FINISH_FETCH_COLUMNS, RACE_COLUMNS, SWEEP_COST_COLUMNS
+from bench.results.finish_fetch import FinishFetchRow
+from bench.results.race import RaceRow
+from bench.results.rows import columns_of
+from bench.results.sweep import SweepCostRow
 from tests.data.make_fixtures import CHANGES, PARTIAL, RUN_A, RUN_B, write_concurrency_run
 
 DATA = Path(__file__).parent / "data"
@@ -206,7 +209,7 @@ def test_a_partial_run_is_reported_with_what_it_has(results: Path) -> None:
 def test_a_run_without_meta_is_reported_and_says_so(results: Path, figures_undrawn: None) -> None:
     run = results / RUN_B
     (run / "meta.json").unlink()
-    (run / "race.csv").write_text(",".join(RACE_COLUMNS) + "\n")  # a header and no rows
+    (run / "race.csv").write_text(",".join(columns_of(RaceRow)) + "\n")  # a header and no rows
     text = write_report(run).read_text()
     assert "meta.json absent" in text
     assert "**INCOMPLETE**" in text
@@ -238,7 +241,11 @@ def test_report_main_defaults_to_the_newest_run(
 
 def test_columns_read_back_exactly(results: Path) -> None:
     run = load_run(results / RUN_A)
-    expected = {"finish_fetch": FINISH_FETCH_COLUMNS, "sweep": SWEEP_COST_COLUMNS, "race": RACE_COLUMNS}
+    expected = {
+        "finish_fetch": columns_of(FinishFetchRow),
+        "sweep": columns_of(SweepCostRow),
+        "race": columns_of(RaceRow),
+    }
     for stage, columns in expected.items():
         assert tuple(run.frames[stage].columns) == columns
     assert run.frames["finish_fetch"]["saturated"].dtype == "boolean"

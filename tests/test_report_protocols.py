@@ -19,22 +19,13 @@ from bench.report.sections.script_cost import (
     script_cost_lines,
     script_cost_table,
 )
+from bench.results.bullmq_worker import BullmqWorkerRow
 from bench.results.files import write_csv, write_json
-from bench.results.rows import (
-    BULLMQ_WORKER_COLUMNS,
-    FINISH_FETCH_COLUMNS,
-    RACE_COLUMNS,
-    SCRIPT_COST_COLUMNS,
-    SWEEP_COST_COLUMNS,
-    SWEEP_HAZARD_COLUMNS,
-    BullmqWorkerRow,
-    FinishFetchRow,
-    RaceRow,
-    ScriptCostRow,
-    SweepCostRow,
-    SweepHazardRow,
-    row_dict,
-)
+from bench.results.finish_fetch import FinishFetchRow
+from bench.results.race import RaceRow
+from bench.results.rows import columns_of, row_dict
+from bench.results.script_cost import ScriptCostRow
+from bench.results.sweep import SweepCostRow, SweepHazardRow
 
 PNG = b"\x89PNG\r\n\x1a\n"
 RUN = "20240101-000000-smoke"
@@ -76,7 +67,7 @@ def write_run(path: Path, bullmq_scale: float = 1.0) -> Path:
             },
         },
     )  # fmt: skip
-    write_csv(path / "finish_fetch.csv", FINISH_FETCH_COLUMNS, map(row_dict, finish_rows(bullmq_scale)))
+    write_csv(path / "finish_fetch.csv", columns_of(FinishFetchRow), map(row_dict, finish_rows(bullmq_scale)))
     sweep = [
         SweepCostRow(
             "20240101-000000-smoke",
@@ -105,13 +96,13 @@ def write_run(path: Path, bullmq_scale: float = 1.0) -> Path:
             ("bullmq", "atomic", 0.012),
         )
     ]
-    write_csv(path / "sweep_cost.csv", SWEEP_COST_COLUMNS, map(row_dict, sweep))
+    write_csv(path / "sweep_cost.csv", columns_of(SweepCostRow), map(row_dict, sweep))
     race = [
         RaceRow(RUN, "echomq", "smoke", "atomic", 4, 100, 0.0, 2, 50, 1000, 1, 0, 0, 0, 0),
         RaceRow(RUN, "echomq", "smoke", "app_side", 4, 100, 0.0, 2, 50, 1000, 1, 90, 30, 0, 0),
         RaceRow(RUN, "bullmq", "smoke", "atomic", 4, 100, 0.0, 2, 50, 1000, 1, 0, 0, 0, 0),
     ]
-    write_csv(path / "race.csv", RACE_COLUMNS, map(row_dict, race))
+    write_csv(path / "race.csv", columns_of(RaceRow), map(row_dict, race))
     ok = True
     workers = [
         BullmqWorkerRow("bullmq", driver, conc, 0, rep, 4000, 2.0, rate * bullmq_scale, cpu, calls, 60.0, ok)
@@ -127,7 +118,7 @@ def write_run(path: Path, bullmq_scale: float = 1.0) -> Path:
                                      ("node_manual_two_call", 2.0, (5000.0, 6000.0)))
         for rep, rate in zip((1, 2), rates, strict=True)
     ]  # fmt: skip
-    write_csv(path / "bullmq_worker.csv", BULLMQ_WORKER_COLUMNS, map(row_dict, workers))
+    write_csv(path / "bullmq_worker.csv", columns_of(BullmqWorkerRow), map(row_dict, workers))
     hazard = [
         SweepHazardRow("bullmq", "bullmq", 40000, 5.0, 7.4, 2, 0, 310, 7_000_000, 0, 40000, False, ""),
         SweepHazardRow(
@@ -146,7 +137,7 @@ def write_run(path: Path, bullmq_scale: float = 1.0) -> Path:
             "TimeoutError: Timeout reading from socket",
         ),
     ]
-    write_csv(path / "sweep_hazard.csv", SWEEP_HAZARD_COLUMNS, map(row_dict, hazard))
+    write_csv(path / "sweep_hazard.csv", columns_of(SweepHazardRow), map(row_dict, hazard))
     costs = [
         ScriptCostRow(RUN, protocol, "smoke", step, rep, 200, us + extra_us, n + extra_n, commands)
         for rep in (1, 2)
@@ -159,7 +150,7 @@ def write_run(path: Path, bullmq_scale: float = 1.0) -> Path:
             ("two-call cycle", 40.0, 10, "evalsha 2, hset 3, lmove 1, set 1" + more),
         )
     ]
-    write_csv(path / "script_cost.csv", SCRIPT_COST_COLUMNS, map(row_dict, costs))
+    write_csv(path / "script_cost.csv", columns_of(ScriptCostRow), map(row_dict, costs))
     return path
 
 

@@ -12,17 +12,11 @@ import pandas as pd
 import pytest
 
 from bench.results.files import make_run_dir, update_meta, write_csv
+from bench.results.finish_fetch import FinishFetchRow
 from bench.results.hdr import new_histogram, write_hdr
-from bench.results.rows import (
-    FINISH_FETCH_COLUMNS,
-    RACE_COLUMNS,
-    SWEEP_COST_COLUMNS,
-    FinishFetchRow,
-    RaceRow,
-    RunIds,
-    SweepCostRow,
-    row_dict,
-)
+from bench.results.race import RaceRow
+from bench.results.rows import RunIds, columns_of, row_dict
+from bench.results.sweep import SweepCostRow
 
 
 @pytest.fixture
@@ -92,9 +86,9 @@ def _write_run(root: Path, ids: RunIds, skip: bool) -> Path:
     ff = [_ff_row(ids, "fused", 1, measured=True), _ff_row(ids, "two_call", 1, measured=not skip)]
     sweep = [_sweep_row(ids, 10), _sweep_row(ids, 100, "over the cap" if skip else "")]
     race = [_race_row(ids, 0), _race_row(ids, 2)]
-    write_csv(run / "finish_fetch.csv", FINISH_FETCH_COLUMNS, map(row_dict, ff))
-    write_csv(run / "sweep_cost.csv", SWEEP_COST_COLUMNS, map(row_dict, sweep))
-    write_csv(run / "race.csv", RACE_COLUMNS, map(row_dict, race))
+    write_csv(run / "finish_fetch.csv", columns_of(FinishFetchRow), map(row_dict, ff))
+    write_csv(run / "sweep_cost.csv", columns_of(SweepCostRow), map(row_dict, sweep))
+    write_csv(run / "race.csv", columns_of(RaceRow), map(row_dict, race))
     return run
 
 

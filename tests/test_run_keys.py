@@ -288,7 +288,7 @@ race-delay-ms = 0
 race-reps = 1
 race-workers = 1
 bullmq-worker-concurrency = 1
-bullmq-worker-jobs = 1001
+bullmq-worker-jobs = 1200
 bullmq-worker-reps = 1
 bullmq-worker-window-s = 0
 """

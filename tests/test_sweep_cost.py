@@ -15,7 +15,8 @@ from bench.errors import BenchError
 from bench.harness.profile import SweepOptions, load_profile
 from bench.protocol.sweep import DEFAULT_SLICE_BUDGET_US
 from bench.results.hdr import encode, new_histogram, record_us
-from bench.results.rows import NOT_SKIPPED, SWEEP_COST_COLUMNS, RunIds, SweepCostRow, row_dict
+from bench.results.rows import RunIds, columns_of, row_dict
+from bench.results.sweep import NOT_SKIPPED, SweepCostRow
 from bench.stages.sweep.control import control_row, spin_times
 from bench.stages.sweep.plan import Point, SweepCase, points_of, pyperf_options, run_order
 from bench.stages.sweep.probe import Probe
@@ -158,6 +159,7 @@ def test_slope_is_one_for_linear_and_two_for_quadratic():
 
 IDS = RunIds("20240101-000000-smoke", "smoke")
 OPTIONS = SweepOptions()
+COLUMNS = columns_of(SweepCostRow)
 
 
 def test_a_point_whose_check_failed_says_so_in_its_row(tmp_path: Path):
@@ -197,7 +199,7 @@ def test_a_skipped_point_is_a_typed_row_with_nothing_measured(tmp_path: Path):
         skipped=why,
     )
     written = row_dict(row)
-    assert tuple(written) == SWEEP_COST_COLUMNS and written == make_row(tmp_path, planned, None, IDS, OPTIONS)
+    assert tuple(written) == COLUMNS and written == make_row(tmp_path, planned, None, IDS, OPTIONS)
     set_ = ["run_id", "protocol", "profile", "variant", "scenario", "active_size", "slice_size"]
     filled = [*set_, "probe_rate_hz", "reps", "skipped", "contended"]  # atomic has no budget: empty
     assert [c for c, v in written.items() if v != ""] == filled
@@ -269,14 +271,14 @@ def test_the_sweep_command_writes_every_column(tmp_path: Path, settings, monkeyp
         assert 0 < median <= p999 <= worst and 0 <= int(control["calls_over_1ms"]) <= 30
     with open(run_dir / "sweep_cost.csv") as handle:
         reader = csv.DictReader(handle)
-        assert tuple(reader.fieldnames or ()) == SWEEP_COST_COLUMNS
+        assert tuple(reader.fieldnames or ()) == COLUMNS
         rows = {(r["variant"], r["scenario"]): r for r in reader}
     assert set(rows) == {(v, s) for v in ("atomic_linear", "app_side") for s in ("mixed", "healthy")}
     assert rows[("app_side", "mixed")]["skipped"].startswith("over the cap app_side:mixed:1")
     measured = [r for key, r in rows.items() if key != ("app_side", "mixed")]
     for row in measured:
         assert row["skipped"] == NOT_SKIPPED, row
-        assert all(row[c] != "" for c in SWEEP_COST_COLUMNS if c not in ("skipped", "slice_budget_us")), row
+        assert all(row[c] != "" for c in COLUMNS if c not in ("skipped", "slice_budget_us")), row
         assert row["slice_budget_us"] == ""  # neither variant is sliced: no budget
         assert row["reps"] == "1" and row["probe_busy"] == "0.0"  # a float column: empty when unmeasured
     assert float(rows[("atomic_linear", "mixed")]["round_trips"]) == 1.0

@@ -10,14 +10,17 @@ from pathlib import Path
 from bench.report.load import load_run
 from bench.report.sections.sweep import sweep_section
 from bench.results.files import write_csv
-from bench.results.rows import (
-    SWEEP_CONTROL_COLUMNS,
-    SWEEP_COST_COLUMNS,
+from bench.results.rows import columns_of, row_dict
+from bench.results.sweep import (
+    GOALS,
+    MET,
+    MISSED,
+    NOT_MEASURED,
     SweepControlRow,
     SweepCostRow,
-    row_dict,
+    bullmq_ratios,
+    judge_all,
 )
-from bench.results.sweep_goals import GOALS, MET, MISSED, NOT_MEASURED, bullmq_ratios, judge_all
 from bench.stages.sweep.table import goal_text
 
 DEFAULT_SIZES = (100, 10_000, 100_000)
@@ -136,7 +139,7 @@ def test_the_report_and_the_stage_print_the_same_goal_rows(tmp_path: Path) -> No
     rows = run_rows(DEFAULT_SIZES, sliced_hold_ms={10_000: 2.5})
     run = tmp_path / "20240601-100000-default"
     run.mkdir()
-    write_csv(run / "sweep_cost.csv", SWEEP_COST_COLUMNS, map(row_dict, rows))
+    write_csv(run / "sweep_cost.csv", columns_of(SweepCostRow), map(row_dict, rows))
     text = "\n".join(sweep_section(load_run(run)))
     assert "**Goals**, judged on uncontended points only" in text and "issue" not in text
     assert f"| {SLICED} | 2.500 ms | 10,000 | **missed** |" in text
@@ -152,7 +155,7 @@ def test_a_run_without_echomq_deadline_has_no_deadline_timing_line(tmp_path: Pat
     run = tmp_path / "20240601-100000-smoke"
     run.mkdir()
     rows = [r for r in run_rows(DEFAULT_SIZES) if r.protocol == "echomq"]
-    write_csv(run / "sweep_cost.csv", SWEEP_COST_COLUMNS, map(row_dict, rows))
+    write_csv(run / "sweep_cost.csv", columns_of(SweepCostRow), map(row_dict, rows))
     text = "\n".join(sweep_section(load_run(run)))
     assert "timed call" not in text and SLICED in text
 
@@ -258,9 +261,9 @@ def test_the_report_shows_the_control_the_sliced_goals_and_the_bullmq_ratio(tmp_
     run.mkdir()
     rows = sliced_rows(STRESS_SIZES, us_per_id=18.0)
     rows.append(point("bullmq", "atomic", "all_stalled", 10_000, server_us=1_800_000.0))
-    write_csv(run / "sweep_cost.csv", SWEEP_COST_COLUMNS, map(row_dict, rows))
+    write_csv(run / "sweep_cost.csv", columns_of(SweepCostRow), map(row_dict, rows))
     control = SweepControlRow("20240601-100000-stress", "none", "stress", 2000, 70_000, 420, 1700, 2300, 3)
-    write_csv(run / "sweep_control.csv", SWEEP_CONTROL_COLUMNS, [row_dict(control)])
+    write_csv(run / "sweep_control.csv", columns_of(SweepControlRow), [row_dict(control)])
     text = "\n".join(sweep_section(load_run(run)))
     assert f"| {PER_ID} | 18.000 µs/id | 1,000,000 | **missed** | missed by 3.000 µs/id (1.2x); " in text
     assert "in this run: max 2.300 ms, 99.9th 1.700 ms, median 0.420 ms over 2,000 calls." in text

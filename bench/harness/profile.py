@@ -18,13 +18,15 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from bench.errors import BenchError
 from bench.paths import PROFILES_DIR
+from bench.results.finish_fetch import Regime
+from bench.results.stages import RUN_ORDER
 
 
 def _min(value: float) -> dict[str, float]:
     return {"min": value}
 
 
-GRID_REGIMES = ("backlog", "steady", "open")
+GRID_REGIMES = tuple(Regime)
 
 
 def parse_cell(text: str) -> tuple[str, int, float] | None:
@@ -221,9 +223,7 @@ SECTIONS = (FinishFetchOptions, SweepOptions, RaceOptions, BullmqWorkerOptions, 
 @dataclass(frozen=True)
 class Profile:
     name: str
-    stages: tuple[str, ...] = (
-        "finish_fetch", "script_cost", "sweep", "race", "bullmq_worker", "instructions", "report",
-    )  # fmt: skip
+    stages: tuple[str, ...] = (*RUN_ORDER, "report")
     # the queue protocols every stage measures, side by side (bench/protocol/base.py PROTOCOLS)
     protocols: tuple[str, ...] = ("echomq",)
     # With no REDIS_URL: start an embedded 3-master Redis Cluster instead of one server.
@@ -238,7 +238,7 @@ class Profile:
     instructions: InstructionsOptions = InstructionsOptions()
 
 
-STAGES = ("finish_fetch", "script_cost", "sweep", "race", "bullmq_worker", "instructions", "report")
+STAGES = (*RUN_ORDER, "report")  # the report last, after what it reports
 
 
 def finish_fetch_protocols(profile: Profile) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ import argparse
 import datetime as dt
 import shutil
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +27,7 @@ from bench.harness.headroom import MemoryNeed, check_headroom, measure_need, mem
 from bench.harness.machine import MachineCheck, check_machine
 from bench.harness.meta import collect_meta
 from bench.harness.profile import Profile
+from bench.harness.progress import StagePlan
 from bench.harness.run_keys import check_left, earlier_left, key_scope
 from bench.harness.run_server import redis_for_run
 from bench.harness.server import ServerInfo
@@ -246,3 +247,26 @@ def _refused(exc: redis.RedisError, reached: list[RedisSettings]) -> ServerRefus
         return refused(exc, reached[0].where, client)
     finally:
         client.close()
+
+
+def run_alone(
+    stage: str,
+    args: argparse.Namespace,
+    profile_of: Callable[[argparse.Namespace], Profile],
+    check_profile: Callable[[Profile], None],
+    point_seconds: Callable[[Profile], tuple[float, ...]],
+    run_stage: Callable[[RunContext], None],
+    extra_scripts: Callable[[Profile], Iterable[str]] = lambda _: (),
+) -> Path:
+    """`echomq-bench <command>`: one stage alone, its settings (the profile's keys and its flags)
+    checked before a server starts, into its own run folder; says where it is, and returns it."""
+    profile = profile_of(args)
+    check_profile(profile)
+    progress = Progress([StagePlan(stage, point_seconds(profile))], stage=stage)
+    scripts = extra_scripts(profile)
+    with open_run(profile, [stage], args.results, scripts, progress, args.quiet_machine) as run:
+        run_stage(run.ctx)
+        run.ctx.progress.done()
+        run.stage_done(stage)
+    print(f"results: {run.ctx.run_dir}")
+    return run.ctx.run_dir

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.report.columns import BACKLOG, OPEN, QUEUE_P50, QUEUE_P99, clean, first_present, regime
+from bench.report.columns import QUEUE_P50, QUEUE_P99, clean, measured, regime
 from bench.report.load import RunData
 from bench.report.predict import Point, run_workers, what_if
 from bench.report.ratios import paired_ratios
 from bench.report.sections.script_cost import BASE as SCRIPT_BASE
 from bench.report.sections.script_cost import Extra, extra_cost
+from bench.results.finish_fetch import Regime
 
 NOT_CLEAN = "not measured cleanly"
 # Redis's busy-reply-threshold (5 s; lua-time-limit before 7.0): past it, other clients get BUSY.
@@ -138,9 +139,9 @@ def _headline_rows(frame: pd.DataFrame) -> pd.DataFrame:
     rate, the wait list never dry), else every closed-loop row (an older run's steady ones). An open
     row ran both strategies at one offered rate: its jobs/s ratio is 1 by design."""
     regimes = regime(frame)
-    if (regimes == BACKLOG).any():
-        return frame[regimes == BACKLOG]
-    return frame[regimes != OPEN]
+    if (regimes == Regime.BACKLOG).any():
+        return frame[regimes == Regime.BACKLOG]
+    return frame[regimes != Regime.OPEN]
 
 
 def _paired(median: object, lo: object, hi: object, pairs: object) -> str:
@@ -189,12 +190,12 @@ def queue_latency(data: RunData) -> Finding | None:
     if frame is None:
         return None
     topic = "Queue latency"
-    open_rows = frame[(regime(frame) == OPEN) & clean(frame)]
-    p50, p99 = first_present(open_rows, QUEUE_P50), first_present(open_rows, QUEUE_P99)
-    if (regime(frame) != OPEN).all():
+    open_rows = frame[(regime(frame) == Regime.OPEN) & clean(frame)]
+    p50, p99 = QUEUE_P50, QUEUE_P99
+    if (regime(frame) != Regime.OPEN).all():
         text = "Not measured: the run has no open-regime rows, and closed-loop latency measures the backlog."
         return Finding(topic, (text,), _source(data))
-    if open_rows.empty or p50 is None or p99 is None:
+    if open_rows.empty or not (measured(open_rows, p50) and measured(open_rows, p99)):
         return Finding(topic, (f"The open-regime rows were {NOT_CLEAN}.",), _source(data))
     sentences = []
     keys = ["protocol", "concurrency", "rtt_ms", "target_rate"]
@@ -236,13 +237,6 @@ def redis_limit(data: RunData) -> Finding | None:
 
 
 # -- the sweep --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Crossing:
-    """Where a variant's longest call inside Redis passes a limit, from its clean points."""
-
-    text: str
 
 
 def _crossing(

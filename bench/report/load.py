@@ -15,72 +15,22 @@ from typing import Any
 import pandas as pd
 
 from bench.errors import BenchError
-from bench.report.columns import REGIME
 from bench.results.files import HDR_DIR
 from bench.results.hdr import merge, read_hdr
 from bench.results.meta import META_FILE, RunMeta, read_meta
-from bench.results.rows import (
-    BULLMQ_WORKER_COLUMNS,
-    FINISH_FETCH_COLUMNS,
-    FINISH_FETCH_IMPLIED,
-    FINISH_FETCH_SERVER_COLUMNS,
-    FINISH_FETCH_SHARD_COLUMNS,
-    INSTRUCTIONS_COLUMNS,
-    INSTRUCTIONS_IMPLIED,
-    INSTRUCTIONS_PART_COLUMNS,
-    RACE_COLUMNS,
-    SCRIPT_COST_COLUMNS,
-    SWEEP_CONTROL_COLUMNS,
-    SWEEP_COST_COLUMNS,
-    SWEEP_HAZARD_COLUMNS,
-    BullmqWorkerRow,
-    FinishFetchRow,
-    FinishFetchServerRow,
-    FinishFetchShardRow,
-    InstructionsPartRow,
-    InstructionsRow,
-    RaceRow,
-    ScriptCostRow,
-    SweepControlRow,
-    SweepCostRow,
-    SweepHazardRow,
-)
+from bench.results.rows import Row, columns_of, typed_columns
+from bench.results.stages import FILES
 
-# stage -> (file, its columns: bench/results/rows.py, listed in docs/results-reference.md)
-STAGE_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "finish_fetch": (FinishFetchRow.FILE, FINISH_FETCH_COLUMNS),
-    "sweep": (SweepCostRow.FILE, SWEEP_COST_COLUMNS),
-    "race": (RaceRow.FILE, RACE_COLUMNS),
-    "bullmq_worker": (BullmqWorkerRow.FILE, BULLMQ_WORKER_COLUMNS),
-}
-# Files a stage writes only when the profile asks for them: loaded when there, never "absent".
-OPTIONAL_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "sweep_hazard": (SweepHazardRow.FILE, SWEEP_HAZARD_COLUMNS),
-    "sweep_control": (SweepControlRow.FILE, SWEEP_CONTROL_COLUMNS),  # the sweep stage's control
-    "script_cost": (ScriptCostRow.FILE, SCRIPT_COST_COLUMNS),  # finish_fetch's, since the script cost
-    "finish_fetch_shards": (FinishFetchShardRow.FILE, FINISH_FETCH_SHARD_COLUMNS),
-    "instructions": (InstructionsRow.FILE, INSTRUCTIONS_COLUMNS),  # where valgrind could count them
-    "instructions_parts": (InstructionsPartRow.FILE, INSTRUCTIONS_PART_COLUMNS),
-    "finish_fetch_servers": (FinishFetchServerRow.FILE, FINISH_FETCH_SERVER_COLUMNS),  # profile key servers
-}
-TEXT_COLUMNS = frozenset(
-    {"run_id", "protocol", "profile", "strategy", "variant", "scenario", "skipped", "limit"}
-    | {"regime", "remeasure_stopped"}
-    | {"driver", "client", "error", "step", "commands", "master", "queue", "unit", "part", "detail", "server"}
-    | {REGIME}  # a newer run's finish_fetch column (report.columns)
-)
+# frame -> its row type (bench/results/stages.py): a stage's main file, said to be absent when a run
+# lacks it, and the files a stage writes only when the profile asks for them, loaded when there
+STAGE_FILES: dict[str, type[Row]] = {f.frame: f.row for f in FILES if f.frame and not f.optional}
+OPTIONAL_FILES: dict[str, type[Row]] = {f.frame: f.row for f in FILES if f.frame and f.optional}
+FRAMES = {**STAGE_FILES, **OPTIONAL_FILES}  # every frame, in the order the loader reads them
+# Columns read as text (a JSON object's too) and as booleans: as the row types declare them.
+TEXT_COLUMNS: frozenset[str] = frozenset().union(*(typed_columns(f.row, str, dict) for f in FILES))
+BOOL_COLUMNS: frozenset[str] = frozenset().union(*(typed_columns(f.row, bool) for f in FILES))
 # Columns a run's every row holds alike: the report shows them once, in its Run section.
 ID_COLUMNS = ("run_id", "protocol", "profile")
-# Older runs' names for a column: finish_fetch.csv called the strategy "variant".
-RENAMED = {"finish_fetch": {"variant": "strategy"}}
-# stage -> columns an older run lacks but implies a value for (results.rows)
-IMPLIED: dict[str, dict[str, object]] = {
-    "finish_fetch": dict(FINISH_FETCH_IMPLIED),
-    "instructions": dict(INSTRUCTIONS_IMPLIED),
-}
-BOOL_COLUMNS = frozenset({"saturated", "audit_ok", "contended", "reply_matches", "seed_pinned"})
-# Implied for every stage: every run before the protocol column measured echomq.
-KNOWN_DEFAULTS = {"protocol": "echomq", "server": ""}  # server: instructions.csv's, "" for one
 
 
 def parse_hdr_name(name: str) -> tuple[str, str, int, str] | None:
@@ -112,7 +62,7 @@ class RunData:
 
 
 def is_run(path: Path) -> bool:
-    return (path / "meta.json").is_file() or any((path / f).is_file() for f, _ in STAGE_FILES.values())
+    return (path / "meta.json").is_file() or any((path / row.FILE).is_file() for row in STAGE_FILES.values())
 
 
 def _bool(value: object) -> object:
@@ -125,18 +75,15 @@ def _skipped(value: object) -> str:
     return "" if text.lower() in ("", "no", "false", "0", "nan", "none") else text
 
 
-def read_stage(
-    path: Path,
-    columns: tuple[str, ...],
-    renamed: dict[str, str] | None = None,
-    implied: dict[str, object] | None = None,
-) -> tuple[pd.DataFrame, list[str]]:
-    """A stage CSV with its types fixed; missing columns are added empty and returned, but for
-    those ``implied`` gives a value for (filled with it, also where a cell is empty)."""
+def read_stage(path: Path, row: type[Row]) -> tuple[pd.DataFrame, list[str]]:
+    """A stage CSV with its types fixed, its older names renamed; missing columns are added empty
+    and returned, but for those the row type implies a value for (filled with it, also where a
+    cell is empty)."""
+    columns = columns_of(row)
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    old = {a: b for a, b in (renamed or {}).items() if a in frame.columns and b not in frame.columns}
+    old = {a: b for a, b in row.RENAMED.items() if a in frame.columns and b not in frame.columns}
     frame = frame.rename(columns=old)
-    implied = {**KNOWN_DEFAULTS, **(implied or {})}
+    implied = row.IMPLIED
     missing = [c for c in columns if c not in frame.columns and c not in implied]
     for column in [c for c in columns if c not in frame.columns]:
         frame[column] = ""
@@ -172,7 +119,8 @@ def load_run(path: Path) -> RunData:
             data.absent.append(f"meta.json unreadable ({exc}); machine, Redis and git details unknown")
     else:
         data.absent.append("meta.json absent: machine, Redis and git details unknown")
-    for stage, (name, columns) in STAGE_FILES.items():
+    for stage, row in STAGE_FILES.items():
+        name = row.FILE
         csv_path = path / name
         if not csv_path.is_file():
             planned = data.meta.stages_planned
@@ -187,7 +135,7 @@ def load_run(path: Path) -> RunData:
                 data.absent.append(f"stage {stage}: {name} absent")
             continue
         try:
-            frame, missing = read_stage(csv_path, columns, RENAMED.get(stage), IMPLIED.get(stage))
+            frame, missing = read_stage(csv_path, row)
         except (OSError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
             data.absent.append(f"stage {stage}: {name} unreadable ({exc.__class__.__name__}: {exc})")
             continue
@@ -195,10 +143,11 @@ def load_run(path: Path) -> RunData:
         if missing:
             data.missing_columns[stage] = missing
             data.absent.append(f"stage {stage}: {name} lacks column(s) {', '.join(missing)}")
-    for stage, (name, columns) in OPTIONAL_FILES.items():
+    for stage, row in OPTIONAL_FILES.items():
+        name = row.FILE
         if (path / name).is_file():
             try:
-                data.frames[stage], data.missing_columns[stage] = read_stage(path / name, columns)
+                data.frames[stage], data.missing_columns[stage] = read_stage(path / name, row)
             except (OSError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
                 data.absent.append(f"{name} unreadable ({exc.__class__.__name__}: {exc})")
     for hdr in sorted((path / HDR_DIR).glob("*.hdr")):

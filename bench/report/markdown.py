@@ -8,7 +8,7 @@ import numbers
 import numpy as np
 import pandas as pd
 
-from bench.report.load import ID_COLUMNS, OPTIONAL_FILES, STAGE_FILES, RunData
+from bench.report.load import FRAMES, ID_COLUMNS, RunData
 from bench.report.plots.style import Plot
 
 
@@ -78,7 +78,7 @@ def missing_note(data: RunData, stage: str) -> list[str]:
     missing = data.missing_columns.get(stage)
     if not missing:
         return []
-    file = {**STAGE_FILES, **OPTIONAL_FILES}[stage][0]
+    file = FRAMES[stage].FILE
     return [f"> **Column(s) absent from {file}**: {', '.join(missing)} (an older or partial run); "
             "what needs them is left out.", ""]  # fmt: skip
 

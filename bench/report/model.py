@@ -111,9 +111,6 @@ def row_parts(row: pd.Series, rtt_paid: float, processes: int = 1) -> Parts | No
     )
 
 
-MODEL_COLUMNS = ["predicted_jobs_per_s", "model_error", "model_term", "clean", "regime"]
-
-
 def processes_of(meta: RunMeta) -> int:
     """The run's Locust processes (loadgen-processes), 1 when the run does not say."""
     stage = meta.profile_resolved.get("finish_fetch")

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.results.finish_fetch import FinishFetchRow
 from bench.results.fits import headline_ratio
 
-POINT_COLUMNS = ("protocol", "regime", "load", "workers", "queues", "concurrency", "job_ms", "rtt_ms")
+# a point: finish_fetch.csv's key columns but the strategy, which the ratio is between
+POINT_COLUMNS = tuple(c for c in FinishFetchRow.KEYS if c != "strategy")
 BASE = "fused"
 RATIO_COLUMNS = (*POINT_COLUMNS, "other", "median", "lo", "hi", "pairs")
 # what a frame without a point column means by it: a run from before the regimes was steady

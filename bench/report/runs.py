@@ -30,7 +30,7 @@ def list_runs(results: Path) -> list[RunListing]:
             meta = read_meta(path) if (path / META_FILE).is_file() else None
         except (OSError, ValueError, BenchError):
             meta = None
-        stages = tuple(s for s, (f, _) in STAGE_FILES.items() if (path / f).is_file())
+        stages = tuple(s for s, row in STAGE_FILES.items() if (path / row.FILE).is_file())
         runs.append(RunListing(path, meta, stages))
     return runs
 

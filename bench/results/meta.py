@@ -1,14 +1,14 @@
-"""meta.json declared once, as bench.results.rows declares the CSVs: every key it may hold is a field
-below, with its docstring. Writers go through ``update_meta`` (bench.results.files), which refuses
-a key not declared here; readers go through ``RunMeta.from_json`` (or ``read_meta``), which upgrades
-a file of an earlier version and refuses a key not declared here, so a renamed key fails, never
-reads as None.
+"""meta.json declared once, as the row types declare the CSVs: the run's head is a field below, a
+stage's section a dataclass in its file (bench/results/<stage>.py), each key with its docstring.
+Writers go through ``update_meta`` (bench.results.files), which refuses a key not declared; readers
+go through ``RunMeta.from_json`` (or ``read_meta``), which upgrades a file of an earlier version and
+refuses a key not declared, so a renamed key fails, never reads as None.
 
 To add a key: add a field (a type, a default, a docstring) to ``RunMeta``, or to a stage's section
 when only that stage writes it; a stage's section is nested under the stage's id
-(``{"finish_fetch": {...}}``). A new stage's section is a frozen dataclass here and a field of
-``RunMeta`` named by the stage's id, typed ``TheSection | None``: the reader, the writer's check
-and STAGE_SECTIONS find it from that field. To change a key's name or place, raise ``META_VERSION`` and teach
+(``{"finish_fetch": {...}}``). A new stage's section is a frozen dataclass in its file, named in
+its entry of bench/results/stages.py, and a field of ``RunMeta`` named by the stage's id, typed
+``TheSection | None``. To change a key's name or place, raise ``META_VERSION`` and teach
 ``upgrade`` the old spelling, so the published runs of earlier versions still read.
 
 Versions: 1 (no ``meta_version``): the stages' keys flat at the top (``finish_fetch_fidelity``,
@@ -28,12 +28,16 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from bench.errors import BenchError
+from bench.results.bullmq_worker import BullmqWorkerMeta
+from bench.results.finish_fetch import FinishFetchMeta
+from bench.results.instructions import InstructionsMeta
+from bench.results.race import RaceMeta
+from bench.results.rows import JsonObject
+from bench.results.stages import STAGES
+from bench.results.sweep import SweepMeta
 
 META_VERSION = 2
 META_FILE = "meta.json"
-HARNESS_ADDS_GOAL_US = 20.0  # the latency-fidelity goal: the harness under Locust adds at most this
-
-JsonObject = dict[str, object]  # a nested JSON object meta.json keeps as the stage wrote it
 
 
 class UndeclaredMetaKey(BenchError):
@@ -78,150 +82,6 @@ class KeysLeft(TypedDict):
     """Keys under the prefixes when the run ended; None when the server did not answer."""
     line: str
     """The line the run ended with, naming the command that removes them."""
-
-
-# ---------------------------------------------------------------- the stages' sections
-
-
-@dataclass(frozen=True)
-class Fidelity:
-    """The latency-fidelity check: the p50 (µs) of one trivial EVALSHA at one client, four ways;
-    None where a way was not measured, and why in its note."""
-
-    calls: int
-    """EVALSHA calls each way."""
-    redis_benchmark_p50_us: float | None
-    """redis-benchmark's p50 (the server and a C client: the floor)."""
-    redis_benchmark_note: str
-    """redis-benchmark's path, or why it was skipped."""
-    redis_py_p50_us: float | None
-    """A bare redis-py call in a plain loop."""
-    raw_path_p50_us: float | None
-    """The raw loops' timed path in a plain loop."""
-    locust_path_p50_us: float | None = None
-    """The same path under Locust (a probe trial)."""
-    locust_note: str = ""
-    """The probe trial's calls, or why it has no figure."""
-
-    @property
-    def harness_adds_us(self) -> float | None:
-        """What the harness under Locust adds to the bare redis-py p50 (goal: HARNESS_ADDS_GOAL_US)."""
-        if self.locust_path_p50_us is None or self.redis_py_p50_us is None:
-            return None
-        return self.locust_path_p50_us - self.redis_py_p50_us
-
-    @property
-    def locust_adds_us(self) -> float | None:
-        """What Locust adds to the same timed path outside it."""
-        if self.locust_path_p50_us is None or self.raw_path_p50_us is None:
-            return None
-        return self.locust_path_p50_us - self.raw_path_p50_us
-
-
-@dataclass(frozen=True)
-class FinishFetchMeta:
-    """The finish_fetch stage's section."""
-
-    rtt_ms: str | None = None
-    """How the rtt_ms column's round trip is made (simulated, once an exchange)."""
-    hdr_variant: str | None = None
-    """How an hdr/ file names its variant."""
-    audit_failures: dict[str, str] = field(default_factory=dict)
-    """The audit's verdict of each trial whose audit did not pass, by trial."""
-    errors: dict[str, int] = field(default_factory=dict)
-    """Failed calls by kind, over every trial."""
-    fidelity: Fidelity | None = None
-    """The latency-fidelity check (absent when fidelity-calls is 0)."""
-    clean: dict[str, str] = field(default_factory=dict)
-    """Each point's clean windows ("clean k of n"), by point id: the windows its figures rest on."""
-    remeasure: dict[str, float] = field(default_factory=dict)
-    """The budget for measuring contended windows again (windows_a_point, budget_s) and what it
-    spent (extra_windows, extra_s)."""
-
-
-@dataclass(frozen=True)
-class SweepMeta:
-    """The sweep stage's section."""
-
-    errors: int | None = None
-    """Sweep points that failed (their rows say why)."""
-    pyperf: dict[str, list[str]] = field(default_factory=dict)
-    """pyperf's options, by active-list size."""
-    script_shas: dict[str, str] = field(default_factory=dict)
-    """Each sweep variant's script SHA1, by [protocol.]variant."""
-    slopes: dict[str, dict[str, float]] = field(default_factory=dict)
-    """The log-log slope of sweep time over size, by variant/scenario."""
-    hazard: JsonObject | None = None
-    """How the hazard rows were made: the sweep interval, the clients, their socket timeout."""
-
-
-@dataclass(frozen=True)
-class RaceMeta:
-    """The race stage's section: its plan, and what race.csv's columns do not say."""
-
-    variants: list[str] = field(default_factory=list)
-    """The sweep variants raced."""
-    sweepers: list[int] = field(default_factory=list)
-    """Sweepers at once, each setting."""
-    stalled_jobs: int | None = None
-    """Stalled jobs a trial."""
-    delays_ms: list[float] = field(default_factory=list)
-    """The simulated gaps between check and act."""
-    reps: int | None = None
-    """Trials a setting."""
-    workers: int | None = None
-    """Worker threads beside the sweepers."""
-    max_stalled: int | None = None
-    """The sweeps' max stalled count."""
-    deadline_s: float | None = None
-    """A trial's deadline."""
-    slice_size: int | None = None
-    """A sliced sweep's slice."""
-    protocols: list[str] = field(default_factory=list)
-    """The protocols raced."""
-    live_jobs: int | None = None
-    """Live jobs the workers take a trial."""
-    delay: str | None = None
-    """How the gap is made."""
-
-
-@dataclass(frozen=True)
-class BullmqWorkerMeta:
-    """The bullmq_worker stage's section."""
-
-    window_from: int | None = None
-    """The completion a window starts at."""
-    jobs: int | None = None
-    """Jobs pre-filled a trial, at least."""
-    window_s: float | None = None
-    """The window a trial is sized for."""
-    options: str | None = None
-    """BullMQ's worker options, in words."""
-    python_bullmq: str | None = None
-    """The Python bullmq package's version."""
-    scripts_called: dict[str, str] = field(default_factory=dict)
-    """The Python package's scripts the trials called: file -> SHA1."""
-    node: JsonObject = field(default_factory=dict)
-    """BullMQ's Node package: its versions and scripts called, or why it is absent."""
-
-
-@dataclass(frozen=True)
-class InstructionsMeta:
-    """The instructions stage's section: how its counts were made, or why there are none."""
-
-    skipped: str | None = None
-    """Why nothing was counted (valgrind missing)."""
-    calls: int | None = None
-    """Calls a step's batch N (the row's figure is over 2N)."""
-    scopes: dict[str, str] = field(default_factory=dict)
-    """Each count's scope: the functions callgrind collected inside."""
-    outside: str | None = None
-    """What neither count holds."""
-    seed: str | None = None
-    """Redis's random seed: "pinned" (a fixed /dev/urandom), or why it could not be."""
-    servers: dict[str, str] = field(default_factory=dict)
-    """Each server binary counted, by the name its INFO gave ("valkey 8.0.1"), where the profile
-    named several (servers)."""
 
 
 # ---------------------------------------------------------------- the run
@@ -386,9 +246,9 @@ def _section(section: type, data: Mapping[str, Any]) -> Any:
     return section(**values)
 
 
-# A stage's section, by the stage's id (the key it is nested under): every field of RunMeta whose
-# type is a dataclass. A new stage's section is a dataclass above and a field of RunMeta, no more.
-STAGE_SECTIONS: dict[str, type] = _nested(RunMeta)
+# A stage's section, by the stage's id (the key it is nested under), from the stages' list; RunMeta
+# holds each as a typed field of that name (tests/test_meta.py holds the two alike).
+STAGE_SECTIONS: dict[str, type] = {s.id: s.meta for s in STAGES if s.meta is not None}
 
 
 def _names(kind: type) -> set[str]:

@@ -23,19 +23,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.results.files import HDR_DIR, hdr_name, write_csv, write_json
+from bench.results.finish_fetch import FinishFetchRow
 from bench.results.hdr import new_histogram, record_us, write_hdr
-from bench.results.rows import (
-    FINISH_FETCH_COLUMNS,
-    INSTRUCTIONS_COLUMNS,
-    PROTOCOL,
-    RACE_COLUMNS,
-    SCRIPT_COST_COLUMNS,
-    SWEEP_COST_COLUMNS,
-    InstructionsRow,
-    ScriptCostRow,
-    SweepCostRow,
-    row_dict,
-)
+from bench.results.instructions import InstructionsRow
+from bench.results.race import RaceRow
+from bench.results.rows import PROTOCOL, columns_of, row_dict
+from bench.results.script_cost import ScriptCostRow
+from bench.results.sweep import SweepCostRow
 
 HERE = Path(__file__).resolve().parent
 RUN_A = "20240501-100000-smoke"
@@ -233,7 +227,7 @@ def write_concurrency_run(folder: Path) -> Path:
     run.mkdir(parents=True)
     write_json(run / "meta.json", meta(CONCURRENCY_RUN, stages_done=["finish_fetch"],
                                        finish_fetch_fidelity=FIDELITY))  # fmt: skip
-    write_csv(run / "finish_fetch.csv", FINISH_FETCH_COLUMNS, concurrency_rows(CONCURRENCY_RUN))
+    write_csv(run / "finish_fetch.csv", columns_of(FinishFetchRow), concurrency_rows(CONCURRENCY_RUN))
     return run
 
 
@@ -332,10 +326,10 @@ def write_run(name: str, b: bool) -> None:
     shutil.rmtree(run, ignore_errors=True)
     (run / HDR_DIR).mkdir(parents=True)
     write_json(run / "meta.json", meta(name, git_sha="f" * 40, redis_version="7.4.1") if b else meta(name))
-    write_csv(run / "finish_fetch.csv", FINISH_FETCH_COLUMNS, ff_rows(b, name))
-    write_csv(run / "sweep_cost.csv", SWEEP_COST_COLUMNS, sweep_rows(b, name))
-    write_csv(run / "race.csv", RACE_COLUMNS, race_rows(b, name))
-    write_csv(run / "script_cost.csv", SCRIPT_COST_COLUMNS, script_cost_rows(b, name))
+    write_csv(run / "finish_fetch.csv", columns_of(FinishFetchRow), ff_rows(b, name))
+    write_csv(run / "sweep_cost.csv", columns_of(SweepCostRow), sweep_rows(b, name))
+    write_csv(run / "race.csv", columns_of(RaceRow), race_rows(b, name))
+    write_csv(run / "script_cost.csv", columns_of(ScriptCostRow), script_cost_rows(b, name))
     write_histograms(run, seed=2 if b else 1, slower=1.0)
 
 
@@ -356,7 +350,7 @@ def write_partial() -> None:
     rows = [r for r in ff_rows(False, PARTIAL) if r["rtt_ms"] == 0]
     rows[3]["saturated"] = True  # two_call, rep 2
     rows[4]["audit_ok"] = False  # fused, rep 3
-    columns = [c for c in FINISH_FETCH_COLUMNS if c != "e2e_p99_us"]
+    columns = [c for c in columns_of(FinishFetchRow) if c != "e2e_p99_us"]
     write_csv(run / "finish_fetch.csv", columns, [{c: r.get(c, "") for c in columns} for r in rows])
 
 
@@ -494,11 +488,11 @@ def write_noisy(name: str, seed: int) -> None:
     run.mkdir()
     write_json(run / "meta.json", meta(name, stages_done=["finish_fetch", "script_cost", "sweep", "race",
                                                           "instructions", "report"]))  # fmt: skip
-    write_csv(run / "finish_fetch.csv", FINISH_FETCH_COLUMNS, noisy_ff_rows(rng, name))
-    write_csv(run / "script_cost.csv", SCRIPT_COST_COLUMNS, noisy_script_cost_rows(rng, name))
-    write_csv(run / "sweep_cost.csv", SWEEP_COST_COLUMNS, noisy_sweep_rows(rng, name))
-    write_csv(run / "race.csv", RACE_COLUMNS, race_rows(False, name))
-    write_csv(run / "instructions.csv", INSTRUCTIONS_COLUMNS, noisy_instruction_rows(rng, name))
+    write_csv(run / "finish_fetch.csv", columns_of(FinishFetchRow), noisy_ff_rows(rng, name))
+    write_csv(run / "script_cost.csv", columns_of(ScriptCostRow), noisy_script_cost_rows(rng, name))
+    write_csv(run / "sweep_cost.csv", columns_of(SweepCostRow), noisy_sweep_rows(rng, name))
+    write_csv(run / "race.csv", columns_of(RaceRow), race_rows(False, name))
+    write_csv(run / "instructions.csv", columns_of(InstructionsRow), noisy_instruction_rows(rng, name))
 
 
 if __name__ == "__main__":

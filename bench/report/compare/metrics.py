@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from bench.report.load import FRAMES
 from bench.report.verdict import (
     BETWEEN_RUNS,
     CLAIM_BEYOND,
@@ -40,20 +41,10 @@ from bench.report.verdict import (
     ratio,
     verdict,
 )
+from bench.results.finish_fetch import FinishFetchRow
 
-STAGE_KEYS: dict[str, tuple[str, ...]] = {
-    "finish_fetch": (
-        *("protocol", "strategy", "regime", "load"),
-        *("workers", "queues", "concurrency", "job_ms", "rtt_ms"),
-    ),
-    "sweep": ("protocol", "variant", "scenario", "active_size"),
-    "race": ("protocol", "variant", "sweepers", "stalled_jobs", "delay_ms"),
-    "bullmq_worker": ("protocol", "driver", "concurrency", "job_ms"),
-    "sweep_hazard": ("protocol", "client", "stalled_jobs"),
-    "script_cost": ("protocol", "step"),  # the hot path's script cost, a row per repetition
-    # counted under callgrind, a row a step (on each server a profile names; "" for the run's own)
-    "instructions": ("protocol", "server", "step", "active_size"),
-}
+# frame -> its row type's key columns, for the frames that have them, in the order the loader reads
+STAGE_KEYS: dict[str, tuple[str, ...]] = {f: r.KEYS for f, r in FRAMES.items() if r.KEYS}
 # A key value left out of a point's label: echomq's points read as they did before protocols.
 LABEL_DEFAULTS = {"protocol": "echomq", "server": ""}
 
@@ -69,9 +60,7 @@ class Metric:
 
 
 # A key at this value is left out of a point's name (a run from before the key ran at it).
-KEY_DEFAULTS: dict[str, object] = {
-    "queues": 1, "concurrency": 1, "job_ms": 0, "load": 0, "regime": "steady", "active_size": 0,
-}  # fmt: skip
+KEY_DEFAULTS: dict[str, object] = {**FinishFetchRow.IMPLIED, "active_size": 0}
 
 # Lower is better for every metric but jobs/s, the Redis ceiling and the Locust/raw ratio. The raw
 # driver's own columns are left out: it runs once a point, every repetition carries its one value.

@@ -11,8 +11,8 @@ from bench.report.machine import contended_note
 from bench.report.markdown import figure, fmt, markdown_table, missing_note
 from bench.report.plots.bullmq_worker import DRIVER_NAMES, driver_order, worker_drivers
 from bench.report.ratios import values_by_rep
+from bench.results.bullmq_worker import BullmqWorkerMeta
 from bench.results.fits import headline_ratio
-from bench.results.meta import BullmqWorkerMeta
 
 # A fused driver and the two-call driver of the same client: their jobs/s paired by repetition
 FUSED_OVER_TWO_CALL = {"node_manual_fused": "node_manual_two_call", "fused": "two_call"}

@@ -40,9 +40,8 @@ from bench.report.ratios import POINT_COLUMNS, paired_ratios, shown_point_column
 from bench.report.sections.findings import model_section
 from bench.report.sections.head import section_head
 from bench.report.sections.script_cost import script_cost_section
-from bench.results.finish_fetch_goals import goal_lines
+from bench.results.finish_fetch import HARNESS_ADDS_GOAL_US, Fidelity, FinishFetchMeta, goal_lines
 from bench.results.hdr import summary
-from bench.results.meta import HARNESS_ADDS_GOAL_US, Fidelity, FinishFetchMeta
 
 # Per master (finish_fetch_shards.csv): each master's jobs/s and its own Redis µs per job at each
 # point and strategy, so a hot shard shows; left out when every run had one master and one queue.

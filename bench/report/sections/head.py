@@ -18,5 +18,5 @@ def section_head(
     lines = [f"## {title}", ""]
     frame = data.frames.get(stage)
     if frame is None:
-        return [*lines, f"*Absent: this run has no {STAGE_FILES[stage][0]}.*", ""], None
+        return [*lines, f"*Absent: this run has no {STAGE_FILES[stage].FILE}.*", ""], None
     return [*lines, *missing_note(data, stage), *contended_note(frame, counted)], frame

@@ -1,5 +1,5 @@
 """The sweep section's goals table (the goals docs/protocols.md states, judged by
-bench.results.sweep_goals with the run's control), BullMQ's all-stalled sweep beside echomq-deadline's
+bench.results.sweep with the run's control), BullMQ's all-stalled sweep beside echomq-deadline's
 sliced pass, and what echomq-deadline's timed sweep call holds."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any, cast
 import pandas as pd
 
 from bench.report.markdown import markdown_table
-from bench.results.sweep_goals import (
+from bench.results.sweep import (
     GOAL_HEADER,
     GOAL_SIZE,
     MISSED,

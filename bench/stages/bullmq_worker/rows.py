@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from bench.results.rows import BullmqWorkerRow
+from bench.errors import BenchError
+from bench.results.bullmq_worker import BullmqWorkerRow
 from bench.stages.bullmq_worker.plan import Point
 from bench.stages.bullmq_worker.worker_process import WorkerProcessResult
 
@@ -13,6 +14,11 @@ def row_of(
     run: Point, rep: int, result: WorkerProcessResult, job_ms: float, audit_ok: bool, prefilled: int
 ) -> BullmqWorkerRow:
     jobs = result.jobs
+    if jobs <= 0 or result.duration_s <= 0:  # a window of one job the last completions overtook
+        raise BenchError(
+            f"{run.label}: its window counted {jobs} jobs in {result.duration_s:.3f}s; raise "
+            "bullmq-worker-jobs so the window holds more than the last few"
+        )
     return BullmqWorkerRow(
         protocol=PROTOCOL,
         driver=run.driver,

@@ -33,8 +33,7 @@ from bench.harness.context import RunContext
 from bench.harness.machine import watch_run
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import BullmqWorkerOptions, Profile
-from bench.harness.progress import Progress, StagePlan
-from bench.harness.run_folder import open_run
+from bench.harness.run_folder import run_alone
 from bench.harness.terminal import fold
 from bench.paths import REPO
 from bench.protocol.audit import audit
@@ -43,9 +42,8 @@ from bench.protocol.commandstats import CLIENT_COMMANDS
 from bench.protocol.connection import RedisSettings
 from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Producer, Queue
+from bench.results.bullmq_worker import BullmqWorkerMeta, BullmqWorkerRow
 from bench.results.files import update_meta, write_rows
-from bench.results.meta import BullmqWorkerMeta
-from bench.results.rows import BullmqWorkerRow
 from bench.stages.bullmq_worker.node import NodePeer, find_peer
 from bench.stages.bullmq_worker.plan import (
     SIZING_ATTEMPTS,
@@ -273,19 +271,7 @@ FLAGS = SectionFlags(BullmqWorkerOptions, prefix="bullmq-worker-")
 
 def main(argv: list[str]) -> int:
     """`python -m bench bullmq-worker`: the stage alone, into its own run folder."""
-    parser = FLAGS.parser(
-        "echomq-bench bullmq-worker",
-        "BullMQ's own workers alone, beside the suite's loops. Settings default to the profile's keys.",
-    )
-    args = parser.parse_args(argv)
-    profile = FLAGS.profile(args)
-    check_profile(profile)  # before a server starts
-    progress = Progress([StagePlan("bullmq_worker", point_seconds(profile))], stage="bullmq_worker")
-    with open_run(
-        profile, ["bullmq_worker"], args.results, progress=progress, quiet_machine=args.quiet_machine
-    ) as run:
-        run_stage(run.ctx)
-        run.ctx.progress.done()
-        run.stage_done("bullmq_worker")
-    print(f"results: {run.ctx.run_dir}")
+    about = "BullMQ's own workers alone, beside the suite's loops. Settings default to the profile's keys."
+    args = FLAGS.parser("echomq-bench bullmq-worker", about).parse_args(argv)
+    run_alone("bullmq_worker", args, FLAGS.profile, check_profile, point_seconds, run_stage)
     return 0

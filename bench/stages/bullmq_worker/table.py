@@ -6,8 +6,8 @@ import statistics
 from collections.abc import Sequence
 
 from bench.harness.terminal import contended_note, table_width
+from bench.results.bullmq_worker import BullmqWorkerRow
 from bench.results.fits import headline_ratio
-from bench.results.rows import BullmqWorkerRow
 from bench.stages.bullmq_worker.plan import Point
 from bench.stages.bullmq_worker.worker_process import WINDOW_FROM
 

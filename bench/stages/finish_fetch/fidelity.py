@@ -24,7 +24,7 @@ from bench.protocol.autopipe import AutoPipeline
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Command, Queue
 from bench.results import hdr
-from bench.results.meta import Fidelity
+from bench.results.finish_fetch import Fidelity
 from bench.stages.finish_fetch.fidelity_probe import PROBE_LABEL, PROBE_METRIC, PROBE_SCRIPT
 from bench.stages.finish_fetch.loadstats import Recorder
 from bench.stages.finish_fetch.timed import TimedSender

@@ -8,12 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bench.harness.profile import FinishFetchOptions, parse_cell
-from bench.results.finish_fetch_goals import BOUND_STRATEGIES
-from bench.results.rows import FinishFetchRow
-
-# The regimes (design.md "Name the regime"): a wait list that never runs dry, producers and workers
-# at one pace, producers at a fixed rate.
-BACKLOG, STEADY, OPEN = "backlog", "steady", "open"
+from bench.results.finish_fetch import BOUND_STRATEGIES, FinishFetchRow, Regime, regime_of
 
 
 @dataclass(frozen=True)
@@ -27,7 +22,7 @@ class Point:
     concurrency: int = 1
     job_ms: float = 0.0
     queues: int = 1
-    regime: str = BACKLOG
+    regime: str = Regime.BACKLOG
     load: float = 0.0
     rate: float = 0.0
     protocol: str = ""  # steady-at or open-at named one protocol: only it runs here ("" every one)
@@ -44,10 +39,10 @@ class Point:
         if self.job_ms:
             parts.append(f"j{self.job_ms:g}")
         name = "-".join([*parts, f"rtt{self.rtt_ms:g}"])
-        if self.regime == OPEN and self.load:
+        if self.regime == Regime.OPEN and self.load:
             return f"{name}-open{self.load * 100:g}"
         # a grid's own regime goes unnamed: backlog, or open at the profile's target-rate
-        return f"{name}-{self.regime}" if self.regime == STEADY else name
+        return f"{name}-{self.regime}" if self.regime == Regime.STEADY else name
 
     def at_rate(self, rate: float) -> Point:
         """The point offered ``rate`` jobs/s (open); at 0, the point as the plan names it."""
@@ -66,17 +61,12 @@ def point_id(protocol: str, strategy: str, point: Point) -> str:
     return f"{led}-{point.label}"
 
 
-def grid_regime(opts: FinishFetchOptions) -> str:
-    """The grid's regime: open when the profile gives a target rate, else its ``regime`` key."""
-    return OPEN if opts.target_rate > 0 else opts.regime
-
-
 def points_of(opts: FinishFetchOptions) -> list[Point]:
     """The grid: every workers x queues x concurrency x job_ms x rtt_ms, in that order; then the
     Redis-bound point (bound_concurrency at rtt 0, job-ms 0), unless the grid holds it; then the
     grid's cells named in steady-at, steady; last those named in open-at, open at each open-load
     (after the backlog points whose capacity sets their rate)."""
-    regime = grid_regime(opts)
+    regime = regime_of(opts.target_rate, opts.regime)
     grid = [
         Point(w, rtt, c, j, q, regime)
         for w in opts.workers
@@ -87,11 +77,11 @@ def points_of(opts: FinishFetchOptions) -> list[Point]:
     ]
     bound = bound_point(opts)
     grid = [*grid, bound] if bound is not None and bound not in grid else grid
-    if regime != BACKLOG:
+    if regime != Regime.BACKLOG:
         return grid
-    steady = [dataclasses.replace(p, regime=STEADY) for p in _named(grid, opts.steady_at)]
+    steady = [dataclasses.replace(p, regime=Regime.STEADY) for p in _named(grid, opts.steady_at)]
     open_ = [
-        dataclasses.replace(p, regime=OPEN, load=load)
+        dataclasses.replace(p, regime=Regime.OPEN, load=load)
         for p in _named(grid, opts.open_at)
         for load in opts.open_loads
     ]
@@ -117,7 +107,7 @@ def protocols_at(point: Point, protocols: Iterable[str]) -> list[str]:
 
 def raw_at(opts: FinishFetchOptions, point: Point) -> bool:
     """Whether the raw driver and the reference run at ``point``: a grid point of raw-driver-rtt-ms."""
-    if not opts.raw_driver or point.regime != grid_regime(opts):
+    if not opts.raw_driver or point.regime != regime_of(opts.target_rate, opts.regime):
         return False
     return not opts.raw_driver_rtt_ms or point.rtt_ms in opts.raw_driver_rtt_ms
 
@@ -126,19 +116,20 @@ def bound_point(opts: FinishFetchOptions) -> Point | None:
     """The Redis-bound point outside the grid (bound-concurrency at rtt 0, job-ms 0), if any."""
     if not opts.bound_concurrency:
         return None
-    return Point(opts.workers[0], 0.0, opts.bound_concurrency, 0.0, 1, grid_regime(opts))
+    regime = regime_of(opts.target_rate, opts.regime)
+    return Point(opts.workers[0], 0.0, opts.bound_concurrency, 0.0, 1, regime)
 
 
 def regime_options(opts: FinishFetchOptions, point: Point) -> FinishFetchOptions:
     """The profile as one trial at ``point`` runs it: a backlog's producers and batches, an open
     point's rate; a steady point as the profile says."""
-    if point.regime == BACKLOG:  # never fewer producers, nor smaller batches, than the profile's
+    if point.regime == Regime.BACKLOG:  # never fewer producers, nor smaller batches, than the profile's
         producers = max(opts.backlog_producers, opts.producers)
         batch = max(opts.backlog_batch_size, opts.batch_size)
-        return dataclasses.replace(opts, producers=producers, batch_size=batch, regime=BACKLOG)
-    if point.regime == OPEN:
+        return dataclasses.replace(opts, producers=producers, batch_size=batch, regime=Regime.BACKLOG)
+    if point.regime == Regime.OPEN:
         return dataclasses.replace(opts, target_rate=point.rate or opts.target_rate)
-    return dataclasses.replace(opts, regime=STEADY)
+    return dataclasses.replace(opts, regime=Regime.STEADY)
 
 
 def capacity(rows: Iterable[FinishFetchRow], protocol: str, point: Point) -> float | None:
@@ -150,7 +141,7 @@ def capacity(rows: Iterable[FinishFetchRow], protocol: str, point: Point) -> flo
         r
         for r in rows
         if r.protocol == protocol
-        and r.regime == BACKLOG
+        and r.regime == Regime.BACKLOG
         and r.jobs_per_s
         and (r.workers, r.concurrency, r.job_ms, r.rtt_ms, r.queues) == point.cell
     ]
@@ -168,7 +159,7 @@ def strategies_at(opts: FinishFetchOptions, point: Point) -> list[str]:
     """The strategies run at ``point``: the profile's; at the Redis-bound point outside the grid, and
     at the steady and open points beside the grid, only fused and two_call (the goals' pair), to
     keep the profile's time."""
-    if point.regime != grid_regime(opts):
+    if point.regime != regime_of(opts.target_rate, opts.regime):
         return [s for s in opts.strategies if s in BOUND_STRATEGIES] or list(opts.strategies)
     if point != bound_point(opts) or point in points_of(dataclasses.replace(opts, bound_concurrency=0)):
         return list(opts.strategies)

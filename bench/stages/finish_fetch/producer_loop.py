@@ -11,6 +11,7 @@ import math
 import time
 
 from bench.protocol.queue import Call, Command, Producer, Queue, now_us
+from bench.results.finish_fetch import Regime
 from bench.stages.finish_fetch.summary import PRODUCER_WAIT_US
 from bench.stages.finish_fetch.timed import NO_HOOKS, LoadHooks, Meter
 from bench.stages.finish_fetch.trial_settings import TrialSettings
@@ -24,7 +25,6 @@ BACKLOG_BATCHES = 10  # steady: producers keep the wait list below this many bat
 BACKLOG_POLL_S = 0.002
 BACKLOG_POLL_MAX_S = 0.016
 DRAIN_MAX = 50_000  # jobs/s: more than this machine's Redis drains
-BACKLOG = "backlog"
 
 
 class ProducerLoop:
@@ -49,7 +49,7 @@ class ProducerLoop:
         self.check: list[Call] = [Command(("LLEN", queue.keys.wait))]
         self.backlog = 0  # the wait list's length after the last exchange (closed loop)
         self.poll_s = BACKLOG_POLL_S  # the wait before the next look at a full wait list
-        backlog = run.regime == BACKLOG and run.backlog_jobs > 0
+        backlog = run.regime == Regime.BACKLOG and run.backlog_jobs > 0
         self.bound = run.backlog_jobs if backlog else BACKLOG_BATCHES * run.batch_size
         lasts_s = run.backlog_jobs / DRAIN_MAX / 5
         self.poll_max_s = min(BACKLOG_POLL_MAX_S, max(BACKLOG_POLL_S, lasts_s)) if backlog else BACKLOG_POLL_S

@@ -13,7 +13,8 @@ from bench.harness.profile import FinishFetchOptions
 from bench.protocol.spread import slot_of
 from bench.results import hdr
 from bench.results.files import HDR_DIR, hdr_name
-from bench.results.rows import FinishFetchQueueRow, FinishFetchRow, FinishFetchShardRow, RunIds
+from bench.results.finish_fetch import FinishFetchQueueRow, FinishFetchRow, FinishFetchShardRow
+from bench.results.rows import RunIds
 from bench.stages.finish_fetch.locust_trial import STAGE, TrialResult
 from bench.stages.finish_fetch.reference import Reference
 from bench.stages.finish_fetch.summary import TrialSummary

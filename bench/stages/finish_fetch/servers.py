@@ -17,7 +17,8 @@ from bench.harness.profile import FinishFetchOptions
 from bench.harness.server import EmbeddedRedis, server_identity
 from bench.protocol.connection import RedisSettings
 from bench.results.files import write_rows
-from bench.results.rows import FinishFetchServerRow, RunIds
+from bench.results.finish_fetch import FinishFetchServerRow
+from bench.results.rows import RunIds
 from bench.stages.finish_fetch.locust_trial import TrialResult, run_trial
 from bench.stages.finish_fetch.plan import Point, bound_point, protocols_at, regime_options
 from bench.stages.finish_fetch.rows import row_of

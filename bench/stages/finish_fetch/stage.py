@@ -26,21 +26,21 @@ from bench.errors import BenchError, first_line
 from bench.harness.context import RunContext
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import FinishFetchOptions, Profile, finish_fetch_protocols
-from bench.harness.progress import Progress, StagePlan
-from bench.harness.run_folder import open_run
+from bench.harness.run_folder import run_alone
 from bench.harness.terminal import fold
 from bench.protocol.keys import fresh_queue_name
 from bench.protocol.refusal import ServerRefused, refused
 from bench.results.files import RAW_DIR, update_meta, write_json, write_rows
-from bench.results.finish_fetch_goals import goal_lines
-from bench.results.meta import HARNESS_ADDS_GOAL_US, Fidelity
-from bench.results.rows import (
+from bench.results.finish_fetch import (
+    HARNESS_ADDS_GOAL_US,
+    Fidelity,
     FinishFetchQueueRow,
     FinishFetchRow,
     FinishFetchShardRow,
-    RunIds,
-    row_dict,
+    Regime,
+    goal_lines,
 )
+from bench.results.rows import RunIds, row_dict
 from bench.stages.finish_fetch.fidelity import measure_plain
 from bench.stages.finish_fetch.fidelity_probe import PROBE_METRIC
 from bench.stages.finish_fetch.locust_trial import (
@@ -52,7 +52,6 @@ from bench.stages.finish_fetch.locust_trial import (
     run_trial,
 )
 from bench.stages.finish_fetch.plan import (
-    OPEN,
     Point,
     capacity,
     point_id,
@@ -289,7 +288,7 @@ def _trial(
 def _with_rate(point: Point, rows: list[FinishFetchRow], protocol: str) -> Point | None:
     """An open point at its rate for ``protocol``: its load of the backlog capacity measured at
     its cell (None when none was); any other point as it is."""
-    if point.regime != OPEN or point.rate or not point.load:  # no load: the profile's target-rate
+    if point.regime != Regime.OPEN or point.rate or not point.load:  # no load: the profile's target-rate
         return point
     measured = capacity(rows, protocol, point)
     return point.at_rate(point.load * measured) if measured else None
@@ -446,7 +445,7 @@ def _progress_line(run: TrialResult, row: FinishFetchRow) -> str:
 def _wait_words(row: FinishFetchRow) -> str:
     """Enqueue to finish, named by its regime: queue latency in open loop, the backlog's wait in a
     closed one (Little's law: the backlog over the pace); with the wait list's dry samples."""
-    if row.regime == OPEN:
+    if row.regime == Regime.OPEN:
         return f"queue latency p50 {row.e2e_p50_us} p99 {row.e2e_p99_us} p99.9 {row.e2e_p999_us} µs"
     dry = (
         f", wait list empty {row.wait_empty_samples} of {row.wait_samples} samples"
@@ -464,20 +463,7 @@ FLAGS = SectionFlags(FinishFetchOptions)
 
 def main(argv: list[str]) -> int:
     """`python -m bench finish-fetch`: the stage alone, into its own run folder."""
-    parser = FLAGS.parser(
-        "echomq-bench finish-fetch",
-        "Finish-then-fetch alone: each strategy under Locust, then the raw driver. "
-        "Settings default to the profile's keys.",
-    )
-    args = parser.parse_args(argv)
-    profile = FLAGS.profile(args)
-    check_profile(profile)  # before a server starts
-    progress = Progress([StagePlan("finish_fetch", point_seconds(profile))], stage="finish_fetch")
-    with open_run(
-        profile, ["finish_fetch"], args.results, progress=progress, quiet_machine=args.quiet_machine
-    ) as run:
-        run_stage(run.ctx)
-        run.ctx.progress.done()
-        run.stage_done("finish_fetch")
-    print(f"results: {run.ctx.run_dir}")
+    about = "Finish-then-fetch alone: each strategy under Locust, then the raw driver. "
+    parser = FLAGS.parser("echomq-bench finish-fetch", about + "Settings default to the profile's keys.")
+    run_alone("finish_fetch", parser.parse_args(argv), FLAGS.profile, check_profile, point_seconds, run_stage)
     return 0

@@ -12,8 +12,8 @@ from operator import attrgetter
 from textwrap import indent
 
 from bench.harness.terminal import contended_note, render_table, table_width, wrap_note
+from bench.results.finish_fetch import FinishFetchRow, FinishFetchShardRow
 from bench.results.fits import headline_ratio
-from bench.results.rows import FinishFetchRow, FinishFetchShardRow
 
 # (header, attribute of a TableRow, format)
 TABLE_METRICS = (

@@ -4,10 +4,11 @@ a point."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from bench.harness.profile import FinishFetchOptions, option_key
+from bench.results.finish_fetch import regime_of
 from bench.stages.finish_fetch.plan import Point
 
 
@@ -65,7 +66,7 @@ class TrialSettings:
             job_ms=point.job_ms,
             queues=point.queues,
             probe=probe,
-            regime="open" if opts.target_rate > 0 else point.regime,
+            regime=regime_of(opts.target_rate, point.regime),
             backlog_jobs=opts.backlog_jobs,
         )
 
@@ -82,24 +83,5 @@ class TrialSettings:
         return flags
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "strategy": self.strategy,
-            "workers": self.workers,
-            "producers": self.producers,
-            "batch_size": self.batch_size,
-            "payload_bytes": self.payload_bytes,
-            "target_rate": self.target_rate,
-            "warmup_s": self.warmup_s,
-            "measure_s": self.measure_s,
-            "rtt_ms": self.rtt_ms,
-            "rtt_simulated": True,  # each exchange on the wire waits rtt_ms once, whatever it carries
-            "queue": self.queue,
-            "socket_timeout_s": self.socket_timeout_s,
-            "protocol": self.protocol,
-            "concurrency": self.concurrency,
-            "job_ms": self.job_ms,
-            "queues": self.queues,
-            "probe": self.probe,
-            "regime": self.regime,
-            "backlog_jobs": self.backlog_jobs,
-        }
+        # rtt_simulated: each exchange on the wire waits rtt_ms once, whatever it carries
+        return {**asdict(self), "rtt_simulated": True}

@@ -19,7 +19,7 @@ from bench.harness.callgrind import Count
 from bench.protocol.connection import Client
 from bench.protocol.counted import baselines, stalled_sweep
 from bench.protocol.phases import CYCLES, Inputs, run_phases
-from bench.results.rows import InstructionsPartRow, InstructionsRow
+from bench.results.instructions import InstructionsPartRow, InstructionsRow
 from bench.stages.instructions.parts import PartCost, parts_of
 from bench.stages.instructions.plan import Point
 

@@ -31,7 +31,7 @@ from bench.protocol.base import PROTOCOLS, check_protocol_names
 from bench.protocol.connection import RedisSettings
 from bench.protocol.sweep import SWEEPERS
 from bench.results.files import update_meta, write_rows
-from bench.results.rows import InstructionsPartRow, InstructionsRow
+from bench.results.instructions import InstructionsPartRow, InstructionsRow
 from bench.stages.instructions.plan import Point, points_of
 from bench.stages.instructions.rows import Counted, count_point, part_rows_of, rows_of
 from bench.stages.instructions.table import table

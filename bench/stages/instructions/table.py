@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bench.results.rows import InstructionsRow
+from bench.results.instructions import InstructionsRow
 
 
 def _pct(value: float | None) -> str:

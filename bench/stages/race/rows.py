@@ -6,7 +6,8 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from bench.harness.machine import MachineSample, worst_of
-from bench.results.rows import RaceRow, RunIds
+from bench.results.race import RaceRow
+from bench.results.rows import RunIds
 from bench.stages.race.count import Anomalies
 from bench.stages.race.plan import Point
 

@@ -33,14 +33,13 @@ from bench.harness.context import RunContext
 from bench.harness.machine import clock, watch_run
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import Profile, RaceOptions
-from bench.harness.progress import Progress, StagePlan
-from bench.harness.run_folder import open_run
+from bench.harness.run_folder import run_alone
 from bench.harness.terminal import fold
 from bench.protocol.connection import RedisSettings
 from bench.protocol.sweep import SWEEPERS, has_gap
 from bench.results.files import update_meta, write_rows
-from bench.results.meta import RaceMeta
-from bench.results.rows import RaceRow, RunIds
+from bench.results.race import RaceMeta, RaceRow
+from bench.results.rows import RunIds
 from bench.stages.race.plan import (
     ALL,
     SWEEPERS_MAX,
@@ -157,19 +156,12 @@ FLAGS = SectionFlags(
 
 def main(argv: list[str]) -> int:
     """`python -m bench race`: the race stage alone, into its own run folder."""
-    parser = FLAGS.parser(
-        "echomq-bench race",
-        "The race audit alone: K sweepers of one variant at once over N stalled jobs. "
-        "Settings default to the profile's race keys.",
-    )
-    args = parser.parse_args(argv)
-    profile = FLAGS.profile(args)
-    plan = RacePlan.from_options(profile.race, profile.protocols)  # checked before a server starts
-    progress = Progress([StagePlan("race", point_seconds(profile))], stage="race")
-    with open_run(
-        profile, ["race"], args.results, extra_scripts(plan.variants), progress, args.quiet_machine
-    ) as run:
-        run_stage(run.ctx)
-        run.stage_done("race")
-    print(f"results: {run.ctx.run_dir}")
+    about = "The race audit alone: K sweepers of one variant at once over N stalled jobs. "
+    about += "Settings default to the profile's race keys."
+
+    def scripts(profile: Profile) -> tuple[str, ...]:  # the variants' own, beyond the protocols'
+        return extra_scripts(RacePlan.from_options(profile.race, profile.protocols).variants)
+
+    args = FLAGS.parser("echomq-bench race", about).parse_args(argv)
+    run_alone("race", args, FLAGS.profile, check_profile, point_seconds, run_stage, scripts)
     return 0

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from bench.harness.context import RunContext
 from bench.harness.machine import MachineSample, clock, watch_run
 from bench.protocol.phases import Row, cycle_commands, cycle_usec, measure_phases
-from bench.results.rows import RunIds, ScriptCostRow
+from bench.results.rows import RunIds
+from bench.results.script_cost import ScriptCostRow
 from bench.stages.script_cost.plan import Point, points_of
 
 SCRIPT_COST_CALLS = 200  # calls a script a repetition: enough for µs a call (Redis counts every µs)

@@ -24,7 +24,7 @@ from bench.harness.run_server import redis_for_run
 from bench.protocol.base import PROTOCOLS, check_protocol_names
 from bench.protocol.phases import measure_phases
 from bench.results.files import write_rows
-from bench.results.rows import ScriptCostRow
+from bench.results.script_cost import ScriptCostRow
 from bench.stages.script_cost.rows import SCRIPT_COST_S_PER_PROTOCOL, script_cost_rows
 from bench.stages.script_cost.table import commands_table, table
 

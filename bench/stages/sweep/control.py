@@ -3,7 +3,7 @@
 The loop reads no key and allocates nothing, so its calls differ only by what the machine
 does to them (the scheduler, a shared core, the CPU's caches). A sweep call as long as the
 control's worst is as long as the machine makes a call of that size; one longer is the
-sweep's own. The goals read the sliced sweeps' longest calls against it (bench/results/sweep_goals.py),
+sweep's own. The goals read the sliced sweeps' longest calls against it (bench/results/sweep.py),
 measured in the same run on the same server: against this machine, not a constant.
 """
 
@@ -15,7 +15,8 @@ import redis
 
 from bench.harness.machine import watch_run
 from bench.protocol.commandstats import CommandStats
-from bench.results.rows import RunIds, SweepControlRow
+from bench.results.rows import RunIds
+from bench.results.sweep import SweepControlRow
 
 SPIN = "local x = 0 for i = 1, tonumber(ARGV[1]) do x = x + i end return 1"
 ONE_MS_US = 1000

@@ -37,7 +37,7 @@ from bench.protocol.commandstats import CommandStats
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Queue, _text
 from bench.protocol.sweep import AtomicSweeper
-from bench.results.rows import SweepHazardRow
+from bench.results.sweep import SweepHazardRow
 from bench.stages.sweep.probe import Probe, ProbeWindow
 from bench.stages.sweep.scenario import BENCH_MAX_STALLED, ScenarioQueue
 from bench.stages.sweep.timing import wait_for_redis

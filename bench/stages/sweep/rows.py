@@ -17,7 +17,8 @@ from bench.harness.profile import SweepOptions
 from bench.protocol.sweep import is_sliced
 from bench.results.files import HDR_DIR, PYPERF_DIR, hdr_name, read_json, write_atomic
 from bench.results.hdr import decode, summary, write_hdr
-from bench.results.rows import RunIds, SweepCostRow, row_dict
+from bench.results.rows import RunIds, row_dict
+from bench.results.sweep import SweepCostRow
 from bench.stages.sweep.plan import Point, SweepCase
 from bench.stages.sweep.probe import ProbeWindow, empty_window
 

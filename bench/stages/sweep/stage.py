@@ -27,8 +27,7 @@ from bench.harness.context import RunContext
 from bench.harness.machine import clock, watch_run
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import Profile, SweepOptions
-from bench.harness.progress import Progress, StagePlan
-from bench.harness.run_folder import open_run
+from bench.harness.run_folder import run_alone
 from bench.harness.terminal import fold, wrap_note
 from bench.paths import REPO
 from bench.protocol.base import protocol_named
@@ -40,7 +39,8 @@ from bench.protocol.scripts import script_source
 from bench.protocol.sweep import SWEEPERS
 from bench.results.files import PYPERF_DIR, read_json, update_meta, write_rows
 from bench.results.meta import read_meta
-from bench.results.rows import RunIds, SweepControlRow, SweepCostRow, SweepHazardRow, row_dict
+from bench.results.rows import RunIds, row_dict
+from bench.results.sweep import SweepControlRow, SweepCostRow, SweepHazardRow
 from bench.stages.sweep.control import control_line, run_control
 from bench.stages.sweep.hazard import HAZARD_PROTOCOL, INTERVAL_MS, hazard_line, run_hazard, scenario_case
 from bench.stages.sweep.plan import (
@@ -379,19 +379,8 @@ FLAGS = SectionFlags(SweepOptions, prefix="sweep-")
 
 def main(argv: list[str]) -> int:
     """`python -m bench sweep`: the sweep stage alone, into its own run folder."""
-    parser = FLAGS.parser("echomq-bench sweep", __doc__.split("\n\n")[0])
-    args = parser.parse_args(argv)
-    profile = FLAGS.profile(args)
-    points_of(profile.sweep, profile.protocols)  # every input checked before a server starts
-    progress = Progress([StagePlan("sweep", point_seconds(profile))], stage="sweep")
-    with open_run(
-        profile, ["sweep"], args.results, progress=progress, quiet_machine=args.quiet_machine
-    ) as run:
-        run_stage(run.ctx)
-        run.ctx.progress.done()
-        run.stage_done("sweep")
-    run_dir = run.ctx.run_dir
-    print(f"results: {run_dir}")
+    args = FLAGS.parser("echomq-bench sweep", __doc__.split("\n\n")[0]).parse_args(argv)
+    run_dir = run_alone("sweep", args, FLAGS.profile, check_profile, point_seconds, run_stage)
     section = read_meta(run_dir).sweep
     failed = section.errors if section is not None else 0
     return 1 if failed else 0

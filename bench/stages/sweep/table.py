@@ -10,11 +10,11 @@ from typing import Any
 from bench.harness.server import SLOWLOG_THRESHOLD_US
 from bench.harness.terminal import contended_note, render_table, table_width, wrap_note
 from bench.results.fits import loglog_fit
-from bench.results.rows import SweepCostRow
-from bench.results.sweep_goals import (
+from bench.results.sweep import (
     GOAL_HEADER,
     PASS_HEADER,
     RATIO_HEADER,
+    SweepCostRow,
     bullmq_ratios,
     judge_all,
     sliced_passes,
@@ -112,7 +112,7 @@ def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
 def goal_text(
     rows: Sequence[SweepCostRow], control: Sequence[Mapping[str, Any]] = (), width: int | None = None
 ) -> str:
-    """The goals against this run's points and control (bench.results.sweep_goals; the report shows the
+    """The goals against this run's points and control (bench.results.sweep; the report shows the
     same), and BullMQ's all-stalled sweep beside echomq-deadline's sliced pass."""
     found = [asdict(r) for r in rows]
     results = judge_all(found, control)

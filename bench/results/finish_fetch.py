@@ -1,4 +1,7 @@
-"""The load driver's goals, defined once: how far the harness is from the least client work the
+"""The finish_fetch stage's contract: its rows (finish_fetch.csv, finish_fetch_shards.csv,
+finish_fetch_queues.csv), its meta.json section, its words (Regime, clean) and its goals.
+
+The load driver's goals, defined once: how far the harness is from the least client work the
 builders allow, and whether Redis, not the client, sets the pace where it should.
 
 A pure leaf (the standard library and the other leaves): the finish_fetch stage's table and the
@@ -20,7 +23,7 @@ Only uncontended rows are evidence; a goal with no such row says ``not measured`
   clean repetitions) at most 1.25x echomq's, fused and two_call, under Locust and in the raw
   driver: the bullmq rows measure its scripts, not a costlier client.
 
-A row from before the regime column is steady (results.rows.STEADY).
+A row from before the regime column is steady (Regime.STEADY).
 """
 
 from __future__ import annotations
@@ -29,8 +32,279 @@ import math
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from bench.results import rows
+
+
+class Regime(StrEnum):
+    """How a point's load is set (design.md "Name the regime"; docs/method.md#glossary)."""
+
+    BACKLOG = "backlog"  # the wait list never runs dry: throughput is a drain rate
+    STEADY = "steady"  # producers and workers at one pace (every row from before the column)
+    OPEN = "open"  # producers at target_rate: queue latency
+
+
+def regime_of(target_rate: float, given: str) -> str:
+    """The regime a trial (or a grid) runs in: open whenever a rate is offered, else ``given``."""
+    return Regime.OPEN if target_rate > 0 else given
+
+
+NOT_STOPPED = "no"  # a remeasure_stopped cell when the budget stopped nothing
+HARNESS_ADDS_GOAL_US = 20.0  # the latency-fidelity goal: the harness under Locust adds at most this
+
+
+@dataclass(frozen=True)
+class FinishFetchRow(rows.Row):
+    FILE: ClassVar[str] = "finish_fetch.csv"
+    KEYS: ClassVar[tuple[str, ...]] = (
+        *("protocol", "strategy", "regime", "load"),
+        *("workers", "queues", "concurrency", "job_ms", "rtt_ms"),
+    )
+    # What a finish_fetch.csv from before a column implies: one job in flight a worker, held for
+    # no time, its closed loop steady, one window a trial on one load process; an empty load is
+    # no open point's (0). Older runs called the strategy "variant".
+    IMPLIED: ClassVar[Mapping[str, object]] = {
+        "concurrency": 1, "job_ms": 0.0, "queues": 1, "regime": Regime.STEADY, "tries": 1, "load": 0.0,
+        "loadgen_processes": 1, **rows.Row.IMPLIED,
+    }  # fmt: skip
+    RENAMED: ClassVar[Mapping[str, str]] = {"variant": "strategy"}
+
+    run_id: str
+    protocol: str
+    profile: str
+    strategy: str
+    rep: int
+    workers: int
+    producers: int
+    rtt_ms: float
+    batch_size: int
+    payload_bytes: int
+    target_rate: float
+    warmup_s: float
+    measure_s: float
+    duration_s: float | None
+    jobs: int
+    jobs_per_s: float | None
+    round_trips_per_job: float | None
+    server_calls_per_job: float | None
+    server_us_per_job: float | None
+    cycle_p50_us: float | None
+    cycle_p90_us: float | None
+    cycle_p99_us: float | None
+    cycle_p999_us: float | None
+    cycle_max_us: float | None
+    e2e_p50_us: float | None
+    e2e_p99_us: float | None
+    loadgen_cpu_pct: float | None
+    saturated: bool
+    audit_ok: bool
+    # Jobs in flight per worker connection and the time each job is held.
+    concurrency: int = 1
+    job_ms: float = 0.0
+    # Script calls a job's cycle sends (1 fused, 2 two-call): counted at the client, and by INFO
+    # commandstats (EVALSHA calls less the producers' addJob and the fetches outside a cycle).
+    commands_per_job: float | None = None
+    server_commands_per_job: float | None = None
+    # fetches outside a job's cycle (a slot's first, or after one found the queue empty), a job
+    fetches_alone_per_job: float | None = None
+    loadgen_cpu_us_per_job: float | None = None
+    redis_cpu_pct: float | None = None
+    # 1e6 / server_us_per_job: the jobs/s Redis could do were its own time the only cost
+    redis_ceiling_jobs_per_s: float | None = None
+    # which side set the pace (client, network, job time, redis) and its used share of capacity
+    limit: str = ""
+    limit_share: float | None = None
+    # the server's used_memory growth over the window, per 1,000 jobs finished in it: kept jobs cost
+    # memory, so a long window on the protocols' defaults fills a server (negative: memory freed)
+    redis_mem_growth_bytes_per_1k_jobs: float | None = None
+    # The raw driver at the same point and strategy (no Locust), the harness's calibration.
+    raw_jobs_per_s: float | None = None
+    raw_cpu_us_per_job: float | None = None
+    raw_round_trips_per_job: float | None = None
+    raw_commands_per_job: float | None = None
+    locust_raw_jobs_ratio: float | None = None
+    # The reference at the same point and strategy (reference.py: one process in lockstep, the
+    # least client work the builders allow), and the raw driver's client CPU a job over its.
+    reference_jobs_per_s: float | None = None
+    reference_cpu_us_per_job: float | None = None
+    reference_round_trips_per_job: float | None = None
+    raw_reference_cpu_ratio: float | None = None
+    # the mean wait a simulated round trip paid (rtt_ms nominal; a busy client wakes late)
+    rtt_slept_ms: float | None = None
+    # queues the producers and workers were spread over (finish_fetch_shards.csv: each master's part)
+    queues: int = 1
+    # The regime (design.md "Name the regime"): backlog (the wait list never ran dry: throughput),
+    # steady (producers and workers at one pace), open (at target_rate: queue latency); a run from
+    # before the column was steady. load: an open trial's rate over the point's backlog capacity.
+    regime: str = Regime.STEADY
+    load: float | None = None
+    e2e_p999_us: float | None = None
+    # the wait list's length sampled through the window: samples, and those that found it empty
+    wait_samples: int | None = None
+    wait_empty_samples: int | None = None
+    # windows this trial took: more than 1 when a contended or saturated one was measured again;
+    # why the re-measuring stopped while the window was still so (the budget), else "no"
+    tries: int = 1
+    remeasure_stopped: str = field(default="", metadata={"empty_as": NOT_STOPPED})
+    # Locust processes the window ran on: the profile's loadgen-processes, or one more where a
+    # saturated window was measured again (every profile before the column ran on one)
+    loadgen_processes: int = 1
+    foreign_cpu_pct: float | None = None
+    steal_pct: float | None = None
+    contended: bool = False
+
+    @property
+    def clean(self) -> bool:
+        """The window measured the protocol: no other work shared the machine (not contended) and
+        the load generator kept up (not saturated), as the glossary (docs/method.md) has it."""
+        return not self.contended and not self.saturated
+
+
+@dataclass(frozen=True)
+class FinishFetchServerRow(rows.Row):
+    """finish_fetch's Redis-bound point (bound-concurrency at rtt 0) on each server a profile
+    names (its key servers), fused and two_call alternating over every server, a row a trial.
+    Its own file, so no figure of the main grid pools rows of another server."""
+
+    FILE: ClassVar[str] = "finish_fetch_servers.csv"
+    KEYS: ClassVar[tuple[str, ...]] = ("protocol", "server", "strategy", "workers", "concurrency", "rtt_ms")
+    run_id: str
+    protocol: str
+    profile: str
+    server: str  # from the server's own INFO: "valkey 8.0.1"
+    strategy: str
+    rep: int
+    workers: int
+    concurrency: int
+    rtt_ms: float
+    regime: str
+    jobs: int
+    jobs_per_s: float | None
+    round_trips_per_job: float | None
+    server_us_per_job: float | None
+    redis_cpu_pct: float | None  # of one core, over the window: near 100 where Redis set the pace
+    limit: str  # which side set the pace (client, network, job time, redis)
+    loadgen_processes: int
+    rtt_slept_ms: float | None
+    saturated: bool
+    audit_ok: bool
+    foreign_cpu_pct: float | None = None
+    steal_pct: float | None = None
+    contended: bool = False
+
+
+@dataclass(frozen=True)
+class FinishFetchPart(rows.Row):
+    """The columns a part of a finish_fetch run starts with: which run, and its point."""
+
+    run_id: str
+    protocol: str
+    profile: str
+    strategy: str
+    workers: int
+    concurrency: int
+    job_ms: float
+    rtt_ms: float
+    queues: int  # the run's queues, on every master
+    rep: int
+
+
+@dataclass(frozen=True)
+class FinishFetchShardRow(FinishFetchPart):
+    """One master's part of a finish_fetch run (each cluster master; one server: its one row).
+    Over a run's rows, jobs and server_usec add up to its finish_fetch.csv row's."""
+
+    FILE: ClassVar[str] = "finish_fetch_shards.csv"
+    master: str  # host:port
+    master_queues: int  # the run's queues on this master
+    jobs: int  # finished in the window on this master's queues
+    jobs_per_s: float | None
+    server_calls: float | None  # client-sent commands this master ran in the window (commandstats)
+    server_usec: float | None
+    server_us_per_job: float | None
+    foreign_cpu_pct: float | None = None  # the run's window, as its finish_fetch.csv row
+    steal_pct: float | None = None
+    contended: bool = False
+
+
+@dataclass(frozen=True)
+class FinishFetchQueueRow(FinishFetchPart):
+    """One queue's part of a finish_fetch run, and the master that holds it."""
+
+    FILE: ClassVar[str] = "finish_fetch_queues.csv"
+    queue: str
+    slot: int
+    master: str
+    jobs: int
+    jobs_per_s: float | None
+    foreign_cpu_pct: float | None = None  # the run's window, as its finish_fetch.csv row
+    steal_pct: float | None = None
+    contended: bool = False
+
+
+# ---------------------------------------------------------------- its meta.json section
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    """The latency-fidelity check: the p50 (µs) of one trivial EVALSHA at one client, four ways;
+    None where a way was not measured, and why in its note."""
+
+    calls: int
+    """EVALSHA calls each way."""
+    redis_benchmark_p50_us: float | None
+    """redis-benchmark's p50 (the server and a C client: the floor)."""
+    redis_benchmark_note: str
+    """redis-benchmark's path, or why it was skipped."""
+    redis_py_p50_us: float | None
+    """A bare redis-py call in a plain loop."""
+    raw_path_p50_us: float | None
+    """The raw loops' timed path in a plain loop."""
+    locust_path_p50_us: float | None = None
+    """The same path under Locust (a probe trial)."""
+    locust_note: str = ""
+    """The probe trial's calls, or why it has no figure."""
+
+    @property
+    def harness_adds_us(self) -> float | None:
+        """What the harness under Locust adds to the bare redis-py p50 (goal: HARNESS_ADDS_GOAL_US)."""
+        if self.locust_path_p50_us is None or self.redis_py_p50_us is None:
+            return None
+        return self.locust_path_p50_us - self.redis_py_p50_us
+
+    @property
+    def locust_adds_us(self) -> float | None:
+        """What Locust adds to the same timed path outside it."""
+        if self.locust_path_p50_us is None or self.raw_path_p50_us is None:
+            return None
+        return self.locust_path_p50_us - self.raw_path_p50_us
+
+
+@dataclass(frozen=True)
+class FinishFetchMeta:
+    """The finish_fetch stage's section."""
+
+    rtt_ms: str | None = None
+    """How the rtt_ms column's round trip is made (simulated, once an exchange)."""
+    hdr_variant: str | None = None
+    """How an hdr/ file names its variant."""
+    audit_failures: dict[str, str] = field(default_factory=dict)
+    """The audit's verdict of each trial whose audit did not pass, by trial."""
+    errors: dict[str, int] = field(default_factory=dict)
+    """Failed calls by kind, over every trial."""
+    fidelity: Fidelity | None = None
+    """The latency-fidelity check (absent when fidelity-calls is 0)."""
+    clean: dict[str, str] = field(default_factory=dict)
+    """Each point's clean windows ("clean k of n"), by point id: the windows its figures rest on."""
+    remeasure: dict[str, float] = field(default_factory=dict)
+    """The budget for measuring contended windows again (windows_a_point, budget_s) and what it
+    spent (extra_windows, extra_s)."""
+
+
+# ---------------------------------------------------------------- its goals
 
 MET, MISSED, NOT_MEASURED = "met", "missed", "not measured"
 RAW_REFERENCE_CPU_MAX = 1.25
@@ -45,7 +319,6 @@ OPEN_LOADS_MIN = 2
 PROTOCOL_CPU_MAX = 1.25
 # The client CPU a job each driver measured: Locust's load process, the raw driver's threads.
 CPU_BY_DRIVER = (("Locust", "loadgen_cpu_us_per_job"), ("raw", "raw_cpu_us_per_job"))
-BACKLOG, OPEN = "backlog", "open"
 
 Row = Mapping[str, Any]
 
@@ -77,14 +350,14 @@ def _true(value: Any) -> bool:
 
 def regime(row: Row) -> str:
     """The row's regime; steady for a row from before the column."""
-    return str(row.get("regime") or "") or "steady"
+    return str(row.get("regime") or Regime.STEADY)
 
 
 def _point(row: Row) -> str:
     lead = "" if row.get("protocol") == "echomq" else f"{row.get('protocol')} "
-    tail = "" if regime(row) == BACKLOG else f" {regime(row)}"
+    tail = "" if regime(row) == Regime.BACKLOG else f" {regime(row)}"
     load = _number(row.get("load"))
-    tail += f" {load:.0%}" if regime(row) == OPEN and load else ""
+    tail += f" {load:.0%}" if regime(row) == Regime.OPEN and load else ""
     return (
         f"{lead}{row.get('strategy')} w{row.get('workers')} c{row.get('concurrency')} "
         f"rtt{_number(row.get('rtt_ms')) or 0:g}{tail}"
@@ -153,7 +426,8 @@ def judge(rows: Iterable[Row]) -> list[DriverGoal]:
 def _bound_rows(rows: list[Row], concurrency: Callable[[Row], int]) -> Callable[[Row], bool]:
     """The rows of the Redis-bound point: the backlog regime's when the run has any (a run from
     before the regimes: its own)."""
-    regimes = {BACKLOG} if any(regime(r) == BACKLOG for r in rows) else {regime(r) for r in rows}
+    regimes = {regime(r) for r in rows}
+    regimes = {Regime.BACKLOG} if Regime.BACKLOG in regimes else regimes
     return lambda r: (
         regime(r) in regimes
         and concurrency(r) == BOUND_CONCURRENCY
@@ -207,7 +481,7 @@ def _processes(row: Row) -> int:
 
 def _backlog_goal(rows: list[Row]) -> DriverGoal:
     """Fused fetches alone a job at most BACKLOG_FETCHES_ALONE_MAX at every backlog point."""
-    points = _by_point(rows, lambda r: regime(r) == BACKLOG and r.get("strategy") == "fused")
+    points = _by_point(rows, lambda r: regime(r) == Regime.BACKLOG and r.get("strategy") == "fused")
     return _median_goal(
         f"fused fetches alone <= {BACKLOG_FETCHES_ALONE_MAX:g} a job (every backlog point)",
         points,
@@ -222,7 +496,7 @@ def _grid_goal(rows: list[Row], concurrency: Callable[[Row], int]) -> DriverGoal
     two_call in a window no other work shared (uncontended; a saturated window counts: the load
     generator set that point's pace, which measuring again does not change)."""
     name = "every (concurrency, rtt) pair of the backlog grid uncontended, fused and two_call"
-    grid = [r for r in rows if regime(r) == BACKLOG]
+    grid = [r for r in rows if regime(r) == Regime.BACKLOG]
     if not grid:
         return DriverGoal(name, NOT_MEASURED, "")
 
@@ -253,7 +527,7 @@ def _open_goal(rows: list[Row]) -> DriverGoal:
     for row in rows:
         strategy, load = str(row.get("strategy")), _number(row.get("load"))
         if (
-            regime(row) == OPEN
+            regime(row) == Regime.OPEN
             and strategy in loads
             and load
             and not _true(row.get("contended"))

@@ -1,4 +1,7 @@
-"""The sweep goals, defined once: the figure each one reads from sweep_cost.csv, its
+"""The sweep stage's contract: its rows (sweep_cost.csv, sweep_control.csv, sweep_hazard.csv), its
+meta.json section and its goals.
+
+The sweep goals, defined once: the figure each one reads from sweep_cost.csv, its
 limit, and how a run's rows meet it.
 
 A pure leaf (the standard library and the other leaves): the sweep stage's terminal table
@@ -32,11 +35,116 @@ call is a limit, and a missed goal's note says what the control showed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
+from bench.results import rows
 from bench.results.fits import finite_number
-from bench.results.rows import NOT_SKIPPED
+
+# A measured point's ``skipped`` cell: never empty, so the column is text in pandas
+# whether or not any point of the run was skipped.
+NOT_SKIPPED = "no"
+
+
+@dataclass(frozen=True)
+class SweepCostRow(rows.Row):
+    FILE: ClassVar[str] = "sweep_cost.csv"
+    KEYS: ClassVar[tuple[str, ...]] = ("protocol", "variant", "scenario", "active_size")
+
+    run_id: str
+    protocol: str
+    profile: str
+    variant: str
+    scenario: str
+    active_size: int
+    slice_size: int  # ids a sliced sweep visits a call (the other variants ignore it)
+    probe_rate_hz: float
+    reps: int = 0  # sweeps measured (0: none)
+    sweep_ms_median: float | None = None
+    sweep_ms_stdev: float | None = None
+    us_per_active_job: float | None = None
+    round_trips: float | None = None  # medians over the sweeps
+    server_us: float | None = None
+    hold_ms_max: float | None = None  # the longest call at the client (round trip included)
+    # ... inside Redis (SLOWLOG), or the slowlog threshold when no call was slower
+    redis_hold_ms_max: float | None = None
+    # µs after which a sliced call takes no further chunk of ids (the other variants ignore it)
+    slice_budget_us: int | None = None
+    # the most calls of one timed sweep over the server's slowlog threshold (SLOWLOG)
+    redis_slow_calls_max: int | None = None
+    probe_p99_us: float | None = None
+    probe_max_us: float | None = None
+    probe_busy: float | None = None
+    # "" in memory when measured (written as NOT_SKIPPED), else why not
+    skipped: str = field(default="", metadata={"empty_as": NOT_SKIPPED})
+    foreign_cpu_pct: float | None = None
+    steal_pct: float | None = None
+    contended: bool = False
+
+
+@dataclass(frozen=True)
+class SweepControlRow(rows.Row):
+    """The sweep stage's control: calls of a Lua loop of plain arithmetic, each timed inside Redis."""
+
+    FILE: ClassVar[str] = "sweep_control.csv"
+
+    run_id: str
+    protocol: str  # "none": the loop belongs to no queue protocol
+    profile: str
+    calls: int
+    iterations: int  # additions a call
+    redis_us_median: int | None = None
+    redis_us_p999: int | None = None
+    redis_us_max: int | None = None
+    calls_over_1ms: int | None = None
+    # calls another client's script call overlapped, so their µs could not be told apart (left out)
+    calls_mixed: int = 0
+    foreign_cpu_pct: float | None = None
+    steal_pct: float | None = None
+    contended: bool = False
+
+
+@dataclass(frozen=True)
+class SweepHazardRow(rows.Row):
+    """One all-stalled sweep sent once by a client, with that client's retry settings."""
+
+    FILE: ClassVar[str] = "sweep_hazard.csv"
+    KEYS: ClassVar[tuple[str, ...]] = ("protocol", "client", "stalled_jobs")
+    protocol: str
+    client: str  # "bullmq" (BullMQ's own connection settings) or "suite" (no re-sends)
+    stalled_jobs: int
+    socket_timeout_s: float
+    elapsed_s: float  # from the call to its return or its error
+    server_executions: int  # the sweep script's executions on the server (commandstats calls)
+    server_rejected: int  # its sends the server refused (commandstats rejected_calls: BUSY)
+    probe_busy: int  # BUSY replies another client got meanwhile
+    probe_max_us: int | None
+    reply_ids: int | None  # ids the call returned (None: it raised)
+    moved_ids: int  # stalled jobs found out of active and in wait afterwards
+    reply_matches: bool  # the reply named exactly the jobs that moved
+    error: str  # what the call raised, or ""
+
+
+# ---------------------------------------------------------------- its meta.json section
+
+
+@dataclass(frozen=True)
+class SweepMeta:
+    """The sweep stage's section."""
+
+    errors: int | None = None
+    """Sweep points that failed (their rows say why)."""
+    pyperf: dict[str, list[str]] = field(default_factory=dict)
+    """pyperf's options, by active-list size."""
+    script_shas: dict[str, str] = field(default_factory=dict)
+    """Each sweep variant's script SHA1, by [protocol.]variant."""
+    slopes: dict[str, dict[str, float]] = field(default_factory=dict)
+    """The log-log slope of sweep time over size, by variant/scenario."""
+    hazard: rows.JsonObject | None = None
+    """How the hazard rows were made: the sweep interval, the clients, their socket timeout."""
+
+
+# ---------------------------------------------------------------- its goals
 
 GOAL_SIZE = 1_000_000  # the active-list size the goals name (the stress profile's largest)
 MET, MISSED, NOT_MEASURED = "met", "missed", "not measured"
