@@ -8,6 +8,7 @@ worse), and the stage writes its rows, or one line and nothing without valgrind.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -20,17 +21,18 @@ import pytest
 
 from bench.errors import BenchError
 from bench.harness import callgrind
-from bench.harness.callgrind import PINNED_MS, CallgrindRedis, seed_refused, valgrind_missing
+from bench.harness.callgrind import PINNED_MS, CallgrindRedis, Count, seed_refused, valgrind_missing
 from bench.harness.context import RunContext
 from bench.harness.profile import InstructionsOptions, Profile
-from bench.harness.server import ServerInfo
+from bench.harness.server import ServerInfo, find_binary
 from bench.protocol.base import EchoMQ
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.phases import Inputs, run_phases
 from bench.report.compare.metrics import INSTRUCTIONS_LEAST, compare_runs
 from bench.report.verdict import INSTRUCTIONS_BEYOND, INSTRUCTIONS_UNPINNED_BEYOND
-from bench.results.instructions import InstructionsRow
-from bench.stages.instructions import stage
+from bench.results.instructions import InstructionsPartRow, InstructionsRow
+from bench.stages.instructions import parts, stage
+from bench.stages.instructions.parts import PARTS, parts_of
 from bench.stages.instructions.plan import Point
 from bench.stages.instructions.rows import Counted, fresh, rows_of
 
@@ -78,14 +80,26 @@ def two_command_counts(server: CallgrindRedis, client: Client) -> tuple[float, f
     return server.count(call, CALLS) / CALLS, server.count(call, 2 * CALLS) / (2 * CALLS)
 
 
-def phase_counts(
+def phase_measures(
     server: CallgrindRedis, client: Client, protocol: str | EchoMQ = "echomq"
-) -> dict[str, float]:
-    """Instructions a call of each phase of the script cost, 50 calls each, fixed inputs."""
+) -> dict[str, Count]:
+    """Each phase of the script cost's count over 50 calls, by function, fixed inputs."""
     fresh(client)
     run_phases(client, 50, protocol, lambda action, n: [action() for _ in range(n)], Inputs.fixed("instr-w"))
-    counted = run_phases(client, 50, protocol, server.count, Inputs.fixed("instr-a"))
-    return {step: n / 50 for step, n in counted}
+    return dict(run_phases(client, 50, protocol, server.measure, Inputs.fixed("instr-a")))
+
+
+def phase_counts(measured: dict[str, Count]) -> dict[str, float]:
+    """Instructions a call of each phase."""
+    return {step: count.total / 50 for step, count in measured.items()}
+
+
+def by_part(count: Count) -> dict[str, float]:
+    """A count's instructions a call (of 50), by part of Redis."""
+    found: dict[str, float] = {}
+    for cost in parts_of(count.functions, count.total, 50):
+        found[cost.part] = found.get(cost.part, 0.0) + cost.instructions
+    return found
 
 
 # compare's rule for instructions: 0.5% on a pinned seed, 1% where this machine refuses unshare
@@ -173,12 +187,14 @@ def test_the_counted_server_allocates_by_its_calls_alone_not_by_the_clock() -> N
 @needs_valgrind
 @pytest.mark.timeout(120)
 def test_two_servers_count_the_same_calls_alike_with_a_cpu_hog_beside_the_second() -> None:
-    with counting() as (server, client):
+    # the whole server's count: its parts are what the breakdown splits (instructions_parts.csv)
+    with counting("server") as (server, client):
         quiet_script, quiet_script_2n = two_command_counts(server, client)
-        quiet_phases = phase_counts(server, client)
-    with cpu_hog(), counting() as (server, client):
+        quiet_measured = phase_measures(server, client)
+    with cpu_hog(), counting("server") as (server, client):
         busy_script, busy_script_2n = two_command_counts(server, client)
-        busy_phases = phase_counts(server, client)
+        busy_measured = phase_measures(server, client)
+    quiet_phases, busy_phases = phase_counts(quiet_measured), phase_counts(busy_measured)
     assert quiet_script > 1000 and abs(busy_script / quiet_script - 1) <= BEYOND
     # a cost per call: 2N calls count twice N's, within compare's rule
     assert abs(quiet_script_2n / quiet_script - 1) <= BEYOND
@@ -188,6 +204,13 @@ def test_two_servers_count_the_same_calls_alike_with_a_cpu_hog_beside_the_second
         print(f"{step}: {count:.1f} quiet, {busy_phases[step]:.1f} beside a hog")
     for step, count in quiet_phases.items():
         assert count > 1000 and near(count, busy_phases[step]), (step, count, busy_phases[step])
+    # a fused job's parts of 5% or more agree within 1% beside the hog
+    quiet = by_part(quiet_measured["moveToFinished (fetch next = 1)"])
+    busy = by_part(busy_measured["moveToFinished (fetch next = 1)"])
+    large = [part for part, n in quiet.items() if n >= 0.05 * sum(quiet.values())]
+    assert len(large) >= 4, quiet
+    for part in large:
+        assert abs(busy[part] / quiet[part] - 1) <= 0.01, (part, quiet[part], busy[part])
 
 
 class OneCallMore(EchoMQ):
@@ -229,9 +252,10 @@ def test_compare_claims_a_change_beyond_half_a_percent_on_pinned_seeds_and_beyon
 @needs_valgrind
 @pytest.mark.timeout(120)
 def test_one_more_redis_call_in_move_to_finished_costs_more_and_compare_says_worse() -> None:
-    with counting() as (server, client):
-        base = phase_counts(server, client)
-        changed = phase_counts(server, client, OneCallMore())
+    with counting("server") as (server, client):
+        base_measured = phase_measures(server, client)
+        changed_measured = phase_measures(server, client, OneCallMore())
+    base, changed = phase_counts(base_measured), phase_counts(changed_measured)
     finishes = ("moveToFinished (fetch next = 0)", "moveToFinished (fetch next = 1)")
     for step in finishes:
         assert not near(base[step], changed[step]) and changed[step] > base[step], (step, base, changed)
@@ -242,6 +266,17 @@ def test_one_more_redis_call_in_move_to_finished_costs_more_and_compare_says_wor
     for step in finishes:
         assert judged[f"step={step}"] == "worse"
     assert judged["step=addJob"] == "same"
+    # where the one more redis.call('EXISTS') went: its command's body, and dispatch most of all
+    step = "moveToFinished (fetch next = 0)"
+    split = [parts_of(m[step].functions, m[step].total, 50) for m in (base_measured, changed_measured)]
+    before, after = ({(c.part, c.detail): c.instructions for c in costs} for costs in split)
+    grown = {key: after.get(key, 0.0) - before.get(key, 0.0) for key in set(before) | set(after)}
+    assert grown[(parts.COMMAND, "exists")] > 0
+    growth: dict[str, float] = {}
+    for (part, _), delta in grown.items():
+        growth[part] = growth.get(part, 0.0) + delta
+    assert max(growth, key=lambda p: growth[p]) in (parts.DISPATCH, parts.UNNAMED), growth
+    assert growth[parts.DISPATCH] > 0.1 * sum(growth.values()), growth
 
 
 TINY = InstructionsOptions(
@@ -249,10 +284,10 @@ TINY = InstructionsOptions(
 )
 
 
-def context(tmp_path: Path) -> RunContext:
+def context(tmp_path: Path, servers: tuple[str, ...] = ()) -> RunContext:
     settings = RedisSettings.from_url("redis://127.0.0.1:1/0")  # the stage starts servers of its own
     server = ServerInfo(settings.url, "PATH", None, "7.0")
-    return RunContext(Profile("tiny", instructions=TINY), settings, server, tmp_path)
+    return RunContext(Profile("tiny", servers=servers, instructions=TINY), settings, server, tmp_path)
 
 
 def test_without_valgrind_the_stage_says_so_and_writes_no_rows(
@@ -287,8 +322,16 @@ def test_a_row_pairs_the_two_scopes_counts_and_says_how_linear_they_are() -> Non
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_the_stage_writes_every_step_of_a_tiny_profile(tmp_path: Path) -> None:
-    stage.run_stage(context(tmp_path))
+    """On the server binary a profile names (servers), named from its own INFO."""
+    binary, _ = find_binary()
+    stage.run_stage(context(tmp_path, servers=(binary,)))
     frame = pd.read_csv(tmp_path / InstructionsRow.FILE)
+    said = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout
+    version = next(part[2:] for part in said.split() if part.startswith("v="))
+    assert set(frame["server"]) == {f"redis {version}"}
+    assert json.loads((tmp_path / "meta.json").read_text())["instructions"]["servers"] == {
+        f"redis {version}": binary
+    }
     steps = set(zip(frame["protocol"], frame["step"], frame["active_size"], strict=True))
     assert ("none", "PING", 0) in steps and ("none", "EVALSHA return 1", 0) in steps
     assert {("echomq", "fused cycle", 0), ("echomq", "two-call cycle", 0)} <= steps
@@ -305,6 +348,13 @@ def test_the_stage_writes_every_step_of_a_tiny_profile(tmp_path: Path) -> None:
     saved_server = two_call["server_instructions_per_call"] - fused["server_instructions_per_call"]
     saved_command = two_call["instructions_per_call"] - fused["instructions_per_call"]
     assert saved_server > saved_command
+    # every step split by part, the parts adding up to its whole-server count
+    parts_frame = pd.read_csv(tmp_path / InstructionsPartRow.FILE)
+    assert set(parts_frame["part"]) <= set(PARTS)
+    summed = parts_frame.groupby(["protocol", "step", "active_size"])["server_instructions_per_call"].sum()
+    whole = frame.set_index(["protocol", "step", "active_size"])["server_instructions_per_call"]
+    assert set(summed.index) == set(whole.index)
+    assert ((summed / whole.loc[summed.index] - 1).abs() <= 0.001).all()
 
 
 # ---- the report and the results page (no valgrind: a fixture run's instructions.csv) ----------

@@ -26,7 +26,15 @@ from bench.protocol.connection import RedisSettings
 from bench.protocol.keys import KEY_SCOPE_ENV, fresh_queue_name, new_scope, scope_prefixes
 from bench.results.files import update_meta
 from tests.helpers import wait_until
-from tests.test_faults import REPO, START_DEADLINE_S, WINDOW_OPEN, BenchRun, pid_alive, tiny_profile
+from tests.test_faults import (
+    REPO,
+    START_DEADLINE_S,
+    WINDOW_OPEN,
+    BenchRun,
+    assert_stopped,
+    pid_alive,
+    tiny_profile,
+)
 
 # The user's own keys: some under the suite's namespaces, so a clean that took more than the run's
 # prefixes would show.
@@ -178,18 +186,27 @@ def test_a_recorded_password_is_never_kept_and_clean_asks_for_it(tmp_path: Path)
 @pytest.mark.locust
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_redis_restarted_from_its_aof_keeps_the_runs_keys_and_clean_removes_exactly_them(
+def test_redis_killed_then_back_from_its_aof_the_run_names_its_keys_and_clean_removes_them(
     tmp_path: Path,
 ) -> None:
-    """Redis dies in a finish_fetch trial and comes back from its AOF once the run has given up:
-    the run's keys are back, the run's last line named them, and `clean` removes them."""
+    """Redis dies (SIGKILL) in a finish_fetch trial: the run ends with what it measured, one line,
+    exit 2. Redis comes back from its AOF once the run has given up, with the run's keys: the
+    run's last line named them, and `clean` removes them and nothing else."""
     with EmbeddedRedis(extra_args=("--appendonly", "yes", "--appendfsync", "always")) as server:
         client = redis.Redis(port=server.port)
         seed(client)
         run = BenchRun(tmp_path, tiny_profile(tmp_path, measure_s=30), server.url)
         run.wait_for_window()
         server.kill()
-        assert run.finish() == 2
+        code = run.finish()  # well before the 30 s window: the controller gives up after 2 s unreachable
+        gone = f"Redis at 127.0.0.1:{server.port} unreachable"
+        assert_stopped(run, code, gone)
+        summary = run.summary()
+        assert summary["derived"]["errors_by_kind"].get("connection", 0) >= 1, summary["derived"]
+        assert run.meta()["finish_fetch"]["errors"]["connection"] >= 1
+        assert summary["audit"]["verdict"].startswith(f"not audited: {gone}")
+        (verdict,) = run.meta()["finish_fetch"]["audit_failures"].values()
+        assert verdict.startswith(f"not audited: {gone}"), verdict
         server.restart()  # from its AOF, with what the run had written
         line = keys_line(run)
         assert f"may remain on {server.url}" in line, line
@@ -217,8 +234,9 @@ def test_a_run_killed_with_sigkill_is_named_by_the_next_run_and_clean_removes_it
     run_keys(client, meta["keys"]["prefixes"])
     # The next run against the same server says so, and names the command.
     profile = str(tiny_profile(tmp_path, measure_s=0.5))
-    after = subprocess.run(
-        [sys.executable, "-m", "bench", "run", "--profile", profile, "--results", str(run.results)],
+    after = subprocess.run(  # a short stage: the warning comes before any
+        [sys.executable, "-m", "bench", "run", "--profile", profile, "--stages", "script_cost",
+         "--results", str(run.results)],
         cwd=REPO, env={**os.environ, "REDIS_URL": server.url}, capture_output=True, text=True, timeout=90,
     )  # fmt: skip
     assert after.returncode == 0, after.stderr
@@ -238,6 +256,7 @@ def test_a_cluster_master_failing_over_to_its_replica_leaves_keys_clean_removes(
         profile = tiny_profile(tmp_path, measure_s=30, workers=3, producers=3, queues=3)
         run = BenchRun(tmp_path, profile, cluster.url)
         run.wait_for_window()
+        cluster.allow_failover()
         cluster.kill(2)
         code = run.finish()
         wait_until(lambda: _failed_over(cluster), 30, "the replica to take over the killed master's slots")
@@ -266,6 +285,7 @@ def _failed_over(cluster: EmbeddedCluster) -> bool:
 EVERY_STAGE = """
 stages = finish_fetch, script_cost, sweep, race, bullmq_worker
 protocols = echomq, bullmq
+finish-fetch-protocols = echomq
 strategies = fused
 repetitions = 1
 workers = 2

@@ -172,13 +172,23 @@ class EmbeddedCluster:
         replica that never synced does not take over)."""
         masters, replicas = clients[: self.masters], clients[self.masters :]
         for master, replica in zip(masters, replicas, strict=True):
+            # No failover until a test asks (allow_failover): on a loaded machine a master late to
+            # answer for the short node timeout would be taken over, and the URL's node demoted.
+            replica.config_set("cluster-replica-no-failover", "yes")
             replica.execute_command("CLUSTER", "REPLICATE", master.execute_command("CLUSTER", "MYID"))
         deadline = time.monotonic() + READY_DEADLINE_S
         while time.monotonic() < deadline:
-            if all(r.info("replication").get("master_link_status") == "up" for r in replicas):
+            synced = all(r.info("replication").get("master_link_status") == "up" for r in replicas)
+            # and every node knows each replica as one (a slotless "master" in a node's view would
+            # be taken for one by a client that asks that node)
+            if synced and all(self._replicas_known(client) for client in clients):
                 return
             time.sleep(0.05)
         raise BenchError(f"the cluster's replicas did not reach their masters within {READY_DEADLINE_S:.0f}s")
+
+    def _replicas_known(self, client: redis.Redis) -> bool:
+        nodes = str(client.execute_command("CLUSTER", "NODES"))
+        return nodes.count("slave") + nodes.count("replica") >= len(self.nodes) - self.masters
 
     def _wait_ok(self, clients: list[redis.Redis]) -> None:
         deadline = time.monotonic() + READY_DEADLINE_S
@@ -202,6 +212,15 @@ class EmbeddedCluster:
         return redis.Redis(
             host="127.0.0.1", port=port, socket_timeout=5, retry=Retry(NoBackoff(), 0), decode_responses=True
         )
+
+    def allow_failover(self) -> None:
+        """Let each replica take over its master when it fails (they start refusing to)."""
+        for node in self.nodes[self.masters :]:
+            client = self._client(node.port)
+            try:
+                client.config_set("cluster-replica-no-failover", "no")
+            finally:
+                client.close()
 
     def kill(self, index: int) -> None:
         """SIGKILL one master, as a crash would (fault tests)."""

@@ -261,13 +261,13 @@ def parse_protocols(raw: str, *, flag: str | None = None) -> tuple[str, ...]:
     return names
 
 
-def parse_servers(raw: str) -> tuple[str, ...]:
-    """The ``servers`` key: server binaries, each an executable file (one line when one is not)."""
+def check_servers(profile: Profile) -> None:
+    """Every binary of the ``servers`` key is an executable file (one line when one is not); the
+    stages that start them check it before a run starts, so a profile still loads to be read."""
     from bench.harness.server import check_binary  # here: loading a profile stays light
 
-    return tuple(
-        check_binary(path, "profile key servers:") for path in parse_value("servers", tuple[str, ...], raw)
-    )
+    for path in profile.servers:
+        check_binary(path, "profile key servers:")
 
 
 def resolved(profile: Profile) -> dict[str, Any]:
@@ -447,7 +447,7 @@ def load_profile(name_or_path: str) -> Profile:
             protocols = parse_protocols(text)
             continue
         if key == "servers":
-            servers = parse_servers(text)
+            servers = tuple(parse_value(key, tuple[str, ...], text))
             continue
         if key == "stages":
             stages = tuple(parse_value(key, tuple[str, ...], text))

@@ -25,7 +25,7 @@ import redis
 from bench.errors import BenchError, first_line
 from bench.harness.context import RunContext
 from bench.harness.overrides import SectionFlags
-from bench.harness.profile import FinishFetchOptions, Profile, finish_fetch_protocols
+from bench.harness.profile import FinishFetchOptions, Profile, check_servers, finish_fetch_protocols
 from bench.harness.run_folder import run_alone
 from bench.harness.terminal import fold
 from bench.protocol.keys import fresh_queue_name
@@ -95,9 +95,11 @@ HDR_VARIANT = (
 
 
 def check_profile(profile: Profile) -> None:
-    """Before any stage starts: Locust is there (found, not imported: no gevent patching here)."""
+    """Before any stage starts: Locust is there (found, not imported: no gevent patching here), and
+    each server binary the profile names."""
     if find_spec("locust") is None:
         raise BenchError("Locust is not installed; run `make venv` (or pip install -e .)")
+    check_servers(profile)
     strategies = profile.finish_fetch.strategies
     if len(set(strategies)) != len(strategies):
         raise BenchError(f"profile key strategies names one twice ({', '.join(strategies)}); list each once")

@@ -25,7 +25,7 @@ from bench.errors import BenchError
 from bench.harness.callgrind import CallgrindRedis, Scope, seed_refused, valgrind_missing
 from bench.harness.context import RunContext
 from bench.harness.machine import MachineSample, clock, watch_run
-from bench.harness.profile import InstructionsOptions, Profile
+from bench.harness.profile import InstructionsOptions, Profile, check_servers
 from bench.harness.server import server_identity
 from bench.protocol.base import PROTOCOLS, check_protocol_names
 from bench.protocol.connection import RedisSettings
@@ -43,8 +43,9 @@ S_PER_SWEPT_ID = 0.004  # a sweep, an id, about
 
 
 def check_profile(profile: Profile) -> None:
-    """Every sweep variant named exists (the sizes, calls and servers are checked as the profile
-    loads)."""
+    """Every sweep variant named exists, every server binary too (the sizes and calls are checked
+    as the profile loads)."""
+    check_servers(profile)
     for variant in profile.instructions.instructions_sweep_variants:
         if variant not in SWEEPERS:
             raise BenchError(
