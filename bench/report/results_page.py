@@ -19,7 +19,8 @@ from bench.report.machine import contended_rows
 from bench.report.markdown import fmt, markdown_table
 from bench.report.publish import PUBLISHED_DIR, published_runs
 from bench.report.ratios import POINT_COLUMNS, paired_ratios, shown_point_columns
-from bench.report.sections.instructions import SCRIPT_COST_STEPS
+from bench.report.sections.instructions import SCRIPT_COST_STEPS, servers, servers_table
+from bench.report.sections.servers import servers_point_table
 
 README = REPO / "README.md"
 PAGE_NAME = "README.md"
@@ -232,6 +233,20 @@ def _section(title: str, note: str, table: pd.DataFrame | None) -> list[str]:
     ]
 
 
+SERVERS_NOTE = (
+    "Each server the profile names, started by the run, trials alternating between them. Timed, so it "
+    "moves from run to run; the instructions below do not."
+)
+SERVERS_COUNT_NOTE = (
+    "The whole server's instructions, a job and its add, on each server; the ratio to the first."
+)
+
+
+def servers_count_table(data: RunData) -> pd.DataFrame | None:
+    frame = data.frames.get("instructions")
+    return servers_table(frame) if frame is not None and servers(frame) else None
+
+
 def run_section(data: RunData) -> list[str]:
     lines = [f"## {data.run_id}", "", markdown_table(about_run(data)), ""]
     if (data.path / "report.md").is_file():
@@ -243,6 +258,8 @@ def run_section(data: RunData) -> list[str]:
         ("Sweep hold", SWEEP_HOLD_NOTE, sweep_table(data, "hold_ms_max")),
         ("Races", "Counts summed over the settings' repetitions and delays.", race_table(data)),
         ("BullMQ's own workers", WORKER_NOTE, worker_table(data)),
+        ("Servers side by side: the Redis-bound point", SERVERS_NOTE, servers_point_table(data)),
+        ("Servers side by side: instructions", SERVERS_COUNT_NOTE, servers_count_table(data)),
     ]
     sections += [(name, "The experiment's rows.", table) for name, table in experiment_tables(data).items()]
     for title, note, table in sections:
