@@ -283,7 +283,7 @@ def _failed_over(cluster: EmbeddedCluster) -> bool:
 # ------------------------------------------------------------------------------ every key, every stage
 
 EVERY_STAGE = """
-stages = finish_fetch, script_cost, sweep, race, bullmq_worker
+stages = finish_fetch, script_cost, sweep, race
 protocols = echomq, bullmq
 finish-fetch-protocols = echomq
 strategies = fused
@@ -295,7 +295,7 @@ payload-bytes = 20
 warmup-s = 0.3
 measure-s = 0.5
 rtt-ms = 0
-fidelity-calls = 50
+fidelity-calls = 0
 sweep-variants = atomic, app_side
 sweep-scenarios = healthy
 sweep-sizes = 10
@@ -307,10 +307,6 @@ race-jobs = 20
 race-delay-ms = 0
 race-reps = 1
 race-workers = 1
-bullmq-worker-concurrency = 1
-bullmq-worker-jobs = 1200
-bullmq-worker-reps = 1
-bullmq-worker-window-s = 0
 """
 
 
@@ -353,7 +349,9 @@ def test_every_key_a_run_writes_is_under_the_prefixes_it_recorded(
     assert len(written) > 100, written
     assert sorted(k for k in written if not k.startswith(prefixes)) == []
     assert {p.split(":")[0] for p in prefixes} == {"emq", "bull"}
-    assert any(k.startswith("bull:") for k in written)  # BullMQ's queues are named in the scope too
+    # BullMQ's queues are named in the scope too (bullmq_worker's Node workers are handed the same
+    # kind of name; its stage, 10 CPU seconds of Node and Python drivers, is left out here)
+    assert any(k.startswith("bull:") for k in written)
     user_keys_intact(client)
 
 

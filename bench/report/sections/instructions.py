@@ -125,7 +125,7 @@ def parts_findings(frame: pd.DataFrame) -> list[str]:
     for key, rows in fused.groupby(by, sort=False):
         protocol = " on ".join(reversed([str(k) for k in key])) if isinstance(key, tuple) else str(key)
         whole = float(rows["server_instructions_per_call"].sum())
-        share = rows.groupby("part")["share_pct"].sum()
+        share = rows.groupby("part")["server_instructions_per_call"].sum() / whole * 100  # as the table
         lua, unnamed = float(share.get(LUA, 0.0)), float(share.get(UNNAMED, 0.0))
         said = (
             f"- **{protocol}**, a fused job ({fmt(round(whole))} instructions): Lua's interpreter {lua:.1f}%"
