@@ -263,8 +263,8 @@ def check_keys(data: Mapping[str, Any]) -> None:
             undeclared += [f"{stage}.{key}" for key in sorted(set(data[stage]) - _names(section))]
     if undeclared:
         raise UndeclaredMetaKey(
-            f"meta.json key(s) {', '.join(undeclared)} not declared in bench/results/meta.py "
-            f"(version {data.get('meta_version', 1)}); declare them there"
+            f"meta.json key(s) {', '.join(undeclared)} not declared in bench/results/meta.py or the "
+            f"stage's bench/results/<stage>.py (version {data.get('meta_version', 1)}); declare them there"
         )
 
 
