@@ -1,6 +1,7 @@
 """Servers side by side (the profile key servers, docs/servers.md): each binary checked before a
 run starts, started embedded and named from its own INFO; finish_fetch runs its Redis-bound point
-on each, into a file of its own (the instructions stage's side: tests/test_instructions.py)."""
+on each, into a file of its own; a protocol whose scripts a server refuses is left out on it, and
+the run goes on (the instructions stage's other side: tests/test_instructions.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,16 @@ import csv
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
+from bench.protocol.base import _LOADED, PROTOCOLS, EchoMQ
 from bench.report.cli import report_main
+from bench.stages.instructions.plan import Point
+from bench.stages.instructions.stage import count_all
+from tests.test_instructions import needs_valgrind
 
 REPO = Path(__file__).resolve().parent.parent
 BINARY = shutil.which("redis-server")
@@ -87,3 +93,29 @@ def test_the_bound_point_runs_on_each_named_server_into_a_file_of_its_own(tmp_pa
     assert report_main([str(run_dir)]) == 0
     report = (run_dir / "report.md").read_text()
     assert "## Servers side by side" in report and f"| {name} | echomq |" in report
+
+
+class RefusedByServer(EchoMQ):
+    """echomq whose moveToFinished calls a command no server has: a script the server refuses."""
+
+    name = "refused-test"
+
+    def script_sources(self) -> Mapping[str, str]:
+        sources = dict(super().script_sources())
+        sources["move_to_finished"] = 'redis.call("NOSUCHCOMMAND")\n' + sources["move_to_finished"]
+        return sources
+
+
+@needs_valgrind
+@pytest.mark.timeout(120)
+def test_a_protocol_whose_scripts_a_server_refuses_is_left_out_on_it_and_the_rest_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(PROTOCOLS, RefusedByServer.name, f"{__name__}:RefusedByServer")
+    monkeypatch.setitem(_LOADED, RefusedByServer.name, RefusedByServer())
+    points = [Point("none", "baselines"), Point(RefusedByServer.name, "phases")]
+    counted = count_all(points, 50)
+    assert counted.points == [Point("none", "baselines")]
+    assert [c.step for c in counted.by_scope["server"][0]] == ["PING", "EVALSHA return 1"]
+    (why,) = counted.left_out.values()
+    assert list(counted.left_out) == [RefusedByServer.name] and "Unknown Redis command" in why, why

@@ -91,3 +91,5 @@ class InstructionsMeta:
     servers: dict[str, str] = field(default_factory=dict)
     """Each server binary counted, by the name its INFO gave ("valkey 8.0.1"), where the profile
     named several (servers)."""
+    left_out: dict[str, dict[str, str]] = field(default_factory=dict)
+    """By server, each protocol left out on it because it refused the protocol's scripts, and why."""

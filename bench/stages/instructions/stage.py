@@ -21,7 +21,9 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench.errors import BenchError
+import redis
+
+from bench.errors import BenchError, first_line
 from bench.harness.callgrind import CallgrindRedis, Scope, seed_refused, valgrind_missing
 from bench.harness.context import RunContext
 from bench.harness.machine import MachineSample, clock, watch_run
@@ -80,11 +82,14 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
 
 @dataclass(frozen=True)
 class ServerCounts:
-    """Every point's counts on one server binary, each scope's, and the server's name from INFO."""
+    """Every point's counts on one server binary, each scope's, and the server's name from INFO;
+    a protocol whose scripts the server refused is left out, with the server's word."""
 
     binary: str
     name: str  # "valkey 8.0.1"
+    points: list[Point]  # the points counted: those of a protocol left out are not
     by_scope: dict[str, list[list[Counted]]]
+    left_out: dict[str, str]  # protocol -> why (the server's refusal, first line)
 
 
 def count_all(
@@ -93,25 +98,32 @@ def count_all(
     report: Callable[[str, Point], None] | None = None,
     binary: str | None = None,
 ) -> ServerCounts:
-    """Every point's counts on a server of each scope, started for it (in a temporary folder)."""
-    by_scope: dict[str, list[list[Counted]]] = {}
-    name = ""
+    """Every point's counts on a server of each scope, started for it (in a temporary folder). A
+    protocol whose scripts this server refuses (a command it lacks, a flag it rejects) is left out
+    on it: one line in the progress, and the run goes on."""
+    found: dict[str, dict[Point, list[Counted]]] = {}
+    left_out: dict[str, str] = {}
+    name = version = ""
     for scope in SCOPES:
+        found[scope] = {}
         with CallgrindRedis(scope, binary=binary) as server:
             client = RedisSettings.from_url(server.url).connect()
             try:
                 name, version = server_identity(client.info("server"))
                 binary = server.binary
-                found = []
-                for point in points:
-                    found.append(count_point(client, point, calls, server.measure))
+                for point in (p for p in points if p.protocol not in left_out):
+                    try:
+                        found[scope][point] = count_point(client, point, calls, server.measure)
+                    except redis.ResponseError as exc:
+                        left_out[point.protocol] = first_line(exc)
                     if report is not None:
                         report(scope, point)
             finally:
                 client.close()
-        by_scope[scope] = found
     assert binary is not None
-    return ServerCounts(binary, f"{name} {version}", by_scope)
+    kept = [p for p in points if p.protocol not in left_out]
+    by_scope: dict[str, list[list[Counted]]] = {scope: [found[scope][p] for p in kept] for scope in SCOPES}
+    return ServerCounts(binary, f"{name} {version}", kept, by_scope, left_out)
 
 
 def run_stage(ctx: RunContext) -> None:
@@ -144,11 +156,17 @@ def run_stage(ctx: RunContext) -> None:
     rows: list[InstructionsRow] = []
     parts: list[InstructionsPartRow] = []
     for on in counted:
+        for protocol, why in on.left_out.items():
+            ctx.progress.step(
+                f"instructions: {protocol} left out on {on.name}, which refused its scripts: {why}"
+            )
         name = on.name if named else ""
         rows += rows_of(
-            ctx.run_dir.name, ctx.profile.name, points, on.by_scope, fields, refused is None, name
+            ctx.run_dir.name, ctx.profile.name, on.points, on.by_scope, fields, refused is None, name
         )
-        parts += part_rows_of(ctx.run_dir.name, ctx.profile.name, points, on.by_scope["server"], fields, name)
+        parts += part_rows_of(
+            ctx.run_dir.name, ctx.profile.name, on.points, on.by_scope["server"], fields, name
+        )
     write_rows(ctx.run_dir, InstructionsRow, rows)
     write_rows(ctx.run_dir, InstructionsPartRow, parts)
     update_meta(
@@ -159,6 +177,7 @@ def run_stage(ctx: RunContext) -> None:
             "outside": "the client, the network and the kernel",
             "seed": "pinned" if refused is None else refused,
             "servers": {on.name: on.binary for on in counted} if named else {},
+            "left_out": {on.name: on.left_out for on in counted if on.left_out},
         },
     )
     ctx.progress.step(f"instructions counted: {InstructionsRow.FILE}")
@@ -202,7 +221,7 @@ def main(argv: list[str]) -> int:
     check_profile(profile)
     points = _points(profile)
     counted = count_all(points, options.instructions_calls)
-    rows = rows_of("", profile.name, points, counted.by_scope, {}, seed_refused() is None)
+    rows = rows_of("", profile.name, counted.points, counted.by_scope, {}, seed_refused() is None)
     print(table(rows))
     refused = seed_refused()
     if refused:
