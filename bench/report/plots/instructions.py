@@ -16,7 +16,7 @@ PART_ORDER = (
     "replies", "propagation and keyspace bookkeeping", "networking and event loop",
     "unnamed (no symbols)", "the rest",
 )  # fmt: skip
-SERVER_STEPS = ("addJob", "fused cycle", "two-call cycle")
+SERVER_STEPS = ("addJob", "fused cycle", "two-call cycle")  # a job and its add, on each server
 PART_COLOURS = dict(zip(PART_ORDER, (*PALETTE[:7], PALETTE[8], "#dddddd", "#999999"), strict=True))
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 
 from bench.report.load import RunData
 from bench.report.markdown import figure, fmt, markdown_table
-from bench.report.plots.instructions import PART_ORDER, instruction_parts
+from bench.report.plots.instructions import PART_ORDER, SERVER_STEPS, instruction_parts
 
 # The script cost's steps (script_cost.csv) as the instructions stage names the same calls.
 SCRIPT_COST_STEPS = {
@@ -98,9 +98,6 @@ def parts_table(frame: pd.DataFrame) -> pd.DataFrame:
         shown[column] = [f"{fmt(round(v))} ({v / whole * 100:.1f}%)" for v in table[column]]
     shown.loc["whole job"] = [fmt(round(float(table[c].sum()))) for c in table.columns]
     return shown.reset_index().rename(columns={"part": "part of Redis"})
-
-
-SERVER_STEPS = ("addJob", "fused cycle", "two-call cycle")
 
 
 def servers_table(frame: pd.DataFrame) -> pd.DataFrame:
