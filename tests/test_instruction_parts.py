@@ -7,9 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from bench.harness.callgrind import function_costs
+from bench.protocol import counted
+from bench.report.sections import instructions as section
+from bench.report.sections.instructions import call_price_findings
 from bench.stages.instructions import parts
 from bench.stages.instructions.parts import PARTS, RULES, part_of, parts_of
 
@@ -84,3 +88,32 @@ def test_each_function_falls_in_the_part_its_rule_names(
 
 def test_every_rule_names_a_declared_part() -> None:
     assert {rule.part for rule in RULES} <= set(PARTS)
+
+
+def _part_rows(step: str, costs: dict[tuple[str, str], float]) -> list[dict[str, object]]:
+    return [
+        {"server": "", "protocol": "none", "step": step, "part": part, "detail": detail,
+         "server_instructions_per_call": value}
+        for (part, detail), value in costs.items()
+    ]  # fmt: skip
+
+
+def test_the_price_of_one_redis_call_is_a_tenth_of_the_ten_calls_scripts_extra_beyond_exists() -> None:
+    one = {(parts.DISPATCH, ""): 3_000.0, (parts.LUA, ""): 2_000.0, (parts.NETWORK, ""): 5_000.0}
+    ten = {
+        (parts.DISPATCH, ""): 13_000.0, (parts.LUA, ""): 8_000.0, (parts.NETWORK, ""): 5_000.0,
+        (parts.COMMAND, "exists"): 500.0, (parts.REPLIES, ""): 1_500.0,
+    }  # fmt: skip
+    frame = pd.DataFrame(_part_rows(counted.RETURN_ONE, one) + _part_rows(counted.TEN_CALLS, ten))
+    (line,) = call_price_findings(frame)
+    # (13,000 + 8,000 + 500 + 1,500 - 3,000 - 2,000) / 10 = 1,800, of which EXISTS's body 50
+    assert "adds 1,800 instructions" in line and "50 in the command's own body" in line, line
+    assert "1,750 beyond it" in line and "most in script call and dispatch 1,000, Lua interpreter 600" in line
+    assert call_price_findings(frame[frame["step"] != counted.TEN_CALLS]) == []  # an older run: no line
+
+
+def test_the_report_names_the_baselines_as_the_counter_writes_them() -> None:
+    assert (section.RETURN_ONE, section.TEN_CALLS, section.TEN) == (
+        counted.RETURN_ONE, counted.TEN_CALLS, counted.TEN_CALLS_N,
+    )  # fmt: skip
+    assert counted.TEN_CALLS_SCRIPT.count("redis.call('EXISTS'") == counted.TEN_CALLS_N

@@ -14,8 +14,17 @@ from pathlib import Path
 
 import pytest
 
+from bench.harness.context import RunContext
+from bench.harness.profile import FinishFetchOptions, Profile
+from bench.harness.server import ServerInfo
 from bench.protocol.base import _LOADED, PROTOCOLS, EchoMQ
+from bench.protocol.connection import Client, RedisSettings
+from bench.protocol.counted import BASELINES
+from bench.protocol.phases import refusal
 from bench.report.cli import report_main
+from bench.report.load import load_run
+from bench.report.sections.servers import servers_section
+from bench.stages.finish_fetch.servers import run_servers
 from bench.stages.instructions.plan import Point
 from bench.stages.instructions.stage import count_all
 from tests.test_instructions import needs_valgrind
@@ -116,6 +125,35 @@ def test_a_protocol_whose_scripts_a_server_refuses_is_left_out_on_it_and_the_res
     points = [Point("none", "baselines"), Point(RefusedByServer.name, "phases")]
     counted = count_all(points, 50)
     assert counted.points == [Point("none", "baselines")]
-    assert [c.step for c in counted.by_scope["server"][0]] == ["PING", "EVALSHA return 1"]
+    assert [c.step for c in counted.by_scope["server"][0]] == list(BASELINES)
     (why,) = counted.left_out.values()
     assert list(counted.left_out) == [RefusedByServer.name] and "Unknown Redis command" in why, why
+
+
+@needs_binary
+@pytest.mark.timeout(60)
+def test_a_protocol_a_server_refuses_is_left_out_of_its_bound_point_in_one_line_and_the_report_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert BINARY is not None
+    monkeypatch.setitem(PROTOCOLS, RefusedByServer.name, f"{__name__}:RefusedByServer")
+    monkeypatch.setitem(_LOADED, RefusedByServer.name, RefusedByServer())
+    settings = RedisSettings.from_url("redis://127.0.0.1:1/0")  # the servers are the stage's own
+    profile = Profile("tiny", servers=(BINARY,), finish_fetch=FinishFetchOptions(bound_concurrency=8))
+    ctx = RunContext(profile, settings, ServerInfo(settings.url, "PATH", None, "7.0"), tmp_path)
+    assert run_servers(ctx, (RefusedByServer.name,)) == []  # no trial ran, and the run went on
+    name = f"redis {_version(BINARY)}"
+    (line,) = [ln for ln in capsys.readouterr().err.splitlines() if "left out" in ln]
+    assert f"finish_fetch: {RefusedByServer.name} left out on {name}, which refused its scripts:" in line
+    assert "Unknown Redis command" in line, line
+    data = load_run(tmp_path)
+    assert data.meta.finish_fetch is not None
+    assert list(data.meta.finish_fetch.left_out[name]) == [RefusedByServer.name]
+    assert any(f"{RefusedByServer.name} left out on {name}" in ln for ln in servers_section(data))
+
+
+def test_refusal_is_the_servers_own_line_and_none_for_a_protocol_it_runs(client: Client) -> None:
+    refused = refusal(client, RefusedByServer())
+    assert refused is not None and "Unknown Redis command" in refused and "\n" not in refused
+    assert refusal(client, "echomq") is None
+    assert not list(client.scan_iter(match="emq:*"))  # the probe's queues are removed

@@ -24,19 +24,27 @@ Meter = Callable[[Callable[[], object], int], T]
 
 PING = "PING"
 RETURN_ONE = "EVALSHA return 1"
-BASELINES = (PING, RETURN_ONE)
+# The same script call with ten redis.call's in it: against RETURN_ONE, the price of one redis.call.
+# EXISTS of a missing key, its key named in the script (no KEYS to pass), so little else differs.
+TEN_CALLS = "EVALSHA 10 redis.call EXISTS"
+TEN_CALLS_N = 10
+TEN_CALLS_SCRIPT = "\n".join(["redis.call('EXISTS', 'emq-price-of-a-call')"] * TEN_CALLS_N) + "\nreturn 1"
+BASELINES = (PING, RETURN_ONE, TEN_CALLS)
 # High, so every reclaim takes the same path (to wait), as in the sweep stage.
 SWEEP_MAX_STALLED = 1_000_000_000
 LOCK_MS = 24 * 3600 * 1000  # no lock lapses by itself while a sweep is staged
 
 
 def baselines(client: Client, calls: int, meter: Meter[T]) -> list[tuple[str, T]]:
-    """A PING, and an EVALSHA of a script that only returns: what any command, and any script
-    call, costs Redis before its own work."""
+    """A PING, an EVALSHA of a script that only returns, and one that runs ten redis.call's
+    first: what any command and any script call cost Redis before their own work, and what a
+    redis.call adds to a script."""
     sha = client.script_load("return 1")
+    ten = client.script_load(TEN_CALLS_SCRIPT)
     return [
         (PING, meter(client.ping, calls)),
         (RETURN_ONE, meter(lambda: client.evalsha(sha, 0), calls)),
+        (TEN_CALLS, meter(lambda: client.evalsha(ten, 0), calls)),
     ]
 
 

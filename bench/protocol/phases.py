@@ -16,6 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+import redis
+
+from bench.errors import first_line
 from bench.protocol.base import QueueProtocol
 from bench.protocol.commandstats import CommandStats
 from bench.protocol.connection import Client
@@ -123,6 +126,16 @@ def run_phases(
 
 
 HEALTHY_SWEEP = "moveStalledJobsToWait (100 active, healthy)"
+
+
+def refusal(client: Client, protocol: str | QueueProtocol) -> str | None:
+    """Why this server refuses the protocol's scripts (a command it lacks, a flag it rejects), in
+    its own first line; None where every phase runs. Each phase twice, on a queue of its own."""
+    try:
+        run_phases(client, 2, protocol, lambda action, calls: [action() for _ in range(calls)])
+    except redis.ResponseError as exc:
+        return first_line(exc)
+    return None
 
 
 def measure_scripts(client: Client, calls: int, protocol: str = "echomq") -> list[tuple[str, int, float]]:

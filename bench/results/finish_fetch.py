@@ -302,6 +302,8 @@ class FinishFetchMeta:
     remeasure: dict[str, float] = field(default_factory=dict)
     """The budget for measuring contended windows again (windows_a_point, budget_s) and what it
     spent (extra_windows, extra_s)."""
+    left_out: dict[str, dict[str, str]] = field(default_factory=dict)
+    """The protocols a server refused at the Redis-bound point: server -> protocol -> its reason."""
 
 
 # ---------------------------------------------------------------- its goals

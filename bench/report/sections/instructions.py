@@ -138,6 +138,42 @@ def parts_findings(frame: pd.DataFrame) -> list[str]:
     return lines
 
 
+# The baselines that price one redis.call (bench/protocol/counted.py names them; a test holds them alike).
+RETURN_ONE = "EVALSHA return 1"
+TEN_CALLS, TEN = "EVALSHA 10 redis.call EXISTS", 10
+EXISTS = "exists"
+
+
+def call_price_findings(frame: pd.DataFrame) -> list[str]:
+    """What one redis.call adds to a script call, beyond the command it runs, on each server: the
+    script with ten EXISTS calls against the one that only returns, part by part, a tenth."""
+    lines = []
+    by = ["server"] if servers(frame) else []
+    groups = frame.groupby(by, sort=False) if by else [("", frame)]
+    for server, rows in groups:
+        ten, one = (rows[rows["step"] == step] for step in (TEN_CALLS, RETURN_ONE))
+        if ten.empty or one.empty:
+            continue
+        added = (
+            ten.groupby("part")["server_instructions_per_call"]
+            .sum()
+            .sub(one.groupby("part")["server_instructions_per_call"].sum(), fill_value=0.0)
+            / TEN
+        )
+        exists = ten[(ten["part"] == COMMANDS) & (ten["detail"] == EXISTS)]
+        body = float(exists["server_instructions_per_call"].sum()) / TEN
+        beyond = float(added.sum()) - body
+        largest = added.drop(COMMANDS, errors="ignore").sort_values(ascending=False).head(3)
+        where = ", ".join(f"{part} {fmt(round(float(v)))}" for part, v in largest.items())
+        on = f" on {server[0] if isinstance(server, tuple) else server}" if by else ""
+        lines.append(
+            f"- **One redis.call**{on} adds {fmt(round(float(added.sum())))} instructions to a script call: "
+            f"{fmt(round(body))} in the command's own body (EXISTS of a missing key), "
+            f"{fmt(round(beyond))} beyond it; most in {where}."
+        )
+    return lines
+
+
 def instructions_section(data: RunData) -> list[str]:
     table = instructions_table(data)
     if table is None:
@@ -154,7 +190,8 @@ def instructions_section(data: RunData) -> list[str]:
     parts = data.frames.get("instructions_parts")
     if parts is None or parts.empty:
         return lines
-    lines += ["### Where a job's instructions go", "", PARTS_ABOUT, "", *parts_findings(parts), ""]
+    findings = parts_findings(parts) + call_price_findings(parts)
+    lines += ["### Where a job's instructions go", "", PARTS_ABOUT, "", *findings, ""]
     lines += [markdown_table(parts_table(parts)), ""]
     if float(parts.loc[parts["part"] == UNNAMED, "share_pct"].max()) > UNNAMED_NOTE_PCT:
         lines += [UNNAMED_ABOUT, ""]

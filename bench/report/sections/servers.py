@@ -57,8 +57,25 @@ def servers_point_table(data: RunData) -> pd.DataFrame | None:
     return pd.DataFrame(rows)
 
 
+def left_out_lines(data: RunData) -> list[str]:
+    """A line for each protocol a server refused, by the stage that left it out there."""
+    finish_fetch, instructions = data.meta.finish_fetch, data.meta.instructions
+    by_stage = (
+        ("finish_fetch", finish_fetch.left_out if finish_fetch else {}),
+        ("instructions", instructions.left_out if instructions else {}),
+    )
+    return [
+        f"- {stage}: {protocol} left out on {server}, which refused its scripts: {why}."
+        for stage, left_out in by_stage
+        for server, refused in left_out.items()
+        for protocol, why in refused.items()
+    ]
+
+
 def servers_section(data: RunData) -> list[str]:
-    table = servers_point_table(data)
-    if table is None:
+    table, left_out = servers_point_table(data), left_out_lines(data)
+    if table is None and not left_out:
         return []
-    return ["## Servers side by side", "", ABOUT, "", markdown_table(table), ""]
+    shown = [markdown_table(table), ""] if table is not None else []
+    tail = [*left_out, ""] if left_out else []
+    return ["## Servers side by side", "", ABOUT, "", *shown, *tail]

@@ -16,7 +16,8 @@ from bench.harness.context import RunContext
 from bench.harness.profile import FinishFetchOptions
 from bench.harness.server import EmbeddedRedis, server_identity
 from bench.protocol.connection import RedisSettings
-from bench.results.files import write_rows
+from bench.protocol.phases import refusal
+from bench.results.files import update_meta, write_rows
 from bench.results.finish_fetch import FinishFetchServerRow
 from bench.results.rows import RunIds
 from bench.stages.finish_fetch.locust_trial import TrialResult, run_trial
@@ -61,13 +62,31 @@ def run_servers(ctx: RunContext, protocols: tuple[str, ...]) -> list[FinishFetch
         named = [(server, _name(server)) for server in started]
         trial_opts = regime_options(opts, point)
         strategies = [s for s in STRATEGIES if s in opts.strategies]
+        offered = protocols_at(point, protocols)
+        refused = {name: _refused(ctx, server, name, offered) for server, name in named}
+        if any(refused.values()):
+            update_meta(ctx.run_dir, finish_fetch={"left_out": {n: why for n, why in refused.items() if why}})
+        runs_on = {name: [p for p in offered if p not in refused[name]] for _, name in named}
         for rep in range(1, opts.repetitions + 1):
             for server, name in named:
-                for protocol in protocols_at(point, protocols):
+                for protocol in runs_on[name]:
                     for strategy in strategies:
                         rows.append(_trial(ctx, trial_opts, point, rep, protocol, strategy, server, name))
                         write_rows(ctx.run_dir, FinishFetchServerRow, rows)
     return rows
+
+
+def _refused(ctx: RunContext, server: EmbeddedRedis, name: str, protocols: list[str]) -> dict[str, str]:
+    """The protocols whose scripts this server refuses (a command it lacks, a flag it rejects),
+    each with the server's reason: left out on it, one line each, and the run goes on."""
+    client = RedisSettings.from_url(server.url).connect()
+    try:
+        refused = {p: why for p in protocols if (why := refusal(client, p)) is not None}
+    finally:
+        client.close()
+    for protocol, why in refused.items():
+        ctx.progress.step(f"finish_fetch: {protocol} left out on {name}, which refused its scripts: {why}")
+    return refused
 
 
 def _name(server: EmbeddedRedis) -> str:
