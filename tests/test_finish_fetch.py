@@ -51,10 +51,17 @@ QUICK = FinishFetchOptions(
 @pytest.mark.locust
 @pytest.mark.slow
 def test_the_stage_runs_every_strategy_and_writes_every_file(
-    tmp_path: Path, settings: RedisSettings, redis_server: EmbeddedRedis, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    settings: RedisSettings,
+    redis_server: EmbeddedRedis,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ):
     server = ServerInfo(redis_server.url, redis_server.source, redis_server.binary, redis_server.version())
+    elsewhere = tmp_path / "results-dir"  # where a direct Locust run would make a folder of its own
+    monkeypatch.setenv("EMQ_RESULTS_DIR", str(elsewhere))
     run_stage(RunContext(Profile("quick", finish_fetch=QUICK), settings, server, tmp_path))
+    assert not elsewhere.exists()  # a trial's files are in the run's folder, none in results/
 
     with (tmp_path / "finish_fetch.csv").open() as handle:
         reader = csv.DictReader(handle)

@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import logging
 from pathlib import Path
+from typing import Any
 
 import redis
 from locust.env import Environment
@@ -20,7 +21,7 @@ from bench.protocol.spread import homes, queue_names
 from bench.results.files import update_meta
 from bench.results.meta import KeyRecord, KeysLeft, read_meta
 from bench.stages.finish_fetch.in_locust.current import Current
-from bench.stages.finish_fetch.in_locust.options import default_summary, keep_queue
+from bench.stages.finish_fetch.in_locust.options import default_summary, keep_queue, summary_path
 from bench.stages.finish_fetch.loadstats import issued_job_ids
 from bench.stages.finish_fetch.seats import reset_started
 from bench.stages.finish_fetch.summary import SummaryAudit, refused_verdict
@@ -31,10 +32,11 @@ log = logging.getLogger(__name__)
 FRESH_QUEUE_TRIES = 100  # <queue>, <queue>-2, ... <queue>-100: the names a test may start on
 
 
-def _own_folder() -> Path | None:
-    """The test's run folder when it is one of its own (a direct Locust run), else None."""
-    summary = default_summary()
-    return summary.parent if summary is not None else None
+def _own_folder(options: Any) -> Path | None:
+    """The test's run folder when it is one of its own (a direct Locust run that named no summary
+    place), else None: a trial of `echomq-bench run` names its summary, in the run's folder."""
+    own = default_summary()
+    return own.parent if own is not None and summary_path(options) == own else None
 
 
 def _candidates(queue: str) -> list[str]:
@@ -71,7 +73,7 @@ class TrialQueues:
         """A direct Locust test records its queues' key prefixes in its own run folder before the
         first key is written, so `echomq-bench clean` finds them if they outlive it. Under
         `echomq-bench run` the run recorded its scope, which every queue name here starts with."""
-        folder = _own_folder()
+        folder = _own_folder(self.environment.parsed_options)
         if folder is not None:
             prefixes = [queue.keys.prefix for queue in self.queues]
             record = KeyRecord(url=redact_url(Current.redis.url), own_server=False, prefixes=prefixes)
@@ -115,7 +117,7 @@ class TrialQueues:
             deleted = sum(queue.delete() for queue in self.queues)
         except redis.RedisError as exc:
             log.error("echomq: the test's queue keys could not be deleted: %s", first_line(exc))
-            folder = _own_folder()
+            folder = _own_folder(self.environment.parsed_options)
             record = read_meta(folder).keys if folder is not None else None
             if folder is not None and record is not None:
                 line = left_line(folder, record, None)
