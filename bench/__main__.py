@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "run": ("bench.run", "main", "run a profile's stages and write results/<run-id>/"),
     "report": ("bench.report.cli", "report_main", "write report.md and plots for a run"),
     "compare": ("bench.report.cli", "compare_main", "compare two runs metric by metric"),
+    "learn": ("bench.report.cli", "learn_main", "learn compare's thresholds from A/A pairs of runs"),
     "runs": ("bench.report.cli", "runs_main", "list the runs in results/"),
     **{s.id.replace("_", "-"): (s.module, "main", s.help) for s in sorted(STAGES, key=lambda s: s.order)},
     "predict": ("bench.report.predict", "predict_main", "jobs/s a run's model predicts at other points"),

@@ -16,9 +16,10 @@ not the code.
 
 Each figure is the fastest of a few rounds, as the loop's: a burst of steal
 in one round moved a single batch's evalsha_us x2.9 between two runs a
-minute apart whose jobs/s moved x0.83, and compare widens its thresholds by
-how far these figures moved. The statistics are read, never reset: CONFIG RESETSTAT would
-  disturb a user's server and any other reader.
+minute apart whose jobs/s moved x0.83. compare shows them side by side; they
+never widen its thresholds (those are learnt from A/A pairs). The statistics
+are read, never reset: CONFIG RESETSTAT would disturb a user's server and any
+other reader.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from bench.errors import BenchError
-from bench.report.compare.machines import drift
+from bench.report.compare.learnt import LEARNT_FILE, learn, read_learnt, write_learnt
 from bench.report.compare.metrics import compare_runs
 from bench.report.compare.page import compare_markdown
 from bench.report.load import load_run
@@ -40,17 +40,48 @@ def compare_main(argv: list[str]) -> int:
     parser.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any row is worse")
     parser.add_argument("--changed", action="store_true", help="leave out the rows judged same")
     parser.add_argument("--output", type=Path, help="also write the table to this markdown file")
+    parser.add_argument(
+        "--learnt", type=Path, default=LEARNT_FILE, help="the drift timed figures are judged beyond (learn)"
+    )
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders are")
     args = parser.parse_args(argv)
     a = load_run(resolve_run(args.run_a, args.results))
     b = load_run(resolve_run(args.run_b, args.results))
-    comparison = compare_runs(a.frames, b.frames, drift(a.meta, b.meta))
+    comparison = compare_runs(a.frames, b.frames, read_learnt(args.learnt))
     text = compare_markdown(a, b, comparison, args.changed)
     print(text, end="")
     if args.output:
         write_atomic(args.output, text)
     if args.fail_on_regression and comparison.count("worse"):
         return 1
+    return 0
+
+
+def learn_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="echomq-bench learn",
+        description="Learn the drift between runs of one commit from A/A pairs: the thresholds compare "
+        "judges timed figures beyond. Publish the runs (docs/results/) so the source stays at hand.",
+    )
+    parser.add_argument("runs", nargs="+", help="A/A pairs of runs of one commit: A1 B1 [A2 B2 ...]")
+    parser.add_argument("--output", type=Path, default=LEARNT_FILE, help="where the learnt drift is kept")
+    parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders are")
+    args = parser.parse_args(argv)
+    if len(args.runs) % 2:
+        raise BenchError(f"give runs in A/A pairs: {len(args.runs)} runs is not a whole number of pairs")
+    runs = [load_run(resolve_run(run, args.results)) for run in args.runs]
+    commits = {str(run.meta.git_sha or "") for run in runs}
+    if len(commits) != 1 or any(run.meta.git_dirty for run in runs) or "" in commits:
+        raise BenchError(
+            "an A/A pair is two runs of one committed tree; these runs' commits differ or are dirty"
+        )
+    pairs = list(zip(runs[::2], runs[1::2], strict=True))
+    compared = [compare_runs(a.frames, b.frames).rows for a, b in pairs]
+    learnt = learn(compared, tuple((a.run_id, b.run_id) for a, b in pairs), commits.pop())
+    write_learnt(learnt, args.output)
+    for name, drift in sorted(learnt.drift.items()):
+        print(f"{name:<52} {drift:6.1%}  over {learnt.points[name]} points")
+    print(f"wrote {_shown(args.output)}: {learnt.source()}")
     return 0
 
 

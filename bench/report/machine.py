@@ -125,6 +125,6 @@ def contended_note(frame: pd.DataFrame, what: str) -> list[str]:
     most = f" ({', '.join(shown)})" if shown else ""
     return [
         f"> **{len(busy)} {what} contended**: other work used the machine during their windows{most}; "
-        "their numbers are not a quiet machine's, and compare calls them unstable.",
+        "their numbers are not a quiet machine's, and compare never judges them.",
         "",
     ]

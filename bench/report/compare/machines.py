@@ -56,20 +56,6 @@ def _calibration(meta: RunMeta) -> Mapping[str, object]:
     return meta.calibration
 
 
-def drift(meta_a: RunMeta, meta_b: RunMeta) -> float:
-    """The largest relative change of a machine calibration figure from A to B, either way
-    (x1.2 and x0.83 are both 0.2): how far the machine itself moved between the runs; 0 when
-    either run has none."""
-    cal_a, cal_b = _calibration(meta_a), _calibration(meta_b)
-    moved = [0.0]
-    for key in cal_a.keys() & cal_b.keys():
-        va, vb = _num(cal_a.get(key)), _num(cal_b.get(key))
-        if key == "took_s" or va is None or vb is None or va <= 0 or vb <= 0:
-            continue
-        moved.append(max(va, vb) / min(va, vb) - 1)
-    return max(moved)
-
-
 def _versions(meta: RunMeta) -> dict[str, str]:
     return {str(k): str(v) for k, v in meta.packages.items()}
 

@@ -22,21 +22,23 @@ compare.page renders the rows, compare.machines what the two runs ran on.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
 
+from bench.report.compare.learnt import LEARNT_FLOOR, TIMED, Learnt, family, read_learnt
 from bench.report.load import FRAMES
+from bench.report.ratios import BASE, POINT_COLUMNS, POINT_DEFAULTS, values_by_rep
 from bench.report.verdict import (
     BETWEEN_RUNS,
     CLAIM_BEYOND,
-    FAR_SPREADS,
+    CLEAN_WINDOWS_MIN,
     INSTRUCTIONS_BEYOND,
     INSTRUCTIONS_UNPINNED_BEYOND,
-    NOISY_BEYOND,
+    NOT_JUDGED,
+    SHOWN,
     Sample,
-    claim_beyond,
     is_missing,
     ratio,
     verdict,
@@ -54,7 +56,7 @@ class Metric:
     column: str
     higher_is_better: bool = False
     exact: bool = False  # a count the code fixes, not a measurement: no noise to test against
-    floor: float = BETWEEN_RUNS  # the least change between two runs claimed (verdict.claim_beyond)
+    maximum: bool = False  # a window's largest value: one event, shown and never judged
     least: float = 0.0  # the least change claimed in the column's own unit (0: any)
     exact_beyond: float = CLAIM_BEYOND  # an exact count's least change claimed
 
@@ -70,19 +72,13 @@ FINISH_FETCH_LOWER = (
     "server_commands_per_job", "loadgen_cpu_us_per_job",
 )  # fmt: skip
 # A window's slowest cycle is one event (a pause, a burst of steal), not a spread: an A/A pair of
-# smoke runs (20261205-131625-smoke, -140855-smoke) moved one by x1.54 with each side's spread
-# under 15%. It is judged only when it more than doubles.
-MAXIMUM_FLOOR = 1.0
+# smoke runs (20261205-131625-smoke, -140855-smoke) moved one by x1.54, another by x3.35. Shown.
 FINISH_FETCH_MAXIMA = ("cycle_max_us",)
 FINISH_FETCH_HIGHER = ("locust_raw_jobs_ratio",)
 FINISH_FETCH_EXACT = ("commands_per_job",)  # the strategy fixes it: 1 fused, 2 two-call
 # round_trips is measured: atomic_sliced's calls end with its time budget, not a fixed count.
-SWEEP_LOWER = (
-    "round_trips", "server_us", "hold_ms_max", "probe_p99_us", "probe_max_us", "probe_busy",
-)  # fmt: skip
-# pyperf's spread is its values inside one process against one server: between two runs the
-# processes and servers differ too, and a sub-millisecond sweep moves by a fifth (issue's A/A).
-SWEEP_TIME_FLOOR = 0.25
+SWEEP_LOWER = ("round_trips", "server_us", "probe_p99_us", "probe_busy")
+SWEEP_MAXIMA = ("hold_ms_max", "probe_max_us")
 # Nor is a change of a sweep's time under 2 ms claimed: an A/A pair of smoke runs on a quiet 2-core
 # VM (20261203-082252-smoke, -082349-smoke) moved sweeps of 0.2-4 ms by up to 1.8 ms (x0.5-x2),
 # and the same run's control loop stalls a call of plain Lua by 5-6 ms. A slower sweep shows
@@ -105,13 +101,14 @@ STAGE_METRICS: dict[str, tuple[Metric, ...]] = {
     "finish_fetch": (
         Metric("jobs_per_s", higher_is_better=True),
         *map(Metric, FINISH_FETCH_LOWER),
-        *(Metric(column, floor=MAXIMUM_FLOOR) for column in FINISH_FETCH_MAXIMA),
+        *(Metric(column, maximum=True) for column in FINISH_FETCH_MAXIMA),
         *(Metric(column, higher_is_better=True) for column in FINISH_FETCH_HIGHER),
         *(Metric(column, exact=True) for column in FINISH_FETCH_EXACT),
     ),
     "sweep": (
-        Metric("sweep_ms_median", floor=SWEEP_TIME_FLOOR, least=SWEEP_TIME_LEAST_MS),
+        Metric("sweep_ms_median", least=SWEEP_TIME_LEAST_MS),
         *map(Metric, SWEEP_LOWER),
+        *(Metric(column, maximum=True) for column in SWEEP_MAXIMA),
     ),
     "race": tuple(map(Metric, RACE_LOWER)),
     "bullmq_worker": (Metric("jobs_per_s", higher_is_better=True), *map(Metric, WORKER_LOWER)),
@@ -191,33 +188,50 @@ def _sample(stage: str, column: str, group: pd.DataFrame) -> Sample:
 
 @dataclass
 class Comparison:
-    rows: pd.DataFrame  # stage, point, metric, a, b, ratio, cv_a, cv_b, verdict, note
+    rows: pd.DataFrame  # stage, point, metric, kind, a, b, ratio, cv_a, cv_b, verdict, note
     notes: list[str]
-    drift: float = 0.0  # the calibrations' largest relative change, which widened the thresholds
+    learnt: Learnt = field(default_factory=Learnt)  # the drift timed figures were judged beyond
 
-    def thresholds(self) -> str:
-        """The between-runs thresholds this comparison judged by, as a sentence."""
-        floors = sorted({m.floor for ms in STAGE_METRICS.values() for m in ms if not m.exact})
-        shown = " or ".join(f"{claim_beyond(f, self.drift):.0%}" for f in floors if f != MAXIMUM_FLOOR)
-        maximum = claim_beyond(MAXIMUM_FLOOR, self.drift)
-        widened = f", the floors widened by the calibrations' drift ({self.drift:.0%})" if self.drift else ""
-        return (
-            f"a measured metric is judged changed beyond {shown} (a sweep's time the larger, and"
-            f" by {SWEEP_TIME_LEAST_MS:g} ms at least; a window's slowest cycle beyond {maximum:.0%})"
-            f"{widened}; a count the code fixes beyond"
-            f" {CLAIM_BEYOND:.0%}, instructions counted beyond {INSTRUCTIONS_BEYOND:.1%} and"
-            f" {INSTRUCTIONS_LEAST:,.0f} a call"
-        )
+    def thresholds(self) -> list[str]:
+        """The thresholds this comparison judged by, a line each, and where they came from."""
+        timed = self.rows[self.rows["kind"] == TIMED] if not self.rows.empty else self.rows
+        families = dict.fromkeys(family(str(r["stage"]), str(r["metric"])) for _, r in timed.iterrows())
+        learnt = [
+            f"{name} {max(self.learnt.drift[name], LEARNT_FLOOR):.0%}"
+            for name in families
+            if name in self.learnt.drift
+        ]
+        default = [name for name in families if name not in self.learnt.drift]
+        lines = [
+            f"counts the code fixes: beyond {CLAIM_BEYOND:.0%}; instructions beyond {INSTRUCTIONS_BEYOND:.1%}"
+            f" and {INSTRUCTIONS_LEAST:,.0f} a call",
+            f"timed figures, on {CLEAN_WINDOWS_MIN}+ clean windows a side, ranges apart, beyond the drift "
+            f"{self.learnt.source()}: {', '.join(learnt) or 'none'}",
+        ]
+        if default:
+            lines.append(f"no drift learnt, judged beyond {BETWEEN_RUNS:.0%}: {', '.join(default)}")
+        return lines
 
     def count(self, what: str) -> int:
         return int((self.rows["verdict"] == what).sum()) if not self.rows.empty else 0
 
+    def judged_share(self) -> float:
+        """The share of the rows that could be judged (not a maximum or a single value) that were."""
+        if self.rows.empty:
+            return 0.0
+        candidates = self.rows[self.rows["verdict"] != SHOWN]
+        return float((candidates["verdict"] != NOT_JUDGED).mean()) if not candidates.empty else 0.0
 
-COMPARISON_COLUMNS = ("stage", "point", "metric", "a", "b", "ratio", "cv_a", "cv_b", "verdict", "note")
+
+COMPARISON_COLUMNS = (
+    "stage", "point", "metric", "kind", "a", "b", "ratio", "cv_a", "cv_b", "verdict", "note",
+)  # fmt: skip
+# the other kinds of row: a count the code fixes, a maximum, a figure measured once a point
+COUNT, MAXIMUM, ONCE = "count", "maximum", "once"
 
 
 def _flags(frame: pd.DataFrame, stage: str, key: tuple[object, ...]) -> list[str]:
-    """Why a point's numbers may not be valid: contended or saturated repetitions, failed audits."""
+    """Why a point's numbers may not be valid: contended or saturated windows, failed audits."""
     keys = STAGE_KEYS[stage]
     mask = pd.Series(True, index=frame.index)
     for k, v in zip(keys, key, strict=True):
@@ -261,12 +275,22 @@ def _stage_metrics(stage: str, a: pd.DataFrame, b: pd.DataFrame, notes: list[str
     )
 
 
+def _row(
+    stage: str, point: str, metric: str, kind: str, a: Sample, b: Sample, said: str, note: str
+) -> dict[str, object]:
+    return {
+        "stage": stage, "point": point, "metric": metric, "kind": kind, "a": a.mean, "b": b.mean,
+        "ratio": ratio(a.mean, b.mean), "cv_a": a.cv, "cv_b": b.cv, "verdict": said, "note": note,
+    }  # fmt: skip
+
+
 def compare_runs(
-    a: Mapping[str, pd.DataFrame], b: Mapping[str, pd.DataFrame], drift: float = 0.0
+    a: Mapping[str, pd.DataFrame], b: Mapping[str, pd.DataFrame], learnt: Learnt | None = None
 ) -> Comparison:
-    """Every metric both runs have, matched on the stage's key columns; ``drift`` is the largest
-    relative change of a machine calibration figure between the runs (compare.machines.drift),
-    which widens every measured metric's threshold."""
+    """Every metric both runs have, matched on the stage's key columns, and finish_fetch's ratios
+    within each run; a timed figure is judged on clean windows beyond its ``learnt`` drift (by
+    default the drift kept in the repository)."""
+    learnt = read_learnt() if learnt is None else learnt
     rows: list[dict[str, object]] = []
     notes: list[str] = []
     for stage, keys in STAGE_KEYS.items():
@@ -283,66 +307,102 @@ def compare_runs(
             if only:
                 labels = "; ".join(point_label(keys, k) for k in sorted(only, key=key_order))
                 notes.append(f"{stage}: only in run {side}: {labels}")
-        clean_a, clean_b = (
-            samples(stage, frame_a[clean_mask(frame_a)]),
-            samples(stage, frame_b[clean_mask(frame_b)]),
-        )
+        clean_a = samples(stage, frame_a[clean_mask(frame_a)])
+        clean_b = samples(stage, frame_b[clean_mask(frame_b)])
         windows_a, windows_b = window_counts(stage, frame_a), window_counts(stage, frame_b)
-        disturbed_a, disturbed_b = disturbance(stage, frame_a), disturbance(stage, frame_b)
         metrics = _stage_metrics(stage, frame_a, frame_b, notes)
         for key in sorted(points_a.keys() & points_b.keys(), key=key_order):
             flags_a, flags_b = _flags(frame_a, stage, key), _flags(frame_b, stage, key)
             flags = [f"{f} in A" for f in flags_a] + [f"{f} in B" for f in flags_b]
             (n_a, clean_n_a), (n_b, clean_n_b) = windows_a[key], windows_b[key]
+            windows = (
+                f"clean windows {clean_n_a} of {n_a} in A, {clean_n_b} of {n_b} in B"
+                if clean_n_a < n_a or clean_n_b < n_b
+                else ""
+            )
+            label = point_label(keys, key)
             for metric in metrics:
                 sa, sb = points_a[key].get(metric.column), points_b[key].get(metric.column)
                 if sa is None or sb is None:
                     continue
-                ca, cb = clean_a.get(key, {}).get(metric.column), clean_b.get(key, {}).get(metric.column)
-                notes_here = list(flags)
-                noisy = (False, False)
                 if metric.exact:
-                    ja, jb = sa, sb
-                elif ca is not None and cb is not None:  # both runs have a clean window: judged on those
-                    ja, jb = with_spread(ca, sa), with_spread(cb, sb)
-                    if clean_n_a < n_a or clean_n_b < n_b:
-                        notes_here.append(
-                            f"judged on clean windows, {clean_n_a} of {n_a} in A, {clean_n_b} of {n_b} in B"
-                        )
-                else:
-                    ja, jb = sa, sb
-                    noisy = (clean_n_a < n_a, clean_n_b < n_b)
+                    said = verdict(
+                        sa, sb, metric.higher_is_better, exact=True, exact_beyond=metric.exact_beyond,
+                        least=metric.least,
+                    )  # fmt: skip
+                    rows.append(_row(stage, label, metric.column, COUNT, sa, sb, said, ", ".join(flags)))
+                    continue
+                if metric.maximum or max(sa.n, sb.n) < 2:
+                    what = "a maximum: one event" if metric.maximum else "one value a point"
+                    kind = MAXIMUM if metric.maximum else ONCE
+                    note = ", ".join([what, *flags])
+                    rows.append(_row(stage, label, metric.column, kind, sa, sb, SHOWN, note))
+                    continue
+                ca, cb = clean_a.get(key, {}).get(metric.column), clean_b.get(key, {}).get(metric.column)
+                ja, jb = ca or sa, cb or sb  # the clean windows; all of them where none was clean
                 said = verdict(
-                    ja,
-                    jb,
-                    metric.higher_is_better,
-                    exact=metric.exact,
-                    exact_beyond=metric.exact_beyond,
-                    noisy=noisy,
-                    disturbed=(disturbed_a.get(key, 0.0), disturbed_b.get(key, 0.0)),
-                    beyond=claim_beyond(metric.floor, drift),
-                    least=metric.least,
-                )
-                if all(noisy) and said in ("better", "worse"):
-                    notes_here.append(
-                        f"noisy windows in both runs, the change far beyond them (x{1 + NOISY_BEYOND:g} and "
-                        f"{FAR_SPREADS:g} stdevs)"
-                    )
-                rows.append(
-                    {
-                        "stage": stage,
-                        "point": point_label(keys, key),
-                        "metric": metric.column,
-                        "a": ja.mean,
-                        "b": jb.mean,
-                        "ratio": ratio(ja.mean, jb.mean),
-                        "cv_a": ja.cv,
-                        "cv_b": jb.cv,
-                        "verdict": said,
-                        "note": ", ".join(notes_here),
-                    }
-                )
-    return Comparison(pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS)), notes, drift)
+                    ja, jb, metric.higher_is_better, clean=(ca is not None, cb is not None),
+                    beyond=learnt.beyond(stage, metric.column), least=metric.least,
+                )  # fmt: skip
+                note = ", ".join(x for x in (*flags, windows) if x)
+                rows.append(_row(stage, label, metric.column, TIMED, ja, jb, said, note))
+    if "finish_fetch" in a and "finish_fetch" in b:
+        rows += ratio_rows(a["finish_fetch"], b["finish_fetch"], learnt)
+    return Comparison(pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS)), notes, learnt)
+
+
+def pair_ratios(frame: pd.DataFrame) -> dict[tuple[tuple[object, ...], str], tuple[list[float], list[float]]]:
+    """(point, other strategy) -> fused/other jobs/s of each repetition pair: those whose two
+    windows were clean, and all of them. A ratio taken within one run: both sides of a pair ran
+    minutes apart at most, on the same machine and server."""
+    frame = frame.assign(**{c: v for c, v in POINT_DEFAULTS.items() if c not in frame.columns})
+    if frame.empty or not {"strategy", "rep", "jobs_per_s", *POINT_COLUMNS} <= set(frame.columns):
+        return {}
+    frame = frame.assign(clean=clean_mask(frame))
+    out: dict[tuple[tuple[object, ...], str], tuple[list[float], list[float]]] = {}
+    for raw_key, group in frame.groupby(list(POINT_COLUMNS), dropna=False, sort=True):
+        point = tuple(norm_key(v) for v in raw_key)
+        base, base_clean = values_by_rep(group[group["strategy"] == BASE]), _clean_reps(group, BASE)
+        for other in dict.fromkeys(group["strategy"]):
+            if other == BASE:
+                continue
+            against, other_clean = values_by_rep(group[group["strategy"] == other]), _clean_reps(group, other)
+            reps = sorted(base.keys() & against.keys())
+            every = [base[r] / against[r] for r in reps if against[r]]
+            clean = [base[r] / against[r] for r in reps if against[r] and r in base_clean & other_clean]
+            if every:
+                out[(point, str(other))] = (clean, every)
+    return out
+
+
+def _clean_reps(group: pd.DataFrame, strategy: str) -> set[int]:
+    rows = group[(group["strategy"] == strategy) & group["clean"] & group["rep"].notna()]
+    return {int(rep) for rep in rows["rep"]}
+
+
+def ratio_rows(frame_a: pd.DataFrame, frame_b: pd.DataFrame, learnt: Learnt) -> list[dict[str, object]]:
+    """finish_fetch's fused/other jobs/s at each point, a figure of its own: judged on its clean
+    pairs beyond the drift learnt for the ratio, which is far smaller than absolute jobs/s's."""
+    rows = []
+    ratios_a, ratios_b = pair_ratios(frame_a), pair_ratios(frame_b)
+    for point, other in sorted(ratios_a.keys() & ratios_b.keys(), key=lambda k: key_order((*k[0], k[1]))):
+        (clean_a, every_a), (clean_b, every_b) = ratios_a[(point, other)], ratios_b[(point, other)]
+        metric = f"{BASE}/{other} jobs/s"
+        ca, cb = Sample.of(clean_a), Sample.of(clean_b)
+        ja = ca if ca.n else Sample.of(every_a)
+        jb = cb if cb.n else Sample.of(every_b)
+        said = verdict(
+            ja, jb, higher_is_better=True, clean=(ca.n == len(every_a), cb.n == len(every_b)),
+            beyond=learnt.beyond("finish_fetch", metric),
+        )  # fmt: skip
+        note = (
+            ""
+            if (ca.n, cb.n) == (len(every_a), len(every_b))
+            else (f"clean pairs {ca.n} of {len(every_a)} in A, {cb.n} of {len(every_b)} in B")
+        )
+        label = point_label(POINT_COLUMNS, point)
+        rows.append(_row("finish_fetch", label, metric, TIMED, ja, jb, said, note))
+    return rows
 
 
 def clean_mask(frame: pd.DataFrame) -> pd.Series:
@@ -365,32 +425,6 @@ def window_counts(stage: str, frame: pd.DataFrame) -> dict[tuple[object, ...], t
         tuple(norm_key(v) for v in raw_key): (len(group), int(clean[group.index].sum()))
         for raw_key, group in frame.groupby(keys, sort=True, dropna=False)
     }
-
-
-def disturbance(stage: str, frame: pd.DataFrame) -> dict[tuple[object, ...], float]:
-    """Per point: its windows' mean foreign CPU plus steal, % of a core (0 where not recorded)."""
-    keys = list(STAGE_KEYS[stage])
-    if frame.empty or any(k not in frame.columns for k in keys):
-        return {}
-    load = pd.Series(0.0, index=frame.index)
-    for column in ("foreign_cpu_pct", "steal_pct"):
-        if column in frame.columns:
-            load = load + pd.to_numeric(frame[column], errors="coerce").fillna(0.0)
-    return {
-        tuple(norm_key(v) for v in raw_key): float(load[group.index].mean())
-        for raw_key, group in frame.groupby(keys, sort=True, dropna=False)
-    }
-
-
-def with_spread(clean: Sample, every: Sample) -> Sample:
-    """The clean windows' sample, with every window's spread where the clean ones alone have none
-    (one clean window): a noisy spread is the wider, so no change is claimed on too little."""
-    if clean.has_spread or not every.has_spread:
-        return clean
-    assert every.stdev is not None
-    sd = every.stdev
-    cv = sd / abs(clean.mean) if clean.mean else None
-    return Sample(clean.mean, clean.mean - sd, clean.mean + sd, cv, 2, sd)
 
 
 def _usable(stage: str, frame: pd.DataFrame, notes: list[str], side: str) -> pd.DataFrame:

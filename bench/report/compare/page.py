@@ -13,7 +13,7 @@ from bench.report.compare.metrics import Comparison, key_order, norm_key, point_
 from bench.report.load import RunData
 from bench.report.markdown import markdown_table, percent
 from bench.report.ratios import BASE, POINT_COLUMNS, paired_ratios
-from bench.report.verdict import NO_SPREAD, VERDICTS
+from bench.report.verdict import SHOWN, VERDICTS
 from bench.results.fits import PairedRatio
 
 # meta.json's fields (bench.results.meta.RunMeta) a comparison names when they differ between A and B
@@ -38,12 +38,12 @@ def compare_markdown(a: RunData, b: RunData, comparison: Comparison, changed_onl
     rows = comparison.rows.copy()
     if changed_only:
         # Rows with a note (contended, saturated, audit failed) stay: their numbers are suspect.
-        # A `no spread` row is no change anyone can claim: one value against one value.
-        spreadless = rows["verdict"] == NO_SPREAD
-        keep = ((rows["verdict"] != "same") | (rows["note"] != "")) & ~spreadless
+        # A shown row (a maximum, a single value) is no change anyone can claim.
+        shown = rows["verdict"] == SHOWN
+        keep = ((rows["verdict"] != "same") | (rows["note"] != "")) & ~shown
         lines.append(
-            f"(rows judged same and without a note left out: {int((~keep & ~spreadless).sum())}; "
-            f"rows with no spread to judge by left out: {int(spreadless.sum())})"
+            f"(rows judged same and without a note left out: {int((~keep & ~shown).sum())}; "
+            f"maxima and single values, shown and never judged, left out: {int(shown.sum())})"
         )
         rows = rows[keep]
     if not rows.empty:
@@ -55,9 +55,9 @@ def compare_markdown(a: RunData, b: RunData, comparison: Comparison, changed_onl
         rows = rows.rename(columns={"a": "A", "b": "B", "ratio": "B/A", "cv_a": "cv A", "cv_b": "cv B"})
     lines += [markdown_table(rows), ""]
     lines += [f"note: {n}" for n in comparison.notes]
-    lines.append(f"thresholds: {comparison.thresholds()}")
+    lines += [f"thresholds: {line}" for line in comparison.thresholds()]
     counts = ", ".join(f"{v} {comparison.count(v)}" for v in VERDICTS)
-    lines.append(f"verdicts: {counts}")
+    lines.append(f"verdicts: {counts}; judged {comparison.judged_share():.0%} of the rows that could be")
     return "\n".join(lines) + "\n"
 
 
