@@ -83,6 +83,16 @@ def test_publish_refuses_a_run_over_the_budget_in_one_line(tmp_path: Path) -> No
     assert not (tmp_path / "pub" / run.name).exists()
 
 
+@pytest.mark.parametrize("meta", [{"git_dirty": True}, {"git_sha": None}])
+def test_publish_refuses_a_run_of_uncommitted_code(tmp_path: Path, meta: dict[str, object]) -> None:
+    run = fixture_run(tmp_path)
+    recorded = json.loads((run / "meta.json").read_text())
+    (run / "meta.json").write_text(json.dumps({**recorded, **meta}))
+    with pytest.raises(BenchError, match="a published figure must come from a commit"):
+        publish_run(run, tmp_path / "pub")
+    assert not (tmp_path / "pub").exists()
+
+
 def test_publish_refuses_an_incomplete_run(tmp_path: Path) -> None:
     with pytest.raises(BenchError, match="incomplete"):
         publish_run(DATA / "20240503-100000-default", tmp_path / "pub")

@@ -106,6 +106,13 @@ def publish_run(run: Path, root: Path = PUBLISHED_DIR, budget: int = BUDGET_BYTE
     if not run.is_dir():
         raise BenchError(f"no run folder {run}; `echomq-bench runs` lists the runs")
     run_id = _run_id(run)
+    meta = read_meta(run)
+    if meta.git_dirty or not meta.git_sha:
+        why = "uncommitted changes" if meta.git_dirty else "no commit recorded"
+        raise BenchError(
+            f"run {run_id} was made with {why}; a published figure must come from a commit: "
+            "commit, run again, then publish"
+        )
     contents: dict[str, bytes] = {}
     for path in portable_files(run):
         if path.suffix in TEXT_SUFFIXES:
