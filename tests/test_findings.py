@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from bench.__main__ import main
-from bench.report.findings import NOT_CLEAN, fusing, node_worker, queue_latency, sweep_holds
+from bench.report.answers import fusing_cells, holds
+from bench.report.findings import NOT_CLEAN, node_worker, queue_latency
 from bench.report.load import load_run
 from bench.report.model import Parts, modelled, predict
 from bench.report.publish import PUBLISHED_DIR
@@ -41,27 +42,29 @@ def mark_contended(path: Path, file: str, where: dict[str, object]) -> None:
 
 
 def test_fused_gain_is_stated_from_clean_pairs_only(run: Path) -> None:
-    said = " ".join(fusing(load_run(run)).sentences)
-    assert "At 1 job in flight per worker and rtt 1 ms, fused does" in said
-    assert "echomq 1.88x [1.86-1.90]" in said  # rep 2's two_call was contended: its pair is left out
+    cells = {(c.protocol, c.concurrency, c.rtt_ms): c for c in fusing_cells(load_run(run))}
+    # rep 2's two_call was contended: its pair is left out
+    assert cells[("echomq", 1, 1.0)].text().startswith("1.88 [1.86-1.90]")
     mark_contended(run, "finish_fetch.csv", {"concurrency": 1})
-    said = " ".join(fusing(load_run(run)).sentences)
-    assert f"At 1 job in flight and rtt 1 ms it was {NOT_CLEAN}." in said
-    assert "1.88x" not in said and "1.96x" not in said
+    assert not [c for c in fusing_cells(load_run(run)) if c.concurrency == 1]
 
 
 def test_a_contended_sweep_point_gives_no_figure(run: Path) -> None:
-    said = " ".join(sweep_holds(load_run(run)).sentences)
-    assert "bullmq atomic: longest call 965 ms at 10,000 jobs" in said
+    def bullmq_at_10k() -> list[float]:
+        return [
+            h.ms
+            for h in holds(load_run(run))
+            if (h.protocol, h.scenario, h.size) == ("bullmq", "all_stalled", 10_000)
+        ]
+
+    assert [round(ms) for ms in bullmq_at_10k()] == [965]
     mark_contended(run, "sweep_cost.csv", {"protocol": "bullmq", "scenario": "all_stalled"})
-    said = " ".join(sweep_holds(load_run(run)).sentences)
-    assert "Not measured cleanly: atomic, atomic_sliced, app_side, bullmq atomic." in said
-    assert "965" not in said
+    assert bullmq_at_10k() == []
 
 
 def test_a_contended_worker_gives_no_figure(run: Path) -> None:
     said = " ".join(node_worker(load_run(run)).sentences)
-    assert "2,981 -> 8,920 -> 13,961 jobs/s at 1, 8, 50 jobs in flight" in said
+    assert "2,981, 8,920, 13,961 jobs/s at 1, 8, 50 jobs in flight" in said
     mark_contended(run, "bullmq_worker.csv", {"driver": "node_worker"})
     assert NOT_CLEAN in " ".join(node_worker(load_run(run)).sentences)
 
@@ -141,7 +144,7 @@ def test_queue_latency_is_stated_from_open_regime_rows_only(run: Path) -> None:
     frame["regime"] = ["open" if c == "1" else "steady" for c in frame["concurrency"]]  # a newer run's column
     frame.to_csv(run / "finish_fetch.csv", index=False)
     said = " ".join(queue_latency(load_run(run)).sentences)
-    assert "echomq, 1 job in flight, rtt 1 ms: fused p50" in said
+    assert "echomq, 1 in flight, rtt 1 ms, p50 / p99: fused" in said
     assert "8 jobs in flight" not in said  # the steady rows say nothing about queue latency
 
 

@@ -8,19 +8,31 @@ block and the top of each report.md are these sentences.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.report.columns import QUEUE_P50, QUEUE_P99, clean, measured, regime
+from bench.report.answers import (
+    fusing_answer,
+    fusing_cells,
+    fusing_table,
+    holds,
+    race_rates,
+    sweep_answer,
+    sweep_table,
+)
+from bench.report.columns import QUEUE_P50, QUEUE_P99, clean, measured, regime, rtt_paid_ms
 from bench.report.load import RunData
+from bench.report.markdown import markdown_table
 from bench.report.predict import Point, run_workers, what_if
-from bench.report.ratios import paired_ratios
 from bench.report.sections.script_cost import BASE as SCRIPT_BASE
 from bench.report.sections.script_cost import Extra, extra_cost
+from bench.results.finish_fetch import MISSED as DRIVER_MISSED
 from bench.results.finish_fetch import Regime
+from bench.results.finish_fetch import judge as judge_driver
+from bench.results.sweep import MISSED as SWEEP_MISSED
+from bench.results.sweep import judge_all as judge_sweep
 
 NOT_CLEAN = "not measured cleanly"
 # Redis's busy-reply-threshold (5 s; lua-time-limit before 7.0): past it, other clients get BUSY.
@@ -86,81 +98,12 @@ def _regimes(frame: pd.DataFrame) -> str:
 
 
 def _source(data: RunData, *parts: str) -> str:
-    return "Source: " + ", ".join((f"run {data.run_id}", *(p for p in parts if p))) + "."
+    """What a finding's figures count and where from; the run is named above the block."""
+    said = [p for p in parts if p]
+    return f"({'; '.join(said)}.)" if said else ""
 
 
 # -- finish-then-fetch ------------------------------------------------------------------------
-
-
-def fusing(data: RunData) -> Finding | None:
-    """Fused over two calls at each point, from the repetition pairs whose both sides are clean;
-    where every protocol's range spans 1, the gain has vanished."""
-    frame = _finish_fetch(data)
-    if frame is None:
-        return None
-    frame = _headline_rows(frame)
-    pairs = paired_ratios(frame[clean(frame)])
-    pairs = pairs[pairs["other"] == "two_call"]
-    every = paired_ratios(frame)
-    every = every[every["other"] == "two_call"]
-    if every.empty:
-        return None
-    topic = "Fusing finish and fetch"
-    if pairs.empty:
-        return Finding(topic, (f"Fused against two calls was {NOT_CLEAN}.",), _source(data))
-    sentences = []
-    gone_at: list[tuple[float, float]] = []
-    for (concurrency, rtt), point in pairs.groupby(["concurrency", "rtt_ms"], sort=True):
-        spans = point["lo"] <= 1  # a pair at or below 1: no gain measured
-        kept = [f"{r.protocol} {_paired(r.median, r.lo, r.hi, r.pairs)}" for r in point[~spans].itertuples()]
-        lost = [f"{r.protocol} {_paired(r.median, r.lo, r.hi, r.pairs)}" for r in point[spans].itertuples()]
-        where = f"At {_in_flight(concurrency)} per worker and rtt {rtt:g} ms"
-        if kept:
-            sentences.append(f"{where}, fused does {', '.join(kept)} the jobs/s of two calls.")
-        if lost:
-            gone_at.append((float(concurrency), float(rtt)))  # type: ignore[arg-type]
-            lead = f"{where}, the gain" if not kept else "The gain"
-            sentences.append(f"{lead} is gone for {', '.join(lost)}.")
-    for (concurrency, rtt), _ in every.groupby(["concurrency", "rtt_ms"], sort=True):
-        if not ((pairs["concurrency"] == concurrency) & (pairs["rtt_ms"] == rtt)).any():
-            sentences.append(f"At {_in_flight(concurrency)} and rtt {rtt:g} ms it was {NOT_CLEAN}.")
-    paced = _limits(frame, gone_at)
-    if paced:
-        sentences.append(f"Where it is gone, {paced} set the pace (the limit column), not the round trip.")
-    used = int(pairs["pairs"].sum())
-    total = int(every["pairs"].sum())
-    workers = "/".join(f"{w:g}" for w in sorted(frame["workers"].dropna().unique()))
-    source = _source(data, _regimes(frame), f"{workers} workers", f"{used} of {total} pairs clean")
-    return Finding(topic, tuple(sentences), source)
-
-
-def _headline_rows(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows a throughput ratio is read from: the backlog regime's when the run has it (a drain
-    rate, the wait list never dry), else every closed-loop row (an older run's steady ones). An open
-    row ran both strategies at one offered rate: its jobs/s ratio is 1 by design."""
-    regimes = regime(frame)
-    if (regimes == Regime.BACKLOG).any():
-        return frame[regimes == Regime.BACKLOG]
-    return frame[regimes != Regime.OPEN]
-
-
-def _paired(median: object, lo: object, hi: object, pairs: object) -> str:
-    low, high, middle = (float(v) for v in (lo, hi, median))  # type: ignore[arg-type]
-    if pairs == 1:
-        return f"{ratio(middle)} (1 pair)"
-    return f"{ratio(middle)} [{low:.2f}-{high:.2f}]"
-
-
-def _limits(frame: pd.DataFrame, points: list[tuple[float, float]]) -> str:
-    """The sides the clean rows at ``points`` named as their limit, most named first."""
-    if not points or "limit" not in frame.columns:
-        return ""
-    at = pd.Series(False, index=frame.index)
-    for concurrency, rtt in points:
-        at |= (frame["concurrency"] == concurrency) & (frame["rtt_ms"] == rtt)
-    named = frame.loc[at & clean(frame), "limit"].replace("", pd.NA).dropna()
-    sides = [str(side) for side in named.value_counts().index]
-    return " or ".join(["Redis" if side == "redis" else f"the {side}" for side in sides][:2])
 
 
 def fusing_predicted(data: RunData) -> Finding | None:
@@ -203,180 +146,14 @@ def queue_latency(data: RunData) -> Finding | None:
         protocol, concurrency, rtt, rate = (str(key[0]), *(float(k) for k in key[1:]))  # type: ignore[arg-type]
         by = cell.groupby("strategy")
         medians = by[[p50, p99]].median()
-        parts = [f"{s} p50 {ms(row[p50] / 1e3)}, p99 {ms(row[p99] / 1e3)}" for s, row in medians.iterrows()]
-        offered = f" at {rate:,.0f} jobs/s offered" if rate > 0 else ""
-        where = f"{protocol}{offered}, {_in_flight(concurrency)}, rtt {rtt:g} ms"
+        parts = [f"{s} {ms(row[p50] / 1e3)} / {ms(row[p99] / 1e3)}" for s, row in medians.iterrows()]
+        offered = f", {rate:,.0f} jobs/s offered" if rate > 0 else ""
+        where = f"{protocol}{offered}, {concurrency:g} in flight, rtt {rtt:g} ms, p50 / p99"
         sentences.append(f"{where}: {'; '.join(parts)}.")
-    return Finding(topic, tuple(sentences), _source(data, "open regime", "medians over clean repetitions"))
-
-
-def redis_limit(data: RunData) -> Finding | None:
-    """Where Redis set the pace, and the jobs/s one Redis core takes: jobs/s over Redis's CPU share
-    at the clean rows where Redis was the limit."""
-    frame = _finish_fetch(data)
-    if frame is None or "limit" not in frame.columns:
-        return None
-    topic = "When Redis is the limit"
-    rows = frame[clean(frame) & (frame["limit"] == "redis")]
-    if rows.empty:
-        text = "Redis set the pace at no clean cell: the client or the round trip did."
-        return Finding(topic, (text,), _source(data, _regimes(frame)))
-    points = sorted({(c, r) for c, r in zip(rows["concurrency"], rows["rtt_ms"], strict=True)})
-    where = ", ".join(f"{_in_flight(c)} and rtt {r:g} ms" for c, r in points)
-    cpu = rows["redis_cpu_pct"].astype(float) if "redis_cpu_pct" in rows else pd.Series(dtype=float)
-    per_core = rows["jobs_per_s"].astype(float) / (cpu / 100)
-    sentences = [f"Redis set the pace at {where}."]
-    parts = []
-    for protocol in dict.fromkeys(rows["protocol"]):
-        mine = per_core[rows["protocol"] == protocol].dropna()
-        if not mine.empty:
-            parts.append(f"{protocol} {count(mine.median())} {span(mine.min(), mine.max(), count)}")
-    if parts:
-        sentences.append(f"One Redis core then takes {', '.join(parts)} jobs/s.")
-    return Finding(topic, tuple(sentences), _source(data, _regimes(rows), "jobs/s over Redis's CPU share"))
+    return Finding(topic, tuple(sentences), _source(data, "open regime, clean medians"))
 
 
 # -- the sweep --------------------------------------------------------------------------------
-
-
-def _crossing(
-    points: list[tuple[float, float, bool]], limit: float, at_least: tuple[tuple[float, float], ...] = ()
-) -> str:
-    """``points``: (active size, longest hold ms, whether SLOWLOG only bounds the hold from above).
-    ``at_least``: (size, ms) a call is known to have held Redis at least. The size at which the
-    hold passes ``limit``, interpolated log-log between clean points, or a bound."""
-    measured = sorted((s, h) for s, h, bound in points if not bound)
-    below = [s for s, h, bound in points if h < limit or (bound and h <= limit)]
-    above = sorted(s for s, h in measured if h >= limit)
-    known = sorted(s for s, h in at_least if h >= limit)
-    if known and (not above or known[0] < above[0]):
-        return f"at or below {count(known[0])}"
-    if above:
-        first = above[0]
-        under = [(s, h) for s, h in measured if s < first and h < limit]
-        if under:
-            (s0, h0), (s1, h1) = under[-1], next((s, h) for s, h in measured if s == first)
-            slope = math.log(h1 / h0) / math.log(s1 / s0)
-            size = s0 * (limit / h0) ** (1 / slope) if slope > 0 else first
-            return f"about {about(size)}"
-        return f"at or below {count(first)}"
-    if len(measured) >= 2:
-        (s0, h0), (s1, h1) = measured[-2], measured[-1]
-        slope = math.log(h1 / h0) / math.log(s1 / s0) if h1 > h0 else 0.0
-        if slope > 0.5:
-            return f"about {about(s1 * (limit / h1) ** (1 / slope))} (extrapolated)"
-    largest = max((s for s, _, _ in points), default=0.0)
-    return f"not up to {count(largest)}" if below else NOT_CLEAN
-
-
-def sweep_holds(data: RunData) -> Finding | None:
-    """Each variant's all-stalled sweep: where its longest call inside Redis passes 1 ms and 5 s,
-    from clean points; which variants to run: those with no race and a hold that stays short."""
-    frame = data.frames.get("sweep")
-    if frame is None or frame.empty:
-        return None
-    rows = frame[(frame["scenario"] == "all_stalled") & (frame["reps"].fillna(0) > 0)]
-    ok = rows[clean(rows)]
-    sentences = []
-    short: list[str] = []
-    unclean: list[str] = []
-    race_free = _race_free(data)
-    for protocol, variant in dict.fromkeys(zip(rows["protocol"], rows["variant"], strict=True)):
-        name = variant if protocol == "echomq" else f"{protocol} {variant}"
-        mine = ok[(ok["protocol"] == protocol) & (ok["variant"] == variant)]
-        points = [
-            (float(r.active_size), float(r.redis_hold_ms_max), float(r.redis_slow_calls_max or 0) == 0)
-            for r in mine.itertuples()
-            if not math.isnan(float(r.redis_hold_ms_max))
-        ]
-        if not points:
-            unclean.append(name)
-            continue
-        largest = max(points)
-        hold = f"≤ {ms(largest[1])}" if largest[2] else ms(largest[1])
-        held = _held_at_least(data, protocol) if variant == "atomic" else ()
-        sentences.append(
-            f"{name}: longest call {hold} at {count(largest[0])} jobs{_growth(points)}; "
-            f"over 1 ms {_crossing(points, SLOW_MS, held)}, over 5 s {_crossing(points, BUSY_MS, held)}."
-        )
-        if (largest[2] or largest[1] <= 10 * SLOW_MS) and (protocol, variant) in race_free:
-            short.append(name)
-    if short:
-        sentences.insert(0, f"Run an atomic sweep that is sliced or indexed: {', '.join(short)}.")
-    if unclean:
-        sentences.append(f"Not measured cleanly: {', '.join(unclean)}.")
-    source = _source(data, "all-stalled scenario", "active-list size in jobs", "longest call inside Redis")
-    return Finding("The stalled sweep", tuple(sentences), source)
-
-
-def _growth(points: list[tuple[float, float, bool]]) -> str:
-    """How the hold grows between the two largest clean sizes: its log-log slope, named."""
-    measured = sorted((s, h) for s, h, bound in points if not bound)
-    if len(measured) < 2 or measured[-1][0] == measured[-2][0]:
-        return ""
-    (s0, h0), (s1, h1) = measured[-2], measured[-1]
-    slope = math.log(h1 / h0) / math.log(s1 / s0)
-    if slope >= 1.6:
-        return f", quadratic (slope {slope:.1f})"
-    if 0.7 <= slope < 1.4:
-        return f", linear (slope {slope:.1f})"
-    return f", slope {slope:.1f}"
-
-
-def _race_free(data: RunData) -> set[tuple[str, str]]:
-    """(protocol, variant) whose clean race rows counted no race at all."""
-    frame = data.frames.get("race")
-    if frame is None or frame.empty:
-        return set()
-    rows = frame[clean(frame)]
-    counted = rows[list(RACE_COUNTS)].sum(axis=1)
-    keys = list(zip(rows["protocol"].astype(str), rows["variant"].astype(str), strict=True))
-    raced = {key for key, n in zip(keys, counted, strict=True) if n > 0}
-    return set(keys) - raced
-
-
-def _held_at_least(data: RunData, protocol: str) -> tuple[tuple[float, float], ...]:
-    """The hazard check's calls that failed: each held Redis at least until it failed."""
-    frame = data.frames.get("sweep_hazard")
-    if frame is None or frame.empty or "error" not in frame.columns:
-        return ()
-    failed = frame[(frame["protocol"] == protocol) & (frame["error"].fillna("").astype(str) != "")]
-    return tuple(
-        (float(s), float(e) * 1e3) for s, e in zip(failed["stalled_jobs"], failed["elapsed_s"], strict=True)
-    )
-
-
-def races(data: RunData) -> Finding | None:
-    """The app-side loop's races per 10,000 reclaims, over its clean settings; the atomic ones' zero."""
-    frame = data.frames.get("race")
-    if frame is None or frame.empty:
-        return None
-    rows = frame[clean(frame)]
-    sentences = []
-    for variant in APP_SIDE:
-        mine = rows[rows["variant"] == variant]
-        if mine.empty:
-            if (frame["variant"] == variant).any():
-                sentences.append(f"{variant}: {NOT_CLEAN}.")
-            continue
-        reclaims = (mine["stalled_jobs"] * mine["reps"]).astype(float)
-        rate = mine["double_recoveries"].astype(float) / reclaims * 1e4
-        lost = mine["lost_attempt_updates"].sum() / reclaims.sum() * 1e4
-        sentences.append(
-            f"{variant} counts {count(rate.median())} double recoveries per 10,000 reclaims "
-            f"{span(rate.min(), rate.max(), count)}, and {count(lost)} lost attempt counts."
-        )
-        if rate.min() >= 0.9e4:
-            sentences.append("So nearly every stalled job is recovered twice or more.")
-    atomic = rows[~rows["variant"].isin(APP_SIDE)]
-    if not atomic.empty:
-        n = int(atomic[list(RACE_COUNTS)].to_numpy().sum())
-        sentences.append(f"The atomic variants count {n} races in {len(atomic)} clean settings.")
-    if not sentences:
-        return None
-    settings = f"{len(rows)} of {len(frame)} settings clean"
-    return Finding("Races", tuple(sentences), _source(data, "2 and 8 sweepers", settings)
-                   if set(frame["sweepers"]) == {2, 8} else _source(data, settings))  # fmt: skip
 
 
 def hazard(data: RunData) -> Finding | None:
@@ -389,13 +166,13 @@ def hazard(data: RunData) -> Finding | None:
         if row.client != "bullmq":
             continue
         sentences.append(
-            f"At {count(row.stalled_jobs)} stalled jobs, BullMQ's stalled check held Redis past a "
-            f"{row.socket_timeout_s:g} s socket timeout; the call failed after {row.elapsed_s:.1f} s."
+            f"At {count(row.stalled_jobs)} stalled jobs it held Redis past BullMQ's "
+            f"{row.socket_timeout_s:g} s socket timeout: the call failed after {row.elapsed_s:.1f} s, "
+            f"other clients got {count(row.probe_busy)} BUSY replies."
         )
-        sentences.append(f"Other clients got {count(row.probe_busy)} BUSY replies meanwhile.")
     if not sentences:
         return None
-    return Finding("BullMQ's stalled check", tuple(sentences), _source(data, "one call, sweep_hazard.csv"))
+    return Finding("BullMQ's stalled check", tuple(sentences), _source(data, "one call"))
 
 
 def node_worker(data: RunData) -> Finding | None:
@@ -408,17 +185,14 @@ def node_worker(data: RunData) -> Finding | None:
     port = rows[rows["driver"] == "bullmq_worker"].groupby("concurrency")["jobs_per_s"]
     if node.ngroups == 0:
         return Finding("BullMQ's workers", (f"The Node Worker was {NOT_CLEAN}.",), _source(data))
-    steps = " -> ".join(f"{count(v)}" for v in node.median())
+    steps = ", ".join(f"{count(v)}" for v in node.median())
     levels = ", ".join(f"{c:g}" for c in node.median().index)
     sentences = [f"BullMQ's Node Worker does {steps} jobs/s at {levels} jobs in flight."]
     both = node.median().index.intersection(port.median().index)
     if len(both):
-        done = ", ".join(f"{count(port.median()[c])} at {c:g}" for c in both)
-        times = ", ".join(ratio(node.median()[c] / port.median()[c]) for c in both)
-        sentences.append(f"Its Python port does {done}: the Node Worker does {times} as many.")
-    spread = ", ".join(f"{c:g}: {span(g.min(), g.max(), count)}" for c, g in node)
-    return Finding("BullMQ's workers", tuple(sentences),
-                   _source(data, "medians of clean repetitions", f"Node's range {spread}"))  # fmt: skip
+        times = ", ".join(f"{node.median()[c] / port.median()[c]:.1f}x" for c in both)
+        sentences.append(f"That is {times} its Python port's.")
+    return Finding("BullMQ's workers", tuple(sentences), _source(data, "a pre-filled queue, clean medians"))
 
 
 def deadline_cost(data: RunData) -> Finding | None:
@@ -472,48 +246,129 @@ def _deadline_instructions(data: RunData) -> Finding | None:
     if frame is None or "echomq-deadline" not in set(frame["protocol"]):
         return None
     parts = []
-    for step, per in (("fused cycle", "fused job"), ("extendLock", "extendLock")):
+    for step, per in (("fused cycle", "a fused job"), ("extendLock", "an extendLock")):
         base = _count(frame, SCRIPT_BASE, step, "instructions_per_call")
         mine = _count(frame, "echomq-deadline", step, "instructions_per_call")
         if base and mine:
-            parts.append(f"{mine - base:+,.0f} instructions per {per} ({mine / base - 1:+.0%})")
+            parts.append(f"{mine - base:+,.0f} instructions {per} ({mine / base - 1:+.0%})")
     if not parts:
         return None
-    text = f"echomq-deadline costs Redis {' and '.join(parts)} beyond echomq, inside command execution."
-    source = _source(data, "instructions counted under valgrind's callgrind, inputs fixed")
+    text = f"Beyond echomq, inside the scripts: {', '.join(parts)}."
+    source = _source(data, "counted")
     return Finding("echomq-deadline's price", (text,), source)
 
 
 def redis_work(data: RunData) -> Finding | None:
-    """What fusing saves Redis a job, in instructions: inside command execution (the scripts) and
-    for the whole server (reading requests, writing replies). Client, network and kernel are
-    outside both counts."""
+    """What fusing saves Redis a job, in the whole server's instructions (reading requests, running
+    the scripts, writing replies). Client, network and kernel are outside the count."""
     frame = _instructions(data)
     if frame is None:
         return None
-    sentences = []
+    parts = []
     for protocol in (p for p in dict.fromkeys(frame["protocol"]) if p != "none"):
         fused = _count(frame, protocol, "fused cycle", "server_instructions_per_call")
         two = _count(frame, protocol, "two-call cycle", "server_instructions_per_call")
-        inside_fused = _count(frame, protocol, "fused cycle", "instructions_per_call")
-        inside_two = _count(frame, protocol, "two-call cycle", "instructions_per_call")
-        if not (fused and two and inside_fused and inside_two):
-            continue
-        sentences.append(
-            f"{protocol}: a fused job costs Redis {fused:,.0f} instructions, two calls {two:,.0f}; "
-            f"fusing saves {1 - fused / two:.0%} of the whole server's work a job "
-            f"({1 - inside_fused / inside_two:.0%} inside the scripts)."
-        )
-    if not sentences:
+        if fused and two:
+            parts.append(f"{protocol} {1 - fused / two:.0%} ({count(fused)} against {count(two)})")
+    if not parts:
         return None
-    source = _source(data, "instructions counted under valgrind's callgrind, inputs fixed; "
-                           "client, network and kernel not counted")  # fmt: skip
-    return Finding("Redis's work a job", tuple(sentences), source)
+    text = f"Fusing saves Redis's instructions a job: {', '.join(parts)}."
+    return Finding("Redis's work a job", (text,), _source(data, "whole server, counted under callgrind"))
+
+
+def capacity(data: RunData) -> Finding | None:
+    """What one Redis core takes, from the clean rows where Redis set the pace only: jobs/s over
+    Redis's CPU share, each protocol and strategy apart. That counts each job's add too (the
+    producers' addJob runs on the same Redis); without it, scaled by the instruction counts."""
+    frame = _finish_fetch(data)
+    if frame is None or "limit" not in frame.columns or "redis_cpu_pct" not in frame.columns:
+        return None
+    rows = frame[clean(frame) & (frame["limit"] == "redis") & (frame["redis_cpu_pct"].astype(float) > 0)]
+    topic = "One Redis core"
+    if rows.empty:
+        return Finding(topic, ("Redis set the pace at no clean cell: the client or the round trip did.",),
+                       _source(data))  # fmt: skip
+    counts = _instructions(data)
+    each = []
+    for (protocol, strategy), mine in rows.groupby(["protocol", "strategy"], sort=False):
+        per_core = float(
+            (mine["jobs_per_s"].astype(float) / (mine["redis_cpu_pct"].astype(float) / 100)).median()
+        )
+        said = f"{protocol} {strategy} {count(per_core)}"
+        cycle = "fused cycle" if strategy == "fused" else "two-call cycle"
+        add, job = (
+            (
+                _count(counts, str(protocol), step, "server_instructions_per_call")
+                for step in ("addJob", cycle)
+            )
+            if counts is not None
+            else (None, None)
+        )
+        if add and job:
+            said += f" / {count(per_core * (add + job) / job)}"
+        each.append(said)
+    text = f"Jobs/s with / without each job's add: {', '.join(each)}."
+    node = data.frames.get("bullmq_worker")
+    if node is not None and not node.empty:
+        drains = node[clean(node) & (node["driver"] == "node_worker")]["jobs_per_s"]
+        if not drains.empty:
+            text += (
+                f" BullMQ's Node Worker drains a queue without adds: {count(drains.max())} jobs/s at most."
+            )
+    source = _source(
+        data, "clean rows Redis paced, jobs/s over its CPU share; without: by instruction counts"
+    )
+    sentences = [text]
+    return Finding(topic, tuple(sentences), source)
+
+
+def conditions(data: RunData) -> str:
+    """What every finish_fetch figure was measured under, in one line."""
+    frame = _finish_fetch(data)
+    if frame is None:
+        return ""
+    frame = frame[clean(frame)]
+
+    def values(column: str, unit: str = "") -> str:
+        found = sorted({float(v) for v in frame[column].dropna()}) if column in frame.columns else []
+        return ", ".join(f"{v:g}" for v in found) + unit if found else "not recorded"
+
+    paid = rtt_paid_ms(frame[frame["rtt_ms"].astype(float) > 0])
+    paid_text = f"paid {paid.min():.2f}-{paid.max():.2f} ms" if not paid.empty else "none"
+    reps = int(frame["rep"].max()) if "rep" in frame.columns and not frame.empty else 0
+    cores = data.meta.cores or "?"
+    return (
+        f"Conditions: job time {values('job_ms', ' ms')}; payload {values('payload_bytes', ' bytes')}; "
+        f"rtt {values('rtt_ms', ' ms')}, a client-side sleep an exchange ({paid_text}); "
+        f"{values('workers')} workers; load processes {values('loadgen_processes')}; "
+        f"{values('measure_s', ' s')} windows x {reps} repetitions a point; "
+        f"Redis and the load share {cores} cores ({data.meta.cpu_model or 'CPU not recorded'})."
+    )
+
+
+def missed_goals(data: RunData) -> list[str]:
+    """The run's goals that were missed, one line each, with the figure they touch."""
+    lines = []
+    frame = data.frames.get("finish_fetch")
+    if frame is not None and not frame.empty:
+        records = [{str(k): v for k, v in r.items()} for r in frame.to_dict("records")]
+        lines += [f"{g.name} (worst: {g.worst})" for g in judge_driver(records) if g.verdict == DRIVER_MISSED]
+    sweep = data.frames.get("sweep")
+    if sweep is not None and not sweep.empty:
+        control = data.frames.get("sweep_control")
+        rows = (
+            [{str(k): v for k, v in r.items()} for r in control.to_dict("records")]
+            if control is not None
+            else []
+        )
+        points = [{str(k): v for k, v in r.items()} for r in sweep.to_dict("records")]
+        judged = judge_sweep(points, rows)
+        lines += [f"{g.goal.name} ({g.figure})" for g in judged if g.verdict == SWEEP_MISSED]
+    return lines
 
 
 RULES: tuple[Callable[[RunData], Finding | None], ...] = (
-    fusing, fusing_predicted, queue_latency, redis_limit, redis_work,
-    sweep_holds, races, hazard, node_worker, deadline_cost,
+    capacity, redis_work, queue_latency, fusing_predicted, hazard, node_worker, deadline_cost,
 )  # fmt: skip
 
 
@@ -521,6 +376,76 @@ def findings(data: RunData) -> list[Finding]:
     return [found for rule in RULES if (found := rule(data)) is not None]
 
 
-def findings_lines(data: RunData) -> list[str]:
-    """The findings as markdown bullets; an empty list when the run has nothing to say."""
-    return [found.markdown() for found in findings(data)]
+def findings_lines(data: RunData, runs: Sequence[RunData] = ()) -> list[str]:
+    """The block a README and a report open with: the answer to each question, the conditions,
+    the tables behind the answers, the other findings, and what did not hold. ``runs``: the
+    published runs the answers say they held across (none: not said)."""
+    if _finish_fetch(data) is None and data.frames.get("sweep") is None:
+        return [found.markdown() for found in findings(data)]
+    lines = [fusing_answer(data, runs), "", sweep_answer(data), ""]
+    said = conditions(data)
+    lines += [said, ""] if said else []
+    cells = fusing_cells(data)
+    if cells:
+        lines += [FUSING_TABLE, "", markdown_table(fusing_table(cells)), ""]
+    found = holds(data)
+    if found:
+        lines += [SWEEP_TABLE, "", markdown_table(sweep_table(found)), ""]
+    races = race_rates(data)
+    if not races.empty:
+        counted = races[[column for column, _ in RACE_KINDS]].sum(axis=1)
+        free = races[counted == 0]
+        lines += (
+            [RACE_TABLE, "", markdown_table(race_table(races[counted > 0])), ""]
+            if (counted > 0).any()
+            else []
+        )
+        if not free.empty:
+            raced = set(races.loc[counted > 0, "variant"])
+            who = "every atomic variant" if not raced - set(APP_SIDE) else "the rest"
+            lines += [f"No race in {len(free)} clean settings of {who}.", ""]
+    lines += [found.markdown() for found in findings(data)]
+    missed = missed_goals(data)
+    if missed:
+        lines += [
+            "",
+            "Goals the run missed, with the worst point:",
+            "",
+            *(f"- {line}" for line in missed),
+        ]
+    return lines
+
+
+FUSING_TABLE = (
+    "Fused / two_call jobs/s, backlog regime: median of the clean repetition pairs [min-max]; "
+    "the side that set the pace (fused/two_call where they differ); the rtt paid, ms."
+)
+SWEEP_TABLE = (
+    "Redis's longest call in one sweep (SLOWLOG: Redis's time, not the client's), ms, "
+    "healthy / all stalled, by active jobs; ≤ 1: no call reached 1 ms."
+)
+RACE_TABLE = "Races, clean settings: total (per stalled job, over repetitions)."
+
+
+def _variant(protocol: object, variant: object) -> str:
+    return str(variant) if protocol == "echomq" else f"{protocol} {variant}"
+
+
+def race_table(rates: pd.DataFrame) -> pd.DataFrame:
+    """A variant and sweeper count a row: each race kind's total, and per stalled job."""
+    table = pd.DataFrame({
+        "variant": [_variant(p, v) for p, v in zip(rates["protocol"], rates["variant"], strict=True)],
+        "sweepers": rates["sweepers"],
+        "stalled jobs": rates["stalled"].map(count),
+    })  # fmt: skip
+    for column, label in RACE_KINDS:
+        totals, per = rates[column], rates[f"{column}_per_stalled"]
+        table[label] = [f"{count(t)} ({float(x):.2f})" for t, x in zip(totals, per, strict=True)]
+    return table
+
+
+RACE_KINDS = (
+    ("double_recoveries", "extra recoveries"),
+    ("lost_attempt_updates", "lost attempt updates"),
+    ("requeued_after_finish", "finished jobs requeued"),
+)

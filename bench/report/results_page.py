@@ -12,6 +12,7 @@ import pandas as pd
 
 from bench.errors import BenchError
 from bench.paths import REPO
+from bench.report.answers import cross_run_table
 from bench.report.cells import judged_frame, mark_notes, marked
 from bench.report.findings import findings_lines
 from bench.report.load import RunData, load_run
@@ -279,9 +280,26 @@ def render_page(runs: list[RunData]) -> str:
         *(f"- [{data.run_id}](#{anchor(data.run_id)})" for data in runs),
         "",
     ]
+    same = [data for data in runs if data.meta.profile == HEADLINE_PROFILE]
+    across = cross_run_table(same)
+    if len(same) > 1 and not across.empty:
+        lines += [
+            f"## Across the {HEADLINE_PROFILE} runs",
+            "",
+            CROSS_RUN,
+            "",
+            markdown_table(across),
+            "",
+        ]
     for data in runs:
         lines += run_section(data)
     return "\n".join(lines).rstrip() + "\n"
+
+
+CROSS_RUN = (
+    "The headline figures of every published run of the profile, newest first: fused / two_call jobs/s "
+    "as the median of clean repetition pairs [min-max]. unstable: two runs' ranges do not overlap."
+)
 
 
 def headline_run(runs: list[RunData]) -> RunData | None:
@@ -295,23 +313,11 @@ def render_headline(runs: list[RunData]) -> str:
     if data is None:
         return NONE_YET
     link = f"docs/results/README.md#{anchor(data.run_id)}"
-    commit = str(data.meta.git_sha or "unknown")[:12]
     lines = [
-        f"From run [{data.run_id}]({link}) at commit {commit}.",
-        f"How quiet the machine was: {quiet_check(data)}.",
+        f"How quiet the machine was in run [{data.run_id}]({link}): {quiet_check(data)}.",
         "",
         GENERATED,
-        "",
     ]
-    table = finish_fetch_table(data)
-    if table is not None:
-        lines += ["Finish-then-fetch, jobs/s:", "", markdown_table(table), ""]
-        lines += mark_notes(table.attrs.get("marks", []))
-    sweep = sweep_table(data, "us_per_active_job")
-    if sweep is not None:
-        stalled = sweep[sweep["scenario"] == "all_stalled"].drop(columns="scenario")
-        lines += ["All-stalled sweep, µs per job of the active list:", "", markdown_table(stalled), ""]
-    # the races are a finding above (findings.races); the results page keeps their table
     return "\n".join(lines).rstrip()
 
 
@@ -321,14 +327,16 @@ def render_findings(runs: list[RunData]) -> str:
     if data is None:
         return NONE_YET
     link = f"docs/results/README.md#{anchor(data.run_id)}"
+    commit = str(data.meta.git_sha or "unknown")[:12]
+    same = [run for run in runs if run.meta.profile == HEADLINE_PROFILE]
     lines = [
-        f"From run [{data.run_id}]({link}), clean cells only.",
-        "A contended or saturated cell gives no figure.",
+        f"From run [{data.run_id}]({link}) at commit {commit}, clean cells only: "
+        "a contended or saturated cell gives no figure.",
         "[The glossary](docs/method.md#glossary) defines the terms.",
         "",
         GENERATED,
         "",
-        *findings_lines(data),
+        *findings_lines(data, same),
     ]
     return "\n".join(lines).rstrip()
 

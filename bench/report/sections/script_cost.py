@@ -11,7 +11,7 @@ import pandas as pd
 from bench.report.load import RunData
 from bench.report.machine import contended_note
 from bench.report.markdown import fmt, markdown_table
-from bench.report.verdict import CLAIM_BEYOND, Sample, verdict
+from bench.report.verdict import CLAIM_BEYOND, NOT_JUDGED, Sample, verdict
 
 BASE = "echomq"  # what every other protocol's script cost is read against
 # The steps a worker pays a job (or a renewal) for: the line under the table names these.
@@ -45,7 +45,7 @@ def _beyond(base: str, other: str) -> str:
 
 
 # verdict's words as a script cost reads them: lower µs is "better", so a dearer protocol costs "more"
-COST_WORDS = {"worse": "more", "better": "less"}
+COST_WORDS = {"worse": "more", "better": "less", NOT_JUDGED: "too few repetitions to judge"}
 SAME_WITHIN_NOISE = "same within noise"
 
 
@@ -112,7 +112,7 @@ def script_cost_lines(table: pd.DataFrame) -> list[str]:
         mine = table[(table["protocol"] == protocol) & table["step"].isin(HOT_STEPS)]
         for step, extra, beyond in mine[["step", column, f"commands beyond {BASE}"]].itertuples(index=False):
             if extra:
-                lines.append(f"- **{protocol}**, {step}: {extra} Redis µs per job beyond {BASE}.")
+                lines.append(f"- **{protocol}**, {step}: Redis µs a job beyond {BASE}: {extra}.")
                 lines.append(f"  Its commands beyond {BASE}: {beyond}.")
     return lines
 

@@ -1,0 +1,365 @@
+"""The answer to each question the suite exists for, first: what to do, by how much it pays, under
+which conditions, and how it held across the published runs; then the two tables behind them.
+
+Every figure comes from clean cells (neither contended nor saturated) of the run, and is labelled
+by what it counts. An answer the data do not support says so instead of stating one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from bench.report.columns import clean, regime, rtt_paid_ms
+from bench.report.load import RunData
+from bench.report.ratios import paired_ratios
+from bench.results.finish_fetch import Regime
+
+BUSY_MS = 5000.0  # Redis's busy-reply-threshold (5 s): past it, other clients get BUSY
+SLOW_MS = 1.0  # SLOWLOG's threshold in the suite's runs: a call at or under it is "≤ 1 ms"
+NETWORK_RTT_MS = 1.0  # a cell at or past this rtt: workers wait on the network
+ANSWER_WORDS = 60  # the most words an answer may take
+SHORT_HOLD_MS = 10.0  # a variant whose longest call stays under this is one to run
+APP_SIDE = ("app_side", "app_side_pipelined")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """fused / two_call jobs/s at one point of one protocol, from its clean repetition pairs."""
+
+    protocol: str
+    concurrency: int
+    rtt_ms: float
+    median: float
+    lo: float
+    hi: float
+    pairs: int
+    pace: str  # the side most clean rows named as setting the pace; "fused/two_call" where they differ
+    rtt_paid_ms: float | None
+
+    def text(self) -> str:
+        spread = f" [{self.lo:.2f}-{self.hi:.2f}]" if self.pairs > 1 else " (1 pair)"
+        paid = f", rtt paid {self.rtt_paid_ms:.2f}" if self.rtt_ms and self.rtt_paid_ms else ""
+        return f"{self.median:.2f}{spread}, {self.pace or 'pace not judged'}{paid}"
+
+
+def _backlog(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows a throughput ratio is read from: the backlog regime's (a drain rate) when the run
+    has them, else every closed-loop row; an open row's jobs/s ratio is 1 by design."""
+    regimes = regime(frame)
+    if (regimes == Regime.BACKLOG).any():
+        return frame[regimes == Regime.BACKLOG]
+    return frame[regimes != Regime.OPEN]
+
+
+def fusing_cells(data: RunData) -> list[Cell]:
+    """Every point's fused / two_call jobs/s of the run, from clean pairs, with its pace and rtt paid."""
+    frame = data.frames.get("finish_fetch")
+    if frame is None or frame.empty or "strategy" not in frame.columns:
+        return []
+    frame = _backlog(
+        frame.assign(concurrency=frame["concurrency"].fillna(1) if "concurrency" in frame else 1)
+    )
+    ok = frame[clean(frame)]
+    pairs = paired_ratios(ok)
+    pairs = pairs[pairs["other"] == "two_call"]
+    paid = rtt_paid_ms(ok)
+    cells = []
+    for r in pairs.itertuples():
+        here = ok[
+            (ok["protocol"] == r.protocol) & (ok["concurrency"] == r.concurrency) & (ok["rtt_ms"] == r.rtt_ms)
+        ]
+        paces = [_pace(here[here["strategy"] == strategy]) for strategy in ("fused", "two_call")]
+        pace = paces[0] if paces[0] == paces[1] else "/".join(p or "?" for p in paces)
+        slept = paid[here.index].dropna()
+        cells.append(Cell(
+            str(r.protocol), int(float(r.concurrency)), float(r.rtt_ms), float(r.median), float(r.lo),  # type: ignore[arg-type]
+            float(r.hi), int(r.pairs), pace, float(slept.median()) if not slept.empty else None,  # type: ignore[arg-type]
+        ))  # fmt: skip
+    return cells
+
+
+def _pace(rows: pd.DataFrame) -> str:
+    """The side most of these rows named as setting their pace ("" where none was judged)."""
+    named = rows["limit"].replace("", pd.NA).dropna() if "limit" in rows else pd.Series(dtype=str)
+    return str(named.mode().iloc[0]) if not named.empty else ""
+
+
+def fusing_table(cells: Sequence[Cell]) -> pd.DataFrame:
+    """A protocol and jobs in flight a row, an rtt a column: fused / two_call [min-max], pace, rtt paid."""
+    rtts = sorted({c.rtt_ms for c in cells})
+    rows: dict[tuple[str, int], dict[str, str]] = {}
+    for c in cells:
+        row = rows.setdefault(
+            (c.protocol, c.concurrency), {"protocol": c.protocol, "in flight": str(c.concurrency)}
+        )
+        row[f"rtt {c.rtt_ms:g} ms"] = c.text()
+    return pd.DataFrame(
+        list(rows.values()), columns=["protocol", "in flight", *(f"rtt {r:g} ms" for r in rtts)]
+    )
+
+
+def _range(values: Sequence[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}x"
+
+
+def fusing_held(runs: Sequence[RunData]) -> tuple[int, int]:
+    """In how many of ``runs`` fused beat two calls at every clean network-bound cell (lo above 1)."""
+    counted = [[c for c in fusing_cells(run) if c.rtt_ms >= NETWORK_RTT_MS] for run in runs]
+    counted = [cells for cells in counted if cells]
+    return sum(all(c.lo > 1 for c in cells) for cells in counted), len(counted)
+
+
+def _span_pct(values: Sequence[float]) -> str:
+    lo, hi = f"{min(values):.0%}", f"{max(values):.0%}"
+    return lo if lo == hi else f"{lo[:-1]}-{hi}"
+
+
+def redis_work_saved(data: RunData) -> dict[str, float]:
+    """Each protocol's share of the whole server's instructions a job that fusing saves (on the
+    first server the run counted)."""
+    frame = data.frames.get("instructions")
+    if frame is None or frame.empty:
+        return {}
+    if "server" in frame.columns:
+        frame = frame[frame["server"].fillna("") == frame["server"].fillna("").iloc[0]]
+    saved = {}
+    for protocol in (p for p in dict.fromkeys(frame["protocol"]) if p != "none"):
+        mine = frame[frame["protocol"] == protocol].set_index("step")["server_instructions_per_call"]
+        if {"fused cycle", "two-call cycle"} <= set(mine.index):
+            saved[str(protocol)] = 1 - float(mine["fused cycle"]) / float(mine["two-call cycle"])
+    return saved
+
+
+def unstable(runs: Sequence[RunData]) -> list[tuple[str, int, float]]:
+    """The cells whose fused / two_call ranges of two runs do not overlap: runs that disagree
+    beyond their own spread."""
+    by: dict[tuple[str, int, float], list[Cell]] = {}
+    for run in runs:
+        for c in fusing_cells(run):
+            by.setdefault((c.protocol, c.concurrency, c.rtt_ms), []).append(c)
+    return [key for key, cells in by.items() if max(c.lo for c in cells) > min(c.hi for c in cells)]
+
+
+def fusing_answer(data: RunData, runs: Sequence[RunData] = ()) -> str:
+    """What to do about fusing, in at most ANSWER_WORDS words. With ``runs``, its ranges span
+    every run's clean cells, never the newest run's alone."""
+    own = fusing_cells(data)
+    if not own:
+        return "**Fusing.** No clean cell measured it: no answer from this run."
+    cells = [c for run in runs for c in fusing_cells(run)] or own
+    network = [c.median for c in cells if c.rtt_ms >= NETWORK_RTT_MS]
+    local = [c.median for c in cells if c.rtt_ms < NETWORK_RTT_MS]
+    lost = [c for c in cells if c.hi < 1]  # below 1 in every pair
+    behind = [c for c in cells if c.median < 1]
+    lead = "Fuse" if not lost else "Fuse where the network sets the pace"
+    won = (
+        f"it lost at {len(lost)} cell(s)"
+        if lost
+        else "it never lost"
+        if not behind
+        else ("it never lost beyond its noise")
+    )
+    parts = [f"**{lead}**: {won}."]
+    gains = (
+        [f"{_range(network)} the jobs/s where workers wait on the network (rtt 1-5 ms)"] if network else []
+    )
+    gains += [f"{_range(local)} at rtt 0"] if local else []
+    if gains:
+        parts.append(", ".join(gains) + ".")
+    saved = redis_work_saved(data)
+    if saved:
+        parts.append(f"Redis does {_span_pct(list(saved.values()))} less work a job (counted).")
+    if runs:
+        held, of = fusing_held(runs)
+        shaky = unstable(runs)
+        parts.append(
+            f"Won every network cell in {held} of {of} runs"
+            + (f"; unstable at {len(shaky)} cells." if shaky else ".")
+        )
+    parts.append("Jobs took 0 ms: a long job hides the round trip.")
+    return " ".join(parts)
+
+
+def cross_run_table(runs: Sequence[RunData]) -> pd.DataFrame:
+    """The headline figures, a column a run: fused / two_call at each cell, and what fusing saves
+    Redis's instructions a job."""
+    columns: dict[str, dict[str, str]] = {}
+    for run in runs:
+        column = columns.setdefault(run.run_id, {})
+        for c in fusing_cells(run):
+            column[f"fused / two_call, {c.protocol}, {c.concurrency} in flight, rtt {c.rtt_ms:g} ms"] = (
+                f"{c.median:.2f} [{c.lo:.2f}-{c.hi:.2f}]"
+            )
+        for protocol, share in redis_work_saved(run).items():
+            column[f"Redis instructions fusing saves a job, {protocol}"] = f"{share:.1%}"
+    figures = list(dict.fromkeys(f for column in columns.values() for f in column))
+    shaky = {f"fused / two_call, {p}, {c} in flight, rtt {r:g} ms" for p, c, r in unstable(runs)}
+    rows = [
+        {
+            "figure": f,
+            **{run: columns[run].get(f, "—") for run in columns},
+            "held": "unstable" if f in shaky else "",
+        }
+        for f in figures
+    ]
+    return pd.DataFrame(rows)
+
+
+# -- the sweep --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A sweep variant's longest call inside Redis at one active-list size and scenario."""
+
+    protocol: str
+    variant: str
+    scenario: str
+    size: int
+    ms: float
+    bounded: bool  # no call reached SLOWLOG: the hold is at most SLOW_MS
+
+    def text(self) -> str:
+        return f"≤ {SLOW_MS:g}" if self.bounded else f"{self.ms:,.1f}" if self.ms < 100 else f"{self.ms:,.0f}"
+
+
+def holds(data: RunData) -> list[Hold]:
+    frame = data.frames.get("sweep")
+    if frame is None or frame.empty or "redis_hold_ms_max" not in frame.columns:
+        return []
+    rows = frame[clean(frame) & frame["redis_hold_ms_max"].notna()]
+    return [
+        Hold(str(r["protocol"]), str(r["variant"]), str(r["scenario"]), int(r["active_size"]),
+             float(r["redis_hold_ms_max"]), float(r["redis_slow_calls_max"] or 0) == 0)
+        for r in rows.to_dict("records")
+    ]  # fmt: skip
+
+
+def _name(protocol: str, variant: str) -> str:
+    return variant if protocol == "echomq" else f"{protocol} {variant}"
+
+
+def crossing(points: Sequence[Hold], limit: float) -> str:
+    """The active size at which the longest call passes ``limit``: interpolated log-log between the
+    measured sizes, extrapolated (and said so) past the largest, or a bound."""
+    measured = sorted((h.size, h.ms) for h in points if not h.bounded)
+    above = [s for s, ms in measured if ms >= limit]
+    if above:
+        below = [(s, ms) for s, ms in measured if s < above[0] and ms < limit]
+        if not below:
+            return f"≤ {above[0]:,}"
+        (s0, h0), (s1, h1) = below[-1], next((s, ms) for s, ms in measured if s == above[0])
+        return f"~{_two(s0 * (limit / h0) ** (math.log(s1 / s0) / math.log(h1 / h0)))}"
+    if len(measured) >= 2 and measured[-1][1] > measured[-2][1]:
+        (s0, h0), (s1, h1) = measured[-2], measured[-1]
+        slope = math.log(h1 / h0) / math.log(s1 / s0)
+        if slope > 0.5:
+            return f"~{_two(s1 * (limit / h1) ** (1 / slope))} (extrapolated)"
+    return f"> {max(h.size for h in points):,}"
+
+
+def _two(value: float) -> str:
+    """Two significant figures: an interpolated size claims no more."""
+    return f"{float(f'{value:.2g}'):,.0f}"
+
+
+def sweep_table(found: Sequence[Hold]) -> pd.DataFrame:
+    """A variant a row: Redis's longest call (ms) at each size, healthy / all stalled, and the
+    sizes where its all-stalled call passes 1 ms and 5 s."""
+    sizes = sorted({h.size for h in found})
+    rows = []
+    for protocol, variant in dict.fromkeys((h.protocol, h.variant) for h in found):
+        mine = [h for h in found if (h.protocol, h.variant) == (protocol, variant)]
+        row = {"variant": _name(protocol, variant)}
+        for size in sizes:
+            by = {h.scenario: h.text() for h in mine if h.size == size}
+            row[f"{size:,}"] = f"{by.get('healthy', '—')} / {by.get('all_stalled', '—')}"
+        stalled = [h for h in mine if h.scenario == "all_stalled"]
+        row["all stalled past 1 ms at"] = crossing(stalled, SLOW_MS) if stalled else "—"
+        row["past 5 s at"] = crossing(stalled, BUSY_MS) if stalled else "—"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def race_rates(data: RunData) -> pd.DataFrame:
+    """Each variant and sweeper count over clean settings: extra recoveries, lost attempt updates
+    and finished jobs requeued, as totals and per stalled job (stalled jobs x repetitions)."""
+    frame = data.frames.get("race")
+    if frame is None or frame.empty:
+        return pd.DataFrame()
+    rows = frame[clean(frame)].assign(stalled=lambda f: f["stalled_jobs"] * f["reps"])
+    sums = rows.groupby(["protocol", "variant", "sweepers"], sort=False)[
+        ["stalled", "double_recoveries", "lost_attempt_updates", "requeued_after_finish"]
+    ].sum()
+    out = sums.reset_index()
+    for column in ("double_recoveries", "lost_attempt_updates", "requeued_after_finish"):
+        out[f"{column}_per_stalled"] = out[column] / out["stalled"]
+    return out
+
+
+def sweep_answer(data: RunData) -> str:
+    """What to do about the stalled sweep, in at most ANSWER_WORDS words."""
+    found = holds(data)
+    if not found:
+        return "**The sweep.** No clean sweep point: no answer from this run."
+    races = race_rates(data)
+    counted = races[["double_recoveries", "lost_attempt_updates", "requeued_after_finish"]].sum(axis=1)
+    raced = (
+        set()
+        if races.empty
+        else set(zip(races.loc[counted > 0, "protocol"], races.loc[counted > 0, "variant"], strict=True))
+    )
+    short = []
+    for protocol, variant in dict.fromkeys((h.protocol, h.variant) for h in found):
+        mine = [h for h in found if (h.protocol, h.variant) == (protocol, variant)]
+        if (
+            variant not in APP_SIDE
+            and (protocol, variant) not in raced
+            and all(h.bounded or h.ms < SHORT_HOLD_MS for h in mine)
+        ):
+            short.append((_name(protocol, variant), max(h.size for h in mine)))
+    parts = []
+    if short:
+        names = " or ".join(n for n, _ in short)
+        largest = max(s for _, s in short)
+        parts.append(
+            f"**Use {names}**: race-free, longest call under {SHORT_HOLD_MS:g} ms up to {largest:,} jobs."
+        )
+    else:
+        parts.append("**No sweep variant stayed short and race-free here.**")
+    stalled = {
+        protocol: [
+            h for h in found if (h.protocol, h.variant, h.scenario) == (protocol, "atomic", "all_stalled")
+        ]
+        for protocol in ("echomq", "bullmq")
+    }
+    passes = [
+        f"{crossing(mine, BUSY_MS).replace(' (extrapolated)', '')} ({protocol})"
+        for protocol, mine in stalled.items()
+        if mine
+    ]
+    if passes:
+        parts.append(
+            f"A plain atomic sweep of stalled jobs holds Redis past 5 s at {' and '.join(passes)} jobs."
+        )
+    bull = [h for h in found if (h.protocol, h.variant, h.scenario) == ("bullmq", "atomic", "healthy")]
+    if bull:
+        biggest = max(bull, key=lambda h: h.size)
+        parts.append(
+            f"BullMQ's routine check holds Redis {biggest.text()} ms at {biggest.size:,} healthy jobs."
+        )
+    app = races[races["variant"].isin(APP_SIDE)] if not races.empty else races
+    if not app.empty:
+        worst = app["double_recoveries_per_stalled"].max()
+        parts.append(f"The app-side loop recovers a stalled job up to {worst:.1f} extra times.")
+    return " ".join(parts)
+
+
+def words(text: str) -> int:
+    """The words of a line of prose: tokens with a letter or digit (a lone "/" or "-" is none)."""
+    return sum(any(ch.isalnum() for ch in token) for token in text.split())

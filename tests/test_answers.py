@@ -1,0 +1,96 @@
+"""The answers a README and a report open with (bench/report/answers.py, findings.findings_lines):
+each figure labelled by what it counts, recomputed here by hand on fixture runs; an answer within
+its word limit; a figure two runs disagree on called unstable."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bench.report.answers import (
+    ANSWER_WORDS,
+    cross_run_table,
+    fusing_answer,
+    race_rates,
+    sweep_answer,
+    unstable,
+    words,
+)
+from bench.report.findings import capacity, findings_lines
+from bench.report.load import load_run
+from bench.report.publish import PUBLISHED_DIR
+
+NEWEST = PUBLISHED_DIR / "20261205-122315-default"
+OLDER = PUBLISHED_DIR / "20261205-075039-default"
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Path:
+    copy = tmp_path / NEWEST.name
+    shutil.copytree(NEWEST, copy)
+    return copy
+
+
+def test_each_answer_fits_its_words_and_the_rest_of_the_block_400() -> None:
+    data = load_run(NEWEST)
+    lines = findings_lines(data, [data, load_run(OLDER)])
+    assert lines[0].startswith("**Fuse") and lines[2].startswith("**Use atomic_sliced")
+    assert words(lines[0]) <= ANSWER_WORDS and words(lines[2]) <= ANSWER_WORDS
+    rest = [line for line in lines[4:] if not line.startswith("|")]
+    assert sum(words(line) for line in rest) <= 400
+    assert lines[4].startswith("Conditions: job time 0 ms; payload 100 bytes;")
+    assert "Redis and the load share 2 cores" in lines[4]
+
+
+def test_races_are_per_sweeper_count_and_per_stalled_job(run: Path) -> None:
+    rates = race_rates(load_run(run)).set_index(["protocol", "variant", "sweepers"])
+    frame = pd.read_csv(run / "race.csv")
+    mine = frame[(frame["variant"] == "app_side_pipelined") & (frame["sweepers"] == 8)]
+    stalled = int((mine["stalled_jobs"] * mine["reps"]).sum())  # 2 delays x 400 jobs x 2 reps
+    row = rates.loc[("echomq", "app_side_pipelined", 8)]
+    assert row["stalled"] == stalled == 1600
+    assert row["double_recoveries"] == mine["double_recoveries"].sum()
+    assert row["double_recoveries_per_stalled"] == pytest.approx(mine["double_recoveries"].sum() / 1600)
+    assert row["requeued_after_finish_per_stalled"] == pytest.approx(
+        mine["requeued_after_finish"].sum() / 1600
+    )
+    # one sweeper count's rate is never pooled with another's
+    two = rates.loc[("echomq", "app_side_pipelined", 2)]
+    assert two["double_recoveries_per_stalled"] < row["double_recoveries_per_stalled"] / 3
+    said = sweep_answer(load_run(run))
+    assert f"up to {row['double_recoveries_per_stalled']:.1f} extra times" in said
+
+
+def test_capacity_counts_the_add_and_says_what_it_is_without_it(run: Path) -> None:
+    data = load_run(run)
+    (text,) = capacity(data).sentences
+    frame = pd.read_csv(run / "finish_fetch.csv")
+    paced = frame[(frame["limit"] == "redis") & ~frame["contended"] & ~frame["saturated"]]
+    mine = paced[(paced["protocol"] == "echomq") & (paced["strategy"] == "fused")]
+    with_add = (mine["jobs_per_s"] / (mine["redis_cpu_pct"] / 100)).median()
+    counts = pd.read_csv(run / "instructions.csv").set_index(["protocol", "step"])[
+        "server_instructions_per_call"
+    ]
+    add, job = counts[("echomq", "addJob")], counts[("echomq", "fused cycle")]
+    assert f"echomq fused {with_add:,.0f} / {with_add * (add + job) / job:,.0f}" in text
+    assert text.startswith("Jobs/s with / without each job's add:")
+    assert "bullmq two_call" in text  # fused and two_call apart
+
+
+def test_two_runs_that_disagree_beyond_their_ranges_are_unstable(run: Path, tmp_path: Path) -> None:
+    twin = tmp_path / "20261205-122316-default"
+    shutil.copytree(run, twin)
+    assert unstable([load_run(run), load_run(twin)]) == []
+    frame = pd.read_csv(twin / "finish_fetch.csv")
+    hit = (frame["protocol"] == "echomq") & (frame["strategy"] == "fused") & (frame["concurrency"] == 8)
+    frame.loc[hit & (frame["rtt_ms"] == 1), "jobs_per_s"] *= 0.6
+    frame.to_csv(twin / "finish_fetch.csv", index=False)
+    runs = [load_run(run), load_run(twin)]
+    assert unstable(runs) == [("echomq", 8, 1.0)]
+    assert "unstable at 1 cells" in fusing_answer(runs[0], runs)
+    table = cross_run_table(runs).set_index("figure")
+    assert table.loc["fused / two_call, echomq, 8 in flight, rtt 1 ms", "held"] == "unstable"
+    assert table.loc["fused / two_call, echomq, 1 in flight, rtt 1 ms", "held"] == ""
