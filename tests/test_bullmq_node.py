@@ -27,7 +27,10 @@ from bench.stages.bullmq_worker.node import NodePeer, find_peer
 from bench.stages.bullmq_worker.plan import NODE_DRIVERS
 from bench.stages.bullmq_worker.worker_process import URL_ENV, WINDOW_FROM
 
-CONTRACT = {"driver", "concurrency", "jobs", "duration_s", "cpu_s", "calls", "usec", "errors", "scripts"}
+CONTRACT = {
+    "driver", "concurrency", "jobs", "duration_s", "cpu_s", "calls", "usec", "redis_cpu_s", "errors",
+    "scripts",
+}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +84,7 @@ def test_the_node_worker_makes_one_script_call_a_job(peer, settings, node_queue)
     ids, line = filled_and_run(peer, settings, node_queue, "node_worker", 3000, 1)
     assert set(line) == CONTRACT and line["driver"] == "node_worker" and line["errors"] == []
     assert line["concurrency"] == 1 and line["duration_s"] > 0 and line["cpu_s"] > 0
+    assert line["redis_cpu_s"] > 0  # the server's own CPU over the window (INFO cpu)
     # the window opens at the 1,000th completion, at the moment the server runs the first mark's read
     # (how many more completed while it travelled depends on the machine: not asserted)
     assert 0 < line["jobs"] <= 3000 - WINDOW_FROM

@@ -121,6 +121,8 @@ def test_bullmqs_own_worker_and_the_suites_loops_process_a_prefilled_queue(
         assert row["jobs"] == "100" or row["driver"] in node_drivers  # Node's window: see test_bullmq_node
         assert float(row["jobs_per_s"]) > 0 and float(row["client_cpu_us_per_job"]) > 0
         assert float(row["foreign_cpu_pct"]) >= 0 and row["contended"] in ("True", "False")  # watched
+        # Redis's own CPU over the window (INFO cpu) ran the window's jobs; the driver's judged
+        assert float(row["redis_cpu_pct"]) > 0 and row["saturated"] in ("True", "False")
     assert rows["bullmq_worker"]["concurrency"] == "8"
     # BullMQ's Worker finishes with fetch next off, then fetches: two script calls a job
     assert 2.0 <= float(rows["bullmq_worker"]["redis_calls_per_job"]) <= 2.1
@@ -229,6 +231,6 @@ def test_a_window_that_counted_no_job_is_one_line_not_a_division_by_zero() -> No
     from bench.stages.bullmq_worker.rows import row_of
     from bench.stages.bullmq_worker.worker_process import WorkerProcessResult
 
-    empty = WorkerProcessResult("node_worker", 1, 0, 0.0, 0.01, {}, {}, [])
+    empty = WorkerProcessResult("node_worker", 1, 0, 0.0, 0.01, {}, {}, 0.0, [])
     with pytest.raises(BenchError, match=r"its window counted 0 jobs.*raise bullmq-worker-jobs"):
         row_of(Point("node_worker", 1), 1, empty, 0.0, True, 1001)

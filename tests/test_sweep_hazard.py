@@ -82,6 +82,9 @@ def test_a_sweep_inside_the_timeout_is_one_execution_whose_reply_names_what_move
         row = measure("bullmq", settings, slow_case, 60.0, probe, bullmq_timeout_s=60.0)
     assert (row.server_executions, row.server_rejected, row.error) == (1, 0, "")
     assert row.reply_ids == row.moved_ids == STALLED and row.reply_matches
+    # the machine watched over the call: figures, not "not recorded"
+    assert row.foreign_cpu_pct is not None and row.foreign_cpu_pct >= 0
+    assert row.steal_pct is not None and row.steal_pct >= 0 and isinstance(row.contended, bool)
 
 
 def test_bullmqs_connection_keeps_redis_pys_default_timeout_unless_told():

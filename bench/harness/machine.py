@@ -22,6 +22,10 @@ so one watch can also answer for a part of its time: ``within(span)`` picks
 the marks around a window timed on the same clock (``clock()``), here or in
 another process: a Locust run's measured window after its warm-up, one sweep
 point after another in one pyperf run, one race run after another.
+
+The run's own side of a window has its verdict here too: a load process (a Locust process, a
+worker driver) is ``saturated`` when it used SATURATED_CPU_PCT of a core or more over the
+window: it, not Redis, set the pace.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import psutil
 
 FOREIGN_LIMIT_PCT = 10.0  # of one core
 STEAL_LIMIT_PCT = 5.0  # of one core
+SATURATED_CPU_PCT = 90.0  # of one core: a load process's own CPU over its window
 SCAN_INTERVAL_S = 0.5
 REAPED_SLACK_S = 0.02  # CPU times tick in 10 ms: a reaped child counted a tick short
 # The kernel counts CPU time in 10 ms ticks, per CPU and per process: over a window much shorter
@@ -48,6 +53,12 @@ _GONE = (psutil.NoSuchProcess, psutil.AccessDenied)
 
 def is_contended(foreign_cpu_pct: float, steal_pct: float) -> bool:
     return foreign_cpu_pct > FOREIGN_LIMIT_PCT or steal_pct > STEAL_LIMIT_PCT
+
+
+def is_saturated(process_cpu_pct: float) -> bool:
+    """A load process this busy over its window had no time left to wait on Redis: the window
+    measured the client, whatever Redis could do."""
+    return process_cpu_pct >= SATURATED_CPU_PCT
 
 
 def clock() -> float:

@@ -1,4 +1,5 @@
-"""The server's own count of calls and µs per command (INFO commandstats), and deltas of it."""
+"""The server's own count of calls and µs per command (INFO commandstats), and deltas of it; and
+its own CPU (INFO cpu), which a load row's ``redis_cpu_pct`` is read from."""
 
 from __future__ import annotations
 
@@ -58,6 +59,11 @@ class CommandStats:
 # inside (and their µs are already inside the EVALSHA's), so per-job figures
 # take only these.
 CLIENT_COMMANDS = ("evalsha", "eval", "bzpopmin", "script|load", "script", "ping")
+
+
+def redis_cpu_seconds(info: Mapping[str, Any]) -> float:
+    """used_cpu_sys + used_cpu_user from INFO cpu: the server's CPU since it started."""
+    return float(info.get("used_cpu_sys", 0.0)) + float(info.get("used_cpu_user", 0.0))
 
 
 def client_side(stats: CommandStats, names: tuple[str, ...] = CLIENT_COMMANDS) -> CommandStats:

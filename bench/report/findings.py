@@ -157,14 +157,16 @@ def queue_latency(data: RunData) -> Finding | None:
 
 
 def hazard(data: RunData) -> Finding | None:
-    """BullMQ's stalled check against a client's socket timeout: BUSY replies, a call that fails."""
+    """BullMQ's stalled check against a client's socket timeout: BUSY replies, a call that fails;
+    from its uncontended calls (a run from before the watch columns: every call)."""
     frame = data.frames.get("sweep_hazard")
     if frame is None or frame.empty:
         return None
+    topic, bullmq = "BullMQ's stalled check", frame[frame["client"] == "bullmq"]
+    if not bullmq.empty and not clean(bullmq).any():
+        return Finding(topic, (f"BullMQ's stalled check was {NOT_CLEAN}.",), _source(data))
     sentences = []
-    for row in frame.itertuples():
-        if row.client != "bullmq":
-            continue
+    for row in bullmq[clean(bullmq)].itertuples():
         sentences.append(
             f"At {count(row.stalled_jobs)} stalled jobs it held Redis past BullMQ's "
             f"{row.socket_timeout_s:g} s socket timeout: the call failed after {row.elapsed_s:.1f} s, "
@@ -172,7 +174,7 @@ def hazard(data: RunData) -> Finding | None:
         )
     if not sentences:
         return None
-    return Finding("BullMQ's stalled check", tuple(sentences), _source(data, "one call"))
+    return Finding(topic, tuple(sentences), _source(data, "one call"))
 
 
 def node_worker(data: RunData) -> Finding | None:

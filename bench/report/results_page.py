@@ -75,8 +75,11 @@ def quiet_check(data: RunData) -> str:
             f"before the run foreign CPU {fmt(before.get('foreign_cpu_pct'))}% of a core, "
             f"steal {fmt(before.get('steal_pct'))}%"
         )
-    every = [*data.frames.values(), *experiment_tables(data).values()]
-    frames = [f for f in every if "foreign_cpu_pct" in f.columns]
+    # a file from before the watch columns has them only as the loader's empty ones: not watched
+    watched = [
+        f for stage, f in data.frames.items() if "foreign_cpu_pct" not in data.missing_columns.get(stage, [])
+    ]
+    frames = [f for f in [*watched, *experiment_tables(data).values()] if "foreign_cpu_pct" in f.columns]
     if frames:
         worst = max((f["foreign_cpu_pct"].max() for f in frames), default=None)
         steal = max((f["steal_pct"].max() for f in frames if "steal_pct" in f.columns), default=None)

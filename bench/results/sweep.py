@@ -123,6 +123,10 @@ class SweepHazardRow(rows.Row):
     moved_ids: int  # stalled jobs found out of active and in wait afterwards
     reply_matches: bool  # the reply named exactly the jobs that moved
     error: str  # what the call raised, or ""
+    # over the call and every copy of it the server ran (a run from before: not recorded)
+    foreign_cpu_pct: float | None = None
+    steal_pct: float | None = None
+    contended: bool = False
 
 
 # ---------------------------------------------------------------- its meta.json section

@@ -1,7 +1,7 @@
 // echomq-bench's driver of BullMQ's Node package (the pinned peer in this folder).
 //
-// The Node side of bench/stages/bullmq_worker/driver.py, with the same contract: one JSON line on
-// stdout, timed from the 1,000th completion to the last. Commands:
+// The Node side of bench/stages/bullmq_worker/worker_process.py, with the same contract: one JSON
+// line on stdout, timed from the 1,000th completion to the last. Commands:
 //
 //   node driver.mjs scripts
 //       the package's version and the SHA1 of each of its Lua scripts, as EVALSHA sends it
@@ -78,22 +78,29 @@ async function ownConnection(url) {
   return client;
 }
 
-/** INFO commandstats as {command: {calls, usec}}, and the queue's completed jobs, read in one
- * MULTI: one moment of the server, so a job counted completed has its finishing call counted too,
- * however late the reply reaches this process. */
+/** INFO commandstats as {command: {calls, usec}}, the queue's completed jobs and the server's CPU
+ * seconds (INFO cpu: used_cpu_sys + used_cpu_user), read in one MULTI: one moment of the server, so
+ * a job counted completed has its finishing call counted too, however late the reply reaches this
+ * process. */
 async function serverCounts(client, completedKey) {
-  const [[infoError, info], [countError, completed]] = await client
+  const [[infoError, info], [countError, completed], [cpuError, cpu]] = await client
     .multi()
     .info('commandstats')
     .zcard(completedKey)
+    .info('cpu')
     .exec();
-  if (infoError || countError) throw infoError ?? countError;
+  if (infoError || countError || cpuError) throw infoError ?? countError ?? cpuError;
   const stats = {};
   for (const line of String(info).split('\n')) {
     const found = /^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/.exec(line.trim());
     if (found) stats[found[1]] = { calls: Number(found[2]), usec: Number(found[3]) };
   }
-  return { stats, completed: Number(completed) };
+  let redisCpu = 0;
+  for (const line of String(cpu).split('\n')) {
+    const found = /^used_cpu_(sys|user):([\d.]+)/.exec(line.trim());
+    if (found) redisCpu += Number(found[2]);
+  }
+  return { stats, completed: Number(completed), redisCpu };
 }
 
 /** Every EVALSHA this process sends, by SHA: which of the package's scripts its Worker calls. */
@@ -135,8 +142,8 @@ class Window {
    * jobs while the reply travels (longer on a loaded machine), and a count read here would miss
    * jobs whose calls the server counted. */
   async mark() {
-    const { stats, completed } = await serverCounts(this.statsClient, this.completedKey);
-    return { at: performance.now(), cpu: cpuSeconds(), completed, stats };
+    const { stats, completed, redisCpu } = await serverCounts(this.statsClient, this.completedKey);
+    return { at: performance.now(), cpu: cpuSeconds(), completed, stats, redisCpu };
   }
 
   completed() {
@@ -177,6 +184,7 @@ class Window {
       cpu_s: end.cpu - start.cpu,
       calls,
       usec,
+      redis_cpu_s: end.redisCpu - start.redisCpu,
       errors: [],
     };
   }

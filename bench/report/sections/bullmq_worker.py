@@ -21,7 +21,10 @@ MEDIANS = {
     "Redis calls per job": ("redis_calls_per_job", "{:.2f}"),
     "Redis µs per job": ("redis_us_per_job", "{:,.1f}"),
     "client CPU µs per job": ("client_cpu_us_per_job", "{:,.0f}"),
+    "Redis CPU %": ("redis_cpu_pct", "{:.0f}"),
 }
+# A repetition's flags, each said in its reps cell by its column's name: "3 (1 saturated)"
+FLAGS = ("contended", "saturated")
 
 
 def _spread(values: pd.Series) -> str:
@@ -48,6 +51,14 @@ def _ratio(frame: pd.DataFrame, driver: str, concurrency: int) -> str:
     return f"{ratio.median:.2f} [{ratio.lo:.2f}-{ratio.hi:.2f}]" if ratio else ""
 
 
+def _flagged(frame: pd.DataFrame) -> str:
+    """How many of the repetitions each flag marks, as a reps cell says it after their count:
+    ``" (1 contended, 2 saturated)"``; "" when none is marked."""
+    counts = {flag: int(frame[flag].fillna(False).astype(bool).sum()) for flag in FLAGS if flag in frame}
+    said = [f"{n} {flag}" for flag, n in counts.items() if n]
+    return f" ({', '.join(said)})" if said else ""
+
+
 def worker_table(frame: pd.DataFrame) -> pd.DataFrame:
     """One row a concurrency and driver: jobs/s median [min-max] of the repetitions, the medians of
     the per-job figures, and fused over two-call paired by repetition on the fused rows."""
@@ -65,8 +76,7 @@ def worker_table(frame: pd.DataFrame) -> pd.DataFrame:
                 row[name] = _median(mine, column, form)
             row["fused ÷ two-call jobs/s, paired"] = _ratio(frame, driver, concurrency)
             row["window s"] = _median(mine, "duration_s", "{:.2f}")
-            busy = int(mine["contended"].fillna(False).astype(bool).sum()) if "contended" in mine else 0
-            row["reps"] = f"{len(mine)}" + (f" ({busy} contended)" if busy else "")
+            row["reps"] = f"{len(mine)}" + _flagged(mine)
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -118,6 +128,10 @@ def bullmq_worker_section(data: RunData) -> list[str]:
     lines += versions_lines(about)
     if about.options:
         lines += [f"*{about.options}.*", ""]
+    saturated = int(frame["saturated"].fillna(False).astype(bool).sum())
+    if saturated:
+        lines += [f"> **{saturated} run(s) saturated**: the worker driver used its whole core, so it, not "
+                  "Redis, set the pace; their jobs/s measure the client.", ""]  # fmt: skip
     failed = int((~frame["audit_ok"].fillna(True).astype(bool)).sum())
     if failed:
         lines += [f"> **Audit FAILED in {failed} run(s)**: a job not completed exactly once.", ""]

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.report.load import RunData
-from bench.report.markdown import bullmq_note, figure, flag_rows, fmt, markdown_table, present
+from bench.report.machine import contended_note
+from bench.report.markdown import bullmq_note, figure, flag_rows, fmt, markdown_table, missing_note, present
 from bench.report.plots.style import protocol_labelled
 from bench.report.plots.sweep import hold_against_size, probe_max, sweep_time
 from bench.report.sections.head import section_head
@@ -56,6 +57,7 @@ def _hazard(data: RunData) -> list[str]:
     if frame is None or frame.empty:
         return []
     lines = ["### The client-default hazard: a sweep held past the socket timeout", ""]
+    lines += missing_note(data, "sweep_hazard") + contended_note(frame, "call(s)")
     lines += [
         "One all-stalled BullMQ sweep per row, sent once by a client: `bullmq` is BullMQ's own connection "
         "(redis-py's socket timeout, re-sent on a timeout: `Retry(ExponentialBackoff(cap=20, base=1), 20)`), "
@@ -77,7 +79,7 @@ def _hazard(data: RunData) -> list[str]:
             f"call; it {reply} for {fmt(row['moved_ids'])} moved ({verdict}); other clients got "
             f"{fmt(row['probe_busy'])} BUSY" + (f"; the caller saw {error}" if error else "")
         )
-    lines += ["", markdown_table(present(data, "sweep_hazard", frame)), ""]
+    lines += ["", markdown_table(flag_rows(present(data, "sweep_hazard", frame))), ""]
     return lines
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bench.errors import BenchError
+from bench.harness.machine import is_saturated
 from bench.results.bullmq_worker import BullmqWorkerRow
 from bench.stages.bullmq_worker.plan import Point
 from bench.stages.bullmq_worker.worker_process import WorkerProcessResult
@@ -33,4 +34,6 @@ def row_of(
         redis_us_per_job=round(sum(result.usec.values()) / jobs, 2),
         audit_ok=audit_ok,
         prefilled_jobs=prefilled,
+        saturated=is_saturated(100.0 * result.cpu_s / result.duration_s),
+        redis_cpu_pct=round(100.0 * result.redis_cpu_s / result.duration_s, 1),
     )

@@ -252,11 +252,14 @@ def run_stage(ctx: RunContext) -> None:
             rows.append(row)
             write_rows(ctx.run_dir, BullmqWorkerRow, rows)
             note = "" if row.audit_ok else ", AUDIT FAILED"
+            if row.saturated:
+                note += ", saturated (the driver, not Redis, set the pace)"
             if row.contended:
                 note += f", contended ({row.foreign_cpu_pct:.0f}% foreign CPU)"
             ctx.progress.step(
                 f"{run.label} rep {rep}: {row.jobs_per_s:.0f} jobs/s in {row.duration_s:.2f} s, "
-                f"{row.client_cpu_us_per_job:.0f} µs CPU, {row.redis_calls_per_job:.2f} calls a job{note}"
+                f"{row.client_cpu_us_per_job:.0f} µs CPU, {row.redis_calls_per_job:.2f} calls a job, "
+                f"Redis {row.redis_cpu_pct:.0f}% of a core{note}"
             )
     update_meta(ctx.run_dir, bullmq_worker=dataclasses.replace(about, node=node_record(found, called)))
     ctx.progress.done()

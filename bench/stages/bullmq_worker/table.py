@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
+from bench.harness.machine import SATURATED_CPU_PCT
 from bench.harness.terminal import contended_note, table_width
 from bench.results.bullmq_worker import BullmqWorkerRow
 from bench.results.fits import headline_ratio
@@ -17,6 +18,12 @@ def _median_spread(values: Sequence[float], form: str) -> str:
     if len(values) < 2:
         return middle
     return f"{middle} [{form.format(min(values))}-{form.format(max(values))}]"
+
+
+def _median_of(values: Iterable[float | None]) -> str:
+    """The median of the values measured, whole; "-" when none was."""
+    measured = [v for v in values if v is not None]
+    return f"{statistics.median(measured):.0f}" if measured else "-"
 
 
 def _by_rep(rows: Sequence[BullmqWorkerRow], run: Point) -> dict[int, float]:
@@ -48,7 +55,7 @@ def table(rows: Sequence[BullmqWorkerRow], node_absent: str | None = None) -> st
         "BullMQ's own workers beside the suite's loops over its scripts",
         f"(window: completion {WINDOW_FROM:,} to the last; medians [min-max] of the repetitions)",
         f"  {'driver':<21}{'conc':>5}{'jobs/s':>20}{'win s':>7}{'cpu µs':>8}{'calls':>7}"
-        f"{'redis µs':>9}  audit  busy",
+        f"{'redis µs':>9}{'redis %':>8}  audit  busy  sat",
     ]
     runs = sorted(dict.fromkeys(Point(r.driver, r.concurrency) for r in rows), key=lambda r: r.concurrency)
     for run in runs:
@@ -60,12 +67,19 @@ def table(rows: Sequence[BullmqWorkerRow], node_absent: str | None = None) -> st
             f"{statistics.median(r.duration_s for r in mine):>7.2f}"
             f"{statistics.median(r.client_cpu_us_per_job for r in mine):>8.0f}"
             f"{statistics.median(r.redis_calls_per_job for r in mine):>7.2f}"
-            f"{statistics.median(r.redis_us_per_job for r in mine):>9.1f}  ok {audited}/{len(mine)}"
-            f"  {sum(r.contended for r in mine)}/{len(mine)}"
+            f"{statistics.median(r.redis_us_per_job for r in mine):>9.1f}"
+            f"{_median_of(r.redis_cpu_pct for r in mine):>8}  ok {audited}/{len(mine)}"
+            f"  {sum(r.contended for r in mine)}/{len(mine)}  {sum(r.saturated for r in mine)}/{len(mine)}"
         )
     lines += ratio_lines(rows)
     if node_absent:
         lines.append(f"  No Node rows: {node_absent}")
+    saturated = sum(r.saturated for r in rows)
+    if saturated:
+        lines.append(
+            f"  SATURATED: in {saturated} of {len(rows)} runs the driver used {SATURATED_CPU_PCT:g}% of a "
+            "core or more: it, not Redis, set the pace"
+        )
     contended = [r for r in rows if r.contended]
     if contended:
         foreign, steal = [r.foreign_cpu_pct for r in contended], [r.steal_pct for r in contended]

@@ -12,8 +12,8 @@ Drivers:
 
 Timed from the 1,000th completion to the last: jobs/s, this process's CPU
 (getrusage), and the server's count of client-sent commands and their µs
-(INFO commandstats, read on a connection of its own at both ends). One JSON
-line on stdout says what was measured.
+(INFO commandstats) and its CPU (INFO cpu), read on a connection of its own at
+both ends. One JSON line on stdout says what was measured.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bench.errors import BenchError
-from bench.protocol.commandstats import CommandStats, client_side
+from bench.protocol.commandstats import CommandStats, client_side, redis_cpu_seconds
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Queue, Worker
 
@@ -49,6 +49,7 @@ class Mark:
     at_s: float
     cpu_s: float
     stats: CommandStats
+    redis_cpu_s: float
 
 
 @dataclass
@@ -63,7 +64,8 @@ class Window:
     errors: list[str] = field(default_factory=list)
 
     def _mark(self) -> Mark:
-        return Mark(time.perf_counter(), cpu_s(), CommandStats.read(self.stats_client))
+        stats, redis_cpu = CommandStats.read(self.stats_client), self.stats_client.info("cpu")
+        return Mark(time.perf_counter(), cpu_s(), stats, redis_cpu_seconds(redis_cpu))
 
     def completed(self) -> bool:
         """One more job done; True at the last."""
@@ -87,6 +89,7 @@ class Window:
             "cpu_s": self.end.cpu_s - self.start.cpu_s,
             "calls": dict(delta.calls),
             "usec": dict(delta.usec),
+            "redis_cpu_s": self.end.redis_cpu_s - self.start.redis_cpu_s,
             "errors": self.errors,
         }
 
@@ -175,6 +178,7 @@ class WorkerProcessResult:
     cpu_s: float
     calls: dict[str, int]
     usec: dict[str, int]
+    redis_cpu_s: float  # the server's CPU over the window (INFO cpu)
     errors: list[str]
     scripts: dict[str, int] = field(default_factory=dict)  # the Node driver's EVALSHAs by script file
 

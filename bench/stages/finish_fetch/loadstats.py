@@ -181,8 +181,3 @@ def issued_job_ids(queue: Queue) -> list[str]:
 def redis_used_memory(client: Client) -> int:
     """used_memory from INFO memory: on a cluster, its masters' sum (the run's queues spread)."""
     return sum(int(node.info("memory")["used_memory"]) for _, node in primaries(client))
-
-
-def redis_cpu_seconds(info: dict[str, Any]) -> float:
-    """used_cpu_sys + used_cpu_user from INFO cpu."""
-    return float(info.get("used_cpu_sys", 0.0)) + float(info.get("used_cpu_user", 0.0))

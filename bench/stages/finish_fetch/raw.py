@@ -19,7 +19,7 @@ from typing import Any
 import redis
 
 from bench.protocol.audit import audit_queues, master_run_ids
-from bench.protocol.commandstats import read_per_master
+from bench.protocol.commandstats import read_per_master, redis_cpu_seconds
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Queue
@@ -29,7 +29,6 @@ from bench.stages.finish_fetch.loadstats import (
     Aggregate,
     Recorder,
     issued_job_ids,
-    redis_cpu_seconds,
     redis_used_memory,
 )
 from bench.stages.finish_fetch.producer_loop import ProducerLoop

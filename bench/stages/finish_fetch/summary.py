@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from bench.harness.machine import is_saturated
 from bench.protocol.commandstats import CommandStats, added, client_side
 from bench.results import hdr
 from bench.results.files import write_json
@@ -35,10 +36,9 @@ PRODUCER_WAIT_US = "producer_wait_us"
 SUMMARY_KIND = "echomq-finish-fetch"
 SUMMARY_VERSION = 2  # 2: ``measured``, and a summary even when nothing was measured
 
-# A run is marked saturated when the generator, not Redis, set the pace:
-# a process that runs users busier than this share of one core, or an open-loop
-# producer that added less than this share of the offered rate.
-SATURATED_CPU_PCT = 90.0
+# A run is marked saturated when the generator, not Redis, set the pace: a process that runs
+# users saturated (harness.machine.is_saturated, the rule every load process is judged by), or an
+# open-loop producer that added less than this share of the offered rate.
 SATURATED_RATE_SHARE = 0.9
 WARM_UP_ONLY = "the test stopped during warm-up"  # the reason when nothing else stopped it
 
@@ -219,7 +219,7 @@ def derive(
     )
     limit, limit_share = pace.closed_limit(used, _per(c["fetches_alone"], jobs))
     reasons = []
-    if busiest >= SATURATED_CPU_PCT:
+    if is_saturated(busiest):
         reasons.append(f"a load process used {busiest:.0f}% of a core")
     if run.target_rate > 0 and added_per_s < SATURATED_RATE_SHARE * run.target_rate:
         reasons.append(f"added {added_per_s:.0f} jobs/s of {run.target_rate:g} offered")

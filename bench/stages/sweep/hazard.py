@@ -20,18 +20,20 @@ sent once by each client from the same restored state:
 Counted per call: the script's executions and refusals on the server
 (commandstats ``calls`` and ``rejected_calls`` of EVALSHA), the BUSY replies
 another client (the probe) got meanwhile, and whether the reply named exactly
-the jobs that moved.
+the jobs that moved; and the machine watch from the call until Redis is free
+again, so a row says whether other work shared the machine while Redis was held.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import redis
 
+from bench.harness.machine import watch_run
 from bench.harness.terminal import plural
 from bench.protocol.commandstats import CommandStats
 from bench.protocol.connection import RedisSettings
@@ -111,20 +113,24 @@ def measure(
     probe: Probe,
     *,
     bullmq_timeout_s: float | None = None,
+    watch_pids: Iterable[int] = (),
 ) -> SweepHazardRow:
-    """One call of ``client_name`` from the prepared state; the server's and the probe's counts around it.
+    """One call of ``client_name`` from the prepared state; the server's and the probe's counts
+    around it, and the machine watch over it (``watch_pids``: the run's own processes beyond this
+    one's family, a REDIS_URL server's).
 
     ``bullmq_timeout_s`` None leaves BullMQ's connection at redis-py's default (``timeout_s``)."""
     case.prepare()
     admin = case.queue.client
     before = CommandStats.read(admin)
     probe.begin()
-    if client_name == "bullmq":
-        result = _bullmq_call(settings, case, bullmq_timeout_s)
-    else:
-        result = _suite_call(settings, case, timeout_s)
-    wait_for_redis(admin)  # the sweep (and any copy of it) has ended
-    seen: ProbeWindow = probe.end()
+    with watch_run(watch_pids) as watch:
+        if client_name == "bullmq":
+            result = _bullmq_call(settings, case, bullmq_timeout_s)
+        else:
+            result = _suite_call(settings, case, timeout_s)
+        wait_for_redis(admin)  # the sweep (and any copy of it) has ended
+        seen: ProbeWindow = probe.end()  # before the watch's stop, which lasts a second at least
     delta = CommandStats.read(admin).since(before)
     moved = moved_ids(case.queue, case.stalled)
     matches = (
@@ -146,6 +152,7 @@ def measure(
         moved_ids=moved,
         reply_matches=matches,
         error=result.error,
+        **watch.within(None).row_fields(),
     )
 
 
@@ -162,20 +169,26 @@ def effective_timeout_s(configured: float) -> tuple[float, float | None]:
 
 
 def run_hazard(
-    settings: RedisSettings, case: HazardCase, configured_timeout_s: float, probe_rate_hz: float
+    settings: RedisSettings,
+    case: HazardCase,
+    configured_timeout_s: float,
+    probe_rate_hz: float,
+    watch_pids: Sequence[int] = (),
 ) -> list[SweepHazardRow]:
     """Both clients, one call each, from the same state; the probe watching throughout."""
     timeout_s, bullmq_timeout_s = effective_timeout_s(configured_timeout_s)
     with Probe(settings, probe_rate_hz, case.queue.keys.name) as probe:
         return [
-            measure(name, settings, case, timeout_s, probe, bullmq_timeout_s=bullmq_timeout_s)
+            measure(name, settings, case, timeout_s, probe,
+                    bullmq_timeout_s=bullmq_timeout_s, watch_pids=watch_pids)
             for name in CLIENTS
-        ]
+        ]  # fmt: skip
 
 
 def hazard_line(row: SweepHazardRow) -> str:
     reply = "raised" if row.reply_ids is None else f"{row.reply_ids:,} ids"
     note = f"; {row.error}" if row.error else ""
+    note += f"; CONTENDED (foreign CPU {row.foreign_cpu_pct:.0f}% of a core)" if row.contended else ""
     return (
         f"hazard {row.client} {row.stalled_jobs:,} stalled, timeout {row.socket_timeout_s:g} s: "
         f"{row.elapsed_s:.2f} s, {plural(row.server_executions, 'execution')}, "

@@ -265,7 +265,9 @@ def run_hazard_sizes(ctx: RunContext, client: Client) -> list[SweepHazardRow]:
             ctx.progress(f"hazard: building {size:,} active jobs through the bullmq protocol")
             scenario.grow(size)
             case = scenario_case(scenario)
-            found = run_hazard(ctx.settings, case, options.sweep_hazard_timeout_s, options.probe_rate_hz)
+            found = run_hazard(
+                ctx.settings, case, options.sweep_hazard_timeout_s, options.probe_rate_hz, ctx.watch_pids
+            )
             for row in found:
                 ctx.progress(hazard_line(row))
             rows.extend(found)

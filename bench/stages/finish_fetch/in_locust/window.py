@@ -23,7 +23,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from bench.errors import first_line
 from bench.harness.machine import clock
-from bench.protocol.commandstats import CommandStats, read_per_master
+from bench.protocol.commandstats import CommandStats, read_per_master, redis_cpu_seconds
 from bench.protocol.connection import Client
 from bench.stages.finish_fetch.in_locust.current import RECORDER, REFUSED_MESSAGE, Current, control_settings
 from bench.stages.finish_fetch.in_locust.options import summary_path
@@ -33,7 +33,6 @@ from bench.stages.finish_fetch.loadstats import (
     Aggregate,
     Recorder,
     error_kind,
-    redis_cpu_seconds,
     redis_used_memory,
 )
 from bench.stages.finish_fetch.seats import started
