@@ -94,7 +94,8 @@ def _source(data: RunData, *parts: str) -> str:
 
 def fusing(data: RunData) -> Finding | None:
     """Fused over two calls at each point, from the repetition pairs whose both sides are clean;
-    where every protocol's range spans 1, the gain has vanished."""
+    where every protocol's range spans 1, the gain has vanished; a ratio whose rtt missed is named,
+    not quoted."""
     frame = _finish_fetch(data)
     if frame is None:
         return None
@@ -112,8 +113,16 @@ def fusing(data: RunData) -> Finding | None:
     gone_at: list[tuple[float, float]] = []
     for (concurrency, rtt), point in pairs.groupby(["concurrency", "rtt_ms"], sort=True):
         spans = point["lo"] <= 1  # a pair at or below 1: no gain measured
-        kept = [f"{r.protocol} {_paired(r.median, r.lo, r.hi, r.pairs)}" for r in point[~spans].itertuples()]
-        lost = [f"{r.protocol} {_paired(r.median, r.lo, r.hi, r.pairs)}" for r in point[spans].itertuples()]
+        quoted = ~point["rtt_missed"]  # a ratio over two networks is not quoted
+        kept = [
+            f"{r.protocol} {_paired(r.median, r.lo, r.hi, r.pairs)}"
+            for r in point[quoted & ~spans].itertuples()
+        ]
+        lost = [
+            f"{r.protocol} {_paired(r.median, r.lo, r.hi, r.pairs)}"
+            for r in point[quoted & spans].itertuples()
+        ]
+        missed = ", ".join(str(p) for p in point.loc[~quoted, "protocol"])
         where = f"At {_in_flight(concurrency)} per worker and rtt {rtt:g} ms"
         if kept:
             sentences.append(f"{where}, fused does {', '.join(kept)} the jobs/s of two calls.")
@@ -121,6 +130,9 @@ def fusing(data: RunData) -> Finding | None:
             gone_at.append((float(concurrency), float(rtt)))  # type: ignore[arg-type]
             lead = f"{where}, the gain" if not kept else "The gain"
             sentences.append(f"{lead} is gone for {', '.join(lost)}.")
+        if missed:
+            lead = f"{where}, the rtt paid" if not (kept or lost) else "The rtt paid"
+            sentences.append(f"{lead} missed for {missed}: no ratio quoted.")
     for (concurrency, rtt), _ in every.groupby(["concurrency", "rtt_ms"], sort=True):
         if not ((pairs["concurrency"] == concurrency) & (pairs["rtt_ms"] == rtt)).any():
             sentences.append(f"At {_in_flight(concurrency)} and rtt {rtt:g} ms it was {NOT_CLEAN}.")

@@ -18,7 +18,7 @@ from bench.report.load import RunData, load_run
 from bench.report.machine import contended_rows
 from bench.report.markdown import fmt, markdown_table
 from bench.report.publish import PUBLISHED_DIR, published_runs
-from bench.report.ratios import POINT_COLUMNS, paired_ratios, shown_point_columns
+from bench.report.ratios import POINT_COLUMNS, paired_ratios, ratio_text, rtt_note, shown_point_columns
 from bench.report.sections.instructions import SCRIPT_COST_STEPS, servers, servers_table
 from bench.report.sections.servers import servers_point_table
 
@@ -123,7 +123,8 @@ def about_run(data: RunData) -> pd.DataFrame:
 def finish_fetch_table(data: RunData) -> pd.DataFrame | None:
     """A point a row: its regime, each strategy's median jobs/s over its clean windows (a cell
     with none marked, cells.py), the rtt paid beside the nominal, and fused over two_call paired by
-    repetition. The marks ride in ``attrs["marks"]`` for the note under the table."""
+    repetition (ratio_text: "rtt missed" in its place where the rtt missed). The marks ride in
+    ``attrs["marks"]``, and what "rtt missed" means in ``attrs["notes"]``, for the notes under the table."""
     frame = data.frames.get("finish_fetch")
     if frame is None or frame.empty:
         return None
@@ -148,12 +149,12 @@ def finish_fetch_table(data: RunData) -> pd.DataFrame | None:
         )
     ratios = paired_ratios(frame)
     ratios = ratios[ratios["other"] == "two_call"]
-    text = {tuple(r[c] for c in point): f"{r['median']:.2f} [{r['lo']:.2f}-{r['hi']:.2f}]"
-            for _, r in ratios.iterrows()}  # fmt: skip
+    text = {tuple(r[c] for c in point): ratio_text(r) for _, r in ratios.iterrows()}
     table["fused / two_call"] = [text.get(tuple(r[c] for c in point), "—") for _, r in table.iterrows()]
     shown = shown_point_columns(frame)  # a point column every row holds alike says nothing
     table = table.drop(columns=[c for c in point if c not in shown])
     table.attrs["marks"] = list(marks.values())
+    table.attrs["notes"] = rtt_note(ratios)
     return table
 
 
@@ -230,6 +231,7 @@ def _section(title: str, note: str, table: pd.DataFrame | None) -> list[str]:
         markdown_table(table),
         "",
         *mark_notes(table.attrs.get("marks", [])),
+        *table.attrs.get("notes", []),
     ]
 
 
@@ -306,7 +308,7 @@ def render_headline(runs: list[RunData]) -> str:
     table = finish_fetch_table(data)
     if table is not None:
         lines += ["Finish-then-fetch, jobs/s:", "", markdown_table(table), ""]
-        lines += mark_notes(table.attrs.get("marks", []))
+        lines += [*mark_notes(table.attrs.get("marks", [])), *table.attrs.get("notes", [])]
     sweep = sweep_table(data, "us_per_active_job")
     if sweep is not None:
         stalled = sweep[sweep["scenario"] == "all_stalled"].drop(columns="scenario")
