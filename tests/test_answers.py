@@ -41,7 +41,7 @@ def test_each_answer_fits_its_words_and_the_rest_of_the_block_400() -> None:
     assert words(lines[0]) <= ANSWER_WORDS and words(lines[2]) <= ANSWER_WORDS
     rest = [line for line in lines[4:] if not line.startswith("|")]
     assert sum(words(line) for line in rest) <= 400
-    assert lines[4].startswith("Conditions: job time 0 ms; payload 100 bytes;")
+    assert lines[4].startswith("Conditions: jobs of 0 ms, 100-byte payloads;")
     assert "Redis and the load share 2 cores" in lines[4]
 
 

@@ -17,10 +17,13 @@ from bench.report.findings import NOT_CLEAN, node_worker, queue_latency
 from bench.report.load import load_run
 from bench.report.model import Parts, modelled, predict
 from bench.report.publish import PUBLISHED_DIR
+from bench.report.ratios import RTT_MISSED
 from bench.report.render import render
+from bench.report.results_page import finish_fetch_table
 from bench.report.sections.findings import model_section
 
 DEFAULT = PUBLISHED_DIR / "20261203-101406-default"
+FILE = "finish_fetch.csv"
 
 
 @pytest.fixture
@@ -31,14 +34,21 @@ def run(tmp_path: Path) -> Path:
     return copy
 
 
-def mark_contended(path: Path, file: str, where: dict[str, object]) -> None:
+def set_cells(path: Path, file: str, where: dict[str, object], **cells: str) -> None:
+    """Write ``cells`` into the rows of ``file`` that match ``where`` (a column missing: added empty)."""
     frame = pd.read_csv(path / file, dtype=str, keep_default_na=False)
     mask = pd.Series(True, index=frame.index)
     for column, value in where.items():
         mask &= frame[column] == str(value)
     assert mask.any()
-    frame.loc[mask, "contended"] = "True"
+    for column, value in cells.items():
+        frame[column] = frame[column] if column in frame.columns else ""
+        frame.loc[mask, column] = value
     frame.to_csv(path / file, index=False)
+
+
+def mark_contended(path: Path, file: str, where: dict[str, object]) -> None:
+    set_cells(path, file, where, contended="True")
 
 
 def test_fused_gain_is_stated_from_clean_pairs_only(run: Path) -> None:
@@ -47,6 +57,46 @@ def test_fused_gain_is_stated_from_clean_pairs_only(run: Path) -> None:
     assert cells[("echomq", 1, 1.0)].text().startswith("1.88 [1.86-1.90]")
     mark_contended(run, "finish_fetch.csv", {"concurrency": 1})
     assert not [c for c in fusing_cells(load_run(run)) if c.concurrency == 1]
+
+
+def test_a_ratio_whose_rtt_missed_is_flagged_and_never_quoted(run: Path) -> None:
+    """The run is from before the rtt_missed column: the rule judges each row's rtt paid, and the
+    two strategies' against each other; where the column is written, it decides."""
+    point = {"protocol": "echomq", "concurrency": 1, "rtt_ms": "1.0"}
+    quoted = "1.88 [1.86-1.90]"
+
+    def shown() -> tuple[str, str, list[str]]:
+        """The findings' cell at ``point``, the results page's ratio cell there and its note."""
+        data = load_run(run)
+        table = finish_fetch_table(data)
+        assert table is not None
+        at = table[(table["protocol"] == "echomq") & (table["concurrency"] == 1) & (table["rtt_ms"] == 1.0)]
+        cells = {(c.protocol, c.concurrency, c.rtt_ms): c for c in fusing_cells(data)}
+        return cells[("echomq", 1, 1.0)].text(), str(at["fused / two_call"].iloc[0]), table.attrs["notes"]
+
+    said, cell, notes = shown()
+    assert said.startswith(quoted) and cell.startswith("1.88 [")
+    missed = {c.protocol for c in fusing_cells(load_run(run)) if c.rtt_missed and c.concurrency == 1}
+    assert missed == {"bullmq", "echomq-deadline"}  # a window of each over 1.2 ms
+    # no row over its nominal rtt, but two_call paid 0.21 ms more than fused: two networks
+    set_cells(run, FILE, {**point, "strategy": "fused"}, rtt_slept_ms="0.95")
+    set_cells(run, FILE, {**point, "strategy": "two_call"}, rtt_slept_ms="1.16")
+    said, cell, notes = shown()
+    assert said.startswith(RTT_MISSED) and quoted not in said
+    assert cell == RTT_MISSED and notes and RTT_MISSED in notes[0]
+    # 0.19 ms apart: within, quoted again
+    set_cells(run, FILE, {**point, "strategy": "two_call"}, rtt_slept_ms="1.14")
+    said, cell, _ = shown()
+    assert said.startswith(quoted) and cell.startswith("1.88 [")
+    # the column, where written, decides: one fused window flagged by the stage
+    set_cells(run, FILE, {}, rtt_missed="False")
+    set_cells(run, FILE, {**point, "strategy": "fused", "rep": 1}, rtt_missed="True")
+    said, cell, _ = shown()
+    assert said.startswith(RTT_MISSED) and cell == RTT_MISSED
+    # rtt 0 is never judged, whatever its rtt paid says
+    set_cells(run, FILE, {"protocol": "echomq", "rtt_ms": "0.0"}, rtt_slept_ms="3.0", rtt_missed="")
+    zero = {(c.protocol, c.concurrency): c for c in fusing_cells(load_run(run)) if c.rtt_ms == 0}
+    assert zero[("echomq", 32)].text().startswith("0.96 [0.85-1.14]")
 
 
 def test_a_contended_sweep_point_gives_no_figure(run: Path) -> None:
@@ -144,7 +194,7 @@ def test_queue_latency_is_stated_from_open_regime_rows_only(run: Path) -> None:
     frame["regime"] = ["open" if c == "1" else "steady" for c in frame["concurrency"]]  # a newer run's column
     frame.to_csv(run / "finish_fetch.csv", index=False)
     said = " ".join(queue_latency(load_run(run)).sentences)
-    assert "echomq, 1 in flight, rtt 1 ms, p50 / p99: fused" in said
+    assert "(echomq, 1 in flight, rtt 1 ms)" in said and said.startswith("p50 / p99, fused against two_call:")
     assert "8 jobs in flight" not in said  # the steady rows say nothing about queue latency
 
 

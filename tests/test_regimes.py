@@ -10,6 +10,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
@@ -19,7 +20,7 @@ from bench.harness.profile import FinishFetchOptions, Profile
 from bench.harness.server import EmbeddedRedis, ServerInfo
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import Job, Queue, now_us
-from bench.results.finish_fetch import FinishFetchRow, Regime
+from bench.results.finish_fetch import FinishFetchRow, Regime, rtt_missed
 from bench.stages.finish_fetch import producer_loop, remeasure, stage
 from bench.stages.finish_fetch.loadstats import Recorder
 from bench.stages.finish_fetch.pace import PRODUCER, STARVED_FETCHES_PER_JOB, closed_limit
@@ -33,6 +34,7 @@ from bench.stages.finish_fetch.remeasure import (
     Budget,
     Guard,
     LoadJudge,
+    RttJudge,
     more_processes,
 )
 from bench.stages.finish_fetch.stage import run_stage
@@ -205,7 +207,13 @@ def _stage(
         return list(csv.DictReader(handle))
 
 
-Remeasured = Callable[[int, Guard | None, LoadJudge | None], list[dict[str, str]]]
+RTT_MS = 1.0  # the point an rtt judge is handed at: rtt 0 is never judged
+
+
+class Remeasured(Protocol):
+    def __call__(
+        self, repetitions: int, guard: Guard | None, judge: LoadJudge | None, rtt: RttJudge | None = None
+    ) -> list[dict[str, str]]: ...
 
 
 @pytest.fixture
@@ -213,17 +221,21 @@ def remeasured(
     tmp_path: Path, settings: RedisSettings, redis_server: EmbeddedRedis, monkeypatch: pytest.MonkeyPatch
 ) -> Remeasured:
     """The stage at one fused point, allowed one window more, on a machine of two cores whatever
-    runs it, with a guard and a load judge injected (None: never contended, never saturated):
-    its rows, given the repetitions."""
+    runs it, with a guard, a load judge and an rtt judge injected (None: never contended, never
+    saturated, at rtt 0; an rtt judge: at RTT_MS): its rows, given the repetitions."""
     monkeypatch.setattr(remeasure.os, "cpu_count", lambda: 2)
 
-    def run(repetitions: int, guard: Guard | None, judge: LoadJudge | None) -> list[dict[str, str]]:
+    def run(
+        repetitions: int, guard: Guard | None, judge: LoadJudge | None, rtt: RttJudge | None = None
+    ) -> list[dict[str, str]]:
         # what is not injected is judged clean: the machine running the tests is busy
         monkeypatch.setattr(stage, "GUARD", guard or (lambda sample: contended_sample(False)))
         monkeypatch.setattr(stage, "LOAD_JUDGE", judge or (lambda saturated: False))
+        monkeypatch.setattr(stage, "RTT_JUDGE", rtt or (lambda paid: paid))
         opts = dataclasses.replace(
-            BASE, strategies=("fused",), repetitions=repetitions, remeasure_windows=1, remeasure_share=1.0
-        )
+            BASE, strategies=("fused",), repetitions=repetitions, remeasure_windows=1, remeasure_share=1.0,
+            rtt_ms=(RTT_MS,) if rtt else BASE.rtt_ms,
+        )  # fmt: skip
         return _stage(tmp_path, settings, redis_server, opts)
 
     return run
@@ -291,6 +303,44 @@ def test_a_saturated_window_is_measured_again_on_one_more_process_and_the_point_
         roles = [p["role"] for p in json.loads(summary.read_text())["processes"]]
         assert roles.count("worker") == 2, roles
     assert "measured again on 2 load processes (try 2)" in capsys.readouterr().err
+
+
+def test_the_rtt_rule_allows_ten_percent_or_two_tenths_of_a_ms_whichever_is_larger():
+    # at 1 ms, 0.2 ms is the larger: 1.2 paid is within, a µs more is not
+    assert (rtt_missed(1.0, 1.2), rtt_missed(1.0, 1.201)) == (False, True)
+    # at 5 ms, 10% is the larger (0.5 ms); at 2 ms they meet
+    assert (rtt_missed(5.0, 5.5), rtt_missed(5.0, 5.501), rtt_missed(5.0, 5.3)) == (False, True, False)
+    assert (rtt_missed(2.0, 2.2), rtt_missed(2.0, 2.201)) == (False, True)
+    # over, not under (a wait never ends early); nothing slept at rtt 0; no figure, no verdict
+    assert not rtt_missed(1.0, 0.7)
+    assert not rtt_missed(0.0, 3.0) and not rtt_missed(1.0, None)
+    # one strategy's paid rtt against the other's: the same tolerance, of the nominal rtt
+    assert (rtt_missed(1.0, 1.65, 1.45), rtt_missed(1.0, 1.651, 1.45)) == (False, True)
+    assert (rtt_missed(5.0, 5.9, 5.4), rtt_missed(5.0, 5.901, 5.4)) == (False, True)
+
+
+def _late(windows: int) -> RttJudge:
+    """An rtt judge on a slow clock: the first ``windows`` windows paid 1.6x the nominal rtt, every
+    later one the nominal rtt itself."""
+    calls = itertools.count()
+    return lambda _paid: 1.6 * RTT_MS if next(calls) < windows else RTT_MS
+
+
+@pytest.mark.locust
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_the_rtt_re_measure_on_an_injected_slow_clock(
+    remeasured: Remeasured, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    """rep 1 pays a late rtt, is measured again on one more load process, is late again and the
+    budget (one window a point) stops it: flagged. rep 2 starts on as many processes, and its rtt is
+    on time: not flagged."""
+    monkeypatch.setattr(remeasure.os, "cpu_count", lambda: 4)  # cores left: the budget stops it
+    first, second = remeasured(2, None, None, _late(2))
+    said = ("tries", "loadgen_processes", "remeasure_stopped", "rtt_slept_ms", "rtt_missed")
+    assert [first[k] for k in said] == ["2", "2", POINT_BUDGET, "1.6", "True"]  # the judged rtt, recorded
+    assert [second[k] for k in said] == ["1", "2", "no", "1.0", "False"]
+    assert "rtt paid 1.60 ms at 1 ms; measured again on 2 load processes (try 2)" in capsys.readouterr().err
 
 
 def test_the_open_rate_takes_each_strategy_clean_trials_or_all_of_its_own():

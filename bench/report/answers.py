@@ -15,7 +15,7 @@ import pandas as pd
 
 from bench.report.columns import clean, regime, rtt_paid_ms
 from bench.report.load import RunData
-from bench.report.ratios import paired_ratios
+from bench.report.ratios import RTT_MISSED, paired_ratios
 from bench.results.finish_fetch import Regime
 
 BUSY_MS = 5000.0  # Redis's busy-reply-threshold (5 s): past it, other clients get BUSY
@@ -39,8 +39,11 @@ class Cell:
     pairs: int
     pace: str  # the side most clean rows named as setting the pace; "fused/two_call" where they differ
     rtt_paid_ms: float | None
+    rtt_missed: bool = False  # the rtt paid missed its nominal (or the strategies') one: not quoted
 
     def text(self) -> str:
+        if self.rtt_missed:
+            return f"{RTT_MISSED} (paid {self.rtt_paid_ms:.2f})" if self.rtt_paid_ms else RTT_MISSED
         spread = f" [{self.lo:.2f}-{self.hi:.2f}]" if self.pairs > 1 else " (1 pair)"
         paid = f", rtt paid {self.rtt_paid_ms:.2f}" if self.rtt_ms and self.rtt_paid_ms else ""
         return f"{self.median:.2f}{spread}, {self.pace or 'pace not judged'}{paid}"
@@ -56,7 +59,8 @@ def _backlog(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def fusing_cells(data: RunData) -> list[Cell]:
-    """Every point's fused / two_call jobs/s of the run, from clean pairs, with its pace and rtt paid."""
+    """Every point's fused / two_call jobs/s of the run, from clean pairs, with its pace and rtt
+    paid; a cell whose rtt missed is kept, marked, and never quoted (``quoted``)."""
     frame = data.frames.get("finish_fetch")
     if frame is None or frame.empty or "strategy" not in frame.columns:
         return []
@@ -78,6 +82,7 @@ def fusing_cells(data: RunData) -> list[Cell]:
         cells.append(Cell(
             str(r.protocol), int(float(r.concurrency)), float(r.rtt_ms), float(r.median), float(r.lo),  # type: ignore[arg-type]
             float(r.hi), int(r.pairs), pace, float(slept.median()) if not slept.empty else None,  # type: ignore[arg-type]
+            bool(r.rtt_missed),
         ))  # fmt: skip
     return cells
 
@@ -107,9 +112,14 @@ def _range(values: Sequence[float]) -> str:
     return f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}x"
 
 
+def quoted(cells: Sequence[Cell]) -> list[Cell]:
+    """The cells whose ratio may be quoted: each paid the rtt it says."""
+    return [c for c in cells if not c.rtt_missed]
+
+
 def fusing_held(runs: Sequence[RunData]) -> tuple[int, int]:
     """In how many of ``runs`` fused beat two calls at every clean network-bound cell (lo above 1)."""
-    counted = [[c for c in fusing_cells(run) if c.rtt_ms >= NETWORK_RTT_MS] for run in runs]
+    counted = [[c for c in quoted(fusing_cells(run)) if c.rtt_ms >= NETWORK_RTT_MS] for run in runs]
     counted = [cells for cells in counted if cells]
     return sum(all(c.lo > 1 for c in cells) for cells in counted), len(counted)
 
@@ -140,7 +150,7 @@ def unstable(runs: Sequence[RunData]) -> list[tuple[str, int, float]]:
     beyond their own spread."""
     by: dict[tuple[str, int, float], list[Cell]] = {}
     for run in runs:
-        for c in fusing_cells(run):
+        for c in quoted(fusing_cells(run)):
             by.setdefault((c.protocol, c.concurrency, c.rtt_ms), []).append(c)
     return [key for key, cells in by.items() if max(c.lo for c in cells) > min(c.hi for c in cells)]
 
@@ -148,10 +158,10 @@ def unstable(runs: Sequence[RunData]) -> list[tuple[str, int, float]]:
 def fusing_answer(data: RunData, runs: Sequence[RunData] = ()) -> str:
     """What to do about fusing, in at most ANSWER_WORDS words. With ``runs``, its ranges span
     every run's clean cells, never the newest run's alone."""
-    own = fusing_cells(data)
+    own = quoted(fusing_cells(data))
     if not own:
         return "**Fusing.** No clean cell measured it: no answer from this run."
-    cells = [c for run in runs for c in fusing_cells(run)] or own
+    cells = [c for run in runs for c in quoted(fusing_cells(run))] or own
     network = [c.median for c in cells if c.rtt_ms >= NETWORK_RTT_MS]
     local = [c.median for c in cells if c.rtt_ms < NETWORK_RTT_MS]
     lost = [c for c in cells if c.hi < 1]  # below 1 in every pair
@@ -193,7 +203,7 @@ def cross_run_table(runs: Sequence[RunData]) -> pd.DataFrame:
         column = columns.setdefault(run.run_id, {})
         for c in fusing_cells(run):
             column[f"fused / two_call, {c.protocol}, {c.concurrency} in flight, rtt {c.rtt_ms:g} ms"] = (
-                f"{c.median:.2f} [{c.lo:.2f}-{c.hi:.2f}]"
+                RTT_MISSED if c.rtt_missed else f"{c.median:.2f} [{c.lo:.2f}-{c.hi:.2f}]"
             )
         for protocol, share in redis_work_saved(run).items():
             column[f"Redis instructions fusing saves a job, {protocol}"] = f"{share:.1%}"

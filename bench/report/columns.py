@@ -2,20 +2,21 @@
 
 Each is a field of finish_fetch.csv's row type (tests/test_columns_read.py holds it). A run from
 before a column falls back here, and nowhere else: a row without a regime is "steady" (or "open"
-with a target rate), one without the rtt it slept paid the nominal rtt, and `contended` or
-`saturated` means not clean.
+with a target rate), one without the rtt it slept paid the nominal rtt, one without `rtt_missed`
+is judged by its rtt paid (the rule, rtt_missed), and `contended` or `saturated` means not clean.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from bench.results.finish_fetch import Regime, regime_of
+from bench.results.finish_fetch import Regime, regime_of, rtt_missed
 
 # The regime of a finish_fetch row (Regime: docs/method.md#glossary).
 REGIME = "regime"
-# The mean wait a simulated round trip paid, ms.
+# The mean wait a simulated round trip paid, ms; and whether it missed its nominal rtt.
 RTT_PAID = "rtt_slept_ms"
+RTT_MISSED = "rtt_missed"
 # The open loop's queue latency, µs: enqueue to finish.
 QUEUE_P50, QUEUE_P99 = "e2e_p50_us", "e2e_p99_us"
 # Flags that make a row not clean.
@@ -41,6 +42,20 @@ def rtt_paid_ms(frame: pd.DataFrame) -> pd.Series:
     """The rtt each row paid, ms; the nominal rtt where no paid figure was recorded."""
     nominal = frame["rtt_ms"].astype(float) if "rtt_ms" in frame.columns else pd.Series(0.0, frame.index)
     return frame[RTT_PAID].astype(float).fillna(nominal) if measured(frame, RTT_PAID) else nominal
+
+
+def rtt_missed_rows(frame: pd.DataFrame) -> pd.Series:
+    """True for a row whose rtt paid missed its nominal rtt: its own column, else (a run from before
+    it) the rule over the rtt it paid."""
+    nominal = frame["rtt_ms"].astype(float) if "rtt_ms" in frame.columns else pd.Series(0.0, frame.index)
+    ruled = pd.Series(
+        [rtt_missed(rtt, paid) for rtt, paid in zip(nominal, rtt_paid_ms(frame), strict=True)],
+        index=frame.index,
+        dtype=bool,
+    )
+    if RTT_MISSED not in frame.columns:
+        return ruled
+    return frame[RTT_MISSED].astype("boolean").fillna(ruled).astype(bool)
 
 
 def _flag(frame: pd.DataFrame, name: str) -> pd.Series:

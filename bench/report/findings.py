@@ -26,6 +26,7 @@ from bench.report.columns import QUEUE_P50, QUEUE_P99, clean, measured, regime, 
 from bench.report.load import RunData
 from bench.report.markdown import markdown_table
 from bench.report.predict import Point, run_workers, what_if
+from bench.report.ratios import RTT_MISSED
 from bench.report.sections.script_cost import BASE as SCRIPT_BASE
 from bench.report.sections.script_cost import Extra, extra_cost
 from bench.results.finish_fetch import MISSED as DRIVER_MISSED
@@ -141,16 +142,19 @@ def queue_latency(data: RunData) -> Finding | None:
     if open_rows.empty or not (measured(open_rows, p50) and measured(open_rows, p99)):
         return Finding(topic, (f"The open-regime rows were {NOT_CLEAN}.",), _source(data))
     sentences = []
-    keys = ["protocol", "concurrency", "rtt_ms", "target_rate"]
-    for key, cell in open_rows.groupby(keys, sort=True):
-        protocol, concurrency, rtt, rate = (str(key[0]), *(float(k) for k in key[1:]))  # type: ignore[arg-type]
-        by = cell.groupby("strategy")
-        medians = by[[p50, p99]].median()
-        parts = [f"{s} {ms(row[p50] / 1e3)} / {ms(row[p99] / 1e3)}" for s, row in medians.iterrows()]
-        offered = f", {rate:,.0f} jobs/s offered" if rate > 0 else ""
-        where = f"{protocol}{offered}, {concurrency:g} in flight, rtt {rtt:g} ms, p50 / p99"
-        sentences.append(f"{where}: {'; '.join(parts)}.")
-    return Finding(topic, tuple(sentences), _source(data, "open regime, clean medians"))
+    for key, point in open_rows.groupby(["protocol", "concurrency", "rtt_ms"], sort=True):
+        protocol, concurrency, rtt = str(key[0]), float(key[1]), float(key[2])  # type: ignore[arg-type]
+        loads = []
+        for rate, cell in point.groupby("target_rate", sort=True):
+            medians = cell.groupby("strategy")[[p50, p99]].median()
+            both = " against ".join(f"{ms(r[p50] / 1e3)} / {ms(r[p99] / 1e3)}" for _, r in medians.iterrows())
+            offered = float(rate)  # type: ignore[arg-type]
+            loads.append(f"{both} at {offered:,.0f} jobs/s offered" if offered > 0 else both)
+        order = " against ".join(dict.fromkeys(point["strategy"]))
+        sentences.append(
+            f"p50 / p99, {order}: {'; '.join(loads)} ({protocol}, {concurrency:g} in flight, rtt {rtt:g} ms)."
+        )
+    return Finding(topic, tuple(sentences), _source(data, "open regime"))
 
 
 # -- the sweep --------------------------------------------------------------------------------
@@ -339,12 +343,17 @@ def conditions(data: RunData) -> str:
     paid_text = f"paid {paid.min():.2f}-{paid.max():.2f} ms" if not paid.empty else "none"
     reps = int(frame["rep"].max()) if "rep" in frame.columns and not frame.empty else 0
     cores = data.meta.cores or "?"
+    processes = (
+        sorted({int(float(v)) for v in frame["loadgen_processes"].dropna()})
+        if "loadgen_processes" in frame
+        else []
+    )
+    on = f" on {processes[0]}-{processes[-1]} load processes" if len(processes) > 1 else ""
     return (
-        f"Conditions: job time {values('job_ms', ' ms')}; payload {values('payload_bytes', ' bytes')}; "
-        f"rtt {values('rtt_ms', ' ms')}, a client-side sleep an exchange ({paid_text}); "
-        f"{values('workers')} workers; load processes {values('loadgen_processes')}; "
-        f"{values('measure_s', ' s')} windows x {reps} repetitions a point; "
-        f"Redis and the load share {cores} cores ({data.meta.cpu_model or 'CPU not recorded'})."
+        f"Conditions: jobs of {values('job_ms', ' ms')}, {values('payload_bytes')}-byte payloads; "
+        f"rtt {values('rtt_ms', ' ms')} slept client-side an exchange ({paid_text}); "
+        f"{values('workers')} workers{on}; {values('measure_s', ' s')} windows x {reps} repetitions; "
+        f"Redis and the load share {cores} cores."
     )
 
 
@@ -390,6 +399,11 @@ def findings_lines(data: RunData, runs: Sequence[RunData] = ()) -> list[str]:
     cells = fusing_cells(data)
     if cells:
         lines += [FUSING_TABLE, "", markdown_table(fusing_table(cells)), ""]
+        if any(c.rtt_missed for c in cells):
+            lines += [
+                f"{RTT_MISSED}: a side paid over its nominal rtt, or the other's, by over 10% or 0.2 ms.",
+                "",
+            ]
     found = holds(data)
     if found:
         lines += [SWEEP_TABLE, "", markdown_table(sweep_table(found)), ""]
@@ -419,14 +433,14 @@ def findings_lines(data: RunData, runs: Sequence[RunData] = ()) -> list[str]:
 
 
 FUSING_TABLE = (
-    "Fused / two_call jobs/s, backlog regime: median of the clean repetition pairs [min-max]; "
-    "the side that set the pace (fused/two_call where they differ); the rtt paid, ms."
+    "Fused / two_call jobs/s, backlog regime: clean pairs' median [min-max]; the side that set the "
+    "pace (fused/two_call if they differ); rtt paid, ms."
 )
 SWEEP_TABLE = (
     "Redis's longest call in one sweep (SLOWLOG: Redis's time, not the client's), ms, "
     "healthy / all stalled, by active jobs; ≤ 1: no call reached 1 ms."
 )
-RACE_TABLE = "Races, clean settings: total (per stalled job, over repetitions)."
+RACE_TABLE = "Races, clean settings: total (per stalled job)."
 
 
 def _variant(protocol: object, variant: object) -> str:

@@ -2,20 +2,28 @@
 
 A point is (workers, concurrency, job_ms, rtt_ms); the repetitions of one A B C
 round pair up by their ``rep`` (bench.results.fits.paired_ratio, as the stage's
-terminal table computes it).
+terminal table computes it). A ratio whose rtt missed (a row of either strategy paid over its
+nominal rtt, or the two paid rtts apart, by more than bench.results.finish_fetch.rtt_missed
+allows) compares two networks: the report shows RTT_MISSED in its place, never its figure.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from bench.results.finish_fetch import FinishFetchRow
+from bench.report.columns import rtt_missed_rows, rtt_paid_ms
+from bench.results.finish_fetch import RTT_TOLERANCE, RTT_TOLERANCE_MS, FinishFetchRow, rtt_missed
 from bench.results.fits import headline_ratio
 
 # a point: finish_fetch.csv's key columns but the strategy, which the ratio is between
 POINT_COLUMNS = tuple(c for c in FinishFetchRow.KEYS if c != "strategy")
 BASE = "fused"
-RATIO_COLUMNS = (*POINT_COLUMNS, "other", "median", "lo", "hi", "pairs")
+RATIO_COLUMNS = (*POINT_COLUMNS, "other", "median", "lo", "hi", "pairs", "rtt_missed")
+RTT_MISSED = "rtt missed"  # what a table shows for a ratio whose rtt missed
+RTT_MISSED_WHY = (
+    f"a strategy's rtt paid was over the nominal rtt, or the two strategies' apart, by more than "
+    f"{RTT_TOLERANCE:.0%} or {RTT_TOLERANCE_MS:g} ms, the larger: the ratio compares two networks"
+)
 # what a frame without a point column means by it: a run from before the regimes was steady
 POINT_DEFAULTS: dict[str, str | float] = {"regime": "steady", "load": 0.0}
 
@@ -38,25 +46,53 @@ def shown_point_columns(frame: pd.DataFrame) -> list[str]:
 
 def paired_ratios(frame: pd.DataFrame, column: str = "jobs_per_s") -> pd.DataFrame:
     """One row per point and strategy other than fused: fused/other ``column`` as the median of
-    the repetition pairs, its min and max, and how many pairs."""
+    the repetition pairs, its min and max, how many pairs, and whether its rtt missed."""
     frame = frame.assign(**{c: v for c, v in POINT_DEFAULTS.items() if c not in frame.columns})
     needed = {"strategy", "rep", column, *POINT_COLUMNS}
     if frame.empty or not needed <= set(frame.columns) or BASE not in set(frame["strategy"]):
         return pd.DataFrame(columns=list(RATIO_COLUMNS))
     others = [v for v in dict.fromkeys(frame["strategy"]) if v != BASE]
+    frame = frame.assign(rtt_missed=rtt_missed_rows(frame), rtt_paid=rtt_paid_ms(frame))
     rows = []
     for point, group in frame.groupby(list(POINT_COLUMNS), dropna=False, sort=True):
-        base = values_by_rep(group[group["strategy"] == BASE], column)
+        at = dict(zip(POINT_COLUMNS, point, strict=True))
+        rtt = float(group["rtt_ms"].iloc[0])
+        base = group[group["strategy"] == BASE]
         for other in others:
-            against = values_by_rep(group[group["strategy"] == other], column)
-            ratio = headline_ratio(base, against)  # paired by repetition
+            against = group[group["strategy"] == other]
+            a, b = values_by_rep(base, column), values_by_rep(against, column)
+            ratio = headline_ratio(a, b)  # paired by repetition
             if ratio is None:
                 continue
+            # the rows the pairs rest on: a row of either side missed, or the two sides paid two networks
+            sides = [side[side["rep"].isin(a.keys() & b.keys())] for side in (base, against)]
+            paid = [side["rtt_paid"].median() for side in sides]
+            missed = bool(
+                any(side["rtt_missed"].any() for side in sides) or rtt_missed(rtt, max(paid), min(paid))
+            )
             rows.append(
-                {**dict(zip(POINT_COLUMNS, point, strict=True)), "other": other, "median": ratio.median,
-                 "lo": ratio.lo, "hi": ratio.hi, "pairs": ratio.pairs}
+                {**at, "other": other, "median": ratio.median, "lo": ratio.lo, "hi": ratio.hi,
+                 "pairs": ratio.pairs, "rtt_missed": missed}
             )  # fmt: skip
     return pd.DataFrame(rows, columns=list(RATIO_COLUMNS))
+
+
+def ratio_text(ratio: pd.Series) -> str:
+    """A row of paired_ratios as a table quotes it: median [min-max], or RTT_MISSED."""
+    return (
+        RTT_MISSED if ratio["rtt_missed"] else f"{ratio['median']:.2f} [{ratio['lo']:.2f}-{ratio['hi']:.2f}]"
+    )
+
+
+def quoted(ratios: pd.DataFrame) -> pd.DataFrame:
+    """The rows of paired_ratios a figure may draw: those whose rtt did not miss."""
+    return ratios[~ratios["rtt_missed"].astype(bool)] if not ratios.empty else ratios
+
+
+def rtt_note(ratios: pd.DataFrame) -> list[str]:
+    """The note under a table quoting ``ratios``: what RTT_MISSED means, when the table shows it."""
+    shown = "rtt_missed" in ratios.columns and bool(ratios["rtt_missed"].any())
+    return [f"*{RTT_MISSED}: {RTT_MISSED_WHY}.*", ""] if shown else []
 
 
 def values_by_rep(rows: pd.DataFrame, column: str = "jobs_per_s") -> dict[int, float]:

@@ -19,7 +19,7 @@ from bench.report.load import RunData, load_run
 from bench.report.machine import contended_rows
 from bench.report.markdown import fmt, markdown_table
 from bench.report.publish import PUBLISHED_DIR, published_runs
-from bench.report.ratios import POINT_COLUMNS, paired_ratios, shown_point_columns
+from bench.report.ratios import POINT_COLUMNS, paired_ratios, ratio_text, rtt_note, shown_point_columns
 from bench.report.sections.instructions import SCRIPT_COST_STEPS, servers, servers_table
 from bench.report.sections.servers import servers_point_table
 
@@ -127,7 +127,8 @@ def about_run(data: RunData) -> pd.DataFrame:
 def finish_fetch_table(data: RunData) -> pd.DataFrame | None:
     """A point a row: its regime, each strategy's median jobs/s over its clean windows (a cell
     with none marked, cells.py), the rtt paid beside the nominal, and fused over two_call paired by
-    repetition. The marks ride in ``attrs["marks"]`` for the note under the table."""
+    repetition (ratio_text: "rtt missed" in its place where the rtt missed). The marks ride in
+    ``attrs["marks"]``, and what "rtt missed" means in ``attrs["notes"]``, for the notes under the table."""
     frame = data.frames.get("finish_fetch")
     if frame is None or frame.empty:
         return None
@@ -152,12 +153,12 @@ def finish_fetch_table(data: RunData) -> pd.DataFrame | None:
         )
     ratios = paired_ratios(frame)
     ratios = ratios[ratios["other"] == "two_call"]
-    text = {tuple(r[c] for c in point): f"{r['median']:.2f} [{r['lo']:.2f}-{r['hi']:.2f}]"
-            for _, r in ratios.iterrows()}  # fmt: skip
+    text = {tuple(r[c] for c in point): ratio_text(r) for _, r in ratios.iterrows()}
     table["fused / two_call"] = [text.get(tuple(r[c] for c in point), "—") for _, r in table.iterrows()]
     shown = shown_point_columns(frame)  # a point column every row holds alike says nothing
     table = table.drop(columns=[c for c in point if c not in shown])
     table.attrs["marks"] = list(marks.values())
+    table.attrs["notes"] = rtt_note(ratios)
     return table
 
 
@@ -234,6 +235,7 @@ def _section(title: str, note: str, table: pd.DataFrame | None) -> list[str]:
         markdown_table(table),
         "",
         *mark_notes(table.attrs.get("marks", [])),
+        *table.attrs.get("notes", []),
     ]
 
 
@@ -334,7 +336,7 @@ def render_findings(runs: list[RunData]) -> str:
     same = [run for run in runs if run.meta.profile == HEADLINE_PROFILE]
     lines = [
         f"From run [{data.run_id}]({link}) at commit {commit}, clean cells only: "
-        "a contended or saturated cell gives no figure.",
+        "a contended or saturated cell gives no figure. "
         "[The glossary](docs/method.md#glossary) defines the terms.",
         "",
         GENERATED,

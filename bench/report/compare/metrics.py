@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from bench.report.columns import rtt_missed_rows
 from bench.report.compare.learnt import LEARNT_FLOOR, TIMED, Learnt, family, read_learnt
 from bench.report.load import FRAMES
 from bench.report.ratios import BASE, POINT_COLUMNS, POINT_DEFAULTS, values_by_rep
@@ -353,12 +354,14 @@ def compare_runs(
 
 def pair_ratios(frame: pd.DataFrame) -> dict[tuple[tuple[object, ...], str], tuple[list[float], list[float]]]:
     """(point, other strategy) -> fused/other jobs/s of each repetition pair: those whose two
-    windows were clean, and all of them. A ratio taken within one run: both sides of a pair ran
-    minutes apart at most, on the same machine and server."""
+    windows were clean and paid their rtt, and all of them. A ratio taken within one run: both
+    sides of a pair ran minutes apart at most, on the same machine and server."""
     frame = frame.assign(**{c: v for c, v in POINT_DEFAULTS.items() if c not in frame.columns})
     if frame.empty or not {"strategy", "rep", "jobs_per_s", *POINT_COLUMNS} <= set(frame.columns):
         return {}
-    frame = frame.assign(clean=clean_mask(frame))
+    frame = frame.assign(
+        clean=clean_mask(frame) & ~rtt_missed_rows(frame)
+    )  # a pair over two networks: not clean
     out: dict[tuple[tuple[object, ...], str], tuple[list[float], list[float]]] = {}
     for raw_key, group in frame.groupby(list(POINT_COLUMNS), dropna=False, sort=True):
         point = tuple(norm_key(v) for v in raw_key)

@@ -12,7 +12,7 @@ from bench.report.compare.machines import context_lines
 from bench.report.compare.metrics import Comparison, key_order, norm_key, point_label
 from bench.report.load import RunData
 from bench.report.markdown import markdown_table, percent
-from bench.report.ratios import BASE, POINT_COLUMNS, paired_ratios
+from bench.report.ratios import BASE, POINT_COLUMNS, RTT_MISSED, paired_ratios
 from bench.report.verdict import SHOWN, VERDICTS
 from bench.results.fits import PairedRatio
 
@@ -73,7 +73,7 @@ def describe(run: RunData) -> str:
 def headline_lines(frame_a: pd.DataFrame | None, frame_b: pd.DataFrame | None) -> list[str]:
     """Each run's fused/other ratios (median of its A B pairs [min-max], bench.report.ratios) at
     every point both ran, and whether the two ranges overlap: ratios within one run hold where
-    absolute figures drift."""
+    absolute figures drift ("rtt missed" in place of one whose rtt missed: not compared)."""
     if frame_a is None or frame_b is None:
         return []
     a, b = _ratios_by_point(frame_a), _ratios_by_point(frame_b)
@@ -83,18 +83,21 @@ def headline_lines(frame_a: pd.DataFrame | None, frame_b: pd.DataFrame | None) -
         lines += [f"| {BASE}/{other} jobs/s | A | B | ranges |", "|---|---|---|---|"]
         for key in shared:
             ra, rb = a[key], b[key]
-            apart = ra.hi < rb.lo or rb.hi < ra.lo
             label = point_label(POINT_COLUMNS, key[:-1])
-            lines.append(f"| {label} | {ra.text()} | {rb.text()} | {'apart' if apart else 'overlap'} |")
+            texts = (RTT_MISSED if r is None else r.text() for r in (ra, rb))
+            ranges = (
+                "—" if ra is None or rb is None else "apart" if ra.hi < rb.lo or rb.hi < ra.lo else "overlap"
+            )
+            lines.append(f"| {label} | {' | '.join(texts)} | {ranges} |")
     return lines
 
 
-def _ratios_by_point(frame: pd.DataFrame) -> dict[tuple[object, ...], PairedRatio]:
-    """(point..., other strategy) -> fused/other jobs/s at that point."""
+def _ratios_by_point(frame: pd.DataFrame) -> dict[tuple[object, ...], PairedRatio | None]:
+    """(point..., other strategy) -> fused/other jobs/s at that point (None: its rtt missed)."""
     ratios = paired_ratios(frame)
     return {
-        (*(norm_key(r[c]) for c in POINT_COLUMNS), str(r["other"])): PairedRatio(
-            float(r["median"]), float(r["lo"]), float(r["hi"]), int(r["pairs"])
-        )
+        (*(norm_key(r[c]) for c in POINT_COLUMNS), str(r["other"])): None
+        if r["rtt_missed"]
+        else PairedRatio(float(r["median"]), float(r["lo"]), float(r["hi"]), int(r["pairs"]))
         for r in ratios.to_dict("records")
     }

@@ -25,7 +25,7 @@ from bench.report.plots.style import (
     split_label,
     wrapped,
 )
-from bench.report.ratios import paired_ratios
+from bench.report.ratios import paired_ratios, ratio_text
 
 POINT_COLUMNS = ("workers", "queues", "concurrency", "job_ms", "rtt_ms")
 
@@ -57,7 +57,8 @@ def _with_point(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _ratio_texts(at_point: pd.DataFrame) -> list[str]:
     """A line a protocol: fused over each other strategy, the median of the repetition pairs
-    [min-max] (report.ratios, the one definition); the protocol named when there are several."""
+    [min-max] (report.ratios, the one definition; "rtt missed" in its place where the rtt missed);
+    the protocol named when there are several."""
     unlabelled = at_point.assign(strategy=[split_label(v)[1] for v in at_point["strategy"]])
     unlabelled["protocol"] = (
         unlabelled["protocol"].fillna(HOME_PROTOCOL) if "protocol" in unlabelled else HOME_PROTOCOL
@@ -69,8 +70,8 @@ def _ratio_texts(at_point: pd.DataFrame) -> list[str]:
     for protocol in order:
         rows = ratios[ratios["protocol"] == protocol]
         parts = [
-            f"{'fused' if k == 0 else ''}/{r.other} {r.median:.2f} [{r.lo:.2f}-{r.hi:.2f}]"
-            for k, r in enumerate(rows.itertuples())
+            f"{'fused' if k == 0 else ''}/{r['other']} {ratio_text(r)}"
+            for k, (_, r) in enumerate(rows.iterrows())
         ]
         texts.append((f"{protocol}: " if several else "") + ", ".join(parts))
     return texts
@@ -208,7 +209,8 @@ def ratio_against_concurrency(ratios: pd.DataFrame, out_dir: Path) -> Plot | Non
         "Above the dashed line fused does more jobs/s. Each line is one protocol (its line style) at "
         "one simulated round-trip time (its colour); "
         "as concurrency grows the auto-pipelined connection carries many jobs' calls per round trip, "
-        "so what is left of the gap is the second call's client and Redis cost."
+        "so what is left of the gap is the second call's client and Redis cost. "
+        "A point whose rtt paid missed its nominal rtt is left out."
     )
     return saved(figure, out_dir, "finish_fetch_ratio_concurrency.png", title, caption)
 
@@ -305,6 +307,7 @@ def ratio_against_rtt(ratios: pd.DataFrame, guesses: pd.DataFrame, out_dir: Path
     caption = (
         "Above the dashed line fused does more jobs/s. Dots are measured, with the pairs' range; "
         "a solid line joins one concurrency's measured rtts. "
-        "Dotted lines are the closed-loop model's prediction from the run's own parts."
+        "Dotted lines are the closed-loop model's prediction from the run's own parts. "
+        "A point whose rtt paid missed its nominal rtt is left out."
     )
     return saved(figure, out_dir, "finish_fetch_ratio_rtt.png", title, caption)

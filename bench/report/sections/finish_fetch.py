@@ -36,7 +36,14 @@ from bench.report.plots.latency import (
 )
 from bench.report.plots.style import protocol_labelled
 from bench.report.predict import WHAT_IF_CONCURRENCY, Point, run_workers, what_if
-from bench.report.ratios import POINT_COLUMNS, paired_ratios, shown_point_columns
+from bench.report.ratios import (
+    POINT_COLUMNS,
+    RTT_MISSED,
+    paired_ratios,
+    quoted,
+    rtt_note,
+    shown_point_columns,
+)
 from bench.report.sections.findings import model_section
 from bench.report.sections.head import section_head
 from bench.report.sections.script_cost import script_cost_section
@@ -115,13 +122,13 @@ def finish_fetch_section(data: RunData) -> list[str]:
     lines += script_cost_section(data)
     if frame["concurrency"].nunique(dropna=True) > 1:  # a line against concurrency needs two of them
         lines += figure(jobs_against_concurrency(closed, data.path), "no jobs/s at two concurrencies")
-        plot = ratio_against_concurrency(paired_ratios(closed), data.path)
+        plot = ratio_against_concurrency(quoted(paired_ratios(closed)), data.path)
         lines += figure(plot, "no fused/two_call or fused/two_call_pipelined pairs")
     levels = sorted({int(c) for c in frame["concurrency"].dropna()} or set(WHAT_IF_CONCURRENCY))
     rtts = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0)
     workers = run_workers(frame)
     guesses = what_if(data, [Point(workers, c, r) for c in levels for r in rtts])
-    plot = ratio_against_rtt(paired_ratios(closed[clean(closed)]), guesses, data.path)
+    plot = ratio_against_rtt(quoted(paired_ratios(closed[clean(closed)])), guesses, data.path)
     lines += figure(plot, "no clean fused/two_call pairs")
     lines += _fidelity_section(section.fidelity)
     e2e = latency.meaning(frame)
@@ -189,6 +196,7 @@ def _finish_fetch_summary(frame: pd.DataFrame) -> list[str]:
             markdown_table(ratios),
             "",
             *mark_notes(ratios["marks"] if "marks" in ratios.columns else []),
+            *rtt_note(paired_ratios(frame)),
         ]
     return lines
 
@@ -196,7 +204,7 @@ def _finish_fetch_summary(frame: pd.DataFrame) -> list[str]:
 def _fused_ratios(frame: pd.DataFrame) -> pd.DataFrame:
     """Per point: the median of the repetition-paired fused/other ratios, with their min-max
     (bench.results.fits.paired_ratio, as the stage's terminal table prints it), a column pair per
-    other strategy."""
+    other strategy; RTT_MISSED in place of a ratio whose rtt missed."""
     if frame["rep"].isna().all():
         return pd.DataFrame()
     ratios = paired_ratios(frame)
@@ -210,8 +218,9 @@ def _fused_ratios(frame: pd.DataFrame) -> pd.DataFrame:
         row: dict[str, object] = dict(zip(shown, point, strict=True))
         for r in group.itertuples(index=False):
             name = f"fused/{r.other}: " if several else ""
-            row[f"{name}median of pairs"] = r.median
-            row[f"{name}[min-max]"] = f"[{r.lo:.2f}-{r.hi:.2f}]"
+            quote = not r.rtt_missed  # else two networks: no figure
+            row[f"{name}median of pairs"] = r.median if quote else RTT_MISSED
+            row[f"{name}[min-max]"] = f"[{r.lo:.2f}-{r.hi:.2f}]" if quote else ""
         row["pairs"] = int(group["pairs"].min())
         rows.append(row)
         groups.append(cells.get(point, frame.iloc[0:0]))

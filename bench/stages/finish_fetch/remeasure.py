@@ -1,14 +1,17 @@
 """Measured again until clean (design.md "Clean windows"): a trial whose window the machine watch
 marked contended runs again, within a budget, so each point rests on the asked number of clean
 windows or says how many it got. A window whose load generator saturated runs again on one more
-Locust process, up to the machine's cores: the same load on one process would saturate again.
+Locust process, up to the machine's cores: the same load on one process would saturate again. So
+does a window whose simulated round trip paid more than its nominal rtt allows
+(bench.results.finish_fetch.rtt_missed): a busy load process wakes late from its waits.
 
 The budget has two parts, both profile keys: extra windows a point (``remeasure-windows``) and
 extra time over the whole stage (``remeasure-share`` of its planned seconds). A trial is priced at
 its planned seconds, not at what it took, so the budget does not depend on how slow the machine
 was. The guard that judges a window is injectable: tests hand in one that reports contention on
 the first window (the machine watch's rule itself is bench.harness.machine's), and a load judge
-that reports saturation likewise (the rule itself is the trial summary's)."""
+that reports saturation likewise (the rule itself is the trial summary's), and an rtt judge that
+reports a late paid rtt (the rule itself is rtt_missed)."""
 
 from __future__ import annotations
 
@@ -39,6 +42,15 @@ LoadJudge = Callable[[bool], bool]
 
 def load_judge(saturated: bool) -> bool:
     return saturated
+
+
+# What a window's simulated round trip paid, ms: the trial's own mean wait in, the figure to record
+# and judge out. The stage's default keeps the figure.
+RttJudge = Callable[[float], float]
+
+
+def rtt_paid(paid_ms: float) -> float:
+    return paid_ms
 
 
 def more_processes(processes: int, cores: int | None = None) -> int:

@@ -39,6 +39,7 @@ from bench.results.finish_fetch import (
     FinishFetchShardRow,
     Regime,
     goal_lines,
+    rtt_missed,
 )
 from bench.results.rows import RunIds, row_dict
 from bench.stages.finish_fetch.fidelity import measure_plain
@@ -67,10 +68,12 @@ from bench.stages.finish_fetch.remeasure import (
     Budget,
     Guard,
     LoadJudge,
+    RttJudge,
     clean_line,
     load_judge,
     machine_guard,
     more_processes,
+    rtt_paid,
 )
 from bench.stages.finish_fetch.rows import (
     queue_rows,
@@ -246,10 +249,12 @@ def run_stage(ctx: RunContext) -> None:
         print(f"finish_fetch: {total} calls failed ({kinds}); see the runs' logs", file=sys.stderr)
 
 
-# What judges each trial's window (remeasure.py): the machine watch's own sample, and the trial's
-# own saturated flag; a test injects a guard or a judge that reports either where it wants it.
+# What judges each trial's window (remeasure.py): the machine watch's own sample, the trial's own
+# saturated flag and its own rtt paid; a test injects a guard or a judge that reports any of them
+# where it wants it.
 GUARD: Guard = machine_guard
 LOAD_JUDGE: LoadJudge = load_judge
+RTT_JUDGE: RttJudge = rtt_paid
 
 
 def _trial(
@@ -261,16 +266,21 @@ def _trial(
     protocol: str,
     budget: Budget,
 ) -> tuple[TrialResult, int, str, int]:
-    """One trial, measured again while its window was contended, or saturated on fewer load
-    processes than cores (then on one more), and the budget allows: the last window's run, the
-    windows it took, why it stopped while still so ("" when not), and the processes it ran on."""
+    """One trial, measured again while its window was contended, or saturated or paid a late rtt
+    (rtt_missed) on fewer load processes than cores (then on one more), and the budget allows: the
+    last window's run, the windows it took, why it stopped while still so ("" when not), and the
+    processes it ran on."""
     tries = 1
     while True:
         processes = opts.loadgen_processes
         run = run_trial(ctx.settings, opts, strategy, point, rep, ctx.run_dir, protocol, ctx.watch_pids)
         run.machine = GUARD(run.machine)
         contended = run.machine is not None and run.machine.contended
-        more = more_processes(processes) if LOAD_JUDGE(run.summary.figures.saturated) else processes
+        figures = run.summary.figures
+        paid = RTT_JUDGE(figures.simulated_rtt_mean_ms)
+        run.summary.derived = dataclasses.replace(figures, simulated_rtt_mean_ms=paid)  # the row records it
+        saturated, late = LOAD_JUDGE(figures.saturated), rtt_missed(point.rtt_ms, paid)
+        more = more_processes(processes) if saturated or late else processes
         if run.stopped or (not contended and more == processes):
             return run, tries, "", processes
         why = budget.take(point.at_rate(0.0), trial_seconds(opts))
@@ -279,8 +289,11 @@ def _trial(
         tries += 1
         which = f"{protocol} {strategy} {point.label} rep {rep}"
         if more > processes:
-            said = "; ".join(run.summary.figures.saturated_because) or "the load generator saturated"
-            ctx.progress(f"{which}: {said}; measured again on {more} load processes (try {tries})")
+            said = (
+                ["; ".join(figures.saturated_because) or "the load generator saturated"] if saturated else []
+            )
+            said += [f"rtt paid {paid:.2f} ms at {point.rtt_ms:g} ms"] if late else []
+            ctx.progress(f"{which}: {'; '.join(said)}; measured again on {more} load processes (try {tries})")
             opts = dataclasses.replace(opts, loadgen_processes=more)
         else:
             assert run.machine is not None
