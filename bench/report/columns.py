@@ -3,7 +3,8 @@
 Each is a field of finish_fetch.csv's row type (tests/test_columns_read.py holds it). A run from
 before a column falls back here, and nowhere else: a row without a regime is "steady" (or "open"
 with a target rate), one without the rtt it slept paid the nominal rtt, one without `rtt_missed`
-is judged by its rtt paid (the rule, rtt_missed), and `contended` or `saturated` means not clean.
+is judged by its rtt paid (the rule, rtt_missed), one without its load processes ran on the
+profile's, and `contended` or `saturated` means not clean.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ RTT_PAID = "rtt_slept_ms"
 RTT_MISSED = "rtt_missed"
 # The open loop's queue latency, µs: enqueue to finish.
 QUEUE_P50, QUEUE_P99 = "e2e_p50_us", "e2e_p99_us"
+# The Locust processes a row's window ran on (a saturated window is measured again on one more).
+LOAD_PROCESSES = "loadgen_processes"
 # Flags that make a row not clean.
 CONTENDED, SATURATED = "contended", "saturated"
 
@@ -56,6 +59,17 @@ def rtt_missed_rows(frame: pd.DataFrame) -> pd.Series:
     if RTT_MISSED not in frame.columns:
         return ruled
     return frame[RTT_MISSED].astype("boolean").fillna(ruled).astype(bool)
+
+
+def load_processes(frame: pd.DataFrame, run_processes: int) -> pd.Series:
+    """Each row's load processes: its own column, never fewer than the profile's ``run_processes``.
+    A row never runs on fewer than its profile's (a saturated window adds one), and a row from
+    before the column reads as 1 (the row type implies it), so the profile's count stands there."""
+    run = pd.Series(run_processes, index=frame.index)
+    if LOAD_PROCESSES not in frame.columns:
+        return run
+    own = pd.to_numeric(frame[LOAD_PROCESSES], errors="coerce").fillna(run)
+    return own.clip(lower=run).astype(int)
 
 
 def _flag(frame: pd.DataFrame, name: str) -> pd.Series:

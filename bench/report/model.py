@@ -1,30 +1,56 @@
 """The closed-loop law: the jobs/s a finish-then-fetch row should do, from its own measured parts.
 
-Each worker connection is one customer of a closed loop. An exchange carries
-``b = 1 / round_trips_per_job`` jobs. It waits the rtt the row paid (a delay every
-connection pays at once), then queues for the client's CPU (one queue a Locust process)
-and for Redis (one queue). Mean-value analysis of that loop, customer by customer, gives
-the exchanges a second; times ``b``, the jobs a second. Near no ceiling it is
-``workers x b / (rtt + b x (client + Redis))``; near one it tends to ``1e6 / µs per job``
-of the busier side, so both ceilings are inside it.
+The loop. Each worker connection is one customer of a closed loop. An exchange carries
+``b = 1 / round_trips_per_job`` jobs. It waits the rtt the row paid and its jobs' time (delays
+every connection pays at once), then queues for the client's CPU and for Redis's.
+A held job delays only its own slot, and a connection's ``c`` slots hold theirs at once,
+so an exchange waits ``b / c`` of a job's time (``job_ms``).
 
-The parts are the row's columns, nothing fitted: slots (workers x concurrency), round trips
-a job, the rtt paid, the client's CPU per job (over its processes), and Redis's µs per job (commandstats).
+The client. Its CPU per job (every load process's, producers too) runs on the row's own load
+processes: ``loadgen_processes``, the run's profile for a row from before that column. A process
+is one core at most. When Redis runs on the same machine, it takes its share of the cores
+(``jobs/s x its CPU per job``), so the processes together can use at most
+``m = min(processes, cores - Redis's share)`` cores. The client is a station of ``m`` servers;
+the mean-value analysis takes it by Seidmann's approximation: a queue of demand ``D / m`` and
+a delay of ``D (1 - 1/m)``. A customer alone pays ``D``; the ceiling is ``m / D`` exchanges a
+second. Below one core (a 1-core machine) it is one slower server: ``D / m``, no delay.
+
+Redis. One single-threaded process, one queue. Its demand is its CPU per job (INFO cpu over the
+window's jobs): the commands and the reading and replying around them, all on its one thread.
+On a cluster INFO cpu is one node's, so there, and for a run without it, commandstats' time
+inside the commands (summed over the masters) stands in.
+
+The fixed point. ``m`` falls as Redis's share rises, and Redis's share is the predicted jobs/s
+times its CPU per job. The jobs/s fall as the share rises, so exactly one share agrees with
+the jobs/s it gives; bisection finds it.
+
+Near no ceiling the jobs/s are ``workers x b / (rtt + job + b x (client + Redis))``; near one
+they tend to the busier side's: one Redis core, or ``m`` client cores. Every part is the row's
+own column or meta.json's (``cores``, ``redis_url``); nothing is fitted.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import pandas as pd
 
-from bench.report.columns import clean, regime, rtt_paid_ms
+from bench.report.columns import clean, load_processes, regime, rtt_paid_ms
 from bench.results.meta import RunMeta
 
 # A point the model misses by more than this share is named with the term that disagrees.
 MISS = 0.20
-TERMS = {"wait": "the rtt paid", "client": "the client's CPU", "redis": "Redis's CPU"}
+TERMS = {
+    "wait": "the rtt paid",
+    "job": "the job time",
+    "client": "the client's CPU",
+    "redis": "Redis's CPU",
+}
+SHARE_TOLERANCE = 1e-9  # bisection stops when Redis's share is known this closely
+LEAST_SERVERS = 1e-6  # the client's cores never reach 0: a division stays finite
 
 
 @dataclass(frozen=True)
@@ -36,16 +62,19 @@ class Parts:
     jobs_per_exchange: float  # 1 / round trips per job
     rtt_ms: float  # the rtt a round trip paid
     job_ms: float  # a job's hold
-    client_us: float  # the load generator's CPU per job
-    processes: int  # Locust processes sharing the client work
+    client_us: float  # the load generator's CPU per job, all its processes
+    processes: int  # Locust processes sharing the client work, one core each at most
     redis_us: float  # Redis's CPU per job
+    cores: float = math.inf  # the machine's cores, which the processes share with Redis
+    redis_beside: bool = True  # Redis runs on those cores
 
 
 @dataclass(frozen=True)
 class Prediction:
     jobs_per_s: float
-    # shares of a predicted exchange's time: waiting the rtt, at the client, at Redis
+    # shares of a predicted exchange's time: the rtt, the job time, at the client, at Redis
     shares: dict[str, float]
+    client_cores: float  # the cores the client's processes could use beside Redis
 
     @property
     def term(self) -> str:
@@ -53,24 +82,50 @@ class Prediction:
         return max(self.shares, key=lambda k: self.shares[k])
 
 
-def predict(parts: Parts) -> Prediction:
-    """Exact mean-value analysis of the closed loop, one customer added at a time."""
+def client_cores(parts: Parts, redis_share: float) -> float:
+    """The cores the client's processes can use: one a process, less what Redis takes beside them."""
+    left = parts.cores - (redis_share if parts.redis_beside else 0.0)
+    return max(LEAST_SERVERS, min(float(max(1, parts.processes)), left))
+
+
+def _mva(parts: Parts, cores: float) -> Prediction:
+    """Mean-value analysis of the loop, one customer added at a time: exact for the delays and
+    Redis's queue; the client's ``cores`` servers by Seidmann (a queue of D/m, a delay of D(1 - 1/m))."""
     b = parts.jobs_per_exchange
-    processes = max(1, parts.processes)
-    # a held job delays its own slot; a connection's slots overlap, so an exchange waits b/c of it
-    delay = (parts.rtt_ms + parts.job_ms * b / max(parts.concurrency, 1.0)) / 1e3
-    client = b * parts.client_us / 1e6 / processes  # each process sees 1/processes of the exchanges
+    rtt = parts.rtt_ms / 1e3
+    job = parts.job_ms * b / max(parts.concurrency, 1.0) / 1e3
+    client = b * parts.client_us / 1e6
+    queued_part = client / cores
+    parallel_part = client * max(0.0, 1.0 - 1.0 / cores)  # the other servers: no queue of their own
     redis = b * parts.redis_us / 1e6
     queued_client = queued_redis = 0.0
-    rate = at_client = at_redis = 0.0
+    rate = at_client = at_redis = cycle = 0.0
     for customers in range(1, max(1, parts.workers) + 1):
-        at_client = client * (1 + queued_client)
+        at_client = queued_part * (1 + queued_client)
         at_redis = redis * (1 + queued_redis)
-        rate = customers / (delay + processes * at_client + at_redis)
+        cycle = rtt + job + parallel_part + at_client + at_redis
+        rate = customers / cycle
         queued_client, queued_redis = rate * at_client, rate * at_redis
-    total = delay + processes * at_client + at_redis
-    shares = {"wait": delay / total, "client": processes * at_client / total, "redis": at_redis / total}
-    return Prediction(rate * b, shares)
+    shares = {
+        "wait": rtt / cycle,
+        "job": job / cycle,
+        "client": (parallel_part + at_client) / cycle,
+        "redis": at_redis / cycle,
+    }
+    return Prediction(rate * b, shares, cores)
+
+
+def predict(parts: Parts) -> Prediction:
+    """The loop's jobs/s at the one Redis share that agrees with them (bisection on the share)."""
+    low, high = 0.0, 1.0  # Redis is one thread: its share of a core is below 1
+    while high - low > SHARE_TOLERANCE:
+        share = (low + high) / 2
+        jobs = _mva(parts, client_cores(parts, share)).jobs_per_s
+        if jobs * parts.redis_us / 1e6 > share:
+            low = share  # Redis takes more than assumed: the answer lies above
+        else:
+            high = share
+    return _mva(parts, client_cores(parts, (low + high) / 2))
 
 
 def _number(row: pd.Series, name: str, default: float = math.nan) -> float:
@@ -82,21 +137,58 @@ def _number(row: pd.Series, name: str, default: float = math.nan) -> float:
     return number if math.isfinite(number) else default
 
 
-def redis_us_per_job(row: pd.Series) -> float:
-    """Redis's µs per job: commandstats' time inside the commands (the Redis ceiling's term), else
-    its CPU share over the jobs (an older run without commandstats)."""
-    inside = _number(row, "server_us_per_job")
-    if inside > 0:
-        return inside
+def redis_us_per_job(row: pd.Series, whole_cpu: bool = True) -> float:
+    """Redis's µs per job: its CPU over the jobs (INFO cpu, the whole thread's work), else
+    commandstats' time inside the commands (a cluster, where INFO cpu is one node's; an older run)."""
     cpu, jobs = _number(row, "redis_cpu_pct"), _number(row, "jobs_per_s")
-    return cpu / 100 * 1e6 / jobs if cpu > 0 and jobs > 0 else math.nan
+    if whole_cpu and cpu > 0 and jobs > 0:
+        return cpu / 100 * 1e6 / jobs
+    inside = _number(row, "server_us_per_job")
+    return inside if inside > 0 else math.nan
 
 
-def row_parts(row: pd.Series, rtt_paid: float, processes: int = 1) -> Parts | None:
+@dataclass(frozen=True)
+class Machine:
+    """Where a run's load ran, from meta.json: what a row's parts do not say themselves."""
+
+    processes: int = 1  # the profile's load processes, for a row without its own column
+    cores: float = math.inf  # the machine's cores (unknown: no limit but a core a process)
+    redis_beside: bool = True  # Redis ran on those cores (the suite's own server, or a loopback URL)
+    cluster: bool = False  # several Redis masters: INFO cpu is one node's
+
+
+def processes_of(meta: RunMeta) -> int:
+    """The run's Locust processes (loadgen-processes), 1 when the run does not say."""
+    stage = meta.profile_resolved.get("finish_fetch")
+    value = stage.get("loadgen-processes") if isinstance(stage, dict) else None
+    return int(value) if isinstance(value, int | float) and value >= 1 else 1
+
+
+def on_this_machine(url: str | None) -> bool:
+    """A Redis URL that names this machine (loopback), or none: the suite's own server."""
+    host = urlsplit(url).hostname if url else None
+    if host is None or host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: another machine, as far as the run can tell
+
+
+def machine_of(meta: RunMeta) -> Machine:
+    return Machine(
+        processes=processes_of(meta),
+        cores=float(meta.cores) if meta.cores else math.inf,
+        redis_beside=on_this_machine(meta.redis_url),
+        cluster=bool(meta.redis_cluster),
+    )
+
+
+def row_parts(row: pd.Series, rtt_paid: float, processes: int, machine: Machine) -> Parts | None:
     """A row's parts, or None when one is missing (an older run without the column)."""
     trips = _number(row, "round_trips_per_job")
     client = _number(row, "loadgen_cpu_us_per_job")
-    redis = redis_us_per_job(row)
+    redis = redis_us_per_job(row, whole_cpu=not machine.cluster)
     if not (trips > 0 and client > 0 and redis > 0 and math.isfinite(rtt_paid)):
         return None
     return Parts(
@@ -108,32 +200,33 @@ def row_parts(row: pd.Series, rtt_paid: float, processes: int = 1) -> Parts | No
         client_us=client,
         processes=processes,
         redis_us=redis,
+        cores=machine.cores,
+        redis_beside=machine.redis_beside,
     )
 
 
-def processes_of(meta: RunMeta) -> int:
-    """The run's Locust processes (loadgen-processes), 1 when the run does not say."""
-    stage = meta.profile_resolved.get("finish_fetch")
-    value = stage.get("loadgen-processes") if isinstance(stage, dict) else None
-    return int(value) if isinstance(value, int | float) and value >= 1 else 1
-
-
-def modelled(frame: pd.DataFrame, processes: int = 1) -> pd.DataFrame:
+def modelled(frame: pd.DataFrame, machine: Machine) -> pd.DataFrame:
     """The frame with each row's prediction, its error (predicted / measured - 1), the term that
-    takes most of a predicted exchange, whether the row is clean, and its regime."""
+    takes most of a predicted exchange, the client's cores beside Redis, the row's load
+    processes, whether the row is clean, and its regime."""
     out = frame.copy()
     paid = rtt_paid_ms(frame)
-    predicted, error, term = [], [], []
+    processes = load_processes(frame, machine.processes)
+    predicted, error, term, cores = [], [], [], []
     for position, (_, row) in enumerate(frame.iterrows()):
-        parts = row_parts(row, float(paid.iloc[position]), processes)
+        parts = row_parts(row, float(paid.iloc[position]), int(processes.iloc[position]), machine)
         guess = predict(parts) if parts else None
         measured = _number(row, "jobs_per_s")
         predicted.append(guess.jobs_per_s if guess else math.nan)
         error.append(guess.jobs_per_s / measured - 1 if guess and measured > 0 else math.nan)
         term.append(guess.term if guess else "")
+        cores.append(guess.client_cores if guess else math.nan)
     out["predicted_jobs_per_s"] = predicted
     out["model_error"] = error
     out["model_term"] = term
+    out["client_cores"] = cores
+    out["load_processes"] = processes
+    out["redis_us"] = [redis_us_per_job(r, whole_cpu=not machine.cluster) for _, r in frame.iterrows()]
     out["clean"] = clean(frame)
     out["regime"] = regime(frame)
     out["rtt_paid_ms"] = paid

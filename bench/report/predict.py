@@ -1,15 +1,21 @@
 """What-if: the model's jobs/s at points a run did not measure, from the parts it did.
 
-`echomq-bench predict RUN --rtt-ms 5 --concurrency 16` answers "what does fusing buy at my
-rtt". Each line is marked predicted and names the measured cell its parts come from: the clean
-rows of the same protocol and strategy at the nearest concurrency (the client's and Redis's µs a
-job change with how many jobs share a round trip). The rtt paid is the asked rtt plus what that
-cell paid above its own; jobs an exchange scale with the jobs in flight.
+`echomq-bench predict RUN --rtt-ms 5 --concurrency 16 --job-ms 2` answers "what does fusing buy
+at my rtt". Each line is marked predicted and names the measured cell its parts come from: the
+clean rows of the same protocol and strategy at the nearest concurrency (the client's and Redis's
+µs a job change with how many jobs share a round trip), then the nearest payload, then the nearest
+job time. The rtt paid is the asked rtt plus what that cell paid above its own; jobs an exchange
+scale with the jobs in flight; the load processes and the cores beside Redis are the run's.
+Job time is a wait the model adds itself (model.py), so the asked job time is the one predicted
+with. Payload is not: the model has no per-byte term (the suite measures no cost a byte), so a
+line takes the client's and Redis's µs a job of the nearest payload measured and names it; the
+asked payload changes nothing else, and predict_main says so under the table.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +26,14 @@ from bench.errors import BenchError
 from bench.report.columns import clean, closed_loop, rtt_paid_ms
 from bench.report.load import RunData, load_run
 from bench.report.markdown import markdown_table
-from bench.report.model import Parts, predict, processes_of, redis_us_per_job
+from bench.report.model import Machine, Parts, machine_of, predict, redis_us_per_job
 from bench.results.files import RESULTS_DIR, resolve_run
 
 PREDICTED = "predicted"
+PAYLOAD_HELP = (
+    "a job's payload, bytes (default: the run's): it picks the measured cell of the nearest payload "
+    "and changes nothing else; the model has no per-byte term"
+)
 # The what-if grid the report shows: rtts and jobs in flight a reader may have.
 WHAT_IF_RTT_MS = (1.0, 2.0, 5.0, 10.0, 20.0)
 WHAT_IF_CONCURRENCY = (1, 8, 32)
@@ -34,6 +44,8 @@ class Point:
     workers: int
     concurrency: int
     rtt_ms: float
+    job_ms: float = 0.0
+    payload_bytes: float | None = None  # None: the run's own
 
 
 @dataclass(frozen=True)
@@ -43,18 +55,21 @@ class Guess:
     point: Point
     jobs_per_s: float
     parts_from: str  # the measured cell whose parts it used
+    payload_from: float  # that cell's payload, bytes: the payload the line really stands on
 
 
-def _cells(frame: pd.DataFrame) -> pd.DataFrame:
-    """A row a protocol, strategy, concurrency and rtt: the medians of its clean repetitions'
-    parts (every repetition's when none is clean)."""
+def _cells(frame: pd.DataFrame, machine: Machine) -> pd.DataFrame:
+    """A row a protocol, strategy, concurrency, rtt, job time and payload: the medians of its clean
+    repetitions' parts (every repetition's when none is clean)."""
     rows = frame.assign(
         concurrency=frame["concurrency"].fillna(1) if "concurrency" in frame else 1,
+        job_ms=frame["job_ms"].fillna(0) if "job_ms" in frame else 0.0,
+        payload_bytes=frame["payload_bytes"].fillna(0) if "payload_bytes" in frame else 0,
         rtt_paid=rtt_paid_ms(frame),
-        redis_us=[redis_us_per_job(r) for _, r in frame.iterrows()],
+        redis_us=[redis_us_per_job(r, whole_cpu=not machine.cluster) for _, r in frame.iterrows()],
         clean=clean(frame),
     )
-    keys = ["protocol", "strategy", "concurrency", "rtt_ms"]
+    keys = ["protocol", "strategy", "concurrency", "rtt_ms", "job_ms", "payload_bytes"]
     cells = []
     for key, group in rows.groupby(keys, sort=True):
         use = group[group["clean"]] if group["clean"].any() else group
@@ -64,22 +79,31 @@ def _cells(frame: pd.DataFrame) -> pd.DataFrame:
             "client_us": use["loadgen_cpu_us_per_job"].median(),
             "redis_us": use["redis_us"].median(),
             "overshoot_ms": (use["rtt_paid"] - use["rtt_ms"]).fillna(0).median(),
-            "job_ms": use["job_ms"].fillna(0).median() if "job_ms" in use else 0.0,
         })  # fmt: skip
     return pd.DataFrame(cells)
 
 
+def _log_distance(values: pd.Series, to: float) -> pd.Series:
+    return (values.astype(float).clip(lower=1).map(math.log) - math.log(max(to, 1.0))).abs()
+
+
 def _nearest(cells: pd.DataFrame, point: Point) -> pd.Series | None:
-    """The cell nearest in jobs in flight (log scale), one with an rtt when the point has one."""
+    """The cell nearest in jobs in flight (log scale), then in payload (log scale), then in job
+    time; one with an rtt when the point has one."""
     if cells.empty:
         return None
     with_rtt = cells[(cells["rtt_ms"] > 0) == (point.rtt_ms > 0)]
     pool = with_rtt if not with_rtt.empty else cells
-    distance = (pool["concurrency"].astype(float).map(math.log) - math.log(point.concurrency)).abs()
-    return pool.iloc[int(distance.to_numpy().argmin())]
+    payload = point.payload_bytes
+    distance = pd.DataFrame({
+        "concurrency": _log_distance(pool["concurrency"], point.concurrency),
+        "payload": _log_distance(pool["payload_bytes"], payload) if payload is not None else 0.0,
+        "job": (pool["job_ms"].astype(float) - point.job_ms).abs(),
+    })  # fmt: skip
+    return pool.loc[distance.sort_values(["concurrency", "payload", "job"], kind="stable").index[0]]
 
 
-def guess(cells: pd.DataFrame, protocol: str, strategy: str, point: Point, processes: int) -> Guess | None:
+def guess(cells: pd.DataFrame, protocol: str, strategy: str, point: Point, machine: Machine) -> Guess | None:
     mine = cells[(cells["protocol"] == protocol) & (cells["strategy"] == strategy)]
     base = _nearest(mine, point)
     if base is None:
@@ -98,13 +122,19 @@ def guess(cells: pd.DataFrame, protocol: str, strategy: str, point: Point, proce
         concurrency=point.concurrency,
         jobs_per_exchange=jobs_per_exchange,
         rtt_ms=paid,
-        job_ms=float(base["job_ms"]),
+        job_ms=point.job_ms,  # a wait the model adds itself: the asked one, not the cell's
         client_us=float(base["client_us"]),
-        processes=processes,
+        processes=machine.processes,
         redis_us=float(base["redis_us"]),
+        cores=machine.cores,
+        redis_beside=machine.redis_beside,
     )
+    payload = float(base["payload_bytes"])
     source = f"c{float(base['concurrency']):g} rtt {float(base['rtt_ms']):g}"
-    return Guess(protocol, strategy, point, predict(parts).jobs_per_s, source)
+    if float(base["job_ms"]):
+        source += f" job {float(base['job_ms']):g} ms"
+    source += f", {payload:,.0f} B"
+    return Guess(protocol, strategy, point, predict(parts).jobs_per_s, source, payload)
 
 
 def what_if(data: RunData, points: list[Point]) -> pd.DataFrame:
@@ -115,18 +145,21 @@ def what_if(data: RunData, points: list[Point]) -> pd.DataFrame:
     closed = closed_loop(frame)
     if closed.empty:  # an open-loop run only: no cell whose jobs/s the workers set
         return pd.DataFrame()
-    cells = _cells(closed)
-    processes = processes_of(data.meta)
+    machine = machine_of(data.meta)
+    cells = _cells(closed, machine)
     rows = []
     for protocol in dict.fromkeys(frame["protocol"]):
         for point in points:
-            fused = guess(cells, protocol, "fused", point, processes)
-            two = guess(cells, protocol, "two_call", point, processes)
+            fused = guess(cells, protocol, "fused", point, machine)
+            two = guess(cells, protocol, "two_call", point, machine)
             if fused is None or two is None:
                 continue
+            payload = fused.payload_from if point.payload_bytes is None else point.payload_bytes
             rows.append({
                 "protocol": protocol, "workers": point.workers, "concurrency": point.concurrency,
-                "rtt_ms": point.rtt_ms, "fused jobs/s": round(fused.jobs_per_s),
+                "rtt_ms": point.rtt_ms, "job_ms": point.job_ms,
+                "payload B": f"{payload:,.0f}",
+                "fused jobs/s": round(fused.jobs_per_s),
                 "two_call jobs/s": round(two.jobs_per_s),
                 "fused / two_call": f"{fused.jobs_per_s / two.jobs_per_s:.2f}",
                 "parts from": fused.parts_from, "": PREDICTED,
@@ -134,17 +167,28 @@ def what_if(data: RunData, points: list[Point]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _run_median(frame: pd.DataFrame | None, column: str, default: float) -> float:
+    """The median of a column over the run's rows, ``default`` when the run does not say."""
+    if frame is None or column not in frame.columns or frame[column].isna().all():
+        return default
+    return float(frame[column].median())
+
+
 def run_workers(frame: pd.DataFrame | None) -> int:
-    """The run's worker connections (the median over its rows), 1 when it does not say."""
-    if frame is None or "workers" not in frame.columns or frame["workers"].isna().all():
-        return 1
-    return max(1, int(frame["workers"].median()))
+    """The run's worker connections, 1 when it does not say."""
+    return max(1, int(_run_median(frame, "workers", 1)))
+
+
+def run_job_ms(frame: pd.DataFrame | None) -> float:
+    """The run's job time, 0 when it does not say."""
+    return _run_median(frame, "job_ms", 0.0)
 
 
 def grid(data: RunData) -> list[Point]:
-    """The report's what-if points at the run's own worker count."""
-    workers = run_workers(data.frames.get("finish_fetch"))
-    return [Point(workers, c, r) for r in WHAT_IF_RTT_MS for c in WHAT_IF_CONCURRENCY]
+    """The report's what-if points at the run's own worker count and job time."""
+    frame = data.frames.get("finish_fetch")
+    workers, job_ms = run_workers(frame), run_job_ms(frame)
+    return [Point(workers, c, r, job_ms) for r in WHAT_IF_RTT_MS for c in WHAT_IF_CONCURRENCY]
 
 
 def predict_main(argv: list[str]) -> int:
@@ -156,17 +200,34 @@ def predict_main(argv: list[str]) -> int:
     parser.add_argument("--rtt-ms", type=float, nargs="+", default=[5.0], help="round-trip times, ms")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[8], help="jobs in flight per worker")
     parser.add_argument("--workers", type=int, nargs="+", help="worker connections (default: the run's)")
+    parser.add_argument("--job-ms", type=float, nargs="+", help="a job's hold, ms (default: the run's)")
+    parser.add_argument("--payload-bytes", type=int, help=PAYLOAD_HELP)
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders are")
     args = parser.parse_args(argv)
     data = load_run(resolve_run(args.run, args.results))
     frame = data.frames.get("finish_fetch")
     if frame is None or frame.empty:
         raise BenchError(f"{data.run_id} has no finish_fetch.csv rows to take a model's parts from")
-    if any(c < 1 for c in args.concurrency) or any(r < 0 for r in args.rtt_ms):
-        raise BenchError("--concurrency must be 1 or more and --rtt-ms 0 or more")
+    jobs_ms = args.job_ms or [run_job_ms(frame)]
+    if any(c < 1 for c in args.concurrency) or any(r < 0 for r in [*args.rtt_ms, *jobs_ms]):
+        raise BenchError("--concurrency must be 1 or more, --rtt-ms and --job-ms 0 or more")
+    if args.payload_bytes is not None and args.payload_bytes < 0:
+        raise BenchError("--payload-bytes must be 0 or more")
     workers = args.workers or [run_workers(frame)]
-    points = [Point(w, c, r) for w in workers for r in args.rtt_ms for c in args.concurrency]
+    at = itertools.product(workers, args.rtt_ms, args.concurrency, jobs_ms)
+    points = [Point(w, c, r, j, args.payload_bytes) for w, r, c, j in at]
     table = what_if(data, points)
     print(f"Predicted by the closed-loop model from run {data.run_id}; nothing below was measured.")
     print(markdown_table(table))
+    print(payload_note(table, args.payload_bytes))
     return 0
+
+
+def payload_note(table: pd.DataFrame, asked: int | None) -> str:
+    """What the asked payload did to the lines: nothing but pick the cell whose parts they use."""
+    if asked is None or table.empty:
+        return "Payload: the run's own, as each line's measured cell."
+    return (
+        f"Payload {asked:,} B: the model has no per-byte term, as the suite measures no cost a byte. "
+        "Each line takes its parts from the measured cell of the nearest payload, named in 'parts from'."
+    )

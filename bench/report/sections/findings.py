@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from bench.report.columns import closed_loop
 from bench.report.findings import findings_lines
 from bench.report.load import RunData
 from bench.report.markdown import figure, fmt, markdown_table
-from bench.report.model import MISS, TERMS, misses, modelled, processes_of
+from bench.report.model import MISS, TERMS, Machine, machine_of, misses, modelled
 from bench.report.plots.model import measured_against_predicted
 from bench.report.predict import grid, what_if
 
@@ -29,6 +31,15 @@ def findings_section(data: RunData) -> list[str]:
     ]
 
 
+def _beside(machine: Machine) -> str:
+    """What the client's processes share their cores with, in one sentence."""
+    if not math.isfinite(machine.cores):
+        return "the run does not say its machine's cores."
+    if not machine.redis_beside:
+        return f"together they use {machine.cores:g} cores at most; Redis ran on another machine."
+    return f"together they use what Redis leaves of the machine's {machine.cores:g} cores."
+
+
 def model_section(data: RunData) -> list[str]:
     """Measured against predicted jobs/s, point by point; the misses named; the what-if table."""
     frame = data.frames.get("finish_fetch")
@@ -37,7 +48,8 @@ def model_section(data: RunData) -> list[str]:
     frame = closed_loop(frame)
     if frame.empty:  # an open-loop run only: the model has no row to explain
         return []
-    table = modelled(frame, processes_of(data.meta))
+    machine = machine_of(data.meta)
+    table = modelled(frame, machine)
     if table["predicted_jobs_per_s"].isna().all():
         return []
     keys = ["protocol", "strategy", "workers", "concurrency", "rtt_ms"]
@@ -50,9 +62,12 @@ def model_section(data: RunData) -> list[str]:
             "slots": float(key[2]) * float(key[3]),  # type: ignore[arg-type]  # workers x concurrency
             "rtt paid ms": use["rtt_paid_ms"].median(),
             "round trips per job": use["round_trips_per_job"].median(),
+            "job ms": use["job_ms"].median() if "job_ms" in use else 0.0,
+            "load processes": use["load_processes"].median(),
             "client µs per job": use["loadgen_cpu_us_per_job"].median(),
-            "Redis µs per job": use["server_us_per_job"].median(),
-            "Redis ceiling jobs/s": 1e6 / use["server_us_per_job"].median(),
+            "client cores": use["client_cores"].median(),
+            "Redis CPU µs per job": use["redis_us"].median(),
+            "Redis ceiling jobs/s": 1e6 / use["redis_us"].median(),
             "measured jobs/s": use["jobs_per_s"].median(),
             "predicted jobs/s": use["predicted_jobs_per_s"].median(),
             "error": f"{use['model_error'].median():+.0%}",
@@ -67,9 +82,10 @@ def model_section(data: RunData) -> list[str]:
         "",
         "The model is the closed-loop law of each row's own parts.",
         "A worker connection is one customer of the loop.",
-        "An exchange waits the rtt paid, then queues for the client's CPU and for Redis.",
-        "Its parts: worker connections, round trips per job, the rtt paid, "
-        "the client's CPU per job and Redis's µs per job.",
+        "An exchange waits the rtt paid and the job time, then queues for the client's CPU and for Redis.",
+        "Its parts: worker connections, round trips per job, the rtt paid, the job time, "
+        "the client's CPU per job, its load processes and Redis's CPU per job.",
+        f"A load process uses one core at most; {_beside(machine)}",
         "Mean-value analysis of that loop predicts the jobs/s. Nothing is fitted.",
         f"Over the clean rows the worst error is {fmt(100 * worst)}%.",
         "",
