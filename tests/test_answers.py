@@ -12,8 +12,10 @@ import pytest
 
 from bench.report.answers import (
     ANSWER_WORDS,
+    Cell,
     cross_run_table,
     fusing_answer,
+    fusing_table,
     race_rates,
     sweep_answer,
     unstable,
@@ -89,8 +91,22 @@ def test_two_runs_that_disagree_beyond_their_ranges_are_unstable(run: Path, tmp_
     frame.loc[hit & (frame["rtt_ms"] == 1), "jobs_per_s"] *= 0.6
     frame.to_csv(twin / "finish_fetch.csv", index=False)
     runs = [load_run(run), load_run(twin)]
-    assert unstable(runs) == [("echomq", 8, 1.0)]
+    assert unstable(runs) == [("echomq", 8, 1.0, 0.0)]
     assert "unstable at 1 cells" in fusing_answer(runs[0], runs)
     table = cross_run_table(runs).set_index("figure")
     assert table.loc["fused / two_call, echomq, 8 in flight, rtt 1 ms", "held"] == "unstable"
     assert table.loc["fused / two_call, echomq, 1 in flight, rtt 1 ms", "held"] == ""
+
+
+def test_a_held_job_gets_rows_of_its_own_and_the_answer_says_where_the_gain_fades() -> None:
+    cells = [
+        Cell("echomq", 8, 1.0, 0.0, 1.75, 1.65, 1.86, 2, "client", 1.18),
+        Cell("echomq", 8, 1.0, 10.0, 1.05, 1.02, 1.08, 2, "job time", 1.12),
+        Cell("echomq", 8, 0.0, 10.0, 1.01, 0.99, 1.03, 2, "job time", None),
+    ]
+    table = fusing_table(cells)
+    assert list(table.columns) == ["protocol", "in flight", "job ms", "rtt 0 ms", "rtt 1 ms"]
+    assert table.values.tolist() == [
+        ["echomq", "8", "0", "—", "1.75 [1.65-1.86], client, rtt paid 1.18"],
+        ["echomq", "8", "10", "1.01 [0.99-1.03], job time", "1.05 [1.02-1.08], job time, rtt paid 1.12"],
+    ]

@@ -14,6 +14,7 @@ from typing import Protocol
 
 import pytest
 
+from bench.errors import BenchError
 from bench.harness.context import RunContext
 from bench.harness.machine import MachineSample
 from bench.harness.profile import FinishFetchOptions, Profile
@@ -24,7 +25,7 @@ from bench.results.finish_fetch import FinishFetchRow, Regime, rtt_missed
 from bench.stages.finish_fetch import producer_loop, remeasure, stage
 from bench.stages.finish_fetch.loadstats import Recorder
 from bench.stages.finish_fetch.pace import PRODUCER, STARVED_FETCHES_PER_JOB, closed_limit
-from bench.stages.finish_fetch.plan import Point, capacity, points_of, regime_options
+from bench.stages.finish_fetch.plan import Point, capacity, points_of, raw_at, regime_options
 from bench.stages.finish_fetch.producer_loop import BACKLOG_POLL_MAX_S, BACKLOG_POLL_S, ProducerLoop
 from bench.stages.finish_fetch.raw import run_raw
 from bench.stages.finish_fetch.remeasure import (
@@ -383,3 +384,20 @@ def test_the_stage_runs_backlog_then_open_at_a_share_of_the_measured_capacity(
     out = capsys.readouterr()
     assert "open at 50% of the backlog capacity" in out.out and "queue latency p99.9 µs" in out.out
     assert "queue latency p50" in out.err and "backlog wait p50" in out.err  # the progress lines
+
+
+def test_job_ms_at_adds_only_the_named_cells_at_each_extra_job_time_and_no_raw_driver() -> None:
+    opts = dataclasses.replace(
+        BASE, concurrency=(1, 8), rtt_ms=(0.0, 1.0), raw_driver=True, open_at=("echomq.c8-rtt1",),
+        job_ms_at=("echomq.c8-rtt1",), job_ms_extra=(1.0, 10.0),
+    )  # fmt: skip
+    points = points_of(opts)
+    held = [p for p in points if p.job_ms]
+    assert [(p.label, p.protocol, p.regime) for p in held] == [
+        ("w2-c8-j1-rtt1", "echomq", Regime.BACKLOG), ("w2-c8-j10-rtt1", "echomq", Regime.BACKLOG),
+    ]  # fmt: skip
+    # the open points stay at the grid's job time, and the raw driver measures the grid only
+    assert all(p.job_ms == 0 for p in points if p.regime == Regime.OPEN)
+    assert not any(raw_at(opts, p) for p in held) and raw_at(opts, points[0])
+    with pytest.raises(BenchError, match="profile key job-ms-at: 'c8' is not a grid cell"):
+        dataclasses.replace(BASE, job_ms_at=("c8",))

@@ -90,6 +90,10 @@ class FinishFetchOptions:
     steady_at: tuple[str, ...] = ()
     open_at: tuple[str, ...] = ()
     open_loads: tuple[float, ...] = field(default=(0.5, 0.8), metadata=_min(0.01))
+    # grid cells ("[protocol.]c<concurrency>-rtt<ms>", as open-at) that also run at each of
+    # job-ms-extra: where a gain fades as jobs take longer, without the whole grid's cost
+    job_ms_at: tuple[str, ...] = ()
+    job_ms_extra: tuple[float, ...] = field(default=(), metadata=_min(0))
     # A contended window is measured again: at most this many extra windows a point, and extra
     # windows worth at most this share of the stage's planned time (0: never measured again)
     remeasure_windows: int = field(default=0, metadata=_min(0))
@@ -112,7 +116,11 @@ class FinishFetchOptions:
             raise BenchError(f"profile key regime = {self.regime!r}; use {' or '.join(GRID_REGIMES)}")
         if self.regime == "open" and self.target_rate <= 0:
             raise BenchError("profile key regime = open needs a target-rate above 0 (jobs/s in all)")
-        for key, cells in (("steady-at", self.steady_at), ("open-at", self.open_at)):
+        for key, cells in (
+            ("steady-at", self.steady_at),
+            ("open-at", self.open_at),
+            ("job-ms-at", self.job_ms_at),
+        ):
             for cell in cells:
                 if parse_cell(cell) is None:
                     raise BenchError(

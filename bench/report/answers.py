@@ -33,6 +33,7 @@ class Cell:
     protocol: str
     concurrency: int
     rtt_ms: float
+    job_ms: float
     median: float
     lo: float
     hi: float
@@ -80,9 +81,9 @@ def fusing_cells(data: RunData) -> list[Cell]:
         pace = paces[0] if paces[0] == paces[1] else "/".join(p or "?" for p in paces)
         slept = paid[here.index].dropna()
         cells.append(Cell(
-            str(r.protocol), int(float(r.concurrency)), float(r.rtt_ms), float(r.median), float(r.lo),  # type: ignore[arg-type]
-            float(r.hi), int(r.pairs), pace, float(slept.median()) if not slept.empty else None,  # type: ignore[arg-type]
-            bool(r.rtt_missed),
+            str(r.protocol), int(float(r.concurrency)), float(r.rtt_ms), float(r.job_ms),  # type: ignore[arg-type]
+            float(r.median), float(r.lo), float(r.hi), int(r.pairs), pace,  # type: ignore[arg-type]
+            float(slept.median()) if not slept.empty else None, bool(r.rtt_missed),
         ))  # fmt: skip
     return cells
 
@@ -94,17 +95,20 @@ def _pace(rows: pd.DataFrame) -> str:
 
 
 def fusing_table(cells: Sequence[Cell]) -> pd.DataFrame:
-    """A protocol and jobs in flight a row, an rtt a column: fused / two_call [min-max], pace, rtt paid."""
+    """A protocol, jobs in flight (and job time, where any job was held) a row, an rtt a column:
+    fused / two_call [min-max], pace, rtt paid."""
     rtts = sorted({c.rtt_ms for c in cells})
-    rows: dict[tuple[str, int], dict[str, str]] = {}
-    for c in cells:
+    held = any(c.job_ms for c in cells)
+    keys = ["protocol", "in flight", *(["job ms"] if held else [])]
+    rows: dict[tuple[str, int, float], dict[str, str]] = {}
+    for c in sorted(cells, key=lambda c: (c.protocol, c.concurrency, c.job_ms)):
         row = rows.setdefault(
-            (c.protocol, c.concurrency), {"protocol": c.protocol, "in flight": str(c.concurrency)}
+            (c.protocol, c.concurrency, c.job_ms),
+            {"protocol": c.protocol, "in flight": str(c.concurrency), "job ms": f"{c.job_ms:g}"},
         )
         row[f"rtt {c.rtt_ms:g} ms"] = c.text()
-    return pd.DataFrame(
-        list(rows.values()), columns=["protocol", "in flight", *(f"rtt {r:g} ms" for r in rtts)]
-    )
+    table = pd.DataFrame(list(rows.values()), columns=[*keys, *(f"rtt {r:g} ms" for r in rtts)])
+    return table.fillna("—")
 
 
 def _range(values: Sequence[float]) -> str:
@@ -145,13 +149,13 @@ def redis_work_saved(data: RunData) -> dict[str, float]:
     return saved
 
 
-def unstable(runs: Sequence[RunData]) -> list[tuple[str, int, float]]:
-    """The cells whose fused / two_call ranges of two runs do not overlap: runs that disagree
-    beyond their own spread."""
-    by: dict[tuple[str, int, float], list[Cell]] = {}
+def unstable(runs: Sequence[RunData]) -> list[tuple[str, int, float, float]]:
+    """The cells (protocol, in flight, rtt, job ms) whose fused / two_call ranges of two runs do
+    not overlap: runs that disagree beyond their own spread."""
+    by: dict[tuple[str, int, float, float], list[Cell]] = {}
     for run in runs:
         for c in quoted(fusing_cells(run)):
-            by.setdefault((c.protocol, c.concurrency, c.rtt_ms), []).append(c)
+            by.setdefault((c.protocol, c.concurrency, c.rtt_ms, c.job_ms), []).append(c)
     return [key for key, cells in by.items() if max(c.lo for c in cells) > min(c.hi for c in cells)]
 
 
@@ -161,7 +165,8 @@ def fusing_answer(data: RunData, runs: Sequence[RunData] = ()) -> str:
     own = quoted(fusing_cells(data))
     if not own:
         return "**Fusing.** No clean cell measured it: no answer from this run."
-    cells = [c for run in runs for c in quoted(fusing_cells(run))] or own
+    every = [c for run in runs for c in quoted(fusing_cells(run))] or own
+    cells = [c for c in every if not c.job_ms]  # no-op jobs; held ones are said on their own
     network = [c.median for c in cells if c.rtt_ms >= NETWORK_RTT_MS]
     local = [c.median for c in cells if c.rtt_ms < NETWORK_RTT_MS]
     lost = [c for c in cells if c.hi < 1]  # below 1 in every pair
@@ -191,8 +196,18 @@ def fusing_answer(data: RunData, runs: Sequence[RunData] = ()) -> str:
             f"Won every network cell in {held} of {of} runs"
             + (f"; unstable at {len(shaky)} cells." if shaky else ".")
         )
-    parts.append("Jobs took 0 ms: a long job hides the round trip.")
+    job_times = sorted({c.job_ms for c in own if c.job_ms})
+    if job_times:
+        fades = [f"{_range([c.median for c in own if c.job_ms == j])} at {j:g} ms" for j in job_times]
+        parts.append(f"With jobs held: {', '.join(fades)}.")
+    else:
+        parts.append("Jobs took 0 ms: a long job hides the round trip.")
     return " ".join(parts)
+
+
+def _figure(protocol: str, concurrency: int, rtt_ms: float, job_ms: float) -> str:
+    held = f", jobs {job_ms:g} ms" if job_ms else ""
+    return f"fused / two_call, {protocol}, {concurrency} in flight{held}, rtt {rtt_ms:g} ms"
 
 
 def cross_run_table(runs: Sequence[RunData]) -> pd.DataFrame:
@@ -202,13 +217,14 @@ def cross_run_table(runs: Sequence[RunData]) -> pd.DataFrame:
     for run in runs:
         column = columns.setdefault(run.run_id, {})
         for c in fusing_cells(run):
-            column[f"fused / two_call, {c.protocol}, {c.concurrency} in flight, rtt {c.rtt_ms:g} ms"] = (
-                RTT_MISSED if c.rtt_missed else f"{c.median:.2f} [{c.lo:.2f}-{c.hi:.2f}]"
-            )
+            held = f", jobs {c.job_ms:g} ms" if c.job_ms else ""
+            column[
+                f"fused / two_call, {c.protocol}, {c.concurrency} in flight{held}, rtt {c.rtt_ms:g} ms"
+            ] = RTT_MISSED if c.rtt_missed else f"{c.median:.2f} [{c.lo:.2f}-{c.hi:.2f}]"
         for protocol, share in redis_work_saved(run).items():
             column[f"Redis instructions fusing saves a job, {protocol}"] = f"{share:.1%}"
     figures = list(dict.fromkeys(f for column in columns.values() for f in column))
-    shaky = {f"fused / two_call, {p}, {c} in flight, rtt {r:g} ms" for p, c, r in unstable(runs)}
+    shaky = {_figure(*key) for key in unstable(runs)}
     rows = [
         {
             "figure": f,

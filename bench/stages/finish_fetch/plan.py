@@ -64,8 +64,9 @@ def point_id(protocol: str, strategy: str, point: Point) -> str:
 def points_of(opts: FinishFetchOptions) -> list[Point]:
     """The grid: every workers x queues x concurrency x job_ms x rtt_ms, in that order; then the
     Redis-bound point (bound_concurrency at rtt 0, job-ms 0), unless the grid holds it; then the
-    grid's cells named in steady-at, steady; last those named in open-at, open at each open-load
-    (after the backlog points whose capacity sets their rate)."""
+    grid's cells named in job-ms-at, at each job-ms-extra; then those named in steady-at, steady;
+    last those named in open-at, open at each open-load (after the backlog points whose capacity
+    sets their rate)."""
     regime = regime_of(opts.target_rate, opts.regime)
     grid = [
         Point(w, rtt, c, j, q, regime)
@@ -77,15 +78,21 @@ def points_of(opts: FinishFetchOptions) -> list[Point]:
     ]
     bound = bound_point(opts)
     grid = [*grid, bound] if bound is not None and bound not in grid else grid
+    longer = [
+        dataclasses.replace(p, job_ms=job_ms)
+        for p in _named([p for p in grid if p.job_ms == opts.job_ms[0]], opts.job_ms_at)
+        for job_ms in opts.job_ms_extra
+        if job_ms not in opts.job_ms
+    ]
     if regime != Regime.BACKLOG:
-        return grid
+        return [*grid, *longer]
     steady = [dataclasses.replace(p, regime=Regime.STEADY) for p in _named(grid, opts.steady_at)]
     open_ = [
         dataclasses.replace(p, regime=Regime.OPEN, load=load)
         for p in _named(grid, opts.open_at)
         for load in opts.open_loads
     ]
-    return [*grid, *steady, *open_]
+    return [*grid, *longer, *steady, *open_]
 
 
 def _named(grid: list[Point], cells: Iterable[str]) -> list[Point]:
@@ -108,6 +115,8 @@ def protocols_at(point: Point, protocols: Iterable[str]) -> list[str]:
 def raw_at(opts: FinishFetchOptions, point: Point) -> bool:
     """Whether the raw driver and the reference run at ``point``: a grid point of raw-driver-rtt-ms."""
     if not opts.raw_driver or point.regime != regime_of(opts.target_rate, opts.regime):
+        return False
+    if point.job_ms not in opts.job_ms:  # a job-ms-at point: the raw driver measures the grid's
         return False
     return not opts.raw_driver_rtt_ms or point.rtt_ms in opts.raw_driver_rtt_ms
 
