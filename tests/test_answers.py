@@ -15,6 +15,7 @@ from bench.report.answers import (
     Cell,
     cross_run_table,
     fusing_answer,
+    fusing_cells,
     fusing_table,
     race_rates,
     sweep_answer,
@@ -110,3 +111,15 @@ def test_a_held_job_gets_rows_of_its_own_and_the_answer_says_where_the_gain_fade
         ["echomq", "8", "0", "—", "1.75 [1.65-1.86], client, rtt paid 1.18"],
         ["echomq", "8", "10", "1.01 [0.99-1.03], job time", "1.05 [1.02-1.08], job time, rtt paid 1.12"],
     ]
+
+
+def test_where_redis_set_the_pace_the_cell_shows_what_the_counts_predict(run: Path) -> None:
+    counts = pd.read_csv(run / "instructions.csv").set_index(["protocol", "step"])[
+        "server_instructions_per_call"
+    ]
+    add = counts[("echomq", "addJob")]
+    predicted = (add + counts[("echomq", "two-call cycle")]) / (add + counts[("echomq", "fused cycle")])
+    cells = {(c.protocol, c.concurrency, c.rtt_ms): c for c in fusing_cells(load_run(run))}
+    assert cells[("echomq", 32, 0.0)].pace == "redis"
+    assert cells[("echomq", 32, 0.0)].text().endswith(f", counts predict {predicted:.2f}")
+    assert cells[("echomq", 1, 0.0)].predicted is None  # the client set that pace

@@ -41,13 +41,15 @@ class Cell:
     pace: str  # the side most clean rows named as setting the pace; "fused/two_call" where they differ
     rtt_paid_ms: float | None
     rtt_missed: bool = False  # the rtt paid missed its nominal (or the strategies') one: not quoted
+    predicted: float | None = None  # where Redis set both strategies' pace: what its counts predict
 
     def text(self) -> str:
         if self.rtt_missed:
             return f"{RTT_MISSED} (paid {self.rtt_paid_ms:.2f})" if self.rtt_paid_ms else RTT_MISSED
         spread = f" [{self.lo:.2f}-{self.hi:.2f}]" if self.pairs > 1 else " (1 pair)"
         paid = f", rtt paid {self.rtt_paid_ms:.2f}" if self.rtt_ms and self.rtt_paid_ms else ""
-        return f"{self.median:.2f}{spread}, {self.pace or 'pace not judged'}{paid}"
+        counted = f", counts predict {self.predicted:.2f}" if self.predicted else ""
+        return f"{self.median:.2f}{spread}, {self.pace or 'pace not judged'}{paid}{counted}"
 
 
 def _backlog(frame: pd.DataFrame) -> pd.DataFrame:
@@ -72,6 +74,7 @@ def fusing_cells(data: RunData) -> list[Cell]:
     pairs = paired_ratios(ok)
     pairs = pairs[pairs["other"] == "two_call"]
     paid = rtt_paid_ms(ok)
+    bound = redis_bound_ratio(data)
     cells = []
     for r in pairs.itertuples():
         here = ok[
@@ -84,8 +87,29 @@ def fusing_cells(data: RunData) -> list[Cell]:
             str(r.protocol), int(float(r.concurrency)), float(r.rtt_ms), float(r.job_ms),  # type: ignore[arg-type]
             float(r.median), float(r.lo), float(r.hi), int(r.pairs), pace,  # type: ignore[arg-type]
             float(slept.median()) if not slept.empty else None, bool(r.rtt_missed),
+            bound.get(str(r.protocol)) if pace == REDIS else None,
         ))  # fmt: skip
     return cells
+
+
+REDIS = "redis"  # the limit a row names when Redis set its pace
+
+
+def redis_bound_ratio(data: RunData) -> dict[str, float]:
+    """Each protocol's fused / two_call jobs/s where Redis alone sets the pace, as its instruction
+    counts predict it: (add + two-call cycle) / (add + fused cycle), the whole server's."""
+    frame = data.frames.get("instructions")
+    if frame is None or frame.empty:
+        return {}
+    if "server" in frame.columns:
+        frame = frame[frame["server"].fillna("") == frame["server"].fillna("").iloc[0]]
+    out = {}
+    for protocol, rows in frame.groupby("protocol"):
+        steps = rows.set_index("step")["server_instructions_per_call"]
+        if {"addJob", "fused cycle", "two-call cycle"} <= set(steps.index):
+            add = float(steps["addJob"])
+            out[str(protocol)] = (add + float(steps["two-call cycle"])) / (add + float(steps["fused cycle"]))
+    return out
 
 
 def _pace(rows: pd.DataFrame) -> str:

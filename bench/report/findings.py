@@ -53,7 +53,7 @@ class Finding:
     source: str
 
     def markdown(self) -> str:
-        return f"- **{self.topic}.** " + " ".join((*self.sentences, self.source))
+        return f"- **{self.topic}.** " + " ".join(part for part in (*self.sentences, self.source) if part)
 
 
 def ratio(value: float) -> str:
@@ -178,7 +178,7 @@ def hazard(data: RunData) -> Finding | None:
         )
     if not sentences:
         return None
-    return Finding(topic, tuple(sentences), _source(data, "one call"))
+    return Finding(topic, tuple(sentences), _source(data))
 
 
 def node_worker(data: RunData) -> Finding | None:
@@ -260,7 +260,7 @@ def _deadline_instructions(data: RunData) -> Finding | None:
     if not parts:
         return None
     text = f"Beyond echomq, inside the scripts: {', '.join(parts)}."
-    source = _source(data, "counted")
+    source = _source(data)
     return Finding("echomq-deadline's price", (text,), source)
 
 
@@ -433,8 +433,8 @@ def findings_lines(data: RunData, runs: Sequence[RunData] = ()) -> list[str]:
 
 
 FUSING_TABLE = (
-    "Fused / two_call jobs/s, backlog regime: clean pairs' median [min-max]; the side that set the "
-    "pace (fused/two_call if they differ); rtt paid, ms."
+    "Fused / two_call jobs/s, backlog: clean pairs' median [min-max]; who set the pace "
+    "(fused/two_call if apart); rtt paid, ms; if Redis, what its counts predict."
 )
 SWEEP_TABLE = (
     "Redis's longest call in one sweep (SLOWLOG: Redis's time, not the client's), ms, "
