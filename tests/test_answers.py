@@ -22,7 +22,7 @@ from bench.report.answers import (
     unstable,
     words,
 )
-from bench.report.findings import capacity, findings_lines
+from bench.report.findings import capacity, findings_lines, node_worker
 from bench.report.load import load_run
 from bench.report.publish import PUBLISHED_DIR
 
@@ -123,3 +123,11 @@ def test_where_redis_set_the_pace_the_cell_shows_what_the_counts_predict(run: Pa
     assert cells[("echomq", 32, 0.0)].pace == "redis"
     assert cells[("echomq", 32, 0.0)].text().endswith(f", counts predict {predicted:.2f}")
     assert cells[("echomq", 1, 0.0)].predicted is None  # the client set that pace
+
+
+def test_the_node_workers_finding_says_nodes_own_fused_gain(run: Path) -> None:
+    frame = pd.read_csv(run / "bullmq_worker.csv")
+    medians = frame.groupby(["driver", "concurrency"])["jobs_per_s"].median()
+    gains = [medians[("node_manual_fused", c)] / medians[("node_manual_two_call", c)] for c in (1, 8, 50)]
+    (_, said) = node_worker(load_run(run)).sentences
+    assert said == f"Node's own fused / two-call loops: {', '.join(f'{g:.2f}x' for g in gains)}."

@@ -188,16 +188,17 @@ def node_worker(data: RunData) -> Finding | None:
         return None
     rows = frame[clean(frame)]
     node = rows[rows["driver"] == "node_worker"].groupby("concurrency")["jobs_per_s"]
-    port = rows[rows["driver"] == "bullmq_worker"].groupby("concurrency")["jobs_per_s"]
+    fused = rows[rows["driver"] == "node_manual_fused"].groupby("concurrency")["jobs_per_s"].median()
+    two = rows[rows["driver"] == "node_manual_two_call"].groupby("concurrency")["jobs_per_s"].median()
     if node.ngroups == 0:
         return Finding("BullMQ's workers", (f"The Node Worker was {NOT_CLEAN}.",), _source(data))
     steps = ", ".join(f"{count(v)}" for v in node.median())
     levels = ", ".join(f"{c:g}" for c in node.median().index)
-    sentences = [f"BullMQ's Node Worker does {steps} jobs/s at {levels} jobs in flight."]
-    both = node.median().index.intersection(port.median().index)
+    sentences = [f"BullMQ's Node Worker, which fuses, does {steps} jobs/s at {levels} jobs in flight."]
+    both = fused.index.intersection(two.index)
     if len(both):
-        times = ", ".join(f"{node.median()[c] / port.median()[c]:.1f}x" for c in both)
-        sentences.append(f"That is {times} its Python port's.")
+        gains = ", ".join(f"{fused[c] / two[c]:.2f}x" for c in both)
+        sentences.append(f"Node's own fused / two-call loops: {gains}.")
     return Finding("BullMQ's workers", tuple(sentences), _source(data, "a pre-filled queue, clean medians"))
 
 
