@@ -39,8 +39,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from bench.errors import BenchError
 from bench.paths import REPO
-from bench.report.cli import compare_main
+from bench.report.cli import compare_main, learn_main
 from bench.report.compare.learnt import Learnt, learn, read_learnt, write_learnt
 from bench.report.compare.machines import context_lines
 from bench.report.compare.metrics import STAGE_METRICS, compare_runs
@@ -607,3 +608,29 @@ def test_an_instruction_count_beyond_half_a_percent_is_worse_within_it_same(tmp_
         said = rows.loc[("instructions", "step=fused cycle", "instructions_per_call"), "verdict"]
         assert said == expected, (by, said)
         shutil.rmtree(copy)
+
+
+def test_learn_keeps_the_drift_and_the_pairs_data_and_refuses_a_dirty_run(tmp_path: Path) -> None:
+    runs = []
+    for name, factor in (("20240601-100000-smoke", 1.0), ("20240601-100100-smoke", 1.06)):
+        copy = tmp_path / "results" / name
+        shutil.copytree(FIXTURES / "20240501-100000-smoke", copy)
+        meta = json.loads((copy / "meta.json").read_text())
+        (copy / "meta.json").write_text(json.dumps({**meta, "run_id": name, "git_dirty": False}))
+        frame = load_run(copy).frames["finish_fetch"]
+        frame["jobs_per_s"] *= factor
+        frame.to_csv(copy / CSVS["finish_fetch"], index=False)
+        runs.append(str(copy))
+    out, keep = tmp_path / "learnt.json", tmp_path / "aa"
+    assert learn_main([*runs, "--output", str(out), "--keep", str(keep)]) == 0
+    learnt = read_learnt(out)
+    assert learnt.pairs == (("20240601-100000-smoke", "20240601-100100-smoke"),)
+    assert learnt.drift["finish_fetch jobs_per_s"] == pytest.approx(0.06, abs=1e-6)
+    kept = sorted(p.name for p in (keep / "20240601-100000-smoke").iterdir())
+    assert "meta.json" in kept and "finish_fetch.csv" in kept and not [k for k in kept if k.endswith(".png")]
+    with pytest.raises(BenchError, match="A/A pairs"):
+        learn_main([runs[0], "--output", str(out), "--keep", str(keep)])
+    meta = json.loads((Path(runs[1]) / "meta.json").read_text())
+    (Path(runs[1]) / "meta.json").write_text(json.dumps({**meta, "git_dirty": True}))
+    with pytest.raises(BenchError, match="one committed tree"):
+        learn_main([*runs, "--output", str(out), "--keep", str(keep)])

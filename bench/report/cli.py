@@ -10,7 +10,7 @@ from bench.report.compare.learnt import LEARNT_FILE, learn, read_learnt, write_l
 from bench.report.compare.metrics import compare_runs
 from bench.report.compare.page import compare_markdown
 from bench.report.load import load_run
-from bench.report.publish import PUBLISHED_DIR, publish_run
+from bench.report.publish import AA_DIR, DATA_PATTERNS, PUBLISHED_DIR, publish_run
 from bench.report.render import write_report
 from bench.report.results_page import README, pages, stale_pages
 from bench.report.runs import list_runs, runs_table
@@ -65,6 +65,9 @@ def learn_main(argv: list[str]) -> int:
     )
     parser.add_argument("runs", nargs="+", help="A/A pairs of runs of one commit: A1 B1 [A2 B2 ...]")
     parser.add_argument("--output", type=Path, default=LEARNT_FILE, help="where the learnt drift is kept")
+    parser.add_argument(
+        "--keep", type=Path, default=AA_DIR, help="where the pairs' CSVs and meta.json are kept"
+    )
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders are")
     args = parser.parse_args(argv)
     if len(args.runs) % 2:
@@ -79,9 +82,11 @@ def learn_main(argv: list[str]) -> int:
     compared = [compare_runs(a.frames, b.frames).rows for a, b in pairs]
     learnt = learn(compared, tuple((a.run_id, b.run_id) for a, b in pairs), commits.pop())
     write_learnt(learnt, args.output)
+    for run in runs:  # the source stays at hand: each run's data, not its pages
+        publish_run(run.path, args.keep, patterns=DATA_PATTERNS)
     for name, drift in sorted(learnt.drift.items()):
         print(f"{name:<52} {drift:6.1%}  over {learnt.points[name]} points")
-    print(f"wrote {_shown(args.output)}: {learnt.source()}")
+    print(f"wrote {_shown(args.output)}: {learnt.source()}; the runs' data in {_shown(args.keep)}")
     return 0
 
 

@@ -24,6 +24,8 @@ PUBLISHED_DIR = REPO / "docs" / "results"
 BUDGET_BYTES = 2 * 1024 * 1024  # a published run; a test holds every committed run to it
 # The run folder's own files at its top; each tool's raw files sit in subfolders and stay behind.
 PORTABLE_PATTERNS = ("meta.json", "*.csv", "report.md", "*.png")
+DATA_PATTERNS = ("meta.json", "*.csv")  # a run kept as the data behind a figure, not a page
+AA_DIR = REPO / "docs" / "aa-runs"  # the A/A pairs compare's thresholds were learnt from
 TEXT_SUFFIXES = (".json", ".csv", ".md")
 RUN_ID = re.compile(r"\d{8}-\d{6}-[A-Za-z0-9_.-]+")
 
@@ -44,8 +46,8 @@ class Published:
     size: int
 
 
-def portable_files(run: Path) -> list[Path]:
-    found = {path for pattern in PORTABLE_PATTERNS for path in run.glob(pattern) if path.is_file()}
+def portable_files(run: Path, patterns: tuple[str, ...] = PORTABLE_PATTERNS) -> list[Path]:
+    found = {path for pattern in patterns for path in run.glob(pattern) if path.is_file()}
     return sorted(found)
 
 
@@ -100,9 +102,14 @@ def _run_id(run: Path) -> str:
     return run_id
 
 
-def publish_run(run: Path, root: Path = PUBLISHED_DIR, budget: int = BUDGET_BYTES) -> Published:
-    """Copy ``run``'s portable files into root/<run-id>/ (replacing an earlier copy), cleaned;
-    over ``budget`` bytes in all, nothing is written and the error says so."""
+def publish_run(
+    run: Path,
+    root: Path = PUBLISHED_DIR,
+    budget: int = BUDGET_BYTES,
+    patterns: tuple[str, ...] = PORTABLE_PATTERNS,
+) -> Published:
+    """Copy ``run``'s portable files (``patterns``) into root/<run-id>/ (replacing an earlier copy),
+    cleaned; over ``budget`` bytes in all, nothing is written and the error says so."""
     if not run.is_dir():
         raise BenchError(f"no run folder {run}; `echomq-bench runs` lists the runs")
     run_id = _run_id(run)
@@ -114,7 +121,7 @@ def publish_run(run: Path, root: Path = PUBLISHED_DIR, budget: int = BUDGET_BYTE
             "commit, run again, then publish"
         )
     contents: dict[str, bytes] = {}
-    for path in portable_files(run):
+    for path in portable_files(run, patterns):
         if path.suffix in TEXT_SUFFIXES:
             contents[path.name] = portable_text(path.read_text()).encode()
         else:
