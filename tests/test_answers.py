@@ -64,7 +64,7 @@ def test_races_are_per_sweeper_count_and_per_stalled_job(run: Path) -> None:
     two = rates.loc[("echomq", "app_side_pipelined", 2)]
     assert two["double_recoveries_per_stalled"] < row["double_recoveries_per_stalled"] / 3
     said = sweep_answer(load_run(run))
-    assert f"up to {row['double_recoveries_per_stalled']:.1f} extra times" in said
+    assert f"up to {row['double_recoveries_per_stalled']:.1f} extra recoveries a stalled job" in said
 
 
 def test_capacity_counts_the_add_and_says_what_it_is_without_it(run: Path) -> None:
@@ -131,3 +131,24 @@ def test_the_node_workers_finding_says_nodes_own_fused_gain(run: Path) -> None:
     gains = [medians[("node_manual_fused", c)] / medians[("node_manual_two_call", c)] for c in (1, 8, 50)]
     (_, said) = node_worker(load_run(run)).sentences
     assert said == f"Node's own fused / two-call loops: {', '.join(f'{g:.2f}x' for g in gains)}."
+
+
+def test_the_sweep_answer_holds_for_the_other_runs_sizes_and_says_where_they_differ(
+    run: Path, tmp_path: Path
+) -> None:
+    stress = tmp_path / "20261205-130000-stress"
+    shutil.copytree(run, stress)
+    frame = pd.read_csv(stress / "sweep_cost.csv")
+    sliced = (frame["protocol"] == "echomq") & (frame["variant"] == "atomic_sliced")
+    frame.loc[sliced & (frame["active_size"] == 100_000), ["redis_hold_ms_max", "redis_slow_calls_max"]] = [
+        3.5,
+        1,
+    ]
+    frame.to_csv(stress / "sweep_cost.csv", index=False)
+    said = sweep_answer(load_run(run), [load_run(stress)])
+    assert said.startswith("**Use atomic_sliced or echomq-deadline atomic_sliced**")
+    assert "The stress run saw 3.5 ms at 100,000." in said
+    frame.loc[sliced & (frame["active_size"] == 100_000), "redis_hold_ms_max"] = 12.0  # past 10 ms
+    frame.to_csv(stress / "sweep_cost.csv", index=False)
+    said = sweep_answer(load_run(run), [load_run(stress)])
+    assert said.startswith("**Use echomq-deadline atomic_sliced**")

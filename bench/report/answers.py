@@ -352,8 +352,9 @@ def race_rates(data: RunData) -> pd.DataFrame:
     return out
 
 
-def sweep_answer(data: RunData) -> str:
-    """What to do about the stalled sweep, in at most ANSWER_WORDS words."""
+def sweep_answer(data: RunData, also: Sequence[RunData] = ()) -> str:
+    """What to do about the stalled sweep, in at most ANSWER_WORDS words; ``also``: other runs
+    (the stress run's bigger sizes) whose longest calls the advice must hold for too, and says."""
     found = holds(data)
     if not found:
         return "**The sweep.** No clean sweep point: no answer from this run."
@@ -373,13 +374,25 @@ def sweep_answer(data: RunData) -> str:
             and all(h.bounded or h.ms < SHORT_HOLD_MS for h in mine)
         ):
             short.append((_name(protocol, variant), max(h.size for h in mine)))
+    elsewhere = [h for run in also for h in holds(run) if (_name(h.protocol, h.variant)) in dict(short)]
+    short = [
+        (n, s)
+        for n, s in short
+        if all(h.bounded or h.ms < SHORT_HOLD_MS for h in elsewhere if _name(h.protocol, h.variant) == n)
+    ]
     parts = []
     if short:
         names = " or ".join(n for n, _ in short)
-        largest = max(s for _, s in short)
+        largest = max(
+            [s for _, s in short] + [h.size for h in elsewhere if _name(h.protocol, h.variant) in dict(short)]
+        )
         parts.append(
             f"**Use {names}**: race-free, longest call under {SHORT_HOLD_MS:g} ms up to {largest:,} jobs."
         )
+        slow = [h for h in elsewhere if not h.bounded and _name(h.protocol, h.variant) in dict(short)]
+        if slow:
+            worst = max(slow, key=lambda h: h.ms)
+            parts.append(f"The stress run saw {worst.text()} ms at {worst.size:,}.")
     else:
         parts.append("**No sweep variant stayed short and race-free here.**")
     stalled = {
@@ -394,9 +407,7 @@ def sweep_answer(data: RunData) -> str:
         if mine
     ]
     if passes:
-        parts.append(
-            f"A plain atomic sweep of stalled jobs holds Redis past 5 s at {' and '.join(passes)} jobs."
-        )
+        parts.append(f"Plain atomic sweeps pass 5 s at {', '.join(passes)} stalled jobs.")
     bull = [h for h in found if (h.protocol, h.variant, h.scenario) == ("bullmq", "atomic", "healthy")]
     if bull:
         biggest = max(bull, key=lambda h: h.size)
@@ -406,7 +417,7 @@ def sweep_answer(data: RunData) -> str:
     app = races[races["variant"].isin(APP_SIDE)] if not races.empty else races
     if not app.empty:
         worst = app["double_recoveries_per_stalled"].max()
-        parts.append(f"The app-side loop recovers a stalled job up to {worst:.1f} extra times.")
+        parts.append(f"The app-side loop races: up to {worst:.1f} extra recoveries a stalled job.")
     return " ".join(parts)
 
 

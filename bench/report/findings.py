@@ -388,13 +388,13 @@ def findings(data: RunData) -> list[Finding]:
     return [found for rule in RULES if (found := rule(data)) is not None]
 
 
-def findings_lines(data: RunData, runs: Sequence[RunData] = ()) -> list[str]:
+def findings_lines(data: RunData, runs: Sequence[RunData] = (), also: Sequence[RunData] = ()) -> list[str]:
     """The block a README and a report open with: the answer to each question, the conditions,
     the tables behind the answers, the other findings, and what did not hold. ``runs``: the
     published runs the answers say they held across (none: not said)."""
     if _finish_fetch(data) is None and data.frames.get("sweep") is None:
         return [found.markdown() for found in findings(data)]
-    lines = [fusing_answer(data, runs), "", sweep_answer(data), ""]
+    lines = [fusing_answer(data, runs), "", sweep_answer(data, also), ""]
     said = conditions(data)
     lines += [said, ""] if said else []
     cells = fusing_cells(data)
