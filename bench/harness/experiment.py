@@ -19,7 +19,7 @@ from typing import Any
 from bench import invocation
 from bench.errors import BenchError
 from bench.harness.machine import MachineSample, watch_run
-from bench.harness.meta import code_record, machine_record
+from bench.harness.provenance import code_record, machine_record
 from bench.harness.run_folder import machine_before_run
 from bench.harness.run_keys import own_server_record
 from bench.harness.server import server_identity

@@ -25,9 +25,9 @@ from bench.harness.calibration import calibrate
 from bench.harness.context import Progress, RunContext
 from bench.harness.headroom import MemoryNeed, check_headroom, measure_need, memory_now
 from bench.harness.machine import MachineCheck, check_machine
-from bench.harness.meta import collect_meta
 from bench.harness.profile import Profile
 from bench.harness.progress import StagePlan
+from bench.harness.provenance import collect_meta
 from bench.harness.run_keys import check_left, earlier_left, key_scope
 from bench.harness.run_server import redis_for_run
 from bench.harness.server import ServerInfo

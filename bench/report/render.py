@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.report.load import RunData, load_run
-from bench.report.machine import machine_section
+from bench.report.quiet import machine_section
 from bench.report.sections.bullmq_worker import bullmq_worker_section
 from bench.report.sections.findings import findings_section
 from bench.report.sections.finish_fetch import finish_fetch_section

@@ -16,9 +16,9 @@ from bench.report.answers import cross_run_table
 from bench.report.cells import judged_frame, mark_notes, marked
 from bench.report.findings import findings_lines
 from bench.report.load import RunData, load_run
-from bench.report.machine import contended_rows
 from bench.report.markdown import fmt, markdown_table
 from bench.report.publish import PUBLISHED_DIR, published_runs
+from bench.report.quiet import contended_rows
 from bench.report.ratios import POINT_COLUMNS, paired_ratios, ratio_text, rtt_note, shown_point_columns
 from bench.report.sections.instructions import SCRIPT_COST_STEPS, servers, servers_table
 from bench.report.sections.servers import servers_point_table

@@ -7,9 +7,9 @@ from typing import Any
 import pandas as pd
 
 from bench.report.load import RunData
-from bench.report.machine import contended_note
 from bench.report.markdown import figure, fmt, markdown_table, missing_note
 from bench.report.plots.bullmq_worker import DRIVER_NAMES, driver_order, worker_drivers
+from bench.report.quiet import contended_note
 from bench.report.ratios import values_by_rep
 from bench.results.bullmq_worker import BullmqWorkerMeta
 from bench.results.fits import headline_ratio

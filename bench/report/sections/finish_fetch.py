@@ -12,7 +12,6 @@ from bench.report.cells import judged_frame, mark_notes, with_marks
 from bench.report.columns import clean
 from bench.report.compare.metrics import STAGE_KEYS, norm_key, samples
 from bench.report.load import RunData, merged_histograms
-from bench.report.machine import beside_saturated
 from bench.report.markdown import (
     bullmq_note,
     figure,
@@ -36,6 +35,7 @@ from bench.report.plots.latency import (
 )
 from bench.report.plots.style import protocol_labelled
 from bench.report.predict import WHAT_IF_CONCURRENCY, Point, run_workers, what_if
+from bench.report.quiet import beside_saturated
 from bench.report.ratios import (
     POINT_COLUMNS,
     RTT_MISSED,

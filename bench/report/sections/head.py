@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.report.load import STAGE_FILES, RunData
-from bench.report.machine import contended_note
 from bench.report.markdown import missing_note
+from bench.report.quiet import contended_note
 
 
 def section_head(

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bench.report.load import RunData
-from bench.report.machine import contended_note
 from bench.report.markdown import fmt, markdown_table
+from bench.report.quiet import contended_note
 from bench.report.verdict import CLAIM_BEYOND, NOT_JUDGED, Sample, verdict
 
 BASE = "echomq"  # what every other protocol's script cost is read against

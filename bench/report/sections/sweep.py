@@ -6,10 +6,10 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.report.load import RunData
-from bench.report.machine import contended_note
 from bench.report.markdown import bullmq_note, figure, flag_rows, fmt, markdown_table, missing_note, present
 from bench.report.plots.style import protocol_labelled
 from bench.report.plots.sweep import hold_against_size, probe_max, sweep_time
+from bench.report.quiet import contended_note
 from bench.report.sections.head import section_head
 from bench.report.sections.sweep_goals import deadline_timing_lines, goal_lines
 from bench.results.fits import loglog_fit

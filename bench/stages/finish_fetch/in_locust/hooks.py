@@ -22,7 +22,7 @@ from locust import events
 from locust.env import Environment
 
 from bench.errors import BenchError
-from bench.harness.meta import code_record
+from bench.harness.provenance import code_record
 from bench.harness.server import check_server, server_identity
 from bench.protocol.connection import redact_url
 from bench.results.files import read_json, update_meta

@@ -1,4 +1,4 @@
-"""The report's view of the machine: what it was like, and which measured points it disturbed.
+"""How quiet the machine was, in the report: what it was like, and which measured points it disturbed.
 
 From meta.json: the calibration taken at the start, the system settings pyperf
 would show, what the contention guard could watch, and the check before the

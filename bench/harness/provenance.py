@@ -1,4 +1,4 @@
-"""What meta.json records about a run: code, server, client libraries, machine."""
+"""What made a run, as meta.json records it: code, server, client libraries, machine."""
 
 from __future__ import annotations
 
