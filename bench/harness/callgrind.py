@@ -243,8 +243,11 @@ class CallgrindRedis(EmbeddedRedis):
         return (*_unshare(), "sh", "-c", _PIN, str(seed), "env", f"LD_PRELOAD={self._build_pin()}")
 
     def _build_pin(self) -> Path:
-        """The preloaded library that pins random()'s seed and the wall clock, built here."""
+        """The preloaded library that pins random()'s seed and the wall clock, built here once
+        (a restart finds it)."""
         library = self.folder / PIN_LIBRARY
+        if library.exists():
+            return library
         build = ("cc", "-shared", "-fPIC", "-O2", f"-DPINNED_MS={PINNED_MS}LL")
         _run([*build, "-o", str(library), str(PIN_SOURCE)], f"cc could not build {PIN_SOURCE.name}")
         return library

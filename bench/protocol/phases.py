@@ -81,27 +81,41 @@ def run_phases(
     protocol: str | QueueProtocol,
     meter: Callable[[Callable[[], object], int], T],
     inputs: Inputs | None = None,
+    lead: int = 0,
+    settle: Callable[[], object] = lambda: None,
 ) -> list[tuple[str, T]]:
     """Each phase's ``meter(action, calls)``, on a queue of ``calls`` jobs, in this order: what
-    a phase measured is the meter's (INFO commandstats deltas, or instructions counted)."""
+    a phase measured is the meter's (INFO commandstats deltas, or instructions counted).
+
+    Before its metered calls, each phase calls ``settle()`` and then runs ``lead`` calls unmetered
+    (the healthy sweep at most SWEEP_LEAD: its calls are long), so the metered calls start from
+    the phase's own steady state: past the first calls' one-time work (a list or a stream
+    created) and Lua's collector in its rhythm. keys_added says what the phases hold at most."""
     inputs = inputs or Inputs()
     rows: list[tuple[str, T]] = []
+
+    def metered(action: Callable[[], object], lead_calls: int = lead) -> T:
+        settle()
+        for _ in range(lead_calls):
+            action()
+        return meter(action, calls)
+
     queue = Queue.open(client, inputs.queue_name, protocol=protocol, clock=inputs.clock)
     try:
         producer = Producer(queue)
         worker = Worker(queue, "two_call", worker_id=inputs.worker_id)
         data = job_payload(0, inputs.clock() * 1000)
-        rows.append(("addJob", meter(lambda: producer.add(data), calls)))
+        rows.append(("addJob", metered(lambda: producer.add(data))))
         held: list[Job] = []
-        rows.append(("moveToActive", meter(lambda: held.append(worker.fetch()), calls)))  # type: ignore[arg-type]
+        rows.append(("moveToActive", metered(lambda: held.append(worker.fetch()))))  # type: ignore[arg-type]
         to_finish = iter(held)
         rows.append(
             (
                 "moveToFinished (fetch next = 0)",
-                meter(lambda: worker.finish(next(to_finish), fetch_next=False), calls),
+                metered(lambda: worker.finish(next(to_finish), fetch_next=False)),
             )
         )
-        producer.add_batch(calls + 1, enqueued_us=inputs.clock() * 1000)
+        producer.add_batch(lead + calls + 1, enqueued_us=inputs.clock() * 1000)
         current = [worker.fetch()]
 
         def fused() -> None:
@@ -109,23 +123,36 @@ def run_phases(
             assert job is not None
             current[0] = worker.finish(job, fetch_next=True).next_job
 
-        rows.append(("moveToFinished (fetch next = 1)", meter(fused, calls)))
+        rows.append(("moveToFinished (fetch next = 1)", metered(fused)))
 
         job = current[0]
         assert job is not None
-        rows.append(("extendLock", meter(lambda: worker.extend_lock(job), calls)))
-        producer.add_batch(99, enqueued_us=inputs.clock() * 1000)
+        rows.append(("extendLock", metered(lambda: worker.extend_lock(job))))
+        producer.add_batch(HEALTHY_ACTIVE - 1, enqueued_us=inputs.clock() * 1000)
         while worker.fetch() is not None:
             pass
         sweeper = AtomicSweeper(queue)
         sweeper.sweep()  # a protocol's first sweep may do more (echomq-deadline's full pass)
-        rows.append((HEALTHY_SWEEP, meter(sweeper.sweep, calls)))
+        rows.append((HEALTHY_SWEEP, metered(sweeper.sweep, min(lead, SWEEP_LEAD))))
     finally:
         queue.delete()
     return rows
 
 
 HEALTHY_SWEEP = "moveStalledJobsToWait (100 active, healthy)"
+# The healthy sweep's lead at most: Redis steps Lua's collector every 50 script calls, so 50
+# calls past a full collection reach its rhythm, and a sweep's call is the longest of the phases.
+SWEEP_LEAD = 50
+HEALTHY_ACTIVE = 100  # the healthy sweep's active list: the fused phase's last job and 99 more
+QUEUE_KEYS = 20  # a queue's own keys (wait, active, events, its counters...), at most
+
+
+def keys_added(calls: int, lead: int) -> int:
+    """The most keys run_phases holds at once on a server: each job's hash (addJob's, the fused
+    phase's and the sweep's), the locks held at once (the healthy sweep's active list), and the
+    queue's own."""
+    jobs = 2 * (lead + calls) + 1 + HEALTHY_ACTIVE - 1
+    return jobs + HEALTHY_ACTIVE + QUEUE_KEYS
 
 
 def refusal(client: Client, protocol: str | QueueProtocol) -> str | None:

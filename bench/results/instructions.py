@@ -19,8 +19,10 @@ class InstructionsRow(rows.Row):
 
     FILE: ClassVar[str] = "instructions.csv"
     # on each server a profile names; "" for the run's own (every run before the column)
-    KEYS: ClassVar[tuple[str, ...]] = ("protocol", "server", "step", "active_size")
-    IMPLIED: ClassVar[Mapping[str, object]] = {**rows.Row.IMPLIED, "server": ""}
+    # and at the completed set's size a protocol's phases began at: a count is of its state
+    KEYS: ClassVar[tuple[str, ...]] = ("protocol", "server", "step", "active_size", "completed_size")
+    # a run before the state: every queue began empty
+    IMPLIED: ClassVar[Mapping[str, object]] = {**rows.Row.IMPLIED, "server": "", "completed_size": 0}
     run_id: str
     protocol: str  # "none": a baseline of no queue protocol (PING, EVALSHA of return 1)
     profile: str
@@ -28,6 +30,9 @@ class InstructionsRow(rows.Row):
     # a baseline, or a sweep variant over an all-stalled active list ("sweep atomic")
     step: str
     active_size: int  # the sweep's active list, every id stalled (0: not a sweep)
+    # the completed set's size as a protocol's phases began (meta.json's instructions.state has
+    # the rest of that state); 0 for a baseline or a sweep, and in a run from before the state
+    completed_size: int
     unit: str  # what a count is per: "call", "job" (a cycle) or "stalled id" (a sweep)
     calls: int  # the step's runs counted (a sweep: 1)
     instructions_per_call: float  # inside command execution, per unit
@@ -93,3 +98,6 @@ class InstructionsMeta:
     named several (servers)."""
     left_out: dict[str, dict[str, str]] = field(default_factory=dict)
     """By server, each protocol left out on it because it refused the protocol's scripts, and why."""
+    state: dict[str, int] = field(default_factory=dict)
+    """The queue state a protocol's phases began at, by size (wait, active, completed, events,
+    last_id, other_keys), and lead_calls: the calls each phase ran before its counted ones."""

@@ -470,7 +470,8 @@ def noisy_instruction_rows(rng: random.Random, run_id: str) -> list[dict[str, An
         moved = count * (1 + rng.uniform(-0.002, 0.002))  # two servers' random hash seeds
         server = 4000.0 * (2 if unit == "job" else 1 if unit == "call" else 0.01)
         rows.append(row_dict(InstructionsRow(
-            run_id=run_id, protocol=protocol, profile="smoke", step=step, active_size=size, unit=unit,
+            run_id=run_id, protocol=protocol, profile="smoke", step=step, active_size=size, completed_size=0,
+            unit=unit,
             calls=1 if size else 400, instructions_per_call=round(moved, 1),
             server_instructions_per_call=round((count + server) * (1 + rng.uniform(-0.002, 0.002)), 1),
             instructions_2n_diff_pct=None if size else round(rng.uniform(-0.3, 0.3), 3),

@@ -48,8 +48,9 @@ from bench.results.finish_fetch import FinishFetchRow
 
 # frame -> its row type's key columns, for the frames that have them, in the order the loader reads
 STAGE_KEYS: dict[str, tuple[str, ...]] = {f: r.KEYS for f, r in FRAMES.items() if r.KEYS}
-# A key value left out of a point's label: echomq's points read as they did before protocols.
-LABEL_DEFAULTS = {"protocol": "echomq", "server": ""}
+# A key value left out of a point's label: echomq's points read as they did before protocols; and
+# what a frame without the key implies (a count of a queue that began empty, before its state).
+LABEL_DEFAULTS: dict[str, str | int] = {"protocol": "echomq", "server": "", "completed_size": 0}
 
 
 @dataclass(frozen=True)

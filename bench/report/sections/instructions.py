@@ -22,9 +22,23 @@ ABOUT = (
     "request (its read, parse, run and reply). A count, not a time: steal and a busy neighbour cannot "
     "move it, so compare judges it to 1%. The client, the network and the kernel are outside both. "
     "The command table's lookups are left out (Redis seeds that table at random as it starts). "
-    "2N vs N: the count per unit over 2N calls against over N, near 0 for a cost per call (a queue "
-    "twice as long may cost a little more). Redis µs: the script cost's timed median, where the run has it."
+    "2N vs N: the count per unit over 2N calls against over N, within 0.5% for a cost per call at "
+    "the state the count began at. Redis µs: the script cost's timed median, where the run has it."
 )
+
+
+def state_about(data: RunData) -> str:
+    """The queue state a run's protocols' steps were counted at (meta.json's instructions.state)."""
+    about = data.meta.instructions
+    state = about.state if about is not None else {}
+    if not state:
+        return "Each protocol's steps began on an empty queue (a run from before the stated state)."
+    return (
+        f"Each protocol's steps began at one queue state: {state['wait']:,} waiting, {state['active']:,} "
+        f"active, {state['completed']:,} completed, the events stream at {state['events']:,} entries, "
+        f"ids past {state['last_id']:,}, and {state['other_keys']:,} other keys; each step ran "
+        f"{state['lead_calls']:,} calls before its counted ones (bench/protocol/counted.py)."
+    )
 
 
 def timed_us(data: RunData) -> dict[tuple[str, str], float]:
@@ -181,7 +195,7 @@ def instructions_section(data: RunData) -> list[str]:
         if about is not None and about.skipped:
             return ["## Redis's cost in instructions", "", f"*Not counted: {about.skipped}.*", ""]
         return []
-    lines = ["## Redis's cost in instructions", "", ABOUT, ""]
+    lines = ["## Redis's cost in instructions", "", ABOUT, "", state_about(data), ""]
     frame = data.frames["instructions"]
     if servers(frame):
         lines += ["Each server counted, a job and its add (instructions of the whole server):", ""]

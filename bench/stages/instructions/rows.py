@@ -2,10 +2,11 @@
 
 Every point runs twice, once on a server counting inside command execution and once on one
 counting the whole request (bench.harness.callgrind), with the same fixed inputs, so the two
-counts are of the same calls. A step of calls is counted over N calls and again over 2N on a
-fresh queue, after a warm-up that is not counted (the first calls after a script is loaded cost
-more): the 2N count is the figure, and how far its per-call count is from the N count's says
-whether it is a cost per call.
+counts are of the same calls. A protocol's steps are counted on a server started anew, on a
+queue brought to one stated state (bench.protocol.counted.QueueState), each step after
+LEAD_CALLS calls that are not counted, over 2N calls and over their first N: the 2N count is the
+figure, and how far its per-call count is from the first N's says whether it is a cost per call
+at that state. A baseline is counted over N calls and again over 2N.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bench.harness.callgrind import Count
-from bench.protocol.connection import Client
-from bench.protocol.counted import baselines, stalled_sweep
+from bench.harness.callgrind import CallgrindRedis, Count
+from bench.protocol.connection import Client, node_client
+from bench.protocol.counted import QueueStaging, baselines, stalled_sweep
+from bench.protocol.lua_gc import collect_lua_garbage
 from bench.protocol.phases import CYCLES, Inputs, run_phases
 from bench.results.instructions import InstructionsPartRow, InstructionsRow
 from bench.stages.instructions.parts import PartCost, parts_of
@@ -25,7 +27,14 @@ from bench.stages.instructions.plan import Point
 
 # A job of each strategy: fused (one moveToFinished that fetches) and two_call (finish, then fetch).
 JOB_CYCLES = ("fused cycle", "two-call cycle")
-WARMUP_CALLS = 50  # calls of each step before the counted batches, uncounted
+WARMUP_CALLS = 50  # calls of each baseline before its counted batches, uncounted
+# Calls each phase runs before its counted ones, after a full collection of Lua's garbage: the
+# first calls after a script is loaded cost more, the collector takes 50 calls to its rhythm (Redis
+# steps it every 50), and the jobs in flight pass 128, where echomq-deadline's index of them turns
+# a skiplist (a listpack's insert scans it: with no lead, echomq-deadline's moveToActive counted
+# 5.4% more a call over 2N calls than over their first N).
+LEAD_CALLS = 150
+PHASES_QUEUE = "instr-phases"
 Counter = Callable[[Callable[[], object], int], Count]  # (action, calls) -> instructions
 
 
@@ -40,6 +49,7 @@ class Counted:
     per_unit: float
     per_unit_n: float | None = None  # None: one sweep, no second batch
     parts: tuple[PartCost, ...] = ()  # the per-unit count split by part (bench.stages.instructions.parts)
+    completed_size: int = 0  # the completed set as the phases began (QueueState); 0 for the others
 
 
 def _warm(action: Callable[[], object], calls: int) -> None:
@@ -47,10 +57,11 @@ def _warm(action: Callable[[], object], calls: int) -> None:
         action()
 
 
-def _paired(step: str, unit: str, once: Count, twice: Count, calls: int) -> Counted:
+def _paired(step: str, unit: str, once: Count, twice: Count, calls: int, completed: int = 0) -> Counted:
     """A step's figure from its 2N batch, beside its N batch's, split by part as the 2N batch was."""
     parts = tuple(parts_of(twice.functions, twice.total, 2 * calls))
-    return Counted(step, unit, 0, 2 * calls, twice.total / (2 * calls), once.total / calls, parts)
+    per_n = once.total / calls
+    return Counted(step, unit, 0, 2 * calls, twice.total / (2 * calls), per_n, parts, completed)
 
 
 def _summed(counts: Sequence[Count]) -> Count:
@@ -65,22 +76,46 @@ def fresh(client: Client) -> None:
     client.script_flush()
 
 
-def count_point(client: Client, point: Point, calls: int, counter: Counter) -> list[Counted]:
-    """Every step of ``point``, counted by ``counter`` (a callgrind'd server's count), on a fresh server."""
+def count_phases(
+    server: CallgrindRedis, client: Client, protocol: str, calls: int, staging: QueueStaging
+) -> dict[str, tuple[Count, Count]]:
+    """Each phase of ``protocol`` run 2 x ``calls`` times and counted in two halves, on the server
+    started anew and a queue at ``staging``'s state. A new server has no history: the same calls
+    counted twice on one server, emptied between, put addJob 0.8% apart (its allocator's free lists
+    were the last batch's), and a point counts the same whichever ran before it."""
+    staging.prepare(client, protocol, PHASES_QUEUE)  # before the restart: no history of it in the count
+    server.restart()
+    staging.stage(client, protocol, PHASES_QUEUE)
+    node = node_client(client, PHASES_QUEUE)  # its Lua VM, collected before each phase's lead
+
+    def halves(action: Callable[[], object], twice: int) -> tuple[Count, Count]:
+        return server.measure(action, twice // 2), server.measure(action, twice - twice // 2)
+
+    settle = functools.partial(collect_lua_garbage, node)
+    inputs = Inputs.fixed(PHASES_QUEUE)
+    return dict(run_phases(client, 2 * calls, protocol, halves, inputs, lead=LEAD_CALLS, settle=settle))
+
+
+def count_point(
+    server: CallgrindRedis, client: Client, point: Point, calls: int, staging: QueueStaging
+) -> list[Counted]:
+    """Every step of ``point``, counted on ``server`` (callgrind'd; ``client`` is connected to
+    it), on a fresh server; a protocol's phases at ``staging``'s state, over 2N calls and their
+    first N."""
+    counter: Counter = server.measure
     fresh(client)
     if point.kind == "baselines":
         baselines(client, WARMUP_CALLS, _warm)
         once, twice = baselines(client, calls, counter), baselines(client, 2 * calls, counter)
         return [_paired(step, "call", n, n2, calls) for (step, n), (_, n2) in zip(once, twice, strict=True)]
     if point.kind == "phases":
-        run_phases(client, WARMUP_CALLS, point.protocol, _warm, Inputs.fixed("instr-w"))
-        by_n = dict(run_phases(client, calls, point.protocol, counter, Inputs.fixed("instr-a")))
-        by_2n = dict(run_phases(client, 2 * calls, point.protocol, counter, Inputs.fixed("instr-b")))
-        counted = [_paired(step, "call", by_n[step], by_2n[step], calls) for step in by_n]
+        halves = count_phases(server, client, point.protocol, calls, staging)
+        completed = staging.state.completed
+        counted = [_paired(step, "call", n, n + rest, calls, completed) for step, (n, rest) in halves.items()]
         for cycle in JOB_CYCLES:  # a worker's cycle is a job: the sum of its phases, each once
-            phases = CYCLES[cycle]
-            in_n, in_2n = _summed([by_n[p] for p in phases]), _summed([by_2n[p] for p in phases])
-            counted.append(_paired(cycle, "job", in_n, in_2n, calls))
+            firsts = _summed([halves[phase][0] for phase in CYCLES[cycle]])
+            wholes = _summed([sum(halves[phase], Count(0)) for phase in CYCLES[cycle]])
+            counted.append(_paired(cycle, "job", firsts, wholes, calls, completed))
         return counted
     found = stalled_sweep(
         client, point.protocol, point.variant, point.active_size, counter, Inputs.fixed("instr-s")
@@ -113,6 +148,7 @@ def row_of(
         profile=profile,
         step=command.step,
         active_size=command.active_size,
+        completed_size=command.completed_size,
         unit=command.unit,
         calls=command.calls,
         instructions_per_call=round(command.per_unit, 1),

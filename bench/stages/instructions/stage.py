@@ -31,17 +31,19 @@ from bench.harness.profile import InstructionsOptions, Profile, check_servers
 from bench.harness.server import server_identity
 from bench.protocol.base import PROTOCOLS, check_protocol_names
 from bench.protocol.connection import RedisSettings
+from bench.protocol.counted import QueueStaging, QueueState
 from bench.protocol.sweep import SWEEPERS
 from bench.results.files import update_meta, write_rows
 from bench.results.instructions import InstructionsPartRow, InstructionsRow
 from bench.stages.instructions.plan import Point, points_of
-from bench.stages.instructions.rows import Counted, count_point, part_rows_of, rows_of
+from bench.stages.instructions.rows import LEAD_CALLS, Counted, count_point, part_rows_of, rows_of
 from bench.stages.instructions.table import table
 
 SCOPES: tuple[Scope, ...] = ("command", "server")
 START_S = 3.0  # a callgrind'd server's start, about: for the run's ETA
 S_PER_PHASES_CALL = 0.02  # a protocol's phases, a call of a batch, about (under valgrind)
 S_PER_SWEPT_ID = 0.004  # a sweep, an id, about
+RESTAGE_S = 2.0  # a protocol's server started anew and its queue brought to the stated state, about
 
 
 def check_profile(profile: Profile) -> None:
@@ -64,7 +66,9 @@ def _points(profile: Profile) -> list[Point]:
 def _point_s(point: Point, calls: int) -> float:
     if point.kind == "sweep":
         return len(SCOPES) * S_PER_SWEPT_ID * point.active_size
-    return len(SCOPES) * S_PER_PHASES_CALL * 3.25 * calls  # N, 2N and the warm-up's share
+    if point.kind == "phases":  # the server started anew, the queue staged, each phase's lead and 2N
+        return len(SCOPES) * (RESTAGE_S + S_PER_PHASES_CALL * (LEAD_CALLS + 2 * calls))
+    return len(SCOPES) * S_PER_PHASES_CALL * 0.2 * calls  # the baselines: a tenth of a phases' call
 
 
 def point_seconds(profile: Profile) -> tuple[float, ...]:
@@ -92,6 +96,11 @@ class ServerCounts:
     left_out: dict[str, str]  # protocol -> why (the server's refusal, first line)
 
 
+def phases_state(calls: int) -> QueueState:
+    """The state a protocol's phases are counted in, for a batch of twice ``calls``."""
+    return QueueState.for_phases(2 * calls, LEAD_CALLS)
+
+
 def count_all(
     points: list[Point],
     calls: int,
@@ -104,6 +113,7 @@ def count_all(
     found: dict[str, dict[Point, list[Counted]]] = {}
     left_out: dict[str, str] = {}
     name = version = ""
+    staging = QueueStaging(phases_state(calls))  # its structures built once, on the first server
     for scope in SCOPES:
         found[scope] = {}
         with CallgrindRedis(scope, binary=binary) as server:
@@ -113,7 +123,7 @@ def count_all(
                 binary = server.binary
                 for point in (p for p in points if p.protocol not in left_out):
                     try:
-                        found[scope][point] = count_point(client, point, calls, server.measure)
+                        found[scope][point] = count_point(server, client, point, calls, staging)
                     except redis.ResponseError as exc:
                         left_out[point.protocol] = first_line(exc)
                     if report is not None:
@@ -178,6 +188,7 @@ def run_stage(ctx: RunContext) -> None:
             "seed": "pinned" if refused is None else refused,
             "servers": {on.name: on.binary for on in counted} if named else {},
             "left_out": {on.name: on.left_out for on in counted if on.left_out},
+            "state": {**phases_state(options.instructions_calls).sizes(), "lead_calls": LEAD_CALLS},
         },
     )
     ctx.progress.step(f"instructions counted: {InstructionsRow.FILE}")
