@@ -33,7 +33,7 @@ from bench.protocol.phases import FIXED_START_MS, Inputs, keys_added, run_phases
 from bench.protocol.queue import Producer, Queue
 from bench.report.compare.metrics import INSTRUCTIONS_LEAST, compare_runs
 from bench.report.verdict import INSTRUCTIONS_BEYOND, INSTRUCTIONS_UNPINNED_BEYOND
-from bench.results.instructions import InstructionsPartRow, InstructionsRow
+from bench.results.instructions import InstructionsCompletedRow, InstructionsPartRow, InstructionsRow
 from bench.stages.instructions import parts, stage
 from bench.stages.instructions.parts import PARTS, parts_of
 from bench.stages.instructions.plan import Point
@@ -327,7 +327,10 @@ def test_the_instruction_count_at_a_fixed_state_is_the_same_a_call_over_n_and_2n
 
 
 TINY = InstructionsOptions(
-    instructions_calls=50, instructions_sweep_variants=("atomic", "app_side"), instructions_sweep_sizes=(10,)
+    instructions_calls=50,
+    instructions_sweep_variants=("atomic", "app_side"),
+    instructions_sweep_sizes=(10,),
+    instructions_completed_sizes=(0, COMPLETED),
 )
 
 
@@ -383,6 +386,16 @@ def test_the_stage_writes_every_step_of_a_tiny_profile(tmp_path: Path) -> None:
     phases = frame["protocol"] == "echomq"
     assert set(frame.loc[phases & (frame["active_size"] == 0), "completed_size"]) == {COMPLETED}
     assert set(frame.loc[~phases | (frame["active_size"] > 0), "completed_size"]) == {0}
+    # a job against the completed set's size: the stated state's is the phases' own count
+    jobs = pd.read_csv(tmp_path / InstructionsCompletedRow.FILE).set_index(["step", "completed_size"])
+    assert set(jobs.index) == {
+        (job, size) for job in ("fused cycle", "two-call cycle") for size in (0, COMPLETED)
+    }
+    stated = frame[phases & (frame["step"] == "fused cycle")].iloc[0]
+    assert jobs.loc[("fused cycle", COMPLETED), "instructions_per_call"] == stated["instructions_per_call"]
+    assert (
+        jobs.loc[("fused cycle", 0), "calls"] == 50 and jobs.loc[("fused cycle", COMPLETED), "calls"] == 100
+    )
     steps = set(zip(frame["protocol"], frame["step"], frame["active_size"], strict=True))
     assert ("none", "PING", 0) in steps and ("none", "EVALSHA return 1", 0) in steps
     assert {("echomq", "fused cycle", 0), ("echomq", "two-call cycle", 0)} <= steps
@@ -437,3 +450,30 @@ def test_the_report_and_the_page_show_the_counts_beside_the_timed_us_and_the_cle
         plain is not None
         and not plain.apply(lambda c: c.astype(str).str.contains("instructions")).any().any()
     )
+
+
+def test_the_report_says_the_state_and_a_job_against_the_completed_sets_size(tmp_path: Path) -> None:
+    from bench.report.load import load_run
+    from bench.report.sections.instructions import instructions_section
+    from bench.results.files import write_rows
+
+    run = tmp_path / "20240505-100000-smoke"
+    shutil.copytree(FIXTURES / run.name, run)
+    meta = json.loads((run / "meta.json").read_text())
+    state = {**QueueState(other_keys=2049).sizes(), "lead_calls": LEAD_CALLS}
+    (run / "meta.json").write_text(json.dumps({**meta, "instructions": {"calls": 100, "state": state}}))
+    counts = {
+        ("fused cycle", 0): 200_000.0,
+        ("fused cycle", COMPLETED): 202_000.0,
+        ("two-call cycle", 0): 250_000.0,
+    }
+    rows = [
+        InstructionsCompletedRow(run_id=run.name, protocol="echomq", profile="smoke", step=step,
+                                 completed_size=size, unit="job", calls=100, instructions_per_call=n)
+        for (step, size), n in counts.items()
+    ]  # fmt: skip
+    write_rows(run, InstructionsCompletedRow, rows)
+    text = "\n".join(instructions_section(load_run(run)))
+    assert "began at one queue state: 0 waiting, 0 active, 10,000 completed" in text
+    assert "| echomq | fused cycle | 200,000 (-1.0%) | 202,000 |" in text
+    assert "| echomq | two-call cycle | 250,000 | — |" in text  # not counted at the stated state

@@ -216,6 +216,9 @@ class InstructionsOptions:
         "atomic", "atomic_linear", "atomic_sliced", "app_side", "app_side_pipelined",
     )  # fmt: skip
     instructions_sweep_sizes: tuple[int, ...] = field(default=(100, 1000), metadata=_min(1))
+    # the completed set's sizes a fused and a two-call job are counted at, beside the stated state's
+    # (bench/protocol/counted.py COMPLETED, from its own count): instructions_completed.csv
+    instructions_completed_sizes: tuple[int, ...] = field(default=(0, 1000, 10_000), metadata=_min(0))
 
     def __post_init__(self) -> None:
         if self.instructions_calls % 50:

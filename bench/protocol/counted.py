@@ -10,7 +10,7 @@ calls carry the same bytes and cost the same instructions run after run.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from bench.errors import BenchError
@@ -137,13 +137,17 @@ def _keys(protocol: str | QueueProtocol, queue_name: str) -> QueueKeys:
 
 @dataclass
 class QueueStaging:
-    """Brings queues to a QueueState. The completed set and the events stream are built once (by
-    ZADD and XADD on a scratch key) and copied into each queue by RESTORE, on any server of the
-    same binary; RESTORE sizes a sorted set's table for its members, so no table is halfway
+    """Brings queues to a QueueState. The completed set and the events stream are built once a
+    size (by ZADD and XADD on a scratch key) and copied into each queue by RESTORE, on any server
+    of the same binary; RESTORE sizes a sorted set's table for its members, so no table is halfway
     through a resize as a count begins."""
 
     state: QueueState
-    _dumps: dict[str, bytes] = field(default_factory=dict)
+    _dumps: dict[tuple[str, int], bytes] = field(default_factory=dict)
+
+    def at(self, completed: int) -> QueueStaging:
+        """The same staging with ``completed`` jobs in the completed set, sharing what is built."""
+        return QueueStaging(replace(self.state, completed=completed), self._dumps)
 
     def prepare(self, client: Client, protocol: str | QueueProtocol, queue_name: str) -> None:
         """The completed set and the events stream built, if they are not yet (on scratch keys
@@ -155,11 +159,15 @@ class QueueStaging:
     def stage(self, client: Client, protocol: str | QueueProtocol, queue_name: str) -> None:
         """``queue_name``'s keys brought to the state; the queue must hold no keys yet."""
         keys = _keys(protocol, queue_name)
-        completed, events = self._dump(client, "completed", keys), self._dump(client, "events", keys)
+        built = {
+            key: self._dump(client, what, keys)
+            for what, key in (("completed", keys.completed), ("events", keys.events))
+        }
         fillers = [keys.key(f"filler:{i}") for i in range(self.state.other_keys)]
         pipe = client.pipeline(transaction=False)
-        pipe.restore(keys.completed, 0, completed)
-        pipe.restore(keys.events, 0, events)
+        for key, dump in built.items():
+            if dump is not None:  # None: the state has none
+                pipe.restore(key, 0, dump)
         pipe.set(keys.id_counter, self.state.last_id)
         for filler in fillers:
             pipe.set(filler, 1, px=FILLER_TTL_MS)
@@ -168,26 +176,29 @@ class QueueStaging:
             pipe.exists(*fillers[start : start + STAGE_CHUNK])
         pipe.execute()
 
-    def _dump(self, client: Client, what: str, keys: QueueKeys) -> bytes:
-        """The DUMP of the state's completed set or events stream, built on first use."""
-        if what not in self._dumps:
+    def _dump(self, client: Client, what: str, keys: QueueKeys) -> bytes | None:
+        """The DUMP of the state's completed set or events stream, built on first use; None when
+        the state holds none."""
+        size = self.state.completed if what == "completed" else self.state.events
+        if not size:
+            return None
+        if (what, size) not in self._dumps:
             scratch = keys.key(f"state-{what}")
+            first = self.state.last_id - size + 1
             pipe = client.pipeline(transaction=False)
             if what == "completed":  # each finished a millisecond apart, before the fixed clock starts
-                first = self.state.last_id - self.state.completed + 1
-                ids = [str(first + i) for i in range(self.state.completed)]
-                for start in range(0, len(ids), STAGE_CHUNK):
+                ids = [str(first + i) for i in range(size)]
+                for start in range(0, size, STAGE_CHUNK):
                     chunk = ids[start : start + STAGE_CHUNK]
                     pipe.zadd(
-                        scratch, {job: FIXED_START_MS - len(ids) + start + i for i, job in enumerate(chunk)}
+                        scratch, {job: FIXED_START_MS - size + start + i for i, job in enumerate(chunk)}
                     )
             else:  # ids at the fixed clock's instant, as the counted server's stand-still clock makes
-                first = self.state.last_id - self.state.events + 1
                 for seq in range(first, self.state.last_id + 1):
                     pipe.xadd(
                         scratch, {"event": "completed", "jobId": str(seq)}, id=f"{FIXED_START_MS}-{seq}"
                     )
             pipe.dump(scratch)
             pipe.delete(scratch)
-            self._dumps[what] = pipe.execute()[-2]
-        return self._dumps[what]
+            self._dumps[what, size] = pipe.execute()[-2]
+        return self._dumps[what, size]

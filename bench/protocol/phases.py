@@ -83,6 +83,7 @@ def run_phases(
     inputs: Inputs | None = None,
     lead: int = 0,
     settle: Callable[[], object] = lambda: None,
+    until: str | None = None,
 ) -> list[tuple[str, T]]:
     """Each phase's ``meter(action, calls)``, on a queue of ``calls`` jobs, in this order: what
     a phase measured is the meter's (INFO commandstats deltas, or instructions counted).
@@ -90,31 +91,32 @@ def run_phases(
     Before its metered calls, each phase calls ``settle()`` and then runs ``lead`` calls unmetered
     (the healthy sweep at most SWEEP_LEAD: its calls are long), so the metered calls start from
     the phase's own steady state: past the first calls' one-time work (a list or a stream
-    created) and Lua's collector in its rhythm. keys_added says what the phases hold at most."""
+    created) and Lua's collector in its rhythm. keys_added says what the phases hold at most.
+    The phases end after ``until`` (None: every phase)."""
     inputs = inputs or Inputs()
     rows: list[tuple[str, T]] = []
 
-    def metered(action: Callable[[], object], lead_calls: int = lead) -> T:
+    def phase(name: str, action: Callable[[], object], lead_calls: int = lead) -> bool:
+        """Whether the phases end here, once ``name``'s are measured."""
         settle()
         for _ in range(lead_calls):
             action()
-        return meter(action, calls)
+        rows.append((name, meter(action, calls)))
+        return name == until
 
     queue = Queue.open(client, inputs.queue_name, protocol=protocol, clock=inputs.clock)
     try:
         producer = Producer(queue)
         worker = Worker(queue, "two_call", worker_id=inputs.worker_id)
         data = job_payload(0, inputs.clock() * 1000)
-        rows.append(("addJob", metered(lambda: producer.add(data))))
+        if phase("addJob", lambda: producer.add(data)):
+            return rows
         held: list[Job] = []
-        rows.append(("moveToActive", metered(lambda: held.append(worker.fetch()))))  # type: ignore[arg-type]
+        if phase("moveToActive", lambda: held.append(worker.fetch())):  # type: ignore[arg-type]
+            return rows
         to_finish = iter(held)
-        rows.append(
-            (
-                "moveToFinished (fetch next = 0)",
-                metered(lambda: worker.finish(next(to_finish), fetch_next=False)),
-            )
-        )
+        if phase("moveToFinished (fetch next = 0)", lambda: worker.finish(next(to_finish), fetch_next=False)):
+            return rows
         producer.add_batch(lead + calls + 1, enqueued_us=inputs.clock() * 1000)
         current = [worker.fetch()]
 
@@ -123,17 +125,18 @@ def run_phases(
             assert job is not None
             current[0] = worker.finish(job, fetch_next=True).next_job
 
-        rows.append(("moveToFinished (fetch next = 1)", metered(fused)))
-
+        if phase("moveToFinished (fetch next = 1)", fused):
+            return rows
         job = current[0]
         assert job is not None
-        rows.append(("extendLock", metered(lambda: worker.extend_lock(job))))
+        if phase("extendLock", lambda: worker.extend_lock(job)):
+            return rows
         producer.add_batch(HEALTHY_ACTIVE - 1, enqueued_us=inputs.clock() * 1000)
         while worker.fetch() is not None:
             pass
         sweeper = AtomicSweeper(queue)
         sweeper.sweep()  # a protocol's first sweep may do more (echomq-deadline's full pass)
-        rows.append((HEALTHY_SWEEP, metered(sweeper.sweep, min(lead, SWEEP_LEAD))))
+        phase(HEALTHY_SWEEP, sweeper.sweep, min(lead, SWEEP_LEAD))
     finally:
         queue.delete()
     return rows

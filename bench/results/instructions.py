@@ -80,6 +80,32 @@ class InstructionsPartRow(rows.Row):
 
 
 @dataclass(frozen=True)
+class InstructionsCompletedRow(rows.Row):
+    """A job's instructions inside command execution against the completed set's size: a fused and
+    a two-call cycle counted at the stated queue state (meta.json's instructions.state) with the
+    completed set at each size the profile names (instructions-completed-sizes). The size is the
+    set's as the phases began: their finishes add to it, 2 x (lead + N) by the fused cycle's end."""
+
+    FILE: ClassVar[str] = "instructions_completed.csv"
+    KEYS: ClassVar[tuple[str, ...]] = ("protocol", "server", "step", "completed_size")
+    IMPLIED: ClassVar[Mapping[str, object]] = {**rows.Row.IMPLIED, "server": ""}
+    run_id: str
+    protocol: str
+    profile: str
+    step: str  # "fused cycle" or "two-call cycle"
+    completed_size: int
+    unit: str  # "job"
+    # the cycle's runs counted: N at a size of the figure's own, 2N at the stated state's (its count)
+    calls: int
+    instructions_per_call: float  # inside command execution, a job
+    seed_pinned: bool = False  # as instructions.csv's
+    server: str = ""  # as instructions.csv's
+    foreign_cpu_pct: float | None = None
+    steal_pct: float | None = None
+    contended: bool = False
+
+
+@dataclass(frozen=True)
 class InstructionsMeta:
     """The instructions stage's section: how its counts were made, or why there are none."""
 

@@ -63,7 +63,8 @@ STAGES: tuple[Stage, ...] = (
     Stage(
         "instructions", "instructions Redis runs a call and a job (callgrind)", 6,
         (ResultFile("instructions", instructions.InstructionsRow, optional=True),
-         ResultFile("instructions_parts", instructions.InstructionsPartRow, optional=True)),
+         ResultFile("instructions_parts", instructions.InstructionsPartRow, optional=True),
+         ResultFile("instructions_completed", instructions.InstructionsCompletedRow, optional=True)),
         instructions.InstructionsMeta,
     ),
 )  # fmt: skip

@@ -123,6 +123,11 @@ STAGE_METRICS: dict[str, tuple[Metric, ...]] = {
         Metric(column, exact=True, exact_beyond=INSTRUCTIONS_BEYOND, least=INSTRUCTIONS_LEAST)
         for column in INSTRUCTIONS_EXACT
     ),
+    "instructions_completed": (
+        Metric(
+            "instructions_per_call", exact=True, exact_beyond=INSTRUCTIONS_BEYOND, least=INSTRUCTIONS_LEAST
+        ),
+    ),
 }
 
 # Sweep columns whose spread is the sweep time's pyperf stdev.
@@ -262,7 +267,7 @@ def _seed_pinned(frame: pd.DataFrame) -> bool:
 def _stage_metrics(stage: str, a: pd.DataFrame, b: pd.DataFrame, notes: list[str]) -> tuple[Metric, ...]:
     """The stage's metrics, instruction counts judged beyond 1% where a run's seed stayed random."""
     metrics = STAGE_METRICS[stage]
-    if stage != "instructions":
+    if not stage.startswith("instructions"):
         return metrics
     random = [name for name, frame in (("A", a), ("B", b)) if not _seed_pinned(frame)]
     if not random:

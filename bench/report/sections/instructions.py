@@ -78,6 +78,37 @@ def instructions_table(data: RunData) -> pd.DataFrame | None:
     return pd.DataFrame(rows)
 
 
+COMPLETED_ABOUT = (
+    "A job's instructions inside command execution against the completed set's size as its phases "
+    "began, the rest of the state as above (the phases' own finishes add to the set as they run); "
+    "beside each, how far it is from the count at the stated state's size."
+)
+
+
+def completed_table(data: RunData) -> pd.DataFrame | None:
+    """A protocol's job a row, its count at each completed set size a column (instructions_completed.csv)."""
+    frame = data.frames.get("instructions_completed")
+    stated = data.meta.instructions.state.get("completed") if data.meta.instructions else None
+    if frame is None or frame.empty or stated is None:
+        return None
+    by_job: dict[tuple[str, str, str], dict[int, float]] = {}
+    for row in frame.fillna({"server": ""}).to_dict("records"):
+        job = (str(row["server"]), str(row["protocol"]), str(row["step"]))
+        by_job.setdefault(job, {})[int(row["completed_size"])] = float(row["instructions_per_call"])
+    rows = []
+    for (server, protocol, step), at in by_job.items():
+        base = at.get(stated)
+        cells = {
+            f"{size:,} completed": fmt(round(n))
+            + ("" if base is None or size == stated else f" ({n / base - 1:+.1%})")
+            for size, n in sorted(at.items())
+        }
+        rows.append(
+            {**({"server": server} if servers(frame) else {}), "protocol": protocol, "job": step, **cells}
+        )
+    return pd.DataFrame(rows)
+
+
 JOBS = ("fused cycle", "two-call cycle")
 UNNAMED = "unnamed (no symbols)"
 LUA = "Lua interpreter"
@@ -201,6 +232,10 @@ def instructions_section(data: RunData) -> list[str]:
         lines += ["Each server counted, a job and its add (instructions of the whole server):", ""]
         lines += [markdown_table(servers_table(frame)), "", "Every step:", ""]
     lines += [markdown_table(table), ""]
+    by_completed = completed_table(data)
+    if by_completed is not None:
+        lines += ["### A job against the completed set's size", "", COMPLETED_ABOUT, ""]
+        lines += [markdown_table(by_completed), ""]
     parts = data.frames.get("instructions_parts")
     if parts is None or parts.empty:
         return lines

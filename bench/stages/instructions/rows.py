@@ -15,18 +15,20 @@ import functools
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from bench.harness.callgrind import CallgrindRedis, Count
 from bench.protocol.connection import Client, node_client
 from bench.protocol.counted import QueueStaging, baselines, stalled_sweep
 from bench.protocol.lua_gc import collect_lua_garbage
 from bench.protocol.phases import CYCLES, Inputs, run_phases
-from bench.results.instructions import InstructionsPartRow, InstructionsRow
+from bench.results.instructions import InstructionsCompletedRow, InstructionsPartRow, InstructionsRow
 from bench.stages.instructions.parts import PartCost, parts_of
 from bench.stages.instructions.plan import Point
 
 # A job of each strategy: fused (one moveToFinished that fetches) and two_call (finish, then fetch).
 JOB_CYCLES = ("fused cycle", "two-call cycle")
+LAST_CYCLE_PHASE = "moveToFinished (fetch next = 1)"  # the phases run in order: the jobs' last
 WARMUP_CALLS = 50  # calls of each baseline before its counted batches, uncounted
 # Calls each phase runs before its counted ones, after a full collection of Lua's garbage: the
 # first calls after a script is loaded cost more, the collector takes 50 calls to its rhythm (Redis
@@ -36,6 +38,7 @@ WARMUP_CALLS = 50  # calls of each baseline before its counted batches, uncounte
 LEAD_CALLS = 150
 PHASES_QUEUE = "instr-phases"
 Counter = Callable[[Callable[[], object], int], Count]  # (action, calls) -> instructions
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -76,24 +79,59 @@ def fresh(client: Client) -> None:
     client.script_flush()
 
 
-def count_phases(
-    server: CallgrindRedis, client: Client, protocol: str, calls: int, staging: QueueStaging
-) -> dict[str, tuple[Count, Count]]:
-    """Each phase of ``protocol`` run 2 x ``calls`` times and counted in two halves, on the server
-    started anew and a queue at ``staging``'s state. A new server has no history: the same calls
-    counted twice on one server, emptied between, put addJob 0.8% apart (its allocator's free lists
-    were the last batch's), and a point counts the same whichever ran before it."""
+def _at_state(
+    server: CallgrindRedis,
+    client: Client,
+    protocol: str,
+    calls: int,
+    staging: QueueStaging,
+    meter: Callable[[Callable[[], object], int], T],
+    until: str | None = None,
+) -> dict[str, T]:
+    """Each phase of ``protocol`` (up to ``until``) measured by ``meter`` over ``calls`` calls, on
+    the server started anew and a queue at ``staging``'s state. A new server has no history: the
+    same calls counted twice on one server, emptied between, put addJob 0.8% apart (its allocator's
+    free lists were the last batch's), and a point counts the same whichever ran before it."""
     staging.prepare(client, protocol, PHASES_QUEUE)  # before the restart: no history of it in the count
     server.restart()
     staging.stage(client, protocol, PHASES_QUEUE)
-    node = node_client(client, PHASES_QUEUE)  # its Lua VM, collected before each phase's lead
+    settle = functools.partial(collect_lua_garbage, node_client(client, PHASES_QUEUE))
+    inputs = Inputs.fixed(PHASES_QUEUE)
+    return dict(
+        run_phases(client, calls, protocol, meter, inputs, lead=LEAD_CALLS, settle=settle, until=until)
+    )
+
+
+def count_phases(
+    server: CallgrindRedis, client: Client, protocol: str, calls: int, staging: QueueStaging
+) -> dict[str, tuple[Count, Count]]:
+    """Each phase of ``protocol`` run 2 x ``calls`` times at ``staging``'s state, counted in two
+    halves."""
 
     def halves(action: Callable[[], object], twice: int) -> tuple[Count, Count]:
         return server.measure(action, twice // 2), server.measure(action, twice - twice // 2)
 
-    settle = functools.partial(collect_lua_garbage, node)
-    inputs = Inputs.fixed(PHASES_QUEUE)
-    return dict(run_phases(client, 2 * calls, protocol, halves, inputs, lead=LEAD_CALLS, settle=settle))
+    return _at_state(server, client, protocol, 2 * calls, staging, halves)
+
+
+def count_cycles(
+    server: CallgrindRedis, client: Client, protocol: str, calls: int, staging: QueueStaging
+) -> list[Counted]:
+    """A fused and a two-call job of ``protocol``, each counted over ``calls`` jobs at ``staging``'s
+    state (the phases up to the fused one)."""
+    found = _at_state(server, client, protocol, calls, staging, server.measure, until=LAST_CYCLE_PHASE)
+    completed = staging.state.completed
+    return [
+        Counted(
+            cycle,
+            "job",
+            0,
+            calls,
+            _summed([found[p] for p in CYCLES[cycle]]).total / calls,
+            completed_size=completed,
+        )
+        for cycle in JOB_CYCLES
+    ]
 
 
 def count_point(
@@ -108,6 +146,8 @@ def count_point(
         baselines(client, WARMUP_CALLS, _warm)
         once, twice = baselines(client, calls, counter), baselines(client, 2 * calls, counter)
         return [_paired(step, "call", n, n2, calls) for (step, n), (_, n2) in zip(once, twice, strict=True)]
+    if point.kind == "cycles":
+        return count_cycles(server, client, point.protocol, calls, staging.at(point.completed_size))
     if point.kind == "phases":
         halves = count_phases(server, client, point.protocol, calls, staging)
         completed = staging.state.completed
@@ -209,3 +249,35 @@ def rows_of(
         for a, b in zip(command, server, strict=True):
             rows.append(row_of(run_id, profile, point, a, b, machine, seed_pinned, server_name))
     return rows
+
+
+def completed_rows_of(
+    run_id: str,
+    profile: str,
+    counted: Sequence[tuple[str, Counted]],
+    machine: dict[str, object],
+    seed_pinned: bool,
+    server_name: str = "",
+) -> list[InstructionsCompletedRow]:
+    """Each (protocol, job count) at its completed set's size, inside command execution, by size:
+    instructions_completed.csv."""
+    jobs = sorted(
+        ((protocol, c) for protocol, c in counted if c.step in JOB_CYCLES),
+        key=lambda pc: (pc[0], JOB_CYCLES.index(pc[1].step), pc[1].completed_size),
+    )
+    return [
+        InstructionsCompletedRow(
+            run_id=run_id,
+            protocol=protocol,
+            profile=profile,
+            step=job.step,
+            completed_size=job.completed_size,
+            unit=job.unit,
+            calls=job.calls,
+            instructions_per_call=round(job.per_unit, 1),
+            seed_pinned=seed_pinned,
+            server=server_name,
+            **machine,  # type: ignore[arg-type]
+        )
+        for protocol, job in jobs
+    ]

@@ -18,7 +18,7 @@ nothing.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import redis
@@ -31,13 +31,20 @@ from bench.harness.profile import InstructionsOptions, Profile, check_servers
 from bench.harness.server import server_identity
 from bench.protocol.base import PROTOCOLS, check_protocol_names
 from bench.protocol.connection import RedisSettings
-from bench.protocol.counted import QueueStaging, QueueState
+from bench.protocol.counted import COMPLETED, QueueStaging, QueueState
 from bench.protocol.sweep import SWEEPERS
 from bench.results.files import update_meta, write_rows
-from bench.results.instructions import InstructionsPartRow, InstructionsRow
-from bench.stages.instructions.plan import Point, points_of
-from bench.stages.instructions.rows import LEAD_CALLS, Counted, count_point, part_rows_of, rows_of
-from bench.stages.instructions.table import table
+from bench.results.instructions import InstructionsCompletedRow, InstructionsPartRow, InstructionsRow
+from bench.stages.instructions.plan import Point, cycle_points_of, points_of
+from bench.stages.instructions.rows import (
+    LEAD_CALLS,
+    Counted,
+    completed_rows_of,
+    count_point,
+    part_rows_of,
+    rows_of,
+)
+from bench.stages.instructions.table import completed_table, table
 
 SCOPES: tuple[Scope, ...] = ("command", "server")
 START_S = 3.0  # a callgrind'd server's start, about: for the run's ETA
@@ -63,23 +70,32 @@ def _points(profile: Profile) -> list[Point]:
     return points_of(profile.protocols, options.instructions_sweep_variants, options.instructions_sweep_sizes)
 
 
+def _cycle_points(profile: Profile) -> list[Point]:
+    """The jobs against the completed set's size: inside command execution only (a request's read
+    and reply do not grow with the set)."""
+    return cycle_points_of(profile.protocols, profile.instructions.instructions_completed_sizes, COMPLETED)
+
+
 def _point_s(point: Point, calls: int) -> float:
+    """A point's seconds in one scope."""
     if point.kind == "sweep":
-        return len(SCOPES) * S_PER_SWEPT_ID * point.active_size
+        return S_PER_SWEPT_ID * point.active_size
     if point.kind == "phases":  # the server started anew, the queue staged, each phase's lead and 2N
-        return len(SCOPES) * (RESTAGE_S + S_PER_PHASES_CALL * (LEAD_CALLS + 2 * calls))
-    return len(SCOPES) * S_PER_PHASES_CALL * 0.2 * calls  # the baselines: a tenth of a phases' call
+        return RESTAGE_S + S_PER_PHASES_CALL * (LEAD_CALLS + 2 * calls)
+    if point.kind == "cycles":  # the same, the jobs' phases alone (half a phases' call) and N
+        return RESTAGE_S + S_PER_PHASES_CALL * 0.5 * (LEAD_CALLS + calls)
+    return S_PER_PHASES_CALL * 0.2 * calls  # the baselines: a tenth of a phases' call
 
 
 def point_seconds(profile: Profile) -> tuple[float, ...]:
     """A step a point a scope (each scope's server starts before its first point), then the CSV's."""
     calls = profile.instructions.instructions_calls
-    points = _points(profile)
+    scoped = {"command": _points(profile) + _cycle_points(profile), "server": _points(profile)}
     steps = tuple(
-        _point_s(point, calls) / len(SCOPES) + (START_S if i == 0 else 0.0)
+        _point_s(point, calls) + (START_S if i == 0 else 0.0)
         for _ in profile.servers or (None,)
-        for _ in SCOPES
-        for i, point in enumerate(points)
+        for scope in SCOPES
+        for i, point in enumerate(scoped[scope])
     )
     return (*steps, 0.0)
 
@@ -94,6 +110,9 @@ class ServerCounts:
     points: list[Point]  # the points counted: those of a protocol left out are not
     by_scope: dict[str, list[list[Counted]]]
     left_out: dict[str, str]  # protocol -> why (the server's refusal, first line)
+    # (protocol, a job counted inside command execution) at each completed set size, the stated
+    # state's among them
+    jobs_by_completed: list[tuple[str, Counted]]
 
 
 def phases_state(calls: int) -> QueueState:
@@ -106,10 +125,12 @@ def count_all(
     calls: int,
     report: Callable[[str, Point], None] | None = None,
     binary: str | None = None,
+    cycle_points: Sequence[Point] = (),
 ) -> ServerCounts:
-    """Every point's counts on a server of each scope, started for it (in a temporary folder). A
-    protocol whose scripts this server refuses (a command it lacks, a flag it rejects) is left out
-    on it: one line in the progress, and the run goes on."""
+    """Every point's counts on a server of each scope, started for it (in a temporary folder), and
+    ``cycle_points``' inside command execution. A protocol whose scripts this server refuses (a
+    command it lacks, a flag it rejects) is left out on it: one line in the progress, and the run
+    goes on."""
     found: dict[str, dict[Point, list[Counted]]] = {}
     left_out: dict[str, str] = {}
     name = version = ""
@@ -121,7 +142,8 @@ def count_all(
             try:
                 name, version = server_identity(client.info("server"))
                 binary = server.binary
-                for point in (p for p in points if p.protocol not in left_out):
+                scoped = [*points, *(cycle_points if scope == "command" else ())]
+                for point in (p for p in scoped if p.protocol not in left_out):
                     try:
                         found[scope][point] = count_point(server, client, point, calls, staging)
                     except redis.ResponseError as exc:
@@ -133,7 +155,13 @@ def count_all(
     assert binary is not None
     kept = [p for p in points if p.protocol not in left_out]
     by_scope: dict[str, list[list[Counted]]] = {scope: [found[scope][p] for p in kept] for scope in SCOPES}
-    return ServerCounts(binary, f"{name} {version}", kept, by_scope, left_out)
+    jobs = [
+        (point.protocol, counted)
+        for point, counts in found["command"].items()
+        if point.kind in ("phases", "cycles") and point.protocol not in left_out
+        for counted in counts
+    ]
+    return ServerCounts(binary, f"{name} {version}", kept, by_scope, left_out, jobs)
 
 
 def run_stage(ctx: RunContext) -> None:
@@ -154,17 +182,22 @@ def run_stage(ctx: RunContext) -> None:
     named = bool(ctx.profile.servers)  # else the run's own binary, named in meta.json
 
     def report(scope: str, point: Point) -> None:
-        what = point.kind if point.kind != "sweep" else f"sweep {point.variant} ({point.active_size:,})"
+        what = {
+            "sweep": f"sweep {point.variant} ({point.active_size:,})",
+            "cycles": f"jobs at {point.completed_size:,} completed",
+        }.get(point.kind, point.kind)
         ctx.progress.step(f"{scope} scope: {point.protocol} {what} counted")
 
+    cycles = _cycle_points(ctx.profile)
     with watch_run(ctx.watch_pids) as watch:
         opened = clock()
-        counted = [count_all(points, options.instructions_calls, report, binary) for binary in servers]
+        counted = [count_all(points, options.instructions_calls, report, b, cycles) for b in servers]
         span = (opened, clock())
     machine: MachineSample = watch.within(span)
     fields = dict(machine.row_fields())
     rows: list[InstructionsRow] = []
     parts: list[InstructionsPartRow] = []
+    jobs: list[InstructionsCompletedRow] = []
     for on in counted:
         for protocol, why in on.left_out.items():
             ctx.progress.step(
@@ -177,8 +210,12 @@ def run_stage(ctx: RunContext) -> None:
         parts += part_rows_of(
             ctx.run_dir.name, ctx.profile.name, on.points, on.by_scope["server"], fields, name
         )
+        jobs += completed_rows_of(
+            ctx.run_dir.name, ctx.profile.name, on.jobs_by_completed, fields, refused is None, name
+        )
     write_rows(ctx.run_dir, InstructionsRow, rows)
     write_rows(ctx.run_dir, InstructionsPartRow, parts)
+    write_rows(ctx.run_dir, InstructionsCompletedRow, jobs)
     update_meta(
         ctx.run_dir,
         instructions={
@@ -231,9 +268,10 @@ def main(argv: list[str]) -> int:
     profile = Profile("instructions", protocols=tuple(protocols), instructions=options)
     check_profile(profile)
     points = _points(profile)
-    counted = count_all(points, options.instructions_calls)
+    counted = count_all(points, options.instructions_calls, cycle_points=_cycle_points(profile))
     rows = rows_of("", profile.name, counted.points, counted.by_scope, {}, seed_refused() is None)
     print(table(rows))
+    print(completed_table(completed_rows_of("", profile.name, counted.jobs_by_completed, {}, True)))
     refused = seed_refused()
     if refused:
         print(f"Redis's seeds and clock were not pinned ({refused}): a count may move 0.75%")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bench.results.instructions import InstructionsRow
+from bench.results.instructions import InstructionsCompletedRow, InstructionsRow
 
 
 def _pct(value: float | None) -> str:
@@ -25,4 +25,19 @@ def table(rows: Sequence[InstructionsRow]) -> str:
             f"{_pct(row.instructions_2n_diff_pct):>10}"
         )
     lines.append("instructions Redis executed (callgrind), client, network and kernel outside them")
+    return "\n".join(lines)
+
+
+def completed_table(rows: Sequence[InstructionsCompletedRow]) -> str:
+    """One line a protocol and job: its instructions inside command execution at each completed
+    set size (the sizes as the phases began)."""
+    sizes = sorted({row.completed_size for row in rows})
+    by = {(row.protocol, row.step, row.completed_size): row.instructions_per_call for row in rows}
+    jobs = list(dict.fromkeys((row.protocol, row.step) for row in rows))
+    lines = [f"{'protocol':<16}{'job':<16}" + "".join(f"{f'{size:,} completed':>18}" for size in sizes)]
+    for protocol, step in jobs:
+        cells = (by.get((protocol, step, size)) for size in sizes)
+        lines.append(
+            f"{protocol:<16}{step:<16}" + "".join(f"{'' if c is None else f'{c:,.0f}':>18}" for c in cells)
+        )
     return "\n".join(lines)
