@@ -28,7 +28,7 @@ from typing import Any
 import pandas as pd
 
 from bench.report.columns import rtt_missed_rows
-from bench.report.compare.learnt import LEARNT_FLOOR, TIMED, Learnt, family, read_learnt
+from bench.report.compare.learnt import TIMED, Learnt, family, read_learnt, threshold
 from bench.report.load import FRAMES
 from bench.report.ratios import BASE, POINT_COLUMNS, POINT_DEFAULTS, values_by_rep
 from bench.report.verdict import (
@@ -204,7 +204,7 @@ class Comparison:
         timed = self.rows[self.rows["kind"] == TIMED] if not self.rows.empty else self.rows
         families = dict.fromkeys(family(str(r["stage"]), str(r["metric"])) for _, r in timed.iterrows())
         learnt = [
-            f"{name} {max(self.learnt.drift[name], LEARNT_FLOOR):.0%}"
+            f"{name} {threshold(self.learnt.drift[name]):.0%}"
             for name in families
             if name in self.learnt.drift
         ]
@@ -212,8 +212,8 @@ class Comparison:
         lines = [
             f"counts the code fixes: beyond {CLAIM_BEYOND:.0%}; instructions beyond {INSTRUCTIONS_BEYOND:.1%}"
             f" and {INSTRUCTIONS_LEAST:,.0f} a call",
-            f"timed figures, on {CLEAN_WINDOWS_MIN}+ clean windows a side, ranges apart, beyond the drift "
-            f"{self.learnt.source()}: {', '.join(learnt) or 'none'}",
+            f"timed figures, on {CLEAN_WINDOWS_MIN}+ clean windows a side, ranges apart, beyond half again "
+            f"the drift {self.learnt.source()}: {', '.join(learnt) or 'none'}",
         ]
         if default:
             lines.append(f"no drift learnt, judged beyond {BETWEEN_RUNS:.0%}: {', '.join(default)}")
