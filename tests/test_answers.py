@@ -130,7 +130,8 @@ def test_the_node_workers_finding_says_nodes_own_fused_gain(run: Path) -> None:
     medians = frame.groupby(["driver", "concurrency"])["jobs_per_s"].median()
     gains = [medians[("node_manual_fused", c)] / medians[("node_manual_two_call", c)] for c in (1, 8, 50)]
     (_, said) = node_worker(load_run(run)).sentences
-    assert said == f"Node's own fused / two-call loops: {', '.join(f'{g:.2f}x' for g in gains)}."
+    shown = ", ".join(f"{g:.2f}x at {c}" for g, c in zip(gains, (1, 8, 50), strict=True))
+    assert said == f"Node's own fused / two-call: {shown}."
 
 
 def test_the_sweep_answer_holds_for_the_other_runs_sizes_and_says_where_they_differ(

@@ -128,9 +128,9 @@ def test_the_pages_are_what_the_published_runs_make(tmp_path: Path) -> None:
     assert "How quiet the machine was in run [20240502-100000-default]" in block
     found = readme.read_text().split(FINDINGS_BEGIN)[1].split(FINDINGS_END)[0]
     assert "From run [20240502-100000-default]" in found
-    assert "**Fuse**: it never lost." in found and "| protocol | in flight | rtt 0 ms |" in found
+    assert "**Fuse** (it never lost):" in found and "| protocol | in flight | rtt 0 ms |" in found
     assert "| echomq | 1 | 1.67 [1.67-1.67], pace not judged |" in found  # the fixture at rtt 0
-    readme.write_text(readme.read_text().replace("**Fuse**: it never lost.", "**Fuse**: it never lost!"))
+    readme.write_text(readme.read_text().replace("**Fuse** (it never lost):", "**Fuse** (it never lost!):"))
     assert stale_pages(root, readme) == [readme]  # a finding edited by hand
     main(["publish", "--page", "--to", str(root), "--readme", str(readme)])
 

@@ -196,20 +196,14 @@ def fusing_answer(data: RunData, runs: Sequence[RunData] = ()) -> str:
     lost = [c for c in cells if c.hi < 1]  # below 1 in every pair
     behind = [c for c in cells if c.median < 1]
     lead = "Fuse" if not lost else "Fuse where the network sets the pace"
-    won = (
-        f"it lost at {len(lost)} cell(s)"
-        if lost
-        else "it never lost"
-        if not behind
-        else ("it never lost beyond its noise")
-    )
-    parts = [f"**{lead}**: {won}."]
-    gains = (
-        [f"{_range(network)} the jobs/s where workers wait on the network (rtt 1-5 ms)"] if network else []
-    )
+    won = f" (it lost at {len(lost)} of {len(cells)} cells over the runs)" if lost else ""
+    if not lost:
+        won = " (it never lost)" if not behind else " (it never lost beyond its noise)"
+    gains = [f"{_range(network)} the jobs/s at rtt 1-5 ms"] if network else []
     gains += [f"{_range(local)} at rtt 0"] if local else []
-    if gains:
-        parts.append(", ".join(gains) + ".")
+    job_times = sorted({c.job_ms for c in own if c.job_ms})
+    gains += [f"{_range([c.median for c in own if c.job_ms == j])} with {j:g} ms jobs" for j in job_times]
+    parts = [f"**{lead}**{won}: {', '.join(gains)}." if gains else f"**{lead}**{won}."]
     saved = redis_work_saved(data)
     if saved:
         parts.append(f"Redis does {_span_pct(list(saved.values()))} less work a job (counted).")
@@ -220,11 +214,7 @@ def fusing_answer(data: RunData, runs: Sequence[RunData] = ()) -> str:
             f"Won every network cell in {held} of {of} runs"
             + (f"; unstable at {len(shaky)} cells." if shaky else ".")
         )
-    job_times = sorted({c.job_ms for c in own if c.job_ms})
-    if job_times:
-        fades = [f"{_range([c.median for c in own if c.job_ms == j])} at {j:g} ms" for j in job_times]
-        parts.append(f"With jobs held: {', '.join(fades)}.")
-    else:
+    if not job_times:
         parts.append("Jobs took 0 ms: a long job hides the round trip.")
     return " ".join(parts)
 

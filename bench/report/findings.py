@@ -197,9 +197,9 @@ def node_worker(data: RunData) -> Finding | None:
     sentences = [f"BullMQ's Node Worker, which fuses, does {steps} jobs/s at {levels} jobs in flight."]
     both = fused.index.intersection(two.index)
     if len(both):
-        gains = ", ".join(f"{fused[c] / two[c]:.2f}x" for c in both)
-        sentences.append(f"Node's own fused / two-call loops: {gains}.")
-    return Finding("BullMQ's workers", tuple(sentences), _source(data, "a pre-filled queue, clean medians"))
+        gains = ", ".join(f"{fused[c] / two[c]:.2f}x at {c:g}" for c in both)
+        sentences.append(f"Node's own fused / two-call: {gains}.")
+    return Finding("BullMQ's workers", tuple(sentences), _source(data, "pre-filled queue"))
 
 
 def deadline_cost(data: RunData) -> Finding | None:
@@ -322,9 +322,7 @@ def capacity(data: RunData) -> Finding | None:
             text += (
                 f" BullMQ's Node Worker drains a queue without adds: {count(drains.max())} jobs/s at most."
             )
-    source = _source(
-        data, "clean rows Redis paced, jobs/s over its CPU share; without: by instruction counts"
-    )
+    source = _source(data, "clean Redis-paced rows; without the add: by instruction counts")
     sentences = [text]
     return Finding(topic, tuple(sentences), source)
 
