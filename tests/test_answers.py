@@ -148,8 +148,21 @@ def test_the_sweep_answer_holds_for_the_other_runs_sizes_and_says_where_they_dif
     frame.to_csv(stress / "sweep_cost.csv", index=False)
     said = sweep_answer(load_run(run), [load_run(stress)])
     assert said.startswith("**Use atomic_sliced or echomq-deadline atomic_sliced**")
-    assert "The stress run saw 3.5 ms at 100,000." in said
+    assert "The stress run saw 3.5 ms at 100,000 (atomic_sliced)." in said
     frame.loc[sliced & (frame["active_size"] == 100_000), "redis_hold_ms_max"] = 12.0  # past 10 ms
     frame.to_csv(stress / "sweep_cost.csv", index=False)
     said = sweep_answer(load_run(run), [load_run(stress)])
     assert said.startswith("**Use echomq-deadline atomic_sliced**")
+
+
+def test_a_held_job_times_cell_reads_its_own_rows_only(run: Path, tmp_path: Path) -> None:
+    """A job-ms-at cell shares its concurrency and rtt with the grid's: its pace and rtt paid are
+    its own rows', never pooled with the grid cell's (the blind recompute of 20261206-051850)."""
+    frame = pd.read_csv(run / "finish_fetch.csv")
+    at = (frame["protocol"] == "echomq") & (frame["concurrency"] == 8) & (frame["rtt_ms"] == 1.0)
+    at &= frame["regime"] == "backlog"
+    held = frame[at].assign(job_ms=10.0, limit="job time", rtt_slept_ms=1.05)
+    pd.concat([frame, held], ignore_index=True).to_csv(run / "finish_fetch.csv", index=False)
+    cells = {(c.concurrency, c.rtt_ms, c.job_ms): c for c in fusing_cells(load_run(run))}
+    assert cells[(8, 1.0, 10.0)].pace == "job time" and cells[(8, 1.0, 10.0)].rtt_paid_ms == 1.05
+    assert cells[(8, 1.0, 0.0)].pace != "job time" and cells[(8, 1.0, 0.0)].rtt_paid_ms != 1.05

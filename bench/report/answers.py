@@ -78,7 +78,10 @@ def fusing_cells(data: RunData) -> list[Cell]:
     cells = []
     for r in pairs.itertuples():
         here = ok[
-            (ok["protocol"] == r.protocol) & (ok["concurrency"] == r.concurrency) & (ok["rtt_ms"] == r.rtt_ms)
+            (ok["protocol"] == r.protocol)
+            & (ok["concurrency"] == r.concurrency)
+            & (ok["rtt_ms"] == r.rtt_ms)
+            & (ok["job_ms"] == r.job_ms)
         ]
         paces = [_pace(here[here["strategy"] == strategy]) for strategy in ("fused", "two_call")]
         pace = paces[0] if paces[0] == paces[1] else "/".join(p or "?" for p in paces)
@@ -193,12 +196,12 @@ def fusing_answer(data: RunData, runs: Sequence[RunData] = ()) -> str:
     cells = [c for c in every if not c.job_ms]  # no-op jobs; held ones are said on their own
     network = [c.median for c in cells if c.rtt_ms >= NETWORK_RTT_MS]
     local = [c.median for c in cells if c.rtt_ms < NETWORK_RTT_MS]
-    lost = [c for c in cells if c.hi < 1]  # below 1 in every pair
-    behind = [c for c in cells if c.median < 1]
+    lost = [c for c in cells if c.median < 1]  # below 1 in most pairs
+    behind = [c for c in cells if c.lo < 1]
     lead = "Fuse" if not lost else "Fuse where the network sets the pace"
     won = f" (it lost at {len(lost)} of {len(cells)} cells over the runs)" if lost else ""
     if not lost:
-        won = " (it never lost)" if not behind else " (it never lost beyond its noise)"
+        won = " (it never lost)" if not behind else " (it never lost but in single pairs)"
     gains = [f"{_range(network)} the jobs/s at rtt 1-5 ms"] if network else []
     gains += [f"{_range(local)} at rtt 0"] if local else []
     job_times = sorted({c.job_ms for c in own if c.job_ms})
@@ -373,16 +376,15 @@ def sweep_answer(data: RunData, also: Sequence[RunData] = ()) -> str:
     parts = []
     if short:
         names = " or ".join(n for n, _ in short)
-        largest = max(
-            [s for _, s in short] + [h.size for h in elsewhere if _name(h.protocol, h.variant) in dict(short)]
-        )
+        largest = max(s for _, s in short)  # this run's: another run's sizes are said apart
         parts.append(
             f"**Use {names}**: race-free, longest call under {SHORT_HOLD_MS:g} ms up to {largest:,} jobs."
         )
         slow = [h for h in elsewhere if not h.bounded and _name(h.protocol, h.variant) in dict(short)]
         if slow:
             worst = max(slow, key=lambda h: h.ms)
-            parts.append(f"The stress run saw {worst.text()} ms at {worst.size:,}.")
+            where = f"{worst.size:,} ({_name(worst.protocol, worst.variant)})"
+            parts.append(f"The stress run saw {worst.text()} ms at {where}.")
     else:
         parts.append("**No sweep variant stayed short and race-free here.**")
     stalled = {

@@ -379,8 +379,10 @@ def _point(row: Row) -> str:
     tail = "" if regime(row) == Regime.BACKLOG else f" {regime(row)}"
     load = _number(row.get("load"))
     tail += f" {load:.0%}" if regime(row) == Regime.OPEN and load else ""
+    held = _number(row.get("job_ms")) or 0
+    job = f" j{held:g}" if held else ""  # a job-ms-at point is a point of its own
     return (
-        f"{lead}{row.get('strategy')} w{row.get('workers')} c{row.get('concurrency')} "
+        f"{lead}{row.get('strategy')} w{row.get('workers')} c{row.get('concurrency')}{job} "
         f"rtt{_number(row.get('rtt_ms')) or 0:g}{tail}"
     )
 
