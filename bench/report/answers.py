@@ -98,14 +98,22 @@ def fusing_cells(data: RunData) -> list[Cell]:
 REDIS = "redis"  # the limit a row names when Redis set its pace
 
 
+def first_server_counts(data: RunData) -> pd.DataFrame | None:
+    """instructions.csv's rows of the first server the run counted (a run of servers counts each)."""
+    frame = data.frames.get("instructions")
+    if frame is None or frame.empty:
+        return None
+    if "server" not in frame.columns:
+        return frame
+    return frame[frame["server"].fillna("") == frame["server"].fillna("").iloc[0]]
+
+
 def redis_bound_ratio(data: RunData) -> dict[str, float]:
     """Each protocol's fused / two_call jobs/s where Redis alone sets the pace, as its instruction
     counts predict it: (add + two-call cycle) / (add + fused cycle), the whole server's."""
-    frame = data.frames.get("instructions")
-    if frame is None or frame.empty:
+    frame = first_server_counts(data)
+    if frame is None:
         return {}
-    if "server" in frame.columns:
-        frame = frame[frame["server"].fillna("") == frame["server"].fillna("").iloc[0]]
     out = {}
     for protocol, rows in frame.groupby("protocol"):
         steps = rows.set_index("step")["server_instructions_per_call"]
@@ -163,11 +171,9 @@ def _span_pct(values: Sequence[float]) -> str:
 def redis_work_saved(data: RunData) -> dict[str, float]:
     """Each protocol's share of the whole server's instructions a job that fusing saves (on the
     first server the run counted)."""
-    frame = data.frames.get("instructions")
-    if frame is None or frame.empty:
+    frame = first_server_counts(data)
+    if frame is None:
         return {}
-    if "server" in frame.columns:
-        frame = frame[frame["server"].fillna("") == frame["server"].fillna("").iloc[0]]
     saved = {}
     for protocol in (p for p in dict.fromkeys(frame["protocol"]) if p != "none"):
         mine = frame[frame["protocol"] == protocol].set_index("step")["server_instructions_per_call"]
@@ -283,8 +289,9 @@ def holds(data: RunData) -> list[Hold]:
     ]  # fmt: skip
 
 
-def _name(protocol: str, variant: str) -> str:
-    return variant if protocol == "echomq" else f"{protocol} {variant}"
+def variant_name(protocol: object, variant: object) -> str:
+    """A sweep variant as the tables name it: echomq's bare, another protocol's led by its name."""
+    return str(variant) if protocol == "echomq" else f"{protocol} {variant}"
 
 
 def crossing(points: Sequence[Hold], limit: float) -> str:
@@ -318,7 +325,7 @@ def sweep_table(found: Sequence[Hold]) -> pd.DataFrame:
     rows = []
     for protocol, variant in dict.fromkeys((h.protocol, h.variant) for h in found):
         mine = [h for h in found if (h.protocol, h.variant) == (protocol, variant)]
-        row = {"variant": _name(protocol, variant)}
+        row = {"variant": variant_name(protocol, variant)}
         for size in sizes:
             by = {h.scenario: h.text() for h in mine if h.size == size}
             row[f"{size:,}"] = f"{by.get('healthy', '—')} / {by.get('all_stalled', '—')}"
@@ -366,12 +373,16 @@ def sweep_answer(data: RunData, also: Sequence[RunData] = ()) -> str:
             and (protocol, variant) not in raced
             and all(h.bounded or h.ms < SHORT_HOLD_MS for h in mine)
         ):
-            short.append((_name(protocol, variant), max(h.size for h in mine)))
-    elsewhere = [h for run in also for h in holds(run) if (_name(h.protocol, h.variant)) in dict(short)]
+            short.append((variant_name(protocol, variant), max(h.size for h in mine)))
+    elsewhere = [
+        h for run in also for h in holds(run) if (variant_name(h.protocol, h.variant)) in dict(short)
+    ]
     short = [
         (n, s)
         for n, s in short
-        if all(h.bounded or h.ms < SHORT_HOLD_MS for h in elsewhere if _name(h.protocol, h.variant) == n)
+        if all(
+            h.bounded or h.ms < SHORT_HOLD_MS for h in elsewhere if variant_name(h.protocol, h.variant) == n
+        )
     ]
     parts = []
     if short:
@@ -380,10 +391,10 @@ def sweep_answer(data: RunData, also: Sequence[RunData] = ()) -> str:
         parts.append(
             f"**Use {names}**: race-free, longest call under {SHORT_HOLD_MS:g} ms up to {largest:,} jobs."
         )
-        slow = [h for h in elsewhere if not h.bounded and _name(h.protocol, h.variant) in dict(short)]
+        slow = [h for h in elsewhere if not h.bounded and variant_name(h.protocol, h.variant) in dict(short)]
         if slow:
             worst = max(slow, key=lambda h: h.ms)
-            where = f"{worst.size:,} ({_name(worst.protocol, worst.variant)})"
+            where = f"{worst.size:,} ({variant_name(worst.protocol, worst.variant)})"
             parts.append(f"The stress run saw {worst.text()} ms at {where}.")
     else:
         parts.append("**No sweep variant stayed short and race-free here.**")

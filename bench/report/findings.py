@@ -21,6 +21,7 @@ from bench.report.answers import (
     race_rates,
     sweep_answer,
     sweep_table,
+    variant_name,
 )
 from bench.report.columns import QUEUE_P50, QUEUE_P99, clean, measured, regime, rtt_paid_ms
 from bench.report.load import RunData
@@ -442,14 +443,10 @@ SWEEP_TABLE = (
 RACE_TABLE = "Races, clean settings: total (per stalled job)."
 
 
-def _variant(protocol: object, variant: object) -> str:
-    return str(variant) if protocol == "echomq" else f"{protocol} {variant}"
-
-
 def race_table(rates: pd.DataFrame) -> pd.DataFrame:
     """A variant and sweeper count a row: each race kind's total, and per stalled job."""
     table = pd.DataFrame({
-        "variant": [_variant(p, v) for p, v in zip(rates["protocol"], rates["variant"], strict=True)],
+        "variant": [variant_name(p, v) for p, v in zip(rates["protocol"], rates["variant"], strict=True)],
         "sweepers": rates["sweepers"],
         "stalled jobs": rates["stalled"].map(count),
     })  # fmt: skip
