@@ -155,6 +155,37 @@ def test_the_sweep_answer_holds_for_the_other_runs_sizes_and_says_where_they_dif
     assert said.startswith("**Use echomq-deadline atomic_sliced**")
 
 
+def test_the_sweep_answer_says_how_each_figure_held_across_runs(run: Path, tmp_path: Path) -> None:
+    """The advice counts the runs where it held; BullMQ's routine hold and the app-side race rate
+    give their range over the runs; a run where the advised variant was slow is not counted held."""
+    other = tmp_path / "20261205-130000-default"
+    shutil.copytree(run, other)
+    frame = pd.read_csv(other / "sweep_cost.csv")
+    routine = (
+        (frame["protocol"] == "bullmq") & (frame["variant"] == "atomic") & (frame["scenario"] == "healthy")
+    )
+    biggest = int(frame.loc[routine, "active_size"].max())
+    at = routine & (frame["active_size"] == biggest)
+    frame.loc[at, ["redis_hold_ms_max", "redis_slow_calls_max"]] = [999.0, 1]
+    frame.to_csv(other / "sweep_cost.csv", index=False)
+    data = load_run(run)
+    mine = pd.read_csv(run / "sweep_cost.csv")
+    own = mine[
+        (mine["protocol"] == "bullmq") & (mine["variant"] == "atomic") & (mine["scenario"] == "healthy")
+    ]
+    own_ms = float(own.loc[own["active_size"] == biggest, "redis_hold_ms_max"].max())
+    said = sweep_answer(data, runs=[data, load_run(other)])
+    assert f"at {biggest:,} healthy jobs (2 runs: {round(own_ms):,}-999)." in said
+    assert ", in 2 of 2 runs." in said
+    assert words(said) <= ANSWER_WORDS
+    sliced = (frame["protocol"] == "echomq") & (frame["variant"] == "atomic_sliced")
+    frame.loc[sliced, ["redis_hold_ms_max", "redis_slow_calls_max"]] = [50.0, 1]  # slow in that run
+    frame.to_csv(other / "sweep_cost.csv", index=False)
+    said = sweep_answer(data, runs=[data, load_run(other)])
+    assert ", in 1 of 2 runs." in said
+    assert "runs" not in sweep_answer(data)  # no runs given: nothing said of them
+
+
 def test_a_held_job_times_cell_reads_its_own_rows_only(run: Path, tmp_path: Path) -> None:
     """A job-ms-at cell shares its concurrency and rtt with the grid's: its pace and rtt paid are
     its own rows', never pooled with the grid cell's (the blind recompute of 20261206-051850)."""

@@ -352,20 +352,20 @@ def race_rates(data: RunData) -> pd.DataFrame:
     return out
 
 
-def sweep_answer(data: RunData, also: Sequence[RunData] = ()) -> str:
-    """What to do about the stalled sweep, in at most ANSWER_WORDS words; ``also``: other runs
-    (the stress run's bigger sizes) whose longest calls the advice must hold for too, and says."""
-    found = holds(data)
-    if not found:
-        return "**The sweep.** No clean sweep point: no answer from this run."
+def _raced(data: RunData) -> set[tuple[str, str]]:
+    """The (protocol, variant) pairs that raced in any clean setting of ``data``."""
     races = race_rates(data)
+    if races.empty:
+        return set()
     counted = races[["double_recoveries", "lost_attempt_updates", "requeued_after_finish"]].sum(axis=1)
-    raced = (
-        set()
-        if races.empty
-        else set(zip(races.loc[counted > 0, "protocol"], races.loc[counted > 0, "variant"], strict=True))
-    )
-    short = []
+    return set(zip(races.loc[counted > 0, "protocol"], races.loc[counted > 0, "variant"], strict=True))
+
+
+def short_variants(data: RunData) -> dict[str, int]:
+    """The atomic variants to run, by name: race-free, every longest call under SHORT_HOLD_MS;
+    each with the largest active size it was measured at."""
+    found, raced = holds(data), _raced(data)
+    short = {}
     for protocol, variant in dict.fromkeys((h.protocol, h.variant) for h in found):
         mine = [h for h in found if (h.protocol, h.variant) == (protocol, variant)]
         if (
@@ -373,29 +373,80 @@ def sweep_answer(data: RunData, also: Sequence[RunData] = ()) -> str:
             and (protocol, variant) not in raced
             and all(h.bounded or h.ms < SHORT_HOLD_MS for h in mine)
         ):
-            short.append((variant_name(protocol, variant), max(h.size for h in mine)))
-    elsewhere = [
-        h for run in also for h in holds(run) if (variant_name(h.protocol, h.variant)) in dict(short)
-    ]
-    short = [
-        (n, s)
-        for n, s in short
+            short[variant_name(protocol, variant)] = max(h.size for h in mine)
+    return short
+
+
+def short_held(names: Sequence[str], runs: Sequence[RunData]) -> tuple[int, int]:
+    """In how many of ``runs`` that measured any of ``names`` each one it measured was short."""
+    held = of = 0
+    for run in runs:
+        measured = {variant_name(h.protocol, h.variant) for h in holds(run)} & set(names)
+        if measured:
+            of += 1
+            held += measured <= set(short_variants(run))
+    return held, of
+
+
+def _over_runs(values: Sequence[float], digits: int) -> str:
+    """ " (n runs: lo-hi)", or "" for fewer than two runs."""
+    if len(values) < 2:
+        return ""
+    lo, hi = f"{min(values):,.{digits}f}", f"{max(values):,.{digits}f}"
+    return f" ({len(values)} runs: {lo if lo == hi else f'{lo}-{hi}'})"
+
+
+def routine_holds(size: int, runs: Sequence[RunData]) -> list[float]:
+    """BullMQ's healthy atomic sweep's longest call at ``size``, one a run that measured it (a
+    run where no call reached SLOWLOG counts SLOW_MS)."""
+    found = []
+    for run in runs:
+        at = [
+            SLOW_MS if h.bounded else h.ms
+            for h in holds(run)
+            if (h.protocol, h.variant, h.scenario, h.size) == ("bullmq", "atomic", "healthy", size)
+        ]
+        found += [max(at)] if at else []
+    return found
+
+
+def app_side_worst(data: RunData) -> float | None:
+    """The app-side loop's most extra recoveries a stalled job, over its clean settings."""
+    races = race_rates(data)
+    app = races[races["variant"].isin(APP_SIDE)] if not races.empty else races
+    return None if app.empty else float(app["double_recoveries_per_stalled"].max())
+
+
+def sweep_answer(data: RunData, also: Sequence[RunData] = (), runs: Sequence[RunData] = ()) -> str:
+    """What to do about the stalled sweep, in at most ANSWER_WORDS words; ``also``: other runs
+    (the stress run's bigger sizes) whose longest calls the advice must hold for too, and says;
+    ``runs``: the published runs each figure says it held across (none: not said)."""
+    found = holds(data)
+    if not found:
+        return "**The sweep.** No clean sweep point: no answer from this run."
+    short = short_variants(data)
+    elsewhere = [h for run in also for h in holds(run) if variant_name(h.protocol, h.variant) in short]
+    short = {
+        n: s
+        for n, s in short.items()
         if all(
             h.bounded or h.ms < SHORT_HOLD_MS for h in elsewhere if variant_name(h.protocol, h.variant) == n
         )
-    ]
+    }
     parts = []
     if short:
-        names = " or ".join(n for n, _ in short)
-        largest = max(s for _, s in short)  # this run's: another run's sizes are said apart
+        held, of = short_held(list(short), runs)
+        where = f", in {held} of {of} runs" if of > 1 else ""
+        largest = max(short.values())  # this run's: another run's sizes are said apart
         parts.append(
-            f"**Use {names}**: race-free, longest call under {SHORT_HOLD_MS:g} ms up to {largest:,} jobs."
+            f"**Use {' or '.join(short)}**: race-free, calls under {SHORT_HOLD_MS:g} ms "
+            f"up to {largest:,} jobs{where}."
         )
-        slow = [h for h in elsewhere if not h.bounded and variant_name(h.protocol, h.variant) in dict(short)]
+        slow = [h for h in elsewhere if not h.bounded and variant_name(h.protocol, h.variant) in short]
         if slow:
             worst = max(slow, key=lambda h: h.ms)
-            where = f"{worst.size:,} ({variant_name(worst.protocol, worst.variant)})"
-            parts.append(f"The stress run saw {worst.text()} ms at {where}.")
+            at = f"{worst.size:,} ({variant_name(worst.protocol, worst.variant)})"
+            parts.append(f"The stress run saw {worst.text()} ms at {at}.")
     else:
         parts.append("**No sweep variant stayed short and race-free here.**")
     stalled = {
@@ -410,17 +461,17 @@ def sweep_answer(data: RunData, also: Sequence[RunData] = ()) -> str:
         if mine
     ]
     if passes:
-        parts.append(f"Plain atomic sweeps pass 5 s at {', '.join(passes)} stalled jobs.")
+        parts.append(f"Atomic sweeps pass 5 s at {', '.join(passes)} stalled jobs.")
     bull = [h for h in found if (h.protocol, h.variant, h.scenario) == ("bullmq", "atomic", "healthy")]
     if bull:
         biggest = max(bull, key=lambda h: h.size)
-        parts.append(
-            f"BullMQ's routine check holds Redis {biggest.text()} ms at {biggest.size:,} healthy jobs."
-        )
-    app = races[races["variant"].isin(APP_SIDE)] if not races.empty else races
-    if not app.empty:
-        worst = app["double_recoveries_per_stalled"].max()
-        parts.append(f"The app-side loop races: up to {worst:.1f} extra recoveries a stalled job.")
+        spread = _over_runs(routine_holds(biggest.size, runs), 0)
+        at = f"{biggest.size:,} healthy jobs{spread}"
+        parts.append(f"BullMQ's routine check holds Redis {biggest.text()} ms at {at}.")
+    races = app_side_worst(data)
+    if races is not None:
+        spread = _over_runs([w for run in runs if (w := app_side_worst(run)) is not None], 1)
+        parts.append(f"The app-side loop races: up to {races:.1f} extra recoveries a stalled job{spread}.")
     return " ".join(parts)
 
 

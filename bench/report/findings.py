@@ -393,7 +393,7 @@ def findings_lines(data: RunData, runs: Sequence[RunData] = (), also: Sequence[R
     published runs the answers say they held across (none: not said)."""
     if _finish_fetch(data) is None and data.frames.get("sweep") is None:
         return [found.markdown() for found in findings(data)]
-    lines = [fusing_answer(data, runs), "", sweep_answer(data, also), ""]
+    lines = [fusing_answer(data, runs), "", sweep_answer(data, also, runs), ""]
     said = conditions(data)
     lines += [said, ""] if said else []
     cells = fusing_cells(data)
