@@ -252,3 +252,20 @@ def test_a_runs_jobs_are_sized_from_its_last_rate_so_the_window_lasts():
     node_runs = [Point(d, c) for c in (1, 8) for d in (*NODE_DRIVERS, "bullmq_worker")]
     assert points_of(options, node=True) == [*node_runs, Point("fused", 1), Point("two_call", 1)]
     assert [r.driver for r in points_of(options, node=False)] == ["bullmq_worker"] * 2 + ["fused", "two_call"]
+
+
+def test_the_profile_names_which_bullmq_drivers_run() -> None:
+    """bullmq-worker-drivers picks BullMQ's drivers (make bench runs the Node ones alone); a name
+    that is none of them is one line, before anything runs."""
+    from bench.errors import BenchError
+    from bench.harness.profile import BullmqWorkerOptions, Profile
+    from bench.stages.bullmq_worker.plan import Point, points_of
+    from bench.stages.bullmq_worker.stage import check_profile
+
+    options = BullmqWorkerOptions(bullmq_worker_concurrency=(1, 8), bullmq_worker_drivers=NODE_DRIVERS)
+    node_runs = [Point(d, c) for c in (1, 8) for d in NODE_DRIVERS]
+    assert points_of(options, node=True) == [*node_runs, Point("fused", 1), Point("two_call", 1)]
+    assert points_of(options, node=False) == [Point("fused", 1), Point("two_call", 1)]
+    wrong = Profile("t", bullmq_worker=BullmqWorkerOptions(bullmq_worker_drivers=("node_worker", "nope")))
+    with pytest.raises(BenchError, match="bullmq-worker-drivers: unknown driver 'nope'"):
+        check_profile(wrong)

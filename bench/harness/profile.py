@@ -193,6 +193,11 @@ class BullmqWorkerOptions:
     pre-filled queue, beside the suite's loops (runs when bullmq is one of the profile's protocols)."""
 
     bullmq_worker_concurrency: tuple[int, ...] = field(default=(1, 8, 50), metadata=_min(1))
+    # BullMQ's drivers run at each concurrency: its Node Worker, its Node manual processing fused
+    # and two-call, its Python port's Worker (bench/stages/bullmq_worker/plan.py BULLMQ_DRIVERS)
+    bullmq_worker_drivers: tuple[str, ...] = (
+        "node_worker", "node_manual_fused", "node_manual_two_call", "bullmq_worker",
+    )  # fmt: skip
     # jobs a run at least; the first 1,000 are its warm-up, the window runs from the 1,000th to the last
     bullmq_worker_jobs: int = field(default=6000, metadata=_min(1001))
     bullmq_worker_reps: int = field(default=3, metadata=_min(1))

@@ -11,6 +11,7 @@ from bench.stages.bullmq_worker.worker_process import WINDOW_FROM
 # BullMQ's Node package (peers/bullmq-node/driver.mjs): its Worker, and its documented manual
 # processing with fetch next on (one call a job) or off (finish, then getNextJob)
 NODE_DRIVERS = ("node_worker", "node_manual_fused", "node_manual_two_call")
+BULLMQ_DRIVERS = (*NODE_DRIVERS, "bullmq_worker")  # the last: its Python port's Worker
 WINDOW_MARGIN = 1.25  # a run sized for the window at the expected rate, with room for drift
 MAX_JOBS = 500_000  # the most jobs one run pre-fills, however fast the driver was
 SIZING_ATTEMPTS = 3  # runs of one driver in one repetition before a short window is let stand
@@ -33,11 +34,11 @@ class Point:
 
 
 def points_of(options: BullmqWorkerOptions, node: bool) -> list[Point]:
-    """At each concurrency BullMQ's Node drivers (when the peer can run) and its Python Worker;
+    """At each concurrency the profile's BullMQ drivers (the Node ones when the peer can run);
     then the suite's two loops (concurrency 1)."""
     runs = []
+    drivers = [d for d in options.bullmq_worker_drivers if node or d not in NODE_DRIVERS]
     for concurrency in dict.fromkeys(options.bullmq_worker_concurrency):
-        drivers = (*NODE_DRIVERS, "bullmq_worker") if node else ("bullmq_worker",)
         runs += [Point(driver, concurrency) for driver in drivers]
     return [*runs, Point("fused", 1), Point("two_call", 1)]
 

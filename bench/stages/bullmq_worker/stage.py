@@ -46,6 +46,7 @@ from bench.results.bullmq_worker import BullmqWorkerMeta, BullmqWorkerRow
 from bench.results.files import update_meta, write_rows
 from bench.stages.bullmq_worker.node import NodePeer, find_peer
 from bench.stages.bullmq_worker.plan import (
+    BULLMQ_DRIVERS,
     SIZING_ATTEMPTS,
     WINDOW_MARGIN,
     Point,
@@ -98,7 +99,13 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
 
 
 def check_profile(profile: Profile) -> None:
-    """Nothing to check beyond the profile's own minimums; the package when bullmq is asked for."""
+    """The drivers named are BullMQ's; the package when bullmq is asked for."""
+    unknown = [d for d in profile.bullmq_worker.bullmq_worker_drivers if d not in BULLMQ_DRIVERS]
+    if unknown:
+        raise BenchError(
+            f"profile key bullmq-worker-drivers: unknown driver {unknown[0]!r}; use some of "
+            f"{', '.join(BULLMQ_DRIVERS)}"
+        )
     if PROTOCOL in profile.protocols:
         from bench.protocol.base import protocol_named
 
