@@ -99,6 +99,15 @@ def test_two_runs_that_disagree_beyond_their_ranges_are_unstable(run: Path, tmp_
     assert table.loc["fused / two_call, echomq, 1 in flight, rtt 1 ms", "held"] == ""
 
 
+def test_the_fusing_answer_names_the_round_trips_its_cells_had(run: Path) -> None:
+    data = load_run(run)
+    assert "the jobs/s at rtt 1-5 ms" in fusing_answer(data)
+    frame = pd.read_csv(run / "finish_fetch.csv")
+    frame[frame["rtt_ms"] < 5].to_csv(run / "finish_fetch.csv", index=False)  # as make bench runs now
+    said = fusing_answer(load_run(run))
+    assert "the jobs/s at rtt 1 ms" in said and "5 ms" not in said
+
+
 def test_a_held_job_gets_rows_of_its_own_and_the_answer_says_where_the_gain_fades() -> None:
     cells = [
         Cell("echomq", 8, 1.0, 0.0, 1.75, 1.65, 1.86, 2, "client", 1.18),

@@ -201,6 +201,7 @@ def fusing_answer(data: RunData, runs: Sequence[RunData] = ()) -> str:
     every = [c for run in runs for c in quoted(fusing_cells(run))] or own
     cells = [c for c in every if not c.job_ms]  # no-op jobs; held ones are said on their own
     network = [c.median for c in cells if c.rtt_ms >= NETWORK_RTT_MS]
+    rtts = sorted({c.rtt_ms for c in cells if c.rtt_ms >= NETWORK_RTT_MS})
     local = [c.median for c in cells if c.rtt_ms < NETWORK_RTT_MS]
     lost = [c for c in cells if c.median < 1]  # below 1 in most pairs
     behind = [c for c in cells if c.lo < 1]
@@ -208,7 +209,8 @@ def fusing_answer(data: RunData, runs: Sequence[RunData] = ()) -> str:
     won = f" (it lost at {len(lost)} of {len(cells)} cells over the runs)" if lost else ""
     if not lost:
         won = " (it never lost)" if not behind else " (it never lost but in single pairs)"
-    gains = [f"{_range(network)} the jobs/s at rtt 1-5 ms"] if network else []
+    span = f"{rtts[0]:g}" if len(rtts) == 1 else f"{rtts[0]:g}-{rtts[-1]:g}"
+    gains = [f"{_range(network)} the jobs/s at rtt {span} ms"] if network else []
     gains += [f"{_range(local)} at rtt 0"] if local else []
     job_times = sorted({c.job_ms for c in own if c.job_ms})
     gains += [f"{_range([c.median for c in own if c.job_ms == j])} with {j:g} ms jobs" for j in job_times]
