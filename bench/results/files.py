@@ -11,12 +11,13 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, ParamSpec
 
 from bench.errors import BenchError
-from bench.results.meta import META_FILE, merged
+from bench.results.meta import META_FILE, STAGE_SECTIONS, merged
 from bench.results.rows import Row, columns_of, row_dict
 
+P = ParamSpec("P")
 RESULTS_DIR = Path(os.environ.get("EMQ_RESULTS_DIR", "results"))
 
 # A run folder holds our own files at its top (meta.json, the CSVs, report.md and its
@@ -132,11 +133,17 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def update_meta(run_dir: Path, **fields: Any) -> dict[str, Any]:
-    """Write ``fields`` into run_dir/meta.json (created when missing), each a key bench/results/meta.py
-    declares (else UndeclaredMetaKey, and nothing is written); a stage's section (``finish_fetch={...}``)
-    is merged key by key. Returns the whole object written."""
+def write_meta(
+    run_dir: Path, kind: Callable[P, object], /, *args: P.args, **fields: P.kwargs
+) -> dict[str, Any]:
+    """Write ``fields`` into run_dir/meta.json (created when missing), atomically, each named and typed
+    as ``kind`` declares it, so mypy checks them: ``RunMeta`` (the run's head, a field replaced), or a
+    stage's section (``FinishFetchMeta``, ...), merged key by key as the stage learns its keys. A key
+    not declared is UndeclaredMetaKey, and nothing is written. Returns the whole object written."""
+    if args:
+        raise TypeError("meta.json's fields are written by name")
+    stage = next((id for id, section in STAGE_SECTIONS.items() if section is kind), None)
     path = run_dir / META_FILE
-    meta = merged(read_json(path) if path.exists() else {}, fields)
+    meta = merged(read_json(path) if path.exists() else {}, {stage: fields} if stage else fields)
     write_json(path, meta)
     return meta

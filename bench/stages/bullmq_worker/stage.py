@@ -17,7 +17,6 @@ redis-server is). One row a run in bullmq_worker.csv; a table on stdout.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -43,7 +42,7 @@ from bench.protocol.connection import RedisSettings
 from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Producer, Queue
 from bench.results.bullmq_worker import BullmqWorkerMeta, BullmqWorkerRow
-from bench.results.files import update_meta, write_rows
+from bench.results.files import write_meta, write_rows
 from bench.stages.bullmq_worker.node import NodePeer, find_peer
 from bench.stages.bullmq_worker.plan import (
     SIZING_ATTEMPTS,
@@ -233,15 +232,17 @@ def run_stage(ctx: RunContext) -> None:
     drivers = Drivers(ctx.settings, options, peer)
     runs = points_of(options, node=peer is not None)
     called: set[str] = set()
-    about = BullmqWorkerMeta(
+    write_meta(
+        ctx.run_dir,
+        BullmqWorkerMeta,
         window_from=WINDOW_FROM,
         jobs=options.bullmq_worker_jobs,
         window_s=options.bullmq_worker_window_s,
         options=OPTIONS,
         python_bullmq=installed_version(),
         scripts_called=called_scripts(),
+        node=node_record(found, called),
     )
-    update_meta(ctx.run_dir, bullmq_worker=dataclasses.replace(about, node=node_record(found, called)))
     rows: list[BullmqWorkerRow] = []
     rates: dict[Point, float] = {}  # each run's last jobs/s: the next one's size
     for rep in range(1, options.bullmq_worker_reps + 1):
@@ -261,7 +262,7 @@ def run_stage(ctx: RunContext) -> None:
                 f"{row.client_cpu_us_per_job:.0f} µs CPU, {row.redis_calls_per_job:.2f} calls a job, "
                 f"Redis {row.redis_cpu_pct:.0f}% of a core{note}"
             )
-    update_meta(ctx.run_dir, bullmq_worker=dataclasses.replace(about, node=node_record(found, called)))
+    write_meta(ctx.run_dir, BullmqWorkerMeta, node=node_record(found, called))
     ctx.progress.done()
     print(fold(table(rows, None if peer else str(found))))
 

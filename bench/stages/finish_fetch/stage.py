@@ -30,10 +30,11 @@ from bench.harness.run_folder import run_alone
 from bench.harness.terminal import fold
 from bench.protocol.keys import fresh_queue_name
 from bench.protocol.refusal import ServerRefused, refused
-from bench.results.files import RAW_DIR, update_meta, write_json, write_rows
+from bench.results.files import RAW_DIR, write_json, write_meta, write_rows
 from bench.results.finish_fetch import (
     HARNESS_ADDS_GOAL_US,
     Fidelity,
+    FinishFetchMeta,
     FinishFetchQueueRow,
     FinishFetchRow,
     FinishFetchShardRow,
@@ -145,7 +146,7 @@ def run_stage(ctx: RunContext) -> None:
     protocols = finish_fetch_protocols(ctx.profile)
     points = points_of(opts)
     hdr_variant = "[<protocol>.]" + HDR_VARIANT + " (no protocol: echomq)"
-    update_meta(ctx.run_dir, finish_fetch={"rtt_ms": RTT_LABEL, "hdr_variant": hdr_variant})
+    write_meta(ctx.run_dir, FinishFetchMeta, rtt_ms=RTT_LABEL, hdr_variant=hdr_variant)
     rows: list[FinishFetchRow] = []  # finish_fetch.csv
     shown: list[TableRow] = []  # the same, and what only the table shows
     shards: list[FinishFetchShardRow] = []  # finish_fetch_shards.csv: each run's masters
@@ -196,9 +197,11 @@ def run_stage(ctx: RunContext) -> None:
                     audits[f"{run.variant_id} r{run.rep}"] = _audit_note(run)
                 key = point_id(protocol, strategy, here.at_rate(0.0))
                 clean[key] = clean.get(key, 0) + row.clean
-                update_meta(
+                write_meta(
                     ctx.run_dir,
-                    finish_fetch={"errors": dict(sorted(errors.items())), "audit_failures": audits},
+                    FinishFetchMeta,
+                    errors=dict(sorted(errors.items())),
+                    audit_failures=audits,
                 )
                 _stage_meta(ctx.run_dir, opts, clean, budget)
                 line = _progress_line(run, row)
@@ -214,7 +217,7 @@ def run_stage(ctx: RunContext) -> None:
                 )
                 if raw.audit is not None and not raw.audit.ok:
                     audits[f"raw-{protocol}-{strategy}-{point.label}"] = raw.audit.verdict
-                    update_meta(ctx.run_dir, finish_fetch={"audit_failures": audits})
+                    write_meta(ctx.run_dir, FinishFetchMeta, audit_failures=audits)
                 ctx.progress(f"reference: {protocol} {strategy} {point.label}")
                 reference = _reference_run(ctx, opts, strategy, point, protocol)
                 ctx.progress.step(
@@ -224,7 +227,7 @@ def run_stage(ctx: RunContext) -> None:
                 )
                 if not reference.audit_ok:
                     audits[f"reference-{protocol}-{strategy}-{point.label}"] = reference.audit_verdict
-                    update_meta(ctx.run_dir, finish_fetch={"audit_failures": audits})
+                    write_meta(ctx.run_dir, FinishFetchMeta, audit_failures=audits)
                 beside = (protocol, point, strategy, raw, reference)
                 rows = [_beside(r, *beside) for r in rows]
                 shown = [dataclasses.replace(t, row=_beside(t.row, *beside)) for t in shown]
@@ -234,7 +237,7 @@ def run_stage(ctx: RunContext) -> None:
     if opts.fidelity_calls > 0:
         ctx.progress("latency fidelity: redis-benchmark, redis-py, the raw path, the Locust path")
         fidelity = _fidelity(ctx, opts)
-        update_meta(ctx.run_dir, finish_fetch={"fidelity": fidelity})
+        write_meta(ctx.run_dir, FinishFetchMeta, fidelity=fidelity)
         notes = fidelity_lines(fidelity)
         ctx.progress.step("latency fidelity measured")
     ctx.progress.done()
@@ -318,7 +321,7 @@ def _stage_meta(run_dir: Path, opts: FinishFetchOptions, clean: dict[str, int], 
         "extra_s": round(budget.spent_s, 1),
     }
     clean_lines = {key: clean_line(n, opts.repetitions) for key, n in clean.items()}
-    update_meta(run_dir, finish_fetch={"clean": clean_lines, "remeasure": remeasure})
+    write_meta(run_dir, FinishFetchMeta, clean=clean_lines, remeasure=remeasure)
 
 
 def _write_parts(run_dir: Path, shards: list[FinishFetchShardRow], queues: list[FinishFetchQueueRow]) -> None:

@@ -27,6 +27,7 @@ delay 0 only.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from bench.harness.context import RunContext
@@ -37,7 +38,7 @@ from bench.harness.run_folder import run_alone
 from bench.harness.terminal import fold
 from bench.protocol.connection import RedisSettings
 from bench.protocol.sweep import SWEEPERS, has_gap
-from bench.results.files import update_meta, write_rows
+from bench.results.files import write_meta, write_rows
 from bench.results.race import RaceMeta, RaceRow
 from bench.results.rows import RunIds
 from bench.stages.race.plan import (
@@ -126,7 +127,7 @@ def check_profile(profile: Profile) -> None:
 
 def run_stage(ctx: RunContext) -> None:
     plan = RacePlan.from_options(ctx.profile.race, ctx.profile.protocols)
-    update_meta(ctx.run_dir, race=plan_record(plan))
+    write_meta(ctx.run_dir, RaceMeta, **dataclasses.asdict(plan_record(plan)))
     outcomes = run_plan(ctx.settings, plan, ctx.progress.step, ctx.watch_pids)
     ids = RunIds(ctx.run_dir.name, ctx.profile.name)
     write_rows(ctx.run_dir, RaceRow, [row_of(o, ids) for o in outcomes])
