@@ -21,7 +21,7 @@ from bench.harness.watch_scope import WatchScope
 from bench.paths import REPO
 from bench.protocol.base import protocol_named
 from bench.results.files import write_meta
-from bench.results.meta import CalibrationMeta, MachineCheckMeta, RunMeta
+from bench.results.meta import RunMeta
 from bench.results.rows import JsonObject
 
 
@@ -119,14 +119,7 @@ def machine_record() -> MachineRecord:
 
 
 def write_provenance(
-    run_dir: Path,
-    profile: Profile,
-    server: ServerInfo,
-    script_shas: dict[str, str],
-    scope: WatchScope,
-    machine_before: MachineCheckMeta,
-    calibration: CalibrationMeta,
-    memory_need: JsonObject | str,
+    run_dir: Path, profile: Profile, server: ServerInfo, script_shas: dict[str, str], scope: WatchScope
 ) -> None:
     """A run's head in its meta.json: the command, the code, the server, the client, the machine."""
     write_meta(
@@ -155,7 +148,4 @@ def write_provenance(
         script_shas=script_shas,
         packages=installed_packages(),
         machine_watch=scope.note,  # what the contention guard can see
-        machine_before=machine_before,
-        calibration=calibration,
-        memory_need=memory_need,
     )

@@ -157,10 +157,13 @@ def open_run(
                 finally:
                     client.close()
                 scope = watch_scope(settings, server)
-                machine_before, calibrated = machine.as_meta(), calibration.as_meta()
-                memory_need = need.as_meta() if need is not None else unchecked
-                write_provenance(
-                    run_dir, profile, server, shas, scope, machine_before, calibrated, memory_need
+                write_provenance(run_dir, profile, server, shas, scope)
+                write_meta(
+                    run_dir,
+                    RunMeta,
+                    machine_before=machine.as_meta(),
+                    calibration=calibration.as_meta(),
+                    memory_need=need.as_meta() if need is not None else unchecked,
                 )
                 ctx = RunContext(profile, settings, server, run_dir, progress, watch_pids=scope.extra_pids)
                 run = OpenRun(ctx)
