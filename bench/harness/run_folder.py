@@ -12,11 +12,11 @@ import argparse
 import datetime as dt
 import shutil
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import redis
 
@@ -251,24 +251,39 @@ def _refused(exc: redis.RedisError, reached: list[RedisSettings]) -> ServerRefus
         client.close()
 
 
-def run_alone(
-    stage: str,
-    args: argparse.Namespace,
-    profile_of: Callable[[argparse.Namespace], Profile],
-    check_profile: Callable[[Profile], None],
-    point_seconds: Callable[[Profile], tuple[float, ...]],
-    run_stage: Callable[[RunContext], None],
-    extra_scripts: Callable[[Profile], Iterable[str]] = lambda _: (),
-) -> Path:
-    """`echomq-bench <command>`: one stage alone, its settings (the profile's keys and its flags)
+class Flags(Protocol):
+    """A stage's flags (bench.harness.overrides.SectionFlags, which builds on this module)."""
+
+    def parser(self, prog: str, description: str) -> argparse.ArgumentParser: ...
+    def profile(self, args: argparse.Namespace) -> Profile: ...
+
+
+class AloneStage(Protocol):
+    """A stage's module (bench/stages/<id>/stage.py) as `echomq-bench <id>` runs it alone: its face,
+    its section's flags and its --help line; ``scripts_alone(profile)``, where it has one, names the
+    scripts of its own it loads beyond the protocols'."""
+
+    __name__: str
+    ABOUT: str
+    FLAGS: Flags
+
+    def check_profile(self, profile: Profile, /) -> None: ...
+    def point_seconds(self, profile: Profile, /) -> tuple[float, ...]: ...
+    def run_stage(self, ctx: RunContext, /) -> None: ...
+
+
+def run_alone(stage: AloneStage, argv: list[str]) -> Path:
+    """`echomq-bench <stage>`: one stage alone, its settings (the profile's keys and its flags)
     checked before a server starts, into its own run folder; says where it is, and returns it."""
-    profile = profile_of(args)
-    check_profile(profile)
-    progress = Progress([StagePlan(stage, point_seconds(profile))], stage=stage)
-    scripts = extra_scripts(profile)
-    with open_run(profile, [stage], args.results, scripts, progress, args.quiet_machine) as run:
-        run_stage(run.ctx)
+    id = stage.__name__.split(".")[-2]
+    args = stage.FLAGS.parser(f"echomq-bench {id.replace('_', '-')}", stage.ABOUT).parse_args(argv)
+    profile = stage.FLAGS.profile(args)
+    stage.check_profile(profile)
+    progress = Progress([StagePlan(id, stage.point_seconds(profile))], stage=id)
+    scripts: Iterable[str] = getattr(stage, "scripts_alone", lambda _: ())(profile)
+    with open_run(profile, [id], args.results, scripts, progress, args.quiet_machine) as run:
+        stage.run_stage(run.ctx)
         run.ctx.progress.done()
-        run.stage_done(stage)
+        run.stage_done(id)
     print(f"results: {run.ctx.run_dir}")
     return run.ctx.run_dir

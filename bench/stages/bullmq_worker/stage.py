@@ -32,7 +32,6 @@ from bench.harness.context import RunContext
 from bench.harness.machine import watch_run
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import BullmqWorkerOptions, Profile
-from bench.harness.run_folder import run_alone
 from bench.harness.terminal import fold
 from bench.paths import REPO
 from bench.protocol.audit import audit
@@ -268,11 +267,4 @@ def run_stage(ctx: RunContext) -> None:
 
 
 FLAGS = SectionFlags(BullmqWorkerOptions, prefix="bullmq-worker-")
-
-
-def main(argv: list[str]) -> int:
-    """`python -m bench bullmq-worker`: the stage alone, into its own run folder."""
-    about = "BullMQ's own workers alone, beside the suite's loops. Settings default to the profile's keys."
-    args = FLAGS.parser("echomq-bench bullmq-worker", about).parse_args(argv)
-    run_alone("bullmq_worker", args, FLAGS.profile, check_profile, point_seconds, run_stage)
-    return 0
+ABOUT = "BullMQ's own workers alone, beside the suite's loops. Settings default to the profile's keys."

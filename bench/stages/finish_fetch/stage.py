@@ -25,7 +25,6 @@ from bench.errors import BenchError, first_line
 from bench.harness.context import RunContext
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import FinishFetchOptions, Profile, check_servers, finish_fetch_protocols
-from bench.harness.run_folder import run_alone
 from bench.harness.terminal import fold
 from bench.protocol.keys import fresh_queue_name
 from bench.protocol.refusal import ServerRefused, refused
@@ -395,11 +394,7 @@ def _wait_words(row: FinishFetchRow) -> str:
 
 
 FLAGS = SectionFlags(FinishFetchOptions)
-
-
-def main(argv: list[str]) -> int:
-    """`python -m bench finish-fetch`: the stage alone, into its own run folder."""
-    about = "Finish-then-fetch alone: each strategy under Locust, then the raw driver. "
-    parser = FLAGS.parser("echomq-bench finish-fetch", about + "Settings default to the profile's keys.")
-    run_alone("finish_fetch", parser.parse_args(argv), FLAGS.profile, check_profile, point_seconds, run_stage)
-    return 0
+ABOUT = (
+    "Finish-then-fetch alone: each strategy under Locust, then the raw driver. "
+    "Settings default to the profile's keys."
+)

@@ -375,12 +375,10 @@ def run_stage(ctx: RunContext) -> None:
 
 
 FLAGS = SectionFlags(SweepOptions, prefix="sweep-")
+ABOUT = (__doc__ or "").split("\n\n")[0]
 
 
 def main(argv: list[str]) -> int:
-    """`python -m bench sweep`: the sweep stage alone, into its own run folder."""
-    args = FLAGS.parser("echomq-bench sweep", __doc__.split("\n\n")[0]).parse_args(argv)
-    run_dir = run_alone("sweep", args, FLAGS.profile, check_profile, point_seconds, run_stage)
-    section = read_meta(run_dir).sweep
-    failed = section.errors if section is not None else 0
-    return 1 if failed else 0
+    """`python -m bench sweep`: the sweep stage alone, into its own run folder; 1 when a point failed."""
+    section = read_meta(run_alone(sys.modules[__name__], argv)).sweep
+    return 1 if section is not None and section.errors else 0
