@@ -11,7 +11,8 @@ from bench import invocation
 from bench.errors import BenchError, Interrupted
 from bench.results.stages import STAGES
 
-# command -> (module, function, one-line help). Each function takes argv, returns an exit code.
+# command -> (module, function, one-line help). Each function takes argv, returns an exit code; a
+# stage without one runs alone (bench.harness.run_folder.run_alone).
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "run": ("bench.run", "main", "run a profile's stages and write results/<run-id>/"),
     "report": ("bench.report.cli", "report_main", "write report.md and plots for a run"),
@@ -47,13 +48,19 @@ def main(argv: list[str] | None = None) -> int:
     invocation.typed(["echomq-bench", *args])  # meta.json records it as the run's command
     try:
         try:
-            handler: Callable[[list[str]], int] = getattr(importlib.import_module(module_name), function)
+            module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:  # a Python without the project's packages (not the venv)
             raise BenchError(
                 f"{exc.name} is not installed for {sys.executable}; run `make venv` and use "
                 ".venv/bin/echomq-bench (or activate .venv)"
             ) from None
-        return handler(rest)
+        if hasattr(module, function):
+            handler: Callable[[list[str]], int] = getattr(module, function)
+            return handler(rest)
+        from bench.harness.run_folder import run_alone  # a stage with no main of its own runs alone
+
+        run_alone(module, rest)  # a stage's module: its face, FLAGS and ABOUT (AloneStage)
+        return 0
     except BenchError as exc:
         _end_progress_line()
         print(f"echomq-bench: error: {exc}", file=sys.stderr)

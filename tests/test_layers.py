@@ -28,16 +28,17 @@ def test_every_import_contract_is_kept() -> None:
 
 def test_every_stage_has_the_same_face() -> None:
     """bench run drives each stage through stage.py's check_profile, point_seconds and run_stage,
-    and main runs it alone; each stage folder keeps its grid, CSV rows and terminal table in
-    plan.py, rows.py, table.py."""
+    and its main (or run_alone, from its FLAGS) runs it alone; each stage folder keeps its grid,
+    CSV rows and terminal table in plan.py, rows.py, table.py."""
     import importlib
 
     from bench.results.stages import STAGES
 
     for stage, name in ((s.id, s.module) for s in STAGES):
         module = importlib.import_module(name)
-        for function in ("check_profile", "point_seconds", "run_stage", "main"):
+        for function in ("check_profile", "point_seconds", "run_stage"):
             assert callable(getattr(module, function, None)), f"{name} has no {function}"
+        assert callable(getattr(module, "main", None)) or hasattr(module, "FLAGS"), f"{name} cannot run alone"
         folder = REPO / Path(*name.split(".")[:-1])
         for part in ("plan.py", "rows.py", "table.py"):
             assert (folder / part).is_file(), f"{stage}: no {part}"

@@ -14,9 +14,10 @@ import pytest
 from bench.harness.server import server_identity
 from bench.report.load import RunData
 from bench.report.sections.meta import meta_section
-from bench.results.files import update_meta
+from bench.results.files import write_meta
 from bench.results.finish_fetch import Fidelity, FinishFetchMeta
 from bench.results.meta import META_VERSION, STAGE_SECTIONS, RunMeta, UndeclaredMetaKey, read_meta
+from bench.results.race import RaceMeta
 from bench.results.stages import BY_ID
 
 REPO = Path(__file__).resolve().parent.parent
@@ -61,20 +62,24 @@ def test_a_newer_version_is_refused_not_guessed() -> None:
 
 
 def test_the_writer_refuses_an_undeclared_key_and_writes_nothing(tmp_path: Path) -> None:
-    update_meta(tmp_path, run_id="20240101-000000-smoke", complete=False)
+    """A misnamed field is a mypy error (each ignore below is needed: warn_unused_ignores), and at
+    run time the declaration refuses it and nothing is written."""
+    write_meta(tmp_path, RunMeta, run_id="20240101-000000-smoke", complete=False)
     before = (tmp_path / "meta.json").read_text()
     with pytest.raises(UndeclaredMetaKey, match="redis_verison"):
-        update_meta(tmp_path, redis_verison="7.4.1")
+        write_meta(tmp_path, RunMeta, redis_verison="7.4.1")  # type: ignore[call-arg]
     with pytest.raises(UndeclaredMetaKey, match=r"race\.sweeper"):
-        update_meta(tmp_path, race={"sweeper": 2})
+        write_meta(tmp_path, RaceMeta, sweeper=2)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="by name"):
+        write_meta(tmp_path, RunMeta, 3)
     assert (tmp_path / "meta.json").read_text() == before
 
 
 def test_a_stage_section_is_merged_key_by_key_and_reads_typed(tmp_path: Path) -> None:
     fidelity = Fidelity(10, 20.0, "redis-benchmark", 30.0, 25.0, 45.0, "10 calls")
-    update_meta(tmp_path, finish_fetch={"rtt_ms": "simulated"})
-    update_meta(tmp_path, finish_fetch={"errors": {"timeout": 2}, "audit_failures": {}})
-    written = update_meta(tmp_path, finish_fetch={"fidelity": fidelity})
+    write_meta(tmp_path, FinishFetchMeta, rtt_ms="simulated")
+    write_meta(tmp_path, FinishFetchMeta, errors={"timeout": 2}, audit_failures={})
+    written = write_meta(tmp_path, FinishFetchMeta, fidelity=fidelity)
     assert written["meta_version"] == META_VERSION
     assert set(written["finish_fetch"]) == {"rtt_ms", "errors", "audit_failures", "fidelity"}
     meta = read_meta(tmp_path)

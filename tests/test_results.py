@@ -11,9 +11,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.results.files import make_run_dir, update_meta, write_csv
+from bench.results.files import make_run_dir, write_csv, write_meta
 from bench.results.finish_fetch import FinishFetchRow
 from bench.results.hdr import new_histogram, write_hdr
+from bench.results.meta import RunMeta
 from bench.results.race import RaceRow
 from bench.results.rows import RunIds, columns_of, row_dict
 from bench.results.sweep import SweepCostRow
@@ -34,7 +35,7 @@ def _mode(path: Path) -> int:
 
 def test_result_files_honour_umask_022(tmp_path: Path, umask_022: None) -> None:
     run = make_run_dir("smoke", tmp_path)
-    update_meta(run, run_id=run.name)
+    write_meta(run, RunMeta, run_id=run.name)
     write_csv(run / "race.csv", ("a",), [{"a": 1}])
     write_hdr(run / "hdr" / "x__y__r1__cycle.hdr", new_histogram())
     for path in (run / "meta.json", run / "race.csv", run / "hdr" / "x__y__r1__cycle.hdr"):

@@ -24,7 +24,8 @@ from bench.harness.run_keys import clean_main, earlier_left
 from bench.harness.server import EmbeddedRedis
 from bench.protocol.connection import RedisSettings
 from bench.protocol.keys import KEY_SCOPE_ENV, fresh_queue_name, new_scope, scope_prefixes
-from bench.results.files import update_meta
+from bench.results.files import write_meta
+from bench.results.meta import RunMeta
 from tests.helpers import wait_until
 from tests.test_faults import (
     REPO,
@@ -135,8 +136,9 @@ def server() -> Iterator[EmbeddedRedis]:
 
 def _record(run_dir: Path, url: str, prefixes: list[str], complete: bool = False) -> None:
     run_dir.mkdir(parents=True)
-    update_meta(
+    write_meta(
         run_dir,
+        RunMeta,
         run_id=run_dir.name,
         complete=complete,
         keys={"url": url, "own_server": False, "prefixes": prefixes},

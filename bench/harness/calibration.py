@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import redis
 from redis.cluster import RedisCluster
 
 from bench.protocol.commandstats import CommandStats
+from bench.results.meta import CalibrationMeta
 
 LOOP_ITERATIONS = 200_000
 LOOP_ROUNDS = 5
@@ -48,8 +49,10 @@ class Calibration:
     evalsha_us: float | None  # None when the server's commandstats do not count EVALSHA
     took_s: float
 
-    def as_meta(self) -> dict[str, float | None]:
-        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+    def as_meta(self) -> CalibrationMeta:
+        evalsha = None if self.evalsha_us is None else round(self.evalsha_us, 3)
+        loop, ping, took = (round(v, 3) for v in (self.python_loop_ns, self.ping_p50_us, self.took_s))
+        return CalibrationMeta(python_loop_ns=loop, ping_p50_us=ping, evalsha_us=evalsha, took_s=took)
 
 
 def python_loop_ns(iterations: int = LOOP_ITERATIONS, rounds: int = LOOP_ROUNDS) -> float:

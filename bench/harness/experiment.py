@@ -24,7 +24,8 @@ from bench.harness.run_folder import machine_before_run
 from bench.harness.run_keys import own_server_record
 from bench.harness.server import server_identity
 from bench.protocol.connection import Client, primaries
-from bench.results.files import make_run_dir, update_meta, write_csv
+from bench.results.files import make_run_dir, write_csv, write_meta
+from bench.results.meta import RunMeta
 
 QUIET_FLAG = "--quiet-machine"
 EXPERIMENT_PROFILE = "experiment"  # meta.json's profile: the results page never heads the README with it
@@ -54,8 +55,9 @@ class Experiment:
         ((where, _),) = primaries(client)
         own_server_record(self.run_dir, f"redis://{where}/0")
         name, own = server_identity(info)
-        update_meta(
+        write_meta(
             self.run_dir,
+            RunMeta,
             server_name=name,
             server_version=own,
             redis_version=info.get("redis_version"),
@@ -87,8 +89,9 @@ def experiment_run(name: str, argv: Sequence[str], results_root: Path | None = N
         print(f"warning: {warning}", file=sys.stderr)
     run_dir = make_run_dir(name, results_root)
     invocation.typed([".venv/bin/python", f"experiments/{name}.py", *argv])
-    update_meta(
+    write_meta(
         run_dir,
+        RunMeta,
         run_id=run_dir.name,
         profile=EXPERIMENT_PROFILE,
         experiment=name,
@@ -109,12 +112,12 @@ def experiment_run(name: str, argv: Sequence[str], results_root: Path | None = N
         reason = (
             "interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
         )
-        update_meta(run_dir, complete=False, reason=reason, finished=_now())
+        write_meta(run_dir, RunMeta, complete=False, reason=reason, finished=_now())
         raise
     sample = watch.stop()
     if not experiment.tables:
-        update_meta(run_dir, complete=False, reason="no rows written", finished=_now())
+        write_meta(run_dir, RunMeta, complete=False, reason="no rows written", finished=_now())
         raise BenchError(f"experiment {name} wrote no rows; {run_dir} holds its meta.json only")
     experiment.write(sample)
-    update_meta(run_dir, complete=True, reason=None, finished=_now(), stages_done=[name])
+    write_meta(run_dir, RunMeta, complete=True, reason=None, finished=_now(), stages_done=[name])
     print(f"results: {run_dir}")

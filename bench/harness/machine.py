@@ -39,6 +39,8 @@ from typing import TypedDict
 
 import psutil
 
+from bench.results.meta import MachineCheckMeta
+
 FOREIGN_LIMIT_PCT = 10.0  # of one core
 STEAL_LIMIT_PCT = 5.0  # of one core
 SATURATED_CPU_PCT = 90.0  # of one core: a load process's own CPU over its window
@@ -436,7 +438,7 @@ class MachineCheck:
             return f"{named}{tail}"
         return f"{named}:\n  {tail.removeprefix(': ')}"
 
-    def as_meta(self) -> dict[str, object]:
+    def as_meta(self) -> MachineCheckMeta:
         return {
             **self.sample.row_fields(),
             "busy_cpu_pct": round(self.sample.busy_cpu_pct, 1),

@@ -9,7 +9,7 @@ import subprocess
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from redis.utils import HIREDIS_AVAILABLE
 
@@ -20,6 +20,9 @@ from bench.harness.system import system_view
 from bench.harness.watch_scope import WatchScope
 from bench.paths import REPO
 from bench.protocol.base import protocol_named
+from bench.results.files import write_meta
+from bench.results.meta import RunMeta
+from bench.results.rows import JsonObject
 
 
 def _git(*args: str) -> str:
@@ -80,49 +83,69 @@ def protocol_record(names: Sequence[str]) -> dict[str, Any]:
     return record
 
 
-def code_record() -> dict[str, object]:
+class CodeRecord(TypedDict):
+    """meta.json's word on the code (RunMeta's fields of that name)."""
+
+    git_sha: str | None
+    git_dirty: bool
+
+
+class MachineRecord(TypedDict):
+    """meta.json's word on the machine and the Python that ran (RunMeta's fields of that name)."""
+
+    python: str
+    cpu_model: str
+    cores: int | None
+    platform: str
+    system: JsonObject
+
+
+def code_record() -> CodeRecord:
     """meta.json's word on the code: the commit, and whether tracked files differ from it."""
     sha, dirty = git_state()
-    return {"git_sha": sha, "git_dirty": dirty}
+    return CodeRecord(git_sha=sha, git_dirty=dirty)
 
 
-def machine_record() -> dict[str, object]:
+def machine_record() -> MachineRecord:
     """meta.json's word on the machine and the Python that ran: the same for a run, an experiment
     and a direct Locust run."""
-    return {
-        "python": platform.python_version(),
-        "cpu_model": cpu_model(),
-        "cores": os.cpu_count(),
-        "platform": platform.platform(),
-        "system": system_view(),
-    }
+    return MachineRecord(
+        python=platform.python_version(),
+        cpu_model=cpu_model(),
+        cores=os.cpu_count(),
+        platform=platform.platform(),
+        system=dict(system_view()),
+    )
 
 
-def collect_meta(
-    profile: Profile, server: ServerInfo, script_shas: dict[str, str], scope: WatchScope
-) -> dict[str, Any]:
-    return {
-        "command": invocation.command(),  # as typed; a published run says how to make it again
-        "protocols": protocol_record(profile.protocols),
-        "bullmq": _version("bullmq"),
-        "profile": profile.name,
-        "profile_resolved": resolved(profile),  # every key's value as the run used it
+def write_provenance(
+    run_dir: Path, profile: Profile, server: ServerInfo, script_shas: dict[str, str], scope: WatchScope
+) -> None:
+    """A run's head in its meta.json: the command, the code, the server, the client, the machine."""
+    write_meta(
+        run_dir,
+        RunMeta,
+        command=invocation.command(),  # as typed; a published run says how to make it again
+        protocols=protocol_record(profile.protocols),
+        bullmq=_version("bullmq"),
+        profile=profile.name,
+        profile_resolved=resolved(profile),  # every key's value as the run used it
         **code_record(),
-        "server_name": server.name,  # redis or valkey, as the server says
-        "server_version": server.release,  # its own version (Valkey's own, not its Redis-compatible one)
-        "redis_version": server.version,
-        "redis_source": server.source,
-        "redis_binary": server.binary,
-        "redis_url": server.url,
+        server_name=server.name,  # redis or valkey, as the server says
+        server_version=server.release,  # its own version (Valkey's own, not its Redis-compatible one)
+        redis_version=server.version,
+        redis_source=server.source,
+        redis_binary=server.binary,
+        redis_url=server.url,
         # A cluster's masters: address, slot ranges, version (empty for a single server).
-        "redis_cluster": [m.as_meta() for m in server.masters],
+        redis_cluster=[m.as_meta() for m in server.masters],
         **machine_record(),
-        "redis_py": _version("redis"),
-        "hiredis": HIREDIS_AVAILABLE,
-        "hiredis_version": _version("hiredis"),
-        "locust": _version("locust"),
-        "pyperf": _version("pyperf"),
-        "script_shas": script_shas,
-        "packages": installed_packages(),
-        "machine_watch": scope.note,  # what the contention guard can see
-    }
+        redis_py=_version("redis"),
+        hiredis=HIREDIS_AVAILABLE,
+        hiredis_version=_version("hiredis"),
+        locust=_version("locust"),
+        pyperf=_version("pyperf"),
+        script_shas=script_shas,
+        packages=installed_packages(),
+        machine_watch=scope.note,  # what the contention guard can see
+    )

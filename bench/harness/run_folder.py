@@ -12,11 +12,11 @@ import argparse
 import datetime as dt
 import shutil
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import redis
 
@@ -27,7 +27,7 @@ from bench.harness.headroom import MemoryNeed, check_headroom, measure_need, mem
 from bench.harness.machine import MachineCheck, check_machine
 from bench.harness.profile import Profile
 from bench.harness.progress import StagePlan
-from bench.harness.provenance import collect_meta
+from bench.harness.provenance import write_provenance
 from bench.harness.run_keys import check_left, earlier_left, key_scope
 from bench.harness.run_server import redis_for_run
 from bench.harness.server import ServerInfo
@@ -37,8 +37,8 @@ from bench.protocol.connection import Client, RedisSettings, primaries
 from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Queue
 from bench.protocol.refusal import ServerRefused, refused
-from bench.results.files import make_run_dir, update_meta
-from bench.results.meta import KeyRecord, read_meta
+from bench.results.files import make_run_dir, write_meta
+from bench.results.meta import KeyRecord, RunMeta, read_meta
 
 
 @dataclass
@@ -56,7 +56,7 @@ class OpenRun:
     def stage_done(self, stage: str) -> None:
         self.stages_done.append(stage)
         self._note_memory(stage, "after")
-        update_meta(self.ctx.run_dir, stages_done=self.stages_done)
+        write_meta(self.ctx.run_dir, RunMeta, stages_done=self.stages_done)
 
     def _note_memory(self, stage: str, when: str) -> None:
         client = self.ctx.settings.connect()
@@ -66,7 +66,7 @@ class OpenRun:
             return  # a server gone: the stage's own error says so
         finally:
             client.close()
-        update_meta(self.ctx.run_dir, redis_memory=self.memory)
+        write_meta(self.ctx.run_dir, RunMeta, redis_memory=self.memory)
 
 
 def _now() -> str:
@@ -77,7 +77,7 @@ def mark_complete(run_dir: Path) -> None:
     """Every stage is done: the run is complete, finished now (the first time it is marked)."""
     meta = read_meta(run_dir)
     finished = meta.finished if meta.complete else None
-    update_meta(run_dir, complete=True, reason=None, finished=finished or _now())
+    write_meta(run_dir, RunMeta, complete=True, reason=None, finished=finished or _now())
 
 
 def _script_shas(client: Client, extra_scripts: Iterable[str]) -> dict[str, str]:
@@ -137,8 +137,9 @@ def open_run(
             for said in (earlier, machine.warning(table_width() - len("warning: "))):
                 if said:  # after the folder: an error about it stays the only line
                     print(f"warning: {said}", file=sys.stderr)
-            update_meta(
+            write_meta(
                 run_dir,
+                RunMeta,
                 run_id=run_dir.name,
                 started=_now(),
                 complete=False,
@@ -156,9 +157,10 @@ def open_run(
                 finally:
                     client.close()
                 scope = watch_scope(settings, server)
-                update_meta(
+                write_provenance(run_dir, profile, server, shas, scope)
+                write_meta(
                     run_dir,
-                    **collect_meta(profile, server, shas, scope),
+                    RunMeta,
                     machine_before=machine.as_meta(),
                     calibration=calibration.as_meta(),
                     memory_need=need.as_meta() if need is not None else unchecked,
@@ -173,13 +175,13 @@ def open_run(
     except KeyboardInterrupt:
         run_dir, after = _settle(run_dir, run, reached, record)
         if run_dir is not None:
-            update_meta(run_dir, complete=False, reason="interrupted (Ctrl-C)", finished=_now())
+            write_meta(run_dir, RunMeta, complete=False, reason="interrupted (Ctrl-C)", finished=_now())
         where = f"partial results in {run_dir}" if run_dir is not None else "nothing was written"
         raise _after(Interrupted(f"interrupted; {where}"), after) from None
     except BenchError as exc:
         run_dir, exc.after = _settle(run_dir, run, reached, record)
         if run_dir is not None:
-            update_meta(run_dir, complete=False, reason=str(exc), finished=_now())
+            write_meta(run_dir, RunMeta, complete=False, reason=str(exc), finished=_now())
         raise
     except redis.RedisError as exc:
         # A stage that met a server gone, restarted, too slow or refusing every call, and did not
@@ -188,12 +190,12 @@ def open_run(
         refusal = _refused(exc, reached)
         if refusal is not None:
             if run_dir is not None:
-                update_meta(run_dir, complete=False, reason=str(refusal), finished=_now())
+                write_meta(run_dir, RunMeta, complete=False, reason=str(refusal), finished=_now())
             raise _after(refusal, after) from None
         said = first_line(exc, when_empty="")
         reason = f"Redis failed during {progress.stage or 'set-up'}: {type(exc).__name__}: {said}"
         if run_dir is not None:
-            update_meta(run_dir, complete=False, reason=reason, finished=_now())
+            write_meta(run_dir, RunMeta, complete=False, reason=reason, finished=_now())
         where = f"; partial results in {run_dir}" if run_dir is not None else ""
         raise _after(BenchError(reason + where), after) from None
 
@@ -249,24 +251,39 @@ def _refused(exc: redis.RedisError, reached: list[RedisSettings]) -> ServerRefus
         client.close()
 
 
-def run_alone(
-    stage: str,
-    args: argparse.Namespace,
-    profile_of: Callable[[argparse.Namespace], Profile],
-    check_profile: Callable[[Profile], None],
-    point_seconds: Callable[[Profile], tuple[float, ...]],
-    run_stage: Callable[[RunContext], None],
-    extra_scripts: Callable[[Profile], Iterable[str]] = lambda _: (),
-) -> Path:
-    """`echomq-bench <command>`: one stage alone, its settings (the profile's keys and its flags)
+class Flags(Protocol):
+    """A stage's flags (bench.harness.overrides.SectionFlags, which builds on this module)."""
+
+    def parser(self, prog: str, description: str) -> argparse.ArgumentParser: ...
+    def profile(self, args: argparse.Namespace) -> Profile: ...
+
+
+class AloneStage(Protocol):
+    """A stage's module (bench/stages/<id>/stage.py) as `echomq-bench <id>` runs it alone: its face,
+    its section's flags and its --help line; ``scripts_alone(profile)``, where it has one, names the
+    scripts of its own it loads beyond the protocols'."""
+
+    __name__: str
+    ABOUT: str
+    FLAGS: Flags
+
+    def check_profile(self, profile: Profile, /) -> None: ...
+    def point_seconds(self, profile: Profile, /) -> tuple[float, ...]: ...
+    def run_stage(self, ctx: RunContext, /) -> None: ...
+
+
+def run_alone(stage: AloneStage, argv: list[str]) -> Path:
+    """`echomq-bench <stage>`: one stage alone, its settings (the profile's keys and its flags)
     checked before a server starts, into its own run folder; says where it is, and returns it."""
-    profile = profile_of(args)
-    check_profile(profile)
-    progress = Progress([StagePlan(stage, point_seconds(profile))], stage=stage)
-    scripts = extra_scripts(profile)
-    with open_run(profile, [stage], args.results, scripts, progress, args.quiet_machine) as run:
-        run_stage(run.ctx)
+    id = stage.__name__.split(".")[-2]
+    args = stage.FLAGS.parser(f"echomq-bench {id.replace('_', '-')}", stage.ABOUT).parse_args(argv)
+    profile = stage.FLAGS.profile(args)
+    stage.check_profile(profile)
+    progress = Progress([StagePlan(id, stage.point_seconds(profile))], stage=id)
+    scripts: Iterable[str] = getattr(stage, "scripts_alone", lambda _: ())(profile)
+    with open_run(profile, [id], args.results, scripts, progress, args.quiet_machine) as run:
+        stage.run_stage(run.ctx)
         run.ctx.progress.done()
-        run.stage_done(stage)
+        run.stage_done(id)
     print(f"results: {run.ctx.run_dir}")
     return run.ctx.run_dir

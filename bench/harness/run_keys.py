@@ -23,7 +23,7 @@ import redis
 from bench.errors import BenchError, first_line
 from bench.protocol.connection import Client, RedisSettings, primaries, redact_url
 from bench.protocol.keys import KEY_SCOPE_ENV, NAMESPACES, new_scope, scope_prefixes
-from bench.results.files import RESULTS_DIR, resolve_run, update_meta
+from bench.results.files import RESULTS_DIR, resolve_run, write_meta
 from bench.results.meta import KeyRecord, KeysLeft, RunMeta, read_meta
 
 SCAN_COUNT = 1000
@@ -39,7 +39,7 @@ def key_scope(run_dir: Path, url: str, own_server: bool) -> Iterator[KeyRecord]:
     every queue named in the body, or in a child it starts, is named in it."""
     scope = new_scope()
     record = KeyRecord(url=redact_url(url), own_server=own_server, prefixes=scope_prefixes(scope))
-    update_meta(run_dir, keys=record)
+    write_meta(run_dir, RunMeta, keys=record)
     before = os.environ.get(KEY_SCOPE_ENV)
     os.environ[KEY_SCOPE_ENV] = scope
     try:
@@ -54,8 +54,10 @@ def key_scope(run_dir: Path, url: str, own_server: bool) -> Iterator[KeyRecord]:
 def own_server_record(run_dir: Path, url: str) -> None:
     """A run on a server of its own (an experiment's): every key there is the run's, and none
     outlives it."""
-    update_meta(
-        run_dir, keys=KeyRecord(url=redact_url(url), own_server=True, prefixes=[f"{n}:" for n in NAMESPACES])
+    write_meta(
+        run_dir,
+        RunMeta,
+        keys=KeyRecord(url=redact_url(url), own_server=True, prefixes=[f"{n}:" for n in NAMESPACES]),
     )
 
 
@@ -139,7 +141,7 @@ def check_left(run_dir: Path, settings: RedisSettings, record: KeyRecord) -> str
     if keys == 0:
         return None
     line = left_line(run_dir, record, keys, why)
-    update_meta(run_dir, keys_left=KeysLeft(keys=keys, line=line))
+    write_meta(run_dir, RunMeta, keys_left=KeysLeft(keys=keys, line=line))
     return line
 
 
@@ -217,7 +219,7 @@ def clean_run(run_dir: Path, env_url: str) -> str:
         ) from None
     said = f"removed {removed:,} key{'s' if removed != 1 else ''}"
     when = dt.datetime.now().isoformat(timespec="seconds")
-    update_meta(run_dir, keys_left=KeysLeft(keys=0, line=f"{said} at {when} (echomq-bench clean)"))
+    write_meta(run_dir, RunMeta, keys_left=KeysLeft(keys=0, line=f"{said} at {when} (echomq-bench clean)"))
     under = ", ".join(f"{prefix}*" for prefix in record["prefixes"])
     return f"{run_dir.name}: {said} under {under} on {record['url']}"
 

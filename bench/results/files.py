@@ -1,5 +1,5 @@
 """Run folders and the writers of their files, atomic so a crash cannot tear them: a CSV from its
-row type (bench.results.rows), JSON, meta.json."""
+row type (bench.results.rows), JSON, meta.json; and the ledger a stage writes its rows and section with."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Generic, ParamSpec, TypeVar, cast
 
 from bench.errors import BenchError
-from bench.results.meta import META_FILE, merged
+from bench.results.meta import META_FILE, STAGE_SECTIONS, merged
 from bench.results.rows import Row, columns_of, row_dict
 
 RESULTS_DIR = Path(os.environ.get("EMQ_RESULTS_DIR", "results"))
@@ -132,11 +132,50 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def update_meta(run_dir: Path, **fields: Any) -> dict[str, Any]:
-    """Write ``fields`` into run_dir/meta.json (created when missing), each a key bench/results/meta.py
-    declares (else UndeclaredMetaKey, and nothing is written); a stage's section (``finish_fetch={...}``)
-    is merged key by key. Returns the whole object written."""
+P = ParamSpec("P")  # the fields of what write_meta writes: RunMeta, or a stage's section
+R = TypeVar("R", bound=Row)
+
+
+def write_meta(
+    run_dir: Path, kind: Callable[P, object], /, *args: P.args, **fields: P.kwargs
+) -> dict[str, Any]:
+    """Write ``fields`` into run_dir/meta.json (created when missing), atomically, each named and typed
+    as ``kind`` declares it, so mypy checks them: ``RunMeta`` (the run's head, a field replaced), or a
+    stage's section (``FinishFetchMeta``, ...), merged key by key as the stage learns its keys. A key
+    not declared is UndeclaredMetaKey, and nothing is written. Returns the whole object written."""
+    if args:
+        raise TypeError("meta.json's fields are written by name")
+    stage = next((id for id, section in STAGE_SECTIONS.items() if section is kind), None)
     path = run_dir / META_FILE
-    meta = merged(read_json(path) if path.exists() else {}, fields)
+    meta = merged(read_json(path) if path.exists() else {}, {stage: fields} if stage else fields)
     write_json(path, meta)
     return meta
+
+
+class Ledger(Generic[P]):
+    """What one stage writes, held in one place: its rows, a list a CSV, each file written whole as
+    its rows change, and its meta.json section (``section``: the dataclass of bench/results/<stage>.py),
+    its fields written as the stage learns them, mypy checking each against the section. Every file
+    is written atomically (write_atomic), so a crash leaves the last whole one."""
+
+    def __init__(self, run_dir: Path, section: Callable[P, object]) -> None:
+        self.run_dir = run_dir
+        self.section = section
+        self._rows: dict[type[Row], list[Row]] = {}
+
+    def meta(self, *args: P.args, **fields: P.kwargs) -> None:
+        """``fields`` into the section, merged key by key (write_meta)."""
+        write_meta(self.run_dir, self.section, *args, **fields)
+
+    def rows(self, kind: type[R]) -> list[R]:
+        """The rows of ``kind`` written so far (a copy)."""
+        return cast(list[R], list(self._rows.get(kind, [])))
+
+    def add(self, kind: type[R], rows: Iterable[R]) -> None:
+        """``rows`` after those of ``kind`` so far; its file written."""
+        self.put(kind, [*self.rows(kind), *rows])
+
+    def put(self, kind: type[R], rows: Iterable[R]) -> None:
+        """The rows of ``kind`` replaced by ``rows``; its file written."""
+        self._rows[kind] = list(rows)
+        write_rows(self.run_dir, kind, self._rows[kind])

@@ -1,6 +1,7 @@
 """meta.json declared once, as the row types declare the CSVs: the run's head is a field below, a
 stage's section a dataclass in its file (bench/results/<stage>.py), each key with its docstring.
-Writers go through ``update_meta`` (bench.results.files), which refuses a key not declared; readers
+Writers go through ``write_meta`` (bench.results.files), typed by what they write (RunMeta, or a
+stage's section: mypy checks each field's name and type) and refusing a key not declared; readers
 go through ``RunMeta.from_json`` (or ``read_meta``), which upgrades a file of an earlier version and
 refuses a key not declared, so a renamed key fails, never reads as None.
 
@@ -41,13 +42,13 @@ META_FILE = "meta.json"
 
 
 class UndeclaredMetaKey(BenchError):
-    """A key in meta.json (or given to update_meta) that bench/results/meta.py does not declare."""
+    """A key in meta.json (or given to write_meta) that bench/results/meta.py does not declare."""
 
 
 class CalibrationMeta(TypedDict, total=False):
     """The calibration taken at the run's start (bench.harness.calibration)."""
 
-    evalsha_us: float
+    evalsha_us: float | None
     ping_p50_us: float
     python_loop_ns: float
     took_s: float
@@ -151,7 +152,7 @@ class RunMeta:
     """Keys of the run found on the server at its end, or after `echomq-bench clean`."""
     redis_cluster: list[JsonObject] = field(default_factory=list)
     """A cluster's masters: address, slot ranges, version (empty for one server)."""
-    redis_memory: JsonObject = field(default_factory=dict)
+    redis_memory: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     """used_memory (and its peak) before and after each stage."""
     memory_need: JsonObject | str | None = None
     """The run's memory need against the server's room, or why it was not checked."""

@@ -17,7 +17,6 @@ redis-server is). One row a run in bullmq_worker.csv; a table on stdout.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -33,7 +32,6 @@ from bench.harness.context import RunContext
 from bench.harness.machine import watch_run
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import BullmqWorkerOptions, Profile
-from bench.harness.run_folder import run_alone
 from bench.harness.terminal import fold
 from bench.paths import REPO
 from bench.protocol.audit import audit
@@ -43,7 +41,7 @@ from bench.protocol.connection import RedisSettings
 from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Producer, Queue
 from bench.results.bullmq_worker import BullmqWorkerMeta, BullmqWorkerRow
-from bench.results.files import update_meta, write_rows
+from bench.results.files import Ledger
 from bench.stages.bullmq_worker.node import NodePeer, find_peer
 from bench.stages.bullmq_worker.plan import (
     BULLMQ_DRIVERS,
@@ -240,24 +238,23 @@ def run_stage(ctx: RunContext) -> None:
     drivers = Drivers(ctx.settings, options, peer)
     runs = points_of(options, node=peer is not None)
     called: set[str] = set()
-    about = BullmqWorkerMeta(
+    ledger = Ledger(ctx.run_dir, BullmqWorkerMeta)  # what the stage writes: its rows and section
+    ledger.meta(
         window_from=WINDOW_FROM,
         jobs=options.bullmq_worker_jobs,
         window_s=options.bullmq_worker_window_s,
         options=OPTIONS,
         python_bullmq=installed_version(),
         scripts_called=called_scripts(),
+        node=node_record(found, called),
     )
-    update_meta(ctx.run_dir, bullmq_worker=dataclasses.replace(about, node=node_record(found, called)))
-    rows: list[BullmqWorkerRow] = []
     rates: dict[Point, float] = {}  # each run's last jobs/s: the next one's size
     for rep in range(1, options.bullmq_worker_reps + 1):
         for run in runs:  # A B C A B C: drift hits every driver alike
             ctx.progress(f"{run.label} rep {rep}")  # the line's stage counter counts the runs
             row, result = sized_run(drivers, run, rep, rates, ctx)
             called.update(result.scripts)
-            rows.append(row)
-            write_rows(ctx.run_dir, BullmqWorkerRow, rows)
+            ledger.add(BullmqWorkerRow, [row])
             note = "" if row.audit_ok else ", AUDIT FAILED"
             if row.saturated:
                 note += ", saturated (the driver, not Redis, set the pace)"
@@ -268,20 +265,13 @@ def run_stage(ctx: RunContext) -> None:
                 f"{row.client_cpu_us_per_job:.0f} µs CPU, {row.redis_calls_per_job:.2f} calls a job, "
                 f"Redis {row.redis_cpu_pct:.0f}% of a core{note}"
             )
-    update_meta(ctx.run_dir, bullmq_worker=dataclasses.replace(about, node=node_record(found, called)))
+    ledger.meta(node=node_record(found, called))
     ctx.progress.done()
-    print(fold(table(rows, None if peer else str(found))))
+    print(fold(table(ledger.rows(BullmqWorkerRow), None if peer else str(found))))
 
 
 # --- python -m bench bullmq-worker ---------------------------------------------------------------
 
 
 FLAGS = SectionFlags(BullmqWorkerOptions, prefix="bullmq-worker-")
-
-
-def main(argv: list[str]) -> int:
-    """`python -m bench bullmq-worker`: the stage alone, into its own run folder."""
-    about = "BullMQ's own workers alone, beside the suite's loops. Settings default to the profile's keys."
-    args = FLAGS.parser("echomq-bench bullmq-worker", about).parse_args(argv)
-    run_alone("bullmq_worker", args, FLAGS.profile, check_profile, point_seconds, run_stage)
-    return 0
+ABOUT = "BullMQ's own workers alone, beside the suite's loops. Settings default to the profile's keys."

@@ -1,23 +1,34 @@
 """What one run leaves in the run folder: its row of finish_fetch.csv, its histograms, and its
 rows of finish_fetch_shards.csv (one a master) and finish_fetch_queues.csv (one a queue), from
-its summary's ``shards``."""
+its summary's ``shards``; and the stage's ledger, which holds them and its meta.json section and
+writes them."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from bench.harness.profile import FinishFetchOptions
 from bench.protocol.spread import slot_of
-from bench.results import hdr
+from bench.results import files, hdr
 from bench.results.files import HDR_DIR, hdr_name
-from bench.results.finish_fetch import FinishFetchQueueRow, FinishFetchRow, FinishFetchShardRow, rtt_missed
+from bench.results.finish_fetch import (
+    FinishFetchMeta,
+    FinishFetchQueueRow,
+    FinishFetchRow,
+    FinishFetchShardRow,
+    rtt_missed,
+)
 from bench.results.rows import RunIds
 from bench.stages.finish_fetch.locust_trial import STAGE, TrialResult
+from bench.stages.finish_fetch.plan import Point, point_id
 from bench.stages.finish_fetch.reference import Reference
+from bench.stages.finish_fetch.remeasure import Budget, clean_line
 from bench.stages.finish_fetch.summary import TrialSummary
+from bench.stages.finish_fetch.table import TableRow
 
 
 def _round(value: Any, digits: int) -> float | None:
@@ -169,3 +180,88 @@ def queue_rows(run: TrialResult, ids: RunIds) -> list[FinishFetchQueueRow]:
         )
         for name, q in queues.items()
     ]
+
+
+class Ledger:
+    """The stage's rows and meta.json section: each trial's, raw run's and reference's part added,
+    and every file it touches written again (atomically) before the stage goes on."""
+
+    def __init__(self, run_dir: Path, opts: FinishFetchOptions, budget: Budget) -> None:
+        self.out = files.Ledger(run_dir, FinishFetchMeta)
+        self.opts = opts
+        self.budget = budget  # the windows measured again (remeasure.py): meta.json's remeasure
+        self.extras: list[tuple[float, float]] = []  # what only the table shows, a row
+        self.errors: Counter[str] = Counter()  # failed calls by kind, over every trial
+        self.audits: dict[str, str] = {}  # the verdict of each run whose audit did not pass
+        self.clean: dict[str, int] = {}  # each point's clean windows so far, by point id
+
+    @property
+    def rows(self) -> list[FinishFetchRow]:
+        return self.out.rows(FinishFetchRow)
+
+    @property
+    def shown(self) -> list[TableRow]:
+        """finish_fetch.csv's rows, with what only the table shows: the rtt paid, the client's CPU."""
+        return [TableRow(row, *extra) for row, extra in zip(self.rows, self.extras, strict=True)]
+
+    def trial(self, run: TrialResult, row: FinishFetchRow) -> str:
+        """A Locust trial's row, histograms, masters, queues, failed calls, audit and clean window,
+        written; its point's clean windows, in words."""
+        figures = run.summary.figures
+        self.extras.append((figures.simulated_rtt_mean_ms, figures.loadgen_cpu_us_per_job))
+        write_histograms(self.out.run_dir, run)
+        self.out.add(FinishFetchRow, [row])
+        ids = RunIds(row.run_id, row.profile, row.protocol)
+        self.out.add(FinishFetchShardRow, shard_rows(run, ids))
+        self.out.add(FinishFetchQueueRow, queue_rows(run, ids))
+        self.errors.update(figures.errors_by_kind)
+        if not row.audit_ok:
+            self.audits[f"{run.variant_id} r{run.rep}"] = _audit_note(run)
+        key = point_id(run.protocol, run.strategy, run.point.at_rate(0.0))
+        self.clean[key] = self.clean.get(key, 0) + row.clean
+        self.out.meta(
+            errors=dict(sorted(self.errors.items())),
+            audit_failures=self.audits,
+            clean={key: clean_line(n, self.opts.repetitions) for key, n in self.clean.items()},
+            remeasure={
+                "windows_a_point": self.budget.windows_a_point,
+                "budget_s": round(self.budget.seconds, 1),
+                "extra_windows": sum(self.budget.spent.values()),
+                "extra_s": round(self.budget.spent_s, 1),
+            },
+        )
+        return clean_line(self.clean[key], self.opts.repetitions)
+
+    def audit(self, run: str, verdict: str) -> None:
+        """A raw run's or a reference's audit that did not pass, and its verdict, written."""
+        self.audits[run] = verdict
+        self.out.meta(audit_failures=self.audits)
+
+    def beside(
+        self, protocol: str, point: Point, strategy: str, raw: TrialSummary, reference: Reference
+    ) -> None:
+        """The raw driver's and the reference's figures on the Locust rows at their point and strategy."""
+        self.out.put(
+            FinishFetchRow, [_beside(r, protocol, point, strategy, raw, reference) for r in self.rows]
+        )
+
+
+def _beside(
+    row: FinishFetchRow, protocol: str, point: Point, strategy: str, raw: TrialSummary, reference: Reference
+) -> FinishFetchRow:
+    """A Locust run's row with the raw driver's and the reference's figures at its point and strategy."""
+    at = (row.workers, row.rtt_ms, row.concurrency, row.job_ms, row.queues)
+    if row.protocol != protocol or row.strategy != strategy or row.regime != point.regime:
+        return row
+    if at != (point.workers, point.rtt_ms, point.concurrency, point.job_ms, point.queues):
+        return row
+    return with_raw(with_reference(row, reference), raw)
+
+
+def _audit_note(run: TrialResult) -> str:
+    """Why the run's audit_ok is false, in the audit's own words."""
+    if not run.audit.ok:
+        return run.audit.verdict
+    missing = ", ".join(run.summary.missing_processes)
+    cut = run.stopped or (f"no final report from {missing}" if missing else "the summary is incomplete")
+    return f"cut short ({cut}); the queue itself: {run.audit.verdict}"

@@ -17,8 +17,8 @@ from bench.harness.profile import FinishFetchOptions
 from bench.harness.server import EmbeddedRedis, server_identity
 from bench.protocol.connection import RedisSettings
 from bench.protocol.phases import refusal
-from bench.results.files import update_meta, write_rows
-from bench.results.finish_fetch import FinishFetchServerRow
+from bench.results.files import write_meta, write_rows
+from bench.results.finish_fetch import FinishFetchMeta, FinishFetchServerRow
 from bench.results.rows import RunIds
 from bench.stages.finish_fetch.locust_trial import TrialResult, run_trial
 from bench.stages.finish_fetch.plan import Point, bound_point, protocols_at, regime_options
@@ -65,7 +65,7 @@ def run_servers(ctx: RunContext, protocols: tuple[str, ...]) -> list[FinishFetch
         offered = protocols_at(point, protocols)
         refused = {name: _refused(ctx, server, name, offered) for server, name in named}
         if any(refused.values()):
-            update_meta(ctx.run_dir, finish_fetch={"left_out": {n: why for n, why in refused.items() if why}})
+            write_meta(ctx.run_dir, FinishFetchMeta, left_out={n: why for n, why in refused.items() if why})
         runs_on = {name: [p for p in offered if p not in refused[name]] for _, name in named}
         for rep in range(1, opts.repetitions + 1):
             for server, name in named:

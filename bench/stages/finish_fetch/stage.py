@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections import Counter
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -26,15 +25,13 @@ from bench.errors import BenchError, first_line
 from bench.harness.context import RunContext
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import FinishFetchOptions, Profile, check_servers, finish_fetch_protocols
-from bench.harness.run_folder import run_alone
 from bench.harness.terminal import fold
 from bench.protocol.keys import fresh_queue_name
 from bench.protocol.refusal import ServerRefused, refused
-from bench.results.files import RAW_DIR, update_meta, write_json, write_rows
+from bench.results.files import RAW_DIR, write_json
 from bench.results.finish_fetch import (
     HARNESS_ADDS_GOAL_US,
     Fidelity,
-    FinishFetchQueueRow,
     FinishFetchRow,
     FinishFetchShardRow,
     Regime,
@@ -69,23 +66,15 @@ from bench.stages.finish_fetch.remeasure import (
     Guard,
     LoadJudge,
     RttJudge,
-    clean_line,
     load_judge,
     machine_guard,
     more_processes,
     rtt_paid,
 )
-from bench.stages.finish_fetch.rows import (
-    queue_rows,
-    row_of,
-    shard_rows,
-    with_raw,
-    with_reference,
-    write_histograms,
-)
+from bench.stages.finish_fetch.rows import Ledger, row_of
 from bench.stages.finish_fetch.servers import run_servers, server_trials
 from bench.stages.finish_fetch.summary import TrialSummary
-from bench.stages.finish_fetch.table import TableRow, shard_table, table
+from bench.stages.finish_fetch.table import shard_table, table
 from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 RTT_LABEL = (
@@ -143,28 +132,21 @@ def run_stage(ctx: RunContext) -> None:
     opts = ctx.profile.finish_fetch
     strategies = list(opts.strategies)
     protocols = finish_fetch_protocols(ctx.profile)
-    points = points_of(opts)
-    hdr_variant = "[<protocol>.]" + HDR_VARIANT + " (no protocol: echomq)"
-    update_meta(ctx.run_dir, finish_fetch={"rtt_ms": RTT_LABEL, "hdr_variant": hdr_variant})
-    rows: list[FinishFetchRow] = []  # finish_fetch.csv
-    shown: list[TableRow] = []  # the same, and what only the table shows
-    shards: list[FinishFetchShardRow] = []  # finish_fetch_shards.csv: each run's masters
-    queues: list[FinishFetchQueueRow] = []  # finish_fetch_queues.csv: each run's queues
-    errors: Counter[str] = Counter()  # failed calls by kind, over every run: meta.json
-    audits: dict[str, str] = {}  # the verdict of each run whose audit did not pass: meta.json
-    # the budget for windows measured again (remeasure.py), and each point's clean windows so far
+    # the budget for windows measured again (remeasure.py); the ledger holds what the stage writes
     budget = Budget(opts.remeasure_windows, opts.remeasure_share * sum(point_seconds(ctx.profile)))
-    clean: dict[str, int] = {}
+    ledger = Ledger(ctx.run_dir, opts, budget)
+    hdr_variant = "[<protocol>.]" + HDR_VARIANT + " (no protocol: echomq)"
+    ledger.out.meta(rtt_ms=RTT_LABEL, hdr_variant=hdr_variant)
     # a point's load processes: one more from the window that saturated on fewer, for every later
     # trial there (the same load would saturate them too, and each would take a window to learn it)
     processes: dict[Point, int] = {}
-    for point in points:
+    for point in points_of(opts):
         # A B A B: drift on a shared machine hits every strategy and protocol alike.
         here_protocols = protocols_at(point, protocols)
         rounds = [
             (protocol, strategy) for protocol in here_protocols for strategy in strategies_at(opts, point)
         ]
-        at = {protocol: _with_rate(point, rows, protocol) for protocol in here_protocols}
+        at = {protocol: _with_rate(point, ledger.rows, protocol) for protocol in here_protocols}
         for rep in range(1, opts.repetitions + 1):
             for protocol, strategy in rounds:  # A B C A B C: drift on a shared machine hits all alike
                 here = at[protocol]
@@ -182,27 +164,8 @@ def run_stage(ctx: RunContext) -> None:
                 processes[here.at_rate(0.0)] = on
                 row = row_of(run, trial_opts, RunIds(ctx.run_dir.name, ctx.profile.name, protocol))
                 row = dataclasses.replace(row, tries=tries, remeasure_stopped=stopped, loadgen_processes=on)
-                rows.append(row)
-                derived = run.summary.figures
-                shown.append(TableRow(row, derived.simulated_rtt_mean_ms, derived.loadgen_cpu_us_per_job))
-                write_histograms(ctx.run_dir, run)
-                write_rows(ctx.run_dir, FinishFetchRow, rows)
-                ids = RunIds(ctx.run_dir.name, ctx.profile.name, protocol)
-                shards += shard_rows(run, ids)
-                queues += queue_rows(run, ids)
-                _write_parts(ctx.run_dir, shards, queues)
-                errors.update(derived.errors_by_kind)
-                if not row.audit_ok:
-                    audits[f"{run.variant_id} r{run.rep}"] = _audit_note(run)
-                key = point_id(protocol, strategy, here.at_rate(0.0))
-                clean[key] = clean.get(key, 0) + row.clean
-                update_meta(
-                    ctx.run_dir,
-                    finish_fetch={"errors": dict(sorted(errors.items())), "audit_failures": audits},
-                )
-                _stage_meta(ctx.run_dir, opts, clean, budget)
-                line = _progress_line(run, row)
-                ctx.progress.step(f"{line}; {clean_line(clean[key], opts.repetitions)}")
+                clean = ledger.trial(run, row)
+                ctx.progress.step(f"{_progress_line(run, row)}; {clean}")
                 _stop_if_stopped(run, ctx.run_dir)
         if raw_at(opts, point):
             for protocol, strategy in rounds:
@@ -213,8 +176,7 @@ def run_stage(ctx: RunContext) -> None:
                     f"{raw.figures.jobs_per_s:.0f} jobs/s"
                 )
                 if raw.audit is not None and not raw.audit.ok:
-                    audits[f"raw-{protocol}-{strategy}-{point.label}"] = raw.audit.verdict
-                    update_meta(ctx.run_dir, finish_fetch={"audit_failures": audits})
+                    ledger.audit(f"raw-{protocol}-{strategy}-{point.label}", raw.audit.verdict)
                 ctx.progress(f"reference: {protocol} {strategy} {point.label}")
                 reference = _reference_run(ctx, opts, strategy, point, protocol)
                 ctx.progress.step(
@@ -223,29 +185,25 @@ def run_stage(ctx: RunContext) -> None:
                     f"{reference.cpu_us_per_job:.0f} µs CPU a job"
                 )
                 if not reference.audit_ok:
-                    audits[f"reference-{protocol}-{strategy}-{point.label}"] = reference.audit_verdict
-                    update_meta(ctx.run_dir, finish_fetch={"audit_failures": audits})
-                beside = (protocol, point, strategy, raw, reference)
-                rows = [_beside(r, *beside) for r in rows]
-                shown = [dataclasses.replace(t, row=_beside(t.row, *beside)) for t in shown]
-                write_rows(ctx.run_dir, FinishFetchRow, rows)
+                    ledger.audit(f"reference-{protocol}-{strategy}-{point.label}", reference.audit_verdict)
+                ledger.beside(protocol, point, strategy, raw, reference)
     run_servers(ctx, protocols)  # the Redis-bound point on each server the profile names
     notes: list[str] = []
     if opts.fidelity_calls > 0:
         ctx.progress("latency fidelity: redis-benchmark, redis-py, the raw path, the Locust path")
         fidelity = _fidelity(ctx, opts)
-        update_meta(ctx.run_dir, finish_fetch={"fidelity": fidelity})
+        ledger.out.meta(fidelity=fidelity)
         notes = fidelity_lines(fidelity)
         ctx.progress.step("latency fidelity measured")
     ctx.progress.done()
-    notes = goal_lines(map(row_dict, rows)) + notes
-    print(fold(table(shown, strategies, notes=notes)))
-    per_master = shard_table(shards)
+    notes = goal_lines(map(row_dict, ledger.rows)) + notes
+    print(fold(table(ledger.shown, strategies, notes=notes)))
+    per_master = shard_table(ledger.out.rows(FinishFetchShardRow))
     if per_master:
         print(fold(per_master))
-    if errors:
-        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(errors.items()))
-        total = sum(errors.values())
+    if ledger.errors:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(ledger.errors.items()))
+        total = sum(ledger.errors.values())
         print(f"finish_fetch: {total} calls failed ({kinds}); see the runs' logs", file=sys.stderr)
 
 
@@ -309,23 +267,6 @@ def _with_rate(point: Point, rows: list[FinishFetchRow], protocol: str) -> Point
     return point.at_rate(point.load * measured) if measured else None
 
 
-def _stage_meta(run_dir: Path, opts: FinishFetchOptions, clean: dict[str, int], budget: Budget) -> None:
-    """The stage's own part of meta.json, under its id: each point's clean windows, the budget."""
-    remeasure = {
-        "windows_a_point": budget.windows_a_point,
-        "budget_s": round(budget.seconds, 1),
-        "extra_windows": sum(budget.spent.values()),
-        "extra_s": round(budget.spent_s, 1),
-    }
-    clean_lines = {key: clean_line(n, opts.repetitions) for key, n in clean.items()}
-    update_meta(run_dir, finish_fetch={"clean": clean_lines, "remeasure": remeasure})
-
-
-def _write_parts(run_dir: Path, shards: list[FinishFetchShardRow], queues: list[FinishFetchQueueRow]) -> None:
-    write_rows(run_dir, FinishFetchShardRow, shards)
-    write_rows(run_dir, FinishFetchQueueRow, queues)
-
-
 def _raw_run(
     ctx: RunContext, opts: FinishFetchOptions, strategy: str, point: Point, protocol: str
 ) -> TrialSummary:
@@ -356,18 +297,6 @@ def _reference_run(
     path = ctx.run_dir / RAW_DIR / f"{point_id(protocol, strategy, point)}_reference.json"
     write_json(path, {"settings": run.as_dict(), **reference.as_dict()})
     return reference
-
-
-def _beside(
-    row: FinishFetchRow, protocol: str, point: Point, strategy: str, raw: TrialSummary, reference: Reference
-) -> FinishFetchRow:
-    """A Locust run's row with the raw driver's and the reference's figures at its point and strategy."""
-    at = (row.workers, row.rtt_ms, row.concurrency, row.job_ms, row.queues)
-    if row.protocol != protocol or row.strategy != strategy or row.regime != point.regime:
-        return row
-    if at != (point.workers, point.rtt_ms, point.concurrency, point.job_ms, point.queues):
-        return row
-    return with_raw(with_reference(row, reference), raw)
 
 
 def _fidelity(ctx: RunContext, opts: FinishFetchOptions) -> Fidelity:
@@ -402,15 +331,6 @@ def fidelity_lines(f: Fidelity) -> list[str]:
         f"raw driver's path {us(f.raw_path_p50_us)}; under Locust {us(f.locust_path_p50_us)} "
         f"(the harness adds {adds} to redis-py; goal: at most {HARNESS_ADDS_GOAL_US:g} µs)"
     ]
-
-
-def _audit_note(run: TrialResult) -> str:
-    """Why the run's audit_ok is false, in the audit's own words."""
-    if not run.audit.ok:
-        return run.audit.verdict
-    missing = ", ".join(run.summary.missing_processes)
-    cut = run.stopped or (f"no final report from {missing}" if missing else "the summary is incomplete")
-    return f"cut short ({cut}); the queue itself: {run.audit.verdict}"
 
 
 def _stop_if_stopped(run: TrialResult, run_dir: Path) -> None:
@@ -474,11 +394,7 @@ def _wait_words(row: FinishFetchRow) -> str:
 
 
 FLAGS = SectionFlags(FinishFetchOptions)
-
-
-def main(argv: list[str]) -> int:
-    """`python -m bench finish-fetch`: the stage alone, into its own run folder."""
-    about = "Finish-then-fetch alone: each strategy under Locust, then the raw driver. "
-    parser = FLAGS.parser("echomq-bench finish-fetch", about + "Settings default to the profile's keys.")
-    run_alone("finish_fetch", parser.parse_args(argv), FLAGS.profile, check_profile, point_seconds, run_stage)
-    return 0
+ABOUT = (
+    "Finish-then-fetch alone: each strategy under Locust, then the raw driver. "
+    "Settings default to the profile's keys."
+)

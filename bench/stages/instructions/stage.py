@@ -33,8 +33,13 @@ from bench.protocol.base import PROTOCOLS, check_protocol_names
 from bench.protocol.connection import RedisSettings
 from bench.protocol.counted import COMPLETED, QueueStaging, QueueState
 from bench.protocol.sweep import SWEEPERS
-from bench.results.files import update_meta, write_rows
-from bench.results.instructions import InstructionsCompletedRow, InstructionsPartRow, InstructionsRow
+from bench.results.files import write_meta, write_rows
+from bench.results.instructions import (
+    InstructionsCompletedRow,
+    InstructionsMeta,
+    InstructionsPartRow,
+    InstructionsRow,
+)
 from bench.stages.instructions.plan import Point, cycle_points_of, points_of
 from bench.stages.instructions.rows import (
     LEAD_CALLS,
@@ -169,7 +174,7 @@ def run_stage(ctx: RunContext) -> None:
     missing = valgrind_missing()
     if missing:
         ctx.progress.step(f"instructions: skipped, {missing}")
-        update_meta(ctx.run_dir, instructions={"skipped": missing})
+        write_meta(ctx.run_dir, InstructionsMeta, skipped=missing)
         return
     options: InstructionsOptions = ctx.profile.instructions
     points = _points(ctx.profile)
@@ -216,17 +221,16 @@ def run_stage(ctx: RunContext) -> None:
     write_rows(ctx.run_dir, InstructionsRow, rows)
     write_rows(ctx.run_dir, InstructionsPartRow, parts)
     write_rows(ctx.run_dir, InstructionsCompletedRow, jobs)
-    update_meta(
+    write_meta(
         ctx.run_dir,
-        instructions={
-            "calls": options.instructions_calls,
-            "scopes": {"command": "call()", "server": "readQueryFromClient + beforeSleep"},
-            "outside": "the client, the network and the kernel",
-            "seed": "pinned" if refused is None else refused,
-            "servers": {on.name: on.binary for on in counted} if named else {},
-            "left_out": {on.name: on.left_out for on in counted if on.left_out},
-            "state": {**phases_state(options.instructions_calls).sizes(), "lead_calls": LEAD_CALLS},
-        },
+        InstructionsMeta,
+        calls=options.instructions_calls,
+        scopes={"command": "call()", "server": "readQueryFromClient + beforeSleep"},
+        outside="the client, the network and the kernel",
+        seed="pinned" if refused is None else refused,
+        servers={on.name: on.binary for on in counted} if named else {},
+        left_out={on.name: on.left_out for on in counted if on.left_out},
+        state={**phases_state(options.instructions_calls).sizes(), "lead_calls": LEAD_CALLS},
     )
     ctx.progress.step(f"instructions counted: {InstructionsRow.FILE}")
     ctx.progress.done()

@@ -27,17 +27,17 @@ delay 0 only.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from bench.harness.context import RunContext
 from bench.harness.machine import clock, watch_run
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import Profile, RaceOptions
-from bench.harness.run_folder import run_alone
 from bench.harness.terminal import fold
 from bench.protocol.connection import RedisSettings
 from bench.protocol.sweep import SWEEPERS, has_gap
-from bench.results.files import update_meta, write_rows
+from bench.results.files import write_meta, write_rows
 from bench.results.race import RaceMeta, RaceRow
 from bench.results.rows import RunIds
 from bench.stages.race.plan import (
@@ -126,7 +126,7 @@ def check_profile(profile: Profile) -> None:
 
 def run_stage(ctx: RunContext) -> None:
     plan = RacePlan.from_options(ctx.profile.race, ctx.profile.protocols)
-    update_meta(ctx.run_dir, race=plan_record(plan))
+    write_meta(ctx.run_dir, RaceMeta, **dataclasses.asdict(plan_record(plan)))
     outcomes = run_plan(ctx.settings, plan, ctx.progress.step, ctx.watch_pids)
     ids = RunIds(ctx.run_dir.name, ctx.profile.name)
     write_rows(ctx.run_dir, RaceRow, [row_of(o, ids) for o in outcomes])
@@ -152,16 +152,12 @@ FLAGS = SectionFlags(
         "race_max_stalled": "reclaims before a job goes to failed; low values test the failed path",
     },
 )
+ABOUT = (
+    "The race audit alone: K sweepers of one variant at once over N stalled jobs. "
+    "Settings default to the profile's race keys."
+)
 
 
-def main(argv: list[str]) -> int:
-    """`python -m bench race`: the race stage alone, into its own run folder."""
-    about = "The race audit alone: K sweepers of one variant at once over N stalled jobs. "
-    about += "Settings default to the profile's race keys."
-
-    def scripts(profile: Profile) -> tuple[str, ...]:  # the variants' own, beyond the protocols'
-        return extra_scripts(RacePlan.from_options(profile.race, profile.protocols).variants)
-
-    args = FLAGS.parser("echomq-bench race", about).parse_args(argv)
-    run_alone("race", args, FLAGS.profile, check_profile, point_seconds, run_stage, scripts)
-    return 0
+def scripts_alone(profile: Profile) -> tuple[str, ...]:
+    """The variants' own scripts, beyond the protocols': loaded when the stage runs alone."""
+    return extra_scripts(RacePlan.from_options(profile.race, profile.protocols).variants)

@@ -37,10 +37,10 @@ from bench.protocol.queue import Queue
 from bench.protocol.refusal import ServerRefused
 from bench.protocol.scripts import script_source
 from bench.protocol.sweep import SWEEPERS
-from bench.results.files import PYPERF_DIR, read_json, update_meta, write_rows
+from bench.results.files import PYPERF_DIR, read_json, write_meta, write_rows
 from bench.results.meta import read_meta
 from bench.results.rows import RunIds, row_dict
-from bench.results.sweep import SweepControlRow, SweepCostRow, SweepHazardRow
+from bench.results.sweep import SweepControlRow, SweepCostRow, SweepHazardRow, SweepMeta
 from bench.stages.sweep.control import control_line, run_control
 from bench.stages.sweep.hazard import HAZARD_PROTOCOL, INTERVAL_MS, hazard_line, run_hazard, scenario_case
 from bench.stages.sweep.plan import (
@@ -274,14 +274,13 @@ def run_hazard_sizes(ctx: RunContext, client: Client) -> list[SweepHazardRow]:
             write_rows(ctx.run_dir, SweepHazardRow, rows)
     finally:
         queue.delete()
-    update_meta(
+    write_meta(
         ctx.run_dir,
-        sweep={
-            "hazard": {
-                "interval_ms": INTERVAL_MS,
-                "clients": "bullmq: BullMQ's RedisConnection (retries on timeouts); suite: no re-sends",
-                "socket_timeout": "the profile's" if options.sweep_hazard_timeout_s else "redis-py's default",
-            }
+        SweepMeta,
+        hazard={
+            "interval_ms": INTERVAL_MS,
+            "clients": "bullmq: BullMQ's RedisConnection (retries on timeouts); suite: no re-sends",
+            "socket_timeout": "the profile's" if options.sweep_hazard_timeout_s else "redis-py's default",
         },
     )
     return rows
@@ -362,14 +361,13 @@ def run_stage(ctx: RunContext) -> None:
         for r in errors:
             print(f"  {r.protocol} {r.variant} {r.scenario} {r.active_size}: {r.skipped}", file=sys.stderr)
     sizes = sorted(set(options.sweep_sizes))
-    update_meta(
+    write_meta(
         ctx.run_dir,
-        sweep={
-            "script_shas": script_shas(options.sweep_variants, protocols),
-            "slopes": fits,
-            "errors": len(errors),
-            "pyperf": {str(size): pyperf_options(size, options.sweep_reps) for size in sizes},
-        },
+        SweepMeta,
+        script_shas=script_shas(options.sweep_variants, protocols),
+        slopes=fits,
+        errors=len(errors),
+        pyperf={str(size): pyperf_options(size, options.sweep_reps) for size in sizes},
     )
 
 
@@ -377,12 +375,10 @@ def run_stage(ctx: RunContext) -> None:
 
 
 FLAGS = SectionFlags(SweepOptions, prefix="sweep-")
+ABOUT = (__doc__ or "").split("\n\n")[0]
 
 
 def main(argv: list[str]) -> int:
-    """`python -m bench sweep`: the sweep stage alone, into its own run folder."""
-    args = FLAGS.parser("echomq-bench sweep", __doc__.split("\n\n")[0]).parse_args(argv)
-    run_dir = run_alone("sweep", args, FLAGS.profile, check_profile, point_seconds, run_stage)
-    section = read_meta(run_dir).sweep
-    failed = section.errors if section is not None else 0
-    return 1 if failed else 0
+    """`python -m bench sweep`: the sweep stage alone, into its own run folder; 1 when a point failed."""
+    section = read_meta(run_alone(sys.modules[__name__], argv)).sweep
+    return 1 if section is not None and section.errors else 0

@@ -25,7 +25,8 @@ from bench.errors import BenchError
 from bench.harness.provenance import code_record
 from bench.harness.server import check_server, server_identity
 from bench.protocol.connection import redact_url
-from bench.results.files import read_json, update_meta
+from bench.results.files import read_json, write_meta
+from bench.results.meta import RunMeta
 from bench.stages.finish_fetch.in_locust.current import Current, read_settings
 from bench.stages.finish_fetch.in_locust.options import add_options, begin_test, default_summary, summary_path
 from bench.stages.finish_fetch.in_locust.user import RedisUser
@@ -164,12 +165,13 @@ def _write_run_meta(folder: Path, summary: TrialSummary, environment: Environmen
     headless = bool(getattr(environment.parsed_options, "headless", False))
     info = _server_info()
     name, own = server_identity(info) if info else (None, None)
-    update_meta(
+    write_meta(
         folder,
+        RunMeta,
         **code_record(),
         server_name=name,
         server_version=own,
-        redis_version=info.get("redis_version") if info else None,
+        redis_version=str(info["redis_version"]) if info and "redis_version" in info else None,
         run_id=folder.name,
         profile="locust",
         source=f"locust -f bench/locustfile.py ({'headless' if headless else 'web UI'})",

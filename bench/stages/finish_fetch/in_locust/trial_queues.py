@@ -18,8 +18,8 @@ from bench.protocol.audit import audit_queues, master_run_ids
 from bench.protocol.connection import Client, redact_url
 from bench.protocol.queue import Queue
 from bench.protocol.spread import homes, queue_names
-from bench.results.files import update_meta
-from bench.results.meta import KeyRecord, KeysLeft, read_meta
+from bench.results.files import write_meta
+from bench.results.meta import KeyRecord, KeysLeft, RunMeta, read_meta
 from bench.stages.finish_fetch.in_locust.current import Current
 from bench.stages.finish_fetch.in_locust.options import default_summary, keep_queue, summary_path
 from bench.stages.finish_fetch.loadstats import issued_job_ids
@@ -77,7 +77,7 @@ class TrialQueues:
         if folder is not None:
             prefixes = [queue.keys.prefix for queue in self.queues]
             record = KeyRecord(url=redact_url(Current.redis.url), own_server=False, prefixes=prefixes)
-            update_meta(folder, run_id=folder.name, profile="locust", complete=False, keys=record)
+            write_meta(folder, RunMeta, run_id=folder.name, profile="locust", complete=False, keys=record)
 
     def _on_fresh_queue(self, run: TrialSettings) -> TrialSettings:
         """The test on the first of <queue>, <queue>-2, ... none of whose queues holds a key, so its
@@ -121,7 +121,7 @@ class TrialQueues:
             record = read_meta(folder).keys if folder is not None else None
             if folder is not None and record is not None:
                 line = left_line(folder, record, None)
-                update_meta(folder, keys_left=KeysLeft(keys=None, line=line))
+                write_meta(folder, RunMeta, keys_left=KeysLeft(keys=None, line=line))
                 log.error("echomq: %s", line)
             return
         names = ", ".join(q.keys.name for q in self.queues)
