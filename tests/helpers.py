@@ -2,22 +2,41 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import psutil
 
+from bench.report.verdict import Sample
 from bench.results.finish_fetch import FinishFetchRow
 
 
 def ids(values: Iterable[Any]) -> list[str]:
     """Redis replies (bytes or str) as text."""
     return [v.decode() if isinstance(v, bytes) else str(v) for v in values]
+
+
+def csv_rows(path: Path) -> list[dict[str, str]]:
+    """A CSV file's rows, each by its columns."""
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def steady(mean: float, spread: float = 0.01) -> Sample:
+    """A figure measured three times, ``spread`` either side of ``mean``."""
+    return Sample.of([mean, mean * (1 + spread), mean * (1 - spread)])
+
+
+def tree_roots() -> list[int]:
+    """The roots of the process table (init, kthreadd): as own, every process on the machine is."""
+    return [p.pid for p in psutil.process_iter(["ppid"]) if not p.info["ppid"]]
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0, what: str = "condition") -> None:

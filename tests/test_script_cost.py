@@ -1,6 +1,5 @@
 """The per-script cost measurement: each phase is exactly its script's EVALSHA calls."""
 
-import csv
 import json
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from bench.harness.profile import FinishFetchOptions, Profile
 from bench.harness.server import ServerInfo
 from bench.protocol.phases import measure_scripts
 from bench.stages.script_cost.stage import main, run_stage
+from tests.helpers import csv_rows
 
 pytestmark = pytest.mark.protocol
 
@@ -55,8 +55,7 @@ def test_the_stage_writes_each_steps_row_a_repetition(tmp_path: Path, settings, 
         "quick", protocols=("echomq", "echomq-deadline"), finish_fetch=FinishFetchOptions(repetitions=2)
     )
     run_stage(RunContext(profile, settings, server, tmp_path))
-    with (tmp_path / "script_cost.csv").open() as handle:
-        rows = list(csv.DictReader(handle))
+    rows = csv_rows(tmp_path / "script_cost.csv")
     steps = {"fused cycle", "two-call cycle", "extendLock", "healthy sweep (100 active)"}
     for protocol in ("echomq", "echomq-deadline"):
         for rep in ("1", "2"):

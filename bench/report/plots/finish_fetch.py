@@ -204,7 +204,6 @@ def ratio_against_concurrency(ratios: pd.DataFrame, out_dir: Path) -> Plot | Non
     figure.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=8)
     axes[0].set_ylabel("jobs/s ratio (median of the repetition pairs)")
     title = "Where fusing stops mattering: the fused advantage against concurrency"
-    figure.suptitle(title)
     caption = (
         "Above the dashed line fused does more jobs/s. Each line is one protocol (its line style) at "
         "one simulated round-trip time (its colour); "
@@ -212,7 +211,7 @@ def ratio_against_concurrency(ratios: pd.DataFrame, out_dir: Path) -> Plot | Non
         "so what is left of the gap is the second call's client and Redis cost. "
         "A point whose rtt paid missed its nominal rtt is left out."
     )
-    return saved(figure, out_dir, "finish_fetch_ratio_concurrency.png", title, caption)
+    return saved(figure, out_dir, "finish_fetch_ratio_concurrency.png", title, caption, headed=True)
 
 
 STRATEGY_LINES = {"fused": "-", "two_call": "--", "two_call_pipelined": ":"}
@@ -261,12 +260,11 @@ def jobs_against_concurrency(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     axes[0].set_ylabel("jobs/s, median of clean repetitions")
     axes[0].yaxis.set_major_formatter(THOUSANDS)
     title = "Should I raise concurrency? jobs/s against jobs in flight"
-    figure.suptitle(title)
     caption = (
         "Higher is better. A line is one rtt; fused is solid, two_call dashed. "
         "Whiskers are min..max; a hollow point had no clean repetition."
     )
-    return saved(figure, out_dir, "finish_fetch_concurrency.png", title, caption)
+    return saved(figure, out_dir, "finish_fetch_concurrency.png", title, caption, headed=True)
 
 
 def ratio_against_rtt(ratios: pd.DataFrame, guesses: pd.DataFrame, out_dir: Path) -> Plot | None:
@@ -303,11 +301,10 @@ def ratio_against_rtt(ratios: pd.DataFrame, guesses: pd.DataFrame, out_dir: Path
         ax.legend(fontsize=7, loc="lower right")
     axes[0].set_ylabel("fused / two_call jobs/s")
     title = "What fusing buys at each round-trip time"
-    figure.suptitle(title)
     caption = (
         "Above the dashed line fused does more jobs/s. Dots are measured, with the pairs' range; "
         "a solid line joins one concurrency's measured rtts. "
         "Dotted lines are the closed-loop model's prediction from the run's own parts. "
         "A point whose rtt paid missed its nominal rtt is left out."
     )
-    return saved(figure, out_dir, "finish_fetch_ratio_rtt.png", title, caption)
+    return saved(figure, out_dir, "finish_fetch_ratio_rtt.png", title, caption, headed=True)
