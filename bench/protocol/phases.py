@@ -168,11 +168,6 @@ def refusal(client: Client, protocol: str | QueueProtocol) -> str | None:
     return None
 
 
-def measure_scripts(client: Client, calls: int, protocol: str = "echomq") -> list[tuple[str, int, float]]:
-    """(script, calls, server µs per call) for each phase of measure_phases."""
-    return [(name, n, usec) for name, n, usec, _ in measure_phases(client, calls, protocol)]
-
-
 # A worker's cycle, as phases of measure_phases: the fused one is one moveToFinished with
 # fetch next; the two-call one is moveToFinished without it, then moveToActive.
 CYCLES: dict[str, tuple[str, ...]] = {

@@ -129,8 +129,7 @@ def finish_fetch_table(data: RunData) -> pd.DataFrame | None:
     with none marked, cells.py), the rtt paid beside the nominal, and fused over two_call paired by
     repetition (ratio_text: "rtt missed" in its place where the rtt missed). The marks ride in
     ``attrs["marks"]``, and what "rtt missed" means in ``attrs["notes"]``, for the notes under the table."""
-    frame = data.frames.get("finish_fetch")
-    if frame is None or frame.empty:
+    if (frame := data.frame("finish_fetch")) is None:
         return None
     point = list(POINT_COLUMNS)
     frame, marks = judged_frame(frame, [*point, "strategy"])
@@ -163,8 +162,7 @@ def finish_fetch_table(data: RunData) -> pd.DataFrame | None:
 
 
 def script_cost_table(data: RunData) -> pd.DataFrame | None:
-    frame = data.frames.get("script_cost")
-    if frame is None or frame.empty:
+    if (frame := data.frame("script_cost")) is None:
         return None
     grouped = frame.groupby(["step", "protocol"], sort=False)
     us = grouped["server_us_per_call"].median().unstack("protocol")
@@ -183,8 +181,7 @@ def script_cost_table(data: RunData) -> pd.DataFrame | None:
 
 def instructions_by_step(data: RunData) -> dict[tuple[str, str], str]:
     """(protocol, script cost step) -> its instructions a unit inside command execution, shown."""
-    frame = data.frames.get("instructions")
-    if frame is None or frame.empty:
+    if (frame := data.frame("instructions")) is None:
         return {}
     found = {}
     for row in frame.to_dict("records"):
@@ -196,8 +193,7 @@ def instructions_by_step(data: RunData) -> dict[tuple[str, str], str]:
 
 def sweep_table(data: RunData, column: str) -> pd.DataFrame | None:
     """A variant and scenario a row, an active-list size a column: ``column`` (a median of the sweeps)."""
-    frame = data.frames.get("sweep")
-    if frame is None or frame.empty:
+    if (frame := data.frame("sweep")) is None:
         return None
     table = frame.pivot_table(
         index=["protocol", "variant", "scenario"], columns="active_size", values=column, aggfunc="first"
@@ -209,16 +205,14 @@ def sweep_table(data: RunData, column: str) -> pd.DataFrame | None:
 def race_table(
     data: RunData, by: tuple[str, ...] = ("protocol", "variant", "sweepers")
 ) -> pd.DataFrame | None:
-    frame = data.frames.get("race")
-    if frame is None or frame.empty:
+    if (frame := data.frame("race")) is None:
         return None
     counts = ["double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations"]
     return frame.groupby(list(by), as_index=False, sort=False)[counts].sum()
 
 
 def worker_table(data: RunData) -> pd.DataFrame | None:
-    frame = data.frames.get("bullmq_worker")
-    if frame is None or frame.empty:
+    if (frame := data.frame("bullmq_worker")) is None:
         return None
     columns = ["jobs_per_s", "client_cpu_us_per_job", "redis_calls_per_job"]
     return frame.groupby(["driver", "concurrency"], as_index=False, sort=False)[columns].median()
