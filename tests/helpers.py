@@ -39,6 +39,12 @@ def tree_roots() -> list[int]:
     return [p.pid for p in psutil.process_iter(["ppid"]) if not p.info["ppid"]]
 
 
+def gone(pid: int) -> bool:
+    """True when ``pid`` has ended (no process, or a zombie left for its parent to reap)."""
+    status = Path(f"/proc/{pid}/status")
+    return not status.exists() or "zombie" in status.read_text()
+
+
 def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0, what: str = "condition") -> None:
     """Poll ``condition`` until true; fail the test with ``what`` after the deadline."""
     deadline = time.monotonic() + timeout_s

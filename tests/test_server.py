@@ -14,6 +14,7 @@ from bench.errors import BenchError
 from bench.harness.run_server import redis_for_run
 from bench.harness.server import EmbeddedRedis, check_server, require_version
 from bench.protocol.connection import RedisSettings, redact_url
+from tests.helpers import gone
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -40,7 +41,7 @@ def test_embedded_server_starts_from_each_source_and_is_gone_after(source: str):
         assert server.version()
     assert server.process is not None and server.process.poll() is not None
     assert not folder.exists()
-    assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+    assert gone(pid)
 
 
 def test_redis_for_run_uses_redis_url_when_set(redis_server: EmbeddedRedis):

@@ -70,9 +70,9 @@ class Inputs:
     queue_name: str = field(default_factory=lambda: fresh_queue_name("cost"))
 
     @classmethod
-    def fixed(cls, queue_name: str, start_ms: int = FIXED_START_MS) -> Inputs:
-        """A clock ticking 1 ms a call from ``start_ms``, one worker id, ``queue_name``."""
-        return cls(_ticking(start_ms), "phases-work0", queue_name)
+    def fixed(cls, queue_name: str) -> Inputs:
+        """A clock ticking 1 ms a call from FIXED_START_MS, one worker id, ``queue_name``."""
+        return cls(_ticking(FIXED_START_MS), "phases-work0", queue_name)
 
 
 def run_phases(

@@ -202,13 +202,11 @@ def sweep_table(data: RunData, column: str) -> pd.DataFrame | None:
     return table.reset_index()
 
 
-def race_table(
-    data: RunData, by: tuple[str, ...] = ("protocol", "variant", "sweepers")
-) -> pd.DataFrame | None:
+def race_table(data: RunData) -> pd.DataFrame | None:
     if (frame := data.frame("race")) is None:
         return None
     counts = ["double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations"]
-    return frame.groupby(list(by), as_index=False, sort=False)[counts].sum()
+    return frame.groupby(["protocol", "variant", "sweepers"], as_index=False, sort=False)[counts].sum()
 
 
 def worker_table(data: RunData) -> pd.DataFrame | None:

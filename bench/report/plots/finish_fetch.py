@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
@@ -28,6 +29,14 @@ from bench.report.plots.style import (
 from bench.report.ratios import paired_ratios, ratio_text
 
 POINT_COLUMNS = ("workers", "queues", "concurrency", "job_ms", "rtt_ms")
+
+
+def _x_axis(ax: Axes, label: str, title: str) -> None:
+    """A panel's x axis in plain numbers, with its label, the panel's title and its grid."""
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel(label)
+    ax.set_title(title)
+    ax.grid(which="both", alpha=0.3)
 
 
 def _num(value: object) -> str:
@@ -194,10 +203,7 @@ def ratio_against_concurrency(ratios: pd.DataFrame, out_dir: Path) -> Plot | Non
                         color=PALETTE[n % len(PALETTE)], linestyle=style, label=label)  # fmt: skip
         ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
         ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.set_xlabel("jobs in flight per worker connection (concurrency, log scale)")
-        ax.set_title(f"fused / {other}")
-        ax.grid(which="both", alpha=0.3)
+        _x_axis(ax, "jobs in flight per worker connection (concurrency, log scale)", f"fused / {other}")
     # one legend below the panels, off the data (the panels share their lines)
     handles, labels = axes[0].get_legend_handles_labels()
     ncol = legend_columns(labels, figure, 8, most=len(protocols) if len(protocols) > 1 else 4)
@@ -252,10 +258,7 @@ def jobs_against_concurrency(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
             hollow = cells[~cells["clean"]]
             ax.scatter(hollow.index, hollow["jobs"], s=60, facecolors="white", edgecolors=colour_, zorder=3)
         ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.set_xlabel("jobs in flight per worker (log scale)")
-        ax.set_title(protocol)
-        ax.grid(which="both", alpha=0.3)
+        _x_axis(ax, "jobs in flight per worker (log scale)", protocol)
         ax.legend(fontsize=7, loc="upper left")
     axes[0].set_ylabel("jobs/s, median of clean repetitions")
     axes[0].yaxis.set_major_formatter(THOUSANDS)
@@ -294,10 +297,7 @@ def ratio_against_rtt(ratios: pd.DataFrame, guesses: pd.DataFrame, out_dir: Path
                             linestyle="-", linewidth=1.2, label=f"{level:g} in flight, measured")  # fmt: skip
         ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
         ax.set_xscale("symlog", linthresh=1.0)
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.set_xlabel("round-trip time, ms (0, then log scale)")
-        ax.set_title(protocol)
-        ax.grid(which="both", alpha=0.3)
+        _x_axis(ax, "round-trip time, ms (0, then log scale)", protocol)
         ax.legend(fontsize=7, loc="lower right")
     axes[0].set_ylabel("fused / two_call jobs/s")
     title = "What fusing buys at each round-trip time"
