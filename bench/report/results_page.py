@@ -304,18 +304,17 @@ def headline_run(runs: list[RunData]) -> RunData | None:
     return next((data for data in runs if data.meta.profile == HEADLINE_PROFILE), None)
 
 
+def page_link(data: RunData) -> str:
+    """The run's section of the results page, as the README links it."""
+    return f"docs/results/README.md#{anchor(data.run_id)}"
+
+
 def render_headline(runs: list[RunData]) -> str:
     """The README's block between its markers."""
-    data = headline_run(runs)
-    if data is None:
+    if (data := headline_run(runs)) is None:
         return NONE_YET
-    link = f"docs/results/README.md#{anchor(data.run_id)}"
-    lines = [
-        f"How quiet the machine was in run [{data.run_id}]({link}): {quiet_check(data)}.",
-        "",
-        GENERATED,
-    ]
-    return "\n".join(lines).rstrip()
+    quiet = f"How quiet the machine was in run [{data.run_id}]({page_link(data)}): {quiet_check(data)}."
+    return f"{quiet}\n\n{GENERATED}".rstrip()
 
 
 STRESS_PROFILE = "stress"  # its bigger sweeps: the sweep's answer must hold for them too
@@ -323,10 +322,9 @@ STRESS_PROFILE = "stress"  # its bigger sweeps: the sweep's answer must hold for
 
 def render_findings(runs: list[RunData]) -> str:
     """The README's "What we found" block: the headline run's findings, generated."""
-    data = headline_run(runs)
-    if data is None:
+    if (data := headline_run(runs)) is None:
         return NONE_YET
-    link = f"docs/results/README.md#{anchor(data.run_id)}"
+    link = page_link(data)
     commit = str(data.meta.git_sha or "unknown")[:12]
     same = [run for run in runs if run.meta.profile == HEADLINE_PROFILE]
     # a figure on the front page comes from a committed tree: a stress run made dirty is left out
