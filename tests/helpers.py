@@ -2,22 +2,60 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 import psutil
+import pytest
 
+from bench.errors import BenchError
+from bench.report.verdict import Sample
 from bench.results.finish_fetch import FinishFetchRow
 
 
 def ids(values: Iterable[Any]) -> list[str]:
     """Redis replies (bytes or str) as text."""
     return [v.decode() if isinstance(v, bytes) else str(v) for v in values]
+
+
+def csv_rows(path: Path) -> list[dict[str, str]]:
+    """A CSV file's rows, each by its columns."""
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def steady(mean: float, spread: float = 0.01) -> Sample:
+    """A figure measured three times, ``spread`` either side of ``mean``."""
+    return Sample.of([mean, mean * (1 + spread), mean * (1 - spread)])
+
+
+def tree_roots() -> list[int]:
+    """The roots of the process table (init, kthreadd): as own, every process on the machine is."""
+    return [p.pid for p in psutil.process_iter(["ppid"]) if not p.info["ppid"]]
+
+
+def gone(pid: int) -> bool:
+    """True when ``pid`` has ended (no process, or a zombie left for its parent to reap)."""
+    status = Path(f"/proc/{pid}/status")
+    return not status.exists() or "zombie" in status.read_text()
+
+
+Made = TypeVar("Made")
+
+
+def made_from(make: Callable[[Any], Made], source: str) -> Made:
+    """``make(source)``, or the test skipped where this machine has no redis-server from ``source``."""
+    try:
+        return make(source)
+    except BenchError:
+        pytest.skip(f"no redis-server from {source} on this machine")
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0, what: str = "condition") -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
@@ -20,11 +19,7 @@ from bench.stages.bullmq_worker.plan import NODE_DRIVERS
 from bench.stages.race.plan import RacePlan, points_of
 from bench.stages.sweep.plan import points_of as sweep_points_of
 from bench.stages.sweep.stage import check_profile
-
-
-def rows_of(path: Path) -> list[dict[str, str]]:
-    with path.open() as handle:
-        return list(csv.DictReader(handle))
+from tests.helpers import csv_rows
 
 
 def test_the_sweep_plan_gives_bullmq_its_own_sweep_only():
@@ -56,7 +51,7 @@ def test_the_sweep_stage_measures_both_protocols(tmp_path: Path, settings, monke
     argv += ["--variants", "atomic", "--scenarios", "mixed,all_stalled", "--results", str(tmp_path)]
     assert bench_main(argv) == 0
     [run_dir] = list(tmp_path.iterdir())
-    rows = rows_of(run_dir / "sweep_cost.csv")
+    rows = csv_rows(run_dir / "sweep_cost.csv")
     assert set(rows[0]) == set(columns_of(SweepCostRow))
     assert {(r["protocol"], r["scenario"]) for r in rows} == {
         (p, s) for p in ("echomq", "bullmq") for s in ("mixed", "all_stalled")
@@ -87,7 +82,7 @@ def test_the_race_stage_runs_bullmqs_sweep_at_zero_anomalies(tmp_path: Path, set
     argv += ["--jobs", "30", "--delay-ms", "0", "--reps", "1", "--workers", "1", "--results", str(tmp_path)]
     assert bench_main(argv) == 0
     [run_dir] = list(tmp_path.iterdir())
-    rows = rows_of(run_dir / "race.csv")
+    rows = csv_rows(run_dir / "race.csv")
     assert tuple(rows[0]) == columns_of(RaceRow)
     [bullmq] = [r for r in rows if r["protocol"] == "bullmq"]
     assert bullmq["variant"] == "atomic"
@@ -113,7 +108,7 @@ def test_bullmqs_own_worker_and_the_suites_loops_process_a_prefilled_queue(
         == 0
     )
     [run_dir] = list(results.iterdir())
-    rows = {r["driver"]: r for r in rows_of(run_dir / "bullmq_worker.csv")}
+    rows = {r["driver"]: r for r in csv_rows(run_dir / "bullmq_worker.csv")}
     node_drivers = set(NODE_DRIVERS) if isinstance(peer, NodePeer) else set()
     assert set(rows) == {"bullmq_worker", "fused", "two_call", *node_drivers}
     for row in rows.values():
@@ -185,7 +180,7 @@ def test_finish_fetch_alternates_the_protocols_and_audits_bullmqs_queue(
     server = ServerInfo(redis_server.url, redis_server.source, redis_server.binary, redis_server.version())
     profile = Profile("quick", protocols=("echomq", "bullmq"), finish_fetch=quick)
     run_stage(RunContext(profile, settings, server, tmp_path))
-    rows = rows_of(tmp_path / "finish_fetch.csv")
+    rows = csv_rows(tmp_path / "finish_fetch.csv")
     assert [(r["protocol"], r["strategy"]) for r in rows] == [
         ("echomq", "fused"), ("echomq", "two_call"), ("bullmq", "fused"), ("bullmq", "two_call"),
     ]  # fmt: skip

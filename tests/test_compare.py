@@ -49,14 +49,10 @@ from bench.report.load import FRAMES, load_run
 from bench.report.publish import AA_DIR
 from bench.report.verdict import NOT_JUDGED, SHOWN, Sample, verdict
 from bench.results.meta import RunMeta
-from tests.helpers import finish_fetch_row
+from tests.helpers import finish_fetch_row, steady
 
 STAGES = "finish_fetch,script_cost,sweep,race"  # the report stage adds nothing to compare
 FIXTURES = Path(__file__).parent / "data"
-
-
-def steady(mean: float, spread: float = 0.01) -> Sample:
-    return Sample.of([mean, mean * (1 + spread), mean * (1 - spread)])
 
 
 # ---- the significance test -------------------------------------------------------------------

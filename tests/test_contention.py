@@ -18,13 +18,11 @@ every try). No assertion is on a time.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-import psutil
 import pytest
 
 from bench.__main__ import main as bench_main
@@ -45,6 +43,7 @@ from bench.stages.finish_fetch.locust_trial import run_trial
 from bench.stages.finish_fetch.plan import Point
 from bench.stages.race.plan import RacePlan
 from bench.stages.race.stage import run_plan
+from tests.helpers import csv_rows, tree_roots
 
 HOG_PCT = 95.0  # % of a core: the injected hog's share of every window
 HOG = Busy(4242, "hog", HOG_PCT)  # the process the injected check before the run names
@@ -106,11 +105,6 @@ def hog(monkeypatch: pytest.MonkeyPatch) -> Busy:
     return HOG
 
 
-def tree_roots() -> list[int]:
-    """The roots of the process table (init, kthreadd): as own, every process on the machine is."""
-    return [p.pid for p in psutil.process_iter(["ppid"]) if not p.info["ppid"]]
-
-
 LOSSLESS_TRIES = 3
 
 
@@ -138,8 +132,7 @@ def race_windows(results: Path) -> list[Window]:
     before = set(results.glob("*/race.csv"))
     assert bench_main(argv) == 0
     (path,) = set(results.glob("*/race.csv")) - before
-    with path.open() as handle:
-        return list(csv.DictReader(handle))
+    return csv_rows(path)
 
 
 @pytest.fixture

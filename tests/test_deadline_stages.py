@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
@@ -22,14 +21,10 @@ from bench.stages.script_cost.rows import script_cost_rows
 from bench.stages.sweep.plan import SweepCase
 from bench.stages.sweep.rows import load_side
 from bench.stages.sweep.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_count, stalled_share
+from tests.helpers import csv_rows
 
 DEADLINE = "echomq-deadline"
 ANOMALIES = ("double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations")
-
-
-def rows_of(path: Path) -> list[dict[str, str]]:
-    with path.open() as handle:
-        return list(csv.DictReader(handle))
 
 
 @pytest.fixture(params=["echomq", DEADLINE])
@@ -64,7 +59,7 @@ def test_every_timed_deadline_sweep_reclaims_the_stalled_share(tmp_path: Path, s
     argv += ["--reps", "2", "--variants", "atomic", "--scenarios", ",".join(scenarios)]
     assert bench_main([*argv, "--results", str(tmp_path)]) == 0
     [run_dir] = list(tmp_path.iterdir())
-    rows = rows_of(run_dir / "sweep_cost.csv")
+    rows = csv_rows(run_dir / "sweep_cost.csv")
     assert {(r["protocol"], r["scenario"], int(r["active_size"])) for r in rows} == {
         (DEADLINE, s, n) for s in scenarios for n in sizes
     }
@@ -97,7 +92,7 @@ def test_the_race_stage_runs_the_deadline_sweep_at_zero_anomalies(tmp_path: Path
     argv += ["--results", str(tmp_path)]
     assert bench_main(argv) == 0
     [run_dir] = list(tmp_path.iterdir())
-    rows = rows_of(run_dir / "race.csv")
+    rows = csv_rows(run_dir / "race.csv")
     # Only its own sweep keeps the index, in one call or a pass over calls: only those race.
     assert [(r["protocol"], r["variant"], r["sweepers"]) for r in rows] == [
         (DEADLINE, "atomic", "2"),

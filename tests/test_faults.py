@@ -10,7 +10,6 @@ and that no process of the run is left.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import signal
@@ -29,7 +28,7 @@ from bench.harness.children import group_alive
 from bench.harness.server import EmbeddedRedis
 from bench.protocol.keys import QueueKeys
 from bench.report.cli import report_main
-from tests.helpers import wait_until
+from tests.helpers import csv_rows, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 WINDOW_OPEN = "window 1 opened"  # Locust's log line once warm-up is over and measuring began
@@ -180,8 +179,7 @@ class BenchRun:
         return data
 
     def rows(self) -> list[dict[str, str]]:
-        with (self.run_dir / "finish_fetch.csv").open() as handle:
-            return list(csv.DictReader(handle))
+        return csv_rows(self.run_dir / "finish_fetch.csv")
 
     def summary(self) -> dict[str, Any]:
         (path,) = self.run_dir.glob("locust/*_summary.json")

@@ -35,7 +35,7 @@ from bench.harness.machine import (
     named_check,
     worst_of,
 )
-from tests.helpers import all_but, cpu_hog, cpu_s, wait_until
+from tests.helpers import all_but, cpu_hog, cpu_s, tree_roots, wait_until
 
 # A child that spawns one more child (a sleeper) each time it reads a line, and says its pid.
 SPAWNER = """
@@ -103,11 +103,6 @@ def until_used(pid: int, seconds: float) -> None:
     """Wait until process ``pid`` has used ``seconds`` more CPU: a window of known work."""
     start = cpu_s(pid)
     wait_until(lambda: cpu_s(pid) - start >= seconds, timeout_s=30, what=f"pid {pid} to use {seconds}s CPU")
-
-
-def tree_roots() -> list[int]:
-    """The roots of the whole process table (init, kthreadd): with them as own, every process is."""
-    return [p.pid for p in psutil.process_iter(["ppid"]) if not p.info["ppid"]]
 
 
 HOG_USES_S = 0.8  # the hog's CPU seconds inside a window: the window ends when it has used them

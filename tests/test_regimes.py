@@ -3,7 +3,6 @@ invariants against a real redis-server, never a duration or a throughput."""
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import itertools
 import json
@@ -40,7 +39,7 @@ from bench.stages.finish_fetch.remeasure import (
 )
 from bench.stages.finish_fetch.stage import run_stage
 from bench.stages.finish_fetch.trial_settings import TrialSettings
-from tests.helpers import finish_fetch_row
+from tests.helpers import csv_rows, finish_fetch_row
 
 BASE = FinishFetchOptions(
     strategies=("fused", "two_call"), repetitions=1, workers=(2,), concurrency=(8,), rtt_ms=(0.0,),
@@ -204,8 +203,7 @@ def _stage(
 ) -> list[dict[str, str]]:
     info = ServerInfo(server.url, server.source, server.binary, server.version())
     run_stage(RunContext(Profile("quick", finish_fetch=opts), settings, info, tmp_path))
-    with (tmp_path / FinishFetchRow.FILE).open() as handle:
-        return list(csv.DictReader(handle))
+    return csv_rows(tmp_path / FinishFetchRow.FILE)
 
 
 RTT_MS = 1.0  # the point an rtt judge is handed at: rtt 0 is never judged

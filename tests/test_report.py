@@ -24,6 +24,7 @@ from bench.results.race import RaceRow
 from bench.results.rows import columns_of
 from bench.results.sweep import SweepCostRow
 from tests.data.make_fixtures import CHANGES, PARTIAL, RUN_A, RUN_B, write_concurrency_run
+from tests.helpers import steady
 
 DATA = Path(__file__).parent / "data"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -43,10 +44,6 @@ def results(tmp_path: Path) -> Path:
     for name in (RUN_A, RUN_B, PARTIAL):
         shutil.copytree(DATA / name, tmp_path / name)
     return tmp_path
-
-
-def steady(mean: float, spread: float = 0.01) -> Sample:
-    return Sample.of([mean, mean * (1 + spread), mean * (1 - spread)])
 
 
 # ---- verdicts -------------------------------------------------------------------------------

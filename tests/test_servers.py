@@ -27,6 +27,7 @@ from bench.report.sections.servers import servers_section
 from bench.stages.finish_fetch.servers import run_servers
 from bench.stages.instructions.plan import Point
 from bench.stages.instructions.stage import count_all
+from tests.helpers import csv_rows
 from tests.test_instructions import needs_valgrind
 
 REPO = Path(__file__).resolve().parent.parent
@@ -89,8 +90,7 @@ def test_the_bound_point_runs_on_each_named_server_into_a_file_of_its_own(tmp_pa
     out = run_bench(tmp_path, TINY + f"servers = {BINARY}\n")
     assert out.returncode == 0, out.stderr
     (run_dir,) = (tmp_path / "results").iterdir()
-    with (run_dir / "finish_fetch_servers.csv").open() as handle:
-        rows = list(csv.DictReader(handle))
+    rows = csv_rows(run_dir / "finish_fetch_servers.csv")
     name = f"redis {_version(BINARY)}"
     assert [(r["server"], r["strategy"], r["concurrency"], r["rtt_ms"]) for r in rows] == [
         (name, "fused", "8", "0.0"),

@@ -24,6 +24,7 @@ from bench.stages.sweep.pyperf_program import PROGRAM, ProgramSettings, forward_
 from bench.stages.sweep.rows import SIDE_DIR, SizeOutcome, make_row, row_of
 from bench.stages.sweep.stage import _point_estimate, main, point_seconds
 from bench.stages.sweep.table import slopes, table
+from tests.helpers import csv_rows
 
 # Spins inside Redis for ARGV[1] ms (by Redis's clock): a stand-in for a long sweep.
 SPIN = """
@@ -263,8 +264,7 @@ def test_the_sweep_command_writes_every_column(tmp_path: Path, settings, monkeyp
     )  # fmt: skip
     assert code == 0
     [run_dir] = list(tmp_path.iterdir())
-    with open(run_dir / "sweep_control.csv") as handle:
-        [control] = list(csv.DictReader(handle))
+    [control] = csv_rows(run_dir / "sweep_control.csv")
     assert (control["protocol"], control["calls"], control["iterations"]) == ("none", "30", "100")
     if int(control["calls_mixed"]) < 30:  # another test's script call can overlap one (counted)
         median, p999, worst = (int(control[c]) for c in ("redis_us_median", "redis_us_p999", "redis_us_max"))
@@ -380,8 +380,7 @@ def test_the_sweep_command_counts_each_point_once_on_the_progress_line(
     )  # fmt: skip
     assert code == 0
     [run_dir] = list(tmp_path.iterdir())
-    with open(run_dir / "sweep_cost.csv") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = csv_rows(run_dir / "sweep_cost.csv")
     # echomq's atomic and (capped) atomic_linear, bullmq's atomic: three points, one skipped
     assert len(rows) == 3 and sum(r["skipped"] != NOT_SKIPPED for r in rows) == 1
     counts = re.findall(r"\[1/1 sweep (\d+)/(\d+)", capsys.readouterr().err)

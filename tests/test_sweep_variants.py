@@ -24,15 +24,12 @@ from bench.protocol.sweep import (
 )
 from bench.stages.sweep.probe import Probe
 from bench.stages.sweep.scenario import BENCH_MAX_STALLED, SCENARIOS, ScenarioQueue, stalled_share
+from tests.helpers import ids
 
 pytestmark = pytest.mark.protocol
 
 ATOMIC = ("atomic", "atomic_linear", "atomic_sliced")
 STALLED_REASON = "job stalled more than allowable limit"
-
-
-def ids(values: list[bytes]) -> list[str]:
-    return [v.decode() for v in values]
 
 
 def atomic(queue: Queue, variant: str, max_stalled: int = 1, interval_ms: int = 0) -> AtomicSweeper:

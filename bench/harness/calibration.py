@@ -55,26 +55,26 @@ class Calibration:
         return CalibrationMeta(python_loop_ns=loop, ping_p50_us=ping, evalsha_us=evalsha, took_s=took)
 
 
-def python_loop_ns(iterations: int = LOOP_ITERATIONS, rounds: int = LOOP_ROUNDS) -> float:
-    """ns per iteration of a fixed loop of integer arithmetic, the fastest of ``rounds``.
+def python_loop_ns() -> float:
+    """ns per iteration of a fixed loop of integer arithmetic, the fastest of LOOP_ROUNDS.
 
     The fastest round is the machine's speed; the slower ones measured what else ran."""
     best = float("inf")
-    for _ in range(rounds):
+    for _ in range(LOOP_ROUNDS):
         total = 0
         start = time.perf_counter_ns()
-        for i in range(iterations):
+        for i in range(LOOP_ITERATIONS):
             total += i * i % 7
         best = min(best, time.perf_counter_ns() - start)
-    return best / iterations
+    return best / LOOP_ITERATIONS
 
 
-def ping_p50_us(client: redis.Redis | RedisCluster, pings: int = PINGS) -> float:
+def ping_p50_us(client: redis.Redis | RedisCluster) -> float:
     client.ping()  # the connection is made before the first timed call
     medians = []
     for _ in range(ROUNDS):
         times = []
-        for _ in range(max(1, pings // ROUNDS)):
+        for _ in range(max(1, PINGS // ROUNDS)):
             start = time.perf_counter_ns()
             client.ping()
             times.append(time.perf_counter_ns() - start)
@@ -82,7 +82,7 @@ def ping_p50_us(client: redis.Redis | RedisCluster, pings: int = PINGS) -> float
     return min(medians) / 1000
 
 
-def evalsha_us(client: redis.Redis | RedisCluster, calls: int = EVALSHAS) -> float | None:
+def evalsha_us(client: redis.Redis | RedisCluster) -> float | None:
     """Redis's µs per EVALSHA of ``return 1``, from the commandstats delta of our calls: the
     fastest round's."""
     sha = str(client.script_load(RETURN_ONE))
@@ -90,7 +90,7 @@ def evalsha_us(client: redis.Redis | RedisCluster, calls: int = EVALSHAS) -> flo
     rounds = []
     for _ in range(ROUNDS):
         before = CommandStats.read(client)
-        for _ in range(max(1, calls // ROUNDS)):
+        for _ in range(max(1, EVALSHAS // ROUNDS)):
             client.evalsha(sha, 0)
         delta = CommandStats.read(client).since(before)
         counted = delta.calls.get("evalsha", 0)

@@ -466,12 +466,12 @@ def _self_cpu() -> CpuTable:
     return out
 
 
-def check_machine(roots: Iterable[int] | None = None, window_s: float = CHECK_WINDOW_S) -> MachineCheck:
-    """Watch the machine for ``window_s`` (nothing of the run measured yet) and name the busiest
+def check_machine(roots: Iterable[int] | None = None) -> MachineCheck:
+    """Watch the machine for CHECK_WINDOW_S (nothing of the run measured yet) and name the busiest
     processes outside the run's family (by default the calling process's)."""
     before = _self_cpu()
     watch = MachineWatch([os.getpid()] if roots is None else roots).start()
-    time.sleep(window_s)
+    time.sleep(CHECK_WINDOW_S)
     sample = watch.stop()
     return named_check(sample, before, _self_cpu())
 

@@ -72,10 +72,10 @@ def wrap_note(text: str, width: int | None = None, indent: str = "") -> str:
     return textwrap.fill(text, width=width or table_width(), subsequent_indent=indent or "  ")
 
 
-def fold(text: str, width: int | None = None) -> str:
-    """Every line of ``text`` within ``width`` (the table width): a longer one folded at spaces,
-    its continuation indented under its start, so it never reads as a row of its own."""
-    width = width or table_width()
+def fold(text: str) -> str:
+    """Every line of ``text`` within the table width: a longer one folded at spaces, its
+    continuation indented under its start, so it never reads as a row of its own."""
+    width = table_width()
     out: list[str] = []
     for line in text.split("\n"):
         if len(line) <= width:

@@ -70,9 +70,9 @@ class Inputs:
     queue_name: str = field(default_factory=lambda: fresh_queue_name("cost"))
 
     @classmethod
-    def fixed(cls, queue_name: str, start_ms: int = FIXED_START_MS) -> Inputs:
-        """A clock ticking 1 ms a call from ``start_ms``, one worker id, ``queue_name``."""
-        return cls(_ticking(start_ms), "phases-work0", queue_name)
+    def fixed(cls, queue_name: str) -> Inputs:
+        """A clock ticking 1 ms a call from FIXED_START_MS, one worker id, ``queue_name``."""
+        return cls(_ticking(FIXED_START_MS), "phases-work0", queue_name)
 
 
 def run_phases(
@@ -166,11 +166,6 @@ def refusal(client: Client, protocol: str | QueueProtocol) -> str | None:
     except redis.ResponseError as exc:
         return first_line(exc)
     return None
-
-
-def measure_scripts(client: Client, calls: int, protocol: str = "echomq") -> list[tuple[str, int, float]]:
-    """(script, calls, server µs per call) for each phase of measure_phases."""
-    return [(name, n, usec) for name, n, usec, _ in measure_phases(client, calls, protocol)]
 
 
 # A worker's cycle, as phases of measure_phases: the fused one is one moveToFinished with

@@ -136,8 +136,8 @@ class Queue:
             self.queue_on(pipe, call)
         return list(pipe.execute(raise_on_error=False))
 
-    def pause(self, paused: bool = True) -> None:
-        self.client.hset(self.keys.meta, "paused", "1" if paused else "0")
+    def pause(self) -> None:
+        self.client.hset(self.keys.meta, "paused", "1")
 
     def key_names(self) -> Iterator[str]:
         """Every key of this queue that exists now (SCAN, never KEYS)."""

@@ -55,11 +55,6 @@ class Refusal:
     kind: str  # oom, readonly, misconf, noperm, loading, clusterdown
     said: str
 
-    @property
-    def refuses_writes(self) -> bool:
-        """The server took no write: its queues are not the run's, so no audit can judge them."""
-        return self.kind in ("oom", "readonly", "misconf", "noperm")
-
 
 def refusal(exc: BaseException) -> Refusal | None:
     """The refusal ``exc`` is, or None for a failure the caller counts and goes on from."""

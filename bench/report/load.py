@@ -60,6 +60,11 @@ class RunData:
     def complete(self) -> bool:
         return self.meta.complete
 
+    def frame(self, stage: str) -> pd.DataFrame | None:
+        """The rows of ``stage``'s file, or None where the run has none (absent or empty)."""
+        frame = self.frames.get(stage)
+        return None if frame is None or frame.empty else frame
+
 
 def is_run(path: Path) -> bool:
     return (path / "meta.json").is_file() or any((path / row.FILE).is_file() for row in STAGE_FILES.values())

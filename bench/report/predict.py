@@ -139,8 +139,7 @@ def guess(cells: pd.DataFrame, protocol: str, strategy: str, point: Point, machi
 
 def what_if(data: RunData, points: list[Point]) -> pd.DataFrame:
     """A row a protocol and point: fused and two_call predicted, their ratio, each marked."""
-    frame = data.frames.get("finish_fetch")
-    if frame is None or frame.empty:
+    if (frame := data.frame("finish_fetch")) is None:
         return pd.DataFrame()
     closed = closed_loop(frame)
     if closed.empty:  # an open-loop run only: no cell whose jobs/s the workers set
@@ -205,8 +204,7 @@ def predict_main(argv: list[str]) -> int:
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders are")
     args = parser.parse_args(argv)
     data = load_run(resolve_run(args.run, args.results))
-    frame = data.frames.get("finish_fetch")
-    if frame is None or frame.empty:
+    if (frame := data.frame("finish_fetch")) is None:
         raise BenchError(f"{data.run_id} has no finish_fetch.csv rows to take a model's parts from")
     jobs_ms = args.job_ms or [run_job_ms(frame)]
     if any(c < 1 for c in args.concurrency) or any(r < 0 for r in [*args.rtt_ms, *jobs_ms]):

@@ -44,11 +44,11 @@ def shown_point_columns(frame: pd.DataFrame) -> list[str]:
     return [*shown, "rtt_ms"]
 
 
-def paired_ratios(frame: pd.DataFrame, column: str = "jobs_per_s") -> pd.DataFrame:
-    """One row per point and strategy other than fused: fused/other ``column`` as the median of
+def paired_ratios(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per point and strategy other than fused: fused/other jobs/s as the median of
     the repetition pairs, its min and max, how many pairs, and whether its rtt missed."""
     frame = frame.assign(**{c: v for c, v in POINT_DEFAULTS.items() if c not in frame.columns})
-    needed = {"strategy", "rep", column, *POINT_COLUMNS}
+    needed = {"strategy", "rep", "jobs_per_s", *POINT_COLUMNS}
     if frame.empty or not needed <= set(frame.columns) or BASE not in set(frame["strategy"]):
         return pd.DataFrame(columns=list(RATIO_COLUMNS))
     others = [v for v in dict.fromkeys(frame["strategy"]) if v != BASE]
@@ -60,7 +60,7 @@ def paired_ratios(frame: pd.DataFrame, column: str = "jobs_per_s") -> pd.DataFra
         base = group[group["strategy"] == BASE]
         for other in others:
             against = group[group["strategy"] == other]
-            a, b = values_by_rep(base, column), values_by_rep(against, column)
+            a, b = values_by_rep(base), values_by_rep(against)
             ratio = headline_ratio(a, b)  # paired by repetition
             if ratio is None:
                 continue

@@ -129,8 +129,7 @@ def finish_fetch_table(data: RunData) -> pd.DataFrame | None:
     with none marked, cells.py), the rtt paid beside the nominal, and fused over two_call paired by
     repetition (ratio_text: "rtt missed" in its place where the rtt missed). The marks ride in
     ``attrs["marks"]``, and what "rtt missed" means in ``attrs["notes"]``, for the notes under the table."""
-    frame = data.frames.get("finish_fetch")
-    if frame is None or frame.empty:
+    if (frame := data.frame("finish_fetch")) is None:
         return None
     point = list(POINT_COLUMNS)
     frame, marks = judged_frame(frame, [*point, "strategy"])
@@ -163,8 +162,7 @@ def finish_fetch_table(data: RunData) -> pd.DataFrame | None:
 
 
 def script_cost_table(data: RunData) -> pd.DataFrame | None:
-    frame = data.frames.get("script_cost")
-    if frame is None or frame.empty:
+    if (frame := data.frame("script_cost")) is None:
         return None
     grouped = frame.groupby(["step", "protocol"], sort=False)
     us = grouped["server_us_per_call"].median().unstack("protocol")
@@ -183,8 +181,7 @@ def script_cost_table(data: RunData) -> pd.DataFrame | None:
 
 def instructions_by_step(data: RunData) -> dict[tuple[str, str], str]:
     """(protocol, script cost step) -> its instructions a unit inside command execution, shown."""
-    frame = data.frames.get("instructions")
-    if frame is None or frame.empty:
+    if (frame := data.frame("instructions")) is None:
         return {}
     found = {}
     for row in frame.to_dict("records"):
@@ -196,8 +193,7 @@ def instructions_by_step(data: RunData) -> dict[tuple[str, str], str]:
 
 def sweep_table(data: RunData, column: str) -> pd.DataFrame | None:
     """A variant and scenario a row, an active-list size a column: ``column`` (a median of the sweeps)."""
-    frame = data.frames.get("sweep")
-    if frame is None or frame.empty:
+    if (frame := data.frame("sweep")) is None:
         return None
     table = frame.pivot_table(
         index=["protocol", "variant", "scenario"], columns="active_size", values=column, aggfunc="first"
@@ -206,19 +202,15 @@ def sweep_table(data: RunData, column: str) -> pd.DataFrame | None:
     return table.reset_index()
 
 
-def race_table(
-    data: RunData, by: tuple[str, ...] = ("protocol", "variant", "sweepers")
-) -> pd.DataFrame | None:
-    frame = data.frames.get("race")
-    if frame is None or frame.empty:
+def race_table(data: RunData) -> pd.DataFrame | None:
+    if (frame := data.frame("race")) is None:
         return None
     counts = ["double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations"]
-    return frame.groupby(list(by), as_index=False, sort=False)[counts].sum()
+    return frame.groupby(["protocol", "variant", "sweepers"], as_index=False, sort=False)[counts].sum()
 
 
 def worker_table(data: RunData) -> pd.DataFrame | None:
-    frame = data.frames.get("bullmq_worker")
-    if frame is None or frame.empty:
+    if (frame := data.frame("bullmq_worker")) is None:
         return None
     columns = ["jobs_per_s", "client_cpu_us_per_job", "redis_calls_per_job"]
     return frame.groupby(["driver", "concurrency"], as_index=False, sort=False)[columns].median()
@@ -312,18 +304,17 @@ def headline_run(runs: list[RunData]) -> RunData | None:
     return next((data for data in runs if data.meta.profile == HEADLINE_PROFILE), None)
 
 
+def page_link(data: RunData) -> str:
+    """The run's section of the results page, as the README links it."""
+    return f"docs/results/README.md#{anchor(data.run_id)}"
+
+
 def render_headline(runs: list[RunData]) -> str:
     """The README's block between its markers."""
-    data = headline_run(runs)
-    if data is None:
+    if (data := headline_run(runs)) is None:
         return NONE_YET
-    link = f"docs/results/README.md#{anchor(data.run_id)}"
-    lines = [
-        f"How quiet the machine was in run [{data.run_id}]({link}): {quiet_check(data)}.",
-        "",
-        GENERATED,
-    ]
-    return "\n".join(lines).rstrip()
+    quiet = f"How quiet the machine was in run [{data.run_id}]({page_link(data)}): {quiet_check(data)}."
+    return f"{quiet}\n\n{GENERATED}".rstrip()
 
 
 STRESS_PROFILE = "stress"  # its bigger sweeps: the sweep's answer must hold for them too
@@ -331,10 +322,9 @@ STRESS_PROFILE = "stress"  # its bigger sweeps: the sweep's answer must hold for
 
 def render_findings(runs: list[RunData]) -> str:
     """The README's "What we found" block: the headline run's findings, generated."""
-    data = headline_run(runs)
-    if data is None:
+    if (data := headline_run(runs)) is None:
         return NONE_YET
-    link = f"docs/results/README.md#{anchor(data.run_id)}"
+    link = page_link(data)
     commit = str(data.meta.git_sha or "unknown")[:12]
     same = [run for run in runs if run.meta.profile == HEADLINE_PROFILE]
     # a figure on the front page comes from a committed tree: a stress run made dirty is left out

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
@@ -28,6 +29,14 @@ from bench.report.plots.style import (
 from bench.report.ratios import paired_ratios, ratio_text
 
 POINT_COLUMNS = ("workers", "queues", "concurrency", "job_ms", "rtt_ms")
+
+
+def _x_axis(ax: Axes, label: str, title: str) -> None:
+    """A panel's x axis in plain numbers, with its label, the panel's title and its grid."""
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel(label)
+    ax.set_title(title)
+    ax.grid(which="both", alpha=0.3)
 
 
 def _num(value: object) -> str:
@@ -194,17 +203,13 @@ def ratio_against_concurrency(ratios: pd.DataFrame, out_dir: Path) -> Plot | Non
                         color=PALETTE[n % len(PALETTE)], linestyle=style, label=label)  # fmt: skip
         ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
         ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.set_xlabel("jobs in flight per worker connection (concurrency, log scale)")
-        ax.set_title(f"fused / {other}")
-        ax.grid(which="both", alpha=0.3)
+        _x_axis(ax, "jobs in flight per worker connection (concurrency, log scale)", f"fused / {other}")
     # one legend below the panels, off the data (the panels share their lines)
     handles, labels = axes[0].get_legend_handles_labels()
     ncol = legend_columns(labels, figure, 8, most=len(protocols) if len(protocols) > 1 else 4)
     figure.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=8)
     axes[0].set_ylabel("jobs/s ratio (median of the repetition pairs)")
     title = "Where fusing stops mattering: the fused advantage against concurrency"
-    figure.suptitle(title)
     caption = (
         "Above the dashed line fused does more jobs/s. Each line is one protocol (its line style) at "
         "one simulated round-trip time (its colour); "
@@ -212,7 +217,7 @@ def ratio_against_concurrency(ratios: pd.DataFrame, out_dir: Path) -> Plot | Non
         "so what is left of the gap is the second call's client and Redis cost. "
         "A point whose rtt paid missed its nominal rtt is left out."
     )
-    return saved(figure, out_dir, "finish_fetch_ratio_concurrency.png", title, caption)
+    return saved(figure, out_dir, "finish_fetch_ratio_concurrency.png", title, caption, headed=True)
 
 
 STRATEGY_LINES = {"fused": "-", "two_call": "--", "two_call_pipelined": ":"}
@@ -253,20 +258,16 @@ def jobs_against_concurrency(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
             hollow = cells[~cells["clean"]]
             ax.scatter(hollow.index, hollow["jobs"], s=60, facecolors="white", edgecolors=colour_, zorder=3)
         ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.set_xlabel("jobs in flight per worker (log scale)")
-        ax.set_title(protocol)
-        ax.grid(which="both", alpha=0.3)
+        _x_axis(ax, "jobs in flight per worker (log scale)", protocol)
         ax.legend(fontsize=7, loc="upper left")
     axes[0].set_ylabel("jobs/s, median of clean repetitions")
     axes[0].yaxis.set_major_formatter(THOUSANDS)
     title = "Should I raise concurrency? jobs/s against jobs in flight"
-    figure.suptitle(title)
     caption = (
         "Higher is better. A line is one rtt; fused is solid, two_call dashed. "
         "Whiskers are min..max; a hollow point had no clean repetition."
     )
-    return saved(figure, out_dir, "finish_fetch_concurrency.png", title, caption)
+    return saved(figure, out_dir, "finish_fetch_concurrency.png", title, caption, headed=True)
 
 
 def ratio_against_rtt(ratios: pd.DataFrame, guesses: pd.DataFrame, out_dir: Path) -> Plot | None:
@@ -296,18 +297,14 @@ def ratio_against_rtt(ratios: pd.DataFrame, guesses: pd.DataFrame, out_dir: Path
                             linestyle="-", linewidth=1.2, label=f"{level:g} in flight, measured")  # fmt: skip
         ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
         ax.set_xscale("symlog", linthresh=1.0)
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.set_xlabel("round-trip time, ms (0, then log scale)")
-        ax.set_title(protocol)
-        ax.grid(which="both", alpha=0.3)
+        _x_axis(ax, "round-trip time, ms (0, then log scale)", protocol)
         ax.legend(fontsize=7, loc="lower right")
     axes[0].set_ylabel("fused / two_call jobs/s")
     title = "What fusing buys at each round-trip time"
-    figure.suptitle(title)
     caption = (
         "Above the dashed line fused does more jobs/s. Dots are measured, with the pairs' range; "
         "a solid line joins one concurrency's measured rtts. "
         "Dotted lines are the closed-loop model's prediction from the run's own parts. "
         "A point whose rtt paid missed its nominal rtt is left out."
     )
-    return saved(figure, out_dir, "finish_fetch_ratio_rtt.png", title, caption)
+    return saved(figure, out_dir, "finish_fetch_ratio_rtt.png", title, caption, headed=True)

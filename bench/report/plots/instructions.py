@@ -49,10 +49,9 @@ def instruction_parts(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     ax.grid(axis="x", alpha=0.3)
     figure.legend(loc="outside lower center", ncols=5, fontsize=8)  # below: never over a bar
     title = "Where Redis's instructions go, by part"
-    figure.suptitle(title)
     caption = (
         "Each bar is one step's count under callgrind, split by the function that ran each instruction. "
         "A long 'unnamed' stretch means the server binary has no static symbols: build one from its "
         "sources to see those parts (docs/servers.md)."
     )
-    return saved(figure, out_dir, "instruction_parts.png", title, caption)
+    return saved(figure, out_dir, "instruction_parts.png", title, caption, headed=True)

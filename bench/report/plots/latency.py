@@ -138,12 +138,11 @@ def queue_latency_cdf(histograms: Mapping[tuple[str, str], HdrHistogram], out_di
     ax.grid(which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     title = "Queue latency in the open regime"
-    figure.suptitle(title)
     caption = (
         "Left is better. A curve is every repetition's histogram merged. "
         "A point's line style is the same for every strategy."
     )
-    return saved(figure, out_dir, "finish_fetch_queue_cdf.png", title, caption)
+    return saved(figure, out_dir, "finish_fetch_queue_cdf.png", title, caption, headed=True)
 
 
 def latency_from_columns(frame: pd.DataFrame, out_dir: Path) -> Plot | None:

@@ -40,9 +40,8 @@ def measured_against_predicted(table: pd.DataFrame, out_dir: Path) -> Plot | Non
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7.5, loc="upper left")
     title = "Measured against predicted jobs/s"
-    figure.suptitle(title)
     caption = (
         "A point is one repetition. On the grey line the model is exact; the band is ±20%. "
         "A hollow point was contended or saturated."
     )
-    return saved(figure, out_dir, "finish_fetch_model.png", title, caption)
+    return saved(figure, out_dir, "finish_fetch_model.png", title, caption, headed=True)

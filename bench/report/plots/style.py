@@ -191,6 +191,9 @@ def wrapped_to(text: str, width_in: float, fontsize: float) -> str:
     return "\n".join("\n".join(textwrap.wrap(line, max(chars, 20)) or [""]) for line in text.split("\n"))
 
 
-def saved(figure: Figure, out_dir: Path, name: str, title: str, caption: str) -> Plot:
+def saved(figure: Figure, out_dir: Path, name: str, title: str, caption: str, headed: bool = False) -> Plot:
+    """Save the figure as ``name``; ``headed``: with ``title`` as its own title too."""
+    if headed:
+        figure.suptitle(title)
     save(figure, out_dir / name)
     return Plot(name, title, caption)

@@ -191,9 +191,8 @@ def hold_against_size(frame: pd.DataFrame, hazard: pd.DataFrame | None, out_dir:
     ax.grid(which="both", alpha=0.3)
     ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     title = "How long one sweep call holds Redis, against the active list"
-    figure.suptitle(title)
     caption = (
         "Lower is better. A hollow point was contended; a point down is only bounded by SLOWLOG's threshold. "
         "Above the 5 s line other clients get BUSY replies."
     )
-    return saved(figure, out_dir, "sweep_hold.png", title, caption)
+    return saved(figure, out_dir, "sweep_hold.png", title, caption, headed=True)

@@ -42,8 +42,7 @@ def _beside(machine: Machine) -> str:
 
 def model_section(data: RunData) -> list[str]:
     """Measured against predicted jobs/s, point by point; the misses named; the what-if table."""
-    frame = data.frames.get("finish_fetch")
-    if frame is None or frame.empty:
+    if (frame := data.frame("finish_fetch")) is None:
         return []
     frame = closed_loop(frame)
     if frame.empty:  # an open-loop run only: the model has no row to explain

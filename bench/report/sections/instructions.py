@@ -43,8 +43,7 @@ def state_about(data: RunData) -> str:
 
 def timed_us(data: RunData) -> dict[tuple[str, str], float]:
     """(protocol, instructions step) -> the script cost's median Redis µs a call, where measured."""
-    frame = data.frames.get("script_cost")
-    if frame is None or frame.empty:
+    if (frame := data.frame("script_cost")) is None:
         return {}
     medians = frame.groupby(["protocol", "step"])["server_us_per_call"].median()
     return {
@@ -57,8 +56,7 @@ def timed_us(data: RunData) -> dict[tuple[str, str], float]:
 
 def instructions_table(data: RunData) -> pd.DataFrame | None:
     """A step a row: its two counts per unit, how linear, and the timed µs beside them."""
-    frame = data.frames.get("instructions")
-    if frame is None or frame.empty:
+    if (frame := data.frame("instructions")) is None:
         return None
     timed = timed_us(data)
     rows = []
@@ -236,8 +234,7 @@ def instructions_section(data: RunData) -> list[str]:
     if by_completed is not None:
         lines += ["### A job against the completed set's size", "", COMPLETED_ABOUT, ""]
         lines += [markdown_table(by_completed), ""]
-    parts = data.frames.get("instructions_parts")
-    if parts is None or parts.empty:
+    if (parts := data.frame("instructions_parts")) is None:
         return lines
     findings = parts_findings(parts) + call_price_findings(parts)
     lines += ["### Where a job's instructions go", "", PARTS_ABOUT, "", *findings, ""]

@@ -118,8 +118,7 @@ def script_cost_lines(table: pd.DataFrame) -> list[str]:
 
 
 def script_cost_section(data: RunData) -> list[str]:
-    frame = data.frames.get("script_cost")
-    if frame is None or frame.empty:
+    if (frame := data.frame("script_cost")) is None:
         return []
     lines = ["### The hot path's script cost: each protocol's scripts alone", ""]
     lines += [

@@ -25,8 +25,7 @@ def _clean(rows: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
 
 def servers_point_table(data: RunData) -> pd.DataFrame | None:
     """A server and protocol a row: fused and two_call jobs/s, their ratio, Redis CPU, the limit."""
-    frame = data.frames.get("finish_fetch_servers")
-    if frame is None or frame.empty:
+    if (frame := data.frame("finish_fetch_servers")) is None:
         return None
     instructions = data.frames.get("instructions")
     fused_instructions: dict[tuple[str, str], float] = {}

@@ -53,8 +53,7 @@ def sweep_section(data: RunData) -> list[str]:
 
 def _hazard(data: RunData) -> list[str]:
     """The client-default hazard: BullMQ's sweep past its client's timeout, against ours."""
-    frame = data.frames.get("sweep_hazard")
-    if frame is None or frame.empty:
+    if (frame := data.frame("sweep_hazard")) is None:
         return []
     lines = ["### The client-default hazard: a sweep held past the socket timeout", ""]
     lines += missing_note(data, "sweep_hazard") + contended_note(frame, "call(s)")
