@@ -171,7 +171,10 @@ def test_the_default_grid_crosses_concurrency_with_rtt_for_both_strategies():
 
     opts = load_profile("default").finish_fetch
     backlog = {(p.concurrency, p.rtt_ms) for p in points_of(opts) if p.regime == Regime.BACKLOG}
-    assert {(c, r) for c in (1, 8, 32) for r in (0.0, 1.0, 5.0)} <= backlog
+    assert {(c, r) for c in (1, 8, 32) for r in (0.0, 1.0)} <= backlog
+    # stress adds the 5 ms round trip at every concurrency
+    stress = load_profile("stress").finish_fetch
+    assert {(c, 5.0) for c in (1, 8, 32)} <= {(p.concurrency, p.rtt_ms) for p in points_of(stress)}
     assert {"fused", "two_call"} <= set(opts.strategies)
     loads = {p.load for p in points_of(opts) if p.regime == Regime.OPEN}
     assert len(loads) >= 2

@@ -209,7 +209,7 @@ def fusing_answer(data: RunData, runs: Sequence[RunData] = ()) -> str:
     won = f" (it lost at {len(lost)} of {len(cells)} cells over the runs)" if lost else ""
     if not lost:
         won = " (it never lost)" if not behind else " (it never lost but in single pairs)"
-    span = f"{rtts[0]:g}" if len(rtts) == 1 else f"{rtts[0]:g}-{rtts[-1]:g}"
+    span = "-".join(dict.fromkeys(f"{r:g}" for r in (rtts[:1] + rtts[-1:])))
     gains = [f"{_range(network)} the jobs/s at rtt {span} ms"] if network else []
     gains += [f"{_range(local)} at rtt 0"] if local else []
     job_times = sorted({c.job_ms for c in own if c.job_ms})
