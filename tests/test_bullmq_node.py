@@ -244,7 +244,7 @@ def test_a_runs_jobs_are_sized_from_its_last_rate_so_the_window_lasts():
 
     options = BullmqWorkerOptions(bullmq_worker_concurrency=(1, 8), bullmq_worker_jobs=3000)
     assert jobs_for(options, None) == 3000  # no rate yet: the profile's jobs
-    assert jobs_for(options, 14_000.0) == WINDOW_FROM + 17_500  # 1 s at 14,000 jobs/s, 25% room
+    assert jobs_for(options, 14_000.0) == WINDOW_FROM + 21_000  # 1 s at 14,000 jobs/s, 50% room
     assert jobs_for(options, 100.0) == 3000  # never fewer than the profile's
     assert jobs_for(options, 1e9) == MAX_JOBS
     assert jobs_for(BullmqWorkerOptions(bullmq_worker_window_s=0), 14_000.0) == 6000  # sizing off
@@ -269,3 +269,18 @@ def test_the_profile_names_which_bullmq_drivers_run() -> None:
     wrong = Profile("t", bullmq_worker=BullmqWorkerOptions(bullmq_worker_drivers=("node_worker", "nope")))
     with pytest.raises(BenchError, match="bullmq-worker-drivers: unknown driver 'nope'"):
         check_profile(wrong)
+
+
+def test_a_run_never_measured_is_sized_from_its_neighbours_rates() -> None:
+    """Its concurrency's fastest rate first, its driver's next: a first run at the profile's jobs
+    ended its window in 0.2-0.4 s and ran again."""
+    from bench.stages.bullmq_worker.plan import Point, expected_rate
+
+    rates = {Point("node_worker", 1): 6_000.0, Point("node_manual_fused", 1): 7_000.0}
+    assert expected_rate({}, Point("node_worker", 1)) is None
+    assert expected_rate(rates, Point("node_worker", 1)) == 6_000.0  # its own
+    assert expected_rate(rates, Point("node_manual_two_call", 1)) == 7_000.0  # its concurrency's
+    assert expected_rate(rates, Point("node_worker", 8)) == 6_000.0  # its driver's
+    rates[Point("node_manual_fused", 8)] = 17_000.0
+    assert expected_rate(rates, Point("node_worker", 8)) == 17_000.0
+    assert expected_rate(rates, Point("bullmq_worker", 50)) is None

@@ -12,7 +12,9 @@ from bench.stages.bullmq_worker.worker_process import WINDOW_FROM
 # processing with fetch next on (one call a job) or off (finish, then getNextJob)
 NODE_DRIVERS = ("node_worker", "node_manual_fused", "node_manual_two_call")
 BULLMQ_DRIVERS = (*NODE_DRIVERS, "bullmq_worker")  # the last: its Python port's Worker
-WINDOW_MARGIN = 1.25  # a run sized for the window at the expected rate, with room for drift
+# a run sized for the window at the expected rate, with room for drift: a driver's rate grows
+# with its queue (the runs of 20261206-070251 sized at 1.25x came out 0.75-0.96 s of 1 s)
+WINDOW_MARGIN = 1.5
 MAX_JOBS = 500_000  # the most jobs one run pre-fills, however fast the driver was
 SIZING_ATTEMPTS = 3  # runs of one driver in one repetition before a short window is let stand
 
@@ -41,6 +43,18 @@ def points_of(options: BullmqWorkerOptions, node: bool) -> list[Point]:
     for concurrency in dict.fromkeys(options.bullmq_worker_concurrency):
         runs += [Point(driver, concurrency) for driver in drivers]
     return [*runs, Point("fused", 1), Point("two_call", 1)]
+
+
+def expected_rate(rates: dict[Point, float], point: Point) -> float | None:
+    """The rate a run is sized from: its own last one; else the fastest at its concurrency so far;
+    else its driver's fastest at another; else none (the profile's jobs)."""
+    if point in rates:
+        return rates[point]
+    for same in (lambda p: p.concurrency == point.concurrency, lambda p: p.driver == point.driver):
+        known = [rate for p, rate in rates.items() if same(p)]
+        if known:
+            return max(known)
+    return None
 
 
 def jobs_for(options: BullmqWorkerOptions, rate: float | None) -> int:

@@ -48,6 +48,7 @@ from bench.stages.bullmq_worker.plan import (
     SIZING_ATTEMPTS,
     WINDOW_MARGIN,
     Point,
+    expected_rate,
     jobs_for,
     points_of,
     short_window,
@@ -211,18 +212,17 @@ def node_record(peer: NodePeer | str, called: set[str]) -> dict[str, object]:
 def sized_run(
     drivers: Drivers, run: Point, rep: int, rates: dict[Point, float], ctx: RunContext
 ) -> tuple[BullmqWorkerRow, WorkerProcessResult]:
-    """One run, sized from the run's last rate; again, sized from this one's, while its window
-    was short (at most SIZING_ATTEMPTS runs)."""
+    """One run, sized from the rate expected of it; again, sized from this one's, while its
+    window was short (at most SIZING_ATTEMPTS runs)."""
     options = drivers.options
     for attempt in range(1, SIZING_ATTEMPTS + 1):
-        row, result = one_run(drivers, run, rep, jobs_for(options, rates.get(run)), ctx.watch_pids)
+        jobs = jobs_for(options, expected_rate(rates, run))
+        row, result = one_run(drivers, run, rep, jobs, ctx.watch_pids)
         rates[run] = row.jobs_per_s
         if not short_window(options, row.duration_s) or attempt == SIZING_ATTEMPTS:
             break
-        ctx.progress(
-            f"{run.label} rep {rep}: window {row.duration_s:.2f} s < {options.bullmq_worker_window_s:g} s; "
-            f"again with {jobs_for(options, row.jobs_per_s):,} jobs"
-        )
+        short = f"window {row.duration_s:.3g} s, under {options.bullmq_worker_window_s:g} s"
+        ctx.progress(f"{run.label} rep {rep}: {short}; again with {jobs_for(options, row.jobs_per_s):,} jobs")
     return row, result
 
 
