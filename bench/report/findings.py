@@ -26,7 +26,6 @@ from bench.report.answers import (
 from bench.report.columns import QUEUE_P50, QUEUE_P99, clean, measured, regime, rtt_paid_ms
 from bench.report.load import RunData
 from bench.report.markdown import markdown_table
-from bench.report.predict import Point, run_workers, what_if
 from bench.report.ratios import RTT_MISSED
 from bench.report.sections.script_cost import BASE as SCRIPT_BASE
 from bench.report.sections.script_cost import Extra, extra_cost
@@ -40,7 +39,6 @@ NOT_CLEAN = "not measured cleanly"
 # Redis's busy-reply-threshold (5 s; lua-time-limit before 7.0): past it, other clients get BUSY.
 BUSY_MS = 5000.0
 SLOW_MS = 1.0  # a call past 1 ms holds every other client for a noticeable time
-WHAT_IF_RTT = 5.0  # the rtt a reader asks about most: a cloud Redis in another zone
 APP_SIDE = ("app_side", "app_side_pipelined")
 RACE_COUNTS = ("double_recoveries", "lost_attempt_updates", "requeued_after_finish")
 
@@ -106,27 +104,6 @@ def _source(data: RunData, *parts: str) -> str:
 
 
 # -- finish-then-fetch ------------------------------------------------------------------------
-
-
-def fusing_predicted(data: RunData) -> Finding | None:
-    """What fusing buys at a 5 ms rtt, which the run did not measure: the model's ratio from the
-    parts of the run's own cells, marked predicted."""
-    frame = _finish_fetch(data)
-    if frame is None or (frame["rtt_ms"] == WHAT_IF_RTT).any():  # measured: the fusing finding says it
-        return None
-    workers = run_workers(frame)
-    levels = sorted({int(c) for c in frame["concurrency"].dropna()})
-    table = what_if(data, [Point(workers, c, WHAT_IF_RTT) for c in levels])
-    if table.empty:
-        return None
-    sentences = []
-    for c, rows in table.groupby("concurrency", sort=True):
-        each = ", ".join(f"{p} {float(r):.2f}x" for p, r in zip(rows["protocol"], rows["fused / two_call"],
-                                                               strict=True))  # fmt: skip
-        where = f"At {_in_flight(c)} and rtt {WHAT_IF_RTT:g} ms"
-        sentences.append(f"{where}, the model predicts fused does {each} the jobs/s of two calls.")
-    source = _source(data, "predicted by the closed-loop model, not measured", f"{workers} workers")
-    return Finding(f"Fusing at rtt {WHAT_IF_RTT:g} ms (predicted)", tuple(sentences), source)
 
 
 def queue_latency(data: RunData) -> Finding | None:
@@ -379,7 +356,7 @@ def missed_goals(data: RunData) -> list[str]:
 
 
 RULES: tuple[Callable[[RunData], Finding | None], ...] = (
-    capacity, redis_work, queue_latency, fusing_predicted, hazard, node_worker, deadline_cost,
+    capacity, redis_work, queue_latency, hazard, node_worker, deadline_cost,
 )  # fmt: skip
 
 
