@@ -48,6 +48,15 @@ def test_each_answer_fits_its_words_and_the_rest_of_the_block_400() -> None:
     assert "Redis and the load share 2 cores" in lines[4]
 
 
+def test_the_published_answers_keep_to_their_words() -> None:
+    """The README's answers, as make docs wrote them from the published runs, not only a fixture's."""
+    from bench.paths import REPO
+
+    answers = [line for line in (REPO / "README.md").read_text().splitlines() if line.startswith("**")]
+    assert len(answers) == 2
+    assert [words(a) <= ANSWER_WORDS for a in answers] == [True, True]
+
+
 def test_races_are_per_sweeper_count_and_per_stalled_job(run: Path) -> None:
     rates = race_rates(load_run(run)).set_index(["protocol", "variant", "sweepers"])
     frame = pd.read_csv(run / "race.csv")
@@ -64,7 +73,7 @@ def test_races_are_per_sweeper_count_and_per_stalled_job(run: Path) -> None:
     two = rates.loc[("echomq", "app_side_pipelined", 2)]
     assert two["double_recoveries_per_stalled"] < row["double_recoveries_per_stalled"] / 3
     said = sweep_answer(load_run(run))
-    assert f"up to {row['double_recoveries_per_stalled']:.1f} extra recoveries a stalled job" in said
+    assert f"recover a stalled job up to {row['double_recoveries_per_stalled']:.1f} extra times" in said
 
 
 def test_capacity_counts_the_add_and_says_what_it_is_without_it(run: Path) -> None:
@@ -157,7 +166,7 @@ def test_the_sweep_answer_holds_for_the_other_runs_sizes_and_says_where_they_dif
     frame.to_csv(stress / "sweep_cost.csv", index=False)
     said = sweep_answer(load_run(run), [load_run(stress)])
     assert said.startswith("**Use atomic_sliced or echomq-deadline atomic_sliced**")
-    assert "The stress run saw 3.5 ms at 100,000 (atomic_sliced)." in said
+    assert "stress: 3.5 ms at 100,000, atomic_sliced)." in said
     frame.loc[sliced & (frame["active_size"] == 100_000), "redis_hold_ms_max"] = 12.0  # past 10 ms
     frame.to_csv(stress / "sweep_cost.csv", index=False)
     said = sweep_answer(load_run(run), [load_run(stress)])
@@ -185,13 +194,13 @@ def test_the_sweep_answer_says_how_each_figure_held_across_runs(run: Path, tmp_p
     own_ms = float(own.loc[own["active_size"] == biggest, "redis_hold_ms_max"].max())
     said = sweep_answer(data, runs=[data, load_run(other)])
     assert f"at {biggest:,} healthy jobs (2 runs: {round(own_ms):,}-999)." in said
-    assert ", in 2 of 2 runs." in said
+    assert "(2 of 2 runs)." in said
     assert words(said) <= ANSWER_WORDS
     sliced = (frame["protocol"] == "echomq") & (frame["variant"] == "atomic_sliced")
     frame.loc[sliced, ["redis_hold_ms_max", "redis_slow_calls_max"]] = [50.0, 1]  # slow in that run
     frame.to_csv(other / "sweep_cost.csv", index=False)
     said = sweep_answer(data, runs=[data, load_run(other)])
-    assert ", in 1 of 2 runs." in said
+    assert "(1 of 2 runs)." in said
     assert "runs" not in sweep_answer(data)  # no runs given: nothing said of them
 
 

@@ -438,32 +438,32 @@ def sweep_answer(data: RunData, also: Sequence[RunData] = (), runs: Sequence[Run
     parts = []
     if short:
         held, of = short_held(list(short), runs)
-        where = f", in {held} of {of} runs" if of > 1 else ""
-        largest = max(short.values())  # this run's: another run's sizes are said apart
-        parts.append(
-            f"**Use {' or '.join(short)}**: race-free, calls under {SHORT_HOLD_MS:g} ms "
-            f"up to {largest:,} jobs{where}."
-        )
+        said = [f"{held} of {of} runs"] if of > 1 else []
         slow = [h for h in elsewhere if not h.bounded and variant_name(h.protocol, h.variant) in short]
         if slow:
             worst = max(slow, key=lambda h: h.ms)
-            at = f"{worst.size:,} ({variant_name(worst.protocol, worst.variant)})"
-            parts.append(f"The stress run saw {worst.text()} ms at {at}.")
+            which = f", {variant_name(worst.protocol, worst.variant)}" if len(short) > 1 else ""
+            said.append(f"stress: {worst.text()} ms at {worst.size:,}{which}")
+        largest = max(short.values())  # this run's: another run's sizes are said apart
+        aside = f" ({'; '.join(said)})" if said else ""
+        parts.append(
+            f"**Use {' or '.join(short)}**: race-free, under {SHORT_HOLD_MS:g} ms to {largest:,} jobs{aside}."
+        )
     else:
         parts.append("**No sweep variant stayed short and race-free here.**")
-    stalled = {
-        protocol: [
-            h for h in found if (h.protocol, h.variant, h.scenario) == (protocol, "atomic", "all_stalled")
-        ]
+    passes = sorted(
+        (_size(text), text, protocol)
         for protocol in ("echomq", "bullmq")
-    }
-    passes = [
-        f"{crossing(mine, BUSY_MS).replace(' (extrapolated)', '')} ({protocol})"
-        for protocol, mine in stalled.items()
-        if mine
-    ]
-    if passes:
-        parts.append(f"Atomic sweeps pass 5 s at {', '.join(passes)} stalled jobs.")
+        if (
+            stalled := [
+                h for h in found if (h.protocol, h.variant, h.scenario) == (protocol, "atomic", "all_stalled")
+            ]
+        )
+        and (text := crossing(stalled, BUSY_MS).replace(" (extrapolated)", ""))
+    )
+    if passes:  # the soonest: the table gives each protocol's
+        _, text, protocol = passes[0]
+        parts.append(f"Atomic sweeps pass 5 s from {text} stalled jobs ({protocol}).")
     bull = [h for h in found if (h.protocol, h.variant, h.scenario) == ("bullmq", "atomic", "healthy")]
     if bull:
         biggest = max(bull, key=lambda h: h.size)
@@ -473,8 +473,14 @@ def sweep_answer(data: RunData, also: Sequence[RunData] = (), runs: Sequence[Run
     races = app_side_worst(data)
     if races is not None:
         spread = _over_runs([w for run in runs if (w := app_side_worst(run)) is not None], 1)
-        parts.append(f"The app-side loop races: up to {races:.1f} extra recoveries a stalled job{spread}.")
+        parts.append(f"App-side loops recover a stalled job up to {races:.1f} extra times{spread}.")
     return " ".join(parts)
+
+
+def _size(crossing_text: str) -> float:
+    """The active size a crossing names ("~25,000", "≤ 1,000", "> 100,000"), to order them by."""
+    digits = "".join(ch for ch in crossing_text if ch.isdigit())
+    return float(digits) if digits else math.inf
 
 
 def words(text: str) -> int:
