@@ -62,7 +62,7 @@ START_ALLOWANCE_S = 60.0  # the driver's imports, connections and close
 SLOWEST_JOB_S = 0.05  # a run gets this long a job (at concurrency 1), beyond its sleeps
 # The Node driver connects as BullMQ's docs show, to one server: a cluster's queue would answer MOVED
 CLUSTER_ABSENT = "the server is a Redis Cluster; the Node driver connects to a single server"
-RUN_OVERHEAD_S = 4.0  # for the ETA: a driver's start, its queue's fill and audit, its warm-up
+TRIAL_OVERHEAD_S = 4.0  # for the ETA: a driver's start, its queue's fill and audit, its warm-up
 OPTIONS = (
     "BullMQ Worker defaults: lock 30 s, every completed job kept (removeOnComplete unset), no metrics, "
     "no limiter, maxStalledCount 1, stalledInterval 30 s; a no-op processor unless job_ms > 0"
@@ -92,7 +92,7 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
     window_s = max(options.bullmq_worker_window_s * WINDOW_MARGIN, 1.0)
     held_s = options.bullmq_worker_jobs * options.bullmq_worker_job_ms / 1000.0
     return (
-        tuple(RUN_OVERHEAD_S + window_s + held_s / run.concurrency for run in runs)
+        tuple(TRIAL_OVERHEAD_S + window_s + held_s / run.concurrency for run in runs)
         * options.bullmq_worker_reps
     )
 
@@ -177,7 +177,7 @@ class Drivers:
         return result
 
 
-def one_run(
+def one_trial(
     drivers: Drivers, run: Point, rep: int, jobs: int, watch_pids: Sequence[int] = ()
 ) -> tuple[BullmqWorkerRow, WorkerProcessResult]:
     """A fresh queue, filled; the driver, with the machine watched; the audit; the queue deleted."""
@@ -209,7 +209,7 @@ def node_record(peer: NodePeer | str, called: set[str]) -> dict[str, object]:
     }
 
 
-def sized_run(
+def sized_trial(
     drivers: Drivers, run: Point, rep: int, rates: dict[Point, float], ctx: RunContext
 ) -> tuple[BullmqWorkerRow, WorkerProcessResult]:
     """One run, sized from the rate expected of it; again, sized from this one's, while its
@@ -217,7 +217,7 @@ def sized_run(
     options = drivers.options
     for attempt in range(1, SIZING_ATTEMPTS + 1):
         jobs = jobs_for(options, expected_rate(rates, run))
-        row, result = one_run(drivers, run, rep, jobs, ctx.watch_pids)
+        row, result = one_trial(drivers, run, rep, jobs, ctx.watch_pids)
         rates[run] = row.jobs_per_s
         if not short_window(options, row.duration_s) or attempt == SIZING_ATTEMPTS:
             break
@@ -252,7 +252,7 @@ def run_stage(ctx: RunContext) -> None:
     for rep in range(1, options.bullmq_worker_reps + 1):
         for run in runs:  # A B C A B C: drift hits every driver alike
             ctx.progress(f"{run.label} rep {rep}")  # the line's stage counter counts the runs
-            row, result = sized_run(drivers, run, rep, rates, ctx)
+            row, result = sized_trial(drivers, run, rep, rates, ctx)
             called.update(result.scripts)
             ledger.add(BullmqWorkerRow, [row])
             note = "" if row.audit_ok else ", AUDIT FAILED"

@@ -34,27 +34,29 @@ class ProducerLoop:
     def __init__(
         self,
         queue: Queue,
-        run: TrialSettings,
+        trial: TrialSettings,
         meter: Meter,
         hooks: LoadHooks = NO_HOOKS,
     ) -> None:
         self.queue = queue
-        self.run = run
+        self.run = trial
         self.meter = meter
-        self.timer = hooks.timer(hooks.pipe(queue, run.rtt_ms, meter, "producer"), meter)
+        self.timer = hooks.timer(hooks.pipe(queue, trial.rtt_ms, meter, "producer"), meter)
         self.producer = Producer(queue, sender=self.timer)
-        per_user_rate = run.target_rate / run.producers
-        self.interval_s = run.batch_size / per_user_rate if per_user_rate > 0 else 0.0
+        per_user_rate = trial.target_rate / trial.producers
+        self.interval_s = trial.batch_size / per_user_rate if per_user_rate > 0 else 0.0
         self.next_slot = time.perf_counter()
         self.check: list[Call] = [Command(("LLEN", queue.keys.wait))]
         self.backlog = 0  # the wait list's length after the last exchange (closed loop)
         self.poll_s = BACKLOG_POLL_S  # the wait before the next look at a full wait list
-        backlog = run.regime == Regime.BACKLOG and run.backlog_jobs > 0
-        self.bound = run.backlog_jobs if backlog else BACKLOG_BATCHES * run.batch_size
-        lasts_s = run.backlog_jobs / DRAIN_MAX / 5
+        backlog = trial.regime == Regime.BACKLOG and trial.backlog_jobs > 0
+        self.bound = trial.backlog_jobs if backlog else BACKLOG_BATCHES * trial.batch_size
+        lasts_s = trial.backlog_jobs / DRAIN_MAX / 5
         self.poll_max_s = min(BACKLOG_POLL_MAX_S, max(BACKLOG_POLL_S, lasts_s)) if backlog else BACKLOG_POLL_S
         # backlog: this producer's share of the pre-fill, sent as its first exchange
-        self.prefill = math.ceil(run.backlog_jobs / run.producers) if backlog and not self.interval_s else 0
+        self.prefill = (
+            math.ceil(trial.backlog_jobs / trial.producers) if backlog and not self.interval_s else 0
+        )
 
     def step(self) -> None:
         """One batch: at its slot (open loop), or once the backlog has room (closed loop). The

@@ -113,9 +113,9 @@ class Edge:
 class RawRun:
     """One raw run on a fresh queue: threads start, warm up, a window is measured, all stop."""
 
-    def __init__(self, settings: RedisSettings, run: TrialSettings) -> None:
+    def __init__(self, settings: RedisSettings, trial: TrialSettings) -> None:
         self.settings = settings
-        self.run = run
+        self.run = trial
         self.recorder = LockedRecorder()
         self.stopping = threading.Event()
         self.edge = Edge()
@@ -232,9 +232,9 @@ class RawRun:
             client.close()
 
 
-def run_raw(settings: RedisSettings, run: TrialSettings) -> TrialSummary:
+def run_raw(settings: RedisSettings, trial: TrialSettings) -> TrialSummary:
     """One raw run of ``run`` (its queue name replaced by a fresh one, deleted after)."""
-    fresh = dataclasses.replace(run, queue=fresh_queue_name(f"ffraw-{run.strategy}"))
+    fresh = dataclasses.replace(trial, queue=fresh_queue_name(f"ffraw-{trial.strategy}"))
     raw = RawRun(settings, fresh)
     try:
         return raw.measure()

@@ -113,24 +113,24 @@ def reference_jobs(measure_s: float) -> int:
     return max(REFERENCE_MIN_JOBS, math.ceil(measure_s * REFERENCE_JOBS_PER_S))
 
 
-def run_reference(settings: RedisSettings, run: TrialSettings, jobs: int | None = None) -> Reference:
+def run_reference(settings: RedisSettings, trial: TrialSettings, jobs: int | None = None) -> Reference:
     """The reference at ``run``'s workers, concurrency and strategy, on a fresh queue deleted after;
     ``jobs`` added (by default, as many as its window calls for)."""
-    jobs = reference_jobs(run.measure_s) if jobs is None else jobs
-    name = fresh_queue_name(f"ffref-{run.strategy}")
-    clients: list[Client] = [settings.connect() for _ in range(run.workers + 1)]
-    control = Queue.open(clients[0], name, protocol=run.protocol)
+    jobs = reference_jobs(trial.measure_s) if jobs is None else jobs
+    name = fresh_queue_name(f"ffref-{trial.strategy}")
+    clients: list[Client] = [settings.connect() for _ in range(trial.workers + 1)]
+    control = Queue.open(clients[0], name, protocol=trial.protocol)
     try:
         producer = Producer(control)
         cpu = time.process_time()
-        for start in range(0, jobs, run.batch_size):
-            producer.add_batch(min(run.batch_size, jobs - start), run.payload_bytes)
+        for start in range(0, jobs, trial.batch_size):
+            producer.add_batch(min(trial.batch_size, jobs - start), trial.payload_bytes)
         fill_cpu = time.process_time() - cpu
-        loops = [Lockstep(control.with_client(c), run.strategy, run.concurrency) for c in clients[1:]]
+        loops = [Lockstep(control.with_client(c), trial.strategy, trial.concurrency) for c in clients[1:]]
         run_ids = master_run_ids(control.client)
         redis_before = redis_cpu_seconds(control.client.info("cpu"))
         cpu, wall = time.process_time(), time.perf_counter()
-        deadline = wall + run.measure_s
+        deadline = wall + trial.measure_s
         done, moving = 0, True
         while moving:
             moving = False

@@ -97,15 +97,15 @@ def check_profile(profile: Profile) -> None:
         raise BenchError(f"profile key strategies names one twice ({', '.join(strategies)}); list each once")
 
 
-# Beyond its window, a run spends this long starting Locust, stopping it and auditing the queue.
-RUN_OVERHEAD_S = 1.5
-RAW_OVERHEAD_S = 0.5  # a raw run: its threads start and stop, its queue is audited
+# Beyond its window, a trial spends this long starting Locust, stopping it and auditing the queue.
+TRIAL_OVERHEAD_S = 1.5
+RAW_OVERHEAD_S = 0.5  # a raw trial: its threads start and stop, its queue is audited
 FIDELITY_CALL_S = 0.0003  # one timed trivial call of the fidelity check's plain loops, about
 
 
 def trial_seconds(opts: FinishFetchOptions) -> float:
-    """What one Locust trial should take: its window and the run's start, stop and audit."""
-    return opts.warmup_s + opts.measure_s + RUN_OVERHEAD_S
+    """What one Locust trial should take: its window and its start, stop and audit."""
+    return opts.warmup_s + opts.measure_s + TRIAL_OVERHEAD_S
 
 
 def point_seconds(profile: Profile) -> tuple[float, ...]:
@@ -123,7 +123,7 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
             steps += (window + RAW_OVERHEAD_S + opts.measure_s + REFERENCE_S,) * rounds
     steps += (trial_seconds(opts),) * server_trials(opts, len(profile.servers), len(protocols))
     if opts.fidelity_calls > 0:
-        probe = PROBE_WARMUP_S + PROBE_MEASURE_S + RUN_OVERHEAD_S
+        probe = PROBE_WARMUP_S + PROBE_MEASURE_S + TRIAL_OVERHEAD_S
         steps += (probe + 3 * opts.fidelity_calls * FIDELITY_CALL_S,)
     return steps
 
@@ -271,9 +271,9 @@ def _raw_run(
     ctx: RunContext, opts: FinishFetchOptions, strategy: str, point: Point, protocol: str
 ) -> TrialSummary:
     """The raw driver at one point and strategy; its summary is kept beside the Locust runs'."""
-    run = TrialSettings.at(opts, strategy, point, "", protocol)  # run_raw names a fresh queue
+    trial = TrialSettings.at(opts, strategy, point, "", protocol)  # run_raw names a fresh queue
     try:
-        summary = run_raw(ctx.settings, run)
+        summary = run_raw(ctx.settings, trial)
     except redis.RedisError as exc:
         raise refused(exc, ctx.settings.where) or BenchError(
             f"raw driver run {strategy} {point.label} failed: {first_line(exc)}"
@@ -287,15 +287,15 @@ def _reference_run(
     ctx: RunContext, opts: FinishFetchOptions, strategy: str, point: Point, protocol: str
 ) -> Reference:
     """The reference at one point and strategy (reference.py), kept beside the raw driver's."""
-    run = TrialSettings.at(opts, strategy, point, "", protocol)  # run_reference names a fresh queue
+    trial = TrialSettings.at(opts, strategy, point, "", protocol)  # run_reference names a fresh queue
     try:
-        reference = run_reference(ctx.settings, run)
+        reference = run_reference(ctx.settings, trial)
     except redis.RedisError as exc:
         raise refused(exc, ctx.settings.where) or BenchError(
             f"reference run {strategy} {point.label} failed: {first_line(exc)}"
         ) from None
     path = ctx.run_dir / RAW_DIR / f"{point_id(protocol, strategy, point)}_reference.json"
-    write_json(path, {"settings": run.as_dict(), **reference.as_dict()})
+    write_json(path, {"settings": trial.as_dict(), **reference.as_dict()})
     return reference
 
 

@@ -171,7 +171,7 @@ UNMEASURED_KEYS = ("kind", "version", "mode", "settings", "measured", "complete"
 
 
 def derive(
-    run: TrialSettings,
+    trial: TrialSettings,
     aggregate: Aggregate,
     window_s: float,
     server: CommandStats | None,
@@ -202,17 +202,17 @@ def derive(
     used = pace.shares(
         pace.PaceInputs(
             jobs_per_s=jobs_per_s,
-            workers=run.workers,
-            concurrency=run.concurrency,
-            job_ms=run.job_ms,
-            rtt_ms=slept_rtt_ms if c["rtt_sleeps"] else run.rtt_ms,
+            workers=trial.workers,
+            concurrency=trial.concurrency,
+            job_ms=trial.job_ms,
+            rtt_ms=slept_rtt_ms if c["rtt_sleeps"] else trial.rtt_ms,
             round_trips_per_job=_per(c["worker_round_trips"], jobs),
             busiest_cpu_pct=busiest,
             redis_cpu_pct=redis_cpu_pct,
             redis_us_per_job=server_us_per_job,
             producer_share=(
-                pace.producer_share(c[PRODUCER_WAIT_US], run.producers, window_s * 1e6)
-                if run.target_rate <= 0
+                pace.producer_share(c[PRODUCER_WAIT_US], trial.producers, window_s * 1e6)
+                if trial.target_rate <= 0
                 else None
             ),
         )
@@ -221,13 +221,13 @@ def derive(
     reasons = []
     if is_saturated(busiest):
         reasons.append(f"a load process used {busiest:.0f}% of a core")
-    if run.target_rate > 0 and added_per_s < SATURATED_RATE_SHARE * run.target_rate:
-        reasons.append(f"added {added_per_s:.0f} jobs/s of {run.target_rate:g} offered")
+    if trial.target_rate > 0 and added_per_s < SATURATED_RATE_SHARE * trial.target_rate:
+        reasons.append(f"added {added_per_s:.0f} jobs/s of {trial.target_rate:g} offered")
     return Derived(
         jobs=jobs,
         jobs_per_s=jobs_per_s,
         added_per_s=added_per_s,
-        offered_per_s=run.target_rate,
+        offered_per_s=trial.target_rate,
         round_trips_per_job=_per(c["worker_round_trips"], jobs),
         producer_round_trips_per_job=_per(c["producer_round_trips"], jobs),
         server_calls_per_job=_per(server_side.total_calls, jobs) if server_side else None,
@@ -300,7 +300,7 @@ class WindowEnd:
 
 
 def build_summary(
-    run: TrialSettings,
+    trial: TrialSettings,
     aggregate: Aggregate,
     window_s: float,
     mode: str,
@@ -319,7 +319,7 @@ def build_summary(
     """
     end = end or WindowEnd()
     whole = server.whole
-    derived = derive(run, aggregate, window_s, whole, server.cpu_s, wait)
+    derived = derive(trial, aggregate, window_s, whole, server.cpu_s, wait)
     if wait is not None:
         derived = dataclasses.replace(
             derived, wait_samples=wait.samples, wait_empty_samples=wait.empty, wait_min_jobs=wait.least
@@ -330,7 +330,7 @@ def build_summary(
         derived = dataclasses.replace(derived, redis_mem_growth_bytes_per_1k_jobs=growth)
     return TrialSummary(
         mode=mode,
-        settings=run,
+        settings=trial,
         measured=True,
         complete=not end.missing_processes and end.aborted is None,
         aborted=end.aborted,
@@ -367,11 +367,11 @@ def refused_verdict(kind: str) -> str:
 
 
 def unmeasured_summary(
-    run: TrialSettings, mode: str, aborted: str | None, refused: str | None = None
+    trial: TrialSettings, mode: str, aborted: str | None, refused: str | None = None
 ) -> TrialSummary:
     """The summary of a run that stopped before its window opened: no figures, only why."""
     return TrialSummary(
-        mode, run, measured=False, complete=False, aborted=aborted or WARM_UP_ONLY, refused=refused
+        mode, trial, measured=False, complete=False, aborted=aborted or WARM_UP_ONLY, refused=refused
     )
 
 

@@ -80,21 +80,21 @@ class WorkerLoop:
     def __init__(
         self,
         queue: Queue,
-        run: TrialSettings,
+        trial: TrialSettings,
         meter: Meter,
         hooks: LoadHooks = NO_HOOKS,
     ) -> None:
-        self.pipe: AutoPipeline = hooks.pipe(queue, run.rtt_ms, meter, "worker")
+        self.pipe: AutoPipeline = hooks.pipe(queue, trial.rtt_ms, meter, "worker")
         self.sender: Sender = self.pipe
         self.on_call = hooks.on_call
         self.overdue = hooks.overdue
         # its calls are built by the Worker; its marker wait goes through the one connection
-        self.worker = Worker(queue, run.strategy, sender=self.sender)  # type: ignore[arg-type]
-        self.strategy = run.strategy
+        self.worker = Worker(queue, trial.strategy, sender=self.sender)  # type: ignore[arg-type]
+        self.strategy = trial.strategy
         self.meter = meter
-        self.job_s = run.job_ms / 1000.0
+        self.job_s = trial.job_ms / 1000.0
         self.queue_jobs = for_queue(queue.keys.name)
-        self.slots = [JobSlot(i) for i in range(run.concurrency)]
+        self.slots = [JobSlot(i) for i in range(trial.concurrency)]
         self.ready: list[JobSlot] = list(self.slots)
         self.timers: list[tuple[float, int, JobSlot]] = []  # (due, slot index, slot): a heap
         self.idle: list[JobSlot] = []

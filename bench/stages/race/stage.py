@@ -103,20 +103,21 @@ def plan_record(plan: RacePlan) -> RaceMeta:
     )
 
 
-RUN_OVERHEAD_S = 1.0  # a run's set-up: N jobs stalled, the threads started, the audit
-GAP_S_PER_JOB = 0.01  # an app-side sweep's round trips a job, over K sweepers on a shared machine
-ATOMIC_S_PER_JOB = 0.004
+# A trial's seconds, from 20261206-071620-default (40 trials of 400 jobs in 20 s; 0.2-1 s each)
+TRIAL_OVERHEAD_S = 0.25  # a trial's set-up: N jobs stalled, the threads started, the audit
+GAP_S_PER_JOB = 0.001  # an app-side sweep's round trips a job, over K sweepers on a shared machine
+ATOMIC_S_PER_JOB = 0.0005
 
 
 def point_seconds(profile: Profile) -> tuple[float, ...]:
-    """The seconds each run of the stage should take, in order: for the run's ETA. A sweeper with
+    """The seconds each trial of the stage should take, in order: for the run's ETA. A sweeper with
     a gap also waits its delay once a job, so a pass takes N x delay more."""
     plan = RacePlan.from_options(profile.race, profile.protocols)  # every protocol's runs count
-    per_run = []
+    per_trial = []
     for cell in points_of(plan):
         per_job = GAP_S_PER_JOB + cell.delay_ms / 1000 if has_gap(cell.variant) else ATOMIC_S_PER_JOB
-        per_run.append(RUN_OVERHEAD_S + cell.stalled_jobs * per_job)
-    return tuple(per_run) * plan.reps
+        per_trial.append(TRIAL_OVERHEAD_S + cell.stalled_jobs * per_job)
+    return tuple(per_trial) * plan.reps
 
 
 def check_profile(profile: Profile) -> None:

@@ -1,4 +1,4 @@
-"""What the users, the window and the hooks of one Locust process share: the run's settings
+"""What the users, the window and the hooks of one Locust process share: the trial's settings
 (read again at each test start) and the process's Recorder."""
 
 from __future__ import annotations
@@ -24,18 +24,18 @@ RECORDER = Recorder()
 class Current:
     """What every user of this process reads when it starts: set at each test start."""
 
-    run: TrialSettings | None = None
+    trial: TrialSettings | None = None
     redis: RedisSettings = RedisSettings()
     refusal_reported = False  # this process told the test's runner of a refusal (once is enough)
 
 
 def read_settings(environment: Environment) -> TrialSettings:
     """Read the options (again: the web UI may have changed them) for this process's users."""
-    run = trial_settings(environment.parsed_options)
-    Current.run = run
+    trial = trial_settings(environment.parsed_options)
+    Current.trial = trial
     Current.refusal_reported = False
-    Current.redis = redis_settings(environment, run.socket_timeout_s)
-    return run
+    Current.redis = redis_settings(environment, trial.socket_timeout_s)
+    return trial
 
 
 def control_settings() -> RedisSettings:

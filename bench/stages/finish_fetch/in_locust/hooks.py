@@ -54,7 +54,7 @@ def install() -> None:
     _installed = True
 
 
-def apply_user_counts(environment: Environment, run: TrialSettings) -> None:
+def apply_user_counts(environment: Environment, trial: TrialSettings) -> None:
     """Producers and workers (or the latency-fidelity run's one probe) as Locust fixed counts; with
     no -u given, exactly that many users.
 
@@ -62,8 +62,8 @@ def apply_user_counts(environment: Environment, run: TrialSettings) -> None:
     (Locust fills the fixed counts in turn), so it is refused: one line, exit 2. In the web UI
     the profile's shape sets the users, and the form's user count is off.
     """
-    counts = {"producer": run.producers, "worker": run.workers, "probe": 0}
-    if run.probe:  # the latency-fidelity run: one probe user and nothing else
+    counts = {"producer": trial.producers, "worker": trial.workers, "probe": 0}
+    if trial.probe:  # the latency-fidelity run: one probe user and nothing else
         counts = {"producer": 0, "worker": 0, "probe": 1}
     for user_class in environment.user_classes:
         if issubclass(user_class, RedisUser):
@@ -75,8 +75,8 @@ def apply_user_counts(environment: Environment, run: TrialSettings) -> None:
             options.num_users = users
         elif options.num_users != users and environment.web_ui is None:
             sys.stderr.write(
-                f"echomq-bench: error: -u {options.num_users} does not match producers {run.producers} "
-                f"+ workers {run.workers} = {users}; leave -u out (the users follow --producers and "
+                f"echomq-bench: error: -u {options.num_users} does not match producers {trial.producers} "
+                f"+ workers {trial.workers} = {users}; leave -u out (the users follow --producers and "
                 "--workers) or change those\n"
             )
             sys.exit(2)
@@ -97,14 +97,14 @@ def _on_init(environment: Environment, **_: Any) -> None:
 
     def prepare() -> TrialSettings:
         """The settings of the test about to start (the web UI's form may have changed them)."""
-        run = read_settings(environment)
-        apply_user_counts(environment, run)
-        return run
+        trial = read_settings(environment)
+        apply_user_counts(environment, trial)
+        return trial
 
     def on_test_start(environment: Environment, **_: Any) -> None:
-        run = prepare()
+        trial = prepare()
         if role != "worker":
-            begin_test(run.strategy)
+            begin_test(trial.strategy)
             _started[:] = [_now()]
 
     # Added first, so the settings are read before the Controller's test_start listener runs.

@@ -53,21 +53,21 @@ class TrialQueues:
         self.run_ids: dict[str, str] = {}  # each master's at the test's start, for the audit
         self.queues: list[Queue] = []  # the test's queues, opened at its start
 
-    def open(self, client: Client, run: TrialSettings) -> TrialSettings:
+    def open(self, client: Client, trial: TrialSettings) -> TrialSettings:
         """The test's queues, on a fresh name, opened (scripts loaded on every master: after a
         master is lost, the rest audit); the settings with that name. A server away leaves them
         unopened: the users' start says why."""
         self.client = client
         self.home, self.run_ids, self.queues = {}, {}, []
         with contextlib.suppress(redis.RedisError):
-            run = self._on_fresh_queue(run)
-            names = queue_names(client, run.queue, run.queues)
+            trial = self._on_fresh_queue(trial)
+            names = queue_names(client, trial.queue, trial.queues)
             self.home = homes(client, names)
             self.run_ids = master_run_ids(client)
-            self.queues = [Queue.open(client, n, protocol=run.protocol) for n in names]
+            self.queues = [Queue.open(client, n, protocol=trial.protocol) for n in names]
             self._record_keys()
             reset_started(self.queues[0])  # the test's first key
-        return run
+        return trial
 
     def _record_keys(self) -> None:
         """A direct Locust test records its queues' key prefixes in its own run folder before the
@@ -79,31 +79,33 @@ class TrialQueues:
             record = KeyRecord(url=redact_url(Current.redis.url), own_server=False, prefixes=prefixes)
             write_meta(folder, RunMeta, run_id=folder.name, profile="locust", complete=False, keys=record)
 
-    def _on_fresh_queue(self, run: TrialSettings) -> TrialSettings:
+    def _on_fresh_queue(self, trial: TrialSettings) -> TrialSettings:
         """The test on the first of <queue>, <queue>-2, ... none of whose queues holds a key, so its
         audit counts its own jobs only (a test before it in this web UI session, or a kept one,
         left none there). Every process's users read the name: this one's from Current.run, a
         worker's from the options the spawn message carries (sent after test_start)."""
         assert self.client is not None
-        name = next((n for n in _candidates(run.queue) if not self._holds_keys(n, run)), None)
+        name = next((n for n in _candidates(trial.queue) if not self._holds_keys(n, trial)), None)
         if name is None:
-            last = _candidates(run.queue)[-1]
+            last = _candidates(trial.queue)[-1]
             log.error("echomq: queues %s to %s all hold keys: the audit counts theirs too; name another "
-                      "with --queue, or delete them", run.queue, last)  # fmt: skip
-        elif name != run.queue:
-            log.info("echomq: queue %s holds keys of an earlier test: this test runs on %s", run.queue, name)
-            run = dataclasses.replace(run, queue=name)
-            Current.run = run
+                      "with --queue, or delete them", trial.queue, last)  # fmt: skip
+        elif name != trial.queue:
+            log.info(
+                "echomq: queue %s holds keys of an earlier test: this test runs on %s", trial.queue, name
+            )
+            trial = dataclasses.replace(trial, queue=name)
+            Current.trial = trial
             options = self.environment.parsed_options
             if options is not None:
                 options.Queue = name
-        return run
+        return trial
 
-    def _holds_keys(self, name: str, run: TrialSettings) -> bool:
+    def _holds_keys(self, name: str, trial: TrialSettings) -> bool:
         assert self.client is not None
         queues = (
-            Queue.open(self.client, q, protocol=run.protocol)
-            for q in queue_names(self.client, name, run.queues)
+            Queue.open(self.client, q, protocol=trial.protocol)
+            for q in queue_names(self.client, name, trial.queues)
         )
         return any(next(queue.key_names(), None) is not None for queue in queues)
 
@@ -130,7 +132,7 @@ class TrialQueues:
     def audit(self, refused: str | None) -> SummaryAudit:
         """The audit of every queue as the summary holds it; a restart or an absent server (or
         master) says so, and a test a refusal ended (``refused``, its kind) is not audited."""
-        assert self.client is not None and Current.run is not None
+        assert self.client is not None and Current.trial is not None
         if refused is not None:
             return SummaryAudit(False, refused_verdict(refused))
         try:

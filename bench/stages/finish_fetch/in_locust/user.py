@@ -49,9 +49,9 @@ class RedisUser(User):
     load: TrialSettings
 
     def on_start(self) -> None:
-        if Current.run is None:
+        if Current.trial is None:
             raise BenchError("the test started before its settings were read")
-        self.load = Current.run
+        self.load = Current.trial
         self.client = Current.redis.connect()
         self.loading_since: float | None = None
         try:

@@ -148,15 +148,17 @@ class LiveTab:
             return None
 
     def live_rows(self) -> list[dict[str, Any]]:
-        run = Current.run
+        trial = Current.trial
         window = self.controller.window
-        if run is None:
+        if trial is None:
             return []
         if window is None:
             runner = self.environment.runner
             running = runner is not None and runner.state in ("spawning", "running")
             if running:
-                return [_row(run.strategy, f"warm-up ({run.warmup_s:g} s, not measured)", "", run.regime)]
+                return [
+                    _row(trial.strategy, f"warm-up ({trial.warmup_s:g} s, not measured)", "", trial.regime)
+                ]
             return []
         histograms: dict[str, list[HdrHistogram]] = {}
         counters: Counter[str] = Counter(self.controller.aggregate.counters)
@@ -168,12 +170,12 @@ class LiveTab:
         counters.update(local_counters)
         window_s = time.perf_counter() - window[0]
         percentiles = {name: hdr.summary(hdr.merge(parts)) for name, parts in histograms.items()}
-        state = f"measuring ({window_s:.0f} of {run.measure_s:g} s)"
+        state = f"measuring ({window_s:.0f} of {trial.measure_s:g} s)"
         # the worker's script calls less its lone fetches, as summary.py counts commands_per_job
         commands = counters["worker_script_calls"] - counters["fetches_alone"]
         return strategy_rows(
-            run.strategy, state, counters["jobs"], window_s, counters["worker_round_trips"], commands,
-            self._server_commands(), percentiles, run.regime,
+            trial.strategy, state, counters["jobs"], window_s, counters["worker_round_trips"], commands,
+            self._server_commands(), percentiles, trial.regime,
         )  # fmt: skip
 
     def rows(self) -> list[dict[str, Any]]:
@@ -201,9 +203,9 @@ class LiveTab:
         )  # fmt: skip
 
     def payload(self) -> dict[str, Any]:
-        run = Current.run
+        trial = Current.trial
         return {
-            "strategy": run.strategy if run else None,
+            "strategy": trial.strategy if trial else None,
             "measuring": self.controller.window is not None,
             "message": self.message,
             "columns": [{"key": key, "title": title} for key, title in COLUMNS],

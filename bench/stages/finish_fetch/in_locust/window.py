@@ -110,8 +110,8 @@ class Controller:
         environment.runner.register_message(REFUSED_MESSAGE, self.on_refused)
 
     def on_test_start(self, environment: Environment, **_: Any) -> None:
-        run = Current.run
-        assert run is not None
+        trial = Current.trial
+        assert trial is not None
         self.window = None
         if self.client is not None:  # a second test from the web UI
             self.client.close()
@@ -120,15 +120,15 @@ class Controller:
         run_id: str | None = None
         with contextlib.suppress(redis.RedisError):  # else the watcher learns it on its first answer
             run_id = str(self.client.info("server")["run_id"])  # so a restart from here on is seen
-        run = self.trial.open(self.client, run)
+        trial = self.trial.open(self.client, trial)
         self.watch = ServerWatch(control_settings(), run_id, self.abort)
         options = environment.parsed_options
         # With no --run-time, a headless run ends itself after warm-up + measure.
         auto_quit = bool(options is not None and options.headless and not options.run_time)
-        self.timers = [gevent.spawn(self._window, run, auto_quit), gevent.spawn(self.watch.run)]
-        log.info("echomq: %s, warm-up %gs then measuring", run.strategy, run.warmup_s)
+        self.timers = [gevent.spawn(self._window, trial, auto_quit), gevent.spawn(self.watch.run)]
+        log.info("echomq: %s, warm-up %gs then measuring", trial.strategy, trial.warmup_s)
 
-    def _window(self, run: TrialSettings, auto_quit: bool) -> None:
+    def _window(self, trial: TrialSettings, auto_quit: bool) -> None:
         """Warm-up, window, (quit): timed from when every user runs, not from test_start.
 
         test_start fires on the master as it sends the spawn messages; a worker
@@ -139,17 +139,17 @@ class Controller:
         """
         runner = self.environment.runner
         assert runner is not None
-        expected = min(run.producers + run.workers, runner.target_user_count)
+        expected = min(trial.producers + trial.workers, runner.target_user_count)
         deadline = time.monotonic() + USERS_START_DEADLINE_S
         while (ready := self._users_ready()) < expected:
             if time.monotonic() >= deadline:
                 self.abort(f"only {ready} of {expected} users started within {USERS_START_DEADLINE_S:g}s")
                 return
             gevent.sleep(USERS_POLL_S)
-        gevent.sleep(run.warmup_s)
+        gevent.sleep(trial.warmup_s)
         self.reset()
         if auto_quit:
-            gevent.sleep(run.measure_s)
+            gevent.sleep(trial.measure_s)
             self._quit()
 
     def _users_ready(self) -> int:
@@ -295,8 +295,8 @@ class Controller:
         path = summary_path(environment.parsed_options)
         if self.window is None:
             # Stopped before the window opened: the summary still says why (stage.py reads it).
-            assert Current.run is not None
-            write_summary(unmeasured_summary(Current.run, self._mode(), self.aborted, self.refused), path)
+            assert Current.trial is not None
+            write_summary(unmeasured_summary(Current.trial, self._mode(), self.aborted, self.refused), path)
             self.trial.delete()
             return
         deadline = time.monotonic() + FINAL_REPORT_WAIT_S
@@ -313,8 +313,8 @@ class Controller:
 
     def summary(self) -> TrialSummary:
         """The closed window's summary: merged parts, the server's deltas, why it ended early."""
-        run = Current.run
-        assert run is not None and self.window is not None
+        trial = Current.trial
+        assert trial is not None and self.window is not None
         by_master = None
         if self.stats_before is not None and self.stats_after is not None:
             before = self.stats_before
@@ -327,7 +327,7 @@ class Controller:
             self.server_error,
         )
         return build_summary(
-            run,
+            trial,
             self.aggregate,
             self.window[1] - self.window[0],
             self._mode(),
