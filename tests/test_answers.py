@@ -73,7 +73,8 @@ def test_races_are_per_sweeper_count_and_per_stalled_job(run: Path) -> None:
     two = rates.loc[("echomq", "app_side_pipelined", 2)]
     assert two["double_recoveries_per_stalled"] < row["double_recoveries_per_stalled"] / 3
     said = sweep_answer(load_run(run))
-    assert f"recover a stalled job up to {row['double_recoveries_per_stalled']:.1f} extra times" in said
+    rate = row["double_recoveries_per_stalled"]
+    assert f"app_side_pipelined recovers a stalled job {rate:.1f} extra times at 8" in said
 
 
 def test_capacity_counts_the_add_and_says_what_it_is_without_it(run: Path) -> None:
@@ -143,13 +144,26 @@ def test_where_redis_set_the_pace_the_cell_shows_what_the_counts_predict(run: Pa
     assert cells[("echomq", 1, 0.0)].predicted is None  # the client set that pace
 
 
-def test_the_node_workers_finding_says_nodes_own_fused_gain(run: Path) -> None:
+def test_the_node_workers_finding_says_nodes_own_fused_gain_from_clean_pairs(run: Path) -> None:
+    """Each repetition's fused over its own two-call; a pair with a side not clean is left out
+    (the blind recompute of 20261206-071620: 1.19x from unpaired medians, 1.10x from its pair)."""
     frame = pd.read_csv(run / "bullmq_worker.csv")
-    medians = frame.groupby(["driver", "concurrency"])["jobs_per_s"].median()
-    gains = [medians[("node_manual_fused", c)] / medians[("node_manual_two_call", c)] for c in (1, 8, 50)]
+    two = (frame["driver"] == "node_manual_two_call") & (frame["concurrency"] == 8)
+    frame.loc[two & (frame["rep"] == frame.loc[two, "rep"].max()), "contended"] = True
+    frame.to_csv(run / "bullmq_worker.csv", index=False)
+    clean_rows = frame[~frame["contended"]]
+    by = clean_rows.set_index(["driver", "concurrency", "rep"])["jobs_per_s"]
+    gains = []
+    for c in (1, 8, 50):
+        reps = sorted(set(by["node_manual_fused"][c].index) & set(by["node_manual_two_call"][c].index))
+        gains.append(
+            pd.Series(
+                [by["node_manual_fused"][c][r] / by["node_manual_two_call"][c][r] for r in reps]
+            ).median()
+        )
     (_, said) = node_worker(load_run(run)).sentences
     shown = ", ".join(f"{g:.2f}x at {c}" for g, c in zip(gains, (1, 8, 50), strict=True))
-    assert said == f"Node's own fused / two-call: {shown}."
+    assert said == f"Node's own fused / two-call (clean pairs): {shown}."
 
 
 def test_the_sweep_answer_holds_for_the_other_runs_sizes_and_says_where_they_differ(

@@ -111,6 +111,6 @@ def test_a_run_from_before_the_columns_loads_and_compare_and_the_report_read_the
     assert "1 call(s) contended" in hazard and "| **contended** |" in hazard
     # and the findings quote no contended call: the run from before has its figure, this one none
     quoted, withheld = hazard_finding(before), hazard_finding(after)
-    assert quoted is not None and "the call failed after 7.6 s" in " ".join(quoted.sentences)
+    assert quoted is not None and "its client gave up after 7.6 s" in " ".join(quoted.sentences)
     assert withheld is not None
     assert withheld.sentences == ("BullMQ's stalled check was not measured cleanly.",)

@@ -203,21 +203,24 @@ def fusing_answer(data: RunData, runs: Sequence[RunData] = ()) -> str:
     network = [c.median for c in cells if c.rtt_ms >= NETWORK_RTT_MS]
     rtts = sorted({c.rtt_ms for c in cells if c.rtt_ms >= NETWORK_RTT_MS})
     local = [c.median for c in cells if c.rtt_ms < NETWORK_RTT_MS]
-    lost = [c for c in cells if c.median < 1]  # below 1 in most pairs
-    behind = [c for c in cells if c.lo < 1]
-    lead = "Fuse" if not lost else "Fuse where the network sets the pace"
-    won = f" (it lost at {len(lost)} of {len(cells)} cells over the runs)" if lost else ""
+    lost = [c for c in every if c.median < 1]  # below 1 in most pairs
+    behind = [c for c in every if c.lo < 1]
+    over = f"{len(runs)} runs" if len(runs) > 1 else "the run"
+    local_only = bool(lost) and all(c.rtt_ms < NETWORK_RTT_MS for c in lost)
+    lead = "Fuse" if not lost else "Fuse over a network" if local_only else "Fuse where it won"
+    where = ", at rtt 0" if local_only else ""
+    won = f" (it lost at {len(lost)} of {len(every)} cells over {over}{where})" if lost else ""
     if not lost:
         won = " (it never lost)" if not behind else " (it never lost but in single pairs)"
     span = "-".join(dict.fromkeys(f"{r:g}" for r in (rtts[:1] + rtts[-1:])))
     gains = [f"{_range(network)} the jobs/s at rtt {span} ms"] if network else []
     gains += [f"{_range(local)} at rtt 0"] if local else []
-    job_times = sorted({c.job_ms for c in own if c.job_ms})
-    gains += [f"{_range([c.median for c in own if c.job_ms == j])} with {j:g} ms jobs" for j in job_times]
+    job_times = sorted({c.job_ms for c in every if c.job_ms})
+    gains += [f"{_range([c.median for c in every if c.job_ms == j])} with {j:g} ms jobs" for j in job_times]
     parts = [f"**{lead}**{won}: {', '.join(gains)}." if gains else f"**{lead}**{won}."]
     saved = redis_work_saved(data)
     if saved:
-        parts.append(f"Redis does {_span_pct(list(saved.values()))} less work a job (counted).")
+        parts.append(f"Redis does {_span_pct(list(saved.values()))} less work a finish-and-fetch (counted).")
     if runs:
         held, of = fusing_held(runs)
         shaky = unstable(runs)
@@ -412,11 +415,17 @@ def routine_holds(size: int, runs: Sequence[RunData]) -> list[float]:
     return found
 
 
-def app_side_worst(data: RunData) -> float | None:
-    """The app-side loop's most extra recoveries a stalled job, over its clean settings."""
+def app_side_worst(data: RunData, setting: tuple[str, int] | None = None) -> tuple[float, str, int] | None:
+    """The app-side setting (variant, sweepers) with the most extra recoveries a stalled job, over
+    clean settings, and that rate; with ``setting``: that one's rate."""
     races = race_rates(data)
     app = races[races["variant"].isin(APP_SIDE)] if not races.empty else races
-    return None if app.empty else float(app["double_recoveries_per_stalled"].max())
+    if setting is not None and not app.empty:
+        app = app[(app["variant"] == setting[0]) & (app["sweepers"] == setting[1])]
+    if app.empty:
+        return None
+    worst = app.sort_values("double_recoveries_per_stalled").iloc[-1]
+    return float(worst["double_recoveries_per_stalled"]), str(worst["variant"]), int(worst["sweepers"])
 
 
 def sweep_answer(data: RunData, also: Sequence[RunData] = (), runs: Sequence[RunData] = ()) -> str:
@@ -446,9 +455,8 @@ def sweep_answer(data: RunData, also: Sequence[RunData] = (), runs: Sequence[Run
             said.append(f"stress: {worst.text()} ms at {worst.size:,}{which}")
         largest = max(short.values())  # this run's: another run's sizes are said apart
         aside = f" ({'; '.join(said)})" if said else ""
-        parts.append(
-            f"**Use {' or '.join(short)}**: race-free, under {SHORT_HOLD_MS:g} ms to {largest:,} jobs{aside}."
-        )
+        reach = f"calls under {SHORT_HOLD_MS:g} ms to {largest:,} jobs{aside}"
+        parts.append(f"**Use {' or '.join(short)}**: race-free, {reach}.")
     else:
         parts.append("**No sweep variant stayed short and race-free here.**")
     passes = sorted(
@@ -462,8 +470,7 @@ def sweep_answer(data: RunData, also: Sequence[RunData] = (), runs: Sequence[Run
         and (text := crossing(stalled, BUSY_MS).replace(" (extrapolated)", ""))
     )
     if passes:  # the soonest: the table gives each protocol's
-        _, text, protocol = passes[0]
-        parts.append(f"Atomic sweeps pass 5 s from {text} stalled jobs ({protocol}).")
+        parts.append(f"Atomic sweeps pass 5 s from {passes[0][1]} stalled jobs.")
     bull = [h for h in found if (h.protocol, h.variant, h.scenario) == ("bullmq", "atomic", "healthy")]
     if bull:
         biggest = max(bull, key=lambda h: h.size)
@@ -472,8 +479,11 @@ def sweep_answer(data: RunData, also: Sequence[RunData] = (), runs: Sequence[Run
         parts.append(f"BullMQ's routine check holds Redis {biggest.text()} ms at {at}.")
     races = app_side_worst(data)
     if races is not None:
-        spread = _over_runs([w for run in runs if (w := app_side_worst(run)) is not None], 1)
-        parts.append(f"App-side loops recover a stalled job up to {races:.1f} extra times{spread}.")
+        rate, variant, sweepers = races
+        spread = _over_runs([w[0] for run in runs if (w := app_side_worst(run, (variant, sweepers)))], 1)
+        parts.append(
+            f"{variant} recovers a stalled job {rate:.1f} extra times at {sweepers} sweepers{spread}."
+        )
     return " ".join(parts)
 
 
