@@ -250,7 +250,7 @@ def cross_run_table(runs: Sequence[RunData]) -> pd.DataFrame:
                 f"fused / two_call, {c.protocol}, {c.concurrency} in flight{held}, rtt {c.rtt_ms:g} ms"
             ] = RTT_MISSED if c.rtt_missed else f"{c.median:.2f} [{c.lo:.2f}-{c.hi:.2f}]"
         for protocol, share in redis_work_saved(run).items():
-            column[f"Redis instructions fusing saves a job, {protocol}"] = f"{share:.1%}"
+            column[f"Redis instructions fusing saves a finish-and-fetch, {protocol}"] = f"{share:.1%}"
     figures = list(dict.fromkeys(f for column in columns.values() for f in column))
     shaky = {_figure(*key) for key in unstable(runs)}
     rows = [
