@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import redis
 
 from bench.errors import BenchError, first_line
-from bench.harness.callgrind import CallgrindRedis, Scope, seed_refused, valgrind_missing
+from bench.harness.callgrind import CallgrindRedis, Scope, allocator_env, seed_refused, valgrind_missing
 from bench.harness.context import RunContext
 from bench.harness.machine import MachineSample, clock, watch_run
 from bench.harness.profile import InstructionsOptions, Profile, check_servers
@@ -231,6 +231,7 @@ def run_stage(ctx: RunContext) -> None:
         servers={on.name: on.binary for on in counted} if named else {},
         left_out={on.name: on.left_out for on in counted if on.left_out},
         state={**phases_state(options.instructions_calls).sizes(), "lead_calls": LEAD_CALLS},
+        allocators=allocator_env(),
     )
     ctx.progress.step(f"instructions counted: {InstructionsRow.FILE}")
     ctx.progress.done()
