@@ -252,7 +252,11 @@ def test_queue_latency_is_stated_from_open_regime_rows_only(run: Path) -> None:
 
 @pytest.mark.usefixtures("figures_undrawn")
 def test_a_point_the_model_misses_is_named_with_its_term(run: Path) -> None:
-    assert "No clean row is missed by more than 20%." in "\n".join(model_section(load_run(run)))
+    before = "\n".join(model_section(load_run(run)))
+    assert "No clean row is missed by more than 20%." in before
+    share = re.compile(r"; (\d+) of (\d+) are within 20%\.")
+    fit, rows = (int(n) for n in share.findall(before)[0])
+    assert fit == rows
     frame = pd.read_csv(run / "finish_fetch.csv")
     row = (frame["protocol"] == "echomq") & (frame["strategy"] == "fused") & (frame["concurrency"] == 1)
     # a point measured at half the law's pace: its costs a job the same, so Redis's CPU share halves too
@@ -261,3 +265,4 @@ def test_a_point_the_model_misses_is_named_with_its_term(run: Path) -> None:
     text = "\n".join(model_section(load_run(run)))
     named = "- echomq fused, 1 in flight, rtt 1 ms, rep 1: +93%; the term that disagrees is the rtt paid."
     assert named in text
+    assert share.findall(text)[0] == (str(rows - 1), str(rows))  # the one row missed, of the same rows
