@@ -266,3 +266,20 @@ def test_a_point_the_model_misses_is_named_with_its_term(run: Path) -> None:
     named = "- echomq fused, 1 in flight, rtt 1 ms, rep 1: +93%; the term that disagrees is the rtt paid."
     assert named in text
     assert share.findall(text)[0] == (str(rows - 1), str(rows))  # the one row missed, of the same rows
+
+
+def test_queue_latency_names_repetitions_that_disagree(tmp_path: Path) -> None:
+    """A median of two repetitions 3x apart describes neither: the finding says so, for that load."""
+    run = tmp_path / "20261206-071620-default"  # a run with open-regime rows
+    shutil.copytree(PUBLISHED_DIR / run.name, run)
+    frame = pd.read_csv(run / "finish_fetch.csv")
+    two = (frame["regime"] == "open") & (frame["strategy"] == "two_call")
+    frame.loc[two, "e2e_p50_us"] = 8_000.0  # repetitions alike
+    frame.to_csv(run / "finish_fetch.csv", index=False)
+    said = " ".join(queue_latency(load_run(run)).sentences)
+    assert "reps" not in said
+    first = frame[two].sort_values(["target_rate", "rep"]).index[0]
+    frame.loc[first, "e2e_p50_us"] *= 3
+    frame.to_csv(run / "finish_fetch.csv", index=False)
+    said = " ".join(queue_latency(load_run(run)).sentences)
+    assert said.count("(two_call's reps 3.0x apart)") == 1

@@ -106,6 +106,9 @@ def _source(data: RunData, *parts: str) -> str:
 # -- finish-then-fetch ------------------------------------------------------------------------
 
 
+REPS_APART = 2.0  # p50s of one strategy's repetitions this many times apart: the median is named so
+
+
 def queue_latency(data: RunData) -> Finding | None:
     """What fusing does to queue latency: from open-regime rows only; otherwise not measured."""
     frame = _finish_fetch(data)
@@ -128,6 +131,11 @@ def queue_latency(data: RunData) -> Finding | None:
             both = " against ".join(f"{ms(r[p50] / 1e3)} / {ms(r[p99] / 1e3)}" for _, r in medians.iterrows())
             offered = float(rate)  # type: ignore[arg-type]
             loads.append(f"{both} at {offered:,.0f} jobs/s offered" if offered > 0 else both)
+            # a median of repetitions that disagree this much describes none of them: say so
+            spread = cell.groupby("strategy")[p50].agg(lambda v: v.max() / v.min() if v.min() > 0 else 1.0)
+            loads[-1] += "".join(
+                f" ({s}'s reps {x:.1f}x apart)" for s, x in spread.items() if x >= REPS_APART
+            )
         order = " against ".join(dict.fromkeys(point["strategy"]))
         sentences.append(
             f"p50 / p99, {order}: {'; '.join(loads)} ({protocol}, {concurrency:g} in flight, rtt {rtt:g} ms)."
