@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import shutil
 import subprocess
 import sys
 import time
@@ -147,3 +148,10 @@ def finish_fetch_row(**changes: Any) -> FinishFetchRow:
         audit_ok=True,
     )  # fmt: skip
     return dataclasses.replace(base, **changes)
+
+
+def run_copy(run: Path, into: Path) -> Path:
+    """A copy of a published run under ``into``, by the same name: a test may mark its cells."""
+    copy = into / run.name
+    shutil.copytree(run, copy)
+    return copy

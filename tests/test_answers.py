@@ -25,6 +25,7 @@ from bench.report.answers import (
 from bench.report.findings import capacity, findings_lines, node_worker
 from bench.report.load import load_run
 from bench.report.publish import PUBLISHED_DIR
+from tests.helpers import run_copy
 
 NEWEST = PUBLISHED_DIR / "20261205-122315-default"
 OLDER = PUBLISHED_DIR / "20261205-075039-default"
@@ -32,9 +33,7 @@ OLDER = PUBLISHED_DIR / "20261205-075039-default"
 
 @pytest.fixture
 def run(tmp_path: Path) -> Path:
-    copy = tmp_path / NEWEST.name
-    shutil.copytree(NEWEST, copy)
-    return copy
+    return run_copy(NEWEST, tmp_path)
 
 
 def test_each_answer_fits_its_words_and_the_rest_of_the_block_400() -> None:

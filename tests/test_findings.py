@@ -4,7 +4,6 @@ hand computation, what-if lines marked predicted, and a report a newcomer reads 
 from __future__ import annotations
 
 import re
-import shutil
 import statistics
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from bench.report.ratios import RTT_MISSED
 from bench.report.render import render
 from bench.report.results_page import finish_fetch_table
 from bench.report.sections.findings import model_section
+from tests.helpers import run_copy
 
 DEFAULT = PUBLISHED_DIR / "20261203-101406-default"
 FILE = "finish_fetch.csv"
@@ -31,9 +31,7 @@ ON_TWO = PUBLISHED_DIR / "20261205-122315-default"
 @pytest.fixture
 def run(tmp_path: Path) -> Path:
     """A copy of the published default run: a test may mark its cells."""
-    copy = tmp_path / DEFAULT.name
-    shutil.copytree(DEFAULT, copy)
-    return copy
+    return run_copy(DEFAULT, tmp_path)
 
 
 def set_cells(path: Path, file: str, where: dict[str, object], **cells: str) -> None:
@@ -270,8 +268,7 @@ def test_a_point_the_model_misses_is_named_with_its_term(run: Path) -> None:
 
 def test_queue_latency_names_repetitions_that_disagree(tmp_path: Path) -> None:
     """A median of two repetitions 3x apart describes neither: the finding says so, for that load."""
-    run = tmp_path / "20261206-071620-default"  # a run with open-regime rows
-    shutil.copytree(PUBLISHED_DIR / run.name, run)
+    run = run_copy(PUBLISHED_DIR / "20261206-071620-default", tmp_path)  # it has open-regime rows
     frame = pd.read_csv(run / "finish_fetch.csv")
     two = (frame["regime"] == "open") & (frame["strategy"] == "two_call")
     frame.loc[two, "e2e_p50_us"] = 8_000.0  # repetitions alike
