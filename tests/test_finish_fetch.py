@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -21,6 +23,7 @@ from bench.results import hdr
 from bench.results.files import FIDELITY_DIR, HDR_DIR, LOCUST_DIR, RAW_DIR
 from bench.results.finish_fetch import FinishFetchRow
 from bench.results.rows import columns_of
+from bench.stages.finish_fetch.in_locust.sleep import prompt_stop
 from bench.stages.finish_fetch.loadstats import Aggregate, Recorder
 from bench.stages.finish_fetch.locust_trial import run_trial
 from bench.stages.finish_fetch.plan import Point
@@ -212,6 +215,33 @@ def test_two_processes_merge_their_histograms_exactly(tmp_path: Path, settings: 
     merged = hdr.decode(summary.histograms["cycle"]).get_total_count()
     assert merged == sum(parts) == summary.counters["jobs"] > 0
     assert run.audit.ok, run.audit.verdict
+
+
+def test_the_master_stops_promptly_but_counts_heartbeats_as_locust_does():
+    slept: list[float] = []
+    module = SimpleNamespace(gevent=SimpleNamespace(sleep=slept.append))
+
+    def stop() -> None:  # named as Locust's runners name their waits
+        module.gevent.sleep(1)
+
+    def quit() -> None:
+        module.gevent.sleep(0.5)
+
+    def heartbeat_worker() -> None:  # its ticks count a worker missing: never cut
+        module.gevent.sleep(1)
+
+    prompt_stop(module, 0.02)
+    prompt_stop(module, 0.02)  # once: a second call wraps nothing again
+    for wait in (stop, quit, heartbeat_worker):
+        wait()
+    assert slept == [0.02, 0.02, 1]
+    # the waits it cuts are still Locust's (read, not imported: Locust patches this process)
+    spec = importlib.util.find_spec("locust")
+    assert spec is not None and spec.submodule_search_locations
+    runners = (Path(spec.submodule_search_locations[0]) / "runners.py").read_text()
+    master = runners[runners.index("class MasterRunner") : runners.index("class WorkerRunner")]
+    stops = master[master.index("    def stop(") : master.index("    def quit(")]
+    assert "gevent.sleep(1)" in stops and "gevent.sleep(0.5)" in master[master.index("    def quit(") :]
 
 
 @pytest.mark.locust

@@ -399,6 +399,25 @@ def test_job_ms_at_adds_only_the_named_cells_at_each_extra_job_time_and_no_raw_d
     ]  # fmt: skip
     # the open points stay at the grid's job time, and the raw driver measures the grid only
     assert all(p.job_ms == 0 for p in points if p.regime == Regime.OPEN)
-    assert not any(raw_at(opts, p) for p in held) and raw_at(opts, points[0])
+    assert not any(raw_at(opts, p, "echomq") for p in held) and raw_at(opts, points[0], "echomq")
     with pytest.raises(BenchError, match="profile key job-ms-at: 'c8' is not a grid cell"):
         dataclasses.replace(BASE, job_ms_at=("c8",))
+
+
+def test_raw_driver_at_runs_the_raw_driver_at_the_named_cells_and_protocols_only() -> None:
+    opts = dataclasses.replace(
+        BASE,
+        concurrency=(1, 8),
+        rtt_ms=(0.0, 1.0),
+        raw_driver=True,
+        raw_driver_at=("c8-rtt0", "bullmq.c1-rtt1"),
+    )
+    at = {
+        (p.label, protocol)
+        for p in points_of(opts)
+        for protocol in ("echomq", "bullmq")
+        if raw_at(opts, p, protocol)
+    }
+    assert at == {("w2-c8-rtt0", "echomq"), ("w2-c8-rtt0", "bullmq"), ("w2-rtt1", "bullmq")}
+    with pytest.raises(BenchError, match="profile key raw-driver-at: '8' is not a grid cell"):
+        dataclasses.replace(BASE, raw_driver_at=("8",))

@@ -100,9 +100,9 @@ class FinishFetchOptions:
     remeasure_share: float = field(default=0.0, metadata=_min(0))
     # the protocols this stage runs, of the profile's (empty: every one of the profile's)
     finish_fetch_protocols: tuple[str, ...] = ()
-    # the raw driver and the reference run at the grid's points of these rtts (empty: every rtt);
-    # the reference runs at rtt 0 whatever the point's, so more rtts repeat it
-    raw_driver_rtt_ms: tuple[float, ...] = field(default=(), metadata=_min(0))
+    # the grid cells ("[protocol.]c<concurrency>-rtt<ms>", as open-at) where the raw driver and the
+    # reference run (empty: every grid point); the reference runs at rtt 0 whatever the cell's
+    raw_driver_at: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         from bench.protocol.queue import STRATEGIES  # here, so loading a profile stays light until checked
@@ -120,6 +120,7 @@ class FinishFetchOptions:
             ("steady-at", self.steady_at),
             ("open-at", self.open_at),
             ("job-ms-at", self.job_ms_at),
+            ("raw-driver-at", self.raw_driver_at),
         ):
             for cell in cells:
                 if parse_cell(cell) is None:

@@ -112,13 +112,18 @@ def protocols_at(point: Point, protocols: Iterable[str]) -> list[str]:
     return [p for p in protocols if not point.protocol or p == point.protocol]
 
 
-def raw_at(opts: FinishFetchOptions, point: Point) -> bool:
-    """Whether the raw driver and the reference run at ``point``: a grid point of raw-driver-rtt-ms."""
+def raw_at(opts: FinishFetchOptions, point: Point, protocol: str) -> bool:
+    """Whether the raw driver and the reference run at ``point`` for ``protocol``: a grid point,
+    named in raw-driver-at (or any, when that is empty)."""
     if not opts.raw_driver or point.regime != regime_of(opts.target_rate, opts.regime):
         return False
     if point.job_ms not in opts.job_ms:  # a job-ms-at point: the raw driver measures the grid's
         return False
-    return not opts.raw_driver_rtt_ms or point.rtt_ms in opts.raw_driver_rtt_ms
+    cells = [found for found in map(parse_cell, opts.raw_driver_at) if found is not None]
+    return not cells or any(
+        (point.concurrency, point.rtt_ms) == (concurrency, rtt) and named in ("", protocol)
+        for named, concurrency, rtt in cells
+    )
 
 
 def bound_point(opts: FinishFetchOptions) -> Point | None:

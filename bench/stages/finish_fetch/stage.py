@@ -117,10 +117,11 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
     steps: tuple[float, ...] = ()
     protocols = finish_fetch_protocols(profile)
     for point in points_of(opts):
-        rounds = len(strategies_at(opts, point)) * len(protocols_at(point, protocols))
+        here = protocols_at(point, protocols)
+        rounds = len(strategies_at(opts, point)) * len(here)
         steps += (trial_seconds(opts),) * (opts.repetitions * rounds)
-        if raw_at(opts, point):
-            steps += (window + RAW_OVERHEAD_S + opts.measure_s + REFERENCE_S,) * rounds
+        raw = sum(raw_at(opts, point, protocol) for protocol in here) * len(strategies_at(opts, point))
+        steps += (window + RAW_OVERHEAD_S + opts.measure_s + REFERENCE_S,) * raw
     steps += (trial_seconds(opts),) * server_trials(opts, len(profile.servers), len(protocols))
     if opts.fidelity_calls > 0:
         probe = PROBE_WARMUP_S + PROBE_MEASURE_S + TRIAL_OVERHEAD_S
@@ -167,8 +168,8 @@ def run_stage(ctx: RunContext) -> None:
                 clean = ledger.trial(run, row)
                 ctx.progress.step(f"{_progress_line(run, row)}; {clean}")
                 _stop_if_stopped(run, ctx.run_dir)
-        if raw_at(opts, point):
-            for protocol, strategy in rounds:
+        for protocol, strategy in rounds:
+            if raw_at(opts, point, protocol):
                 ctx.progress(f"raw driver: {protocol} {strategy} {point.label}")
                 raw = _raw_run(ctx, regime_options(opts, point), strategy, point, protocol)
                 ctx.progress.step(

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 import gevent
+import locust.runners
 import redis
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
@@ -28,6 +29,7 @@ from bench.protocol.connection import Client
 from bench.stages.finish_fetch.in_locust.current import RECORDER, REFUSED_MESSAGE, Current, control_settings
 from bench.stages.finish_fetch.in_locust.options import summary_path
 from bench.stages.finish_fetch.in_locust.server_watch import ServerWatch
+from bench.stages.finish_fetch.in_locust.sleep import prompt_stop
 from bench.stages.finish_fetch.in_locust.trial_queues import TrialQueues
 from bench.stages.finish_fetch.loadstats import (
     Aggregate,
@@ -169,6 +171,7 @@ class Controller:
         runner = self.environment.runner
         assert runner is not None
         if isinstance(runner, MasterRunner):
+            prompt_stop(locust.runners)
             # quit() alone fires test_stop before the workers hear of it: their users would
             # go on adding jobs after the queues are deleted. stop() waits for them first.
             runner.stop()
