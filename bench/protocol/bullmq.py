@@ -40,7 +40,7 @@ import msgpack
 from bench.errors import BenchError
 from bench.protocol.base import Added, Job, QueueProtocol, ScriptCall, WorkerOptions, text
 from bench.protocol.bullmq_package import require_bullmq
-from bench.protocol.keys import BULLMQ_NAMESPACE, QueueKeys
+from bench.protocol.keys import BULLMQ_NAMESPACE, FETCH_SUFFIXES, QueueKeys
 from bench.protocol.template import CallTemplate, derive
 
 VERSION = require_bullmq()  # before importing the package: a wrong version is one line, not a traceback
@@ -61,11 +61,6 @@ BULLMQ_SCRIPTS: dict[str, str] = {
     "sweep": "moveStalledJobsToWait",
     "extend_lock": "extendLock",
 }
-# moveToActive's KEYS, as Scripts.moveToActive names them.
-FETCH_KEYS = [
-    "wait", "active", "prioritized", "events", "stalled", "limiter",
-    "delayed", "paused", "meta", "pc", "marker",
-]  # fmt: skip
 
 
 # The job hash fields BullJob.fromJSON turns into what moveToFinishedArgs packs besides the
@@ -211,7 +206,9 @@ class BullMQ(QueueProtocol):
             },
             use_bin_type=True,
         )
-        return ScriptCall("move_to_active", scripts.getKeys(FETCH_KEYS), [scripts.keys[""], now_ms, packed])
+        return ScriptCall(
+            "move_to_active", scripts.getKeys(list(FETCH_SUFFIXES)), [scripts.keys[""], now_ms, packed]
+        )
 
     def package_move_to_finished(
         self,

@@ -25,6 +25,11 @@ _NAMESPACE = re.compile(r"^[A-Za-z0-9_.-]{1,20}$")
 ECHOMQ_NAMESPACE = "emq"
 BULLMQ_NAMESPACE = "bull"  # BullMQ's default key prefix
 NAMESPACES = (ECHOMQ_NAMESPACE, BULLMQ_NAMESPACE)
+# moveToActive's KEYS by suffix, in protocol.md's order (BullMQ's Scripts.moveToActive names them alike).
+FETCH_SUFFIXES = (
+    "wait", "active", "prioritized", "events", "stalled", "limiter",
+    "delayed", "paused", "meta", "pc", "marker",
+)  # fmt: skip
 
 # A run's key scope: every queue it names starts with it, so every key it writes starts with one of
 # scope_prefixes(scope), which the run records in its folder before its first key (a fault that
@@ -46,6 +51,19 @@ def fresh_queue_name(kind: str) -> str:
 def scope_prefixes(scope: str) -> list[str]:
     """The key prefixes of every queue named in ``scope``, one a protocol's namespace."""
     return [f"{namespace}:{{{scope}" for namespace in NAMESPACES]
+
+
+class _Key:
+    """A queue's key by its suffix (the attribute's name unless given), read as ``keys.wait``."""
+
+    def __init__(self, suffix: str = "") -> None:
+        self.suffix = suffix
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.suffix = self.suffix or name
+
+    def __get__(self, keys: QueueKeys, owner: type | None = None) -> str:
+        return keys.key(self.suffix)
 
 
 @dataclass(frozen=True)
@@ -83,65 +101,12 @@ class QueueKeys:
     def lock(self, job_id: str) -> str:
         return f"{self.prefix}{job_id}:lock"
 
-    @property
-    def wait(self) -> str:
-        return self.key("wait")
-
-    @property
-    def active(self) -> str:
-        return self.key("active")
-
-    @property
-    def prioritized(self) -> str:
-        return self.key("prioritized")
-
-    @property
-    def events(self) -> str:
-        return self.key("events")
-
-    @property
-    def stalled(self) -> str:
-        return self.key("stalled")
-
-    @property
-    def limiter(self) -> str:
-        return self.key("limiter")
-
-    @property
-    def delayed(self) -> str:
-        return self.key("delayed")
-
-    @property
-    def paused(self) -> str:
-        return self.key("paused")
-
-    @property
-    def meta(self) -> str:
-        return self.key("meta")
-
-    @property
-    def pc(self) -> str:
-        return self.key("pc")
-
-    @property
-    def completed(self) -> str:
-        return self.key("completed")
-
-    @property
-    def failed(self) -> str:
-        return self.key("failed")
-
-    @property
-    def marker(self) -> str:
-        return self.key("marker")
-
-    @property
-    def stalled_check(self) -> str:
-        return self.key("stalled-check")
-
-    @property
-    def id_counter(self) -> str:
-        return self.key("id")
+    # the job lists and sets, by state
+    wait, active, prioritized, delayed = _Key(), _Key(), _Key(), _Key()
+    stalled, completed, failed = _Key(), _Key(), _Key()
+    # the queue's own: its events stream, counters, flags and throttles
+    events, limiter, paused, meta, pc, marker = _Key(), _Key(), _Key(), _Key(), _Key(), _Key()
+    stalled_check, id_counter = _Key("stalled-check"), _Key("id")
 
     def metrics(self, target: str) -> str:
         return self.key(f"metrics:{target}")
@@ -167,14 +132,8 @@ class QueueKeys:
 
     def sweep_keys(self) -> list[str]:
         return [
-            self.stalled,
-            self.wait,
-            self.active,
-            self.failed,
-            self.stalled_check,
-            self.meta,
-            self.paused,
-            self.marker,
+            self.key(n)
+            for n in ("stalled", "wait", "active", "failed", "stalled-check", "meta", "paused", "marker")
         ]
 
     def extend_lock_keys(self, job_id: str) -> list[str]:
@@ -182,15 +141,4 @@ class QueueKeys:
 
     @cached_property
     def _fetch_keys(self) -> tuple[str, ...]:
-        return (
-            self.wait,
-            self.active,
-            self.prioritized,
-            self.events,
-            self.stalled,
-            self.limiter,
-            self.delayed,
-            self.paused,
-            self.meta,
-            self.pc,
-        )
+        return tuple(self.key(n) for n in FETCH_SUFFIXES[:-1])
