@@ -58,10 +58,13 @@ class AtomicSweeper(Sweeper):
         # for no interval, each call sweeps: the key is deleted in the same round trip, before it.
         # A caller that clears it untimed itself (the sweep-cost restore) passes clear_throttle=False.
         self.clear_throttle = clear_throttle and check_interval_ms == 0 and queue.protocol.sweep_throttled
+        if not self.protocol_step:
+            ensure_script(queue, self.script_file)
 
     # True for the protocol's own sweep step: its call and reply come from the queue's
     # protocol. The linear and sliced forms are extra scripts of lua/ with the same KEYS.
     protocol_step = True
+    extra_args: tuple[Any, ...] = ()  # ARGV after the protocol's (a slice's size and budget)
 
     def _build(self, extra_args: tuple[Any, ...] = ()) -> ScriptCall:
         call = self.queue.protocol.sweep(
@@ -74,7 +77,7 @@ class AtomicSweeper(Sweeper):
             call = ScriptCall(self.script_file, call.keys, [*call.args, *extra_args])
         return call
 
-    def _call(self, extra_args: tuple[Any, ...] = ()) -> Any:
+    def _call(self, extra_args: tuple[Any, ...]) -> Any:
         call = self._build(extra_args)
         if not self.clear_throttle:
             return self.queue.call(call)
@@ -83,19 +86,25 @@ class AtomicSweeper(Sweeper):
         self.queue.pipeline_call(pipe, call)
         return pipe.execute()[1]
 
+    def _goes_on(self, reply: Any) -> bool:
+        """Whether the pass goes on in another call (a sliced sweep's)."""
+        return False
+
     def sweep(self) -> SweepResult:
         before = self.queue.client.round_trips
-        started = time.perf_counter()
-        reply = self._call()
-        took = time.perf_counter() - started
-        failed, moved = self.queue.protocol.read_swept(reply)
-        return SweepResult(
-            failed=failed,
-            moved=moved,
-            round_trips=self.queue.client.round_trips - before,
-            calls=1,
-            longest_call_s=took,
-        )
+        result = SweepResult()
+        while True:
+            started = time.perf_counter()
+            reply = self._call(self.extra_args)
+            result.longest_call_s = max(result.longest_call_s, time.perf_counter() - started)
+            result.calls += 1
+            failed, moved = self.queue.protocol.read_swept(reply)
+            result.failed.extend(failed)
+            result.moved.extend(moved)
+            if not self._goes_on(reply):
+                break
+        result.round_trips = self.queue.client.round_trips - before
+        return result
 
 
 # A pause between a sweeper's check and its act: simulates a network round trip.
@@ -223,12 +232,6 @@ class AtomicLinearSweeper(AtomicSweeper):
     script_file = "moveStalledJobsToWaitLinear-8.lua"
     protocol_step = False
 
-    def __init__(
-        self, queue: Queue, max_stalled: int = 1, check_interval_ms: int = 0, clear_throttle: bool = True
-    ) -> None:
-        super().__init__(queue, max_stalled, check_interval_ms, clear_throttle)
-        ensure_script(queue, self.script_file)
-
 
 # Ids of active one sliced call visits at most, unless told otherwise.
 DEFAULT_SLICE = 100
@@ -262,12 +265,11 @@ class AtomicSlicedSweeper(AtomicSweeper):
         clear_throttle: bool = True,
         budget_us: int = DEFAULT_SLICE_BUDGET_US,
     ) -> None:
+        self.protocol_step = queue.protocol.sliced_sweep_own
         super().__init__(queue, max_stalled, check_interval_ms, clear_throttle)
         self.slice_size = slice_size
         self.budget_us = budget_us
-        self.protocol_step = queue.protocol.sliced_sweep_own
-        if not self.protocol_step:
-            ensure_script(queue, self.script_file)
+        self.extra_args = (slice_size, budget_us)
 
     def _build(self, extra_args: tuple[Any, ...] = ()) -> ScriptCall:
         if not self.protocol_step:
@@ -280,20 +282,8 @@ class AtomicSlicedSweeper(AtomicSweeper):
             cut=SweepSlice(self.slice_size, self.budget_us),
         )
 
-    def sweep(self) -> SweepResult:
-        before = self.queue.client.round_trips
-        result = SweepResult()
-        while True:
-            started = time.perf_counter()
-            reply = self._call((self.slice_size, self.budget_us))
-            result.longest_call_s = max(result.longest_call_s, time.perf_counter() - started)
-            result.calls += 1
-            result.failed.extend(_text(i) for i in reply[0])
-            result.moved.extend(_text(i) for i in reply[1])
-            if len(reply) < 3:  # the pass is done (or throttled)
-                break
-        result.round_trips = self.queue.client.round_trips - before
-        return result
+    def _goes_on(self, reply: Any) -> bool:
+        return len(reply) >= 3  # two elements: the pass is done (or throttled)
 
 
 SWEEPERS: dict[str, type[Sweeper]] = {
