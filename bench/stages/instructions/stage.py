@@ -33,7 +33,7 @@ from bench.protocol.base import PROTOCOLS, check_protocol_names
 from bench.protocol.connection import RedisSettings
 from bench.protocol.counted import COMPLETED, QueueStaging, QueueState
 from bench.protocol.sweep import SWEEPERS
-from bench.results.files import write_meta, write_rows
+from bench.results.files import Ledger
 from bench.results.instructions import (
     InstructionsCompletedRow,
     InstructionsMeta,
@@ -171,10 +171,11 @@ def count_all(
 
 def run_stage(ctx: RunContext) -> None:
     """Every point's counts into instructions.csv; one line and nothing else without valgrind."""
+    ledger = Ledger(ctx.run_dir, InstructionsMeta)  # what the stage writes: its rows and section
     missing = valgrind_missing()
     if missing:
         ctx.progress.step(f"instructions: skipped, {missing}")
-        write_meta(ctx.run_dir, InstructionsMeta, skipped=missing)
+        ledger.meta(skipped=missing)
         return
     options: InstructionsOptions = ctx.profile.instructions
     points = _points(ctx.profile)
@@ -200,30 +201,19 @@ def run_stage(ctx: RunContext) -> None:
         span = (opened, clock())
     machine: MachineSample = watch.within(span)
     fields = dict(machine.row_fields())
-    rows: list[InstructionsRow] = []
-    parts: list[InstructionsPartRow] = []
-    jobs: list[InstructionsCompletedRow] = []
+    ids, pinned = (ctx.run_dir.name, ctx.profile.name), refused is None
     for on in counted:
         for protocol, why in on.left_out.items():
             ctx.progress.step(
                 f"instructions: {protocol} left out on {on.name}, which refused its scripts: {why}"
             )
         name = on.name if named else ""
-        rows += rows_of(
-            ctx.run_dir.name, ctx.profile.name, on.points, on.by_scope, fields, refused is None, name
+        ledger.add(InstructionsRow, rows_of(*ids, on.points, on.by_scope, fields, pinned, name))
+        ledger.add(InstructionsPartRow, part_rows_of(*ids, on.points, on.by_scope["server"], fields, name))
+        ledger.add(
+            InstructionsCompletedRow, completed_rows_of(*ids, on.jobs_by_completed, fields, pinned, name)
         )
-        parts += part_rows_of(
-            ctx.run_dir.name, ctx.profile.name, on.points, on.by_scope["server"], fields, name
-        )
-        jobs += completed_rows_of(
-            ctx.run_dir.name, ctx.profile.name, on.jobs_by_completed, fields, refused is None, name
-        )
-    write_rows(ctx.run_dir, InstructionsRow, rows)
-    write_rows(ctx.run_dir, InstructionsPartRow, parts)
-    write_rows(ctx.run_dir, InstructionsCompletedRow, jobs)
-    write_meta(
-        ctx.run_dir,
-        InstructionsMeta,
+    ledger.meta(
         calls=options.instructions_calls,
         scopes={"command": "call()", "server": "readQueryFromClient + beforeSleep"},
         outside="the client, the network and the kernel",

@@ -23,7 +23,7 @@ from bench.harness.profile import Profile
 from bench.harness.run_server import redis_for_run
 from bench.protocol.base import PROTOCOLS, check_protocol_names
 from bench.protocol.phases import measure_phases
-from bench.results.files import write_rows
+from bench.results.files import Ledger
 from bench.results.script_cost import ScriptCostRow
 from bench.stages.script_cost.rows import SCRIPT_COST_S_PER_PROTOCOL, script_cost_rows
 from bench.stages.script_cost.table import commands_table, table
@@ -42,7 +42,7 @@ def run_stage(ctx: RunContext) -> None:
     """Each protocol's scripts alone, protocols alternating, into script_cost.csv."""
     ctx.progress("script cost: each protocol's scripts alone, protocols alternating")
     measured = script_cost_rows(ctx, ctx.profile.protocols, ctx.profile.finish_fetch.repetitions)
-    write_rows(ctx.run_dir, ScriptCostRow, measured)
+    Ledger(ctx.run_dir).put(ScriptCostRow, measured)  # its rows; it has no meta.json section
     ctx.progress.step(f"script cost measured: {ScriptCostRow.FILE}")
     ctx.progress.done()
 
