@@ -109,7 +109,7 @@ def test_the_hot_path_script_cost_counts_the_index_writes_against_echomq_in_one_
 ):
     server = ServerInfo(redis_server.url, redis_server.source, redis_server.binary, redis_server.version())
     ctx = RunContext(Profile("p", protocols=("echomq", DEADLINE)), settings, server, tmp_path)
-    rows = script_cost_rows(ctx, ctx.profile.protocols, reps=2, calls=50)
+    rows, _ = script_cost_rows(ctx, ctx.profile.protocols, reps=2, calls=50)
     # A B A B: each protocol's steps once a round.
     assert [(r.protocol, r.rep) for r in rows if r.step == "fused cycle"] == [
         ("echomq", 1), (DEADLINE, 1), ("echomq", 2), (DEADLINE, 2),

@@ -8,9 +8,10 @@ import pytest
 from bench.errors import BenchError
 from bench.harness.context import RunContext
 from bench.harness.profile import FinishFetchOptions, Profile
+from bench.harness.run_folder import run_alone
 from bench.harness.server import ServerInfo
 from bench.protocol.phases import measure_phases
-from bench.stages.script_cost.stage import main, run_stage
+from bench.stages.script_cost import stage
 from tests.helpers import csv_rows
 
 pytestmark = pytest.mark.protocol
@@ -35,26 +36,23 @@ def test_bullmqs_scripts_are_measured_phase_by_phase_too(client):
         assert calls == 20 and usec > 0, name  # the sweep's throttle key is cleared, not a no-op call
 
 
-def test_the_command_prints_each_protocols_figures_and_its_extra_commands(capsys):
-    assert main(["--calls", "3", "--protocols", "echomq,echomq-deadline"]) == 0
-    out = capsys.readouterr().out
-    assert "echomq-deadline µs/call" in out
-    assert out.count("[zadd +1, zrem +1]") == 2  # the fused and the two-call cycle
-    assert "[zadd +1]" in out  # extendLock
-
-
 def test_an_unknown_protocol_is_refused_before_a_server_starts():
     with pytest.raises(BenchError, match="unknown protocol 'nope'"):
-        main(["--protocols", "echomq,nope"])
+        run_alone(stage, ["--protocols", "echomq,nope"])
 
 
-def test_the_stage_writes_each_steps_row_a_repetition(tmp_path: Path, settings, redis_server):
-    """In a run, the stage measures each step alone, protocols alternating, into script_cost.csv."""
+def test_the_stage_writes_each_steps_row_a_repetition(tmp_path: Path, settings, redis_server, capsys):
+    """In a run, the stage measures each step alone, protocols alternating, into script_cost.csv,
+    and prints each protocol's figures and its extra commands."""
     server = ServerInfo(redis_server.url, redis_server.source, redis_server.binary, redis_server.version())
     profile = Profile(
         "quick", protocols=("echomq", "echomq-deadline"), finish_fetch=FinishFetchOptions(repetitions=2)
     )
-    run_stage(RunContext(profile, settings, server, tmp_path))
+    stage.run_stage(RunContext(profile, settings, server, tmp_path))
+    out = capsys.readouterr().out
+    assert "echomq-deadline µs/call" in out
+    assert out.count("[zadd +1, zrem +1]") == 2  # the fused and the two-call cycle
+    assert "[zadd +1]" in out  # extendLock
     rows = csv_rows(tmp_path / "script_cost.csv")
     steps = {"fused cycle", "two-call cycle", "extendLock", "healthy sweep (100 active)"}
     for protocol in ("echomq", "echomq-deadline"):

@@ -12,13 +12,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Generic, TypeVar, get_origin, get_type_hints
 
 from bench.harness.profile import (
     BullmqWorkerOptions,
     FinishFetchOptions,
+    InstructionsOptions,
     Profile,
     RaceOptions,
     SweepOptions,
@@ -30,7 +31,9 @@ from bench.harness.profile import (
 from bench.harness.run_folder import add_quiet_machine
 from bench.results.files import RESULTS_DIR
 
-Section = TypeVar("Section", FinishFetchOptions, SweepOptions, RaceOptions, BullmqWorkerOptions)
+Section = TypeVar(
+    "Section", FinishFetchOptions, SweepOptions, RaceOptions, BullmqWorkerOptions, InstructionsOptions
+)
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,10 @@ class SectionFlags(Generic[Section]):
     section: type[Section]
     prefix: str = ""  # dropped from each key to make its flag
     helps: Mapping[str, str] = field(default_factory=dict)  # by field name, where the default won't do
+    only: tuple[str, ...] = ()  # the fields taken as flags, where not all (a stage reading another's)
+
+    def flagged(self) -> list[Field[Any]]:
+        return [f for f in fields(self.section) if not self.only or f.name in self.only]
 
     def flag(self, name: str) -> str:
         return "--" + option_key(name).removeprefix(self.prefix)
@@ -49,7 +56,7 @@ class SectionFlags(Generic[Section]):
         parser = argparse.ArgumentParser(prog=prog, description=description)
         parser.add_argument("--profile", default="default", help="profiles/<name>.conf, or a path")
         hints = get_type_hints(self.section)
-        for f in fields(self.section):
+        for f in self.flagged():
             key, flag = option_key(f.name), self.flag(f.name)
             text = self.helps.get(f.name, f"the profile's {key}")
             text += ", comma-separated" if get_origin(hints[f.name]) is tuple else ""
@@ -70,7 +77,7 @@ class SectionFlags(Generic[Section]):
             f.name: parse_value(
                 option_key(f.name), hints[f.name], raw, f.metadata.get("min"), flag=self.flag(f.name)
             )
-            for f in fields(self.section)
+            for f in self.flagged()
             if (raw := getattr(args, f.name, None)) is not None
         }
         return dataclasses.replace(options, **changes)

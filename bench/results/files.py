@@ -155,16 +155,18 @@ def write_meta(
 class Ledger(Generic[P]):
     """What one stage writes, held in one place: its rows, a list a CSV, each file written whole as
     its rows change, and its meta.json section (``section``: the dataclass of bench/results/<stage>.py),
-    its fields written as the stage learns them, mypy checking each against the section. Every file
-    is written atomically (write_atomic), so a crash leaves the last whole one."""
+    its fields written as the stage learns them, mypy checking each against the section; a stage
+    without one (script_cost) gives none. Every file is written atomically (write_atomic), so a crash
+    leaves the last whole one."""
 
-    def __init__(self, run_dir: Path, section: Callable[P, object]) -> None:
+    def __init__(self, run_dir: Path, section: Callable[P, object] | None = None) -> None:
         self.run_dir = run_dir
         self.section = section
         self._rows: dict[type[Row], list[Row]] = {}
 
     def meta(self, *args: P.args, **fields: P.kwargs) -> None:
         """``fields`` into the section, merged key by key (write_meta)."""
+        assert self.section is not None, "a ledger without a section writes no meta.json"
         write_meta(self.run_dir, self.section, *args, **fields)
 
     def rows(self, kind: type[R]) -> list[R]:

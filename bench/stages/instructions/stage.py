@@ -17,7 +17,6 @@ nothing.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -27,13 +26,14 @@ from bench.errors import BenchError, first_line
 from bench.harness.callgrind import CallgrindRedis, Scope, allocator_env, seed_refused, valgrind_missing
 from bench.harness.context import RunContext
 from bench.harness.machine import MachineSample, clock, watch_run
+from bench.harness.overrides import SectionFlags
 from bench.harness.profile import InstructionsOptions, Profile, check_servers
 from bench.harness.server import server_identity
-from bench.protocol.base import PROTOCOLS, check_protocol_names
+from bench.harness.terminal import fold
 from bench.protocol.connection import RedisSettings
 from bench.protocol.counted import COMPLETED, QueueStaging, QueueState
 from bench.protocol.sweep import SWEEPERS
-from bench.results.files import write_meta, write_rows
+from bench.results.files import Ledger
 from bench.results.instructions import (
     InstructionsCompletedRow,
     InstructionsMeta,
@@ -171,10 +171,11 @@ def count_all(
 
 def run_stage(ctx: RunContext) -> None:
     """Every point's counts into instructions.csv; one line and nothing else without valgrind."""
+    ledger = Ledger(ctx.run_dir, InstructionsMeta)  # what the stage writes: its rows and section
     missing = valgrind_missing()
     if missing:
         ctx.progress.step(f"instructions: skipped, {missing}")
-        write_meta(ctx.run_dir, InstructionsMeta, skipped=missing)
+        ledger.meta(skipped=missing)
         return
     options: InstructionsOptions = ctx.profile.instructions
     points = _points(ctx.profile)
@@ -200,30 +201,19 @@ def run_stage(ctx: RunContext) -> None:
         span = (opened, clock())
     machine: MachineSample = watch.within(span)
     fields = dict(machine.row_fields())
-    rows: list[InstructionsRow] = []
-    parts: list[InstructionsPartRow] = []
-    jobs: list[InstructionsCompletedRow] = []
+    ids, pinned = (ctx.run_dir.name, ctx.profile.name), refused is None
     for on in counted:
         for protocol, why in on.left_out.items():
             ctx.progress.step(
                 f"instructions: {protocol} left out on {on.name}, which refused its scripts: {why}"
             )
         name = on.name if named else ""
-        rows += rows_of(
-            ctx.run_dir.name, ctx.profile.name, on.points, on.by_scope, fields, refused is None, name
+        ledger.add(InstructionsRow, rows_of(*ids, on.points, on.by_scope, fields, pinned, name))
+        ledger.add(InstructionsPartRow, part_rows_of(*ids, on.points, on.by_scope["server"], fields, name))
+        ledger.add(
+            InstructionsCompletedRow, completed_rows_of(*ids, on.jobs_by_completed, fields, pinned, name)
         )
-        parts += part_rows_of(
-            ctx.run_dir.name, ctx.profile.name, on.points, on.by_scope["server"], fields, name
-        )
-        jobs += completed_rows_of(
-            ctx.run_dir.name, ctx.profile.name, on.jobs_by_completed, fields, refused is None, name
-        )
-    write_rows(ctx.run_dir, InstructionsRow, rows)
-    write_rows(ctx.run_dir, InstructionsPartRow, parts)
-    write_rows(ctx.run_dir, InstructionsCompletedRow, jobs)
-    write_meta(
-        ctx.run_dir,
-        InstructionsMeta,
+    ledger.meta(
         calls=options.instructions_calls,
         scopes={"command": "call()", "server": "readQueryFromClient + beforeSleep"},
         outside="the client, the network and the kernel",
@@ -235,49 +225,12 @@ def run_stage(ctx: RunContext) -> None:
     )
     ctx.progress.step(f"instructions counted: {InstructionsRow.FILE}")
     ctx.progress.done()
+    print(fold(table(ledger.rows(InstructionsRow))))
+    print(fold(completed_table(ledger.rows(InstructionsCompletedRow))))
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="echomq-bench instructions", description=__doc__)
-    defaults = InstructionsOptions()
-    parser.add_argument(
-        "--calls", type=int, default=defaults.instructions_calls, help="calls a batch, a multiple of 50"
-    )
-    parser.add_argument("--protocols", default="echomq", help="comma-separated (default echomq)")
-    parser.add_argument(
-        "--variants",
-        default=",".join(defaults.instructions_sweep_variants),
-        help="sweep variants, comma-separated",
-    )
-    parser.add_argument(
-        "--sizes",
-        default=",".join(map(str, defaults.instructions_sweep_sizes)),
-        help="all-stalled active lists the sweeps are counted over",
-    )
-    args = parser.parse_args(argv)
-    missing = valgrind_missing()
-    if missing:
-        raise BenchError(f"cannot count instructions: {missing}")
-    protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
-    if not protocols:
-        raise BenchError("--protocols names none; use one or more of " + ", ".join(PROTOCOLS))
-    check_protocol_names(protocols)
-    try:
-        options = InstructionsOptions(
-            instructions_calls=args.calls,
-            instructions_sweep_variants=tuple(v.strip() for v in args.variants.split(",") if v.strip()),
-            instructions_sweep_sizes=tuple(int(s) for s in args.sizes.split(",") if s.strip()),
-        )
-    except ValueError:
-        raise BenchError(f"--sizes {args.sizes!r} is not a list of whole numbers") from None
-    profile = Profile("instructions", protocols=tuple(protocols), instructions=options)
-    check_profile(profile)
-    points = _points(profile)
-    counted = count_all(points, options.instructions_calls, cycle_points=_cycle_points(profile))
-    rows = rows_of("", profile.name, counted.points, counted.by_scope, {}, seed_refused() is None)
-    print(table(rows))
-    print(completed_table(completed_rows_of("", profile.name, counted.jobs_by_completed, {}, True)))
-    refused = seed_refused()
-    if refused:
-        print(f"Redis's seeds and clock were not pinned ({refused}): a count may move 0.75%")
-    return 0
+# --- python -m bench instructions ---------------------------------------------------------------
+
+
+FLAGS = SectionFlags(InstructionsOptions, prefix="instructions-")
+ABOUT = (__doc__ or "").split("\n\n")[0]

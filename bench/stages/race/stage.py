@@ -37,7 +37,7 @@ from bench.harness.profile import Profile, RaceOptions
 from bench.harness.terminal import fold
 from bench.protocol.connection import RedisSettings
 from bench.protocol.sweep import SWEEPERS, has_gap
-from bench.results.files import write_meta, write_rows
+from bench.results.files import Ledger
 from bench.results.race import RaceMeta, RaceRow
 from bench.results.rows import RunIds
 from bench.stages.race.plan import (
@@ -85,24 +85,6 @@ def run_plan(
     return list(outcomes.values())
 
 
-def plan_record(plan: RacePlan) -> RaceMeta:
-    """The plan as meta.json keeps it: what the columns of race.csv do not say."""
-    return RaceMeta(
-        variants=list(plan.variants),
-        sweepers=list(plan.sweepers),
-        stalled_jobs=plan.stalled_jobs,
-        delays_ms=list(plan.delays_ms),
-        reps=plan.reps,
-        workers=plan.workers,
-        max_stalled=plan.max_stalled,
-        deadline_s=plan.deadline_s,
-        slice_size=plan.slice_size,
-        protocols=list(plan.protocols),
-        live_jobs=plan.stalled_jobs if plan.workers else 0,
-        delay="simulated: a sleep between check and act; none for atomic sweeps",
-    )
-
-
 # A trial's seconds, from 20261206-071620-default (40 trials of 400 jobs in 20 s; 0.2-1 s each)
 TRIAL_OVERHEAD_S = 0.25  # a trial's set-up: N jobs stalled, the threads started, the audit
 GAP_S_PER_JOB = 0.001  # an app-side sweep's round trips a job, over K sweepers on a shared machine
@@ -127,10 +109,15 @@ def check_profile(profile: Profile) -> None:
 
 def run_stage(ctx: RunContext) -> None:
     plan = RacePlan.from_options(ctx.profile.race, ctx.profile.protocols)
-    write_meta(ctx.run_dir, RaceMeta, **dataclasses.asdict(plan_record(plan)))
+    ledger = Ledger(ctx.run_dir, RaceMeta)  # what the stage writes: its rows and section
+    ledger.meta(  # the plan (its tuples JSON's lists), and what race.csv's columns do not say
+        **dataclasses.asdict(plan),
+        live_jobs=plan.stalled_jobs if plan.workers else 0,
+        delay="simulated: a sleep between check and act; none for atomic sweeps",
+    )
     outcomes = run_plan(ctx.settings, plan, ctx.progress.step, ctx.watch_pids)
     ids = RunIds(ctx.run_dir.name, ctx.profile.name)
-    write_rows(ctx.run_dir, RaceRow, [row_of(o, ids) for o in outcomes])
+    ledger.put(RaceRow, [row_of(o, ids) for o in outcomes])
     ctx.progress.done()
     print(fold(table(outcomes, plan)))
 

@@ -30,8 +30,9 @@ def by_name(commands: dict[str, float]) -> dict[str, float]:
 
 def script_cost_rows(
     ctx: RunContext, protocols: Sequence[str], reps: int, calls: int = SCRIPT_COST_CALLS
-) -> list[ScriptCostRow]:
-    """Every step of every protocol, ``reps`` times, alternating; the machine watched through."""
+) -> tuple[list[ScriptCostRow], dict[str, list[Row]]]:
+    """Every step of every protocol, ``reps`` times, alternating, the machine watched through; and
+    each protocol's phases of its last repetition (the terminal tables')."""
     measured: list[tuple[Point, list[Row], tuple[float, float]]] = []  # the cell, its phases, its span
     client = ctx.settings.connect()
     try:
@@ -48,7 +49,7 @@ def script_cost_rows(
         machine: MachineSample = watch.within(span)
         usec, commands = cycle_usec(phases), cycle_commands(phases)
         rows += [row_of(ids, point, step, calls, usec[step], commands[step], machine) for step in usec]
-    return rows
+    return rows, {point.protocol: phases for point, phases, _ in measured}
 
 
 def row_of(

@@ -37,7 +37,7 @@ from bench.protocol.queue import Queue
 from bench.protocol.refusal import ServerRefused
 from bench.protocol.scripts import script_source
 from bench.protocol.sweep import SWEEPERS
-from bench.results.files import PYPERF_DIR, read_json, write_meta, write_rows
+from bench.results.files import PYPERF_DIR, Ledger, read_json
 from bench.results.meta import read_meta
 from bench.results.rows import RunIds, row_dict
 from bench.results.sweep import SweepControlRow, SweepCostRow, SweepHazardRow, SweepMeta
@@ -251,15 +251,16 @@ def check_profile(profile: Profile) -> None:
     points_of(profile.sweep, profile.protocols)
 
 
-def run_hazard_sizes(ctx: RunContext, client: Client) -> list[SweepHazardRow]:
+# A ledger passed on is Ledger[...]: an annotation cannot name a section's fields (SweepMeta's
+# declaration still refuses a key it lacks)
+def run_hazard_sizes(ctx: RunContext, client: Client, ledger: Ledger[...]) -> None:
     """The client-default hazard at each of the profile's sizes (bench/stages/sweep/hazard.py)."""
     options = ctx.profile.sweep
     sizes = sorted(set(options.sweep_hazard_sizes))
     if not sizes or HAZARD_PROTOCOL not in ctx.profile.protocols:
-        return []
+        return
     queue = Queue.open(client, fresh_queue_name("hazard"), protocol=HAZARD_PROTOCOL)
     scenario = ScenarioQueue(queue, [])
-    rows: list[SweepHazardRow] = []
     try:
         for size in sizes:
             ctx.progress(f"hazard: building {size:,} active jobs through the bullmq protocol")
@@ -270,36 +271,31 @@ def run_hazard_sizes(ctx: RunContext, client: Client) -> list[SweepHazardRow]:
             )
             for row in found:
                 ctx.progress(hazard_line(row))
-            rows.extend(found)
-            write_rows(ctx.run_dir, SweepHazardRow, rows)
+            ledger.add(SweepHazardRow, found)
     finally:
         queue.delete()
-    write_meta(
-        ctx.run_dir,
-        SweepMeta,
+    ledger.meta(
         hazard={
             "interval_ms": INTERVAL_MS,
             "clients": "bullmq: BullMQ's RedisConnection (retries on timeouts); suite: no re-sends",
             "socket_timeout": "the profile's" if options.sweep_hazard_timeout_s else "redis-py's default",
         },
     )
-    return rows
 
 
-def run_control_point(ctx: RunContext, client: Client, queue: Queue) -> list[SweepControlRow]:
+def run_control_point(ctx: RunContext, client: Client, queue: Queue, ledger: Ledger[...]) -> None:
     """The control (bench/stages/sweep/control.py) on the swept queues' server, into sweep_control.csv."""
     options = ctx.profile.sweep
     if options.sweep_control_calls <= 0:
-        return []
+        return
     ctx.progress(f"control: {options.sweep_control_calls:,} calls of a Lua loop of plain arithmetic")
     node = node_client(client, queue.keys.active)
     ids = RunIds(ctx.run_dir.name, ctx.profile.name, CONTROL_PROTOCOL)
     row = run_control(
         node, ids, options.sweep_control_calls, options.sweep_control_iterations, tuple(ctx.watch_pids)
     )
-    write_rows(ctx.run_dir, SweepControlRow, [row])
+    ledger.add(SweepControlRow, [row])
     ctx.progress(control_line(row))
-    return [row]
 
 
 def run_stage(ctx: RunContext) -> None:
@@ -316,9 +312,7 @@ def run_stage(ctx: RunContext) -> None:
         )
         for p in protocols
     }
-    rows: list[SweepCostRow] = []
-    hazard: list[SweepHazardRow] = []
-    control: list[SweepControlRow] = []
+    ledger = Ledger(ctx.run_dir, SweepMeta)  # what the stage writes: its rows and section
     try:
         for size, protocol, here in run_order(planned):
             ids = RunIds(ctx.run_dir.name, ctx.profile.name, protocol)
@@ -327,20 +321,20 @@ def run_stage(ctx: RunContext) -> None:
                 tell(f"{point.label} {point.scenario} {size:,}: skipped, {skipped.skipped}")
             to_run = [p.point for p in here if not p.skipped]
             outcome = measure_size(ctx, scenarios[protocol], size, to_run, tell) if to_run else None
-            rows.extend(row_of(ctx.run_dir, p, outcome, ids, options) for p in here)
-            write_rows(ctx.run_dir, SweepCostRow, rows)
+            ledger.add(SweepCostRow, (row_of(ctx.run_dir, p, outcome, ids, options) for p in here))
             if outcome is not None and outcome.refused is not None:  # written; nothing after it
                 raise ServerRefused(*outcome.refused)
         # after the largest size, the sliced sweeps' longest calls it is read against
-        control = run_control_point(ctx, client, next(iter(scenarios.values())).queue)
+        run_control_point(ctx, client, next(iter(scenarios.values())).queue, ledger)
         for scenario in scenarios.values():
             scenario.queue.delete()
-        hazard = run_hazard_sizes(ctx, client)
+        run_hazard_sizes(ctx, client, ledger)
     finally:
         for scenario in scenarios.values():
             scenario.queue.delete()
         client.close()
     merge_pyperf(ctx.run_dir)
+    rows, control = ledger.rows(SweepCostRow), ledger.rows(SweepControlRow)
     fits = slopes([row_dict(r) for r in rows])
     errors = [r for r in rows if r.skipped.startswith("error:")]
     # every line within the table width: a longer one folds under its own start
@@ -351,7 +345,7 @@ def run_stage(ctx: RunContext) -> None:
     goals = goal_text(rows, [row_dict(r) for r in control])
     if goals:
         print(fold(goals))
-    for row in hazard:
+    for row in ledger.rows(SweepHazardRow):
         print(fold(hazard_line(row)))
     if errors:
         print(
@@ -361,9 +355,7 @@ def run_stage(ctx: RunContext) -> None:
         for r in errors:
             print(f"  {r.protocol} {r.variant} {r.scenario} {r.active_size}: {r.skipped}", file=sys.stderr)
     sizes = sorted(set(options.sweep_sizes))
-    write_meta(
-        ctx.run_dir,
-        SweepMeta,
+    ledger.meta(
         script_shas=script_shas(options.sweep_variants, protocols),
         slopes=fits,
         errors=len(errors),
