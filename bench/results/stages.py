@@ -30,7 +30,7 @@ class Stage:
 
     @property
     def module(self) -> str:
-        """Its stage.py, for importlib (check_profile, point_seconds, run_stage, main)."""
+        """Its stage.py, for importlib (check_profile, point_seconds, run_stage; main where it has one)."""
         return f"bench.stages.{self.id}.stage"
 
 
