@@ -24,6 +24,7 @@ NETWORK_RTT_MS = 1.0  # a cell at or past this rtt: workers wait on the network
 ANSWER_WORDS = 60  # the most words an answer may take
 SHORT_HOLD_MS = 10.0  # a variant whose longest call stays under this is one to run
 APP_SIDE = ("app_side", "app_side_pipelined")
+RACE_COUNTS = ("double_recoveries", "lost_attempt_updates", "requeued_after_finish")
 
 
 @dataclass(frozen=True)
@@ -245,10 +246,8 @@ def cross_run_table(runs: Sequence[RunData]) -> pd.DataFrame:
     for run in runs:
         column = columns.setdefault(run.run_id, {})
         for c in fusing_cells(run):
-            held = f", jobs {c.job_ms:g} ms" if c.job_ms else ""
-            column[
-                f"fused / two_call, {c.protocol}, {c.concurrency} in flight{held}, rtt {c.rtt_ms:g} ms"
-            ] = RTT_MISSED if c.rtt_missed else f"{c.median:.2f} [{c.lo:.2f}-{c.hi:.2f}]"
+            figure = _figure(c.protocol, c.concurrency, c.rtt_ms, c.job_ms)
+            column[figure] = RTT_MISSED if c.rtt_missed else f"{c.median:.2f} [{c.lo:.2f}-{c.hi:.2f}]"
         for protocol, share in redis_work_saved(run).items():
             column[f"Redis instructions fusing saves a finish-and-fetch, {protocol}"] = f"{share:.1%}"
     figures = list(dict.fromkeys(f for column in columns.values() for f in column))
@@ -348,11 +347,9 @@ def race_rates(data: RunData) -> pd.DataFrame:
     if frame is None or frame.empty:
         return pd.DataFrame()
     rows = frame[clean(frame)].assign(stalled=lambda f: f["stalled_jobs"] * f["reps"])
-    sums = rows.groupby(["protocol", "variant", "sweepers"], sort=False)[
-        ["stalled", "double_recoveries", "lost_attempt_updates", "requeued_after_finish"]
-    ].sum()
-    out = sums.reset_index()
-    for column in ("double_recoveries", "lost_attempt_updates", "requeued_after_finish"):
+    out = rows.groupby(["protocol", "variant", "sweepers"], sort=False)[["stalled", *RACE_COUNTS]].sum()
+    out = out.reset_index()
+    for column in RACE_COUNTS:
         out[f"{column}_per_stalled"] = out[column] / out["stalled"]
     return out
 
@@ -362,7 +359,7 @@ def _raced(data: RunData) -> set[tuple[str, str]]:
     races = race_rates(data)
     if races.empty:
         return set()
-    counted = races[["double_recoveries", "lost_attempt_updates", "requeued_after_finish"]].sum(axis=1)
+    counted = races[list(RACE_COUNTS)].sum(axis=1)
     return set(zip(races.loc[counted > 0, "protocol"], races.loc[counted > 0, "variant"], strict=True))
 
 

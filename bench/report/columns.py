@@ -72,7 +72,8 @@ def load_processes(frame: pd.DataFrame, run_processes: int) -> pd.Series:
     return own.clip(lower=run).astype(int)
 
 
-def _flag(frame: pd.DataFrame, name: str) -> pd.Series:
+def flag(frame: pd.DataFrame, name: str) -> pd.Series:
+    """Each row's boolean ``name``; False where the cell or the column is missing."""
     if name not in frame.columns:
         return pd.Series(False, index=frame.index)
     return frame[name].astype("boolean").fillna(False).astype(bool)
@@ -80,7 +81,7 @@ def _flag(frame: pd.DataFrame, name: str) -> pd.Series:
 
 def clean(frame: pd.DataFrame) -> pd.Series:
     """True for a row measured cleanly: not contended, not saturated."""
-    return ~_flag(frame, CONTENDED) & ~_flag(frame, SATURATED)
+    return ~flag(frame, CONTENDED) & ~flag(frame, SATURATED)
 
 
 def closed_loop(frame: pd.DataFrame) -> pd.DataFrame:

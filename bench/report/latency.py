@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from bench.report.columns import flag
 from bench.report.markdown import fmt
 
 BACKLOG_WAIT = "backlog wait"
@@ -71,12 +72,6 @@ def _open_rows(frame: pd.DataFrame) -> pd.Series:
     return pd.to_numeric(frame["target_rate"], errors="coerce").fillna(0.0) > 0
 
 
-def _saturated(frame: pd.DataFrame) -> pd.Series:
-    if "saturated" not in frame.columns:
-        return pd.Series(False, index=frame.index)
-    return frame["saturated"].fillna(False).astype(bool)
-
-
 def shown_columns(frame: pd.DataFrame) -> pd.DataFrame:
     """The rows as the report shows them: e2e columns named by meaning; in open loop a saturated
     row's end-to-end cells are left empty (its backlog grew all window: no latency of the queue)."""
@@ -85,7 +80,7 @@ def shown_columns(frame: pd.DataFrame) -> pd.DataFrame:
     if how is not CLOSED:  # an open row that saturated measured no latency of the queue
         for column in E2E_COLUMNS:
             if column in shown.columns:
-                shown.loc[_saturated(frame) & _open_rows(frame), column] = math.nan
+                shown.loc[flag(frame, "saturated") & _open_rows(frame), column] = math.nan
     return shown.rename(columns={c: how.column(c) for c in E2E_COLUMNS if c in shown.columns})
 
 
@@ -124,7 +119,7 @@ def note(frame: pd.DataFrame) -> list[str]:
             "open row's cells are left empty.*",
             "",
         ]
-    saturated = int(_saturated(frame).sum())
+    saturated = int(flag(frame, "saturated").sum())
     if not saturated:
         return ["*End to end is queue latency: an open-loop run, every repetition below saturation.*", ""]
     return [

@@ -9,7 +9,7 @@ import pandas as pd
 
 from bench.report import latency
 from bench.report.cells import judged_frame, mark_notes, with_marks
-from bench.report.columns import clean
+from bench.report.columns import clean, flag
 from bench.report.compare.metrics import STAGE_KEYS, norm_key, samples
 from bench.report.load import RunData, merged_histograms
 from bench.report.markdown import (
@@ -89,7 +89,7 @@ def finish_fetch_section(data: RunData) -> list[str]:
     lines, frame = section_head(data, "finish_fetch", title, "repetition(s)")
     if frame is None:
         return lines
-    saturated = int(frame["saturated"].fillna(False).astype(bool).sum())
+    saturated = int(flag(frame, "saturated").sum())
     failed = int((~frame["audit_ok"].fillna(True).astype(bool)).sum())
     if saturated:
         lines += [f"> **{saturated} repetition(s) saturated**: the load generator, not Redis, was the limit; "
