@@ -31,6 +31,7 @@ from bench.report.markdown import markdown_table
 from bench.report.ratios import RTT_MISSED
 from bench.report.sections.script_cost import BASE as SCRIPT_BASE
 from bench.report.sections.script_cost import Extra, extra_cost
+from bench.report.sections.sweep_goals import records
 from bench.results.finish_fetch import MISSED as DRIVER_MISSED
 from bench.results.finish_fetch import Regime
 from bench.results.finish_fetch import judge as judge_driver
@@ -324,21 +325,12 @@ def conditions(data: RunData) -> str:
 def missed_goals(data: RunData) -> list[str]:
     """The run's goals that were missed, one line each, with the figure they touch."""
     lines = []
-    frame = data.frames.get("finish_fetch")
-    if frame is not None and not frame.empty:
-        records = [{str(k): v for k, v in r.items()} for r in frame.to_dict("records")]
-        lines += [f"{g.name} (worst: {g.worst})" for g in judge_driver(records) if g.verdict == DRIVER_MISSED]
-    sweep = data.frames.get("sweep")
-    if sweep is not None and not sweep.empty:
-        control = data.frames.get("sweep_control")
-        rows = (
-            [{str(k): v for k, v in r.items()} for r in control.to_dict("records")]
-            if control is not None
-            else []
-        )
-        points = [{str(k): v for k, v in r.items()} for r in sweep.to_dict("records")]
-        judged = judge_sweep(points, rows)
-        lines += [f"{g.goal.name} ({g.figure})" for g in judged if g.verdict == SWEEP_MISSED]
+    if (frame := data.frame("finish_fetch")) is not None:
+        judged = judge_driver(records(frame))
+        lines += [f"{g.name} (worst: {g.worst})" for g in judged if g.verdict == DRIVER_MISSED]
+    if (sweep := data.frame("sweep")) is not None:
+        judged_sweep = judge_sweep(records(sweep), records(data.frames.get("sweep_control")))
+        lines += [f"{g.goal.name} ({g.figure})" for g in judged_sweep if g.verdict == SWEEP_MISSED]
     return lines
 
 

@@ -49,27 +49,18 @@ MIXED = E2EMeaning(
 )
 
 
-def is_closed_loop(frame: pd.DataFrame) -> bool:
-    """A run offers no rate (target_rate 0, or a file from before the column): closed loop."""
+def _open_rows(frame: pd.DataFrame) -> pd.Series:
+    """The rows offered a rate (a file from before target_rate offered none: closed loop)."""
     if "target_rate" not in frame.columns:
-        return True
-    rates = pd.to_numeric(frame["target_rate"], errors="coerce").fillna(0.0)
-    return bool((rates <= 0).all())
+        return pd.Series(False, index=frame.index)
+    return pd.to_numeric(frame["target_rate"], errors="coerce").fillna(0.0) > 0
 
 
 def meaning(frame: pd.DataFrame) -> E2EMeaning:
     """Backlog wait when no row offered a rate, queue latency when every row did, else named by
     each row's regime."""
-    if is_closed_loop(frame):
-        return CLOSED
-    rates = pd.to_numeric(frame["target_rate"], errors="coerce").fillna(0.0)
-    return OPEN if bool((rates > 0).all()) else MIXED
-
-
-def _open_rows(frame: pd.DataFrame) -> pd.Series:
-    if "target_rate" not in frame.columns:
-        return pd.Series(False, index=frame.index)
-    return pd.to_numeric(frame["target_rate"], errors="coerce").fillna(0.0) > 0
+    offered = _open_rows(frame)
+    return CLOSED if not offered.any() else OPEN if offered.all() else MIXED
 
 
 def shown_columns(frame: pd.DataFrame) -> pd.DataFrame:

@@ -47,6 +47,7 @@ from bench.report.ratios import (
 from bench.report.sections.findings import model_section
 from bench.report.sections.head import section_head
 from bench.report.sections.script_cost import script_cost_section
+from bench.report.sections.sweep_goals import records
 from bench.results.finish_fetch import HARNESS_ADDS_GOAL_US, Fidelity, FinishFetchMeta, goal_lines
 from bench.results.hdr import summary
 
@@ -263,7 +264,7 @@ def _driver_section(frame: pd.DataFrame, every: pd.DataFrame) -> list[str]:
     if "reference_cpu_us_per_job" not in frame.columns or frame["reference_cpu_us_per_job"].isna().all():
         return []
     rows = _by_point(frame, DRIVER_COLUMNS, "median")
-    goals = goal_lines({str(k): v for k, v in r.items()} for r in every.to_dict("records"))
+    goals = goal_lines(records(every))
     return [
         "### Locust, the raw driver and the reference",
         "",
