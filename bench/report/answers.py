@@ -131,8 +131,7 @@ def _pace(rows: pd.DataFrame) -> str:
 
 
 def fusing_table(cells: Sequence[Cell]) -> pd.DataFrame:
-    """A protocol, jobs in flight (and job time, where any job was held) a row, an rtt a column:
-    fused / two_call [min-max], pace, rtt paid."""
+    """A row a protocol and jobs in flight (and job time, where held), a column an rtt."""
     rtts = sorted({c.rtt_ms for c in cells})
     held = any(c.job_ms for c in cells)
     keys = ["protocol", "in flight", *(["job ms"] if held else [])]
@@ -184,8 +183,7 @@ def redis_work_saved(data: RunData) -> dict[str, float]:
 
 
 def unstable(runs: Sequence[RunData]) -> list[tuple[str, int, float, float]]:
-    """The cells (protocol, in flight, rtt, job ms) whose fused / two_call ranges of two runs do
-    not overlap: runs that disagree beyond their own spread."""
+    """The cells (protocol, in flight, rtt, job ms) where two runs' fused / two_call ranges part."""
     by: dict[tuple[str, int, float, float], list[Cell]] = {}
     for run in runs:
         for c in quoted(fusing_cells(run)):
@@ -240,8 +238,7 @@ def _figure(protocol: str, concurrency: int, rtt_ms: float, job_ms: float) -> st
 
 
 def cross_run_table(runs: Sequence[RunData]) -> pd.DataFrame:
-    """The headline figures, a column a run: fused / two_call at each cell, and what fusing saves
-    Redis's instructions a job."""
+    """The headline figures, a column a run."""
     columns: dict[str, dict[str, str]] = {}
     for run in runs:
         column = columns.setdefault(run.run_id, {})
@@ -323,8 +320,7 @@ def _two(value: float) -> str:
 
 
 def sweep_table(found: Sequence[Hold]) -> pd.DataFrame:
-    """A variant a row: Redis's longest call (ms) at each size, healthy / all stalled, and the
-    sizes where its all-stalled call passes 1 ms and 5 s."""
+    """A variant a row: its longest call a size, healthy / all stalled, and its 1 ms and 5 s sizes."""
     sizes = sorted({h.size for h in found})
     rows = []
     for protocol, variant in dict.fromkeys((h.protocol, h.variant) for h in found):
@@ -341,8 +337,7 @@ def sweep_table(found: Sequence[Hold]) -> pd.DataFrame:
 
 
 def race_rates(data: RunData) -> pd.DataFrame:
-    """Each variant and sweeper count over clean settings: extra recoveries, lost attempt updates
-    and finished jobs requeued, as totals and per stalled job (stalled jobs x repetitions)."""
+    """Each variant and sweeper count's races over clean settings: totals, and per stalled job."""
     frame = data.frames.get("race")
     if frame is None or frame.empty:
         return pd.DataFrame()

@@ -25,7 +25,7 @@ from bench.report.answers import (
     sweep_table,
     variant_name,
 )
-from bench.report.columns import QUEUE_P50, QUEUE_P99, clean, measured, regime, rtt_paid_ms
+from bench.report.columns import QUEUE_P50, QUEUE_P99, clean, filled, measured, regime, rtt_paid_ms
 from bench.report.load import RunData
 from bench.report.markdown import markdown_table
 from bench.report.ratios import RTT_MISSED
@@ -66,10 +66,7 @@ def _finish_fetch(data: RunData) -> pd.DataFrame | None:
     frame = data.frames.get("finish_fetch")
     if frame is None or frame.empty or "strategy" not in frame.columns:
         return None
-    return frame.assign(
-        concurrency=frame["concurrency"].fillna(1) if "concurrency" in frame else 1,
-        job_ms=frame["job_ms"].fillna(0) if "job_ms" in frame else 0,
-    )
+    return filled(frame, concurrency=1, job_ms=0)
 
 
 def _source(data: RunData, *parts: str) -> str:

@@ -57,8 +57,7 @@ def _open_rows(frame: pd.DataFrame) -> pd.Series:
 
 
 def meaning(frame: pd.DataFrame) -> E2EMeaning:
-    """Backlog wait when no row offered a rate, queue latency when every row did, else named by
-    each row's regime."""
+    """CLOSED when no row offered a rate, OPEN when every row did, else MIXED (by each row's regime)."""
     offered = _open_rows(frame)
     return CLOSED if not offered.any() else OPEN if offered.all() else MIXED
 

@@ -53,16 +53,14 @@ def _ratio(frame: pd.DataFrame, driver: str, concurrency: int) -> str:
 
 
 def _flagged(frame: pd.DataFrame) -> str:
-    """How many of the repetitions each flag marks, as a reps cell says it after their count:
-    ``" (1 contended, 2 saturated)"``; "" when none is marked."""
+    """A reps cell's tail: ``" (1 contended, 2 saturated)"``; "" when none is marked."""
     counts = {name: int(flag(frame, name).sum()) for name in FLAGS if name in frame}
     said = [f"{n} {name}" for name, n in counts.items() if n]
     return f" ({', '.join(said)})" if said else ""
 
 
 def worker_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row a concurrency and driver: jobs/s median [min-max] of the repetitions, the medians of
-    the per-job figures, and fused over two-call paired by repetition on the fused rows."""
+    """A row a concurrency and driver: jobs/s median [min-max], per-job medians, fused ÷ two-call."""
     rows: list[dict[str, Any]] = []
     for concurrency in sorted(set(frame["concurrency"].astype(int))):
         at = frame[frame["concurrency"] == concurrency]

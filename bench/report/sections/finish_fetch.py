@@ -288,8 +288,7 @@ LIMIT_SHARE = "limit's share"
 
 
 def _by_point(frame: pd.DataFrame, columns: dict[str, str], how: str) -> list[dict[str, object]]:
-    """A row a strategy and point: each column's mean or median over the repetitions, titled, and
-    the limit most repetitions named."""
+    """A row a strategy and point: each column's ``how`` over the repetitions, the limit most named."""
     shown = ["strategy", *shown_point_columns(frame)]
     rows = []
     groups = []
