@@ -24,6 +24,7 @@ NETWORK_RTT_MS = 1.0  # a cell at or past this rtt: workers wait on the network
 ANSWER_WORDS = 60  # the most words an answer may take
 SHORT_HOLD_MS = 10.0  # a variant whose longest call stays under this is one to run
 APP_SIDE = ("app_side", "app_side_pipelined")
+RACE_COUNTS = ("double_recoveries", "lost_attempt_updates", "requeued_after_finish")
 
 
 @dataclass(frozen=True)
@@ -130,8 +131,7 @@ def _pace(rows: pd.DataFrame) -> str:
 
 
 def fusing_table(cells: Sequence[Cell]) -> pd.DataFrame:
-    """A protocol, jobs in flight (and job time, where any job was held) a row, an rtt a column:
-    fused / two_call [min-max], pace, rtt paid."""
+    """A row a protocol and jobs in flight (and job time, where held), a column an rtt."""
     rtts = sorted({c.rtt_ms for c in cells})
     held = any(c.job_ms for c in cells)
     keys = ["protocol", "in flight", *(["job ms"] if held else [])]
@@ -183,8 +183,7 @@ def redis_work_saved(data: RunData) -> dict[str, float]:
 
 
 def unstable(runs: Sequence[RunData]) -> list[tuple[str, int, float, float]]:
-    """The cells (protocol, in flight, rtt, job ms) whose fused / two_call ranges of two runs do
-    not overlap: runs that disagree beyond their own spread."""
+    """The cells (protocol, in flight, rtt, job ms) where two runs' fused / two_call ranges part."""
     by: dict[tuple[str, int, float, float], list[Cell]] = {}
     for run in runs:
         for c in quoted(fusing_cells(run)):
@@ -239,16 +238,13 @@ def _figure(protocol: str, concurrency: int, rtt_ms: float, job_ms: float) -> st
 
 
 def cross_run_table(runs: Sequence[RunData]) -> pd.DataFrame:
-    """The headline figures, a column a run: fused / two_call at each cell, and what fusing saves
-    Redis's instructions a job."""
+    """The headline figures, a column a run."""
     columns: dict[str, dict[str, str]] = {}
     for run in runs:
         column = columns.setdefault(run.run_id, {})
         for c in fusing_cells(run):
-            held = f", jobs {c.job_ms:g} ms" if c.job_ms else ""
-            column[
-                f"fused / two_call, {c.protocol}, {c.concurrency} in flight{held}, rtt {c.rtt_ms:g} ms"
-            ] = RTT_MISSED if c.rtt_missed else f"{c.median:.2f} [{c.lo:.2f}-{c.hi:.2f}]"
+            figure = _figure(c.protocol, c.concurrency, c.rtt_ms, c.job_ms)
+            column[figure] = RTT_MISSED if c.rtt_missed else f"{c.median:.2f} [{c.lo:.2f}-{c.hi:.2f}]"
         for protocol, share in redis_work_saved(run).items():
             column[f"Redis instructions fusing saves a finish-and-fetch, {protocol}"] = f"{share:.1%}"
     figures = list(dict.fromkeys(f for column in columns.values() for f in column))
@@ -324,8 +320,7 @@ def _two(value: float) -> str:
 
 
 def sweep_table(found: Sequence[Hold]) -> pd.DataFrame:
-    """A variant a row: Redis's longest call (ms) at each size, healthy / all stalled, and the
-    sizes where its all-stalled call passes 1 ms and 5 s."""
+    """A variant a row: its longest call a size, healthy / all stalled, and its 1 ms and 5 s sizes."""
     sizes = sorted({h.size for h in found})
     rows = []
     for protocol, variant in dict.fromkeys((h.protocol, h.variant) for h in found):
@@ -342,17 +337,14 @@ def sweep_table(found: Sequence[Hold]) -> pd.DataFrame:
 
 
 def race_rates(data: RunData) -> pd.DataFrame:
-    """Each variant and sweeper count over clean settings: extra recoveries, lost attempt updates
-    and finished jobs requeued, as totals and per stalled job (stalled jobs x repetitions)."""
+    """Each variant and sweeper count's races over clean settings: totals, and per stalled job."""
     frame = data.frames.get("race")
     if frame is None or frame.empty:
         return pd.DataFrame()
     rows = frame[clean(frame)].assign(stalled=lambda f: f["stalled_jobs"] * f["reps"])
-    sums = rows.groupby(["protocol", "variant", "sweepers"], sort=False)[
-        ["stalled", "double_recoveries", "lost_attempt_updates", "requeued_after_finish"]
-    ].sum()
-    out = sums.reset_index()
-    for column in ("double_recoveries", "lost_attempt_updates", "requeued_after_finish"):
+    out = rows.groupby(["protocol", "variant", "sweepers"], sort=False)[["stalled", *RACE_COUNTS]].sum()
+    out = out.reset_index()
+    for column in RACE_COUNTS:
         out[f"{column}_per_stalled"] = out[column] / out["stalled"]
     return out
 
@@ -362,7 +354,7 @@ def _raced(data: RunData) -> set[tuple[str, str]]:
     races = race_rates(data)
     if races.empty:
         return set()
-    counted = races[["double_recoveries", "lost_attempt_updates", "requeued_after_finish"]].sum(axis=1)
+    counted = races[list(RACE_COUNTS)].sum(axis=1)
     return set(zip(races.loc[counted > 0, "protocol"], races.loc[counted > 0, "variant"], strict=True))
 
 

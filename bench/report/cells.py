@@ -9,6 +9,8 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
+from bench.report.columns import flag
+
 CONTENDED, SATURATED = "c", "s"
 MARK = "cell_mark"  # the judged frame's column: each row's cell's mark
 MARKS_NOTE = {
@@ -19,18 +21,12 @@ MARKS_NOTE = {
 FIGURES_NOTE = "A cell's figures rest on its uncontended windows when it has any."
 
 
-def _flag(frame: pd.DataFrame, column: str) -> pd.Series:
-    if column not in frame.columns:
-        return pd.Series(False, index=frame.index)
-    return frame[column].fillna(False).astype(bool)
-
-
 def judged(group: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """The rows a cell's figures rest on, and its mark ("" when clean and unsaturated)."""
-    clean = group[~_flag(group, "contended")]
+    clean = group[~flag(group, "contended")]
     used = clean if not clean.empty else group
     mark = CONTENDED if clean.empty and not group.empty else ""
-    return used, mark + (SATURATED if _flag(used, "saturated").any() else "")
+    return used, mark + (SATURATED if flag(used, "saturated").any() else "")
 
 
 def judged_frame(

@@ -17,11 +17,15 @@ from bench.report.runs import list_runs, runs_table
 from bench.results.files import RESULTS_DIR, resolve_run, write_atomic
 
 
+def _parsed(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders are")
+    return parser.parse_args(argv)
+
+
 def report_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="echomq-bench report", description="Write report.md and plots.")
     parser.add_argument("run", nargs="?", help="run folder or run id (default: the newest run)")
-    parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders are")
-    args = parser.parse_args(argv)
+    args = _parsed(parser, argv)
     if args.run:
         path = resolve_run(args.run, args.results)
     else:
@@ -43,8 +47,7 @@ def compare_main(argv: list[str]) -> int:
     parser.add_argument(
         "--learnt", type=Path, default=LEARNT_FILE, help="the drift timed figures are judged beyond (learn)"
     )
-    parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders are")
-    args = parser.parse_args(argv)
+    args = _parsed(parser, argv)
     a = load_run(resolve_run(args.run_a, args.results))
     b = load_run(resolve_run(args.run_b, args.results))
     comparison = compare_runs(a.frames, b.frames, read_learnt(args.learnt))
@@ -68,8 +71,7 @@ def learn_main(argv: list[str]) -> int:
     parser.add_argument(
         "--keep", type=Path, default=AA_DIR, help="where the pairs' CSVs and meta.json are kept"
     )
-    parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders are")
-    args = parser.parse_args(argv)
+    args = _parsed(parser, argv)
     if len(args.runs) % 2:
         raise BenchError(f"give runs in A/A pairs: {len(args.runs)} runs is not a whole number of pairs")
     runs = [load_run(resolve_run(run, args.results)) for run in args.runs]
@@ -92,8 +94,7 @@ def learn_main(argv: list[str]) -> int:
 
 def runs_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="echomq-bench runs", description="List the runs in results/.")
-    parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders are")
-    args = parser.parse_args(argv)
+    args = _parsed(parser, argv)
     runs = list_runs(args.results)
     if not runs:
         print(f"no runs in {args.results} (`make bench` makes one)")
@@ -123,8 +124,7 @@ def publish_main(argv: list[str]) -> int:
     parser.add_argument("--check", action="store_true", help="with --page: write nothing, exit 1 when stale")
     parser.add_argument("--to", type=Path, default=PUBLISHED_DIR, help="where published runs are")
     parser.add_argument("--readme", type=Path, default=README, help="the README whose table is rewritten")
-    parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where run folders are")
-    args = parser.parse_args(argv)
+    args = _parsed(parser, argv)
     if args.run and (args.page or args.check):
         raise BenchError("give a run to publish, or --page, not both; publish first, then --page")
     if args.run:

@@ -26,6 +26,11 @@ LOAD_PROCESSES = "loadgen_processes"
 CONTENDED, SATURATED = "contended", "saturated"
 
 
+def filled(frame: pd.DataFrame, **defaults: float) -> pd.DataFrame:
+    """The frame with the named columns' empty cells (an older run: the whole column) as their defaults."""
+    return frame.assign(**{c: frame[c].fillna(v) if c in frame else v for c, v in defaults.items()})
+
+
 def measured(frame: pd.DataFrame, name: str) -> bool:
     """The frame holds ``name`` with a value."""
     return name in frame.columns and bool(frame[name].notna().any())
@@ -72,7 +77,8 @@ def load_processes(frame: pd.DataFrame, run_processes: int) -> pd.Series:
     return own.clip(lower=run).astype(int)
 
 
-def _flag(frame: pd.DataFrame, name: str) -> pd.Series:
+def flag(frame: pd.DataFrame, name: str) -> pd.Series:
+    """Each row's boolean ``name``; False where the cell or the column is missing."""
     if name not in frame.columns:
         return pd.Series(False, index=frame.index)
     return frame[name].astype("boolean").fillna(False).astype(bool)
@@ -80,10 +86,9 @@ def _flag(frame: pd.DataFrame, name: str) -> pd.Series:
 
 def clean(frame: pd.DataFrame) -> pd.Series:
     """True for a row measured cleanly: not contended, not saturated."""
-    return ~_flag(frame, CONTENDED) & ~_flag(frame, SATURATED)
+    return ~flag(frame, CONTENDED) & ~flag(frame, SATURATED)
 
 
 def closed_loop(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows whose jobs/s the workers set (backlog, steady): an open row's jobs/s is the rate it
-    was offered, which no closed-loop model or throughput ratio may read."""
+    """The rows whose jobs/s the workers set: an open row's is the rate it was offered."""
     return frame[regime(frame) != Regime.OPEN]

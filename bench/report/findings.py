@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bench.report.answers import (
+    APP_SIDE,
+    RACE_COUNTS,
     fusing_answer,
     fusing_cells,
     fusing_table,
@@ -23,12 +25,13 @@ from bench.report.answers import (
     sweep_table,
     variant_name,
 )
-from bench.report.columns import QUEUE_P50, QUEUE_P99, clean, measured, regime, rtt_paid_ms
+from bench.report.columns import QUEUE_P50, QUEUE_P99, clean, filled, measured, regime, rtt_paid_ms
 from bench.report.load import RunData
 from bench.report.markdown import markdown_table
 from bench.report.ratios import RTT_MISSED
 from bench.report.sections.script_cost import BASE as SCRIPT_BASE
 from bench.report.sections.script_cost import Extra, extra_cost
+from bench.report.sections.sweep_goals import records
 from bench.results.finish_fetch import MISSED as DRIVER_MISSED
 from bench.results.finish_fetch import Regime
 from bench.results.finish_fetch import judge as judge_driver
@@ -36,11 +39,6 @@ from bench.results.sweep import MISSED as SWEEP_MISSED
 from bench.results.sweep import judge_all as judge_sweep
 
 NOT_CLEAN = "not measured cleanly"
-# Redis's busy-reply-threshold (5 s; lua-time-limit before 7.0): past it, other clients get BUSY.
-BUSY_MS = 5000.0
-SLOW_MS = 1.0  # a call past 1 ms holds every other client for a noticeable time
-APP_SIDE = ("app_side", "app_side_pipelined")
-RACE_COUNTS = ("double_recoveries", "lost_attempt_updates", "requeued_after_finish")
 
 
 @dataclass(frozen=True)
@@ -55,30 +53,12 @@ class Finding:
         return f"- **{self.topic}.** " + " ".join(part for part in (*self.sentences, self.source) if part)
 
 
-def ratio(value: float) -> str:
-    return f"{value:.2f}x"
-
-
-def span(lo: float, hi: float, form: Callable[[float], str]) -> str:
-    return f"[{form(lo)}-{form(hi)}]"
-
-
 def count(value: object) -> str:
     return f"{float(value):,.0f}"  # type: ignore[arg-type]
 
 
-def about(value: float) -> str:
-    """Two significant figures: an extrapolated size claims no more."""
-    return f"{float(f'{value:.2g}'):,.0f}"
-
-
 def ms(value: float) -> str:
     return f"{value:,.0f} ms" if value >= 10 else f"{value:.2g} ms"
-
-
-def _in_flight(concurrency: object) -> str:
-    c = int(float(concurrency))  # type: ignore[arg-type]
-    return f"{c} job in flight" if c == 1 else f"{c} jobs in flight"
 
 
 def _finish_fetch(data: RunData) -> pd.DataFrame | None:
@@ -86,15 +66,7 @@ def _finish_fetch(data: RunData) -> pd.DataFrame | None:
     frame = data.frames.get("finish_fetch")
     if frame is None or frame.empty or "strategy" not in frame.columns:
         return None
-    return frame.assign(
-        concurrency=frame["concurrency"].fillna(1) if "concurrency" in frame else 1,
-        job_ms=frame["job_ms"].fillna(0) if "job_ms" in frame else 0,
-    )
-
-
-def _regimes(frame: pd.DataFrame) -> str:
-    names = sorted(set(regime(frame)))
-    return " and ".join(names) + (" regime" if len(names) == 1 else " regimes")
+    return filled(frame, concurrency=1, job_ms=0)
 
 
 def _source(data: RunData, *parts: str) -> str:
@@ -226,18 +198,13 @@ def _rounds(extra: Extra) -> str:
     return "within the rounds' noise"
 
 
-def _instructions(data: RunData) -> pd.DataFrame | None:
-    frame = data.frames.get("instructions")
-    return None if frame is None or frame.empty else frame
-
-
 def _count(frame: pd.DataFrame, protocol: str, step: str, column: str) -> float | None:
     found = frame[(frame["protocol"] == protocol) & (frame["step"] == step)][column].dropna()
     return float(found.iloc[0]) if not found.empty else None
 
 
 def _deadline_instructions(data: RunData) -> Finding | None:
-    frame = _instructions(data)
+    frame = data.frame("instructions")
     if frame is None or "echomq-deadline" not in set(frame["protocol"]):
         return None
     parts = []
@@ -256,7 +223,7 @@ def _deadline_instructions(data: RunData) -> Finding | None:
 def redis_work(data: RunData) -> Finding | None:
     """What fusing saves Redis a job, in the whole server's instructions (reading requests, running
     the scripts, writing replies). Client, network and kernel are outside the count."""
-    frame = _instructions(data)
+    frame = data.frame("instructions")
     if frame is None:
         return None
     parts = []
@@ -287,7 +254,7 @@ def capacity(data: RunData) -> Finding | None:
     if rows.empty:
         return Finding(topic, ("Redis set the pace at no clean cell: the client or the round trip did.",),
                        _source(data))  # fmt: skip
-    counts = _instructions(data)
+    counts = data.frame("instructions")
     each = []
     for (protocol, strategy), mine in rows.groupby(["protocol", "strategy"], sort=False):
         per_core = float(
@@ -355,21 +322,12 @@ def conditions(data: RunData) -> str:
 def missed_goals(data: RunData) -> list[str]:
     """The run's goals that were missed, one line each, with the figure they touch."""
     lines = []
-    frame = data.frames.get("finish_fetch")
-    if frame is not None and not frame.empty:
-        records = [{str(k): v for k, v in r.items()} for r in frame.to_dict("records")]
-        lines += [f"{g.name} (worst: {g.worst})" for g in judge_driver(records) if g.verdict == DRIVER_MISSED]
-    sweep = data.frames.get("sweep")
-    if sweep is not None and not sweep.empty:
-        control = data.frames.get("sweep_control")
-        rows = (
-            [{str(k): v for k, v in r.items()} for r in control.to_dict("records")]
-            if control is not None
-            else []
-        )
-        points = [{str(k): v for k, v in r.items()} for r in sweep.to_dict("records")]
-        judged = judge_sweep(points, rows)
-        lines += [f"{g.goal.name} ({g.figure})" for g in judged if g.verdict == SWEEP_MISSED]
+    if (frame := data.frame("finish_fetch")) is not None:
+        judged = judge_driver(records(frame))
+        lines += [f"{g.name} (worst: {g.worst})" for g in judged if g.verdict == DRIVER_MISSED]
+    if (sweep := data.frame("sweep")) is not None:
+        judged_sweep = judge_sweep(records(sweep), records(data.frames.get("sweep_control")))
+        lines += [f"{g.goal.name} ({g.figure})" for g in judged_sweep if g.verdict == SWEEP_MISSED]
     return lines
 
 
@@ -404,7 +362,7 @@ def findings_lines(data: RunData, runs: Sequence[RunData] = (), also: Sequence[R
         lines += [SWEEP_TABLE, "", markdown_table(sweep_table(found)), ""]
     races = race_rates(data)
     if not races.empty:
-        counted = races[[column for column, _ in RACE_KINDS]].sum(axis=1)
+        counted = races[list(RACE_COUNTS)].sum(axis=1)
         free = races[counted == 0]
         lines += (
             [RACE_TABLE, "", markdown_table(race_table(races[counted > 0])), ""]
@@ -447,14 +405,10 @@ def race_table(rates: pd.DataFrame) -> pd.DataFrame:
         "sweepers": rates["sweepers"],
         "stalled jobs, over reps and delays": rates["stalled"].map(count),
     })  # fmt: skip
-    for column, label in RACE_KINDS:
+    for column, label in zip(RACE_COUNTS, RACE_LABELS, strict=True):
         totals, per = rates[column], rates[f"{column}_per_stalled"]
         table[label] = [f"{count(t)} ({float(x):.2f})" for t, x in zip(totals, per, strict=True)]
     return table
 
 
-RACE_KINDS = (
-    ("double_recoveries", "extra recoveries"),
-    ("lost_attempt_updates", "lost attempt updates"),
-    ("requeued_after_finish", "finished jobs requeued"),
-)
+RACE_LABELS = ("extra recoveries", "lost attempt updates", "finished jobs requeued")

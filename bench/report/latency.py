@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from bench.report.columns import flag
 from bench.report.markdown import fmt
 
 BACKLOG_WAIT = "backlog wait"
@@ -48,33 +49,17 @@ MIXED = E2EMeaning(
 )
 
 
-def is_closed_loop(frame: pd.DataFrame) -> bool:
-    """A run offers no rate (target_rate 0, or a file from before the column): closed loop."""
-    if "target_rate" not in frame.columns:
-        return True
-    rates = pd.to_numeric(frame["target_rate"], errors="coerce").fillna(0.0)
-    return bool((rates <= 0).all())
-
-
-def meaning(frame: pd.DataFrame) -> E2EMeaning:
-    """Backlog wait when no row offered a rate, queue latency when every row did, else named by
-    each row's regime."""
-    if is_closed_loop(frame):
-        return CLOSED
-    rates = pd.to_numeric(frame["target_rate"], errors="coerce").fillna(0.0)
-    return OPEN if bool((rates > 0).all()) else MIXED
-
-
 def _open_rows(frame: pd.DataFrame) -> pd.Series:
+    """The rows offered a rate (a file from before target_rate offered none: closed loop)."""
     if "target_rate" not in frame.columns:
         return pd.Series(False, index=frame.index)
     return pd.to_numeric(frame["target_rate"], errors="coerce").fillna(0.0) > 0
 
 
-def _saturated(frame: pd.DataFrame) -> pd.Series:
-    if "saturated" not in frame.columns:
-        return pd.Series(False, index=frame.index)
-    return frame["saturated"].fillna(False).astype(bool)
+def meaning(frame: pd.DataFrame) -> E2EMeaning:
+    """CLOSED when no row offered a rate, OPEN when every row did, else MIXED (by each row's regime)."""
+    offered = _open_rows(frame)
+    return CLOSED if not offered.any() else OPEN if offered.all() else MIXED
 
 
 def shown_columns(frame: pd.DataFrame) -> pd.DataFrame:
@@ -85,7 +70,7 @@ def shown_columns(frame: pd.DataFrame) -> pd.DataFrame:
     if how is not CLOSED:  # an open row that saturated measured no latency of the queue
         for column in E2E_COLUMNS:
             if column in shown.columns:
-                shown.loc[_saturated(frame) & _open_rows(frame), column] = math.nan
+                shown.loc[flag(frame, "saturated") & _open_rows(frame), column] = math.nan
     return shown.rename(columns={c: how.column(c) for c in E2E_COLUMNS if c in shown.columns})
 
 
@@ -124,7 +109,7 @@ def note(frame: pd.DataFrame) -> list[str]:
             "open row's cells are left empty.*",
             "",
         ]
-    saturated = int(_saturated(frame).sum())
+    saturated = int(flag(frame, "saturated").sum())
     if not saturated:
         return ["*End to end is queue latency: an open-loop run, every repetition below saturation.*", ""]
     return [

@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.errors import BenchError
-from bench.report.columns import clean, closed_loop, rtt_paid_ms
+from bench.report.columns import clean, closed_loop, filled, rtt_paid_ms
 from bench.report.load import RunData, load_run
 from bench.report.markdown import markdown_table
 from bench.report.model import Machine, Parts, machine_of, predict, redis_us_per_job
@@ -59,12 +59,8 @@ class Guess:
 
 
 def _cells(frame: pd.DataFrame, machine: Machine) -> pd.DataFrame:
-    """A row a protocol, strategy, concurrency, rtt, job time and payload: the medians of its clean
-    repetitions' parts (every repetition's when none is clean)."""
-    rows = frame.assign(
-        concurrency=frame["concurrency"].fillna(1) if "concurrency" in frame else 1,
-        job_ms=frame["job_ms"].fillna(0) if "job_ms" in frame else 0.0,
-        payload_bytes=frame["payload_bytes"].fillna(0) if "payload_bytes" in frame else 0,
+    """A row a cell: its clean repetitions' parts, medians (every repetition's when none is clean)."""
+    rows = filled(frame, concurrency=1, job_ms=0.0, payload_bytes=0).assign(
         rtt_paid=rtt_paid_ms(frame),
         redis_us=[redis_us_per_job(r, whole_cpu=not machine.cluster) for _, r in frame.iterrows()],
         clean=clean(frame),

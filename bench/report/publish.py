@@ -52,8 +52,7 @@ def portable_files(run: Path, patterns: tuple[str, ...] = PORTABLE_PATTERNS) -> 
 
 
 def machine_roots() -> list[str]:
-    """This machine's folders a run may name, longest first: the checkout, the home, the temporary
-    folder, the Python in use."""
+    """This machine's folders a run may name (checkout, home, temp, Python), longest first."""
     roots = {str(REPO), str(Path.home()), tempfile.gettempdir(), sys.prefix, os.getcwd()}
     return sorted((root for root in roots if len(root) > 1), key=len, reverse=True)
 
@@ -108,8 +107,7 @@ def publish_run(
     budget: int = BUDGET_BYTES,
     patterns: tuple[str, ...] = PORTABLE_PATTERNS,
 ) -> Published:
-    """Copy ``run``'s portable files (``patterns``) into root/<run-id>/ (replacing an earlier copy),
-    cleaned; over ``budget`` bytes in all, nothing is written and the error says so."""
+    """Copy ``run``'s portable files into root/<run-id>/, cleaned; over ``budget`` bytes, none."""
     if not run.is_dir():
         raise BenchError(f"no run folder {run}; `echomq-bench runs` lists the runs")
     run_id = _run_id(run)

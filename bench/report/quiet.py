@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from bench.report.columns import flag
 from bench.report.load import RunData
 from bench.report.markdown import fmt, markdown_table
 from bench.results.meta import RunMeta
@@ -107,9 +108,7 @@ def beside_saturated(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def contended_rows(frame: pd.DataFrame) -> pd.DataFrame:
-    if "contended" not in frame.columns:
-        return frame.iloc[0:0]
-    return frame[frame["contended"].fillna(False).astype(bool)]
+    return frame[flag(frame, "contended")]
 
 
 def contended_note(frame: pd.DataFrame, what: str) -> list[str]:

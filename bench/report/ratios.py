@@ -45,8 +45,7 @@ def shown_point_columns(frame: pd.DataFrame) -> list[str]:
 
 
 def paired_ratios(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per point and strategy other than fused: fused/other jobs/s as the median of
-    the repetition pairs, its min and max, how many pairs, and whether its rtt missed."""
+    """A row a point and strategy but fused: fused/other jobs/s, the pairs' median, min and max."""
     frame = frame.assign(**{c: v for c, v in POINT_DEFAULTS.items() if c not in frame.columns})
     needed = {"strategy", "rep", "jobs_per_s", *POINT_COLUMNS}
     if frame.empty or not needed <= set(frame.columns) or BASE not in set(frame["strategy"]):

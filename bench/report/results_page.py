@@ -14,6 +14,7 @@ from bench.errors import BenchError
 from bench.paths import REPO
 from bench.report.answers import cross_run_table
 from bench.report.cells import judged_frame, mark_notes, marked
+from bench.report.columns import clean as clean_rows
 from bench.report.findings import findings_lines
 from bench.report.load import RunData, load_run
 from bench.report.markdown import fmt, markdown_table
@@ -85,20 +86,11 @@ def quiet_check(data: RunData) -> str:
         steal = max((f["steal_pct"].max() for f in frames if "steal_pct" in f.columns), default=None)
         busy = sum(len(contended_rows(f)) for f in frames)
         rows = sum(len(f) for f in frames)
-        clean = sum(int(clean_windows(f).sum()) for f in frames)
+        clean = sum(int(clean_rows(f).sum()) for f in frames)
         parts.append(f"in the measured windows foreign CPU at most {fmt(worst)}% of a core, steal at most "
                      f"{fmt(steal)}%; {busy} of {rows} rows contended; clean windows (neither contended "
                      f"nor saturated) {clean} of {rows}, {clean / rows:.0%}")  # fmt: skip
     return "; ".join(parts) or "not recorded"
-
-
-def clean_windows(frame: pd.DataFrame) -> pd.Series:
-    """The rows whose window was clean: neither contended nor saturated, as compare judges them."""
-    clean = pd.Series(True, index=frame.index)
-    for column in ("contended", "saturated"):
-        if column in frame.columns:
-            clean &= ~frame[column].fillna(False).astype(bool)
-    return clean
 
 
 def about_run(data: RunData) -> pd.DataFrame:

@@ -27,8 +27,7 @@ def driver_order(drivers: pd.Series) -> list[str]:
 
 
 def worker_drivers(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
-    """Bars grouped by driver, one a concurrency: median jobs/s of the repetitions, whiskers
-    min..max, dots each repetition, the median written above each bar."""
+    """Bars by driver, one a concurrency: median jobs/s, whiskers min..max, dots each repetition."""
     needed = {"driver", "concurrency", "jobs_per_s"}
     if frame.empty or not needed <= set(frame.columns) or frame["jobs_per_s"].isna().all():
         return None

@@ -10,7 +10,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from bench.report.columns import clean, rtt_paid_ms
+from bench.report.columns import clean, filled, rtt_paid_ms
 from bench.report.plots.style import (
     HOME_PROTOCOL,
     OTHER_LINE,
@@ -44,8 +44,7 @@ def _num(value: object) -> str:
 
 
 def _point_label(workers: object, queues: object, concurrency: object, job_ms: object, rtt_ms: object) -> str:
-    """Two lines: the workers (and their queues, jobs in flight and job time when not 1, 1 and 0),
-    the rtt."""
+    """Two lines: the workers (queues, jobs in flight, job time where set), then the rtt."""
     first = f"{_num(workers)} workers"
     if float(queues) != 1:  # type: ignore[arg-type]
         first += f" on {_num(queues)} queues"
@@ -54,14 +53,6 @@ def _point_label(workers: object, queues: object, concurrency: object, job_ms: o
     if float(job_ms):  # type: ignore[arg-type]
         first += f", job {_num(job_ms)} ms"
     return f"{first}\nrtt {_num(rtt_ms)} ms"
-
-
-def _with_point(frame: pd.DataFrame) -> pd.DataFrame:
-    """The frame with every point column (an older run's concurrency 1 and job time 0 filled in)."""
-    data = frame.copy()
-    for column, default in (("queues", 1), ("concurrency", 1), ("job_ms", 0)):
-        data[column] = data[column].fillna(default) if column in data else default
-    return data
 
 
 def _ratio_texts(at_point: pd.DataFrame) -> list[str]:
@@ -91,7 +82,7 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     needed = {"strategy", "workers", "rtt_ms", "jobs_per_s"}
     if frame.empty or not needed <= set(frame.columns) or frame["jobs_per_s"].isna().all():
         return None
-    data = _with_point(frame.dropna(subset=["jobs_per_s"]))
+    data = filled(frame.dropna(subset=["jobs_per_s"]), queues=1, concurrency=1, job_ms=0)
     points = sorted(set(data[list(POINT_COLUMNS)].itertuples(index=False, name=None)))
     variants = ordered(data["strategy"].unique().tolist())
     width = 0.8 / len(variants)
@@ -231,8 +222,7 @@ def _clean_or_all(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def jobs_against_concurrency(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
-    """jobs/s against jobs in flight, a panel a protocol, a line a paid rtt; fused solid, two_call
-    dashed. Medians of the clean repetitions; a cell with none clean is drawn hollow."""
+    """jobs/s against jobs in flight, a panel a protocol, a line a paid rtt; hollow: no clean rep."""
     needed = {"protocol", "strategy", "concurrency", "rtt_ms", "jobs_per_s"}
     if frame.empty or not needed <= set(frame.columns):
         return None

@@ -21,8 +21,7 @@ PART_COLOURS = dict(zip(PART_ORDER, (*PALETTE[:7], PALETTE[8], "#dddddd", "#9999
 
 
 def instruction_parts(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
-    """Instructions a call or a job, one bar a protocol and step (sweeps left out: a stalled id is
-    another unit), stacked by part."""
+    """A bar a protocol and step, stacked by part (sweeps left out: a stalled id is another unit)."""
     steps = frame[frame["unit"] != "stalled id"].copy()
     several = "server" in steps.columns and steps["server"].fillna("").nunique() > 1
     if several:  # a bar a job and its add on each server: every step of each would be too many

@@ -69,12 +69,8 @@ def latency_percentiles(
     e2e_name: str = E2E_NAME,
     with_e2e: bool = True,
 ) -> Plot | None:
-    """Cycle (and end-to-end) latency percentile curves per variant, from merged HDR histograms.
-
-    ``histograms`` maps (metric, variant) to the merge of every repetition's histogram;
-    ``e2e_name`` is what the end-to-end panel measured. In closed loop that is the backlog's
-    wait, which measures the harness: ``with_e2e`` False leaves its panel out.
-    """
+    """Cycle (and end-to-end) percentile curves a variant from ``histograms`` ((metric, variant) ->
+    merge). In closed loop end to end measures the harness: ``with_e2e`` False leaves it out."""
     wanted = ("cycle", "e2e") if with_e2e else ("cycle",)
     metrics = [m for m in wanted if any(k[0] == m for k in histograms)]
     if not metrics:
@@ -116,8 +112,7 @@ def latency_percentiles(
 
 
 def queue_latency_cdf(histograms: Mapping[tuple[str, str], HdrHistogram], out_dir: Path) -> Plot | None:
-    """The open regime's queue latency as a CDF a strategy and point: the share of jobs finished
-    within each latency."""
+    """The open regime's queue latency, a CDF a strategy and point."""
     curves = {v: h for (m, v), h in histograms.items() if m == "e2e" and h.get_total_count()}
     if not curves:
         return None

@@ -44,8 +44,7 @@ HOME_PROTOCOL = "echomq"
 
 
 def protocol_labelled(frame: pd.DataFrame) -> pd.DataFrame:
-    """The frame with each row's variant led by its protocol unless that is echomq
-    (``bullmq.fused``), so every figure tells the protocols apart."""
+    """Each row's variant led by its protocol unless echomq's (``bullmq.fused``)."""
     # finish_fetch.csv names its variants "strategy"; the sweep and race files "variant"
     column = "strategy" if "strategy" in frame.columns else "variant"
     if frame.empty or "protocol" not in frame.columns or column not in frame.columns:
@@ -88,8 +87,7 @@ OTHER_LINE = "-."  # a protocol without its own entry (echomq-deadline)
 
 
 def colour(variant: str) -> str:
-    """A variant's fixed colour; another protocol's variant takes a lighter (bullmq) or darker
-    (any other) shade of it."""
+    """A variant's fixed colour; another protocol's a lighter (bullmq) or darker shade of it."""
     protocol, variant = split_label(variant)
     # "fused-w4-rtt0" (a strategy at one load point) takes its strategy's colour
     variant = variant.split("-", 1)[0] if variant.split("-", 1)[0] in VARIANT_ORDER else variant
@@ -185,8 +183,7 @@ def wrapped(text: str, figure: Figure, fontsize: float) -> str:
 
 
 def wrapped_to(text: str, width_in: float, fontsize: float) -> str:
-    """``text`` wrapped to ``width_in`` inches, each line kept (a title with its own line breaks
-    keeps them)."""
+    """``text`` wrapped to ``width_in`` inches, its own line breaks kept."""
     chars = int(width_in * 72 / (fontsize * 0.6))  # points across / an average glyph
     return "\n".join("\n".join(textwrap.wrap(line, max(chars, 20)) or [""]) for line in text.split("\n"))
 

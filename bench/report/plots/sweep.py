@@ -3,6 +3,7 @@ panel a scenario, log-log."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,12 @@ def _per_scenario(
     axes[0].set_ylabel(ylabel)
     figure.suptitle(title)
     return figure, panels
+
+
+def _variant_lines(rows: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
+    """Each variant in its fixed order, with its rows by active-list size: one line a variant."""
+    for variant in ordered(rows["variant"].unique().tolist()):
+        yield variant, rows[rows["variant"] == variant].sort_values("active_size")
 
 
 def _finish_panels(panels: list[tuple[Axes, pd.DataFrame]]) -> None:
@@ -90,8 +97,7 @@ def sweep_time(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
         return None
     figure, panels = made
     for ax, rows in panels:
-        for variant in ordered(rows["variant"].unique().tolist()):
-            line = rows[rows["variant"] == variant].sort_values("active_size")
+        for variant, line in _variant_lines(rows):
             stdev = line["sweep_ms_stdev"].fillna(0) if "sweep_ms_stdev" in line else None
             ax.errorbar(line["active_size"], line["sweep_ms_median"], yerr=stdev, marker="o", ms=4,
                         capsize=3, color=colour(variant), linestyle=line_style(variant),
@@ -120,17 +126,9 @@ def probe_max(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
         ax.axhline(1000, color="grey", linestyle="--", linewidth=1)
         ax.annotate("1 ms", (1, 1000), xycoords=("axes fraction", "data"), ha="right", va="bottom",
                     fontsize=8, color="grey")  # fmt: skip
-        for variant in ordered(rows["variant"].unique().tolist()):
-            line = rows[rows["variant"] == variant].sort_values("active_size")
-            ax.plot(
-                line["active_size"],
-                line["probe_max_us"],
-                marker="o",
-                ms=4,
-                color=colour(variant),
-                linestyle=line_style(variant),
-                label=variant,
-            )
+        for variant, line in _variant_lines(rows):
+            ax.plot(line["active_size"], line["probe_max_us"], marker="o", ms=4, color=colour(variant),
+                    linestyle=line_style(variant), label=variant)  # fmt: skip
             if "probe_busy" in line:
                 busy = line[line["probe_busy"].fillna(0) > 0]
                 if not busy.empty:
@@ -163,8 +161,7 @@ def hold_against_size(frame: pd.DataFrame, hazard: pd.DataFrame | None, out_dir:
         return None
     figure = Figure(figsize=(8.2, 5.2), layout="constrained")
     ax = figure.add_subplot()
-    for variant in ordered(rows["variant"].unique().tolist()):
-        line = rows[rows["variant"] == variant].sort_values("active_size")
+    for variant, line in _variant_lines(rows):
         hue = colour(variant)
         ax.plot(line["active_size"], line["redis_hold_ms_max"], color=hue, linestyle=line_style(variant),
                 label=variant)  # fmt: skip

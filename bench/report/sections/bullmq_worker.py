@@ -6,6 +6,7 @@ from typing import Any
 
 import pandas as pd
 
+from bench.report.columns import flag
 from bench.report.load import RunData
 from bench.report.markdown import figure, fmt, markdown_table, missing_note
 from bench.report.plots.bullmq_worker import DRIVER_NAMES, driver_order, worker_drivers
@@ -52,16 +53,14 @@ def _ratio(frame: pd.DataFrame, driver: str, concurrency: int) -> str:
 
 
 def _flagged(frame: pd.DataFrame) -> str:
-    """How many of the repetitions each flag marks, as a reps cell says it after their count:
-    ``" (1 contended, 2 saturated)"``; "" when none is marked."""
-    counts = {flag: int(frame[flag].fillna(False).astype(bool).sum()) for flag in FLAGS if flag in frame}
-    said = [f"{n} {flag}" for flag, n in counts.items() if n]
+    """A reps cell's tail: ``" (1 contended, 2 saturated)"``; "" when none is marked."""
+    counts = {name: int(flag(frame, name).sum()) for name in FLAGS if name in frame}
+    said = [f"{n} {name}" for name, n in counts.items() if n]
     return f" ({', '.join(said)})" if said else ""
 
 
 def worker_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row a concurrency and driver: jobs/s median [min-max] of the repetitions, the medians of
-    the per-job figures, and fused over two-call paired by repetition on the fused rows."""
+    """A row a concurrency and driver: jobs/s median [min-max], per-job medians, fused ÷ two-call."""
     rows: list[dict[str, Any]] = []
     for concurrency in sorted(set(frame["concurrency"].astype(int))):
         at = frame[frame["concurrency"] == concurrency]
@@ -128,7 +127,7 @@ def bullmq_worker_section(data: RunData) -> list[str]:
     lines += versions_lines(about)
     if about.options:
         lines += [f"*{about.options}.*", ""]
-    saturated = int(frame["saturated"].fillna(False).astype(bool).sum())
+    saturated = int(flag(frame, "saturated").sum())
     if saturated:
         lines += [f"> **{saturated} run(s) saturated**: the worker driver used its whole core, so it, not "
                   "Redis, set the pace; their jobs/s measure the client.", ""]  # fmt: skip

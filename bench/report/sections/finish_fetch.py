@@ -9,7 +9,7 @@ import pandas as pd
 
 from bench.report import latency
 from bench.report.cells import judged_frame, mark_notes, with_marks
-from bench.report.columns import clean
+from bench.report.columns import clean, flag
 from bench.report.compare.metrics import STAGE_KEYS, norm_key, samples
 from bench.report.load import RunData, merged_histograms
 from bench.report.markdown import (
@@ -47,6 +47,7 @@ from bench.report.ratios import (
 from bench.report.sections.findings import model_section
 from bench.report.sections.head import section_head
 from bench.report.sections.script_cost import script_cost_section
+from bench.report.sections.sweep_goals import records
 from bench.results.finish_fetch import HARNESS_ADDS_GOAL_US, Fidelity, FinishFetchMeta, goal_lines
 from bench.results.hdr import summary
 
@@ -89,7 +90,7 @@ def finish_fetch_section(data: RunData) -> list[str]:
     lines, frame = section_head(data, "finish_fetch", title, "repetition(s)")
     if frame is None:
         return lines
-    saturated = int(frame["saturated"].fillna(False).astype(bool).sum())
+    saturated = int(flag(frame, "saturated").sum())
     failed = int((~frame["audit_ok"].fillna(True).astype(bool)).sum())
     if saturated:
         lines += [f"> **{saturated} repetition(s) saturated**: the load generator, not Redis, was the limit; "
@@ -263,7 +264,7 @@ def _driver_section(frame: pd.DataFrame, every: pd.DataFrame) -> list[str]:
     if "reference_cpu_us_per_job" not in frame.columns or frame["reference_cpu_us_per_job"].isna().all():
         return []
     rows = _by_point(frame, DRIVER_COLUMNS, "median")
-    goals = goal_lines({str(k): v for k, v in r.items()} for r in every.to_dict("records"))
+    goals = goal_lines(records(every))
     return [
         "### Locust, the raw driver and the reference",
         "",
@@ -287,8 +288,7 @@ LIMIT_SHARE = "limit's share"
 
 
 def _by_point(frame: pd.DataFrame, columns: dict[str, str], how: str) -> list[dict[str, object]]:
-    """A row a strategy and point: each column's mean or median over the repetitions, titled, and
-    the limit most repetitions named."""
+    """A row a strategy and point: each column's ``how`` over the repetitions, the limit most named."""
     shown = ["strategy", *shown_point_columns(frame)]
     rows = []
     groups = []

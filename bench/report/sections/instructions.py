@@ -122,8 +122,7 @@ def servers(frame: pd.DataFrame) -> list[str]:
 
 
 def parts_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """A part a row, a protocol's fused and two-call job a column (on each server counted):
-    instructions a job (share)."""
+    """A part a row, a protocol's fused and two-call job a column: instructions a job (share)."""
     several = servers(frame)
     jobs = frame[frame["step"].isin(JOBS[:1] if several else JOBS)].copy()  # a column a server: fused
     jobs["column"] = jobs["protocol"] + " " + jobs["step"].str.replace(" cycle", "")
@@ -144,8 +143,7 @@ def parts_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def servers_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """A job's and its add's whole-server instructions on each server counted, a server a column;
-    the last columns: each server against the first."""
+    """A job's and its add's whole-server instructions, a server a column, each against the first."""
     names = servers(frame)
     rows = frame[frame["step"].isin(SERVER_STEPS)]
     table = rows.pivot_table(
@@ -188,8 +186,7 @@ EXISTS = "exists"
 
 
 def call_price_findings(frame: pd.DataFrame) -> list[str]:
-    """What one redis.call adds to a script call, beyond the command it runs, on each server: the
-    script with ten EXISTS calls against the one that only returns, part by part, a tenth."""
+    """What one redis.call adds beyond its command on each server: ten EXISTS against none, a tenth."""
     lines = []
     by = ["server"] if servers(frame) else []
     groups = frame.groupby(by, sort=False) if by else [("", frame)]

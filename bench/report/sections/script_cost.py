@@ -83,9 +83,7 @@ def extra_cost(base: pd.DataFrame, other: pd.DataFrame) -> Extra:
 
 
 def script_cost_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per step and protocol: the median µs per call over repetitions [min-max], the commands, and
-    beside echomq's row what the protocol costs more (µs, with its range and verdict) and runs more
-    (commands)."""
+    """Per step and protocol: µs a call median [min-max], commands, and both beyond echomq's."""
     rows = []
     for (step, protocol), mine in frame.groupby(["step", "protocol"], sort=False):
         usec = mine["server_us_per_call"].astype(float)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.report.columns import clean
 from bench.report.load import RunData
 from bench.report.markdown import fmt, markdown_table
 
@@ -19,8 +20,8 @@ ABOUT = (
 
 
 def _clean(rows: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
-    clean = rows[~rows["contended"].astype(bool) & ~rows["saturated"].astype(bool)]
-    return (clean, True) if not clean.empty else (rows, False)
+    found = rows[clean(rows)]
+    return (found, True) if not found.empty else (rows, False)
 
 
 def servers_point_table(data: RunData) -> pd.DataFrame | None:

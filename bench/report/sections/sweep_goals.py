@@ -40,14 +40,15 @@ DEADLINE_TIMING = (
 )
 
 
-def _records(frame: pd.DataFrame | None) -> list[dict[str, Any]]:
+def records(frame: pd.DataFrame | None) -> list[dict[str, Any]]:
+    """A frame's rows as the goal judges read them: a dict a row, by the CSV's column names."""
     return [] if frame is None else cast(list[dict[str, Any]], frame.to_dict("records"))
 
 
 def goal_lines(frame: pd.DataFrame, control: pd.DataFrame | None = None) -> list[str]:
     """The goals the run's protocols have, each with its figure at the size it was judged at, the
     control they read, and BullMQ's all-stalled sweep against echomq-deadline's sliced pass."""
-    rows, control_rows = _records(frame), _records(control)  # the CSVs' column names
+    rows, control_rows = records(frame), records(control)  # the CSVs' column names
     results = judge_all(rows, control_rows)
     lines: list[str] = []
     if results:
