@@ -62,7 +62,7 @@ START_ALLOWANCE_S = 60.0  # the driver's imports, connections and close
 SLOWEST_JOB_S = 0.05  # a run gets this long a job (at concurrency 1), beyond its sleeps
 # The Node driver connects as BullMQ's docs show, to one server: a cluster's queue would answer MOVED
 CLUSTER_ABSENT = "the server is a Redis Cluster; the Node driver connects to a single server"
-TRIAL_OVERHEAD_S = 4.0  # for the ETA: a driver's start, its queue's fill and audit, its warm-up
+TRIAL_OVERHEAD_S = 2.0  # for the ETA: a driver's start, its queue's fill and audit, its warm-up
 OPTIONS = (
     "BullMQ Worker defaults: lock 30 s, every completed job kept (removeOnComplete unset), no metrics, "
     "no limiter, maxStalledCount 1, stalledInterval 30 s; a no-op processor unless job_ms > 0"

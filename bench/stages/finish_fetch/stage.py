@@ -98,7 +98,7 @@ def check_profile(profile: Profile) -> None:
 
 
 # Beyond its window, a trial spends this long starting Locust, stopping it and auditing the queue.
-TRIAL_OVERHEAD_S = 1.5
+TRIAL_OVERHEAD_S = 1.1
 RAW_OVERHEAD_S = 0.5  # a raw trial: its threads start and stop, its queue is audited
 FIDELITY_CALL_S = 0.0003  # one timed trivial call of the fidelity check's plain loops, about
 

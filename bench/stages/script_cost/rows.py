@@ -20,7 +20,7 @@ from bench.results.script_cost import ScriptCostRow
 from bench.stages.script_cost.plan import Point, points_of
 
 SCRIPT_COST_CALLS = 200  # calls a script a repetition: enough for µs a call (Redis counts every µs)
-SCRIPT_COST_S_PER_PROTOCOL = 1.5  # one protocol's phases at SCRIPT_COST_CALLS, about: for the run's ETA
+SCRIPT_COST_S_PER_PROTOCOL = 0.2  # one protocol's phases at SCRIPT_COST_CALLS, about: for the run's ETA
 
 
 def by_name(commands: dict[str, float]) -> dict[str, float]:

@@ -209,7 +209,7 @@ def measure_size(
 # by the pace it sees); published runs have measured ones. Where a variant is quadratic, the
 # µs per job grow with the size by the factor given (one LREM a stalled id in the protocol's own
 # sweep, ours and BullMQ's; echomq-deadline's takes them from the end of active: linear).
-US_PER_JOB = {"app_side": 400.0, "app_side_pipelined": 40.0}
+US_PER_JOB = {"app_side": 100.0, "app_side_pipelined": 10.0}  # fit to 20261206-092723-default
 QUADRATIC = {
     ("echomq", "atomic", "all_stalled"): 0.014,
     ("echomq", "atomic", "mixed"): 0.007,
@@ -217,14 +217,14 @@ QUADRATIC = {
     ("bullmq", "atomic", "all_stalled"): 0.005,
     ("bullmq", "atomic", "mixed"): 0.0025,
 }
-RESTORE_US_PER_JOB = 8.0  # each timed sweep first restores its state
-POINT_OVERHEAD_S = 0.8  # pyperf's own work a point (calibration, metadata), in-process
+RESTORE_US_PER_JOB = 3.0  # each timed sweep first restores its state
+POINT_OVERHEAD_S = 0.1  # pyperf's own work a point (calibration, metadata), in-process
 PROCESS_START_S = 0.8  # a pyperf worker process, at sizes it does not run in-process
 
 
 def _point_estimate(point: SweepCase, reps: int) -> float:
     quadratic = QUADRATIC.get((point.protocol, point.variant, point.scenario), 0.0)
-    us = US_PER_JOB.get(point.variant, 8.0) + quadratic * point.size
+    us = US_PER_JOB.get(point.variant, 2.0) + quadratic * point.size
     warmups = 1 if point.size < WARMUP_BELOW else 0
     sweeps = (reps + warmups) * loops_for(point.size)
     seconds = POINT_OVERHEAD_S + sweeps * point.size * (us + RESTORE_US_PER_JOB) / 1e6
@@ -239,7 +239,7 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
     for size, _, group in run_order(points_of(options, profile.protocols)):
         estimates += [0.0 for p in group if p.skipped]
         measured = [p.point for p in group if not p.skipped]
-        build = size * 30e-6  # growing each protocol's active list to this size
+        build = size * 60e-6  # growing each protocol's active list to this size
         estimates += [_point_estimate(p, options.sweep_reps) + (build if i == 0 else 0.0)
                       for i, p in enumerate(measured)]  # fmt: skip
     return tuple(estimates)
