@@ -141,3 +141,24 @@ def test_bullmqs_client_cpu_a_job_is_judged_against_echomqs_on_clean_medians():
     two = [*even, _bound("bullmq", "fused", 90.0, 30.0, loadgen_processes=2)]
     two += [_bound("bullmq", "fused", 90.0, 30.0, loadgen_processes=2)]
     assert _cpu_verdict(two)[0] == MET
+
+
+def test_a_goal_says_what_it_names_that_the_run_did_not_measure():
+    # the raw driver at c8 only (raw-driver-at = c8-rtt0): the c32 half and the raw driver's CPU
+    # at the Redis-bound point are said unmeasured, not passed over
+    locust_only = [
+        {**_bound(p, s, 40.0, 30.0), "raw_cpu_us_per_job": None, "raw_reference_cpu_ratio": None}
+        for p in ("echomq", "bullmq")
+        for s in ("fused", "two_call")
+    ]
+    goals = judge([_row(concurrency=8, rtt_ms=0.0), *locust_only])
+    assert goals[0].line().endswith("met (worst: fused w4 c8 rtt0 steady 1.20; not measured: c32)")
+    assert goals[7].unmeasured == "fused raw, two_call raw"
+    # measured at both: nothing said
+    both = judge(
+        [
+            _row(concurrency=8, rtt_ms=0.0),
+            *(_bound(p, s, 40.0, 30.0) for p in ("echomq", "bullmq") for s in ("fused", "two_call")),
+        ]
+    )
+    assert (both[0].unmeasured, both[7].unmeasured) == ("", "")

@@ -324,7 +324,7 @@ def missed_goals(data: RunData) -> list[str]:
     lines = []
     if (frame := data.frame("finish_fetch")) is not None:
         judged = judge_driver(records(frame))
-        lines += [f"{g.name} (worst: {g.worst})" for g in judged if g.verdict == DRIVER_MISSED]
+        lines += [f"{g.name}{g.detail()}" for g in judged if g.verdict == DRIVER_MISSED]
     if (sweep := data.frame("sweep")) is not None:
         judged_sweep = judge_sweep(records(sweep), records(data.frames.get("sweep_control")))
         lines += [f"{g.goal.name} ({g.figure})" for g in judged_sweep if g.verdict == SWEEP_MISSED]

@@ -351,10 +351,18 @@ class DriverGoal:
     name: str
     verdict: str
     worst: str  # the point furthest from the goal, with its figure ("" when not measured)
+    unmeasured: str = ""  # what the goal names that the run did not measure (a profile's choice)
+
+    def detail(self) -> str:
+        parts = [
+            f"worst: {self.worst}" if self.worst else "",
+            f"not measured: {self.unmeasured}" if self.unmeasured else "",
+        ]
+        said = "; ".join(p for p in parts if p)
+        return f" ({said})" if said else ""
 
     def line(self) -> str:
-        tail = f" (worst: {self.worst})" if self.worst else ""
-        return f"goal {self.name}: {self.verdict}{tail}"
+        return f"goal {self.name}: {self.verdict}{self.detail()}"
 
 
 def _number(value: Any) -> float | None:
@@ -396,18 +404,26 @@ def _by_point(rows: Iterable[Row], keep: Callable[[Row], bool]) -> dict[str, lis
 
 
 def _median_goal(
-    name: str, points: dict[str, list[Row]], column: str, passes: Callable[[float], bool], higher_worse: bool
+    name: str,
+    points: dict[str, list[Row]],
+    column: str,
+    passes: Callable[[float], bool],
+    higher_worse: bool,
+    asked: Iterable[int] = (),
 ) -> DriverGoal:
+    """``asked``: the concurrencies the goal names; those no measured point has are said."""
     figures = {}
     for point, group in points.items():
         values = [v for v in (_number(r.get(column)) for r in group) if v is not None]
         if values:
             figures[point] = statistics.median(values)
+    measured = {int(_number(r.get("concurrency")) or 1) for p in figures for r in points[p]}
+    unmeasured = ", ".join(f"c{c}" for c in asked if c not in measured)
     if not figures:
         return DriverGoal(name, NOT_MEASURED, "")
     worst = (max if higher_worse else min)(figures, key=lambda p: figures[p])
     verdict = MET if all(passes(v) for v in figures.values()) else MISSED
-    return DriverGoal(name, verdict, f"{worst} {figures[worst]:.2f}")
+    return DriverGoal(name, verdict, f"{worst} {figures[worst]:.2f}", unmeasured)
 
 
 def judge(rows: Iterable[Row]) -> list[DriverGoal]:
@@ -428,9 +444,10 @@ def judge(rows: Iterable[Row]) -> list[DriverGoal]:
             "raw_reference_cpu_ratio",
             lambda v: v <= RAW_REFERENCE_CPU_MAX,
             higher_worse=True,
+            asked=CPU_GOAL_CONCURRENCY,
         ),
         _median_goal(
-            f"Locust jobs/s >= {LOCUST_RAW_JOBS_MIN:g}x the raw driver's (every point)",
+            f"Locust jobs/s >= {LOCUST_RAW_JOBS_MIN:g}x the raw driver's (every point it ran at)",
             _by_point(rows, lambda r: True),
             "locust_raw_jobs_ratio",
             lambda v: v >= LOCUST_RAW_JOBS_MIN,
@@ -475,6 +492,7 @@ def _protocol_cpu_goal(rows: list[Row], concurrency: Callable[[Row], int]) -> Dr
     fewest = min((_processes(r) for r in clean), default=1)
     clean = [r for r in clean if _processes(r) == fewest]
     ratios: dict[str, float] = {}
+    asked = [f"{strategy} {driver}" for strategy in BOUND_STRATEGIES for driver, _ in CPU_BY_DRIVER]
     for strategy in BOUND_STRATEGIES:
         for driver, column in CPU_BY_DRIVER:
             medians = {}
@@ -494,7 +512,8 @@ def _protocol_cpu_goal(rows: list[Row], concurrency: Callable[[Row], int]) -> Dr
         return DriverGoal(name, NOT_MEASURED, "")
     worst = max(ratios, key=lambda k: ratios[k])
     verdict = MET if all(v <= PROTOCOL_CPU_MAX for v in ratios.values()) else MISSED
-    return DriverGoal(name, verdict, f"{worst} {ratios[worst]:.2f}x")
+    unmeasured = ", ".join(k for k in asked if k not in ratios)
+    return DriverGoal(name, verdict, f"{worst} {ratios[worst]:.2f}x", unmeasured)
 
 
 def _processes(row: Row) -> int:
