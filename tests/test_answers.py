@@ -71,9 +71,17 @@ def test_races_are_per_sweeper_count_and_per_stalled_job(run: Path) -> None:
     # one sweeper count's rate is never pooled with another's
     two = rates.loc[("echomq", "app_side_pipelined", 2)]
     assert two["double_recoveries_per_stalled"] < row["double_recoveries_per_stalled"] / 3
+    # the answer names one setting, its delay too: runs pool delays alike only where the same were clean
+    settings = race_rates(load_run(run), by_delay=True).set_index(
+        ["protocol", "variant", "sweepers", "delay_ms"]
+    )
+    unpaused = mine[mine["delay_ms"] == 0]
+    rate = unpaused["double_recoveries"].sum() / (unpaused["stalled_jobs"] * unpaused["reps"]).sum()
+    assert settings.loc[
+        ("echomq", "app_side_pipelined", 8, 0.0), "double_recoveries_per_stalled"
+    ] == pytest.approx(rate)
     said = sweep_answer(load_run(run))
-    rate = row["double_recoveries_per_stalled"]
-    assert f"app_side_pipelined recovers a stalled job {rate:.1f} extra times at 8" in said
+    assert f"app_side_pipelined: {rate:.1f} extra recoveries per stalled job, 8 sweepers, no pause." in said
 
 
 def test_capacity_counts_the_add_and_says_what_it_is_without_it(run: Path) -> None:
@@ -106,6 +114,20 @@ def test_two_runs_that_disagree_beyond_their_ranges_are_unstable(run: Path, tmp_
     table = cross_run_table(runs).set_index("figure")
     assert table.loc["fused / two_call, echomq, 8 in flight, rtt 1 ms", "held"] == "unstable"
     assert table.loc["fused / two_call, echomq, 1 in flight, rtt 1 ms", "held"] == ""
+
+
+def test_a_run_that_drained_no_backlog_is_not_pooled_into_the_fusing_figures(
+    run: Path, tmp_path: Path
+) -> None:
+    # a closed loop where producers set the pace: its jobs/s ratio is near 1 by design, not a loss
+    steady = Path(shutil.copytree(run, tmp_path / "20261203-101406-default"))
+    frame = pd.read_csv(steady / "finish_fetch.csv").query("regime != 'open'").assign(regime="steady")
+    frame.loc[frame["strategy"] == "fused", "jobs_per_s"] *= 0.5  # it "lost" everywhere
+    frame.to_csv(steady / "finish_fetch.csv", index=False)
+    data, other = load_run(run), load_run(steady)
+    assert fusing_cells(other) and not fusing_cells(other, pooled=True)  # its own report keeps them
+    assert fusing_answer(data, [data, other]) == fusing_answer(data, [data])
+    assert unstable([data, other]) == []  # pooled, its halved ratios would part from the run's
 
 
 def test_the_fusing_answer_names_the_round_trips_its_cells_had(run: Path) -> None:
@@ -155,13 +177,11 @@ def test_the_node_workers_finding_says_nodes_own_fused_gain_from_clean_pairs(run
     gains = []
     for c in (1, 8, 50):
         reps = sorted(set(by["node_manual_fused"][c].index) & set(by["node_manual_two_call"][c].index))
-        gains.append(
-            pd.Series(
-                [by["node_manual_fused"][c][r] / by["node_manual_two_call"][c][r] for r in reps]
-            ).median()
-        )
+        ratios = [by["node_manual_fused"][c][r] / by["node_manual_two_call"][c][r] for r in reps]
+        gains.append(f"{pd.Series(ratios).median():.2f}x at {c}" + (" (1 pair)" if len(ratios) == 1 else ""))
     (_, said) = node_worker(load_run(run)).sentences
-    shown = ", ".join(f"{g:.2f}x at {c}" for g, c in zip(gains, (1, 8, 50), strict=True))
+    assert "1 pair" in gains[1]  # the pair left out leaves one: said, as the fusing table says it
+    shown = ", ".join(gains)
     assert said == f"Node's own fused / two-call (clean pairs): {shown}."
 
 
@@ -207,7 +227,7 @@ def test_the_sweep_answer_says_how_each_figure_held_across_runs(run: Path, tmp_p
     own_ms = float(own.loc[own["active_size"] == biggest, "redis_hold_ms_max"].max())
     said = sweep_answer(data, runs=[data, load_run(other)])
     assert f"at {biggest:,} healthy jobs (2 runs: {round(own_ms):,}-999)." in said
-    assert "(2 of 2 runs)." in said
+    assert "(all 2 runs)." in said
     assert words(said) <= ANSWER_WORDS
     sliced = (frame["protocol"] == "echomq") & (frame["variant"] == "atomic_sliced")
     frame.loc[sliced, ["redis_hold_ms_max", "redis_slow_calls_max"]] = [50.0, 1]  # slow in that run

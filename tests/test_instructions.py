@@ -495,3 +495,18 @@ def test_a_counted_server_runs_its_allocators_so_their_work_follows_the_calls() 
         prefix = server.command_prefix()
     assert prefix[0] == "env" and prefix.index("valgrind") > 1
     assert {f"{name}={value}" for name, value in env.items()} <= set(prefix[: prefix.index("valgrind")])
+
+
+def test_how_quiet_a_run_was_counts_measured_windows_not_parts_nor_counts() -> None:
+    """A shard's copy of a window, an instruction count under callgrind and its parts are not windows
+    (the blind recompute of 20261206-092723: 1,241 "rows" held 919 instruction parts)."""
+    from bench.report.load import load_run
+    from bench.report.publish import PUBLISHED_DIR
+    from bench.report.results_page import quiet_check
+    from bench.results.stages import WINDOW_FRAMES
+
+    data = load_run(PUBLISHED_DIR / "20261206-092723-default")
+    assert not {"instructions", "instructions_parts", "finish_fetch_shards"} & WINDOW_FRAMES
+    windows = sum(len(f) for name, f in data.frames.items() if name in WINDOW_FRAMES)
+    assert windows < sum(len(f) for f in data.frames.values())
+    assert f" of {windows} windows contended;" in quiet_check(data)

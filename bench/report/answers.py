@@ -53,23 +53,25 @@ class Cell:
         return f"{self.median:.2f}{spread}, {self.pace or 'pace not judged'}{paid}{counted}"
 
 
-def _backlog(frame: pd.DataFrame) -> pd.DataFrame:
+def _backlog(frame: pd.DataFrame, only: bool) -> pd.DataFrame:
     """The rows a throughput ratio is read from: the backlog regime's (a drain rate) when the run
-    has them, else every closed-loop row; an open row's jobs/s ratio is 1 by design."""
+    has them, else (unless ``only``) every closed-loop row; an open row's jobs/s ratio is 1 by
+    design, and a steady one's where the producers set the pace."""
     regimes = regime(frame)
-    if (regimes == Regime.BACKLOG).any():
+    if only or (regimes == Regime.BACKLOG).any():
         return frame[regimes == Regime.BACKLOG]
     return frame[regimes != Regime.OPEN]
 
 
-def fusing_cells(data: RunData) -> list[Cell]:
+def fusing_cells(data: RunData, pooled: bool = False) -> list[Cell]:
     """Every point's fused / two_call jobs/s of the run, from clean pairs, with its pace and rtt
-    paid; a cell whose rtt missed is kept, marked, and never quoted (``quoted``)."""
+    paid; a cell whose rtt missed is kept, marked, and never quoted (``quoted``). ``pooled``: for
+    figures across runs, the backlog regime's cells only (a run from before it has none)."""
     frame = data.frames.get("finish_fetch")
     if frame is None or frame.empty or "strategy" not in frame.columns:
         return []
     frame = _backlog(
-        frame.assign(concurrency=frame["concurrency"].fillna(1) if "concurrency" in frame else 1)
+        frame.assign(concurrency=frame["concurrency"].fillna(1) if "concurrency" in frame else 1), pooled
     )
     ok = frame[clean(frame)]
     pairs = paired_ratios(ok)
@@ -158,7 +160,7 @@ def quoted(cells: Sequence[Cell]) -> list[Cell]:
 
 def fusing_held(runs: Sequence[RunData]) -> tuple[int, int]:
     """In how many of ``runs`` fused beat two calls at every clean network-bound cell (lo above 1)."""
-    counted = [[c for c in quoted(fusing_cells(run)) if c.rtt_ms >= NETWORK_RTT_MS] for run in runs]
+    counted = [[c for c in quoted(fusing_cells(run, True)) if c.rtt_ms >= NETWORK_RTT_MS] for run in runs]
     counted = [cells for cells in counted if cells]
     return sum(all(c.lo > 1 for c in cells) for cells in counted), len(counted)
 
@@ -186,7 +188,7 @@ def unstable(runs: Sequence[RunData]) -> list[tuple[str, int, float, float]]:
     """The cells (protocol, in flight, rtt, job ms) where two runs' fused / two_call ranges part."""
     by: dict[tuple[str, int, float, float], list[Cell]] = {}
     for run in runs:
-        for c in quoted(fusing_cells(run)):
+        for c in quoted(fusing_cells(run, True)):
             by.setdefault((c.protocol, c.concurrency, c.rtt_ms, c.job_ms), []).append(c)
     return [key for key, cells in by.items() if max(c.lo for c in cells) > min(c.hi for c in cells)]
 
@@ -197,7 +199,8 @@ def fusing_answer(data: RunData, runs: Sequence[RunData] = ()) -> str:
     own = quoted(fusing_cells(data))
     if not own:
         return "**Fusing.** No clean cell measured it: no answer from this run."
-    every = [c for run in runs for c in quoted(fusing_cells(run))] or own
+    every = [c for run in runs for c in quoted(fusing_cells(run, True))] or own
+    runs = [run for run in runs if fusing_cells(run, True)]  # the runs that drained a backlog
     cells = [c for c in every if not c.job_ms]  # no-op jobs; held ones are said on their own
     network = [c.median for c in cells if c.rtt_ms >= NETWORK_RTT_MS]
     rtts = sorted({c.rtt_ms for c in cells if c.rtt_ms >= NETWORK_RTT_MS})
@@ -219,7 +222,8 @@ def fusing_answer(data: RunData, runs: Sequence[RunData] = ()) -> str:
     parts = [f"**{lead}**{won}: {', '.join(gains)}." if gains else f"**{lead}**{won}."]
     saved = redis_work_saved(data)
     if saved:
-        parts.append(f"Redis does {_span_pct(list(saved.values()))} less work a finish-and-fetch (counted).")
+        less = f"{_span_pct(list(saved.values()))} less work a finish-and-fetch"
+        parts.append(f"Redis does {less} (counted, this run).")
     if runs:
         held, of = fusing_held(runs)
         shaky = unstable(runs)
@@ -242,11 +246,12 @@ def cross_run_table(runs: Sequence[RunData]) -> pd.DataFrame:
     columns: dict[str, dict[str, str]] = {}
     for run in runs:
         column = columns.setdefault(run.run_id, {})
-        for c in fusing_cells(run):
+        for c in fusing_cells(run, True):
             figure = _figure(c.protocol, c.concurrency, c.rtt_ms, c.job_ms)
             column[figure] = RTT_MISSED if c.rtt_missed else f"{c.median:.2f} [{c.lo:.2f}-{c.hi:.2f}]"
         for protocol, share in redis_work_saved(run).items():
             column[f"Redis instructions fusing saves a finish-and-fetch, {protocol}"] = f"{share:.1%}"
+    columns = {run: column for run, column in columns.items() if column}  # a run with none: no column
     figures = list(dict.fromkeys(f for column in columns.values() for f in column))
     shaky = {_figure(*key) for key in unstable(runs)}
     rows = [
@@ -295,6 +300,9 @@ def variant_name(protocol: object, variant: object) -> str:
     return str(variant) if protocol == "echomq" else f"{protocol} {variant}"
 
 
+EXTRAPOLATED = " (extrapolated)"
+
+
 def crossing(points: Sequence[Hold], limit: float) -> str:
     """The active size at which the longest call passes ``limit``: interpolated log-log between the
     measured sizes, extrapolated (and said so) past the largest, or a bound."""
@@ -310,7 +318,7 @@ def crossing(points: Sequence[Hold], limit: float) -> str:
         (s0, h0), (s1, h1) = measured[-2], measured[-1]
         slope = math.log(h1 / h0) / math.log(s1 / s0)
         if slope > 0.5:
-            return f"~{_two(s1 * (limit / h1) ** (1 / slope))} (extrapolated)"
+            return f"~{_two(s1 * (limit / h1) ** (1 / slope))}{EXTRAPOLATED}"
     return f"> {max(h.size for h in points):,}"
 
 
@@ -336,13 +344,15 @@ def sweep_table(found: Sequence[Hold]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def race_rates(data: RunData) -> pd.DataFrame:
-    """Each variant and sweeper count's races over clean settings: totals, and per stalled job."""
+def race_rates(data: RunData, by_delay: bool = False) -> pd.DataFrame:
+    """Each variant and sweeper count's races over clean settings: totals, and per stalled job;
+    ``by_delay``: each delay apart too (runs pool delays alike only where the same ones were clean)."""
     frame = data.frames.get("race")
     if frame is None or frame.empty:
         return pd.DataFrame()
     rows = frame[clean(frame)].assign(stalled=lambda f: f["stalled_jobs"] * f["reps"])
-    out = rows.groupby(["protocol", "variant", "sweepers"], sort=False)[["stalled", *RACE_COUNTS]].sum()
+    keys = ["protocol", "variant", "sweepers", *(["delay_ms"] if by_delay else [])]
+    out = rows.groupby(keys, sort=False)[["stalled", *RACE_COUNTS]].sum()
     out = out.reset_index()
     for column in RACE_COUNTS:
         out[f"{column}_per_stalled"] = out[column] / out["stalled"]
@@ -407,17 +417,22 @@ def routine_holds(size: int, runs: Sequence[RunData]) -> list[float]:
     return found
 
 
-def app_side_worst(data: RunData, setting: tuple[str, int] | None = None) -> tuple[float, str, int] | None:
-    """The app-side setting (variant, sweepers) with the most extra recoveries a stalled job, over
-    clean settings, and that rate; with ``setting``: that one's rate."""
-    races = race_rates(data)
+RaceSetting = tuple[str, int, float]  # variant, sweepers, delay ms
+
+
+def app_side_worst(data: RunData, setting: RaceSetting | None = None) -> tuple[float, RaceSetting] | None:
+    """The clean app-side setting (variant, sweepers, delay) with the most extra recoveries a
+    stalled job, and that rate; with ``setting``: that one's rate."""
+    races = race_rates(data, by_delay=True)
     app = races[races["variant"].isin(APP_SIDE)] if not races.empty else races
     if setting is not None and not app.empty:
-        app = app[(app["variant"] == setting[0]) & (app["sweepers"] == setting[1])]
+        variant, sweepers, delay = setting
+        app = app[(app["variant"] == variant) & (app["sweepers"] == sweepers) & (app["delay_ms"] == delay)]
     if app.empty:
         return None
     worst = app.sort_values("double_recoveries_per_stalled").iloc[-1]
-    return float(worst["double_recoveries_per_stalled"]), str(worst["variant"]), int(worst["sweepers"])
+    found = (str(worst["variant"]), int(worst["sweepers"]), float(worst["delay_ms"]))
+    return float(worst["double_recoveries_per_stalled"]), found
 
 
 def sweep_answer(data: RunData, also: Sequence[RunData] = (), runs: Sequence[RunData] = ()) -> str:
@@ -439,7 +454,7 @@ def sweep_answer(data: RunData, also: Sequence[RunData] = (), runs: Sequence[Run
     parts = []
     if short:
         held, of = short_held(list(short), runs)
-        said = [f"{held} of {of} runs"] if of > 1 else []
+        said = [f"all {of} runs" if held == of else f"{held} of {of} runs"] if of > 1 else []
         slow = [h for h in elsewhere if not h.bounded and variant_name(h.protocol, h.variant) in short]
         if slow:
             worst = max(slow, key=lambda h: h.ms)
@@ -459,10 +474,11 @@ def sweep_answer(data: RunData, also: Sequence[RunData] = (), runs: Sequence[Run
                 h for h in found if (h.protocol, h.variant, h.scenario) == (protocol, "atomic", "all_stalled")
             ]
         )
-        and (text := crossing(stalled, BUSY_MS).replace(" (extrapolated)", ""))
+        and (text := crossing(stalled, BUSY_MS))
     )
     if passes:  # the soonest: the table gives each protocol's
-        parts.append(f"Atomic sweeps pass 5 s from {passes[0][1]} stalled jobs.")
+        size, guessed = passes[0][1].removesuffix(EXTRAPOLATED), passes[0][1].endswith(EXTRAPOLATED)
+        parts.append(f"All-stalled atomic sweeps pass 5 s from {size} jobs{EXTRAPOLATED * guessed}.")
     bull = [h for h in found if (h.protocol, h.variant, h.scenario) == ("bullmq", "atomic", "healthy")]
     if bull:
         biggest = max(bull, key=lambda h: h.size)
@@ -471,11 +487,12 @@ def sweep_answer(data: RunData, also: Sequence[RunData] = (), runs: Sequence[Run
         parts.append(f"BullMQ's routine check holds Redis {biggest.text()} ms at {at}.")
     races = app_side_worst(data)
     if races is not None:
-        rate, variant, sweepers = races
-        spread = _over_runs([w[0] for run in runs if (w := app_side_worst(run, (variant, sweepers)))], 1)
-        parts.append(
-            f"{variant} recovers a stalled job {rate:.1f} extra times at {sweepers} sweepers{spread}."
-        )
+        rate, (variant, sweepers, delay) = races
+        setting = (variant, sweepers, delay)
+        spread = _over_runs([w[0] for run in runs if (w := app_side_worst(run, setting))], 1)
+        paused = f"a {delay:g} ms pause" if delay else "no pause"
+        at = f"{sweepers} sweepers, {paused}{spread}"
+        parts.append(f"{variant}: {rate:.1f} extra recoveries per stalled job, {at}.")
     return " ".join(parts)
 
 

@@ -150,14 +150,17 @@ def node_worker(data: RunData) -> Finding | None:
     # a repetition's fused over its own two-call, both clean: the median of those pairs
     fused = rows[rows["driver"] == "node_manual_fused"].set_index(["concurrency", "rep"])["jobs_per_s"]
     two = rows[rows["driver"] == "node_manual_two_call"].set_index(["concurrency", "rep"])["jobs_per_s"]
-    pairs = (fused / two).dropna().groupby(level="concurrency").median()
+    ratios = (fused / two).dropna().groupby(level="concurrency")
+    pairs, counted = ratios.median(), ratios.size().to_dict()
     if node.ngroups == 0:
         return Finding("BullMQ's workers", (f"The Node Worker was {NOT_CLEAN}.",), _source(data))
     steps = ", ".join(f"{count(v)}" for v in node.median())
     levels = ", ".join(f"{c:g}" for c in node.median().index)
     sentences = [f"BullMQ's Node Worker, which fuses, does {steps} jobs/s at {levels} jobs in flight."]
     if len(pairs):
-        gains = ", ".join(f"{r:.2f}x at {c:g}" for c, r in pairs.items())
+        gains = ", ".join(
+            f"{r:.2f}x at {c:g}" + (" (1 pair)" if counted[c] == 1 else "") for c, r in pairs.items()
+        )
         sentences.append(f"Node's own fused / two-call (clean pairs): {gains}.")
     return Finding("BullMQ's workers", tuple(sentences), _source(data, "pre-filled queue"))
 
@@ -285,7 +288,8 @@ def capacity(data: RunData) -> Finding | None:
             per_core = (top["jobs_per_s"].astype(float) / share).median()
             where = f"{int(top['concurrency'].iloc[0])} in flight, no adds"
             text += f" BullMQ's Node Worker: {count(per_core)} a core ({where})."
-    source = _source(data, "clean Redis-paced rows; without the add: by instruction counts")
+    pooled = "clean Redis-paced rows whose rtt held, every point pooled"
+    source = _source(data, f"{pooled}; without the add: by instruction counts")
     sentences = [text]
     return Finding(topic, tuple(sentences), source)
 

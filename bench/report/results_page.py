@@ -23,6 +23,7 @@ from bench.report.quiet import contended_rows
 from bench.report.ratios import POINT_COLUMNS, paired_ratios, ratio_text, rtt_note, shown_point_columns
 from bench.report.sections.instructions import SCRIPT_COST_STEPS, servers, servers_table
 from bench.report.sections.servers import servers_point_table
+from bench.results.stages import WINDOW_FRAMES
 
 README = REPO / "README.md"
 PAGE_NAME = "README.md"
@@ -78,7 +79,9 @@ def quiet_check(data: RunData) -> str:
         )
     # a file from before the watch columns has them only as the loader's empty ones: not watched
     watched = [
-        f for stage, f in data.frames.items() if "foreign_cpu_pct" not in data.missing_columns.get(stage, [])
+        f
+        for stage, f in data.frames.items()
+        if stage in WINDOW_FRAMES and "foreign_cpu_pct" not in data.missing_columns.get(stage, [])
     ]
     frames = [f for f in [*watched, *experiment_tables(data).values()] if "foreign_cpu_pct" in f.columns]
     if frames:
@@ -88,8 +91,8 @@ def quiet_check(data: RunData) -> str:
         rows = sum(len(f) for f in frames)
         clean = sum(int(clean_rows(f).sum()) for f in frames)
         parts.append(f"in the measured windows foreign CPU at most {fmt(worst)}% of a core, steal at most "
-                     f"{fmt(steal)}%; {busy} of {rows} rows contended; clean windows (neither contended "
-                     f"nor saturated) {clean} of {rows}, {clean / rows:.0%}")  # fmt: skip
+                     f"{fmt(steal)}%; {busy} of {rows} windows contended; clean windows (neither contended "
+                     f"nor saturated) {clean} of {rows}, {clean / rows:.1%}")  # fmt: skip
     return "; ".join(parts) or "not recorded"
 
 

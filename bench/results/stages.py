@@ -18,6 +18,7 @@ class ResultFile:
     frame: str | None
     row: type[Row]
     optional: bool = False  # written only when the profile asks: loaded when there, never "absent"
+    windows: bool = True  # a row a measured window; not so a window's parts, nor a count under callgrind
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ STAGES: tuple[Stage, ...] = (
     Stage(
         "finish_fetch", "finish-then-fetch alone (Locust)", 1,
         (ResultFile("finish_fetch", finish_fetch.FinishFetchRow),
-         ResultFile("finish_fetch_shards", finish_fetch.FinishFetchShardRow, optional=True),
+         ResultFile("finish_fetch_shards", finish_fetch.FinishFetchShardRow, optional=True, windows=False),
          ResultFile(None, finish_fetch.FinishFetchQueueRow, optional=True),
          ResultFile("finish_fetch_servers", finish_fetch.FinishFetchServerRow, optional=True)),
         finish_fetch.FinishFetchMeta,
@@ -62,9 +63,10 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "instructions", "instructions Redis runs a call and a job (callgrind)", 6,
-        (ResultFile("instructions", instructions.InstructionsRow, optional=True),
-         ResultFile("instructions_parts", instructions.InstructionsPartRow, optional=True),
-         ResultFile("instructions_completed", instructions.InstructionsCompletedRow, optional=True)),
+        (ResultFile("instructions", instructions.InstructionsRow, optional=True, windows=False),
+         ResultFile("instructions_parts", instructions.InstructionsPartRow, optional=True, windows=False),
+         ResultFile("instructions_completed", instructions.InstructionsCompletedRow, optional=True,
+                    windows=False)),
         instructions.InstructionsMeta,
     ),
 )  # fmt: skip
@@ -72,3 +74,5 @@ STAGES: tuple[Stage, ...] = (
 RUN_ORDER: tuple[str, ...] = tuple(s.id for s in sorted(STAGES, key=lambda s: s.order))
 BY_ID: dict[str, Stage] = {s.id: s for s in STAGES}
 FILES: tuple[ResultFile, ...] = tuple(f for s in STAGES for f in s.files)
+# the frames whose rows are measured windows: how quiet a run was is counted over these
+WINDOW_FRAMES: frozenset[str] = frozenset(f.frame for f in FILES if f.frame and f.windows)
