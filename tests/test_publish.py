@@ -152,6 +152,7 @@ def test_a_readme_without_its_markers_is_one_line(tmp_path: Path) -> None:
         stale_pages(tmp_path / "pub", readme)
 
 
+@pytest.mark.timeout(180)  # every published run's pages drawn again: 21 s alone, over 60 beside a hog
 def test_the_committed_pages_are_what_the_committed_runs_make() -> None:
     """docs/results/README.md and the README's table, as `make docs` writes them."""
     assert stale_pages(PUBLISHED_DIR, README) == [], "run `make docs` and commit what it writes"
