@@ -44,13 +44,16 @@ class Cell:
     rtt_missed: bool = False  # the rtt paid missed its nominal (or the strategies') one: not quoted
     predicted: float | None = None  # where Redis set both strategies' pace: what its counts predict
 
+    def ratio(self) -> str:
+        """The median and its pairs' [min-max], or that it rests on one pair."""
+        return f"{self.median:.2f}" + (f" [{self.lo:.2f}-{self.hi:.2f}]" if self.pairs > 1 else " (1 pair)")
+
     def text(self) -> str:
         if self.rtt_missed:
             return f"{RTT_MISSED} (paid {self.rtt_paid_ms:.2f})" if self.rtt_paid_ms else RTT_MISSED
-        spread = f" [{self.lo:.2f}-{self.hi:.2f}]" if self.pairs > 1 else " (1 pair)"
         paid = f", rtt paid {self.rtt_paid_ms:.2f}" if self.rtt_ms and self.rtt_paid_ms else ""
         counted = f", counts predict {self.predicted:.2f}" if self.predicted else ""
-        return f"{self.median:.2f}{spread}, {self.pace or 'pace not judged'}{paid}{counted}"
+        return f"{self.ratio()}, {self.pace or 'pace not judged'}{paid}{counted}"
 
 
 def _backlog(frame: pd.DataFrame, only: bool) -> pd.DataFrame:
@@ -248,7 +251,7 @@ def cross_run_table(runs: Sequence[RunData]) -> pd.DataFrame:
         column = columns.setdefault(run.run_id, {})
         for c in fusing_cells(run, True):
             figure = _figure(c.protocol, c.concurrency, c.rtt_ms, c.job_ms)
-            column[figure] = RTT_MISSED if c.rtt_missed else f"{c.median:.2f} [{c.lo:.2f}-{c.hi:.2f}]"
+            column[figure] = RTT_MISSED if c.rtt_missed else c.ratio()
         for protocol, share in redis_work_saved(run).items():
             column[f"Redis instructions fusing saves a finish-and-fetch, {protocol}"] = f"{share:.1%}"
     columns = {run: column for run, column in columns.items() if column}  # a run with none: no column
