@@ -9,6 +9,7 @@ calls carry the same bytes and cost the same instructions run after run.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
@@ -144,10 +145,12 @@ class QueueStaging:
 
     state: QueueState
     _dumps: dict[tuple[str, int], bytes] = field(default_factory=dict)
+    # servers counting at once (the instructions stage's scopes) build each dump once between them
+    _building: threading.Lock = field(default_factory=threading.Lock)
 
     def at(self, completed: int) -> QueueStaging:
         """The same staging with ``completed`` jobs in the completed set, sharing what is built."""
-        return QueueStaging(replace(self.state, completed=completed), self._dumps)
+        return QueueStaging(replace(self.state, completed=completed), self._dumps, self._building)
 
     def prepare(self, client: Client, protocol: str | QueueProtocol, queue_name: str) -> None:
         """The completed set and the events stream built, if they are not yet (on scratch keys
@@ -182,23 +185,24 @@ class QueueStaging:
         size = self.state.completed if what == "completed" else self.state.events
         if not size:
             return None
-        if (what, size) not in self._dumps:
-            scratch = keys.key(f"state-{what}")
-            first = self.state.last_id - size + 1
-            pipe = client.pipeline(transaction=False)
-            if what == "completed":  # each finished a millisecond apart, before the fixed clock starts
-                ids = [str(first + i) for i in range(size)]
-                for start in range(0, size, STAGE_CHUNK):
-                    chunk = ids[start : start + STAGE_CHUNK]
-                    pipe.zadd(
-                        scratch, {job: FIXED_START_MS - size + start + i for i, job in enumerate(chunk)}
-                    )
-            else:  # ids at the fixed clock's instant, as the counted server's stand-still clock makes
-                for seq in range(first, self.state.last_id + 1):
-                    pipe.xadd(
-                        scratch, {"event": "completed", "jobId": str(seq)}, id=f"{FIXED_START_MS}-{seq}"
-                    )
-            pipe.dump(scratch)
-            pipe.delete(scratch)
-            self._dumps[what, size] = pipe.execute()[-2]
+        with self._building:
+            if (what, size) not in self._dumps:
+                scratch = keys.key(f"state-{what}")
+                first = self.state.last_id - size + 1
+                pipe = client.pipeline(transaction=False)
+                if what == "completed":  # each finished a millisecond apart, before the fixed clock starts
+                    ids = [str(first + i) for i in range(size)]
+                    for start in range(0, size, STAGE_CHUNK):
+                        chunk = ids[start : start + STAGE_CHUNK]
+                        pipe.zadd(
+                            scratch, {job: FIXED_START_MS - size + start + i for i, job in enumerate(chunk)}
+                        )
+                else:  # ids at the fixed clock's instant, as the counted server's stand-still clock makes
+                    for seq in range(first, self.state.last_id + 1):
+                        pipe.xadd(
+                            scratch, {"event": "completed", "jobId": str(seq)}, id=f"{FIXED_START_MS}-{seq}"
+                        )
+                pipe.dump(scratch)
+                pipe.delete(scratch)
+                self._dumps[what, size] = pipe.execute()[-2]
         return self._dumps[what, size]

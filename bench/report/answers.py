@@ -202,8 +202,9 @@ def fusing_answer(data: RunData, runs: Sequence[RunData] = ()) -> str:
     own = quoted(fusing_cells(data))
     if not own:
         return "**Fusing.** No clean cell measured it: no answer from this run."
-    every = [c for run in runs for c in quoted(fusing_cells(run, True))] or own
-    runs = [run for run in runs if fusing_cells(run, True)]  # the runs that drained a backlog
+    pooled = [(run, quoted(fusing_cells(run, True))) for run in runs]
+    every = [c for _, cells in pooled for c in cells] or own
+    runs = [run for run, cells in pooled if cells]  # the runs whose backlog cells may be quoted
     cells = [c for c in every if not c.job_ms]  # no-op jobs; held ones are said on their own
     network = [c.median for c in cells if c.rtt_ms >= NETWORK_RTT_MS]
     rtts = sorted({c.rtt_ms for c in cells if c.rtt_ms >= NETWORK_RTT_MS})

@@ -94,7 +94,7 @@ def rtt_note(ratios: pd.DataFrame) -> list[str]:
     return [f"*{RTT_MISSED}: {RTT_MISSED_WHY}.*", ""] if shown else []
 
 
-def values_by_rep(rows: pd.DataFrame, column: str = "jobs_per_s") -> dict[int, float]:
-    """``column`` by repetition, for fits.headline_ratio (rows without a repetition left out)."""
+def values_by_rep(rows: pd.DataFrame) -> dict[int, float]:
+    """jobs/s by repetition, for fits.headline_ratio (rows without a repetition left out)."""
     rows = rows[rows["rep"].notna()]
-    return {int(rep): float(value) for rep, value in zip(rows["rep"], rows[column], strict=True)}
+    return {int(rep): float(value) for rep, value in zip(rows["rep"], rows["jobs_per_s"], strict=True)}

@@ -10,7 +10,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from bench.report.columns import clean, filled, rtt_paid_ms
+from bench.report.columns import clean, filled, flag, rtt_paid_ms
 from bench.report.plots.style import (
     HOME_PROTOCOL,
     OTHER_LINE,
@@ -110,10 +110,10 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
             ax.errorbar(
                 x, mean, yerr=[[mean - values.min()], [values.max() - mean]], color="black", capsize=4
             )
-            sat = reps["saturated"].fillna(False).astype(bool) if "saturated" in reps else None
-            ok = values[~sat] if sat is not None else values
+            sat = flag(reps, "saturated")
+            ok = values[~sat]
             ax.scatter([x] * len(ok), ok, color="black", s=12, zorder=3)
-            if sat is not None and sat.any():
+            if sat.any():
                 label = None if saturated_shown else "saturated repetition"
                 ax.scatter(
                     [x] * int(sat.sum()), values[sat], color="red", marker="x", s=40, zorder=4, label=label

@@ -11,6 +11,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from bench.report.columns import flag
 from bench.report.plots.style import Plot, colour, legend_columns, line_style, ordered, plain_log_ticks, saved
 
 
@@ -166,7 +167,7 @@ def hold_against_size(frame: pd.DataFrame, hazard: pd.DataFrame | None, out_dir:
         ax.plot(line["active_size"], line["redis_hold_ms_max"], color=hue, linestyle=line_style(variant),
                 label=variant)  # fmt: skip
         bound = line.get("redis_slow_calls_max", pd.Series(1, index=line.index)).fillna(1) == 0
-        busy = line["contended"].fillna(False).astype(bool)
+        busy = flag(line, "contended")
         for mask, marker, face in ((~bound & ~busy, "o", hue), (~bound & busy, "o", "white"),
                                    (bound, "v", hue)):  # fmt: skip
             part = line[mask]

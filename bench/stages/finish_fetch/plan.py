@@ -119,11 +119,8 @@ def raw_at(opts: FinishFetchOptions, point: Point, protocol: str) -> bool:
         return False
     if point.job_ms not in opts.job_ms:  # a job-ms-at point: the raw driver measures the grid's
         return False
-    cells = [found for found in map(parse_cell, opts.raw_driver_at) if found is not None]
-    return not cells or any(
-        (point.concurrency, point.rtt_ms) == (concurrency, rtt) and named in ("", protocol)
-        for named, concurrency, rtt in cells
-    )
+    named = _named([point], opts.raw_driver_at)
+    return not opts.raw_driver_at or any(p.protocol in ("", protocol) for p in named)
 
 
 def bound_point(opts: FinishFetchOptions) -> Point | None:

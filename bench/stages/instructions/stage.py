@@ -98,12 +98,13 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
     """A step a point a scope (each scope's server starts before its first point), then the CSV's."""
     calls = profile.instructions.instructions_calls
     scoped = {"command": _points(profile) + _cycle_points(profile), "server": _points(profile)}
-    steps = tuple(  # the scopes' servers run at once: each step shares the wall time with one
-        (_point_s(point, calls) + (START_S if i == 0 else 0.0)) / len(SCOPES)
-        for _ in profile.servers or (None,)
+    alone = {
+        scope: [_point_s(p, calls) + (START_S if i == 0 else 0.0) for i, p in enumerate(scoped[scope])]
         for scope in SCOPES
-        for i, point in enumerate(scoped[scope])
-    )
+    }
+    # the scopes' servers run at once: the stage takes the longer scope's time, shared by every step
+    share = max(map(sum, alone.values())) / sum(map(sum, alone.values()))
+    steps = tuple(s * share for _ in profile.servers or (None,) for scope in SCOPES for s in alone[scope])
     return (*steps, 0.0)
 
 
@@ -212,17 +213,21 @@ def run_stage(ctx: RunContext) -> None:
     machine: MachineSample = watch.within(span)
     fields = dict(machine.row_fields())
     ids, pinned = (ctx.run_dir.name, ctx.profile.name), refused is None
+    rows: list[InstructionsRow] = []
+    parts: list[InstructionsPartRow] = []
+    jobs: list[InstructionsCompletedRow] = []
     for on in counted:
         for protocol, why in on.left_out.items():
             ctx.progress.step(
                 f"instructions: {protocol} left out on {on.name}, which refused its scripts: {why}"
             )
         name = on.name if named else ""
-        ledger.add(InstructionsRow, rows_of(*ids, on.points, on.by_scope, fields, pinned, name))
-        ledger.add(InstructionsPartRow, part_rows_of(*ids, on.points, on.by_scope["server"], fields, name))
-        ledger.add(
-            InstructionsCompletedRow, completed_rows_of(*ids, on.jobs_by_completed, fields, pinned, name)
-        )
+        rows += rows_of(*ids, on.points, on.by_scope, fields, pinned, name)
+        parts += part_rows_of(*ids, on.points, on.by_scope["server"], fields, name)
+        jobs += completed_rows_of(*ids, on.jobs_by_completed, fields, pinned, name)
+    ledger.put(InstructionsRow, rows)  # every count is in: each file written once
+    ledger.put(InstructionsPartRow, parts)
+    ledger.put(InstructionsCompletedRow, jobs)
     ledger.meta(
         calls=options.instructions_calls,
         scopes={"command": "call()", "server": "readQueryFromClient + beforeSleep"},
