@@ -87,9 +87,9 @@ class ProducerUser(RedisUser):
 
     role = "producer"
 
-    def on_start(self) -> None:
-        super().on_start()
+    def get_ready(self) -> None:
         self.loop = ProducerLoop(self.queue, self.load, RECORDER, _load_hooks(self))
+        self.loop.fill()
 
     @task
     def add_batches(self) -> None:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -17,14 +18,14 @@ from bench.harness.context import RunContext
 from bench.harness.profile import PROFILES_DIR, FinishFetchOptions, Profile
 from bench.harness.server import EmbeddedRedis, ServerInfo
 from bench.paths import LOCUSTFILE, REPO
-from bench.protocol.connection import RedisSettings
+from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.queue import STRATEGIES, Queue
 from bench.results import hdr
 from bench.results.files import FIDELITY_DIR, HDR_DIR, LOCUST_DIR, RAW_DIR
 from bench.results.finish_fetch import FinishFetchRow
 from bench.results.rows import columns_of
 from bench.stages.finish_fetch.in_locust.sleep import prompt_stop
-from bench.stages.finish_fetch.loadstats import Aggregate, Recorder
+from bench.stages.finish_fetch.loadstats import Aggregate, Recorder, server_figures
 from bench.stages.finish_fetch.locust_trial import run_trial
 from bench.stages.finish_fetch.plan import Point
 from bench.stages.finish_fetch.raw import run_raw
@@ -138,16 +139,35 @@ def _check_counts(summary: TrialSummary, strategy: str, point: Point) -> None:
     jobs = d.jobs
     # At each edge of the window at most one exchange of each connection straddles it.
     client_edges = 2 * point.concurrency * per_job / jobs
-    # INFO is read a moment after the client's counters, and on a busy machine many exchanges fit
-    # in that moment: a tenth of a command a job, as for every strategy above; a fused job sent as
-    # two calls would be off by a whole one.
-    server_edges = 0.1
+    # commandstats is read next to the counters (server_figures): at each edge what each connection
+    # had in flight, and one more exchange sent before INFO's reply had its turn, falls between. The
+    # producer's connection counts too (its calls are taken off). A fused job sent as two calls
+    # would be off by a whole one.
+    server_edges = 2 * 2 * (QUICK.batch_size + point.concurrency * per_job) / jobs
     assert abs(d.commands_per_job - per_job) <= client_edges, d
     assert d.server_commands_per_job is not None
     assert abs(d.server_commands_per_job - per_job) <= server_edges, d
     assert d.round_trips_per_job < 0.75 * per_job, d  # a flush carried several jobs' calls
     assert d.calls_per_flush > 1.3, d
     assert d.jobs_in_flight_mean > 1, d
+
+
+def test_a_window_edge_reads_commandstats_last_next_to_the_counters(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read before it, INFO memory left its wait between commandstats and the counters' freeze: on a
+    busy machine 2,000 producer calls fell there, and a worker's commands a job read -3.2."""
+    sections: list[str] = []
+    real = client.info
+
+    def info(section: str, *args: Any, **kwargs: Any) -> Any:
+        sections.append(section)
+        return real(section, *args, **kwargs)
+
+    monkeypatch.setattr(client, "info", info)
+    stats, cpu, memory = server_figures(client)
+    assert sections[-1] == "commandstats" and {"cpu", "memory"} <= set(sections), sections
+    assert stats and cpu > 0 and memory > 0
 
 
 @pytest.mark.locust

@@ -149,7 +149,9 @@ def test_a_full_backlog_is_looked_at_ever_less_often_and_at_once_again_when_it_h
     run = TrialSettings("fused", 1, 1, 10, 10, 0.0, 0.0, 1.0, 0.0, queue.keys.name, regime=Regime.BACKLOG,
                         backlog_jobs=4000)  # fmt: skip
     loop = ProducerLoop(queue, run, Recorder())
-    loop.step()  # the pre-fill: 4,000 jobs, the bound
+    loop.fill()  # the pre-fill: 4,000 jobs, the bound, before the user counts as started
+    assert client.llen(queue.keys.wait) == 4000 and loop.backlog == 4000
+    loop.fill()  # once only
     assert client.llen(queue.keys.wait) == 4000
     waits = []
     for _ in range(6):

@@ -55,18 +55,23 @@ class RedisUser(User):
         self.client = Current.redis.connect()
         self.loading_since: float | None = None
         try:
-            self._open_queue()
+            first = self._open_queue()
+            self.get_ready()
         except redis.RedisError as exc:
             self.report_refusal(exc)  # a replica or a user without rights: the run stops, one line
             raise
+        mark_started(first)  # the warm-up starts once every user is ready, not once each is spawned
 
-    def _open_queue(self) -> None:
-        # SCRIPT LOADs before any timed call
+    def _open_queue(self) -> Queue:
+        """The user's queue, its scripts loaded before any timed call; the run's first queue."""
         names = queue_names(self.client, self.load.queue, self.load.queues)
         first = Queue.open(self.client, names[0], protocol=self.load.protocol)
         name = names[0] if self.role == "probe" else seated(first, names, self.role)
         self.queue = first if name == names[0] else Queue.open(self.client, name, protocol=self.load.protocol)
-        mark_started(first)  # the warm-up starts once every user is here, not once each is spawned
+        return first
+
+    def get_ready(self) -> None:
+        """What the user does before it counts as started (a producer's pre-fill)."""
 
     def on_stop(self) -> None:
         self.client.close()

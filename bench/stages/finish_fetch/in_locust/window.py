@@ -24,7 +24,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from bench.errors import first_line
 from bench.harness.machine import clock
-from bench.protocol.commandstats import CommandStats, read_per_master, redis_cpu_seconds
+from bench.protocol.commandstats import CommandStats
 from bench.protocol.connection import Client
 from bench.stages.finish_fetch.in_locust.current import RECORDER, REFUSED_MESSAGE, Current, control_settings
 from bench.stages.finish_fetch.in_locust.options import summary_path
@@ -35,7 +35,7 @@ from bench.stages.finish_fetch.loadstats import (
     Aggregate,
     Recorder,
     error_kind,
-    redis_used_memory,
+    server_figures,
 )
 from bench.stages.finish_fetch.seats import started
 from bench.stages.finish_fetch.summary import (
@@ -206,8 +206,7 @@ class Controller:
         Redis is away."""
         assert self.client is not None
         try:
-            cpu = redis_cpu_seconds(self.client.info("cpu"))
-            return read_per_master(self.client), cpu, redis_used_memory(self.client)
+            return server_figures(self.client)
         except redis.RedisError as exc:
             self.server_error = f"{error_kind(exc)}: {first_line(exc)}"
             return None
