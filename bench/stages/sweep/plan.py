@@ -28,6 +28,11 @@ IN_PROCESS_BELOW = 10_000
 WARMUP_BELOW = 100_000  # a warm-up value costs a whole sweep: skipped where that is seconds
 
 
+def variant_label(protocol: str, variant: str) -> str:
+    """The variant, led by its protocol unless that is the suite's own: ``bullmq.atomic``."""
+    return variant if protocol == ECHOMQ else f"{protocol}.{variant}"
+
+
 @dataclass(frozen=True)
 class SweepCase:
     variant: str
@@ -37,8 +42,7 @@ class SweepCase:
 
     @property
     def label(self) -> str:
-        """The variant, led by its protocol unless that is the suite's own: ``bullmq.atomic``."""
-        return self.variant if self.protocol == ECHOMQ else f"{self.protocol}.{self.variant}"
+        return variant_label(self.protocol, self.variant)
 
     @property
     def name(self) -> str:

@@ -1,16 +1,11 @@
 """Sweep scenarios: N jobs in active, a share of them with its lock gone since before
 the previous sweep, which marked them: the sweep timed is the one that reclaims them.
 
-The state is built once through the protocol client (addJob, moveToActive, and
-the protocol sweep as the mark pass), then kept on the server as a snapshot of
-the protocol's sweep state (``sweep_state_keys``: active and stalled, and
-echomq-deadline's index). Each timed sweep starts from a restore of that
-snapshot: a COPY a key, the locks put back and the stalled share's removed (a
-worker crash, simulated), and what the protocol keeps for lapsed locks besides
-(``leave_stalled``: marks, lapsed deadlines) and its throttles reset. That costs
-milliseconds where a rebuild through the protocol costs about 50 µs a job (12 s
-at 100,000 on 2 cores). Sweeps never touch locks, so a restore only rewrites
-them when asked.
+The state is built once through the protocol client (addJob, moveToActive, the protocol's sweep
+as the mark pass) and kept on the server as a snapshot of the protocol's ``sweep_state_keys``.
+Each timed sweep starts from a restore of it (a COPY a key, the locks put back and the stalled
+share's removed, ``leave_stalled``'s marks, the throttles reset): milliseconds, where a rebuild
+through the protocol costs about 50 µs a job.
 """
 
 from __future__ import annotations
