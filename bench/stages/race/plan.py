@@ -138,25 +138,12 @@ class RacePlan:
 def points_of(plan: RacePlan) -> list[Point]:
     """Every setting; an atomic variant has no gap to delay, so it runs once, at delay 0.
     The protocols alternate innermost, so their runs of one setting sit side by side."""
-    cells: list[Point] = []
-    for k in plan.sweepers:
-        for variant in plan.variants:
-            delays = plan.delays_ms if has_gap(variant) else (0.0,)
-            for delay in dict.fromkeys(delays):
-                for protocol in plan.protocols:
-                    if variant not in plan.variants_of(protocol):
-                        continue
-                    cells.append(
-                        Point(
-                            variant,
-                            k,
-                            plan.stalled_jobs,
-                            delay,
-                            plan.workers,
-                            plan.max_stalled,
-                            plan.deadline_s,
-                            plan.slice_size,
-                            protocol,
-                        )
-                    )
-    return cells
+    return [
+        Point(variant, k, plan.stalled_jobs, delay, plan.workers, plan.max_stalled, plan.deadline_s,
+              plan.slice_size, protocol)
+        for k in plan.sweepers
+        for variant in plan.variants
+        for delay in dict.fromkeys(plan.delays_ms if has_gap(variant) else (0.0,))
+        for protocol in plan.protocols
+        if variant in plan.variants_of(protocol)
+    ]  # fmt: skip

@@ -19,10 +19,8 @@ not jobs; bench/stages/race/count.py):
   neither double-recovered nor requeued), plus stalled jobs still unreclaimed
   at the deadline and errors in a sweeper or worker thread.
 
-The delay between a sweeper's check and its act is simulated (a sleep) and
-applies only to variants with such a gap (bench.protocol.sweep.has_gap). An
-atomic sweep checks and acts inside one script: it has no gap, so it runs at
-delay 0 only.
+The delay between a sweeper's check and its act is a sleep, for variants with such a gap
+(bench.protocol.sweep.has_gap): an atomic sweep, checking and acting in one script, runs at delay 0.
 """
 
 from __future__ import annotations
