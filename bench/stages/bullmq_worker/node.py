@@ -56,7 +56,7 @@ def installed_version(folder: Path, package: str) -> str | None:
         return None
 
 
-def _last_line(text: str) -> str:
+def last_line(text: str) -> str:
     return (text.strip().splitlines() or ["no output"])[-1]
 
 
@@ -92,6 +92,6 @@ def find_peer(folder: Path | None = None, path: str | None = None) -> NodePeer |
     except subprocess.TimeoutExpired:
         return f"node {DRIVER_FILE} scripts took over {LISTING_TIMEOUT_S:.0f}s"
     if done.returncode != 0:
-        return f"node {DRIVER_FILE} scripts failed: {_last_line(done.stderr)}"
+        return f"node {DRIVER_FILE} scripts failed: {last_line(done.stderr)}"
     listing = json.loads(done.stdout)
     return NodePeer(node, folder, version, listing["bullmq"], listing["ioredis"], dict(listing["scripts"]))
