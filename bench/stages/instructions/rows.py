@@ -1,12 +1,9 @@
 """Counting each point's instructions on a callgrind'd server, and the rows of instructions.csv.
 
-Every point runs twice, once on a server counting inside command execution and once on one
-counting the whole request (bench.harness.callgrind), with the same fixed inputs, so the two
-counts are of the same calls. A protocol's steps are counted on a server started anew, on a
-queue brought to one stated state (bench.protocol.counted.QueueState), each step after
-LEAD_CALLS calls that are not counted, over 2N calls and over their first N: the 2N count is the
-figure, and how far its per-call count is from the first N's says whether it is a cost per call
-at that state. A baseline is counted over N calls and again over 2N.
+A protocol's steps are counted on a server started anew, on a queue at one stated state
+(bench.protocol.counted.QueueState), each after LEAD_CALLS uncounted calls, over 2N calls and over
+their first N: the 2N count is the figure, and its distance from the first N's per call says
+whether it is a cost per call at that state. A baseline is counted over N calls and again over 2N.
 """
 
 from __future__ import annotations
@@ -37,7 +34,6 @@ WARMUP_CALLS = 50  # calls of each baseline before its counted batches, uncounte
 # 5.4% more a call over 2N calls than over their first N).
 LEAD_CALLS = 150
 PHASES_QUEUE = "instr-phases"
-Counter = Callable[[Callable[[], object], int], Count]  # (action, calls) -> instructions
 T = TypeVar("T")
 
 
@@ -120,17 +116,11 @@ def count_cycles(
     """A fused and a two-call job of ``protocol``, each counted over ``calls`` jobs at ``staging``'s
     state (the phases up to the fused one)."""
     found = _at_state(server, client, protocol, calls, staging, server.measure, until=LAST_CYCLE_PHASE)
+    totals = {cycle: _summed([found[p] for p in CYCLES[cycle]]).total for cycle in JOB_CYCLES}
     completed = staging.state.completed
     return [
-        Counted(
-            cycle,
-            "job",
-            0,
-            calls,
-            _summed([found[p] for p in CYCLES[cycle]]).total / calls,
-            completed_size=completed,
-        )
-        for cycle in JOB_CYCLES
+        Counted(cycle, "job", 0, calls, total / calls, completed_size=completed)
+        for cycle, total in totals.items()
     ]
 
 
@@ -140,7 +130,7 @@ def count_point(
     """Every step of ``point``, counted on ``server`` (callgrind'd; ``client`` is connected to
     it), on a fresh server; a protocol's phases at ``staging``'s state, over 2N calls and their
     first N."""
-    counter: Counter = server.measure
+    counter = server.measure  # (action, calls) -> instructions
     fresh(client)
     if point.kind == "baselines":
         baselines(client, WARMUP_CALLS, _warm)
@@ -244,11 +234,11 @@ def rows_of(
     server_name: str = "",
 ) -> list[InstructionsRow]:
     """The rows of every point, the two scopes' counts side by side (the same steps, in order)."""
-    rows = []
-    for point, command, server in zip(points, by_scope["command"], by_scope["server"], strict=True):
-        for a, b in zip(command, server, strict=True):
-            rows.append(row_of(run_id, profile, point, a, b, machine, seed_pinned, server_name))
-    return rows
+    return [
+        row_of(run_id, profile, point, a, b, machine, seed_pinned, server_name)
+        for point, command, server in zip(points, by_scope["command"], by_scope["server"], strict=True)
+        for a, b in zip(command, server, strict=True)
+    ]
 
 
 def completed_rows_of(

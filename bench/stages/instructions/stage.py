@@ -1,18 +1,10 @@
 """The instructions stage: Redis's cost a call and a job in instructions, which steal cannot move.
 
-A time on a shared or cloud machine moves by 2x when the hypervisor steals the
-CPU; the instructions Redis executes for the same call do not. This stage runs
-each protocol's steps (the script cost's phases, bench.protocol.phases), a PING
-and an EVALSHA of ``return 1`` as baselines, and each sweep variant over an
-all-stalled active list, against a redis-server under valgrind's callgrind
-(bench.harness.callgrind): once counting inside command execution (Redis's
-``call()``: what the scripts cost), once counting the whole request (reading,
-parsing, running, writing the reply: what a second round trip costs, so what
-fusing saves). The client, the network and the kernel are outside both counts.
-Inputs are fixed (clock, ids, payloads) and so are Redis's seeds and wall clock
-where they can be pinned, so the same commit gives the same counts. Rows:
-instructions.csv. Without valgrind the stage says so in one line and writes
-nothing.
+Each protocol's steps (bench.protocol.phases), two baselines (a PING, an EVALSHA of ``return 1``)
+and each sweep over an all-stalled active list run against a redis-server under callgrind: once
+counting inside command execution (``call()``: what the scripts cost), once the whole request
+(what a round trip costs, so what fusing saves). Inputs, seeds and wall clock are fixed where they
+can be, so a commit gives the same counts. Without valgrind the stage says so and writes nothing.
 """
 
 from __future__ import annotations
