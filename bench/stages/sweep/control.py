@@ -10,7 +10,6 @@ from dataclasses import replace
 
 import redis
 
-from bench.harness.machine import watch_run
 from bench.protocol.commandstats import CommandStats
 from bench.results.rows import RunIds
 from bench.results.sweep import SweepControlRow
@@ -47,16 +46,6 @@ def control_row(ids: RunIds, times: list[int], calls: int, iterations: int, mixe
         redis_us_max=ordered[-1],
         calls_over_1ms=sum(t > ONE_MS_US for t in ordered),
     )
-
-
-def run_control(
-    node: redis.Redis, ids: RunIds, calls: int, iterations: int, watch_pids: tuple[int, ...] = ()
-) -> SweepControlRow:
-    """The control's calls on ``node`` (the swept queues' server), with the machine watched."""
-    with watch_run(watch_pids) as watch:
-        times, mixed = spin_times(node, calls, iterations)
-    row = control_row(ids, times, calls, iterations, mixed)
-    return replace(row, **watch.within(None).row_fields())
 
 
 def control_line(row: SweepControlRow) -> str:

@@ -37,7 +37,7 @@ from bench.results.files import PYPERF_DIR, Ledger, read_json
 from bench.results.meta import read_meta
 from bench.results.rows import RunIds, row_dict
 from bench.results.sweep import SweepControlRow, SweepCostRow, SweepHazardRow, SweepMeta
-from bench.stages.sweep.control import control_line, run_control
+from bench.stages.sweep.control import control_line, control_row, spin_times
 from bench.stages.sweep.hazard import HAZARD_PROTOCOL, INTERVAL_MS, hazard_line, run_hazard, scenario_case
 from bench.stages.sweep.plan import (
     ECHOMQ,
@@ -253,16 +253,17 @@ def run_hazard_sizes(ctx: RunContext, client: Client, ledger: Ledger[...]) -> No
 
 
 def run_control_point(ctx: RunContext, client: Client, queue: Queue, ledger: Ledger[...]) -> None:
-    """The control (bench/stages/sweep/control.py) on the swept queues' server, into sweep_control.csv."""
-    options = ctx.profile.sweep
-    if options.sweep_control_calls <= 0:
+    """The control (control.py) on the swept queues' server, the machine watched, into sweep_control.csv."""
+    calls, iterations = ctx.profile.sweep.sweep_control_calls, ctx.profile.sweep.sweep_control_iterations
+    if calls <= 0:
         return
-    ctx.progress(f"control: {options.sweep_control_calls:,} calls of a Lua loop of plain arithmetic")
-    node = node_client(client, queue.keys.active)
-    ids = RunIds(ctx.run_dir.name, ctx.profile.name, CONTROL_PROTOCOL)
-    row = run_control(
-        node, ids, options.sweep_control_calls, options.sweep_control_iterations, tuple(ctx.watch_pids)
+    ctx.progress(f"control: {calls:,} calls of a Lua loop of plain arithmetic")
+    with watch_run(ctx.watch_pids) as watch:
+        times, mixed = spin_times(node_client(client, queue.keys.active), calls, iterations)
+    row = control_row(
+        RunIds(ctx.run_dir.name, ctx.profile.name, CONTROL_PROTOCOL), times, calls, iterations, mixed
     )
+    row = dataclasses.replace(row, **watch.within(None).row_fields())
     ledger.add(SweepControlRow, [row])
     ctx.progress(control_line(row))
 
