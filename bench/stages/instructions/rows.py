@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -35,6 +35,8 @@ WARMUP_CALLS = 50  # calls of each baseline before its counted batches, uncounte
 LEAD_CALLS = 150
 PHASES_QUEUE = "instr-phases"
 T = TypeVar("T")
+# The columns every row of one server's counts carries: run_id, profile, server and the machine's
+Shared = Mapping[str, object]
 
 
 @dataclass(frozen=True)
@@ -162,20 +164,11 @@ def _diff_pct(counted: Counted) -> float | None:
 
 
 def row_of(
-    run_id: str,
-    profile: str,
-    point: Point,
-    command: Counted,
-    server: Counted,
-    machine: dict[str, object],
-    seed_pinned: bool,
-    server_name: str = "",
+    point: Point, command: Counted, server: Counted, shared: Shared, seed_pinned: bool
 ) -> InstructionsRow:
     """One step's row from its two counts: inside command execution, and the whole request."""
     return InstructionsRow(
-        run_id=run_id,
         protocol=point.protocol,
-        profile=profile,
         step=command.step,
         active_size=command.active_size,
         completed_size=command.completed_size,
@@ -186,18 +179,12 @@ def row_of(
         instructions_2n_diff_pct=_diff_pct(command),
         server_instructions_2n_diff_pct=_diff_pct(server),
         seed_pinned=seed_pinned,
-        server=server_name,
-        **machine,  # type: ignore[arg-type]
+        **shared,  # type: ignore[arg-type]
     )
 
 
 def part_rows_of(
-    run_id: str,
-    profile: str,
-    points: Sequence[Point],
-    server: list[list[Counted]],
-    machine: dict[str, object],
-    server_name: str = "",
+    points: Sequence[Point], server: list[list[Counted]], shared: Shared
 ) -> list[InstructionsPartRow]:
     """The whole server's count of each step, by part: instructions_parts.csv."""
     rows = []
@@ -206,9 +193,7 @@ def part_rows_of(
             whole = sum(part.instructions for part in step.parts)
             rows += [
                 InstructionsPartRow(
-                    run_id=run_id,
                     protocol=point.protocol,
-                    profile=profile,
                     step=step.step,
                     active_size=step.active_size,
                     unit=step.unit,
@@ -216,8 +201,7 @@ def part_rows_of(
                     detail=part.detail,
                     server_instructions_per_call=round(part.instructions, 1),
                     share_pct=round(part.instructions / whole * 100, 2) if whole else 0.0,
-                    server=server_name,
-                    **machine,  # type: ignore[arg-type]
+                    **shared,  # type: ignore[arg-type]
                 )
                 for part in step.parts
             ]
@@ -225,29 +209,18 @@ def part_rows_of(
 
 
 def rows_of(
-    run_id: str,
-    profile: str,
-    points: Sequence[Point],
-    by_scope: dict[str, list[list[Counted]]],
-    machine: dict[str, object],
-    seed_pinned: bool,
-    server_name: str = "",
+    points: Sequence[Point], by_scope: dict[str, list[list[Counted]]], shared: Shared, seed_pinned: bool
 ) -> list[InstructionsRow]:
     """The rows of every point, the two scopes' counts side by side (the same steps, in order)."""
     return [
-        row_of(run_id, profile, point, a, b, machine, seed_pinned, server_name)
+        row_of(point, a, b, shared, seed_pinned)
         for point, command, server in zip(points, by_scope["command"], by_scope["server"], strict=True)
         for a, b in zip(command, server, strict=True)
     ]
 
 
 def completed_rows_of(
-    run_id: str,
-    profile: str,
-    counted: Sequence[tuple[str, Counted]],
-    machine: dict[str, object],
-    seed_pinned: bool,
-    server_name: str = "",
+    counted: Sequence[tuple[str, Counted]], shared: Shared, seed_pinned: bool
 ) -> list[InstructionsCompletedRow]:
     """Each (protocol, job count) at its completed set's size, inside command execution, by size:
     instructions_completed.csv."""
@@ -257,17 +230,14 @@ def completed_rows_of(
     )
     return [
         InstructionsCompletedRow(
-            run_id=run_id,
             protocol=protocol,
-            profile=profile,
             step=job.step,
             completed_size=job.completed_size,
             unit=job.unit,
             calls=job.calls,
             instructions_per_call=round(job.per_unit, 1),
             seed_pinned=seed_pinned,
-            server=server_name,
-            **machine,  # type: ignore[arg-type]
+            **shared,  # type: ignore[arg-type]
         )
         for protocol, job in jobs
     ]

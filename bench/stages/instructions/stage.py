@@ -19,7 +19,7 @@ import redis
 from bench.errors import BenchError, first_line
 from bench.harness.callgrind import CallgrindRedis, Scope, allocator_env, seed_refused, valgrind_missing
 from bench.harness.context import RunContext
-from bench.harness.machine import MachineSample, clock, watch_run
+from bench.harness.machine import clock, watch_run
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import InstructionsOptions, Profile, check_servers
 from bench.harness.server import server_identity
@@ -202,9 +202,8 @@ def run_stage(ctx: RunContext) -> None:
         opened = clock()
         counted = [count_all(points, options.instructions_calls, report, b, cycles) for b in servers]
         span = (opened, clock())
-    machine: MachineSample = watch.within(span)
-    fields = dict(machine.row_fields())
-    ids, pinned = (ctx.run_dir.name, ctx.profile.name), refused is None
+    machine = watch.within(span).row_fields()
+    pinned = refused is None
     rows: list[InstructionsRow] = []
     parts: list[InstructionsPartRow] = []
     jobs: list[InstructionsCompletedRow] = []
@@ -213,10 +212,11 @@ def run_stage(ctx: RunContext) -> None:
             ctx.progress.step(
                 f"instructions: {protocol} left out on {on.name}, which refused its scripts: {why}"
             )
-        name = on.name if named else ""
-        rows += rows_of(*ids, on.points, on.by_scope, fields, pinned, name)
-        parts += part_rows_of(*ids, on.points, on.by_scope["server"], fields, name)
-        jobs += completed_rows_of(*ids, on.jobs_by_completed, fields, pinned, name)
+        server = on.name if named else ""
+        shared = {"run_id": ctx.run_dir.name, "profile": ctx.profile.name, "server": server, **machine}
+        rows += rows_of(on.points, on.by_scope, shared, pinned)
+        parts += part_rows_of(on.points, on.by_scope["server"], shared)
+        jobs += completed_rows_of(on.jobs_by_completed, shared, pinned)
     ledger.put(InstructionsRow, rows)  # every count is in: each file written once
     ledger.put(InstructionsPartRow, parts)
     ledger.put(InstructionsCompletedRow, jobs)
