@@ -1,8 +1,5 @@
-"""BullMQ's Node package, the pinned peer in peers/bullmq-node: whether it can run here, and how.
-
-The peer is installed by `make venv` (npm ci) when node 18 or newer is on PATH. Without it
-the stage still runs its Python rows; ``find_peer`` says in one line why the Node rows are absent.
-The driver (peers/bullmq-node/driver.mjs) is written here; BullMQ itself stays in node_modules.
+"""BullMQ's Node package, the pinned peer in peers/bullmq-node (`make venv` installs it where node
+18 or newer is on PATH): whether it can run here, and how; else one line saying why not.
 """
 
 from __future__ import annotations

@@ -36,14 +36,11 @@ def extra_scripts(variants: Iterable[str]) -> tuple[str, ...]:
     """Script files of lua/ the variants need beyond echomq's own (a protocol's own sweep,
     ``atomic``, comes with its scripts)."""
     protocol = set(SCRIPT_FILES.values())
-    files: list[str] = []
-    for variant in variants:
-        cls = SWEEPERS[variant]
-        script = getattr(cls, "script_file", None)
-        own = getattr(cls, "protocol_step", False)
-        if isinstance(script, str) and not own and script not in protocol and script not in files:
-            files.append(script)
-    return tuple(files)
+    classes = [SWEEPERS[variant] for variant in variants]
+    scripts = [
+        getattr(cls, "script_file", None) for cls in classes if not getattr(cls, "protocol_step", False)
+    ]
+    return tuple(dict.fromkeys(s for s in scripts if isinstance(s, str) and s not in protocol))
 
 
 @dataclass(frozen=True)
