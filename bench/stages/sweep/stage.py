@@ -286,9 +286,8 @@ def run_stage(ctx: RunContext) -> None:
     try:
         for size, protocol, here in run_order(planned):
             ids = RunIds(ctx.run_dir.name, ctx.profile.name, protocol)
-            for skipped in (p for p in here if p.skipped):
-                point = skipped.point
-                tell(f"{point.label} {point.scenario} {size:,}: skipped, {skipped.skipped}")
+            for left in (p for p in here if p.skipped):
+                tell(f"{left.point.label} {left.point.scenario} {size:,}: skipped, {left.skipped}")
             to_run = [p.point for p in here if not p.skipped]
             outcome = measure_size(ctx, scenarios[protocol], size, to_run, tell) if to_run else None
             ledger.add(SweepCostRow, (row_of(ctx.run_dir, p, outcome, ids, options) for p in here))
