@@ -130,18 +130,14 @@ def run_suite_loop(client: Client, name: str, strategy: str, job_ms: float, wind
     window.errors.append(f"the queue ran dry after {window.done} of {window.total} jobs")
 
 
-def parse(argv: list[str]) -> argparse.Namespace:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m {PROGRAM}", description=__doc__.split("\n\n")[0])
     parser.add_argument("--driver", choices=DRIVERS, required=True)
     parser.add_argument("--queue", required=True, help="the pre-filled bullmq queue's name")
     parser.add_argument("--jobs", type=int, required=True, help="jobs in the queue; all are processed")
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--job-ms", type=float, default=0.0)
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     url = os.environ.get(URL_ENV)
     if not url:
         raise BenchError(f"{URL_ENV} is not set; the bullmq_worker stage runs this driver")

@@ -9,7 +9,6 @@ whether it is a cost per call at that state. A baseline is counted over N calls 
 from __future__ import annotations
 
 import functools
-import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -65,10 +64,6 @@ def _paired(step: str, unit: str, once: Count, twice: Count, calls: int, complet
     return Counted(step, unit, 0, 2 * calls, twice.total / (2 * calls), per_n, parts, completed)
 
 
-def _summed(counts: Sequence[Count]) -> Count:
-    return functools.reduce(operator.add, counts, Count(0))
-
-
 def fresh(client: Client) -> None:
     """The stage's own server as it started: no keys (no table resized or rehashing from the last
     point) and a new Lua interpreter (no other point's scripts on its heap for the collector to
@@ -118,7 +113,7 @@ def count_cycles(
     """A fused and a two-call job of ``protocol``, each counted over ``calls`` jobs at ``staging``'s
     state (the phases up to the fused one)."""
     found = _at_state(server, client, protocol, calls, staging, server.measure, until=LAST_CYCLE_PHASE)
-    totals = {cycle: _summed([found[p] for p in CYCLES[cycle]]).total for cycle in JOB_CYCLES}
+    totals = {cycle: sum((found[p] for p in CYCLES[cycle]), Count(0)).total for cycle in JOB_CYCLES}
     completed = staging.state.completed
     return [
         Counted(cycle, "job", 0, calls, total / calls, completed_size=completed)
@@ -145,8 +140,8 @@ def count_point(
         completed = staging.state.completed
         counted = [_paired(step, "call", n, n + rest, calls, completed) for step, (n, rest) in halves.items()]
         for cycle in JOB_CYCLES:  # a worker's cycle is a job: the sum of its phases, each once
-            firsts = _summed([halves[phase][0] for phase in CYCLES[cycle]])
-            wholes = _summed([sum(halves[phase], Count(0)) for phase in CYCLES[cycle]])
+            firsts = sum((halves[phase][0] for phase in CYCLES[cycle]), Count(0))
+            wholes = sum((sum(halves[phase], Count(0)) for phase in CYCLES[cycle]), Count(0))
             counted.append(_paired(cycle, "job", firsts, wholes, calls, completed))
         return counted
     found = stalled_sweep(

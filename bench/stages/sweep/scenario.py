@@ -85,7 +85,10 @@ class ScenarioQueue:
         for start in range(0, added, BUILD_CHUNK):
             count = min(BUILD_CHUNK, added - start)
             Producer(self.queue, name="sweep").add_batch(count)
-            self._fetch(count)
+            # moveToActive in one pipeline, under a lock that outlives the run
+            taken = Worker(self.queue, options=WorkerOptions(lock_ms=LOCK_MS)).fetch_batch(count)
+            if len(taken) != count:
+                raise BenchError(f"fetched {len(taken)} of {count} jobs while building the sweep snapshot")
         # The mark pass, by the protocol's own sweep: every lock is alive, nothing moves.
         marked = AtomicSweeper(self.queue, max_stalled=BENCH_MAX_STALLED).sweep()
         if marked.moved or marked.failed:
@@ -100,12 +103,6 @@ class ScenarioQueue:
         if len(self.ids) != size:
             raise BenchError(f"built {len(self.ids)} active jobs where {size} were asked")
         return self
-
-    def _fetch(self, count: int) -> None:
-        """moveToActive ``count`` times in one pipeline, under a lock that outlives the run."""
-        taken = Worker(self.queue, options=WorkerOptions(lock_ms=LOCK_MS)).fetch_batch(count)
-        if len(taken) != count:
-            raise BenchError(f"fetched {len(taken)} of {count} jobs while building the sweep snapshot")
 
     def restore(self, stalled: Sequence[str], locks: bool = True) -> None:
         """Back to the snapshot: wait and failed empty, the protocol's sweep state as
