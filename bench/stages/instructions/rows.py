@@ -98,8 +98,7 @@ def _at_state(
 def count_phases(
     server: CallgrindRedis, client: Client, protocol: str, calls: int, staging: QueueStaging
 ) -> dict[str, tuple[Count, Count]]:
-    """Each phase of ``protocol`` run 2 x ``calls`` times at ``staging``'s state, counted in two
-    halves."""
+    """Each phase of ``protocol`` run 2 x ``calls`` times at ``staging``'s state, counted in halves."""
 
     def halves(action: Callable[[], object], twice: int) -> tuple[Count, Count]:
         return server.measure(action, twice // 2), server.measure(action, twice - twice // 2)
@@ -124,9 +123,8 @@ def count_cycles(
 def count_point(
     server: CallgrindRedis, client: Client, point: Point, calls: int, staging: QueueStaging
 ) -> list[Counted]:
-    """Every step of ``point``, counted on ``server`` (callgrind'd; ``client`` is connected to
-    it), on a fresh server; a protocol's phases at ``staging``'s state, over 2N calls and their
-    first N."""
+    """Every step of ``point``, counted on ``server`` (``client`` connected to it) emptied first; a
+    protocol's phases at ``staging``'s state, over 2N calls and their first N."""
     counter = server.measure  # (action, calls) -> instructions
     fresh(client)
     if point.kind == "baselines":

@@ -127,10 +127,9 @@ def count_all(
     binary: str | None = None,
     cycle_points: Sequence[Point] = (),
 ) -> ServerCounts:
-    """Every point's counts on a server of each scope, started for it (in a temporary folder), and
-    ``cycle_points``' inside command execution. A protocol whose scripts this server refuses (a
-    command it lacks, a flag it rejects) is left out on it: one line in the progress, and the run
-    goes on."""
+    """Every point's counts on a server of each scope, started for it, and ``cycle_points``' inside
+    command execution. A protocol whose scripts this server refuses (a command it lacks, a flag it
+    rejects) is left out on it, and the run goes on."""
     found: dict[str, dict[Point, list[Counted]]] = {scope: {} for scope in SCOPES}
     left_out: dict[str, str] = {}
     staging = QueueStaging(phases_state(calls))  # its structures built once, shared by the scopes

@@ -94,8 +94,7 @@ def parse_caps(caps: Sequence[str]) -> dict[CapKey, tuple[int, str]]:
 
 
 def over_cap(caps: dict[CapKey, tuple[int, str]], point: SweepCase) -> str | None:
-    """Why ``point`` is over its cap (its protocol's own, else the variant's in every protocol); None
-    when it is not."""
+    """Why ``point`` is over its cap (its protocol's own, else the variant's in any); None if not."""
     own = caps.get((point.protocol, point.variant, point.scenario))
     limit, entry = own or caps.get((None, point.variant, point.scenario), (0, ""))
     if not entry or point.size <= limit:

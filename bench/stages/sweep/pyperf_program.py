@@ -35,9 +35,8 @@ URL_ENV = "EMQ_SWEEP_REDIS_URL"  # the workers' Redis URL: in the environment, n
 
 @dataclass(frozen=True)
 class ProgramSettings:
-    """What the program is told beyond pyperf's own options, spelled once: ``argv()``
-    writes every field as ``--field-name value`` and ``from_args`` reads them back, in
-    the program and in each worker pyperf spawns, so no default lives in two places."""
+    """What the program is told beyond pyperf's options: ``argv()`` writes every field as ``--field-name
+    value``, ``from_args`` reads them back in each worker pyperf spawns, so no default lives twice."""
 
     queue: str  # the queue holding the snapshot
     size: int

@@ -105,10 +105,9 @@ class ScenarioQueue:
         return self
 
     def restore(self, stalled: Sequence[str], locks: bool = True) -> None:
-        """Back to the snapshot: wait and failed empty, the protocol's sweep state as
-        built, ``stalled`` left as a crash before the previous sweep leaves them (that
-        sweep marked them; protocol.leave_stalled) and no throttle in the way. With
-        ``locks``, every lock is put back and those of ``stalled`` removed."""
+        """Back to the snapshot: wait and failed empty, the sweep state as built, ``stalled`` as a
+        crash before the previous (marking) sweep leaves them, no throttle in the way; with
+        ``locks``, every lock put back and those of ``stalled`` removed."""
         client, keys, protocol = self.queue.client, self.queue.keys, self.queue.protocol
         pipe = client.pipeline(transaction=False)
         pass_keys = [keys.key(suffix) for suffix in SLICED_PASS_KEYS]
@@ -127,9 +126,8 @@ class ScenarioQueue:
         pipe.execute()
 
     def check(self, stalled: Sequence[str], result: SweepResult) -> str | None:
-        """None when every stalled job is in wait or failed exactly once and out of
-        active, every other job is in active once and nowhere else, and the sweep's
-        reply named exactly the stalled jobs; else what went wrong."""
+        """None when every stalled job is in wait or failed once and out of active, every other job
+        in active once and nowhere else, and the reply named the stalled jobs; else what went wrong."""
         client, keys = self.queue.client, self.queue.keys
         placed = Counter(_text(i) for i in client.lrange(keys.wait, 0, -1))
         placed.update(_text(i) for i in client.zrange(keys.failed, 0, -1))

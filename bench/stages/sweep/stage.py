@@ -215,8 +215,7 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
 
 
 def check_profile(profile: Profile) -> None:
-    """Before any stage starts: the sweep keys name known variants, scenarios and caps, for
-    protocols that exist."""
+    """Before any stage starts: known variants, scenarios and caps, for protocols that exist."""
     points_of(profile.sweep, profile.protocols)
 
 

@@ -143,9 +143,8 @@ def goal_text(
 
 
 def slopes(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
-    """Least-squares slope of log(sweep time) on log(size) per protocol, variant and scenario
-    (1 = linear, 2 = quadratic), over all sizes and over the two largest; keyed
-    ``<variant label>/<scenario>``."""
+    """Least-squares slope of log(sweep time) on log(size) (1 linear, 2 quadratic), over all sizes
+    and over the two largest, keyed ``<variant label>/<scenario>``."""
     fits: dict[str, dict[str, float]] = {}
 
     def label(row: Mapping[str, Any]) -> str:

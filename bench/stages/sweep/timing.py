@@ -201,10 +201,8 @@ class PointBench:
 
 
 def wait_for_redis(client: Client, poll_s: float = 0.1) -> None:
-    """After a failed or long sweep: wait until Redis answers again (a script may still be running).
-
-    A refused connection is not a busy server but a gone one: past UNREACHABLE_S of
-    those, give up at once instead of waiting out the sweep timeout."""
+    """After a failed or long sweep: wait until Redis answers again (a script may still be running);
+    refused connections for UNREACHABLE_S are a server gone, not busy: give up at once."""
     deadline = time.monotonic() + SWEEP_TIMEOUT_S
     refused_since: float | None = None
     while time.monotonic() < deadline:
