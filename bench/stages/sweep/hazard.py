@@ -143,10 +143,8 @@ def effective_timeout_s(configured: float) -> tuple[float, float | None]:
         return configured, configured
     from bench.protocol.bullmq_client import default_socket_timeout_s
 
-    default = default_socket_timeout_s()
-    if default is None:  # a redis-py without a default: no timeout, so no re-send either
-        return 0.0, None
-    return default, None
+    # a redis-py without a default (None): no timeout, so no re-send either
+    return default_socket_timeout_s() or 0.0, None
 
 
 def run_hazard(

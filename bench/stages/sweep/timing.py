@@ -127,11 +127,10 @@ class PointBench:
         if len(connected.scenario.ids) != point.size:
             raise BenchError(f"the snapshot holds {len(connected.scenario.ids)} jobs, not {point.size}")
         if point.variant not in self.sweepers:
-            queue = connected.scenario.queue
             # The restore before each sweep clears a throttle key untimed: the sweep does not.
             self.sweepers[point.variant] = make_sweeper(
                 point.variant,
-                queue,
+                connected.scenario.queue,
                 max_stalled=BENCH_MAX_STALLED,
                 slice_size=self.slice_size,
                 budget_us=self.slice_budget_us,
