@@ -40,10 +40,8 @@ class SizeOutcome:
 
 def load_side(run_dir: Path, point: SweepCase) -> list[dict[str, Any]]:
     """Every timed value's side record for ``point``, from each worker process."""
-    values: list[dict[str, Any]] = []
-    for path in sorted(glob.glob(str(run_dir / SIDE_DIR / f"{glob.escape(point.slug)}.*.json"))):
-        values.extend(read_json(Path(path))["values"])
-    return values
+    pattern = str(run_dir / SIDE_DIR / f"{glob.escape(point.slug)}.*.json")
+    return [value for path in sorted(glob.glob(pattern)) for value in read_json(Path(path))["values"]]
 
 
 def _median(values: Sequence[float]) -> float | None:
