@@ -354,7 +354,8 @@ def test_a_row_pairs_the_two_scopes_counts_and_says_how_linear_they_are() -> Non
     point = Point("echomq", "phases")
     command = [Counted("extendLock", "call", 0, 100, 30_300.0, 30_000.0)]
     server = [Counted("extendLock", "call", 0, 100, 36_000.0, 36_000.0)]
-    (row,) = rows_of("r", "p", [point], {"command": [command], "server": [server]}, {}, True)
+    ids = {"run_id": "r", "profile": "p"}
+    (row,) = rows_of([point], {"command": [command], "server": [server]}, ids, True)
     assert (
         row.seed_pinned
         and row.instructions_per_call == 30_300.0
@@ -363,7 +364,7 @@ def test_a_row_pairs_the_two_scopes_counts_and_says_how_linear_they_are() -> Non
     assert row.instructions_2n_diff_pct == 1.0 and row.server_instructions_2n_diff_pct == 0.0
     sweep = [Counted("sweep atomic", "stalled id", 10, 1, 4000.0)]
     (row,) = rows_of(
-        "r", "p", [Point("echomq", "sweep", "atomic", 10)], {"command": [sweep], "server": [sweep]}, {}, False
+        [Point("echomq", "sweep", "atomic", 10)], {"command": [sweep], "server": [sweep]}, ids, False
     )
     assert row.instructions_2n_diff_pct is None and row.active_size == 10
 

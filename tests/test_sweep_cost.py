@@ -21,7 +21,7 @@ from bench.stages.sweep.control import control_row, spin_times
 from bench.stages.sweep.plan import Point, SweepCase, points_of, pyperf_options, run_order
 from bench.stages.sweep.probe import Probe
 from bench.stages.sweep.pyperf_program import PROGRAM, ProgramSettings, forward_settings
-from bench.stages.sweep.rows import SIDE_DIR, SizeOutcome, make_row, row_of
+from bench.stages.sweep.rows import SIDE_DIR, SizeOutcome, row_of
 from bench.stages.sweep.stage import _point_estimate, main, point_seconds
 from bench.stages.sweep.table import slopes, table
 from tests.helpers import csv_rows
@@ -174,12 +174,18 @@ def test_a_point_whose_check_failed_says_so_in_its_row(tmp_path: Path):
     }  # fmt: skip
     (tmp_path / SIDE_DIR).mkdir(parents=True)
     (tmp_path / SIDE_DIR / f"{point.slug}.1.json").write_text(json.dumps({"values": [side]}))
-    row = make_row(tmp_path, Point(point), SizeOutcome({point.name: [0.001, 0.003]}), IDS, OPTIONS)
+    row = row_dict(row_of(tmp_path, Point(point), SizeOutcome({point.name: [0.001, 0.003]}), IDS, OPTIONS))
     assert row["skipped"] == "error: check failed: 1 stalled jobs reclaimed twice"
     assert row["sweep_ms_median"] == pytest.approx(2.0) and row["us_per_active_job"] == pytest.approx(200.0)
     assert row["hold_ms_max"] == pytest.approx(1.2) and row["probe_max_us"] == 250
-    missing = make_row(
-        tmp_path, Point(SweepCase("atomic", "mixed", 10)), SizeOutcome(failure="pyperf died"), IDS, OPTIONS
+    missing = row_dict(
+        row_of(
+            tmp_path,
+            Point(SweepCase("atomic", "mixed", 10)),
+            SizeOutcome(failure="pyperf died"),
+            IDS,
+            OPTIONS,
+        )
     )
     assert missing["skipped"] == "error: pyperf died" and missing["sweep_ms_median"] == ""
 
@@ -200,7 +206,7 @@ def test_a_skipped_point_is_a_typed_row_with_nothing_measured(tmp_path: Path):
         skipped=why,
     )
     written = row_dict(row)
-    assert tuple(written) == COLUMNS and written == make_row(tmp_path, planned, None, IDS, OPTIONS)
+    assert tuple(written) == COLUMNS and written == row_dict(row_of(tmp_path, planned, None, IDS, OPTIONS))
     set_ = ["run_id", "protocol", "profile", "variant", "scenario", "active_size", "slice_size"]
     filled = [*set_, "probe_rate_hz", "reps", "skipped", "contended"]  # atomic has no budget: empty
     assert [c for c, v in written.items() if v != ""] == filled

@@ -1,8 +1,5 @@
-"""BullMQ's Node package, the pinned peer in peers/bullmq-node: whether it can run here, and how.
-
-The peer is installed by `make venv` (npm ci) when node 18 or newer is on PATH. Without it
-the stage still runs its Python rows; ``find_peer`` says in one line why the Node rows are absent.
-The driver (peers/bullmq-node/driver.mjs) is written here; BullMQ itself stays in node_modules.
+"""BullMQ's Node package, the pinned peer in peers/bullmq-node (`make venv` installs it where node
+18 or newer is on PATH): whether it can run here, and how; else one line saying why not.
 """
 
 from __future__ import annotations
@@ -56,7 +53,7 @@ def installed_version(folder: Path, package: str) -> str | None:
         return None
 
 
-def _last_line(text: str) -> str:
+def last_line(text: str) -> str:
     return (text.strip().splitlines() or ["no output"])[-1]
 
 
@@ -92,6 +89,6 @@ def find_peer(folder: Path | None = None, path: str | None = None) -> NodePeer |
     except subprocess.TimeoutExpired:
         return f"node {DRIVER_FILE} scripts took over {LISTING_TIMEOUT_S:.0f}s"
     if done.returncode != 0:
-        return f"node {DRIVER_FILE} scripts failed: {_last_line(done.stderr)}"
+        return f"node {DRIVER_FILE} scripts failed: {last_line(done.stderr)}"
     listing = json.loads(done.stdout)
     return NodePeer(node, folder, version, listing["bullmq"], listing["ioredis"], dict(listing["scripts"]))

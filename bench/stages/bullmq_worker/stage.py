@@ -1,18 +1,12 @@
 """The bullmq_worker stage: what BullMQ's users get from its own workers, beside the suite's loops.
 
-Runs when bullmq is one of the profile's protocols. At each of the profile's
-concurrencies: BullMQ's Node package (the pinned peer in peers/bullmq-node, when
-node can run it) with its Worker and its documented manual processing, fused and
-two-call; and the Python port's asyncio Worker. Then the suite's fused and
-two_call loops over the Python port's scripts. Each run fills a fresh queue
-(the Node runs with the Node package's own Queue.addBulk, the others through the
-protocol), then one driver processes every job in a process of its own
-(bench/stages/bullmq_worker/worker_process.py, peers/bullmq-node/driver.mjs). The drivers
-alternate within each repetition (A B C A B C). A run whose window is shorter
-than bullmq-worker-window-s runs again with its jobs sized from its rate. After
-a run the queue is audited: every job completed exactly once. The machine is
-watched while a driver runs (its process is a child: own, as an embedded
-redis-server is). One row a run in bullmq_worker.csv; a table on stdout.
+Runs when bullmq is one of the profile's protocols. At each concurrency: BullMQ's Node package
+(peers/bullmq-node, when node can run it), its Worker and its manual processing, fused and
+two-call; the Python port's Worker; then the suite's fused and two_call loops over its scripts.
+Each run fills a fresh queue, one driver processes every job in a process of its own
+(worker_process.py, driver.mjs), and the queue is audited: every job completed exactly once. The
+drivers alternate (A B C A B C); a run whose window is shorter than bullmq-worker-window-s runs
+again, sized from its rate.
 """
 
 from __future__ import annotations
@@ -35,6 +29,7 @@ from bench.harness.profile import BullmqWorkerOptions, Profile
 from bench.harness.terminal import fold
 from bench.paths import REPO
 from bench.protocol.audit import audit
+from bench.protocol.base import protocol_named
 from bench.protocol.bullmq_package import installed_version
 from bench.protocol.commandstats import CLIENT_COMMANDS
 from bench.protocol.connection import RedisSettings
@@ -42,7 +37,7 @@ from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Producer, Queue
 from bench.results.bullmq_worker import BullmqWorkerMeta, BullmqWorkerRow
 from bench.results.files import Ledger
-from bench.stages.bullmq_worker.node import NodePeer, find_peer
+from bench.stages.bullmq_worker.node import NodePeer, find_peer, last_line
 from bench.stages.bullmq_worker.plan import (
     BULLMQ_DRIVERS,
     SIZING_ATTEMPTS,
@@ -72,8 +67,6 @@ OPTIONS = (
 def called_scripts() -> dict[str, str]:
     """The scripts the Python drivers call, by file, with their SHA1: BullMQ's Worker registers all
     of its package's, but on jobs shorter than its lock renewal it calls only these two."""
-    from bench.protocol.base import protocol_named
-
     protocol = protocol_named(PROTOCOL)
     files, sources = protocol.script_files(), protocol.script_sources()
     return {
@@ -106,8 +99,6 @@ def check_profile(profile: Profile) -> None:
             f"{', '.join(BULLMQ_DRIVERS)}"
         )
     if PROTOCOL in profile.protocols:
-        from bench.protocol.base import protocol_named
-
         protocol_named(PROTOCOL)
 
 
@@ -118,10 +109,6 @@ class Drivers:
     settings: RedisSettings
     options: BullmqWorkerOptions
     peer: NodePeer | None
-
-    @property
-    def env(self) -> dict[str, str]:
-        return {**os.environ, URL_ENV: self.settings.url, "PYTHONUNBUFFERED": "1"}
 
     def command(self, run: Point, queue: Queue, jobs: int) -> list[str]:
         """The Python driver opens the queue by its name; BullMQ's Node package is given the name
@@ -138,9 +125,8 @@ class Drivers:
 
     def line(self, label: str, command: list[str], timeout: float) -> dict[str, Any]:
         """The child's process, to its end; its last JSON line. A failure is a BenchError."""
-        process = spawn(
-            command, cwd=REPO, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
+        env = {**os.environ, URL_ENV: self.settings.url, "PYTHONUNBUFFERED": "1"}
+        process = spawn(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             out, err = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -149,19 +135,17 @@ class Drivers:
             reap_group(process)
         lines = [line for line in out.splitlines() if line.startswith("{")]
         if process.returncode != 0 or not lines:
-            last = (err.strip().splitlines() or ["no output"])[-1]
-            raise BenchError(f"{label} failed (exit {process.returncode}): {last}")
-        parsed: dict[str, Any] = json.loads(lines[-1])
-        return parsed
+            raise BenchError(f"{label} failed (exit {process.returncode}): {last_line(err)}")
+        return dict(json.loads(lines[-1]))
 
     def fill(self, run: Point, queue: Queue, jobs: int) -> list[str]:
         """The run's jobs into its fresh queue: the Node package's own Queue.addBulk for a Node run."""
         if not run.node:
             producer = Producer(queue, name="noop")
-            ids: list[str] = []
-            for start in range(0, jobs, FILL_CHUNK):
-                ids.extend(producer.add_batch(min(FILL_CHUNK, jobs - start)))
-            return ids
+            chunks = (
+                producer.add_batch(min(FILL_CHUNK, jobs - start)) for start in range(0, jobs, FILL_CHUNK)
+            )
+            return [job_id for chunk in chunks for job_id in chunk]
         assert self.peer is not None
         command = self.peer.command("fill", "--queue", queue.keys.tag, "--jobs", str(jobs))
         return [
@@ -171,7 +155,7 @@ class Drivers:
     def drive(self, run: Point, queue: Queue, jobs: int) -> WorkerProcessResult:
         per_job_s = SLOWEST_JOB_S + self.options.bullmq_worker_job_ms / 1000.0
         timeout = START_ALLOWANCE_S + jobs * per_job_s
-        result = WorkerProcessResult.from_dict(self.line(run.label, self.command(run, queue, jobs), timeout))
+        result = WorkerProcessResult(**self.line(run.label, self.command(run, queue, jobs), timeout))
         if result.errors:
             raise BenchError(f"{run.label}: {result.errors[0]}")
         return result

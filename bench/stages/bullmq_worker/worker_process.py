@@ -1,19 +1,14 @@
 """`python -m bench.stages.bullmq_worker.worker_process`: one driver over a pre-filled bullmq queue, in its
 own process.
 
-Drivers:
+Drivers: ``bullmq_worker``, BullMQ's own asyncio ``Worker`` with its default options and a no-op
+processor (or one that sleeps ``--job-ms``), at ``--concurrency`` (two script calls a job: it
+finishes with fetch next off, then calls moveToActive); ``fused`` / ``two_call``, the suite's
+loop (bench.protocol.queue.Worker) over the same scripts, at concurrency 1.
 
-- ``bullmq_worker``: BullMQ's own asyncio ``Worker`` with its default options
-  and a no-op processor (or one that sleeps ``--job-ms``), at ``--concurrency``.
-  It finishes each job with fetch next off, then calls moveToActive: two
-  script calls a job, one connection, one command in flight at a time.
-- ``fused`` / ``two_call``: the suite's synchronous loop (bench.protocol.queue.Worker)
-  over the same scripts through the bullmq protocol, at concurrency 1.
-
-Timed from the 1,000th completion to the last: jobs/s, this process's CPU
-(getrusage), and the server's count of client-sent commands and their µs
-(INFO commandstats) and its CPU (INFO cpu), read on a connection of its own at
-both ends. One JSON line on stdout says what was measured.
+Timed from the 1,000th completion to the last: jobs/s, this process's CPU (getrusage), and the
+server's client-sent commands, their µs (INFO commandstats) and its CPU (INFO cpu), read on a
+connection of its own. One JSON line on stdout says what was measured.
 """
 
 from __future__ import annotations
@@ -25,7 +20,7 @@ import os
 import resource
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from bench.errors import BenchError
@@ -135,18 +130,14 @@ def run_suite_loop(client: Client, name: str, strategy: str, job_ms: float, wind
     window.errors.append(f"the queue ran dry after {window.done} of {window.total} jobs")
 
 
-def parse(argv: list[str]) -> argparse.Namespace:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m {PROGRAM}", description=__doc__.split("\n\n")[0])
     parser.add_argument("--driver", choices=DRIVERS, required=True)
     parser.add_argument("--queue", required=True, help="the pre-filled bullmq queue's name")
     parser.add_argument("--jobs", type=int, required=True, help="jobs in the queue; all are processed")
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--job-ms", type=float, default=0.0)
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     url = os.environ.get(URL_ENV)
     if not url:
         raise BenchError(f"{URL_ENV} is not set; the bullmq_worker stage runs this driver")
@@ -181,13 +172,6 @@ class WorkerProcessResult:
     redis_cpu_s: float  # the server's CPU over the window (INFO cpu)
     errors: list[str]
     scripts: dict[str, int] = field(default_factory=dict)  # the Node driver's EVALSHAs by script file
-
-    @classmethod
-    def from_dict(cls, fields: dict[str, Any]) -> WorkerProcessResult:
-        return cls(**fields)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 if __name__ == "__main__":

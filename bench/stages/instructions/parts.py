@@ -1,13 +1,10 @@
-"""Where Redis's instructions go: each function callgrind counted, put in one part by one declared
-table of rules, so a step's count splits into the Lua interpreter, the script call and dispatch,
-the command bodies, the data structures, the allocator, replies, bookkeeping, the network, and the
-rest.
+"""Where Redis's instructions go: each function callgrind counted, put in one part (the Lua
+interpreter, the script call and dispatch, command bodies, data structures, the allocator, replies,
+bookkeeping, the network, the rest) by the first of one declared table of rules that matches.
 
-The rules read a function's name, and its object where the name says nothing: a binary stripped
-of its static symbols (Debian's redis-server) names those functions by address only, and they go
-to a part of their own, "unnamed", except in an object that says what they are (jemalloc's are
-the allocator's). A server built from its sources with its symbols (``make``, which keeps ``-g``)
-names nearly every one. The first rule that matches wins, so every function is in exactly one part.
+The rules read a function's name, and its object where the name says nothing: a binary stripped of
+its static symbols (Debian's redis-server) names those by address only, so they go to "unnamed",
+except in an object that says what they are (jemalloc's are the allocator's).
 """
 
 from __future__ import annotations

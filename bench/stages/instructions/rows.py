@@ -1,19 +1,15 @@
 """Counting each point's instructions on a callgrind'd server, and the rows of instructions.csv.
 
-Every point runs twice, once on a server counting inside command execution and once on one
-counting the whole request (bench.harness.callgrind), with the same fixed inputs, so the two
-counts are of the same calls. A protocol's steps are counted on a server started anew, on a
-queue brought to one stated state (bench.protocol.counted.QueueState), each step after
-LEAD_CALLS calls that are not counted, over 2N calls and over their first N: the 2N count is the
-figure, and how far its per-call count is from the first N's says whether it is a cost per call
-at that state. A baseline is counted over N calls and again over 2N.
+A protocol's steps are counted on a server started anew, on a queue at one stated state
+(bench.protocol.counted.QueueState), each after LEAD_CALLS uncounted calls, over 2N calls and over
+their first N: the 2N count is the figure, and its distance from the first N's per call says
+whether it is a cost per call at that state. A baseline is counted over N calls and again over 2N.
 """
 
 from __future__ import annotations
 
 import functools
-import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -37,8 +33,9 @@ WARMUP_CALLS = 50  # calls of each baseline before its counted batches, uncounte
 # 5.4% more a call over 2N calls than over their first N).
 LEAD_CALLS = 150
 PHASES_QUEUE = "instr-phases"
-Counter = Callable[[Callable[[], object], int], Count]  # (action, calls) -> instructions
 T = TypeVar("T")
+# The columns every row of one server's counts carries: run_id, profile, server and the machine's
+Shared = Mapping[str, object]
 
 
 @dataclass(frozen=True)
@@ -65,10 +62,6 @@ def _paired(step: str, unit: str, once: Count, twice: Count, calls: int, complet
     parts = tuple(parts_of(twice.functions, twice.total, 2 * calls))
     per_n = once.total / calls
     return Counted(step, unit, 0, 2 * calls, twice.total / (2 * calls), per_n, parts, completed)
-
-
-def _summed(counts: Sequence[Count]) -> Count:
-    return functools.reduce(operator.add, counts, Count(0))
 
 
 def fresh(client: Client) -> None:
@@ -105,8 +98,7 @@ def _at_state(
 def count_phases(
     server: CallgrindRedis, client: Client, protocol: str, calls: int, staging: QueueStaging
 ) -> dict[str, tuple[Count, Count]]:
-    """Each phase of ``protocol`` run 2 x ``calls`` times at ``staging``'s state, counted in two
-    halves."""
+    """Each phase of ``protocol`` run 2 x ``calls`` times at ``staging``'s state, counted in halves."""
 
     def halves(action: Callable[[], object], twice: int) -> tuple[Count, Count]:
         return server.measure(action, twice // 2), server.measure(action, twice - twice // 2)
@@ -120,27 +112,20 @@ def count_cycles(
     """A fused and a two-call job of ``protocol``, each counted over ``calls`` jobs at ``staging``'s
     state (the phases up to the fused one)."""
     found = _at_state(server, client, protocol, calls, staging, server.measure, until=LAST_CYCLE_PHASE)
+    totals = {cycle: sum((found[p] for p in CYCLES[cycle]), Count(0)).total for cycle in JOB_CYCLES}
     completed = staging.state.completed
     return [
-        Counted(
-            cycle,
-            "job",
-            0,
-            calls,
-            _summed([found[p] for p in CYCLES[cycle]]).total / calls,
-            completed_size=completed,
-        )
-        for cycle in JOB_CYCLES
+        Counted(cycle, "job", 0, calls, total / calls, completed_size=completed)
+        for cycle, total in totals.items()
     ]
 
 
 def count_point(
     server: CallgrindRedis, client: Client, point: Point, calls: int, staging: QueueStaging
 ) -> list[Counted]:
-    """Every step of ``point``, counted on ``server`` (callgrind'd; ``client`` is connected to
-    it), on a fresh server; a protocol's phases at ``staging``'s state, over 2N calls and their
-    first N."""
-    counter: Counter = server.measure
+    """Every step of ``point``, counted on ``server`` (``client`` connected to it) emptied first; a
+    protocol's phases at ``staging``'s state, over 2N calls and their first N."""
+    counter = server.measure  # (action, calls) -> instructions
     fresh(client)
     if point.kind == "baselines":
         baselines(client, WARMUP_CALLS, _warm)
@@ -153,8 +138,8 @@ def count_point(
         completed = staging.state.completed
         counted = [_paired(step, "call", n, n + rest, calls, completed) for step, (n, rest) in halves.items()]
         for cycle in JOB_CYCLES:  # a worker's cycle is a job: the sum of its phases, each once
-            firsts = _summed([halves[phase][0] for phase in CYCLES[cycle]])
-            wholes = _summed([sum(halves[phase], Count(0)) for phase in CYCLES[cycle]])
+            firsts = sum((halves[phase][0] for phase in CYCLES[cycle]), Count(0))
+            wholes = sum((sum(halves[phase], Count(0)) for phase in CYCLES[cycle]), Count(0))
             counted.append(_paired(cycle, "job", firsts, wholes, calls, completed))
         return counted
     found = stalled_sweep(
@@ -172,20 +157,11 @@ def _diff_pct(counted: Counted) -> float | None:
 
 
 def row_of(
-    run_id: str,
-    profile: str,
-    point: Point,
-    command: Counted,
-    server: Counted,
-    machine: dict[str, object],
-    seed_pinned: bool,
-    server_name: str = "",
+    point: Point, command: Counted, server: Counted, shared: Shared, seed_pinned: bool
 ) -> InstructionsRow:
     """One step's row from its two counts: inside command execution, and the whole request."""
     return InstructionsRow(
-        run_id=run_id,
         protocol=point.protocol,
-        profile=profile,
         step=command.step,
         active_size=command.active_size,
         completed_size=command.completed_size,
@@ -196,18 +172,12 @@ def row_of(
         instructions_2n_diff_pct=_diff_pct(command),
         server_instructions_2n_diff_pct=_diff_pct(server),
         seed_pinned=seed_pinned,
-        server=server_name,
-        **machine,  # type: ignore[arg-type]
+        **shared,  # type: ignore[arg-type]
     )
 
 
 def part_rows_of(
-    run_id: str,
-    profile: str,
-    points: Sequence[Point],
-    server: list[list[Counted]],
-    machine: dict[str, object],
-    server_name: str = "",
+    points: Sequence[Point], server: list[list[Counted]], shared: Shared
 ) -> list[InstructionsPartRow]:
     """The whole server's count of each step, by part: instructions_parts.csv."""
     rows = []
@@ -216,9 +186,7 @@ def part_rows_of(
             whole = sum(part.instructions for part in step.parts)
             rows += [
                 InstructionsPartRow(
-                    run_id=run_id,
                     protocol=point.protocol,
-                    profile=profile,
                     step=step.step,
                     active_size=step.active_size,
                     unit=step.unit,
@@ -226,8 +194,7 @@ def part_rows_of(
                     detail=part.detail,
                     server_instructions_per_call=round(part.instructions, 1),
                     share_pct=round(part.instructions / whole * 100, 2) if whole else 0.0,
-                    server=server_name,
-                    **machine,  # type: ignore[arg-type]
+                    **shared,  # type: ignore[arg-type]
                 )
                 for part in step.parts
             ]
@@ -235,29 +202,18 @@ def part_rows_of(
 
 
 def rows_of(
-    run_id: str,
-    profile: str,
-    points: Sequence[Point],
-    by_scope: dict[str, list[list[Counted]]],
-    machine: dict[str, object],
-    seed_pinned: bool,
-    server_name: str = "",
+    points: Sequence[Point], by_scope: dict[str, list[list[Counted]]], shared: Shared, seed_pinned: bool
 ) -> list[InstructionsRow]:
     """The rows of every point, the two scopes' counts side by side (the same steps, in order)."""
-    rows = []
-    for point, command, server in zip(points, by_scope["command"], by_scope["server"], strict=True):
-        for a, b in zip(command, server, strict=True):
-            rows.append(row_of(run_id, profile, point, a, b, machine, seed_pinned, server_name))
-    return rows
+    return [
+        row_of(point, a, b, shared, seed_pinned)
+        for point, command, server in zip(points, by_scope["command"], by_scope["server"], strict=True)
+        for a, b in zip(command, server, strict=True)
+    ]
 
 
 def completed_rows_of(
-    run_id: str,
-    profile: str,
-    counted: Sequence[tuple[str, Counted]],
-    machine: dict[str, object],
-    seed_pinned: bool,
-    server_name: str = "",
+    counted: Sequence[tuple[str, Counted]], shared: Shared, seed_pinned: bool
 ) -> list[InstructionsCompletedRow]:
     """Each (protocol, job count) at its completed set's size, inside command execution, by size:
     instructions_completed.csv."""
@@ -267,17 +223,14 @@ def completed_rows_of(
     )
     return [
         InstructionsCompletedRow(
-            run_id=run_id,
             protocol=protocol,
-            profile=profile,
             step=job.step,
             completed_size=job.completed_size,
             unit=job.unit,
             calls=job.calls,
             instructions_per_call=round(job.per_unit, 1),
             seed_pinned=seed_pinned,
-            server=server_name,
-            **machine,  # type: ignore[arg-type]
+            **shared,  # type: ignore[arg-type]
         )
         for protocol, job in jobs
     ]

@@ -1,18 +1,10 @@
 """The instructions stage: Redis's cost a call and a job in instructions, which steal cannot move.
 
-A time on a shared or cloud machine moves by 2x when the hypervisor steals the
-CPU; the instructions Redis executes for the same call do not. This stage runs
-each protocol's steps (the script cost's phases, bench.protocol.phases), a PING
-and an EVALSHA of ``return 1`` as baselines, and each sweep variant over an
-all-stalled active list, against a redis-server under valgrind's callgrind
-(bench.harness.callgrind): once counting inside command execution (Redis's
-``call()``: what the scripts cost), once counting the whole request (reading,
-parsing, running, writing the reply: what a second round trip costs, so what
-fusing saves). The client, the network and the kernel are outside both counts.
-Inputs are fixed (clock, ids, payloads) and so are Redis's seeds and wall clock
-where they can be pinned, so the same commit gives the same counts. Rows:
-instructions.csv. Without valgrind the stage says so in one line and writes
-nothing.
+Each protocol's steps (bench.protocol.phases), two baselines (a PING, an EVALSHA of ``return 1``)
+and each sweep over an all-stalled active list run against a redis-server under callgrind: once
+counting inside command execution (``call()``: what the scripts cost), once the whole request
+(what a round trip costs, so what fusing saves). Inputs, seeds and wall clock are fixed where they
+can be, so a commit gives the same counts. Without valgrind the stage says so and writes nothing.
 """
 
 from __future__ import annotations
@@ -27,7 +19,7 @@ import redis
 from bench.errors import BenchError, first_line
 from bench.harness.callgrind import CallgrindRedis, Scope, allocator_env, seed_refused, valgrind_missing
 from bench.harness.context import RunContext
-from bench.harness.machine import MachineSample, clock, watch_run
+from bench.harness.machine import clock, watch_run
 from bench.harness.overrides import SectionFlags
 from bench.harness.profile import InstructionsOptions, Profile, check_servers
 from bench.harness.server import server_identity
@@ -135,10 +127,9 @@ def count_all(
     binary: str | None = None,
     cycle_points: Sequence[Point] = (),
 ) -> ServerCounts:
-    """Every point's counts on a server of each scope, started for it (in a temporary folder), and
-    ``cycle_points``' inside command execution. A protocol whose scripts this server refuses (a
-    command it lacks, a flag it rejects) is left out on it: one line in the progress, and the run
-    goes on."""
+    """Every point's counts on a server of each scope, started for it, and ``cycle_points``' inside
+    command execution. A protocol whose scripts this server refuses (a command it lacks, a flag it
+    rejects) is left out on it, and the run goes on."""
     found: dict[str, dict[Point, list[Counted]]] = {scope: {} for scope in SCOPES}
     left_out: dict[str, str] = {}
     staging = QueueStaging(phases_state(calls))  # its structures built once, shared by the scopes
@@ -210,9 +201,8 @@ def run_stage(ctx: RunContext) -> None:
         opened = clock()
         counted = [count_all(points, options.instructions_calls, report, b, cycles) for b in servers]
         span = (opened, clock())
-    machine: MachineSample = watch.within(span)
-    fields = dict(machine.row_fields())
-    ids, pinned = (ctx.run_dir.name, ctx.profile.name), refused is None
+    machine = watch.within(span).row_fields()
+    pinned = refused is None
     rows: list[InstructionsRow] = []
     parts: list[InstructionsPartRow] = []
     jobs: list[InstructionsCompletedRow] = []
@@ -221,10 +211,11 @@ def run_stage(ctx: RunContext) -> None:
             ctx.progress.step(
                 f"instructions: {protocol} left out on {on.name}, which refused its scripts: {why}"
             )
-        name = on.name if named else ""
-        rows += rows_of(*ids, on.points, on.by_scope, fields, pinned, name)
-        parts += part_rows_of(*ids, on.points, on.by_scope["server"], fields, name)
-        jobs += completed_rows_of(*ids, on.jobs_by_completed, fields, pinned, name)
+        server = on.name if named else ""
+        shared = {"run_id": ctx.run_dir.name, "profile": ctx.profile.name, "server": server, **machine}
+        rows += rows_of(on.points, on.by_scope, shared, pinned)
+        parts += part_rows_of(on.points, on.by_scope["server"], shared)
+        jobs += completed_rows_of(on.jobs_by_completed, shared, pinned)
     ledger.put(InstructionsRow, rows)  # every count is in: each file written once
     ledger.put(InstructionsPartRow, parts)
     ledger.put(InstructionsCompletedRow, jobs)

@@ -45,11 +45,9 @@ class Anomalies:
 
 @dataclass
 class QueueState:
-    """The final state: how often each (place, id) occurs, and each job's attempt counters.
-
-    ``atm`` is the counter a sweep increments when it reclaims a job; ``finish_atm`` the
-    one a finish increments. In echomq both are ``atm`` (``finish_atm`` is None); BullMQ's
-    sweep counts ``stc`` and its finish ``atm``."""
+    """The final state: how often each (place, id) occurs, and each job's attempt counters: ``atm``
+    the one a reclaim increments, ``finish_atm`` the one a finish does (None in echomq, where both
+    are ``atm``; BullMQ's sweep counts ``stc``, its finish ``atm``)."""
 
     places: Counter[tuple[str, str]]
     atm: dict[str, int]
@@ -75,12 +73,9 @@ def count_anomalies(
     finishes: Counter[str],
     fetched_finished: int = 0,
 ) -> Anomalies:
-    """The four counts of race.csv from what the threads saw and what the queue holds.
-
-    ``reclaims``: times each id came back from a sweep (moved or failed);
-    ``finishes``: successful worker finishes per id; ``fetched_finished``: fetches
-    of a job that already had ``finishedOn``.
-    """
+    """The four counts of race.csv from what the threads saw and what the queue holds: ``reclaims``,
+    times each id came back from a sweep (moved or failed); ``finishes``, successful worker finishes
+    per id; ``fetched_finished``, fetches of a job that already had ``finishedOn``."""
     wait: Counter[str] = Counter()
     failed: set[str] = set()
     completed: set[str] = set()

@@ -36,14 +36,11 @@ def extra_scripts(variants: Iterable[str]) -> tuple[str, ...]:
     """Script files of lua/ the variants need beyond echomq's own (a protocol's own sweep,
     ``atomic``, comes with its scripts)."""
     protocol = set(SCRIPT_FILES.values())
-    files: list[str] = []
-    for variant in variants:
-        cls = SWEEPERS[variant]
-        script = getattr(cls, "script_file", None)
-        own = getattr(cls, "protocol_step", False)
-        if isinstance(script, str) and not own and script not in protocol and script not in files:
-            files.append(script)
-    return tuple(files)
+    classes = [SWEEPERS[variant] for variant in variants]
+    scripts = [
+        getattr(cls, "script_file", None) for cls in classes if not getattr(cls, "protocol_step", False)
+    ]
+    return tuple(dict.fromkeys(s for s in scripts if isinstance(s, str) and s not in protocol))
 
 
 @dataclass(frozen=True)
@@ -138,25 +135,12 @@ class RacePlan:
 def points_of(plan: RacePlan) -> list[Point]:
     """Every setting; an atomic variant has no gap to delay, so it runs once, at delay 0.
     The protocols alternate innermost, so their runs of one setting sit side by side."""
-    cells: list[Point] = []
-    for k in plan.sweepers:
-        for variant in plan.variants:
-            delays = plan.delays_ms if has_gap(variant) else (0.0,)
-            for delay in dict.fromkeys(delays):
-                for protocol in plan.protocols:
-                    if variant not in plan.variants_of(protocol):
-                        continue
-                    cells.append(
-                        Point(
-                            variant,
-                            k,
-                            plan.stalled_jobs,
-                            delay,
-                            plan.workers,
-                            plan.max_stalled,
-                            plan.deadline_s,
-                            plan.slice_size,
-                            protocol,
-                        )
-                    )
-    return cells
+    return [
+        Point(variant, k, plan.stalled_jobs, delay, plan.workers, plan.max_stalled, plan.deadline_s,
+              plan.slice_size, protocol)
+        for k in plan.sweepers
+        for variant in plan.variants
+        for delay in dict.fromkeys(plan.delays_ms if has_gap(variant) else (0.0,))
+        for protocol in plan.protocols
+        if variant in plan.variants_of(protocol)
+    ]  # fmt: skip

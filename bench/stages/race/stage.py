@@ -1,28 +1,21 @@
 """The race audit: K sweepers of one variant at once over N stalled jobs, counting what their gaps do.
 
-Each setting runs ``reps`` times, alternating, each run on a fresh queue
-(bench/stages/race/trial.py). What is counted, summed over repetitions (occurrences,
-not jobs; bench/stages/race/count.py):
+Each setting runs ``reps`` times, alternating, each run on a fresh queue (trial.py). What is
+counted, summed over repetitions (occurrences, not jobs; count.py):
 
-- double_recoveries: reclaims of a job beyond its first. Counted from the
-  sweepers' own returns and from the final state (copies in wait plus failed
-  beyond one); the larger of the two, so neither source can hide one.
-- lost_attempt_updates: increments missing from a job's attempt counters: the
-  times it was reclaimed plus the times a worker finished it, less ``atm`` (in
-  BullMQ, whose sweep counts stalls in ``stc``: reclaims less ``stc``, plus
-  finishes less ``atm``).
-- requeued_after_finish: copies of a finished job put back to work: a
-  completed job's copies still in wait at the end, plus fetches of a job that
-  already carried ``finishedOn``.
-- audit_violations: what bench.protocol.audit finds that the columns above do not
-  explain (a job in no place, an unknown id, a job in two places that was
-  neither double-recovered nor requeued), plus stalled jobs still unreclaimed
-  at the deadline and errors in a sweeper or worker thread.
+- double_recoveries: reclaims of a job beyond its first, by the sweepers' returns and by the final
+  state (copies in wait plus failed beyond one); the larger, so neither source can hide one.
+- lost_attempt_updates: increments missing from a job's attempt counters: its reclaims plus its
+  finishes, less ``atm`` (in BullMQ, whose sweep counts stalls in ``stc``: reclaims less ``stc``,
+  plus finishes less ``atm``).
+- requeued_after_finish: a completed job's copies still in wait at the end, plus fetches of a job
+  that already carried ``finishedOn``.
+- audit_violations: what bench.protocol.audit finds that the columns above do not explain (a job in
+  no place, an unknown id, a job in two places neither double-recovered nor requeued), plus stalled
+  jobs unreclaimed at the deadline and errors in a sweeper or worker thread.
 
-The delay between a sweeper's check and its act is simulated (a sleep) and
-applies only to variants with such a gap (bench.protocol.sweep.has_gap). An
-atomic sweep checks and acts inside one script: it has no gap, so it runs at
-delay 0 only.
+The delay between a sweeper's check and its act is a sleep, for variants with such a gap
+(bench.protocol.sweep.has_gap): an atomic sweep, checking and acting in one script, runs at delay 0.
 """
 
 from __future__ import annotations
@@ -59,12 +52,8 @@ def run_plan(
     progress: Callable[[str], None],
     watch_pids: Sequence[int] = (),
 ) -> list[RaceOutcome]:
-    """Every setting, ``reps`` times, alternating: rep 1 of each setting, then rep 2, ...
-
-    One machine watch runs through the plan (the threads are this process's, an embedded
-    redis-server its child, ``watch_pids`` own too); each run is judged over its own span
-    of it, set-up and audit included (bench.harness.machine: a short run over the second
-    around it)."""
+    """Every setting, ``reps`` times, alternating (rep 1 of each, then rep 2, ...), under one machine
+    watch; each run is judged over its own span of it, set-up and audit included."""
     outcomes = {cell: RaceOutcome(cell) for cell in points_of(plan)}
     spans: list[tuple[RaceOutcome, tuple[float, float]]] = []
     with watch_run(watch_pids) as watch:
@@ -74,7 +63,7 @@ def run_plan(
                 found = run_trial(settings, cell)
                 spans.append((outcome, (opened, clock())))
                 outcome.reps += 1
-                outcome.counts = outcome.counts + found
+                outcome.counts += found
                 progress(
                     f"{cell.label()} rep {rep}/{plan.reps}: double {found.double_recoveries}, "
                     f"lost {found.lost_attempt_updates}, requeued {found.requeued_after_finish}, "

@@ -60,13 +60,12 @@ def table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | None = N
                 "    ",
             )
         )
-    contended = [o for o in outcomes if o.contended_reps]
-    if contended:
-        samples = [m for o in contended for m in o.machine if m.contended]
-        runs, total = sum(o.contended_reps for o in contended), sum(o.reps for o in outcomes)
+    samples = [m for o in outcomes for m in o.machine if m.contended]
+    if samples:
         foreign, steal = [m.foreign_cpu_pct for m in samples], [m.steal_pct for m in samples]
         why = "their interleavings are not the quiet machine's"
-        lines.append(contended_note(runs, total, "runs", foreign, steal, why, width))
+        total = sum(o.reps for o in outcomes)
+        lines.append(contended_note(len(samples), total, "runs", foreign, steal, why, width))
     unrecovered = sum(o.counts.unrecovered for o in outcomes)
     errors = sum(o.counts.errors for o in outcomes)
     if unrecovered or errors:

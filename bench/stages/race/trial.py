@@ -1,18 +1,14 @@
 """One run of a race setting (one repetition), on a fresh queue, then its counts:
 
 1. N jobs are fetched under a 1 ms lock and left there: stalled (in active, lock expired).
-2. With workers, N more "live" jobs wait; W Worker threads, each on its own
-   connection, fetch and finish them (real locks) while the sweeps run. They
-   take exactly N jobs, from the right of wait, where the live jobs are: an
-   app-side sweep LPUSHes what it reclaims to the left, so a job it requeues
-   stays visible in wait at the end (an atomic sweep RPUSHes to the right, and
-   the workers also take and finish the jobs it reclaimed).
-3. K sweeper threads, each on its own connection, start together at a barrier
-   and sweep repeatedly until every stalled job has been reclaimed and the
-   workers are done (the atomic sweeps thus honour their two passes: one sweep
-   marks, a later one moves; a sliced sweep gets a slice below N, so its passes
-   span calls that other sweepers' calls interleave with). Past the deadline a
-   run stops and counts an error.
+2. With workers, N more "live" jobs wait; W worker threads fetch and finish exactly N jobs from
+   the right of wait, so a job an app-side sweep requeues (LPUSH, to the left) stays visible in
+   wait at the end (an atomic sweep RPUSHes: the workers take and finish those too).
+3. K sweeper threads start together at a barrier and sweep until every stalled job is reclaimed
+   and the workers are done (so an atomic sweep gets its two passes, mark then move; a sliced
+   sweep's passes span calls others interleave with). Past the deadline a run counts an error.
+
+Each thread has a connection of its own.
 """
 
 from __future__ import annotations
@@ -22,11 +18,11 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from functools import partial
 
 from bench.errors import BenchError
 from bench.protocol.audit import audit, server_run_id
-from bench.protocol.connection import Client, RedisSettings
+from bench.protocol.connection import RedisSettings
 from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Producer, Queue, Worker, WorkerOptions
 from bench.protocol.refusal import refusal, refused
@@ -173,31 +169,25 @@ def stall_jobs(queue: Queue, count: int) -> list[str]:
     return ids
 
 
-@dataclass
-class _Actors:
-    clients: list[Client] = field(default_factory=list)
-    threads: list[threading.Thread] = field(default_factory=list)
-
-
 def run_trial(settings: RedisSettings, setting: Point) -> Anomalies:
     """One repetition of ``setting`` on a fresh queue, deleted afterwards."""
     extra = extra_scripts([setting.variant])
     client = settings.connect()
     queue = Queue.open(client, fresh_queue_name("race"), extra, setting.protocol)
-    actors = _Actors([client])
+    clients = [client]
     try:
         run_id = server_run_id(queue)
         stalled = stall_jobs(queue, setting.stalled_jobs)
-        live = []
-        if setting.workers:
-            live = Producer(queue).add_batch(setting.stalled_jobs)
+        live = Producer(queue).add_batch(setting.stalled_jobs) if setting.workers else []
         log = RaceLog(stalled, len(live), time.monotonic() + setting.deadline_s)
         start = threading.Barrier(setting.sweepers + setting.workers)
 
         def on_own_connection() -> Queue:
-            own = settings.connect()
-            actors.clients.append(own)
-            return queue.with_client(own)
+            clients.append(settings.connect())
+            return queue.with_client(clients[-1])
+
+        def guarded(what: str, loop: Callable[[], None]) -> threading.Thread:
+            return threading.Thread(target=_guarded, args=(log, what, start, loop), daemon=True)
 
         sweepers = [
             make_sweeper(
@@ -209,26 +199,14 @@ def run_trial(settings: RedisSettings, setting: Point) -> Anomalies:
             )
             for _ in range(setting.sweepers)
         ]
-        workers = [
-            Worker(on_own_connection(), "two_call", WorkerOptions(lock_ms=WORKER_LOCK_MS))
-            for _ in range(setting.workers)
-        ]
+        options = WorkerOptions(lock_ms=WORKER_LOCK_MS)
+        workers = [Worker(on_own_connection(), "two_call", options) for _ in range(setting.workers)]
         sweeper_threads = [
-            threading.Thread(
-                target=_guarded,
-                args=(log, f"sweeper {i}", start, lambda s=s: _sweep_loop(s, log)),
-                daemon=True,
-            )
-            for i, s in enumerate(sweepers)
+            guarded(f"sweeper {i}", partial(_sweep_loop, s, log)) for i, s in enumerate(sweepers)
         ]
-        worker_threads = [
-            threading.Thread(
-                target=_guarded, args=(log, f"worker {i}", start, lambda w=w: _work_loop(w, log)), daemon=True
-            )
-            for i, w in enumerate(workers)
-        ]
-        actors.threads = [*sweeper_threads, *worker_threads]
-        for thread in actors.threads:
+        worker_threads = [guarded(f"worker {i}", partial(_work_loop, w, log)) for i, w in enumerate(workers)]
+        threads = [*sweeper_threads, *worker_threads]
+        for thread in threads:
             thread.start()
         for thread in sweeper_threads:
             thread.join(max(0.0, log.deadline - time.monotonic()) + JOIN_GRACE_S)
@@ -237,7 +215,7 @@ def run_trial(settings: RedisSettings, setting: Point) -> Anomalies:
             thread.join(JOIN_GRACE_S)
         if log.refused is not None:  # not audited: the server would not take the run's calls
             raise refused(log.refused, settings.where, client) or log.refused
-        if any(t.is_alive() for t in actors.threads):
+        if any(t.is_alive() for t in threads):
             log.fail("a sweeper or worker did not return: it is left running, its counts are not final")
         audited = audit(queue, [*stalled, *live], run_id)
         if audited.server_restarted:
@@ -255,5 +233,5 @@ def run_trial(settings: RedisSettings, setting: Point) -> Anomalies:
         return found
     finally:
         queue.delete()
-        for own in actors.clients:
+        for own in clients:
             own.close()

@@ -1,12 +1,5 @@
-"""The hot path's script cost: Redis µs and commands per worker step of each protocol, scripts alone.
-
-The load runs measure whole cycles under load, producers and all. Beside them,
-each protocol's steps run alone on a small queue (bench.protocol.phases): the
-fused and two-call cycles, extendLock and a healthy sweep. The protocols take
-turns, A B C A B C, one repetition a round, so what a protocol's extra writes
-cost (echomq-deadline's ZADD and ZREM) is read against echomq's in the same
-run. Rows: script_cost.csv.
-"""
+"""The hot path's script cost: Redis µs and commands per worker step of each protocol, scripts alone,
+the protocols taking turns (A B C A B C) so one's extra writes read against another's in one run."""
 
 from __future__ import annotations
 

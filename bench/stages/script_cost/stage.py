@@ -1,16 +1,9 @@
 """The script-cost stage: Redis's own µs per call of each script, on a small queue.
 
-In a run (`bench run`) it measures each protocol's hot-path steps alone, the
-protocols alternating, into script_cost.csv, and prints the phases' tables;
-`python -m bench script-cost` runs it alone, into a run folder of its own.
-
-Each script runs alone in its own phase; the server's INFO commandstats for
-EVALSHA before and after the phase give calls and µs (Redis's time inside the
-call, not the network's). Deltas only: the server's statistics are not reset.
-Every protocol asked for (``--protocols``) runs the same phases through its own
-scripts, side by side; a second table counts the commands each phase runs per
-call (the commands inside the scripts too), so a protocol's extra writes on the
-hot path (echomq-deadline's ZADD and ZREM) show as counts beside the µs.
+Each protocol's hot-path steps run alone, each script in its own phase; INFO commandstats' EVALSHA
+calls and µs before and after a phase give Redis's time inside the call, not the network's (deltas
+only: the server's statistics are not reset). A second table counts the commands a phase runs a
+call, the scripts' own included, so a protocol's extra writes show beside the µs.
 """
 
 from __future__ import annotations

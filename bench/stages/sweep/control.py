@@ -1,10 +1,7 @@
 """The sweep stage's control: a Lua loop of plain arithmetic, timed inside Redis call by call.
 
-The loop reads no key and allocates nothing, so its calls differ only by what the machine
-does to them (the scheduler, a shared core, the CPU's caches). A sweep call as long as the
-control's worst is as long as the machine makes a call of that size; one longer is the
-sweep's own. The goals read the sliced sweeps' longest calls against it (bench/results/sweep.py),
-measured in the same run on the same server: against this machine, not a constant.
+It reads no key and allocates nothing, so its calls differ only by what the machine does to them;
+the goals read the sliced sweeps' longest calls against its worst, on this machine, not a constant.
 """
 
 from __future__ import annotations
@@ -13,7 +10,6 @@ from dataclasses import replace
 
 import redis
 
-from bench.harness.machine import watch_run
 from bench.protocol.commandstats import CommandStats
 from bench.results.rows import RunIds
 from bench.results.sweep import SweepControlRow
@@ -27,18 +23,14 @@ def spin_times(node: redis.Redis, calls: int, iterations: int) -> tuple[list[int
     how many calls another client's script call overlapped (their µs cannot be told apart)."""
     sha = node.script_load(SPIN)
     times: list[int] = []
-    mixed = 0
     before = CommandStats.read(node)
     for _ in range(calls):
         node.evalsha(sha, 0, iterations)
         after = CommandStats.read(node)
-        delta = after.since(before)
-        before = after
-        if delta.calls.get("evalsha", 0) + delta.calls.get("eval", 0) != 1:
-            mixed += 1
-            continue
-        times.append(delta.usec["evalsha"])
-    return times, mixed
+        delta, before = after.since(before), after
+        if delta.calls.get("evalsha", 0) + delta.calls.get("eval", 0) == 1:
+            times.append(delta.usec["evalsha"])
+    return times, calls - len(times)
 
 
 def control_row(ids: RunIds, times: list[int], calls: int, iterations: int, mixed: int) -> SweepControlRow:
@@ -54,20 +46,6 @@ def control_row(ids: RunIds, times: list[int], calls: int, iterations: int, mixe
         redis_us_max=ordered[-1],
         calls_over_1ms=sum(t > ONE_MS_US for t in ordered),
     )
-
-
-def run_control(
-    node: redis.Redis, ids: RunIds, calls: int, iterations: int, watch_pids: tuple[int, ...] = ()
-) -> SweepControlRow:
-    """The control's calls on ``node`` (the swept queues' server), with the machine watched."""
-    watch = watch_run(watch_pids)
-    watch.start()
-    try:
-        times, mixed = spin_times(node, calls, iterations)
-    finally:
-        watch.stop()
-    row = control_row(ids, times, calls, iterations, mixed)
-    return replace(row, **watch.within(None).row_fields())
 
 
 def control_line(row: SweepControlRow) -> str:

@@ -1,27 +1,11 @@
 """The client-default hazard: BullMQ's sweep held past its client's socket timeout, and sent again.
 
-BullMQ's Python client keeps redis-py's socket timeout (5 s) and retries on
-timeouts (``Retry(ExponentialBackoff(cap=20, base=1), 20)``: the first re-send
-2 s after the timeout). A sweep that holds Redis longer than the timeout is sent
-again behind its caller's back: the copy waits behind the first and then finds
-the sweep's throttle key set, so the caller gets no ids although every job
-moved; or, past Redis's busy threshold, the copy is refused with ``BUSY`` and
-the call raises while the first sweep still runs.
-
-Each size (profile key ``sweep-hazard-sizes``) is one all-stalled sweep of a
-bullmq queue (every job in active, marked by an earlier sweep, its lock gone),
-sent once by each client from the same restored state:
-
-- ``bullmq``: BullMQ's own RedisConnection and ``Scripts.moveStalledJobsToWait``,
-  as its Worker sends it (bench/protocol/bullmq_client.py);
-- ``suite``: the suite's client, which never re-sends (bench/protocol/connection.py),
-  the same script, the same socket timeout.
-
-Counted per call: the script's executions and refusals on the server
-(commandstats ``calls`` and ``rejected_calls`` of EVALSHA), the BUSY replies
-another client (the probe) got meanwhile, and whether the reply named exactly
-the jobs that moved; and the machine watch from the call until Redis is free
-again, so a row says whether other work shared the machine while Redis was held.
+BullMQ's Python client keeps redis-py's 5 s socket timeout and retries on timeouts (the first
+re-send 2 s after it). The copy of a sweep held longer waits behind it and finds the sweep's
+throttle key set, so the caller gets no ids although every job moved; or, past Redis's busy
+threshold, it is refused with BUSY and the call raises while the first sweep still runs. Each size
+is one all-stalled sweep of a bullmq queue, sent once by each client from the same restored state:
+BullMQ's own connection (bench/protocol/bullmq_client.py), and the suite's, which never re-sends.
 """
 
 from __future__ import annotations
@@ -115,11 +99,8 @@ def measure(
     bullmq_timeout_s: float | None = None,
     watch_pids: Iterable[int] = (),
 ) -> SweepHazardRow:
-    """One call of ``client_name`` from the prepared state; the server's and the probe's counts
-    around it, and the machine watch over it (``watch_pids``: the run's own processes beyond this
-    one's family, a REDIS_URL server's).
-
-    ``bullmq_timeout_s`` None leaves BullMQ's connection at redis-py's default (``timeout_s``)."""
+    """One call of ``client_name`` from the prepared state, with the server's and the probe's counts
+    and the machine watch around it; ``bullmq_timeout_s`` None leaves BullMQ's at redis-py's default."""
     case.prepare()
     admin = case.queue.client
     before = CommandStats.read(admin)
@@ -162,10 +143,8 @@ def effective_timeout_s(configured: float) -> tuple[float, float | None]:
         return configured, configured
     from bench.protocol.bullmq_client import default_socket_timeout_s
 
-    default = default_socket_timeout_s()
-    if default is None:  # a redis-py without a default: no timeout, so no re-send either
-        return 0.0, None
-    return default, None
+    # a redis-py without a default (None): no timeout, so no re-send either
+    return default_socket_timeout_s() or 0.0, None
 
 
 def run_hazard(

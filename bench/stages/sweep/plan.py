@@ -28,6 +28,11 @@ IN_PROCESS_BELOW = 10_000
 WARMUP_BELOW = 100_000  # a warm-up value costs a whole sweep: skipped where that is seconds
 
 
+def variant_label(protocol: str, variant: str) -> str:
+    """The variant, led by its protocol unless that is the suite's own: ``bullmq.atomic``."""
+    return variant if protocol == ECHOMQ else f"{protocol}.{variant}"
+
+
 @dataclass(frozen=True)
 class SweepCase:
     variant: str
@@ -37,8 +42,7 @@ class SweepCase:
 
     @property
     def label(self) -> str:
-        """The variant, led by its protocol unless that is the suite's own: ``bullmq.atomic``."""
-        return self.variant if self.protocol == ECHOMQ else f"{self.protocol}.{self.variant}"
+        return variant_label(self.protocol, self.variant)
 
     @property
     def name(self) -> str:
@@ -89,10 +93,13 @@ def parse_caps(caps: Sequence[str]) -> dict[CapKey, tuple[int, str]]:
     return parsed
 
 
-def cap_of(caps: dict[CapKey, tuple[int, str]], point: SweepCase) -> tuple[int, str]:
-    """The cap on ``point``: its protocol's own, else the variant's in every protocol, else none."""
+def over_cap(caps: dict[CapKey, tuple[int, str]], point: SweepCase) -> str | None:
+    """Why ``point`` is over its cap (its protocol's own, else the variant's in any); None if not."""
     own = caps.get((point.protocol, point.variant, point.scenario))
-    return own or caps.get((None, point.variant, point.scenario), (0, ""))
+    limit, entry = own or caps.get((None, point.variant, point.scenario), (0, ""))
+    if not entry or point.size <= limit:
+        return None
+    return f"over the cap {entry}: {SLOW_BECAUSE.get(point.label, 'capped by the profile')}"
 
 
 def variants_of(protocol: str, variants: Sequence[str]) -> list[str]:
@@ -102,10 +109,8 @@ def variants_of(protocol: str, variants: Sequence[str]) -> list[str]:
 
 
 def points_of(options: SweepOptions, protocols: Sequence[str] = (ECHOMQ,)) -> list[Point]:
-    """Every point in the order it runs: size ascending, then protocol (each protocol's
-    points are one pyperf run), then scenario, then variant; a variant runs for each
-    protocol it is a sweep of. A cap applies to a variant in every protocol but one with
-    a cap of its own (parse_caps)."""
+    """Every point in the order it runs: size ascending, then protocol (one pyperf run), then
+    scenario, then variant, for each protocol the variant is a sweep of."""
     for variant in options.sweep_variants:
         if variant not in SWEEPERS:
             raise BenchError(f"unknown sweep variant {variant!r}; use some of {', '.join(SWEEPERS)}")
@@ -119,25 +124,19 @@ def points_of(options: SweepOptions, protocols: Sequence[str] = (ECHOMQ,)) -> li
             asked = ", ".join(options.sweep_variants)
             raise BenchError(f"no sweep variant of {asked} is a {protocol} sweep; add one of {own}")
     caps = parse_caps(options.sweep_caps)
-    planned = []
-    for size in sorted(set(options.sweep_sizes)):
-        for protocol in protocols:
-            for scenario in options.sweep_scenarios:
-                for variant in variants_of(protocol, options.sweep_variants):
-                    point = SweepCase(variant, scenario, size, protocol)
-                    skipped = None
-                    limit, entry = cap_of(caps, point)
-                    if entry and size > limit:
-                        why = SLOW_BECAUSE.get(point.label, "capped by the profile")
-                        skipped = f"over the cap {entry}: {why}"
-                    planned.append(Point(point, skipped))
-    return planned
+    cases = [
+        SweepCase(variant, scenario, size, protocol)
+        for size in sorted(set(options.sweep_sizes))
+        for protocol in protocols
+        for scenario in options.sweep_scenarios
+        for variant in variants_of(protocol, options.sweep_variants)
+    ]
+    return [Point(case, over_cap(caps, case)) for case in cases]
 
 
 def run_order(planned: Sequence[Point]) -> list[tuple[int, str, list[Point]]]:
-    """The planned points as the stage runs them: a size at a time, in it a protocol at a time
-    (one pyperf run over one grown queue), as (size, protocol, points). The stage and its ETA
-    both walk this, so the progress line counts every point the stage reports."""
+    """The planned points as (size, protocol, points), one pyperf run over one grown queue each: the
+    stage and its ETA both walk this, so the progress line counts every point the stage reports."""
     groups: dict[tuple[int, str], list[Point]] = {}
     for planned_point in planned:  # points_of() orders by size, then protocol: the groups keep it
         groups.setdefault((planned_point.point.size, planned_point.point.protocol), []).append(planned_point)
@@ -150,10 +149,8 @@ def loops_for(size: int) -> int:
 
 
 def pyperf_options(size: int, reps: int) -> list[str]:
-    """``reps`` values a point from one run; pyperf's default (20 processes x 3
-    values) would take hours, as each timed sweep needs its own restored state.
-    What is measured is Redis's work, so one process a point is enough, and
-    below IN_PROCESS_BELOW the points share the pyperf process."""
+    """``reps`` values a point from one process (what is measured is Redis's work): pyperf's
+    default, 20 processes x 3 values, would take hours, each timed sweep restoring its state."""
     options = ["--processes", "1", "--values", str(reps)]
     options += ["--warmups", "1" if size < WARMUP_BELOW else "0", "--loops", str(loops_for(size))]
     if size < IN_PROCESS_BELOW:

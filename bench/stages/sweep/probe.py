@@ -1,16 +1,10 @@
 """The probe: another client's view of Redis while a sweep holds it.
 
-A child process on its own connection sends PING at a fixed rate inside a
-window the caller opens and closes, and records each reply's latency in an
-HdrHistogram (µs). It is open-loop: each PING goes out when it is due, without
-waiting for the replies before it (they are pipelined on the connection and a
-reader thread takes them in order), so a PING waits only for what holds Redis
-when it arrives, never for the probe's own earlier PINGs. Latency runs from the
-time a PING was due, not the time it went out, so a late probe counts against
-the result, not for it (coordinated omission). A ``BUSY`` reply (a script past
-Redis's busy threshold) is counted, as are timeouts and connection errors, and
-the probe carries on. A child process, not a thread of the sweeping process, so
-the sweeper's own Python work never delays a PING.
+A child process (so the sweeper's own Python work never delays it) PINGs on its own connection at
+a fixed rate, open-loop: each PING goes out when due, pipelined, a reader thread taking the
+replies, so it waits only for what holds Redis. Its latency (µs, an HdrHistogram) runs from when it
+was due, so a late probe counts against the result (coordinated omission). BUSY replies, timeouts
+and connection errors are counted, and the probe carries on.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """`python -m bench.stages.sweep.pyperf_program`: the pyperf program for one size's points.
 
-The sweep stage runs it as a subprocess (pyperf spawns worker processes and
-owns argv). Each point (variant, scenario, size) is one ``bench_time_func``
-benchmark, registered in a fixed order (bench/stages/sweep/plan.py). The time
-function (bench/stages/sweep/timing.py) times the sweep calls only, and writes
-what pyperf does not measure to side files, which the stage merges with
-pyperf's values into sweep_cost.csv (bench/stages/sweep/rows.py).
+The sweep stage runs it as a subprocess (pyperf spawns workers and owns argv); each point is one
+``bench_time_func`` benchmark, timed by timing.py, which writes what pyperf does not measure to
+side files.
 """
 
 from __future__ import annotations
@@ -38,9 +35,8 @@ URL_ENV = "EMQ_SWEEP_REDIS_URL"  # the workers' Redis URL: in the environment, n
 
 @dataclass(frozen=True)
 class ProgramSettings:
-    """What the program is told beyond pyperf's own options, spelled once: ``argv()``
-    writes every field as ``--field-name value`` and ``from_args`` reads them back, in
-    the program and in each worker pyperf spawns, so no default lives in two places."""
+    """What the program is told beyond pyperf's options: ``argv()`` writes every field as ``--field-name
+    value``, ``from_args`` reads them back in each worker pyperf spawns, so no default lives twice."""
 
     queue: str  # the queue holding the snapshot
     size: int

@@ -17,7 +17,7 @@ from bench.harness.profile import SweepOptions
 from bench.protocol.sweep import is_sliced
 from bench.results.files import HDR_DIR, PYPERF_DIR, hdr_name, read_json, write_atomic
 from bench.results.hdr import decode, summary, write_hdr
-from bench.results.rows import RunIds, row_dict
+from bench.results.rows import RunIds
 from bench.results.sweep import SweepCostRow
 from bench.stages.sweep.plan import Point, SweepCase
 from bench.stages.sweep.probe import ProbeWindow, empty_window
@@ -40,10 +40,8 @@ class SizeOutcome:
 
 def load_side(run_dir: Path, point: SweepCase) -> list[dict[str, Any]]:
     """Every timed value's side record for ``point``, from each worker process."""
-    values: list[dict[str, Any]] = []
-    for path in sorted(glob.glob(str(run_dir / SIDE_DIR / f"{glob.escape(point.slug)}.*.json"))):
-        values.extend(read_json(Path(path))["values"])
-    return values
+    pattern = str(run_dir / SIDE_DIR / f"{glob.escape(point.slug)}.*.json")
+    return [value for path in sorted(glob.glob(pattern)) for value in read_json(Path(path))["values"]]
 
 
 def _median(values: Sequence[float]) -> float | None:
@@ -72,21 +70,10 @@ class SideSummary:
         return summary(self.probe.histogram)["max"] if self.probe.sent else None
 
 
-def _redis_hold_ms(side: Sequence[dict[str, Any]]) -> float | None:
-    """The longest call inside Redis over every timed value; None when one could not tell."""
-    holds = [r.get("redis_hold_us") for r in side]
-    if not holds or any(h is None for h in holds):
-        return None
-    return round(max(h for h in holds if h is not None) / 1e3, 4)
-
-
-def _redis_slow_calls(side: Sequence[dict[str, Any]]) -> int | None:
-    """The most calls of one timed sweep over the slowlog threshold; None when one could not tell
-    (or the side records predate the count)."""
-    counts = [n for r in side for n in r.get("redis_slow_calls", [None])]
-    if not counts or any(n is None for n in counts):
-        return None
-    return max(n for n in counts if n is not None)
+def _max_known(values: list[Any]) -> Any:
+    """The largest of ``values``; None when there is none or one could not tell (None: SLOWLOG's,
+    or a side record older than the figure)."""
+    return None if not values or None in values else max(values)
 
 
 def side_summary(run_dir: Path, point: SweepCase) -> SideSummary:
@@ -96,13 +83,14 @@ def side_summary(run_dir: Path, point: SweepCase) -> SideSummary:
         window = ProbeWindow(decode(record["probe_hdr"]), record["probe_busy"], record["probe_errors"])
         window.sent = record["probe_sent"]
         probe.add(window)
+    hold_us = _max_known([r.get("redis_hold_us") for r in side])  # the longest call inside Redis
     return SideSummary(
         values=len(side),
         round_trips=_median([n for r in side for n in r["round_trips"]]),
         server_us=_median([n for r in side for n in r["server_us"]]),
         hold_ms_max=round(max(r["hold_s"] for r in side) * 1e3, 4) if side else None,
-        redis_hold_ms_max=_redis_hold_ms(side),
-        redis_slow_calls_max=_redis_slow_calls(side),
+        redis_hold_ms_max=None if hold_us is None else round(hold_us / 1e3, 4),
+        redis_slow_calls_max=_max_known([n for r in side for n in r.get("redis_slow_calls", [None])]),
         probe=probe,
         errors=sorted({e for record in side for e in record["errors"]}),
     )
@@ -160,26 +148,15 @@ def row_of(
     return replace(row, skipped="error: " + "; ".join(errors)) if errors else row
 
 
-def make_row(
-    run_dir: Path, planned: Point, outcome: SizeOutcome | None, ids: RunIds, options: SweepOptions
-) -> dict[str, Any]:
-    """The same row as sweep_cost.csv holds it: a value not measured is an empty cell."""
-    return row_dict(row_of(run_dir, planned, outcome, ids, options))
-
-
 def merge_pyperf(run_dir: Path) -> None:
     """Every size's pyperf JSON in one suite: sweep_pyperf.json (`python -m pyperf show` reads it)."""
-    suite: pyperf.BenchmarkSuite | None = None
     sizes = (
         p for p in (run_dir / PYPERF_DIR).glob("sweep_*.json") if p.stem.removeprefix("sweep_").isdigit()
     )
-    for path in sorted(sizes):
-        for bench in pyperf.BenchmarkSuite.load(str(path)).get_benchmarks():
-            if suite is None:
-                suite = pyperf.BenchmarkSuite([bench])
-            else:
-                suite.add_benchmark(bench)
-    if suite is not None:
+    benches = [
+        bench for path in sorted(sizes) for bench in pyperf.BenchmarkSuite.load(str(path)).get_benchmarks()
+    ]
+    if benches:
         text = io.StringIO()
-        suite.dump(text)
+        pyperf.BenchmarkSuite(benches).dump(text)
         write_atomic(run_dir / PYPERF_JSON, text.getvalue())

@@ -1,16 +1,11 @@
 """Sweep scenarios: N jobs in active, a share of them with its lock gone since before
 the previous sweep, which marked them: the sweep timed is the one that reclaims them.
 
-The state is built once through the protocol client (addJob, moveToActive, and
-the protocol sweep as the mark pass), then kept on the server as a snapshot of
-the protocol's sweep state (``sweep_state_keys``: active and stalled, and
-echomq-deadline's index). Each timed sweep starts from a restore of that
-snapshot: a COPY a key, the locks put back and the stalled share's removed (a
-worker crash, simulated), and what the protocol keeps for lapsed locks besides
-(``leave_stalled``: marks, lapsed deadlines) and its throttles reset. That costs
-milliseconds where a rebuild through the protocol costs about 50 µs a job (12 s
-at 100,000 on 2 cores). Sweeps never touch locks, so a restore only rewrites
-them when asked.
+The state is built once through the protocol client (addJob, moveToActive, the protocol's sweep
+as the mark pass) and kept on the server as a snapshot of the protocol's ``sweep_state_keys``.
+Each timed sweep starts from a restore of it (a COPY a key, the locks put back and the stalled
+share's removed, ``leave_stalled``'s marks, the throttles reset): milliseconds, where a rebuild
+through the protocol costs about 50 µs a job.
 """
 
 from __future__ import annotations
@@ -90,7 +85,10 @@ class ScenarioQueue:
         for start in range(0, added, BUILD_CHUNK):
             count = min(BUILD_CHUNK, added - start)
             Producer(self.queue, name="sweep").add_batch(count)
-            self._fetch(count)
+            # moveToActive in one pipeline, under a lock that outlives the run
+            taken = Worker(self.queue, options=WorkerOptions(lock_ms=LOCK_MS)).fetch_batch(count)
+            if len(taken) != count:
+                raise BenchError(f"fetched {len(taken)} of {count} jobs while building the sweep snapshot")
         # The mark pass, by the protocol's own sweep: every lock is alive, nothing moves.
         marked = AtomicSweeper(self.queue, max_stalled=BENCH_MAX_STALLED).sweep()
         if marked.moved or marked.failed:
@@ -106,17 +104,10 @@ class ScenarioQueue:
             raise BenchError(f"built {len(self.ids)} active jobs where {size} were asked")
         return self
 
-    def _fetch(self, count: int) -> None:
-        """moveToActive ``count`` times in one pipeline, under a lock that outlives the run."""
-        taken = Worker(self.queue, options=WorkerOptions(lock_ms=LOCK_MS)).fetch_batch(count)
-        if len(taken) != count:
-            raise BenchError(f"fetched {len(taken)} of {count} jobs while building the sweep snapshot")
-
     def restore(self, stalled: Sequence[str], locks: bool = True) -> None:
-        """Back to the snapshot: wait and failed empty, the protocol's sweep state as
-        built, ``stalled`` left as a crash before the previous sweep leaves them (that
-        sweep marked them; protocol.leave_stalled) and no throttle in the way. With
-        ``locks``, every lock is put back and those of ``stalled`` removed."""
+        """Back to the snapshot: wait and failed empty, the sweep state as built, ``stalled`` as a
+        crash before the previous (marking) sweep leaves them, no throttle in the way; with
+        ``locks``, every lock put back and those of ``stalled`` removed."""
         client, keys, protocol = self.queue.client, self.queue.keys, self.queue.protocol
         pipe = client.pipeline(transaction=False)
         pass_keys = [keys.key(suffix) for suffix in SLICED_PASS_KEYS]
@@ -135,9 +126,8 @@ class ScenarioQueue:
         pipe.execute()
 
     def check(self, stalled: Sequence[str], result: SweepResult) -> str | None:
-        """None when every stalled job is in wait or failed exactly once and out of
-        active, every other job is in active once and nowhere else, and the sweep's
-        reply named exactly the stalled jobs; else what went wrong."""
+        """None when every stalled job is in wait or failed once and out of active, every other job
+        in active once and nowhere else, and the reply named the stalled jobs; else what went wrong."""
         client, keys = self.queue.client, self.queue.keys
         placed = Counter(_text(i) for i in client.lrange(keys.wait, 0, -1))
         placed.update(_text(i) for i in client.zrange(keys.failed, 0, -1))

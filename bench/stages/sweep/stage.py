@@ -1,10 +1,7 @@
 """Stage 2, sweep cost against active-list size: a pyperf benchmark.
 
-`python -m bench run` calls ``run_stage``; `python -m bench sweep` calls ``main``.
-Both run the pyperf program (bench/stages/sweep/pyperf_program.py) as a
-subprocess, one pyperf run a size, against a queue the stage builds and grows
-through the protocol client (bench/stages/sweep/scenario.py), and merge pyperf's
-values with the side files into sweep_cost.csv (bench/stages/sweep/rows.py).
+The pyperf program (pyperf_program.py) runs as a subprocess, one run a size, against a queue
+grown through the protocol client (scenario.py); its values and side files make sweep_cost.csv.
 """
 
 from __future__ import annotations
@@ -17,7 +14,6 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import pyperf
@@ -41,7 +37,7 @@ from bench.results.files import PYPERF_DIR, Ledger, read_json
 from bench.results.meta import read_meta
 from bench.results.rows import RunIds, row_dict
 from bench.results.sweep import SweepControlRow, SweepCostRow, SweepHazardRow, SweepMeta
-from bench.stages.sweep.control import control_line, run_control
+from bench.stages.sweep.control import control_line, control_row, spin_times
 from bench.stages.sweep.hazard import HAZARD_PROTOCOL, INTERVAL_MS, hazard_line, run_hazard, scenario_case
 from bench.stages.sweep.plan import (
     ECHOMQ,
@@ -52,6 +48,7 @@ from bench.stages.sweep.plan import (
     points_of,
     pyperf_options,
     run_order,
+    variant_label,
     variants_of,
 )
 from bench.stages.sweep.pyperf_program import REFUSED_FILE, URL_ENV, ProgramSettings
@@ -63,8 +60,6 @@ from bench.stages.sweep.timing import SWEEP_TIMEOUT_S
 PYPERF_LOG = f"{PYPERF_DIR}/sweep_pyperf.log"
 CONTROL_PROTOCOL = "none"  # the control's row: a Lua loop of no queue protocol
 PYPERF_STOP_GRACE_S = 5.0
-
-
 _RESULT_LINE = re.compile(r"^(sweep/[^:\s]+): (.*)$")
 
 
@@ -79,12 +74,8 @@ def run_pyperf(
     protocol: str = ECHOMQ,
     watch_pids: Sequence[int] = (),
 ) -> SizeOutcome:
-    """Run the pyperf program for one size of one protocol; ``on_result(name, pyperf's line)``
-    per point done.
-
-    The machine is watched while pyperf runs, with this process's family (pyperf, its
-    workers and their probes, an embedded redis-server) and ``watch_pids`` as own: each
-    point is judged from the previous point's result line (or pyperf's start) to its own."""
+    """The pyperf program for one size of one protocol; ``on_result(name, pyperf's line)`` a point.
+    Each point's machine window runs from the previous point's result line (or pyperf's start)."""
     stem = f"sweep_{size}" if protocol == ECHOMQ else f"sweep_{protocol}_{size}"
     json_path = run_dir / PYPERF_DIR / f"{stem}.json"
     json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -101,14 +92,10 @@ def run_pyperf(
     )
     cmd = program.command(json_path, pyperf_options(size, options.sweep_reps))
     env = {**os.environ, URL_ENV: settings.url, "PYTHONUNBUFFERED": "1"}
-    (run_dir / PYPERF_LOG).parent.mkdir(parents=True, exist_ok=True)
-    outcome = SizeOutcome()
-    watch = watch_run(watch_pids)
-    with open(run_dir / PYPERF_LOG, "a") as log:
+    with open(run_dir / PYPERF_LOG, "a") as log, watch_run(watch_pids) as watch:
         log.write(f"$ {' '.join(cmd)}\n")
         # pyperf, its workers and their probes form one process group: on Ctrl-C (or any
         # error here) the group gets SIGINT, a few seconds, then SIGKILL; none is left behind.
-        watch.start()
         opened = clock()
         spans: dict[str, tuple[float, float]] = {}
         process = spawn(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -128,18 +115,17 @@ def run_pyperf(
             raise
         finally:
             reap_group(process)
-            watch.stop()
-    outcome.machine = {name: watch.within(span) for name, span in spans.items()}
+    outcome = SizeOutcome(machine={name: watch.within(span) for name, span in spans.items()})
     if json_path.exists():
-        for bench in pyperf.BenchmarkSuite.load(str(json_path)).get_benchmarks():
-            outcome.values[bench.get_name()] = list(bench.get_values())
-    if code != 0:
-        outcome.failure = f"pyperf exited with {code} before this point; see {PYPERF_LOG}"
+        suite = pyperf.BenchmarkSuite.load(str(json_path))
+        outcome.values = {bench.get_name(): list(bench.get_values()) for bench in suite.get_benchmarks()}
     refusal = run_dir / SIDE_DIR / REFUSED_FILE
     if code != 0 and refusal.exists():  # a worker met a server that refuses every call
         said = read_json(refusal)
         outcome.refused = (str(said["line"]), str(said["kind"]))
         outcome.failure = f"stopped: {said['line']}"
+    elif code != 0:
+        outcome.failure = f"pyperf exited with {code} before this point; see {PYPERF_LOG}"
     return outcome
 
 
@@ -168,25 +154,12 @@ def script_shas(variants: Sequence[str], protocols: Sequence[str] = (ECHOMQ,)) -
                 source = script_source(cls.script_file)  # type: ignore[attr-defined]
             else:
                 continue
-            shas[SweepCase(variant, "", 0, protocol).label] = hashlib.sha1(source.encode()).hexdigest()
+            shas[variant_label(protocol, variant)] = hashlib.sha1(source.encode()).hexdigest()
     return shas
 
 
-@dataclass
-class PointProgress:
-    """A progress line a point: measured, skipped or failed (the progress line counts them)."""
-
-    progress: Callable[[str], None]
-    total: int
-    done: int = 0
-
-    def __call__(self, text: str) -> None:
-        self.done += 1
-        self.progress(text)
-
-
 def measure_size(
-    ctx: RunContext, scenario: ScenarioQueue, size: int, points: list[SweepCase], tell: PointProgress
+    ctx: RunContext, scenario: ScenarioQueue, size: int, points: list[SweepCase], tell: Callable[[str], None]
 ) -> SizeOutcome:
     """Grow the snapshot to ``size`` jobs and run pyperf over ``points``."""
     ctx.progress(f"building {size:,} active jobs through the protocol")
@@ -197,18 +170,14 @@ def measure_size(
         if name in by_name:
             tell(point_line(ctx.run_dir, by_name[name], line))
 
-    settings = dataclasses.replace(ctx.settings, socket_timeout_s=SWEEP_TIMEOUT_S)
-    protocol = scenario.queue.protocol.name
     return run_pyperf(
-        settings, scenario.queue.keys.name, size, points, ctx.profile.sweep, ctx.run_dir, finished, protocol,
-        ctx.watch_pids,
+        ctx.settings, scenario.queue.keys.name, size, points, ctx.profile.sweep, ctx.run_dir, finished,
+        scenario.queue.protocol.name, ctx.watch_pids,
     )  # fmt: skip
 
 
-# Rough µs a sweep spends per active job, to estimate the run's ETA (the progress line corrects it
-# by the pace it sees); published runs have measured ones. Where a variant is quadratic, the
-# µs per job grow with the size by the factor given (one LREM a stalled id in the protocol's own
-# sweep, ours and BullMQ's; echomq-deadline's takes them from the end of active: linear).
+# Rough µs a sweep spends per active job, for the run's ETA; a quadratic variant's grow with the
+# size by the factor given (one LREM a stalled id in echomq's and BullMQ's own sweeps).
 US_PER_JOB = {"app_side": 100.0, "app_side_pipelined": 10.0}  # fit to 20261206-092723-default
 QUADRATIC = {
     ("echomq", "atomic", "all_stalled"): 0.014,
@@ -246,8 +215,7 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
 
 
 def check_profile(profile: Profile) -> None:
-    """Before any stage starts: the sweep keys name known variants, scenarios and caps, for
-    protocols that exist."""
+    """Before any stage starts: known variants, scenarios and caps, for protocols that exist."""
     points_of(profile.sweep, profile.protocols)
 
 
@@ -284,16 +252,17 @@ def run_hazard_sizes(ctx: RunContext, client: Client, ledger: Ledger[...]) -> No
 
 
 def run_control_point(ctx: RunContext, client: Client, queue: Queue, ledger: Ledger[...]) -> None:
-    """The control (bench/stages/sweep/control.py) on the swept queues' server, into sweep_control.csv."""
-    options = ctx.profile.sweep
-    if options.sweep_control_calls <= 0:
+    """The control (control.py) on the swept queues' server, the machine watched, into sweep_control.csv."""
+    calls, iterations = ctx.profile.sweep.sweep_control_calls, ctx.profile.sweep.sweep_control_iterations
+    if calls <= 0:
         return
-    ctx.progress(f"control: {options.sweep_control_calls:,} calls of a Lua loop of plain arithmetic")
-    node = node_client(client, queue.keys.active)
-    ids = RunIds(ctx.run_dir.name, ctx.profile.name, CONTROL_PROTOCOL)
-    row = run_control(
-        node, ids, options.sweep_control_calls, options.sweep_control_iterations, tuple(ctx.watch_pids)
+    ctx.progress(f"control: {calls:,} calls of a Lua loop of plain arithmetic")
+    with watch_run(ctx.watch_pids) as watch:
+        times, mixed = spin_times(node_client(client, queue.keys.active), calls, iterations)
+    row = control_row(
+        RunIds(ctx.run_dir.name, ctx.profile.name, CONTROL_PROTOCOL), times, calls, iterations, mixed
     )
+    row = dataclasses.replace(row, **watch.within(None).row_fields())
     ledger.add(SweepControlRow, [row])
     ctx.progress(control_line(row))
 
@@ -304,7 +273,7 @@ def run_stage(ctx: RunContext) -> None:
     options = ctx.profile.sweep
     protocols = ctx.profile.protocols
     planned = points_of(options, protocols)
-    tell = PointProgress(ctx.progress.step, len(planned))
+    tell = ctx.progress.step  # a line a point: measured, skipped or failed
     client = dataclasses.replace(ctx.settings, socket_timeout_s=SWEEP_TIMEOUT_S).connect()
     scenarios = {
         p: ScenarioQueue(
@@ -316,9 +285,8 @@ def run_stage(ctx: RunContext) -> None:
     try:
         for size, protocol, here in run_order(planned):
             ids = RunIds(ctx.run_dir.name, ctx.profile.name, protocol)
-            for skipped in (p for p in here if p.skipped):
-                point = skipped.point
-                tell(f"{point.label} {point.scenario} {size:,}: skipped, {skipped.skipped}")
+            for left in (p for p in here if p.skipped):
+                tell(f"{left.point.label} {left.point.scenario} {size:,}: skipped, {left.skipped}")
             to_run = [p.point for p in here if not p.skipped]
             outcome = measure_size(ctx, scenarios[protocol], size, to_run, tell) if to_run else None
             ledger.add(SweepCostRow, (row_of(ctx.run_dir, p, outcome, ids, options) for p in here))

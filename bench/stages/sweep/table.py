@@ -19,6 +19,7 @@ from bench.results.sweep import (
     judge_all,
     sliced_passes,
 )
+from bench.stages.sweep.plan import ECHOMQ, variant_label
 
 
 def fmt(value: Any, digits: int = 2) -> str:
@@ -79,15 +80,12 @@ def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
             header, cells, right=range(2, 7), keep_whole=(0, 1), width=(width or table_width()) - 2
         )
         lines += ["", f"active size {size:,}", indent(body, "  ")]
+        notes = [(r, r.skipped) for r in at_size]
+        notes += [(r, slow_calls_text(r.redis_slow_calls_max, r.round_trips)) for r in at_size]
         lines += [
-            wrap_note(f"  {variant_label(r.protocol, r.variant)} {r.scenario}: {r.skipped}", width, "    ")
-            for r in at_size
-            if r.skipped
-        ]
-        lines += [
-            wrap_note(f"  {variant_label(r.protocol, r.variant)} {r.scenario}: {slow}", width, "    ")
-            for r in at_size
-            if (slow := slow_calls_text(r.redis_slow_calls_max, r.round_trips))
+            wrap_note(f"  {variant_label(r.protocol, r.variant)} {r.scenario}: {note}", width, "    ")
+            for r, note in notes
+            if note
         ]
     if rows:
         lines += [
@@ -144,19 +142,13 @@ def goal_text(
     return "\n".join(lines)
 
 
-def variant_label(protocol: str, variant: str) -> str:
-    """As SweepCase.label: the variant, led by its protocol unless that is echomq."""
-    return variant if protocol == "echomq" else f"{protocol}.{variant}"
-
-
 def slopes(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
-    """Least-squares slope of log(sweep time) on log(size) per protocol, variant and scenario
-    (1 = linear, 2 = quadratic), over all sizes and over the two largest; keyed
-    ``<variant label>/<scenario>``."""
+    """Least-squares slope of log(sweep time) on log(size) (1 linear, 2 quadratic), over all sizes
+    and over the two largest, keyed ``<variant label>/<scenario>``."""
     fits: dict[str, dict[str, float]] = {}
 
     def label(row: Mapping[str, Any]) -> str:
-        return variant_label(row.get("protocol") or "echomq", row["variant"])
+        return variant_label(row.get("protocol") or ECHOMQ, row["variant"])
 
     pairs = sorted({(label(r), r["scenario"]) for r in rows})
     for variant, scenario in pairs:
@@ -165,14 +157,13 @@ def slopes(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
             for r in rows
             if label(r) == variant and r["scenario"] == scenario
         )
-        if fit is None:
-            continue
-        fits[f"{variant}/{scenario}"] = {
-            "slope": round(fit.slope, 3),
-            "slope_top_two": round(fit.slope_top_two, 3),
-            "from_size": int(fit.from_x),
-            "to_size": int(fit.to_x),
-        }
+        if fit is not None:
+            fits[f"{variant}/{scenario}"] = {
+                "slope": round(fit.slope, 3),
+                "slope_top_two": round(fit.slope_top_two, 3),
+                "from_size": int(fit.from_x),
+                "to_size": int(fit.to_x),
+            }
     return fits
 
 

@@ -1,11 +1,6 @@
-"""Inside pyperf's run: time the sweeps, and measure what pyperf does not.
-
-pyperf calls ``PointBench.time_point(loops, point)`` and gets back the time of
-the sweep calls alone: each sweep starts from a scenario restored untimed.
-Around each sweep the bench also takes round trips, Redis µs (commandstats),
-the longest single call (the hold), the probe's view, and the check that every
-stalled job ended in wait or failed exactly once, and writes them, per timed
-value, to a side file the stage merges.
+"""Inside pyperf's run: time the sweep calls alone (each from a scenario restored untimed), and
+write what pyperf does not measure (round trips, Redis µs, the hold, the probe, the check) to a
+side file a timed value.
 """
 
 from __future__ import annotations
@@ -13,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,20 +61,13 @@ class ValueRecord:
     errors: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
+        probe = self.probe
         return {
-            "sweep_s": self.sweep_s,
-            "round_trips": self.round_trips,
-            "calls": self.calls,
-            "server_us": self.server_us,
-            "reclaimed": self.reclaimed,
-            "hold_s": self.hold_s,
-            "redis_hold_us": self.redis_hold_us,
-            "redis_slow_calls": self.redis_slow_calls,
-            "probe_hdr": encode(self.probe.histogram),
-            "probe_busy": self.probe.busy,
-            "probe_errors": self.probe.errors,
-            "probe_sent": self.probe.sent,
-            "errors": self.errors,
+            **{f.name: getattr(self, f.name) for f in fields(self) if f.name != "probe"},
+            "probe_hdr": encode(probe.histogram),
+            "probe_busy": probe.busy,
+            "probe_errors": probe.errors,
+            "probe_sent": probe.sent,
         }
 
 
@@ -139,11 +127,10 @@ class PointBench:
         if len(connected.scenario.ids) != point.size:
             raise BenchError(f"the snapshot holds {len(connected.scenario.ids)} jobs, not {point.size}")
         if point.variant not in self.sweepers:
-            queue = connected.scenario.queue
             # The restore before each sweep clears a throttle key untimed: the sweep does not.
             self.sweepers[point.variant] = make_sweeper(
                 point.variant,
-                queue,
+                connected.scenario.queue,
                 max_stalled=BENCH_MAX_STALLED,
                 slice_size=self.slice_size,
                 budget_us=self.slice_budget_us,
@@ -185,7 +172,7 @@ class PointBench:
         elapsed = time.perf_counter() - started
         record.probe.add(probe.end())
         if result is None:
-            self._wait_for_redis(client)
+            wait_for_redis(client)
             self.current = None  # restore everything next time
             return elapsed
         record.sweep_s.append(elapsed)
@@ -205,10 +192,6 @@ class PointBench:
             record.errors.append(f"check failed: {problem}")
         return elapsed
 
-    @staticmethod
-    def _wait_for_redis(client: Client) -> None:
-        wait_for_redis(client)
-
     def close(self) -> None:
         if self.connected is not None:
             self.connected.probe.close()
@@ -217,10 +200,8 @@ class PointBench:
 
 
 def wait_for_redis(client: Client, poll_s: float = 0.1) -> None:
-    """After a failed or long sweep: wait until Redis answers again (a script may still be running).
-
-    A refused connection is not a busy server but a gone one: past UNREACHABLE_S of
-    those, give up at once instead of waiting out the sweep timeout."""
+    """After a failed or long sweep: wait until Redis answers again (a script may still be running);
+    refused connections for UNREACHABLE_S are a server gone, not busy: give up at once."""
     deadline = time.monotonic() + SWEEP_TIMEOUT_S
     refused_since: float | None = None
     while time.monotonic() < deadline:
