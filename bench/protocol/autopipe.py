@@ -105,7 +105,6 @@ class AutoPipeline:
         self._woken = False  # the last exchange woke callers other than its sender
         self.flushes = 0
         self.calls = 0
-        self.largest_flush = 0
         self._shas: dict[str, str] = {}
 
     def sleep(self, seconds: float) -> None:
@@ -215,7 +214,6 @@ class AutoPipeline:
         replies = self._send_now(calls)
         self.flushes += 1
         self.calls += len(calls)
-        self.largest_flush = max(self.largest_flush, len(calls))
         if self._on_flush is not None:
             scripts = sum(1 for call in calls if not isinstance(call, Command))
             refused = [reply for reply in replies if isinstance(reply, redis.ResponseError)]  # rare

@@ -235,9 +235,6 @@ class BullMQ(QueueProtocol):
     # The templates: each derived on first use from the package's builder, then kept. The
     # lookup runs once a call; the derivation (two builds) once a key.
 
-    def templates_kept(self) -> int:
-        return len(self._templates)
-
     def _kept(self, key: tuple[Any, ...], template: CallTemplate) -> CallTemplate:
         if len(self._templates) >= TEMPLATES_MAX:  # read here, so a test may lower it
             self._templates.clear()  # a caller with ever new values: never a stale one, never a leak

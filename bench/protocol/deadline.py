@@ -9,7 +9,7 @@ full pass that finds a job whose entry is missing, is in their headers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from bench.protocol.base import STAGE_CHUNK, EchoMQ, Job, ScriptCall, SweepSlice, WorkerOptions
@@ -57,17 +57,6 @@ def lapse_deadlines(pipe: Any, keys: QueueKeys, job_ids: Sequence[str], at_ms: i
     for start in range(0, len(job_ids), STAGE_CHUNK):
         chunk = job_ids[start : start + STAGE_CHUNK]
         pipe.zadd(deadlines_key(keys), {job_id: first + start + i for i, job_id in enumerate(chunk)}, xx=True)
-
-
-def lapse_locks(pipe: Any, keys: QueueKeys, job_ids: Iterable[str], at_ms: int) -> None:
-    """Queue on ``pipe`` what lapsed locks leave: no lock, and a deadline entry that has
-    passed (lapse_deadlines). A caller that stalls jobs by deleting their locks (a worker
-    crash, simulated) calls this, or the sweep sees them only when their old deadlines come."""
-    ids = list(job_ids)
-    if not ids:
-        return
-    pipe.delete(*(keys.lock(job_id) for job_id in ids))
-    lapse_deadlines(pipe, keys, ids, at_ms)
 
 
 class EchoMQDeadline(EchoMQ):

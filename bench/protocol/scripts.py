@@ -45,11 +45,6 @@ def script_source(file_name: str) -> str:
     return _expand(file_name, (LUA_DIR / file_name).read_text(), set())
 
 
-def numkeys(file_name: str) -> int:
-    """The key count a script's file name declares: ``<name>-<numkeys>.lua``."""
-    return int(file_name.rsplit("-", 1)[1].removesuffix(".lua"))
-
-
 @dataclass
 class Scripts:
     """The protocol's scripts registered on one client, loaded on the server."""
@@ -71,13 +66,6 @@ class Scripts:
             script: Script = getattr(self, step)
             return script
         return self.extra[step]
-
-    def by_file(self, file_name: str) -> Script:
-        for name, known in SCRIPT_FILES.items():
-            if known == file_name:
-                script: Script = getattr(self, name)
-                return script
-        return self.extra[file_name]
 
     def load(self, client: redis.Redis | RedisCluster) -> None:
         """SCRIPT LOAD every script, so no timed call pays for a NOSCRIPT reload."""
