@@ -38,9 +38,22 @@ class Sweeper(ABC):
         self.queue = queue
         self.max_stalled = max_stalled
 
-    @abstractmethod
     def sweep(self) -> SweepResult:
-        """One sweep. Returns what it reclaimed."""
+        """One sweep. Returns what it reclaimed, and the round trips it took."""
+        before = self.queue.client.round_trips
+        result = SweepResult()
+        self._sweep(result)
+        result.round_trips = self.queue.client.round_trips - before
+        return result
+
+    @abstractmethod
+    def _sweep(self, result: SweepResult) -> None: ...
+
+    def _timed(self, result: SweepResult, call: Callable[..., Any], *args: Any) -> Any:
+        started = time.perf_counter()
+        reply = call(*args)
+        result.longest_call_s = max(result.longest_call_s, time.perf_counter() - started)
+        return reply
 
 
 class AtomicSweeper(Sweeper):
@@ -90,29 +103,19 @@ class AtomicSweeper(Sweeper):
         """Whether the pass goes on in another call (a sliced sweep's)."""
         return False
 
-    def sweep(self) -> SweepResult:
-        before = self.queue.client.round_trips
-        result = SweepResult()
+    def _sweep(self, result: SweepResult) -> None:
         while True:
-            started = time.perf_counter()
-            reply = self._call(self.extra_args)
-            result.longest_call_s = max(result.longest_call_s, time.perf_counter() - started)
+            reply = self._timed(result, self._call, self.extra_args)
             result.calls += 1
             failed, moved = self.queue.protocol.read_swept(reply)
             result.failed.extend(failed)
             result.moved.extend(moved)
             if not self._goes_on(reply):
                 break
-        result.round_trips = self.queue.client.round_trips - before
-        return result
 
 
 # A pause between a sweeper's check and its act: simulates a network round trip.
 ActDelay = Callable[[], None]
-
-
-def _no_delay() -> None:
-    return None
 
 
 class AppSideSweeper(Sweeper):
@@ -126,7 +129,7 @@ class AppSideSweeper(Sweeper):
 
     name = "app_side"
 
-    def __init__(self, queue: Queue, max_stalled: int = 1, act_delay: ActDelay = _no_delay) -> None:
+    def __init__(self, queue: Queue, max_stalled: int = 1, act_delay: ActDelay = lambda: None) -> None:
         super().__init__(queue, max_stalled)
         self.act_delay = act_delay
 
@@ -144,24 +147,14 @@ class AppSideSweeper(Sweeper):
             result.moved.append(job_id)
         pipe.hset(job_key, "atm", attempts)
 
-    def _timed(self, result: SweepResult, call: Callable[..., Any], *args: Any) -> Any:
-        started = time.perf_counter()
-        reply = call(*args)
-        result.longest_call_s = max(result.longest_call_s, time.perf_counter() - started)
-        return reply
-
     def _snapshot(self, result: SweepResult) -> list[str]:
         """LRANGE active: the loop works from this copy, which is where its gaps come from."""
         reply = self._timed(result, self.queue.client.lrange, self.queue.keys.active, 0, -1)
         return [_text(i) for i in reply]
 
-    def sweep(self) -> SweepResult:
-        client = self.queue.client
-        keys = self.queue.keys
-        before = client.round_trips
-        result = SweepResult()
-        active = self._snapshot(result)
-        for job_id in active:
+    def _sweep(self, result: SweepResult) -> None:
+        client, keys = self.queue.client, self.queue.keys
+        for job_id in self._snapshot(result):
             if self._timed(result, client.exists, keys.lock(job_id)):
                 continue
             fields = self._timed(result, client.hgetall, keys.job(job_id))
@@ -172,8 +165,6 @@ class AppSideSweeper(Sweeper):
             pipe = client.pipeline(transaction=False)
             self._recover(pipe, job_id, attempts, result)
             self._timed(result, pipe.execute)
-        result.round_trips = client.round_trips - before
-        return result
 
 
 class AppSidePipelinedSweeper(AppSideSweeper):
@@ -194,11 +185,8 @@ class AppSidePipelinedSweeper(AppSideSweeper):
             replies.extend(self._timed(result, pipe.execute))
         return replies
 
-    def sweep(self) -> SweepResult:
-        client = self.queue.client
+    def _sweep(self, result: SweepResult) -> None:
         keys = self.queue.keys
-        before = client.round_trips
-        result = SweepResult()
         active = self._snapshot(result)
         exists = self._chunked(result, active, lambda p, j: p.exists(keys.lock(j)))
         lockless = [j for j, e in zip(active, exists, strict=True) if not e]
@@ -211,8 +199,6 @@ class AppSidePipelinedSweeper(AppSideSweeper):
             self._recover(pipe, job_id, attempts[job_id], result)
 
         self._chunked(result, lockless, recover)
-        result.round_trips = client.round_trips - before
-        return result
 
 
 def ensure_script(queue: Queue, file_name: str) -> None:
@@ -286,13 +272,8 @@ class AtomicSlicedSweeper(AtomicSweeper):
         return len(reply) >= 3  # two elements: the pass is done (or throttled)
 
 
-SWEEPERS: dict[str, type[Sweeper]] = {
-    AtomicSweeper.name: AtomicSweeper,
-    AtomicLinearSweeper.name: AtomicLinearSweeper,
-    AtomicSlicedSweeper.name: AtomicSlicedSweeper,
-    AppSideSweeper.name: AppSideSweeper,
-    AppSidePipelinedSweeper.name: AppSidePipelinedSweeper,
-}
+_ALL = (AtomicSweeper, AtomicLinearSweeper, AtomicSlicedSweeper, AppSideSweeper, AppSidePipelinedSweeper)
+SWEEPERS: dict[str, type[Sweeper]] = {cls.name: cls for cls in _ALL}
 
 
 def has_gap(variant: str) -> bool:
