@@ -20,8 +20,7 @@ from bench.errors import BenchError
 from bench.protocol.keys import QueueKeys
 from bench.protocol.scripts import SCRIPT_FILES, script_source
 
-# Return codes of moveToFinished and addJob (protocol.md).
-JOB_MISSING, LOCK_MISSING, NOT_ACTIVE, LOCK_MISMATCH, JOB_EXISTS = -1, -2, -3, -6, -5
+JOB_EXISTS = -5  # addJob's refusal of an id that exists (protocol.md)
 
 # The five steps every protocol provides, by the name its Scripts object uses.
 STEPS = ("add_job", "move_to_active", "move_to_finished", "sweep", "extend_lock")
@@ -129,12 +128,12 @@ class QueueProtocol(ABC):
         """The queue's key names (one hash tag, so one cluster slot)."""
 
     @abstractmethod
-    def script_sources(self) -> Mapping[str, str]:
-        """The full source Redis runs for each of STEPS."""
-
-    @abstractmethod
     def script_files(self) -> Mapping[str, str]:
         """The file each of STEPS comes from, by step (for meta.json and the report)."""
+
+    def script_sources(self) -> Mapping[str, str]:
+        """The full source Redis runs for each of STEPS (lua/'s files, includes expanded)."""
+        return {step: script_source(file) for step, file in self.script_files().items()}
 
     def version(self) -> str | None:
         """The version of the code the scripts come from (None: this repository's)."""
@@ -234,11 +233,8 @@ class EchoMQ(QueueProtocol):
     def keys(self, queue_name: str) -> QueueKeys:
         return QueueKeys(queue_name)
 
-    def script_sources(self) -> Mapping[str, str]:
-        return {step: script_source(SCRIPT_FILES[step]) for step in STEPS}
-
     def script_files(self) -> Mapping[str, str]:
-        return {step: SCRIPT_FILES[step] for step in STEPS}
+        return dict(SCRIPT_FILES)
 
     def add_job(
         self, keys: QueueKeys, *, name: str, data: str, job_id: str, priority: int, delay_ms: int, now_ms: int

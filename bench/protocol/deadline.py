@@ -14,7 +14,6 @@ from typing import Any, ClassVar
 
 from bench.protocol.base import STAGE_CHUNK, EchoMQ, Job, ScriptCall, SweepSlice, WorkerOptions
 from bench.protocol.keys import QueueKeys
-from bench.protocol.scripts import script_source
 
 # The scripts of each step (protocol.STEPS); addJob takes no lock, so it is lua/'s own.
 DEADLINE_SCRIPT_FILES: dict[str, str] = {
@@ -24,28 +23,25 @@ DEADLINE_SCRIPT_FILES: dict[str, str] = {
     "sweep": "moveStalledJobsToWaitDeadline-8.lua",
     "extend_lock": "extendLockDeadline-3.lua",
 }
-# Keys the scripts build from the prefix (the queue's hash tag, so its slot).
-DEADLINES_SUFFIX = "deadlines"
-FULL_PASS_SUFFIX = "deadline-full"
-PASS_SUFFIX = "deadline-pass"  # a pass spread over calls (a limit), while it runs
 # The full pass runs at most this often (ms): a job whose entry is missing is found
 # by the first full pass after it went missing and reclaimed by the sweep after that.
 FULL_PASS_MS = 60_000
 
 
+# Keys the scripts build from the prefix (so in the queue's slot).
 def deadlines_key(keys: QueueKeys) -> str:
     """The deadline index: a ZSET, one entry a locked job, score = when its lock expires (ms)."""
-    return keys.key(DEADLINES_SUFFIX)
+    return keys.key("deadlines")
 
 
 def full_pass_key(keys: QueueKeys) -> str:
     """The full pass's throttle (a STRING set with PX)."""
-    return keys.key(FULL_PASS_SUFFIX)
+    return keys.key("deadline-full")
 
 
 def pass_key(keys: QueueKeys) -> str:
-    """Where a pass spread over calls stands (a HASH), while it runs."""
-    return keys.key(PASS_SUFFIX)
+    """Where a pass spread over calls (a limit) stands (a HASH), while it runs."""
+    return keys.key("deadline-pass")
 
 
 def lapse_deadlines(pipe: Any, keys: QueueKeys, job_ids: Sequence[str], at_ms: int) -> None:
@@ -71,9 +67,6 @@ class EchoMQDeadline(EchoMQ):
     def __init__(self, full_pass_ms: int = FULL_PASS_MS, sweep_limit: int = 0) -> None:
         self.full_pass_ms = full_pass_ms  # 0: a full pass every sweep call
         self.sweep_limit = sweep_limit  # expired deadlines a sweep call reads; 0: all
-
-    def script_sources(self) -> Mapping[str, str]:
-        return {step: script_source(f) for step, f in DEADLINE_SCRIPT_FILES.items()}
 
     def script_files(self) -> Mapping[str, str]:
         return dict(DEADLINE_SCRIPT_FILES)

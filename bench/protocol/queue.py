@@ -9,6 +9,7 @@ many jobs in flight on one connection.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import uuid
@@ -19,18 +20,7 @@ from typing import Any, Literal, Protocol
 import redis
 
 from bench.errors import BenchError, ProtocolError
-from bench.protocol.base import (
-    JOB_EXISTS,
-    JOB_MISSING,
-    LOCK_MISMATCH,
-    LOCK_MISSING,
-    NOT_ACTIVE,
-    Job,
-    QueueProtocol,
-    ScriptCall,
-    WorkerOptions,
-    protocol_named,
-)
+from bench.protocol.base import Job, QueueProtocol, ScriptCall, WorkerOptions, protocol_named
 from bench.protocol.base import text as _text
 from bench.protocol.connection import Client
 from bench.protocol.keys import QueueKeys
@@ -38,8 +28,6 @@ from bench.protocol.scripts import Scripts, load_scripts
 
 Strategy = Literal["fused", "two_call", "two_call_pipelined"]
 STRATEGIES: tuple[Strategy, ...] = ("fused", "two_call", "two_call_pipelined")
-
-__all__ = ["JOB_EXISTS", "JOB_MISSING", "LOCK_MISMATCH", "LOCK_MISSING", "NOT_ACTIVE"]
 
 
 def now_ms() -> int:
@@ -61,13 +49,9 @@ Call = ScriptCall | Command
 
 
 class Sender(Protocol):
-    """Sends calls to Redis. The calls of one ``send`` go out together, in order, in one
-    exchange or (an auto-pipelined connection) beside other callers' calls.
-
-    Returns one reply per call; a call Redis refused comes back as its exception
-    (redis.ResponseError), while an exchange that failed (connection, timeout)
-    raises. ``label`` names the exchange for whoever times it.
-    """
+    """Sends calls to Redis, together and in order (an auto-pipelined connection: beside other
+    callers' calls). One reply a call; a call Redis refused comes back as its exception, while
+    an exchange that failed (connection, timeout) raises. ``label`` names it for a timer."""
 
     def send(self, calls: Sequence[Call], label: str = "") -> list[Any]: ...
 
@@ -146,14 +130,8 @@ class Queue:
 
     def delete(self) -> int:
         """Remove this queue's keys and nothing else. Returns how many were removed."""
-        removed = 0
-        batch: list[str] = []
-        for key in self.key_names():
-            batch.append(key)
-            if len(batch) >= 1000:
-                removed += int(self.client.unlink(*batch))
-                batch.clear()
-        if batch:
+        removed, names = 0, self.key_names()
+        while batch := list(itertools.islice(names, 1000)):
             removed += int(self.client.unlink(*batch))
         return removed
 
@@ -205,9 +183,6 @@ class Producer:
         ``enqueued_us`` stamps the jobs with an intended enqueue time instead of
         now: an open-loop producer behind schedule passes its slot's time, so
         end-to-end latency includes the time spent behind (no coordinated omission).
-
-        The pipeline calls EVALSHA with the known SHA: a pipeline holding a
-        Script object would first send SCRIPT EXISTS, a second round trip.
         """
         if count <= 0:
             return []
@@ -305,9 +280,7 @@ class Worker:
 
     def fetch_batch(self, count: int) -> list[Job]:
         """moveToActive ``count`` times in one exchange (one round trip); the jobs taken,
-        in order, each under its own token: fewer than ``count`` when wait ran short.
-
-        As in Producer.add_batch, a pipeline calls EVALSHA with the known SHA."""
+        in order, each under its own token: fewer than ``count`` when wait ran short."""
         if count <= 0:
             return []
         tokens = [self.new_token() for _ in range(count)]
