@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import TypeVar
 
 from bench.errors import BenchError
@@ -122,14 +122,7 @@ class QueueState:
 
     def sizes(self) -> dict[str, int]:
         """The state's sizes, by name: meta.json's record of it."""
-        return {
-            "wait": 0,
-            "active": 0,
-            "completed": self.completed,
-            "events": self.events,
-            "last_id": self.last_id,
-            "other_keys": self.other_keys,
-        }
+        return {"wait": 0, "active": 0, **asdict(self)}
 
 
 def _keys(protocol: str | QueueProtocol, queue_name: str) -> QueueKeys:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -49,12 +50,6 @@ def measure_phases(client: Client, calls: int, protocol: str | QueueProtocol = "
     return [(name, *measured) for name, measured in found]
 
 
-def _ticking(start_ms: int) -> Callable[[], int]:
-    """A clock that starts at ``start_ms`` and moves on 1 ms each time it is read."""
-    ticks = itertools.count(start_ms)
-    return lambda: next(ticks)
-
-
 # The instant a fixed clock starts at (2023-11-14T22:13:20Z): a 13-digit ms timestamp like a real one.
 FIXED_START_MS = 1_700_000_000_000
 
@@ -72,7 +67,7 @@ class Inputs:
     @classmethod
     def fixed(cls, queue_name: str) -> Inputs:
         """A clock ticking 1 ms a call from FIXED_START_MS, one worker id, ``queue_name``."""
-        return cls(_ticking(FIXED_START_MS), "phases-work0", queue_name)
+        return cls(itertools.count(FIXED_START_MS).__next__, "phases-work0", queue_name)
 
 
 def run_phases(
@@ -183,11 +178,10 @@ def cycle_commands(rows: Sequence[Row]) -> dict[str, Commands]:
     by_name = {row[0]: row[3] for row in rows}
     found: dict[str, Commands] = {}
     for cycle, phases in CYCLES.items():
-        total: Commands = {}
+        total: Counter[str] = Counter()
         for phase in phases:
-            for name, count in by_name[phase].items():
-                total[name] = total.get(name, 0.0) + count
-        found[cycle] = total
+            total.update(by_name[phase])
+        found[cycle] = dict(total)
     return found
 
 
