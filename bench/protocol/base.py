@@ -1,10 +1,8 @@
 """A queue protocol: where its scripts come from, its key layout, and how each step's call is built.
 
-The stages never build KEYS or ARGV themselves: a Producer, Worker or Sweeper
-asks its queue's protocol for a ``ScriptCall`` (script, KEYS, ARGV) and for the
-meaning of the reply. So a stage drives every protocol the same way, and adding
-one (BullMQ's own scripts, a variant of ours) is one class, registered in
-``PROTOCOLS`` by name and imported on first use.
+The stages never build KEYS or ARGV: a Producer, Worker or Sweeper asks its queue's
+protocol for a ``ScriptCall`` and for the meaning of the reply, so adding a protocol
+is one class, registered in ``PROTOCOLS``.
 """
 
 from __future__ import annotations
@@ -58,8 +56,7 @@ class Job:
         return int(value) if isinstance(value, int | float) else None
 
 
-# How job_payload's JSON begins, and BullMQ's compact JSON of it (no space): the enqueue time's
-# digits follow.
+# How job_payload's JSON begins (and BullMQ's compact JSON of it): the enqueue time's digits follow.
 T_US_HEAD = '{"t_us":'
 
 
@@ -194,9 +191,8 @@ class QueueProtocol(ABC):
     def sliced_sweep(
         self, keys: QueueKeys, *, max_stalled: int, now_ms: int, interval_ms: int, cut: SweepSlice
     ) -> ScriptCall:
-        """One call of the protocol's own sweep with a pass spread over calls, where
-        ``sliced_sweep_own``: at most ``cut.size`` ids a call, no further chunk past
-        ``cut.budget_us``; a reply of three elements means the pass goes on."""
+        """One call of the protocol's own sweep spread over calls (``sliced_sweep_own``); a reply
+        of three elements means the pass goes on."""
         raise NotImplementedError(f"{self.name} has no sweep of its own spread over calls")
 
     @abstractmethod
@@ -207,20 +203,17 @@ class QueueProtocol(ABC):
     # sweep-cost scenarios): what each protocol keeps besides locks and job hashes.
 
     def sweep_state_keys(self, keys: QueueKeys) -> list[str]:
-        """The keys a sweep reads and writes besides locks and job hashes: a scenario
-        snapshots them once and puts each back before every timed sweep."""
+        """The keys a scenario snapshots once and puts back before every timed sweep."""
         return [keys.active, keys.stalled]
 
     def reset_sweep_throttles(self, pipe: Any, keys: QueueKeys) -> None:
-        """Queue on ``pipe`` the throttle state every timed sweep starts from: none, so
-        the call sweeps (never a throttled no-op)."""
+        """Queue on ``pipe`` the throttle state every timed sweep starts from: none (no throttled no-op)."""
         pipe.delete(keys.stalled_check)
 
     def leave_stalled(self, pipe: Any, keys: QueueKeys, job_ids: Sequence[str], at_ms: int) -> None:
-        """Queue on ``pipe`` what jobs whose locks lapsed before the previous sweep left
-        besides the missing locks (the caller deletes those): that sweep's marks, and
-        whatever index the protocol keeps, so the next sweep call reclaims them.
-        ``job_ids`` oldest lapse first, the last at ``at_ms``."""
+        """Queue on ``pipe`` what jobs whose locks lapsed (the caller deletes those) before the
+        previous sweep left: its marks, and any index the protocol keeps, so the next sweep
+        reclaims them. ``job_ids`` oldest lapse first, the last at ``at_ms``."""
         for start in range(0, len(job_ids), STAGE_CHUNK):
             pipe.sadd(keys.stalled, *job_ids[start : start + STAGE_CHUNK])
 
@@ -299,9 +292,8 @@ class EchoMQ(QueueProtocol):
         return [text(i) for i in reply[0]], [text(i) for i in reply[1]]
 
 
-# Every protocol by name: "module:class". Imported on first use, so the bullmq package
-# is needed (and its version checked) only where the bullmq protocol runs, and a protocol in a
-# module of its own (echomq-deadline builds on EchoMQ here) brings no import cycle.
+# Every protocol by name: "module:class", imported on first use: the bullmq package is needed
+# only where its protocol runs, and a protocol built on EchoMQ brings no import cycle.
 PROTOCOLS: dict[str, str] = {
     "echomq": "bench.protocol.base:EchoMQ",
     "bullmq": "bench.protocol.bullmq:BullMQ",

@@ -179,14 +179,7 @@ class BullMQ(QueueProtocol):
         )
 
     def package_move_to_finished(
-        self,
-        keys: QueueKeys,
-        job: Job,
-        *,
-        fetch_next: bool,
-        failed: bool,
-        value: str,
-        options: WorkerOptions,
+        self, keys: QueueKeys, job: Job, *, fetch_next: bool, failed: bool, value: str, options: WorkerOptions
     ) -> ScriptCall:
         """moveToCompletedArgs / moveToFailedArgs of the job as BullMQ's Worker makes it from the
         fetched hash; the builder stamps the finish time itself."""

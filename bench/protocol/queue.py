@@ -1,10 +1,7 @@
 """The protocol client: a queue handle, a producer, and a worker with three strategies.
 
-Every call is built by the queue's protocol (bench/protocol/base.py), so
-the same Producer and Worker drive any protocol registered there. A Worker
-sends through a ``Sender``: its queue (each exchange on its own) or an
-``AutoPipeline`` (bench/protocol/autopipe.py), which carries the calls of
-many jobs in flight on one connection.
+Every call is built by the queue's protocol (base.py), so the same Producer and Worker
+drive any protocol. They send through a ``Sender``: the queue, or an ``AutoPipeline``.
 """
 
 from __future__ import annotations
@@ -178,12 +175,9 @@ class Producer:
         return added.job_id
 
     def add_batch(self, count: int, payload_bytes: int = 0, *, enqueued_us: int | None = None) -> list[str]:
-        """Add ``count`` jobs in one pipeline (one round trip); returns their ids.
-
-        ``enqueued_us`` stamps the jobs with an intended enqueue time instead of
-        now: an open-loop producer behind schedule passes its slot's time, so
-        end-to-end latency includes the time spent behind (no coordinated omission).
-        """
+        """Add ``count`` jobs in one pipeline (one round trip); returns their ids. An open-loop
+        producer behind schedule passes its slot's time as ``enqueued_us``, so end-to-end
+        latency includes the time spent behind (no coordinated omission)."""
         if count <= 0:
             return []
         calls = self.batch_calls(count, payload_bytes, enqueued_us)
@@ -235,10 +229,8 @@ class Worker:
 
     ``fused``: one moveToFinished with fetch next = 1, one call a job.
     ``two_call``: moveToFinished with fetch next = 0; on its reply, moveToActive.
-    ``two_call_pipelined``: the same two calls back to back in one exchange, the
-    second sent without waiting for the first's reply: one round trip, two
+    ``two_call_pipelined``: the same two calls in one exchange: one round trip, two
     scripts, and a gap between them where other clients' commands run.
-
     Calls go through ``sender`` (default: the queue itself, one exchange each).
     """
 
@@ -309,14 +301,7 @@ class Worker:
             return FinishOutcome(None, code)
         return FinishOutcome(self.read_job(reply, job.token))
 
-    def finish(
-        self,
-        job: Job,
-        *,
-        fetch_next: bool,
-        failed: bool = False,
-        value: str = "ok",
-    ) -> FinishOutcome:
+    def finish(self, job: Job, *, fetch_next: bool, failed: bool = False, value: str = "ok") -> FinishOutcome:
         """moveToFinished. With ``fetch_next`` the next job comes back locked with the same token."""
         call = self.finish_call(job, fetch_next=fetch_next, failed=failed, value=value)
         (reply,) = self._send([call], LABEL_FUSED if fetch_next else LABEL_FINISH)
@@ -329,9 +314,8 @@ class Worker:
         return outcome.next_job
 
     def complete_and_next(self, job: Job, want_next: bool = True) -> Job | None:
-        """Finish ``job`` and, when ``want_next``, get the next one by this worker's strategy.
-
-        A refused finish raises FinishRefused (a ProtocolError)."""
+        """Finish ``job`` (a refusal raises FinishRefused) and, when ``want_next``, get the next
+        one by this worker's strategy."""
         if not want_next:
             self._finished(job, fetch_next=False)
             return None
