@@ -1,16 +1,13 @@
-"""The calls the instructions stage counts beside the phases (bench.protocol.phases): two
-baselines a queue's scripts are read against, and one sweep of an active list whose every lock
-lapsed; and the state a queue's phases are counted in (QueueState).
+"""The calls the instructions stage counts beside the phases: two baselines, and one sweep of
+an active list whose every lock lapsed; and the state a queue's phases are counted in.
 
-Each is measured by a ``meter(action, calls)`` the caller brings (a callgrind'd server's count);
-the inputs are fixed (phases.Inputs.fixed: the clock, the worker, the queue's name), so the same
-calls carry the same bytes and cost the same instructions run after run.
+Each is measured by the caller's ``meter(action, calls)``; with fixed inputs (Inputs.fixed) the
+same calls carry the same bytes and cost the same instructions run after run.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import TypeVar
 
@@ -18,12 +15,11 @@ from bench.errors import BenchError
 from bench.protocol.base import STAGE_CHUNK, QueueProtocol, protocol_named
 from bench.protocol.connection import Client
 from bench.protocol.keys import QueueKeys
-from bench.protocol.phases import FIXED_START_MS, Inputs, keys_added
+from bench.protocol.phases import FIXED_START_MS, Inputs, Meter, keys_added
 from bench.protocol.queue import Producer, Queue, Worker, WorkerOptions
 from bench.protocol.sweep import AtomicSweeper, SweepResult, make_sweeper
 
 T = TypeVar("T")
-Meter = Callable[[Callable[[], object], int], T]
 
 PING = "PING"
 RETURN_ONE = "EVALSHA return 1"

@@ -1,11 +1,9 @@
 """What each script costs Redis, alone on a small queue: calls, µs and commands per call.
 
-Each phase runs one script ``calls`` times; INFO commandstats before and after
-give the EVALSHA calls and µs (Redis's time inside the call, not the network's)
-and every command the phase ran, the scripts' own included, so a protocol's
-extra writes on the hot path (echomq-deadline's ZADD and ZREM) show as counts
-beside the µs. Deltas only: the server's statistics are not reset, so nothing
-else may use the server meanwhile.
+Each phase runs one script ``calls`` times; INFO commandstats deltas give the EVALSHA calls
+and µs (inside Redis) and every command the phase ran, the scripts' own included (so
+echomq-deadline's extra ZADD and ZREM show). The statistics are not reset, so nothing else
+may use the server meanwhile.
 """
 
 from __future__ import annotations
@@ -31,6 +29,7 @@ from bench.protocol.sweep import AtomicSweeper
 Commands = dict[str, float]
 Row = tuple[str, int, float, Commands]
 T = TypeVar("T")
+Meter = Callable[[Callable[[], object], int], T]  # meter(action, calls): what calls of action measured
 
 
 def _measure(client: Client, action: Callable[[], object], calls: int) -> tuple[int, float, Commands]:
@@ -74,7 +73,7 @@ def run_phases(
     client: Client,
     calls: int,
     protocol: str | QueueProtocol,
-    meter: Callable[[Callable[[], object], int], T],
+    meter: Meter[T],
     inputs: Inputs | None = None,
     lead: int = 0,
     settle: Callable[[], object] = lambda: None,

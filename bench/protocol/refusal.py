@@ -1,12 +1,9 @@
 """Replies that mean every later call will fail too: the one classifier every stage asks.
 
-A server out of memory (OOM), a read-only replica (READONLY), a server whose
-last snapshot failed (MISCONF), a user without the rights (NOPERM), a server
-still loading its data (LOADING) or a cluster that is down (CLUSTERDOWN) refuses
-the next call as it refused this one. A run that went on would measure refusals
-and report them as a slow queue, so such a reply ends the run with one line
-saying what is wrong and what to do. Every other failed call is the caller's to
-count (timeouts, a dropped connection, a script's own error).
+A server out of memory, read-only, whose last snapshot failed, still loading, a user
+without the rights, or a cluster that is down refuses the next call as it refused this
+one. A run that went on would report refusals as a slow queue, so such a reply ends the
+run with one line saying what to do. Every other failed call is the caller's to count.
 """
 
 from __future__ import annotations
@@ -80,15 +77,11 @@ class ServerRefused(BenchError):
         self.kind = kind
 
 
-def _mb(value: object) -> str:
-    return f"{int(str(value)) / 1e6:.1f} MB"
-
-
 def _maxmemory(client: Client | None) -> str:
     """'maxmemory 3.1 MB' as the server says it now, or 'its maxmemory' when it will not."""
     if client is not None:
         with contextlib.suppress(redis.RedisError, KeyError, ValueError):
-            return f"maxmemory {_mb(client.info('memory')['maxmemory'])}"
+            return f"maxmemory {int(client.info('memory')['maxmemory']) / 1e6:.1f} MB"
     return "its maxmemory"
 
 

@@ -114,24 +114,19 @@ class AtomicSweeper(Sweeper):
                 break
 
 
-# A pause between a sweeper's check and its act: simulates a network round trip.
-ActDelay = Callable[[], None]
-
-
 class AppSideSweeper(Sweeper):
-    """The non-atomic baseline of protocol.md: one command a round trip, gaps kept.
-
-    Reclaims a job as soon as its lock is missing (nothing is marked first), so
-    two overlapping sweeps can both reclaim one job and both write the same
-    attempt count, and a job finished between the EXISTS and the LPUSH ends in
-    both completed and wait. These gaps are what the suite measures.
-    """
+    """The non-atomic baseline of protocol.md: one command a round trip, gaps kept (what the
+    suite measures). It reclaims a job as soon as its lock is missing, so two overlapping
+    sweeps can both reclaim one job, and a job finished between EXISTS and LPUSH ends in
+    both completed and wait."""
 
     name = "app_side"
 
-    def __init__(self, queue: Queue, max_stalled: int = 1, act_delay: ActDelay = lambda: None) -> None:
+    def __init__(
+        self, queue: Queue, max_stalled: int = 1, act_delay: Callable[[], None] = lambda: None
+    ) -> None:
         super().__init__(queue, max_stalled)
-        self.act_delay = act_delay
+        self.act_delay = act_delay  # between check and act: simulates a network round trip
 
     def _recover(self, pipe: Any, job_id: str, attempts: int, result: SweepResult) -> None:
         """Queue one job's recovery writes after its LREM: to failed or wait, then atm."""
@@ -168,9 +163,8 @@ class AppSideSweeper(Sweeper):
 
 
 class AppSidePipelinedSweeper(AppSideSweeper):
-    """The same loop with its commands batched: the EXISTS of every id in one
-    pipeline, the attempt counts of the lockless in one more, and every
-    recovery in one more (chunked at PIPELINE_CHUNK commands). Same gaps."""
+    """The same loop with its commands batched: every EXISTS in one pipeline, the lockless
+    ids' attempt counts in one more, every recovery in one more (chunked). Same gaps."""
 
     name = "app_side_pipelined"
 
@@ -232,11 +226,9 @@ SLICED_PASS_KEYS = ("stalled-prev", "stalled-pass")
 
 
 class AtomicSlicedSweeper(AtomicSweeper):
-    """The same contract with a bounded hold: each EVALSHA visits at most
-    ``slice_size`` ids of active; the sweep calls until the pass is done (a
-    reply of two elements). What it gives up is in the script's header. A
-    protocol whose own sweep spreads a pass over calls (``sliced_sweep_own``:
-    echomq-deadline, ``slice_size`` expired deadlines a call) is called instead."""
+    """The same contract with a bounded hold: each EVALSHA visits at most ``slice_size`` ids
+    of active, until the pass is done (a reply of two elements); what it gives up is in the
+    script's header. A protocol with ``sliced_sweep_own`` (echomq-deadline) is called instead."""
 
     name = "atomic_sliced"
     script_file = "moveStalledJobsToWaitSliced-8.lua"
@@ -302,11 +294,8 @@ def make_sweeper(
     clear_throttle: bool = True,
     budget_us: int = DEFAULT_SLICE_BUDGET_US,
 ) -> Sweeper:
-    """A sweeper of ``variant`` on ``queue``, given what applies to it: a simulated pause
-    of ``act_delay_ms`` between check and act where it has that gap, ``slice_size`` and
-    ``budget_us`` where it sweeps in slices, ``clear_throttle`` where the protocol throttles its sweep
-    (AtomicSweeper); every other variant ignores them. A variant that is not one of the
-    queue's protocol's sweeps is a one-line error."""
+    """A sweeper of ``variant`` on ``queue``, given those of the options that apply to it (a
+    variant ignores the others); a variant not of the queue's protocol is a one-line error."""
     factory = sweeper_class(variant)
     protocol = queue.protocol
     if not protocol.supports_sweep(variant):
