@@ -99,18 +99,11 @@ class AutoPipeline:
         self._held_pool: Any = None  # ... and its pool (a slot moved: no longer the queue's)
         self._woken = False  # the last exchange woke callers other than its sender
         self.flushes = 0
-        self.calls = 0
         self._shas: dict[str, str] = {}
 
     def sleep(self, seconds: float) -> None:
         """Sleep as this connection's simulated network does (its caller's greenlet or thread)."""
         (self._sleep or time.sleep)(seconds)
-
-    @property
-    def waiting(self) -> int:
-        """Callers whose calls wait for the next exchange."""
-        with self._lock:
-            return len(self._waiting)
 
     def send(self, calls: Sequence[Call], label: str = "") -> list[Any]:
         ticket = _Ticket(calls)
@@ -221,7 +214,6 @@ class AutoPipeline:
         self.queue.client.round_trips += 1  # one exchange on the wire, however many it carries
         replies = write_and_read(self._held, [self._command(call) for call in calls])
         self.flushes += 1
-        self.calls += len(calls)
         if self._on_flush is not None:
             scripts = sum(1 for call in calls if not isinstance(call, Command))
             refused = [reply for reply in replies if isinstance(reply, redis.ResponseError)]  # rare

@@ -113,10 +113,8 @@ _CLUSTER_URLS: dict[str, bool] = {}
 
 
 class RoundTripCounting:
-    """Counts a client's exchanges on the wire: one a command (CountingRedis, CountingRedisCluster).
-
-    ``round_trips`` is also a class default: redis-py's cluster constructor already sends COMMAND
-    (its key parser) through execute_command, before __init__ could set it."""
+    """Counts a client's exchanges on the wire: one a command. ``round_trips`` is also a class
+    default: redis-py's cluster constructor sends COMMAND before __init__ could set it."""
 
     round_trips = 0
 
@@ -167,13 +165,6 @@ class CountingRedisCluster(RoundTripCounting, RedisCluster):
             return super().info(section, *args, **kwargs)
         per_node = {name: node.info(section, *args) for name, node in primaries(self)}
         return merge_info(section, per_node)
-
-    def node_client(self, key: str) -> redis.Redis:
-        """The plain client of the master that serves ``key``'s slot now."""
-        node = self.get_node_from_key(key)
-        client = node.redis_connection or self.get_redis_connection(node)
-        assert client is not None
-        return client
 
 
 class CountingClusterPipeline(ClusterPipeline):
@@ -251,10 +242,13 @@ Client: TypeAlias = CountingRedis | CountingRedisCluster
 
 
 def node_client(client: Client, key: str) -> redis.Redis:
-    """The plain client of the server that holds ``key``: the client itself on one server."""
-    if isinstance(client, CountingRedisCluster):
-        return client.node_client(key)
-    return client
+    """The plain client of the server that holds ``key`` now: the client itself on one server."""
+    if not isinstance(client, CountingRedisCluster):
+        return client
+    node = client.get_node_from_key(key)
+    found = node.redis_connection or client.get_redis_connection(node)
+    assert found is not None
+    return found
 
 
 def primaries(client: Client) -> list[tuple[str, redis.Redis]]:
@@ -265,21 +259,18 @@ def primaries(client: Client) -> list[tuple[str, redis.Redis]]:
     return [(f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}", client)]
 
 
-def _packed(connection: Any, commands: Sequence[tuple[Any, ...]]) -> Any:
-    """The commands in RESP, one buffer: hiredis's packer straight (redis-py's own first walks
-    every argument in Python, the client's largest cost a call in a load driver's profile)."""
-    try:
-        return [b"".join([hiredis.pack_command(command) for command in commands])]
-    except TypeError:  # an argument hiredis does not take (a memoryview): redis-py's packer converts it
-        return connection.pack_commands(commands)
-
-
 def write_and_read(connection: Any, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
     """Every command written at once on ``connection``, then one reply each, a Redis error as a
     value (a whole reply: the connection stays in step). On any other failure the connection is
-    dropped, since replies left unread would be taken for the next exchange's; nothing is re-sent."""
+    dropped, since replies left unread would be taken for the next exchange's; nothing is re-sent.
+    Packed by hiredis straight: redis-py's packer first walks every argument in Python, the
+    client's largest cost a call in a load driver's profile."""
     try:
-        connection.send_packed_command(_packed(connection, commands), check_health=False)
+        try:
+            packed = [b"".join([hiredis.pack_command(command) for command in commands])]
+        except TypeError:  # an argument hiredis does not take (a memoryview): redis-py's packer converts it
+            packed = connection.pack_commands(commands)
+        connection.send_packed_command(packed, check_health=False)
         replies: list[Any] = []
         for _ in commands:
             try:
