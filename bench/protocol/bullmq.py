@@ -166,14 +166,9 @@ class BullMQ(QueueProtocol):
     ) -> ScriptCall:
         """moveToActive's KEYS from the package, its ARGV packed as Scripts.moveToActive packs them."""
         scripts = self.scripts_for(keys)
-        packed = msgpack.packb(
-            {
-                "token": token,
-                "lockDuration": options.lock_ms,
-                "limiter": _limiter(options.limiter_max, options.limiter_ms),
-            },
-            use_bin_type=True,
-        )
+        opts: dict[str, Any] = {"token": token, "lockDuration": options.lock_ms}
+        opts["limiter"] = _limiter(options.limiter_max, options.limiter_ms)
+        packed = msgpack.packb(opts, use_bin_type=True)
         return ScriptCall(
             "move_to_active", scripts.getKeys(list(FETCH_SUFFIXES)), [scripts.keys[""], now_ms, packed]
         )
@@ -185,12 +180,8 @@ class BullMQ(QueueProtocol):
         fetched hash; the builder stamps the finish time itself."""
         native = BullJob.fromJSON(self._worker(keys, options), job.fields, job.id)
         scripts = self.scripts_for(keys)
-        remove = keep_jobs(options.keep)
-        if failed:
-            built = scripts.moveToFailedArgs(native, value, remove, job.token, fetchNext=fetch_next)
-        else:
-            built = scripts.moveToCompletedArgs(native, value, remove, job.token, fetchNext=fetch_next)
-        finish_keys, args = built
+        build = scripts.moveToFailedArgs if failed else scripts.moveToCompletedArgs
+        finish_keys, args = build(native, value, keep_jobs(options.keep), job.token, fetchNext=fetch_next)
         return ScriptCall("move_to_finished", list(finish_keys), list(args))
 
     # The templates: each derived on first use from the package's builder, then kept. The
