@@ -30,9 +30,6 @@ def text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-# The data types of the interface: a job a worker holds, and a worker's options.
-
-
 @dataclass
 class Job:
     """A job a worker holds: its id, its hash at fetch time, and the token of its lock."""
@@ -107,17 +104,14 @@ class QueueProtocol(ABC):
     """One protocol's scripts, keys, argument builders and reply readers."""
 
     name: ClassVar[str]
-    # The hash field a sweep increments when it reclaims a job (the race counters read it).
-    attempts_field: ClassVar[str] = "atm"
-    # The hash field a finish increments (the same as attempts_field in echomq).
-    finish_attempts_field: ClassVar[str] = "atm"
-    # True when every sweep call sets the throttle key (an interval of 0 is refused): a
-    # caller that wants each call to sweep deletes ``keys.stalled_check`` before it.
+    attempts_field: ClassVar[str] = "atm"  # the hash field a sweep's reclaim increments (race counters)
+    finish_attempts_field: ClassVar[str] = "atm"  # the hash field a finish increments
+    # Every sweep call sets the throttle key (an interval of 0 is refused): a caller that wants
+    # each call to sweep deletes ``keys.stalled_check`` before it.
     sweep_throttled: ClassVar[bool] = False
-    # The sweep variants (bench.protocol.sweep) that implement this protocol's sweep; None: all.
-    sweep_variants: ClassVar[tuple[str, ...] | None] = None
-    # True when the protocol's own sweep step also spreads a pass over calls (sliced_sweep);
-    # else the suite's sliced script of lua/ is its sliced sweep.
+    sweep_variants: ClassVar[tuple[str, ...] | None] = None  # the sweep.py variants it has; None: all
+    # The protocol's own sweep step also spreads a pass over calls (sliced_sweep); else the
+    # sliced script of lua/ is its sliced sweep.
     sliced_sweep_own: ClassVar[bool] = False
 
     @abstractmethod
@@ -173,17 +167,10 @@ class QueueProtocol(ABC):
         """A fetch-step reply as (id, job fields); None when no job was taken."""
         return job_reply(reply)
 
-    def finish_code(self, reply: Any) -> int:
-        """A negative code when moveToFinished refused; else 0."""
-        return int(reply) if isinstance(reply, int) and reply < 0 else 0
-
     @abstractmethod
     def extend_lock(
         self, keys: QueueKeys, job: Job, *, options: WorkerOptions, now_ms: int
     ) -> ScriptCall: ...
-
-    def lock_extended(self, reply: Any) -> bool:
-        return int(reply) == 1
 
     @abstractmethod
     def sweep(self, keys: QueueKeys, *, max_stalled: int, now_ms: int, interval_ms: int) -> ScriptCall: ...

@@ -295,10 +295,9 @@ class Worker:
         )
 
     def read_finish(self, reply: Any, job: Job) -> FinishOutcome:
-        """A moveToFinished reply: its refusal code, or the next job (fused)."""
-        code = self.queue.protocol.finish_code(reply)
-        if code < 0:
-            return FinishOutcome(None, code)
+        """A moveToFinished reply: its refusal code (negative), or the next job (fused)."""
+        if isinstance(reply, int) and reply < 0:
+            return FinishOutcome(None, reply)
         return FinishOutcome(self.read_job(reply, job.token))
 
     def finish(self, job: Job, *, fetch_next: bool, failed: bool = False, value: str = "ok") -> FinishOutcome:
@@ -346,7 +345,7 @@ class Worker:
             self.queue.keys, job, options=self.options, now_ms=self.queue.clock()
         )
         (reply,) = self._send([call], "extendLock")
-        return self.queue.protocol.lock_extended(_raised(reply))
+        return int(_raised(reply)) == 1
 
     def run(self, max_jobs: int, idle_timeout_s: float = 0.2) -> int:
         """Process up to ``max_jobs``; stops when the queue stays empty. Returns jobs finished."""
