@@ -151,13 +151,10 @@ class QueueStaging:
     def stage(self, client: Client, protocol: str | QueueProtocol, queue_name: str) -> None:
         """``queue_name``'s keys brought to the state; the queue must hold no keys yet."""
         keys = _keys(protocol, queue_name)
-        built = {
-            key: self._dump(client, what, keys)
-            for what, key in (("completed", keys.completed), ("events", keys.events))
-        }
         fillers = [keys.key(f"filler:{i}") for i in range(self.state.other_keys)]
         pipe = client.pipeline(transaction=False)
-        for key, dump in built.items():
+        for what, key in (("completed", keys.completed), ("events", keys.events)):
+            dump = self._dump(client, what, keys)  # built on its own pipeline, at first use
             if dump is not None:  # None: the state has none
                 pipe.restore(key, 0, dump)
         pipe.set(keys.id_counter, self.state.last_id)
@@ -180,12 +177,9 @@ class QueueStaging:
                 first = self.state.last_id - size + 1
                 pipe = client.pipeline(transaction=False)
                 if what == "completed":  # each finished a millisecond apart, before the fixed clock starts
-                    ids = [str(first + i) for i in range(size)]
                     for start in range(0, size, STAGE_CHUNK):
-                        chunk = ids[start : start + STAGE_CHUNK]
-                        pipe.zadd(
-                            scratch, {job: FIXED_START_MS - size + start + i for i, job in enumerate(chunk)}
-                        )
+                        chunk = range(start, min(size, start + STAGE_CHUNK))
+                        pipe.zadd(scratch, {str(first + i): FIXED_START_MS - size + i for i in chunk})
                 else:  # ids at the fixed clock's instant, as the counted server's stand-still clock makes
                     for seq in range(first, self.state.last_id + 1):
                         pipe.xadd(
