@@ -26,23 +26,20 @@ from bench.protocol.connection import Client
 
 LOADING_WAIT_S = 5.0  # a server still loading its data is waited for this long, then refused
 
-# The reply's code anywhere in its text: a script's redis.call() wraps it in "Error running script".
-_CODES = {
-    "oom": re.compile(r"\bOOM\b|used memory > 'maxmemory'"),
-    "readonly": re.compile(r"\bREADONLY\b|read only replica"),
-    "misconf": re.compile(r"\bMISCONF\b"),
+# Each kind: redis-py's exception for it (None: none), and its code anywhere in a reply's text
+# (a script's redis.call() wraps it in "Error running script").
+_KINDS: dict[str, tuple[type[Exception] | None, re.Pattern[str]]] = {
+    "oom": (OutOfMemoryError, re.compile(r"\bOOM\b|used memory > 'maxmemory'")),
+    "readonly": (ReadOnlyError, re.compile(r"\bREADONLY\b|read only replica")),
+    "misconf": (None, re.compile(r"\bMISCONF\b")),
     # Redis 6.2 words a script's ACL refusal without the code
-    "noperm": re.compile(r"\bNOPERM\b|no permissions to|user executing the script can't"),
-    "loading": re.compile(r"\bLOADING\b|loading the dataset"),
-    "clusterdown": re.compile(r"\bCLUSTERDOWN\b|cluster is down"),
+    "noperm": (
+        NoPermissionError,
+        re.compile(r"\bNOPERM\b|no permissions to|user executing the script can't"),
+    ),
+    "loading": (BusyLoadingError, re.compile(r"\bLOADING\b|loading the dataset")),
+    "clusterdown": (ClusterDownError, re.compile(r"\bCLUSTERDOWN\b|cluster is down")),
 }
-_CLASSES: tuple[tuple[type[Exception], str], ...] = (
-    (OutOfMemoryError, "oom"),
-    (ReadOnlyError, "readonly"),
-    (NoPermissionError, "noperm"),
-    (BusyLoadingError, "loading"),
-    (ClusterDownError, "clusterdown"),
-)
 
 
 @dataclass(frozen=True)
@@ -58,12 +55,12 @@ def refusal(exc: BaseException) -> Refusal | None:
     if not isinstance(exc, redis.RedisError):
         return None
     said = first_line(exc, when_empty="")
-    for cls, kind in _CLASSES:
-        if isinstance(exc, cls):
+    for kind, (cls, _) in _KINDS.items():  # before ConnectionError: BusyLoadingError is one
+        if cls is not None and isinstance(exc, cls):
             return Refusal(kind, said)
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
         return None  # a lost server has its own path (the server watch, the audit)
-    for kind, pattern in _CODES.items():
+    for kind, (_, pattern) in _KINDS.items():
         if pattern.search(said):
             return Refusal(kind, said)
     return None
