@@ -70,13 +70,9 @@ class _Ticket:
 
 class AutoPipeline:
     """A Sender over one connection (the queue's client) that pipelines calls issued meanwhile.
-
-    ``rtt_s`` simulates the network: each exchange waits that long once, as a round trip
-    would. ``sleep`` is how it waits (default time.sleep, looked up when called: cooperative
-    once gevent has patched it). ``pause(woken)`` runs before every exchange and must yield
-    when the last one's replies woke other callers (default: time.sleep(0) then).
-    ``on_flush`` hears of every exchange.
-    """
+    ``rtt_s``: each exchange waits that long once, as a round trip would, by ``sleep`` (default
+    time.sleep, looked up when called: cooperative under gevent). ``pause(woken)`` runs before
+    every exchange and must yield when the last one's replies woke other callers."""
 
     def __init__(
         self,
@@ -197,12 +193,9 @@ class AutoPipeline:
             replies[i] = reply
 
     def _exchange(self, calls: list[Call], resent: bool) -> list[Any]:
-        """One round trip: the simulated network's wait, then the calls, one reply each.
-
-        On the connection this pipeline holds, not through the client's execute_command: that
-        path asks the pool for a connection and polls it for stale data on every command, which
-        costs more client CPU than the exchange itself (most under gevent, whose poll is Python).
-        Replies come as Redis sent them (no redis-py response callbacks)."""
+        """One round trip: the simulated network's wait, then the calls, one reply each (as Redis
+        sent them). On the held connection, not the client's execute_command, whose pool and
+        stale-data poll on every command cost more client CPU than the exchange (most under gevent)."""
         slept_us = 0
         if self.rtt_s > 0:
             before = time.perf_counter()

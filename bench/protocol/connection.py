@@ -64,13 +64,9 @@ class RedisSettings:
         return f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
 
     def connect(self) -> Client:
-        """A client on its own connection pool that never re-sends a command.
-
-        redis-py retries a failed or timed-out command by default, but a script such as
-        moveToFinished or the sweep is not idempotent: a re-send could apply it twice. So
-        retries are off, and a timeout surfaces as redis.TimeoutError for the caller to count.
-        A cluster client still follows MOVED and ASK: a redirected command did not run.
-        """
+        """A client on its own connection pool that never re-sends a command: a script such as
+        moveToFinished or the sweep is not idempotent, so a timeout surfaces as redis.TimeoutError
+        for the caller to count. A cluster client still follows MOVED and ASK (it did not run)."""
         if not self.is_cluster():
             return self.connect_single()
         client = CountingRedisCluster.from_url(self.url, **self._options())  # learns the slots there

@@ -1,10 +1,8 @@
 """echomq-deadline: lua/'s protocol with each lock's deadline also kept in a sorted set.
 
-The same contract for every caller (return codes, queue states, the two-pass
-grace), but the sweep reads only the ids whose deadline has passed, so a
-healthy sweep costs a few commands however long active is. The scripts are
-lua/*Deadline-*.lua (addJob is lua/'s own); what each one adds, and the slow
-full pass that finds a job whose entry is missing, is in their headers.
+The same contract for every caller, but the sweep reads only the ids whose deadline has
+passed, so a healthy sweep costs a few commands however long active is. What each script
+(lua/*Deadline-*.lua) adds, and the full pass that finds a missing entry, is in its header.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from typing import Any, ClassVar
 from bench.protocol.base import STAGE_CHUNK, EchoMQ, Job, ScriptCall, SweepSlice, WorkerOptions
 from bench.protocol.keys import QueueKeys
 
-# The scripts of each step (protocol.STEPS); addJob takes no lock, so it is lua/'s own.
+# addJob takes no lock, so it is lua/'s own.
 DEADLINE_SCRIPT_FILES: dict[str, str] = {
     "add_job": "addJob-6.lua",
     "move_to_active": "moveToActiveDeadline-11.lua",

@@ -79,14 +79,12 @@ def run_phases(
     settle: Callable[[], object] = lambda: None,
     until: str | None = None,
 ) -> list[tuple[str, T]]:
-    """Each phase's ``meter(action, calls)``, on a queue of ``calls`` jobs, in this order: what
-    a phase measured is the meter's (INFO commandstats deltas, or instructions counted).
+    """Each phase's ``meter(action, calls)`` (commandstats deltas, or instructions counted), on a
+    queue of ``calls`` jobs, in this order, ending after ``until`` (None: every phase).
 
-    Before its metered calls, each phase calls ``settle()`` and then runs ``lead`` calls unmetered
-    (the healthy sweep at most SWEEP_LEAD: its calls are long), so the metered calls start from
-    the phase's own steady state: past the first calls' one-time work (a list or a stream
-    created) and Lua's collector in its rhythm. keys_added says what the phases hold at most.
-    The phases end after ``until`` (None: every phase)."""
+    Each phase calls ``settle()``, then runs ``lead`` calls unmetered (the healthy sweep at most
+    SWEEP_LEAD: its calls are long), so the metered calls start past the first calls' one-time
+    work (a list or a stream created) and with Lua's collector in its rhythm."""
     inputs = inputs or Inputs()
     rows: list[tuple[str, T]] = []
 
