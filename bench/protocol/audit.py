@@ -36,9 +36,8 @@ class AuditResult:
 
     @property
     def ok(self) -> bool:
-        lost_server = self.server_restarted or bool(self.server_unreachable or self.lost_shards)
-        lost_server = lost_server or bool(self.refused)
-        return not (self.missing or self.duplicated or self.unknown or lost_server)
+        lost = self.server_restarted or self.server_unreachable or self.lost_shards or self.refused
+        return not (self.missing or self.duplicated or self.unknown or lost)
 
     @property
     def verdict(self) -> str:

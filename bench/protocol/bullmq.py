@@ -260,14 +260,10 @@ class BullMQ(QueueProtocol):
             return call.keys, call.args
 
         first, second = ((SENTINEL_IDS[i], SENTINEL_TOKENS[i], SENTINEL_STAMPS[i]) for i in (0, 1))
-        template = derive(
-            build,
-            first,
-            second,
-            fixed_args={FINISH_STAMP_ARG: FINISH_STAMP},
-            what="BullMQ's moveToFinishedArgs",
+        fixed = {FINISH_STAMP_ARG: FINISH_STAMP}
+        return self._kept(
+            key, derive(build, first, second, fixed_args=fixed, what="BullMQ's moveToFinishedArgs")
         )
-        return self._kept(key, template)
 
     # The protocol's steps: a template filled per call.
 
