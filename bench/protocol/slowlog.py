@@ -80,15 +80,12 @@ class SlowlogWatch:
     def stop(self) -> SlowlogSpan:
         if not self.usable:
             return SlowlogSpan(None, None)
-        entries: list[dict[str, Any]] = []
         try:
-            latest = _latest_id(self.node)
-            if latest > self.from_id:
-                entries = self.node.slowlog_get(latest - self.from_id)
+            logged = max(0, _latest_id(self.node) - self.from_id)
+            entries: list[dict[str, Any]] = self.node.slowlog_get(logged) if logged else []
         except redis.RedisError:
             return SlowlogSpan(None, None)
         mine = [e for e in entries if int(e["id"]) > self.from_id]
-        logged = latest - self.from_id if latest > self.from_id else 0
         scripts = [int(e["duration"]) for e in mine if _name(e) in SCRIPT_CALLS]
         return SlowlogSpan(
             max(scripts) if scripts else None,

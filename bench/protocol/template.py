@@ -155,13 +155,8 @@ def _patch(at: int, element: Any, sentinels: Sequence[Any]) -> Patch | None:
 
 
 def _patches(elements: Sequence[Any], sentinels: Sequence[Any], fixed: dict[int, int]) -> tuple[Patch, ...]:
-    patches: list[Patch] = [Slot(at, slot) for at, slot in fixed.items()]
-    for at, element in enumerate(elements):
-        if at not in fixed:
-            patch = _patch(at, element, sentinels)
-            if patch is not None:
-                patches.append(patch)
-    return tuple(patches)
+    found = (_patch(at, element, sentinels) for at, element in enumerate(elements) if at not in fixed)
+    return (*(Slot(at, slot) for at, slot in fixed.items()), *(patch for patch in found if patch is not None))
 
 
 def same_call(a: Built, b: Built) -> bool:
