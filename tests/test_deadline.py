@@ -22,12 +22,11 @@ from bench.protocol.deadline import (
     deadlines_key,
     full_pass_key,
     lapse_deadlines,
-    lapse_locks,
     pass_key,
 )
 from bench.protocol.phases import command_difference, cycle_commands, measure_phases
 from bench.protocol.queue import Job, Producer, Queue, Worker, WorkerOptions, now_ms
-from bench.protocol.scripts import numkeys, script_source
+from bench.protocol.scripts import script_source
 from bench.protocol.sweep import AtomicSweeper
 from tests.helpers import ids, wait_until
 
@@ -101,9 +100,10 @@ def fetch_at(queue: Queue, ts: int, token: str = "w:1", lock_ms: int = LOCK_MS) 
 
 
 def lapse(queue: Queue, job_ids: list[str]) -> None:
-    """The locks of ``job_ids`` expired a moment ago."""
+    """The locks of ``job_ids`` expired a moment ago: gone, and their deadlines passed."""
     pipe = queue.client.pipeline(transaction=False)
-    lapse_locks(pipe, queue.keys, job_ids, now_ms() - 1)
+    pipe.delete(*(queue.keys.lock(job_id) for job_id in job_ids))
+    lapse_deadlines(pipe, queue.keys, job_ids, now_ms() - 1)
     pipe.execute()
 
 
@@ -121,7 +121,7 @@ def stalled_jobs(queue: Queue, count: int) -> list[Job]:
 def test_every_script_declares_its_keys_and_the_derived_keys_in_its_header():
     for step, file_name in DEADLINE_SCRIPT_FILES.items():
         source = script_source(file_name)
-        n = numkeys(file_name)
+        n = int(file_name.rsplit("-", 1)[1].removesuffix(".lua"))  # <name>-<numkeys>.lua
         assert source.startswith("--[["), file_name
         assert f"KEYS[{n}]" in source and f"KEYS[{n + 1}]" not in source, file_name
         assert "@include" not in source, file_name
@@ -430,7 +430,8 @@ def test_a_limited_pass_spans_calls_and_reclaims_in_the_next_pass_oldest_first(c
         ts = now_ms()
         pipe = client.pipeline(transaction=False)
         for age, job in zip((1, 3, 2), jobs, strict=True):  # job 2 lapsed first, then 3, then 1
-            lapse_locks(pipe, queue.keys, [job.id], ts - age * 1000)
+            pipe.delete(queue.keys.lock(job.id))
+            lapse_deadlines(pipe, queue.keys, [job.id], ts - age * 1000)
         pipe.execute()
         call = queue.protocol.sweep(queue.keys, max_stalled=1, now_ms=now_ms(), interval_ms=0)
         assert queue.call(call) == [[], [], 1]  # two read and marked, one left: the pass goes on

@@ -60,7 +60,7 @@ def _marks(queue: Queue) -> tuple[int, int]:
 
 def pass_work(queue: Queue, budget_us: int = NO_BUDGET) -> list[CallWork]:
     """One whole pass of the sliced sweep, call by call, with what each call did."""
-    script = queue.scripts.by_file(AtomicSlicedSweeper.script_file)
+    script = queue.scripts.by_step(AtomicSlicedSweeper.script_file)
     keys = queue.keys
     work: list[CallWork] = []
     members, size = _marks(queue)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.protocol.deadline import lapse_locks
+from bench.protocol.deadline import lapse_deadlines
 from bench.protocol.queue import Job, Producer, Queue, Worker, WorkerOptions, now_ms
 from bench.protocol.sweep import AppSidePipelinedSweeper, AppSideSweeper, AtomicSweeper
 from tests.helpers import PROTOCOL_NAMES, has_deadlines, ids
@@ -41,7 +41,8 @@ def drop_locks(queue: Queue, jobs: list[Job]) -> None:
         queue.client.delete(*(queue.keys.lock(j.id) for j in jobs))
         return
     pipe = queue.client.pipeline(transaction=False)
-    lapse_locks(pipe, queue.keys, [j.id for j in jobs], now_ms() - 1)
+    pipe.delete(*(queue.keys.lock(j.id) for j in jobs))
+    lapse_deadlines(pipe, queue.keys, [j.id for j in jobs], now_ms() - 1)
     pipe.execute()
 
 

@@ -336,9 +336,9 @@ def test_a_sweep_that_times_out_is_an_error_and_is_never_sent_again(settings, cl
 
         name = "atomic"
 
-        def sweep(self) -> SweepResult:
+        def _sweep(self, result: SweepResult) -> None:
             self.queue.client.eval("redis.call('INCR', KEYS[1])" + SPIN, 1, self.queue.keys.key("runs"), 400)
-            return SweepResult(calls=1)
+            result.calls = 1
 
     scenario = ScenarioQueue.build(Queue.open(client, f"t-{uuid.uuid4().hex[:10]}"), 5)
     monkeypatch.setattr(sweep_worker, "SWEEP_TIMEOUT_S", 0.15)

@@ -195,7 +195,7 @@ def test_a_marked_id_no_longer_in_active_is_skipped(queue: Queue, variant: str):
 def test_evalsha_with_the_protocol_argv_returns_the_protocol_reply(queue: Queue, variant: str):
     [job] = fetch(queue, 1)
     sweeper = atomic(queue, variant)
-    script = queue.scripts.by_file(sweeper.script_file)
+    script = queue.scripts.by_step("sweep" if sweeper.protocol_step else sweeper.script_file)
     keys = queue.keys
     args = [1, keys.prefix, now_ms(), 0]  # no ARGV[5]: the sliced sweep's default slice
     assert script(keys.sweep_keys(), args) == [[], []]
@@ -318,7 +318,7 @@ def test_sliced_pass_left_by_one_client_is_finished_by_another(queue: Queue, set
     AtomicSlicedSweeper(queue, max_stalled=5, slice_size=3).sweep()
     lose_lock(queue, *jobs)
     keys = queue.keys
-    script = queue.scripts.by_file(AtomicSlicedSweeper.script_file)
+    script = queue.scripts.by_step(AtomicSlicedSweeper.script_file)
     partial = script(keys.sweep_keys(), [5, keys.prefix, now_ms(), 0, 3])
     assert len(partial) == 3 and partial[2] == 6  # six ids still to visit
     other = settings.connect()

@@ -36,9 +36,8 @@ class AuditResult:
 
     @property
     def ok(self) -> bool:
-        lost_server = self.server_restarted or bool(self.server_unreachable or self.lost_shards)
-        lost_server = lost_server or bool(self.refused)
-        return not (self.missing or self.duplicated or self.unknown or lost_server)
+        lost = self.server_restarted or self.server_unreachable or self.lost_shards or self.refused
+        return not (self.missing or self.duplicated or self.unknown or lost)
 
     @property
     def verdict(self) -> str:
@@ -63,14 +62,10 @@ class AuditResult:
 
 def placements(queue: Queue) -> Counter[tuple[str, str]]:
     """How many times each (place, id) occurs now."""
-    client, keys = queue.client, queue.keys
     found: Counter[tuple[str, str]] = Counter()
-    for place, key in (("wait", keys.wait), ("active", keys.active)):
-        for job_id in client.lrange(key, 0, -1):
-            found[(place, _text(job_id))] += 1
-    for place, key in (("completed", keys.completed), ("failed", keys.failed)):
-        for member in client.zrange(key, 0, -1):
-            found[(place, _text(member))] += 1
+    for place in PLACES:  # wait and active are lists, completed and failed sorted sets
+        read = queue.client.lrange if place in ("wait", "active") else queue.client.zrange
+        found.update((place, _text(job_id)) for job_id in read(queue.keys.key(place), 0, -1))
     return found
 
 

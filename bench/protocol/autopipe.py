@@ -1,22 +1,16 @@
 """One connection shared by many jobs in flight, auto-pipelined as a Node BullMQ worker's is.
 
-Callers (threads, or greenlets where gevent has patched ``threading``) call
-``send`` at any time. With no exchange on the wire, the caller sends at once.
-While one is in flight, the calls issued meanwhile wait, and all go out
-together in the next exchange, in the order issued. So a flush carries
-several jobs' calls and round trips per job fall below one, while each call
-is still exactly one command.
+With no exchange on the wire a caller sends at once; while one is in flight, the
+calls issued meanwhile wait and all go out together in the next exchange, in
+order. So round trips per job fall below one, while each call is still one command.
+The caller whose flush it is does the sending (no sender thread): a lone caller
+pays no hand-over. Only the standard library's ``threading``: inside Locust gevent
+has patched it, so the locks are cooperative.
 
-The caller whose flush it is does the sending (there is no sender thread):
-the first caller, and after each flush the first of the calls that waited.
-A lone caller therefore pays no hand-over at all. After an exchange whose
-replies woke other callers, the next sender first yields once, so the calls
-those callers issue on their replies join its exchange, as a Node worker's
-reply callbacks all run before its auto-pipeline flushes.
-
-Only the standard library's ``threading`` here: inside Locust gevent has
-patched it, so the locks are cooperative and a flush in flight lets the
-other greenlets run and queue their calls.
+While an operator moves a queue's slot, the cluster's answers that a call belongs
+elsewhere (MOVED, ASK, TRYAGAIN; docs/cluster.md) are followed here: redis-py's
+cluster client follows them only on its own command path. None of those calls
+ran where it was refused, so sending them again runs each once.
 """
 
 from __future__ import annotations
@@ -30,24 +24,27 @@ from typing import Any
 import redis
 from redis.exceptions import AskError, MovedError, NoScriptError, TryAgainError
 
-from bench.protocol.connection import node_client, write_and_read
+from bench.protocol.connection import CountingRedisCluster, node_client, write_and_read
 from bench.protocol.queue import Call, Command, Queue
-from bench.protocol.redirects import ask, learn_moved, redirected, retry_tryagain
 
 REDIRECT_ROUNDS = 5  # MOVED, ASK and TRYAGAIN followed this many times over for one flush
-REFUSED_ELSEWHERE = (MovedError, AskError, TryAgainError)  # a cluster's slot moving (redirects.py)
+REFUSED_ELSEWHERE = (MovedError, AskError, TryAgainError)  # a cluster's slot moving
+TRYAGAIN_PAUSE_S = 0.02
+# A script's keys are moved over several MIGRATE batches: until the last, it is refused. About
+# 2 s for the slot's move to end before the call fails (redis-py's own gives up after 0.15 s).
+TRYAGAIN_TIMES = 100
 
 
 @dataclass(frozen=True)
 class Flush:
-    """One exchange on the wire, as the connection reports it after the reply came back."""
+    """One exchange on the wire, reported after the reply came back."""
 
     calls: int  # commands it carried (script calls and plain commands)
     script_calls: int  # of which EVALSHA of the queue's scripts
     slept_us: int  # the simulated network's wait (rtt), 0 without one
     noscript: int = 0  # calls Redis refused with NOSCRIPT (they had not run: sent again after SCRIPT LOAD)
     resent: bool = False  # this exchange is such a second sending
-    # a cluster's slot moving (redirects.py): calls answered MOVED, ASK or TRYAGAIN, followed
+    # a cluster's slot moving: calls answered MOVED, ASK or TRYAGAIN, followed
     moved: int = 0
     asked: int = 0
     tryagain: int = 0
@@ -73,15 +70,9 @@ class _Ticket:
 
 class AutoPipeline:
     """A Sender over one connection (the queue's client) that pipelines calls issued meanwhile.
-
-    ``rtt_s`` simulates the network: each exchange waits that long once, whatever
-    it carries, as a real round trip would. ``sleep`` is how it waits (default
-    time.sleep, looked up when called: cooperative once gevent has patched it).
-    ``pause(woken)`` runs before every exchange, ``woken`` telling whether the last
-    one's replies woke other callers; it must yield then, so their next calls join
-    (default: time.sleep(0) when woken; Locust's also lets its event loop poll).
-    ``on_flush`` hears of every exchange.
-    """
+    ``rtt_s``: each exchange waits that long once, as a round trip would, by ``sleep`` (default
+    time.sleep, looked up when called: cooperative under gevent). ``pause(woken)`` runs before
+    every exchange and must yield when the last one's replies woke other callers."""
 
     def __init__(
         self,
@@ -104,19 +95,11 @@ class AutoPipeline:
         self._held_pool: Any = None  # ... and its pool (a slot moved: no longer the queue's)
         self._woken = False  # the last exchange woke callers other than its sender
         self.flushes = 0
-        self.calls = 0
-        self.largest_flush = 0
         self._shas: dict[str, str] = {}
 
     def sleep(self, seconds: float) -> None:
         """Sleep as this connection's simulated network does (its caller's greenlet or thread)."""
         (self._sleep or time.sleep)(seconds)
-
-    @property
-    def waiting(self) -> int:
-        """Callers whose calls wait for the next exchange."""
-        with self._lock:
-            return len(self._waiting)
 
     def send(self, calls: Sequence[Call], label: str = "") -> list[Any]:
         ticket = _Ticket(calls)
@@ -137,10 +120,8 @@ class AutoPipeline:
 
     def _lead(self, own: _Ticket) -> None:
         """Send everything waiting (``own`` among it) in one exchange; hand over to the next."""
-        # When the last exchange's replies woke other callers, let them run and issue their next
-        # calls first, so those go in this exchange (a Node worker's reply callbacks all run
-        # before its auto-pipeline flushes). time.sleep(0) yields: to the woken greenlets under
-        # gevent, the interpreter to the woken threads otherwise.
+        # Callers the last replies woke issue their next calls first, so those join this exchange
+        # (as a Node worker's reply callbacks all run before its auto-pipeline flushes).
         woken, self._woken = self._woken, False
         if self._pause is not None:
             self._pause(woken)
@@ -174,9 +155,7 @@ class AutoPipeline:
             # SCRIPT FLUSH (or a restart) dropped the scripts: those calls did not run, so,
             # as redis-py's Script does, load them again and send those calls once more.
             self.queue.scripts.load(self.queue.client)
-            again = self._exchange([calls[i] for i in missing], resent=True)
-            for i, reply in zip(missing, again, strict=True):
-                replies[i] = reply
+            self._resend(calls, replies, missing)
         self._follow(calls, replies)
         at = 0
         for ticket in batch:
@@ -192,30 +171,42 @@ class AutoPipeline:
                 return
             moved = redirected(replies, MovedError)
             if moved:
-                learn_moved(self.queue.client, replies[moved[0]])
+                if isinstance(self.queue.client, CountingRedisCluster):  # its slot map learns the owner
+                    self.queue.client.nodes_manager.move_slot(replies[moved[0]])
                 self.close()  # the next exchange takes a connection of the slot's new owner
-                again = self._exchange([calls[i] for i in moved], resent=True)
-                for i, reply in zip(moved, again, strict=True):
-                    replies[i] = reply
+                self._resend(calls, replies, moved)
             for i in redirected(replies, AskError):
                 replies[i] = ask(self.queue.client, replies[i], self._command(calls[i]))
-            if redirected(replies, TryAgainError):
-                retry_tryagain(replies, calls, self._resend, self._sleep or time.sleep)
+            # TRYAGAIN: a call over keys of the slot, some moved and some not; sent again until it runs
+            waiting = redirected(replies, TryAgainError)
+            for _ in range(TRYAGAIN_TIMES):
+                if not waiting:
+                    break
+                (self._sleep or time.sleep)(TRYAGAIN_PAUSE_S)
+                self._resend(calls, replies, waiting)
+                waiting = [i for i in waiting if isinstance(replies[i], TryAgainError)]
 
-    def _resend(self, calls: list[Call]) -> list[Any]:
-        return self._exchange(calls, resent=True)
+    def _resend(self, calls: list[Call], replies: list[Any], indices: list[int]) -> None:
+        """The calls at ``indices`` sent once more, their replies put in place."""
+        again = self._exchange([calls[i] for i in indices], resent=True)
+        for i, reply in zip(indices, again, strict=True):
+            replies[i] = reply
 
     def _exchange(self, calls: list[Call], resent: bool) -> list[Any]:
-        """One round trip: the simulated network's wait, then the calls, one reply each."""
+        """One round trip: the simulated network's wait, then the calls, one reply each (as Redis
+        sent them). On the held connection, not the client's execute_command, whose pool and
+        stale-data poll on every command cost more client CPU than the exchange (most under gevent)."""
         slept_us = 0
         if self.rtt_s > 0:
             before = time.perf_counter()
             (self._sleep or time.sleep)(self.rtt_s)
             slept_us = int((time.perf_counter() - before) * 1e6)
-        replies = self._send_now(calls)
+        if self._held is None:  # the pool of the queue's server (on a cluster, its slot's master)
+            self._held_pool = node_client(self.queue.client, self.queue.keys.tag).connection_pool
+            self._held = self._held_pool.get_connection()
+        self.queue.client.round_trips += 1  # one exchange on the wire, however many it carries
+        replies = write_and_read(self._held, [self._command(call) for call in calls])
         self.flushes += 1
-        self.calls += len(calls)
-        self.largest_flush = max(self.largest_flush, len(calls))
         if self._on_flush is not None:
             scripts = sum(1 for call in calls if not isinstance(call, Command))
             refused = [reply for reply in replies if isinstance(reply, redis.ResponseError)]  # rare
@@ -225,40 +216,41 @@ class AutoPipeline:
             self._on_flush(Flush(len(calls), scripts, slept_us, noscript, resent, moved, asked, tryagain))
         return replies
 
-    def _send_now(self, calls: list[Call]) -> list[Any]:
-        """Write every call, then read one reply each, on the connection this pipeline holds.
-
-        redis-py's Connection directly, not the client's execute_command: that path asks
-        the pool for a connection and polls it for stale data on every command, which
-        costs more client CPU than the exchange itself (most under gevent, whose poll is
-        Python). Replies come as Redis sent them (no redis-py response callbacks).
-        """
-        connection = self._connection()
-        self.queue.client.round_trips += 1  # one exchange on the wire, however many it carries
-        return write_and_read(connection, [self._command(call) for call in calls])
-
-    def _connection(self) -> Any:
-        if self._held is None:
-            self._held_pool = self._pool()
-            self._held = self._held_pool.get_connection()
-        return self._held
-
     def close(self) -> None:
         """Give the held connection back to the pool it came from."""
         if self._held is not None:
             self._held_pool.release(self._held)
             self._held = None
 
-    def _pool(self) -> Any:
-        """The pool of the server that holds the queue (on a cluster, its slot's master)."""
-        return node_client(self.queue.client, self.queue.keys.tag).connection_pool
-
     def _command(self, call: Call) -> tuple[Any, ...]:
-        return call.args if isinstance(call, Command) else self._evalsha(call)
-
-    def _evalsha(self, call: Any) -> tuple[Any, ...]:
+        if isinstance(call, Command):
+            return call.args
         # a script's SHA is its text's: looked up once (a reload after NOSCRIPT keeps it)
         sha = self._shas.get(call.script)
         if sha is None:
             sha = self._shas[call.script] = self.queue.scripts.by_step(call.script).sha
         return ("EVALSHA", sha, len(call.keys), *call.keys, *call.args)
+
+
+def redirected(replies: Sequence[Any], kind: type[Exception]) -> list[int]:
+    return [i for i, reply in enumerate(replies) if isinstance(reply, kind)]
+
+
+def ask(client: Any, asked: AskError, command: tuple[Any, ...]) -> Any:
+    """One command on the importing master, after ASKING: its reply (an error as a value)."""
+    if not isinstance(client, CountingRedisCluster):
+        return asked
+    host, port = asked.node_addr
+    node = client.nodes_manager.get_node(host=host, port=port)
+    if node is None:
+        client.nodes_manager.initialize()
+        node = client.nodes_manager.get_node(host=host, port=port)
+    if node is None:
+        return asked
+    pool = client.get_redis_connection(node).connection_pool
+    connection = pool.get_connection()
+    client.round_trips += 1
+    try:
+        return write_and_read(connection, [("ASKING",), command])[1]
+    finally:
+        pool.release(connection)

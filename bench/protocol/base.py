@@ -1,10 +1,8 @@
 """A queue protocol: where its scripts come from, its key layout, and how each step's call is built.
 
-The stages never build KEYS or ARGV themselves: a Producer, Worker or Sweeper
-asks its queue's protocol for a ``ScriptCall`` (script, KEYS, ARGV) and for the
-meaning of the reply. So a stage drives every protocol the same way, and adding
-one (BullMQ's own scripts, a variant of ours) is one class, registered in
-``PROTOCOLS`` by name and imported on first use.
+The stages never build KEYS or ARGV: a Producer, Worker or Sweeper asks its queue's
+protocol for a ``ScriptCall`` and for the meaning of the reply, so adding a protocol
+is one class, registered in ``PROTOCOLS``.
 """
 
 from __future__ import annotations
@@ -20,8 +18,7 @@ from bench.errors import BenchError
 from bench.protocol.keys import QueueKeys
 from bench.protocol.scripts import SCRIPT_FILES, script_source
 
-# Return codes of moveToFinished and addJob (protocol.md).
-JOB_MISSING, LOCK_MISSING, NOT_ACTIVE, LOCK_MISMATCH, JOB_EXISTS = -1, -2, -3, -6, -5
+JOB_EXISTS = -5  # addJob's refusal of an id that exists (protocol.md)
 
 # The five steps every protocol provides, by the name its Scripts object uses.
 STEPS = ("add_job", "move_to_active", "move_to_finished", "sweep", "extend_lock")
@@ -31,9 +28,6 @@ STAGE_CHUNK = 5_000
 
 def text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-# The data types of the interface: a job a worker holds, and a worker's options.
 
 
 @dataclass
@@ -59,8 +53,7 @@ class Job:
         return int(value) if isinstance(value, int | float) else None
 
 
-# How job_payload's JSON begins, and BullMQ's compact JSON of it (no space): the enqueue time's
-# digits follow.
+# How job_payload's JSON begins (and BullMQ's compact JSON of it): the enqueue time's digits follow.
 T_US_HEAD = '{"t_us":'
 
 
@@ -111,17 +104,14 @@ class QueueProtocol(ABC):
     """One protocol's scripts, keys, argument builders and reply readers."""
 
     name: ClassVar[str]
-    # The hash field a sweep increments when it reclaims a job (the race counters read it).
-    attempts_field: ClassVar[str] = "atm"
-    # The hash field a finish increments (the same as attempts_field in echomq).
-    finish_attempts_field: ClassVar[str] = "atm"
-    # True when every sweep call sets the throttle key (an interval of 0 is refused): a
-    # caller that wants each call to sweep deletes ``keys.stalled_check`` before it.
+    attempts_field: ClassVar[str] = "atm"  # the hash field a sweep's reclaim increments (race counters)
+    finish_attempts_field: ClassVar[str] = "atm"  # the hash field a finish increments
+    # Every sweep call sets the throttle key (an interval of 0 is refused): a caller that wants
+    # each call to sweep deletes ``keys.stalled_check`` before it.
     sweep_throttled: ClassVar[bool] = False
-    # The sweep variants (bench.protocol.sweep) that implement this protocol's sweep; None: all.
-    sweep_variants: ClassVar[tuple[str, ...] | None] = None
-    # True when the protocol's own sweep step also spreads a pass over calls (sliced_sweep);
-    # else the suite's sliced script of lua/ is its sliced sweep.
+    sweep_variants: ClassVar[tuple[str, ...] | None] = None  # the sweep.py variants it has; None: all
+    # The protocol's own sweep step also spreads a pass over calls (sliced_sweep); else the
+    # sliced script of lua/ is its sliced sweep.
     sliced_sweep_own: ClassVar[bool] = False
 
     @abstractmethod
@@ -129,12 +119,12 @@ class QueueProtocol(ABC):
         """The queue's key names (one hash tag, so one cluster slot)."""
 
     @abstractmethod
-    def script_sources(self) -> Mapping[str, str]:
-        """The full source Redis runs for each of STEPS."""
-
-    @abstractmethod
     def script_files(self) -> Mapping[str, str]:
         """The file each of STEPS comes from, by step (for meta.json and the report)."""
+
+    def script_sources(self) -> Mapping[str, str]:
+        """The full source Redis runs for each of STEPS (lua/'s files, includes expanded)."""
+        return {step: script_source(file) for step, file in self.script_files().items()}
 
     def version(self) -> str | None:
         """The version of the code the scripts come from (None: this repository's)."""
@@ -177,17 +167,10 @@ class QueueProtocol(ABC):
         """A fetch-step reply as (id, job fields); None when no job was taken."""
         return job_reply(reply)
 
-    def finish_code(self, reply: Any) -> int:
-        """A negative code when moveToFinished refused; else 0."""
-        return int(reply) if isinstance(reply, int) and reply < 0 else 0
-
     @abstractmethod
     def extend_lock(
         self, keys: QueueKeys, job: Job, *, options: WorkerOptions, now_ms: int
     ) -> ScriptCall: ...
-
-    def lock_extended(self, reply: Any) -> bool:
-        return int(reply) == 1
 
     @abstractmethod
     def sweep(self, keys: QueueKeys, *, max_stalled: int, now_ms: int, interval_ms: int) -> ScriptCall: ...
@@ -195,9 +178,8 @@ class QueueProtocol(ABC):
     def sliced_sweep(
         self, keys: QueueKeys, *, max_stalled: int, now_ms: int, interval_ms: int, cut: SweepSlice
     ) -> ScriptCall:
-        """One call of the protocol's own sweep with a pass spread over calls, where
-        ``sliced_sweep_own``: at most ``cut.size`` ids a call, no further chunk past
-        ``cut.budget_us``; a reply of three elements means the pass goes on."""
+        """One call of the protocol's own sweep spread over calls (``sliced_sweep_own``); a reply
+        of three elements means the pass goes on."""
         raise NotImplementedError(f"{self.name} has no sweep of its own spread over calls")
 
     @abstractmethod
@@ -208,20 +190,17 @@ class QueueProtocol(ABC):
     # sweep-cost scenarios): what each protocol keeps besides locks and job hashes.
 
     def sweep_state_keys(self, keys: QueueKeys) -> list[str]:
-        """The keys a sweep reads and writes besides locks and job hashes: a scenario
-        snapshots them once and puts each back before every timed sweep."""
+        """The keys a scenario snapshots once and puts back before every timed sweep."""
         return [keys.active, keys.stalled]
 
     def reset_sweep_throttles(self, pipe: Any, keys: QueueKeys) -> None:
-        """Queue on ``pipe`` the throttle state every timed sweep starts from: none, so
-        the call sweeps (never a throttled no-op)."""
+        """Queue on ``pipe`` the throttle state every timed sweep starts from: none (no throttled no-op)."""
         pipe.delete(keys.stalled_check)
 
     def leave_stalled(self, pipe: Any, keys: QueueKeys, job_ids: Sequence[str], at_ms: int) -> None:
-        """Queue on ``pipe`` what jobs whose locks lapsed before the previous sweep left
-        besides the missing locks (the caller deletes those): that sweep's marks, and
-        whatever index the protocol keeps, so the next sweep call reclaims them.
-        ``job_ids`` oldest lapse first, the last at ``at_ms``."""
+        """Queue on ``pipe`` what jobs whose locks lapsed (the caller deletes those) before the
+        previous sweep left: its marks, and any index the protocol keeps, so the next sweep
+        reclaims them. ``job_ids`` oldest lapse first, the last at ``at_ms``."""
         for start in range(0, len(job_ids), STAGE_CHUNK):
             pipe.sadd(keys.stalled, *job_ids[start : start + STAGE_CHUNK])
 
@@ -234,11 +213,8 @@ class EchoMQ(QueueProtocol):
     def keys(self, queue_name: str) -> QueueKeys:
         return QueueKeys(queue_name)
 
-    def script_sources(self) -> Mapping[str, str]:
-        return {step: script_source(SCRIPT_FILES[step]) for step in STEPS}
-
     def script_files(self) -> Mapping[str, str]:
-        return {step: SCRIPT_FILES[step] for step in STEPS}
+        return dict(SCRIPT_FILES)
 
     def add_job(
         self, keys: QueueKeys, *, name: str, data: str, job_id: str, priority: int, delay_ms: int, now_ms: int
@@ -303,9 +279,8 @@ class EchoMQ(QueueProtocol):
         return [text(i) for i in reply[0]], [text(i) for i in reply[1]]
 
 
-# Every protocol by name: "module:class". Imported on first use, so the bullmq package
-# is needed (and its version checked) only where the bullmq protocol runs, and a protocol in a
-# module of its own (echomq-deadline builds on EchoMQ here) brings no import cycle.
+# Every protocol by name: "module:class", imported on first use: the bullmq package is needed
+# only where its protocol runs, and a protocol built on EchoMQ brings no import cycle.
 PROTOCOLS: dict[str, str] = {
     "echomq": "bench.protocol.base:EchoMQ",
     "bullmq": "bench.protocol.bullmq:BullMQ",

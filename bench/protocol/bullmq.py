@@ -1,37 +1,23 @@
 """BullMQ as a protocol under test: the bullmq package's own Lua, KEYS and ARGV, read from the package.
 
-Nothing of BullMQ is copied here. The scripts are read from the installed
-package (``bullmq.redis_connection.SCRIPT_DEFINITIONS`` and ``loadScript``),
-and each call is built by BullMQ's own ``Scripts`` methods where they are
-synchronous: adding a job (``addStandardJob``), the finish arguments
-(``moveToCompletedArgs`` / ``moveToFailedArgs``), ``extendLock`` and the sweep
-(``moveStalledJobsToWait``). Those methods end by calling a registered script;
-here that script is a stand-in that hands back the call (KEYS, ARGV) instead
-of sending it, so the suite sends it on its own counted, never-retrying client.
-``moveToActive`` is async-only in the package, so its KEYS come from
-``Scripts.getKeys`` and its ARGV are packed as ``scripts.py`` packs them (a test
-checks them against the package's own coroutine).
+Nothing of BullMQ is copied here. The scripts are the installed package's, and each
+call is built by BullMQ's own synchronous ``Scripts`` methods (addStandardJob,
+moveToCompletedArgs / moveToFailedArgs, extendLock, moveStalledJobsToWait), whose
+registered script is a stand-in that hands the call back instead of sending it: the
+suite sends it on its own counted, never-retrying client. ``moveToActive`` is async-only
+in the package, so its KEYS come from ``Scripts.getKeys`` and its ARGV are packed as the
+package packs them (a test checks them against its coroutine).
 
-The hot calls (add, fetch, finish) are built from templates (``template.py``):
-the builder runs once a call shape, queue and set of options, with sentinel
-values, and each call patches in its job id, token, timestamp and data, so a
-call costs the client about what echomq's does, and its bytes are the
-builder's (tests build hundreds both ways). A template is keyed on everything
-that enters it besides its slots: the queue, the worker's options, the return
-value, and the job fields the finish builder reads (``FINISH_JOB_FIELDS``).
-
-The options are a BullMQ Worker's defaults: a 30 s lock, every completed job
-kept (``removeOnComplete`` unset), no metrics, no limiter, ``maxStalledCount``
-1 and a 30 s ``stalledInterval`` for the sweep's throttle. Keys are BullMQ's
-``bull:`` prefix and the queue name as a hash tag, ``bull:{q}:...``, so a queue is
-one cluster slot.
+The hot calls (add, fetch, finish) are built from templates (``template.py``), keyed on
+everything that enters them besides their slots, so a call costs the client about what
+echomq's does and its bytes are the builder's (tests build hundreds both ways).
+The options are a BullMQ Worker's defaults; keys are ``bull:{q}:...``, one cluster slot a queue.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
@@ -83,32 +69,18 @@ FINISH_ID, FINISH_TOKEN, FINISH_STAMP = 0, 1, 2
 FINISH_STAMP_ARG = 1
 
 
-class _Captured:
+def _capture(step: str) -> Callable[..., ScriptCall]:
+    def call(keys: Any = None, args: Any = None, client: Any = None) -> ScriptCall:
+        return ScriptCall(step, list(keys), list(args))
+
+    return call
+
+
+class _Captured(dict[str, Callable[..., ScriptCall]]):
     """Stands in for the scripts a Scripts object calls: each returns the ScriptCall it was given."""
 
-    def __init__(self) -> None:
-        self._by_name = {name: self._capture(step) for step, name in BULLMQ_SCRIPTS.items()}
-
-    @staticmethod
-    def _capture(step: str) -> Callable[..., ScriptCall]:
-        def call(keys: Any = None, args: Any = None, client: Any = None) -> ScriptCall:
-            return ScriptCall(step, list(keys), list(args))
-
-        return call
-
-    def __getitem__(self, name: str) -> Callable[..., ScriptCall]:
-        if name not in self._by_name:
-            raise BenchError(f"the bullmq protocol does not send BullMQ's {name} script")
-        return self._by_name[name]
-
-
-@dataclass(frozen=True)
-class _WorkerKey:
-    tag: str
-    lock_ms: int
-    limiter_max: int
-    limiter_ms: int
-    metrics_minutes: int
+    def __missing__(self, name: str) -> Callable[..., ScriptCall]:
+        raise BenchError(f"the bullmq protocol does not send BullMQ's {name} script")
 
 
 def _limiter(limiter_max: int, limiter_ms: int) -> dict[str, int] | None:
@@ -132,9 +104,9 @@ class BullMQ(QueueProtocol):
     sweep_variants: ClassVar[tuple[str, ...] | None] = ("atomic",)  # BullMQ has one sweep
 
     def __init__(self) -> None:
-        self._commands = _Captured()
+        self._commands = _Captured({name: _capture(step) for step, name in BULLMQ_SCRIPTS.items()})
         self._scripts: dict[str, Any] = {}
-        self._workers: dict[_WorkerKey, SimpleNamespace] = {}
+        self._workers: dict[tuple[Any, ...], SimpleNamespace] = {}
         self._templates: dict[tuple[Any, ...], CallTemplate] = {}
         self._compact: tuple[str | None, str] = (None, "")  # the last job data, and the package's JSON of it
 
@@ -160,15 +132,9 @@ class BullMQ(QueueProtocol):
             self._scripts[keys.prefix] = found
         return found
 
-    def _producer(self, keys: QueueKeys) -> SimpleNamespace:
-        # What a Job reads of its queue when it is made: no backend is used by the builders.
-        return SimpleNamespace(backend=None, qualifiedName=keys.prefix[:-1], opts={})
-
     def _worker(self, keys: QueueKeys, options: WorkerOptions) -> SimpleNamespace:
         """A stand-in for the Worker a fetched job belongs to: moveToFinishedArgs reads its opts."""
-        key = _WorkerKey(
-            keys.tag, options.lock_ms, options.limiter_max, options.limiter_ms, options.metrics_minutes
-        )
+        key = (keys.tag, options.lock_ms, options.limiter_max, options.limiter_ms, options.metrics_minutes)
         found = self._workers.get(key)
         if found is None:
             opts: dict[str, Any] = {"lockDuration": options.lock_ms}
@@ -187,7 +153,9 @@ class BullMQ(QueueProtocol):
     ) -> ScriptCall:
         """addStandardJob as the package builds it: the job made as Queue.add makes it."""
         opts = {"jobId": job_id} if job_id else {}
-        job = BullJob(self._producer(keys), name, json.loads(data), opts)
+        # what a Job reads of its queue when it is made: no backend is used by the builders
+        producer = SimpleNamespace(backend=None, qualifiedName=keys.prefix[:-1], opts={})
+        job = BullJob(producer, name, json.loads(data), opts)
         if stamp is not None:
             job.timestamp = stamp
         call: ScriptCall = self.scripts_for(keys).addStandardJob(job, job.timestamp)
@@ -198,45 +166,26 @@ class BullMQ(QueueProtocol):
     ) -> ScriptCall:
         """moveToActive's KEYS from the package, its ARGV packed as Scripts.moveToActive packs them."""
         scripts = self.scripts_for(keys)
-        packed = msgpack.packb(
-            {
-                "token": token,
-                "lockDuration": options.lock_ms,
-                "limiter": _limiter(options.limiter_max, options.limiter_ms),
-            },
-            use_bin_type=True,
-        )
+        opts: dict[str, Any] = {"token": token, "lockDuration": options.lock_ms}
+        opts["limiter"] = _limiter(options.limiter_max, options.limiter_ms)
+        packed = msgpack.packb(opts, use_bin_type=True)
         return ScriptCall(
             "move_to_active", scripts.getKeys(list(FETCH_SUFFIXES)), [scripts.keys[""], now_ms, packed]
         )
 
     def package_move_to_finished(
-        self,
-        keys: QueueKeys,
-        job: Job,
-        *,
-        fetch_next: bool,
-        failed: bool,
-        value: str,
-        options: WorkerOptions,
+        self, keys: QueueKeys, job: Job, *, fetch_next: bool, failed: bool, value: str, options: WorkerOptions
     ) -> ScriptCall:
         """moveToCompletedArgs / moveToFailedArgs of the job as BullMQ's Worker makes it from the
         fetched hash; the builder stamps the finish time itself."""
         native = BullJob.fromJSON(self._worker(keys, options), job.fields, job.id)
         scripts = self.scripts_for(keys)
-        remove = keep_jobs(options.keep)
-        if failed:
-            built = scripts.moveToFailedArgs(native, value, remove, job.token, fetchNext=fetch_next)
-        else:
-            built = scripts.moveToCompletedArgs(native, value, remove, job.token, fetchNext=fetch_next)
-        finish_keys, args = built
+        build = scripts.moveToFailedArgs if failed else scripts.moveToCompletedArgs
+        finish_keys, args = build(native, value, keep_jobs(options.keep), job.token, fetchNext=fetch_next)
         return ScriptCall("move_to_finished", list(finish_keys), list(args))
 
     # The templates: each derived on first use from the package's builder, then kept. The
     # lookup runs once a call; the derivation (two builds) once a key.
-
-    def templates_kept(self) -> int:
-        return len(self._templates)
 
     def _kept(self, key: tuple[Any, ...], template: CallTemplate) -> CallTemplate:
         if len(self._templates) >= TEMPLATES_MAX:  # read here, so a test may lower it
@@ -311,14 +260,10 @@ class BullMQ(QueueProtocol):
             return call.keys, call.args
 
         first, second = ((SENTINEL_IDS[i], SENTINEL_TOKENS[i], SENTINEL_STAMPS[i]) for i in (0, 1))
-        template = derive(
-            build,
-            first,
-            second,
-            fixed_args={FINISH_STAMP_ARG: FINISH_STAMP},
-            what="BullMQ's moveToFinishedArgs",
+        fixed = {FINISH_STAMP_ARG: FINISH_STAMP}
+        return self._kept(
+            key, derive(build, first, second, fixed_args=fixed, what="BullMQ's moveToFinishedArgs")
         )
-        return self._kept(key, template)
 
     # The protocol's steps: a template filled per call.
 

@@ -1,11 +1,8 @@
 """BullMQ's own client, as a BullMQ user runs it: its RedisConnection and its async Scripts.
 
-Unlike the suite's client (bench/protocol/connection.py), BullMQ's connection
-re-sends a command after a timeout: it keeps redis-py's socket timeout (5 s by
-default) and adds ``Retry(ExponentialBackoff(cap=20, base=1), 20)`` on
-timeouts and connection errors. A script that holds Redis past the timeout is
-therefore sent again behind the caller's back. The hazard scenario of the sweep
-stage measures what that does; this module only makes the call.
+Unlike the suite's client, BullMQ's connection re-sends a command after a timeout (redis-py's
+5 s socket timeout, and ``Retry(ExponentialBackoff(cap=20, base=1), 20)``), so a script that
+holds Redis past it is sent again behind the caller's back: the sweep stage's hazard scenario.
 """
 
 from __future__ import annotations

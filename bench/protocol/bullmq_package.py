@@ -20,13 +20,8 @@ def installed_version() -> str | None:
 def require_bullmq() -> str:
     """The installed version, when it is REQUIRED_VERSION; a one-line BenchError otherwise."""
     found = installed_version()
-    fix = f"run `make venv` (or pip install bullmq=={REQUIRED_VERSION})"
-    if found is None:
-        raise BenchError(
-            f"the bullmq protocol needs bullmq {REQUIRED_VERSION}, which is not installed; {fix}"
-        )
     if found != REQUIRED_VERSION:
-        raise BenchError(
-            f"the bullmq protocol needs bullmq {REQUIRED_VERSION}, but {found} is installed; {fix}"
-        )
-    return found
+        have = "which is not installed" if found is None else f"but {found} is installed"
+        fix = f"run `make venv` (or pip install bullmq=={REQUIRED_VERSION})"
+        raise BenchError(f"the bullmq protocol needs bullmq {REQUIRED_VERSION}, {have}; {fix}")
+    return REQUIRED_VERSION

@@ -27,15 +27,12 @@ class CommandStats:
     def read(cls, client: redis.Redis | RedisCluster) -> CommandStats:
         # A cluster client's INFO answers for every master together (CountingRedisCluster.info).
         raw: Mapping[str, Any] = client.info("commandstats")
-        calls: dict[str, int] = {}
-        usec: dict[str, int] = {}
-        rejected: dict[str, int] = {}
-        for key, value in raw.items():
-            name = key.removeprefix("cmdstat_")
-            calls[name] = int(value["calls"])
-            usec[name] = int(value["usec"])
-            rejected[name] = int(value.get("rejected_calls", 0))
-        return cls(calls, usec, rejected)
+        stats = {key.removeprefix("cmdstat_"): value for key, value in raw.items()}
+        return cls(
+            {name: int(value["calls"]) for name, value in stats.items()},
+            {name: int(value["usec"]) for name, value in stats.items()},
+            {name: int(value.get("rejected_calls", 0)) for name, value in stats.items()},
+        )
 
     def since(self, earlier: CommandStats, exclude: tuple[str, ...] = ("info",)) -> CommandStats:
         """The calls and µs between ``earlier`` and this snapshot, per command."""

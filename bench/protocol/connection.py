@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
@@ -15,7 +15,6 @@ from redis.cluster import ClusterPipeline, RedisCluster
 from redis.retry import Retry
 
 from bench.errors import BenchError
-from bench.protocol.cluster_info import merge_info
 
 
 def redact_url(url: str) -> str:
@@ -65,29 +64,19 @@ class RedisSettings:
         return f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
 
     def connect(self) -> Client:
-        """A client on its own connection pool that never re-sends a command.
-
-        redis-py retries a failed or timed-out command by default. A script such
-        as moveToFinished or the sweep is not idempotent: a re-send could apply
-        it twice, or pile a second long sweep behind a first one. So retries are
-        off, and a timeout surfaces as redis.TimeoutError for the caller to count.
-        On a cluster the client still follows MOVED and ASK: a redirected command
-        did not run, so sending it to the right node is no re-send.
-        """
-        if self.is_cluster():
-            return self.connect_cluster()
-        return self.connect_single()
+        """A client on its own connection pool that never re-sends a command: a script such as
+        moveToFinished or the sweep is not idempotent, so a timeout surfaces as redis.TimeoutError
+        for the caller to count. A cluster client still follows MOVED and ASK (it did not run)."""
+        if not self.is_cluster():
+            return self.connect_single()
+        client = CountingRedisCluster.from_url(self.url, **self._options())  # learns the slots there
+        assert isinstance(client, CountingRedisCluster)
+        return client
 
     def connect_single(self) -> CountingRedis:
         """A plain client of the one server (or cluster node) at the URL."""
         client = CountingRedis.from_url(self.url, **self._options(), retry_on_error=[])
         assert isinstance(client, CountingRedis)  # from_url builds cls
-        return client
-
-    def connect_cluster(self) -> CountingRedisCluster:
-        """A cluster client; the URL's node is where it learns the slots."""
-        client = CountingRedisCluster.from_url(self.url, **self._options())
-        assert isinstance(client, CountingRedisCluster)
         return client
 
     def _options(self) -> dict[str, Any]:
@@ -120,10 +109,8 @@ _CLUSTER_URLS: dict[str, bool] = {}
 
 
 class RoundTripCounting:
-    """Counts a client's exchanges on the wire: one a command (CountingRedis, CountingRedisCluster).
-
-    ``round_trips`` is also a class default: redis-py's cluster constructor already sends COMMAND
-    (its key parser) through execute_command, before __init__ could set it."""
+    """Counts a client's exchanges on the wire: one a command. ``round_trips`` is also a class
+    default: redis-py's cluster constructor sends COMMAND before __init__ could set it."""
 
     round_trips = 0
 
@@ -137,13 +124,8 @@ class RoundTripCounting:
 
 
 class CountingRedis(RoundTripCounting, redis.Redis):
-    """A redis-py client that counts its round trips.
-
-    One request/response exchange counts one: a command, each step of
-    redis-py's NOSCRIPT recovery (EVALSHA, SCRIPT LOAD, EVALSHA), and a whole
-    pipeline. Connection set-up (HELLO, AUTH, CLIENT SETINFO) is not counted:
-    it happens once per connection, outside the measured loop.
-    """
+    """A redis-py client that counts its round trips: a command, each step of a NOSCRIPT
+    recovery, a whole pipeline; not a connection's set-up (once, outside the measured loop)."""
 
     def pipeline(self, transaction: bool = False, shard_hint: Any = None) -> CountingPipeline:
         return CountingPipeline(self, transaction, shard_hint)
@@ -163,13 +145,9 @@ class CountingPipeline(Pipeline):
 
 
 class CountingRedisCluster(RoundTripCounting, RedisCluster):
-    """A RedisCluster that counts its round trips as CountingRedis does.
-
-    A command counts one, however its reply is routed; a MOVED or ASK redirect
-    (only while a slot migrates) is a second exchange it does not count. A
-    pipeline counts one per execute: a queue's pipelines go to the one node
-    that holds its hash tag.
-    """
+    """A RedisCluster that counts its round trips as CountingRedis does; a MOVED or ASK
+    redirect (only while a slot migrates) is a second exchange it does not count. A queue's
+    pipeline goes to the one node that holds its hash tag: one round trip."""
 
     def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> CountingClusterPipeline:
         if shard_hint:
@@ -177,19 +155,12 @@ class CountingRedisCluster(RoundTripCounting, RedisCluster):
         return CountingClusterPipeline(self, transaction)
 
     def info(self, section: Any = None, *args: Any, **kwargs: Any) -> Any:
-        """INFO of every master as one answer (bench/protocol/cluster_info.py), so a caller
-        reading commandstats, CPU or run_id sees the whole cluster; ``target_nodes`` as redis-py."""
+        """INFO of every master as one answer (merge_info), so a caller reading commandstats,
+        CPU or run_id sees the whole cluster; ``target_nodes`` as redis-py."""
         if "target_nodes" in kwargs:
             return super().info(section, *args, **kwargs)
         per_node = {name: node.info(section, *args) for name, node in primaries(self)}
         return merge_info(section, per_node)
-
-    def node_client(self, key: str) -> redis.Redis:
-        """The plain client of the master that serves ``key``'s slot now."""
-        node = self.get_node_from_key(key)
-        client = node.redis_connection or self.get_redis_connection(node)
-        assert client is not None
-        return client
 
 
 class CountingClusterPipeline(ClusterPipeline):
@@ -233,15 +204,47 @@ class CountingClusterPipeline(ClusterPipeline):
         return self.execute_command("EXISTS", *names)
 
 
+# INFO sections whose fields add up over masters: the cluster's Redis µs per job is their sum.
+ADDITIVE = ("commandstats", "cpu", "stats")
+
+
+def _added(values: list[Any]) -> Any:
+    if all(isinstance(v, Mapping) for v in values):  # commandstats: {calls, usec, ...} per command
+        keys = {k for v in values for k in v}
+        return {k: _added([v[k] for v in values if k in v]) for k in keys}
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return sum(values)
+    return _joined(values)
+
+
+def _joined(values: list[Any]) -> Any:
+    """One value where every master agrees, else each master's, comma-separated (so a run_id
+    that changes on any master changes the joined one too)."""
+    if all(v == values[0] for v in values):
+        return values[0]
+    return ",".join(str(v) for v in values)
+
+
+def merge_info(section: str | None, per_node: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """One INFO dict from each master's (keyed by host:port, in a stable order)."""
+    nodes = [per_node[name] for name in sorted(per_node)]
+    fields = {k for info in nodes for k in info}
+    combine = _added if (section or "").lower() in ADDITIVE else _joined
+    return {k: combine([info[k] for info in nodes if k in info]) for k in sorted(fields)}
+
+
 # Every client the suite makes: one server's, or a cluster's.
 Client: TypeAlias = CountingRedis | CountingRedisCluster
 
 
 def node_client(client: Client, key: str) -> redis.Redis:
-    """The plain client of the server that holds ``key``: the client itself on one server."""
-    if isinstance(client, CountingRedisCluster):
-        return client.node_client(key)
-    return client
+    """The plain client of the server that holds ``key`` now: the client itself on one server."""
+    if not isinstance(client, CountingRedisCluster):
+        return client
+    node = client.get_node_from_key(key)
+    found = node.redis_connection or client.get_redis_connection(node)
+    assert found is not None
+    return found
 
 
 def primaries(client: Client) -> list[tuple[str, redis.Redis]]:
@@ -252,21 +255,18 @@ def primaries(client: Client) -> list[tuple[str, redis.Redis]]:
     return [(f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}", client)]
 
 
-def _packed(connection: Any, commands: Sequence[tuple[Any, ...]]) -> Any:
-    """The commands in RESP, one buffer: hiredis's packer straight (redis-py's own first walks
-    every argument in Python, the client's largest cost a call in a load driver's profile)."""
-    try:
-        return [b"".join([hiredis.pack_command(command) for command in commands])]
-    except TypeError:  # an argument hiredis does not take (a memoryview): redis-py's packer converts it
-        return connection.pack_commands(commands)
-
-
 def write_and_read(connection: Any, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
     """Every command written at once on ``connection``, then one reply each, a Redis error as a
     value (a whole reply: the connection stays in step). On any other failure the connection is
-    dropped, since replies left unread would be taken for the next exchange's; nothing is re-sent."""
+    dropped, since replies left unread would be taken for the next exchange's; nothing is re-sent.
+    Packed by hiredis straight: redis-py's packer first walks every argument in Python, the
+    client's largest cost a call in a load driver's profile."""
     try:
-        connection.send_packed_command(_packed(connection, commands), check_health=False)
+        try:
+            packed = [b"".join([hiredis.pack_command(command) for command in commands])]
+        except TypeError:  # an argument hiredis does not take (a memoryview): redis-py's packer converts it
+            packed = connection.pack_commands(commands)
+        connection.send_packed_command(packed, check_health=False)
         replies: list[Any] = []
         for _ in commands:
             try:

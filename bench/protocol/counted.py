@@ -1,29 +1,25 @@
-"""The calls the instructions stage counts beside the phases (bench.protocol.phases): two
-baselines a queue's scripts are read against, and one sweep of an active list whose every lock
-lapsed; and the state a queue's phases are counted in (QueueState).
+"""The calls the instructions stage counts beside the phases: two baselines, and one sweep of
+an active list whose every lock lapsed; and the state a queue's phases are counted in.
 
-Each is measured by a ``meter(action, calls)`` the caller brings (a callgrind'd server's count);
-the inputs are fixed (phases.Inputs.fixed: the clock, the worker, the queue's name), so the same
-calls carry the same bytes and cost the same instructions run after run.
+Each is measured by the caller's ``meter(action, calls)``; with fixed inputs (Inputs.fixed) the
+same calls carry the same bytes and cost the same instructions run after run.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import TypeVar
 
 from bench.errors import BenchError
 from bench.protocol.base import STAGE_CHUNK, QueueProtocol, protocol_named
 from bench.protocol.connection import Client
 from bench.protocol.keys import QueueKeys
-from bench.protocol.phases import FIXED_START_MS, Inputs, keys_added
+from bench.protocol.phases import FIXED_START_MS, Inputs, Meter, keys_added
 from bench.protocol.queue import Producer, Queue, Worker, WorkerOptions
 from bench.protocol.sweep import AtomicSweeper, SweepResult, make_sweeper
 
 T = TypeVar("T")
-Meter = Callable[[Callable[[], object], int], T]
 
 PING = "PING"
 RETURN_ONE = "EVALSHA return 1"
@@ -122,14 +118,7 @@ class QueueState:
 
     def sizes(self) -> dict[str, int]:
         """The state's sizes, by name: meta.json's record of it."""
-        return {
-            "wait": 0,
-            "active": 0,
-            "completed": self.completed,
-            "events": self.events,
-            "last_id": self.last_id,
-            "other_keys": self.other_keys,
-        }
+        return {"wait": 0, "active": 0, **asdict(self)}
 
 
 def _keys(protocol: str | QueueProtocol, queue_name: str) -> QueueKeys:
@@ -162,13 +151,10 @@ class QueueStaging:
     def stage(self, client: Client, protocol: str | QueueProtocol, queue_name: str) -> None:
         """``queue_name``'s keys brought to the state; the queue must hold no keys yet."""
         keys = _keys(protocol, queue_name)
-        built = {
-            key: self._dump(client, what, keys)
-            for what, key in (("completed", keys.completed), ("events", keys.events))
-        }
         fillers = [keys.key(f"filler:{i}") for i in range(self.state.other_keys)]
         pipe = client.pipeline(transaction=False)
-        for key, dump in built.items():
+        for what, key in (("completed", keys.completed), ("events", keys.events)):
+            dump = self._dump(client, what, keys)  # built on its own pipeline, at first use
             if dump is not None:  # None: the state has none
                 pipe.restore(key, 0, dump)
         pipe.set(keys.id_counter, self.state.last_id)
@@ -191,12 +177,9 @@ class QueueStaging:
                 first = self.state.last_id - size + 1
                 pipe = client.pipeline(transaction=False)
                 if what == "completed":  # each finished a millisecond apart, before the fixed clock starts
-                    ids = [str(first + i) for i in range(size)]
                     for start in range(0, size, STAGE_CHUNK):
-                        chunk = ids[start : start + STAGE_CHUNK]
-                        pipe.zadd(
-                            scratch, {job: FIXED_START_MS - size + start + i for i, job in enumerate(chunk)}
-                        )
+                        chunk = range(start, min(size, start + STAGE_CHUNK))
+                        pipe.zadd(scratch, {str(first + i): FIXED_START_MS - size + i for i in chunk})
                 else:  # ids at the fixed clock's instant, as the counted server's stand-still clock makes
                     for seq in range(first, self.state.last_id + 1):
                         pipe.xadd(

@@ -1,22 +1,19 @@
 """echomq-deadline: lua/'s protocol with each lock's deadline also kept in a sorted set.
 
-The same contract for every caller (return codes, queue states, the two-pass
-grace), but the sweep reads only the ids whose deadline has passed, so a
-healthy sweep costs a few commands however long active is. The scripts are
-lua/*Deadline-*.lua (addJob is lua/'s own); what each one adds, and the slow
-full pass that finds a job whose entry is missing, is in their headers.
+The same contract for every caller, but the sweep reads only the ids whose deadline has
+passed, so a healthy sweep costs a few commands however long active is. What each script
+(lua/*Deadline-*.lua) adds, and the full pass that finds a missing entry, is in its header.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from bench.protocol.base import STAGE_CHUNK, EchoMQ, Job, ScriptCall, SweepSlice, WorkerOptions
 from bench.protocol.keys import QueueKeys
-from bench.protocol.scripts import script_source
 
-# The scripts of each step (protocol.STEPS); addJob takes no lock, so it is lua/'s own.
+# addJob takes no lock, so it is lua/'s own.
 DEADLINE_SCRIPT_FILES: dict[str, str] = {
     "add_job": "addJob-6.lua",
     "move_to_active": "moveToActiveDeadline-11.lua",
@@ -24,28 +21,25 @@ DEADLINE_SCRIPT_FILES: dict[str, str] = {
     "sweep": "moveStalledJobsToWaitDeadline-8.lua",
     "extend_lock": "extendLockDeadline-3.lua",
 }
-# Keys the scripts build from the prefix (the queue's hash tag, so its slot).
-DEADLINES_SUFFIX = "deadlines"
-FULL_PASS_SUFFIX = "deadline-full"
-PASS_SUFFIX = "deadline-pass"  # a pass spread over calls (a limit), while it runs
 # The full pass runs at most this often (ms): a job whose entry is missing is found
 # by the first full pass after it went missing and reclaimed by the sweep after that.
 FULL_PASS_MS = 60_000
 
 
+# Keys the scripts build from the prefix (so in the queue's slot).
 def deadlines_key(keys: QueueKeys) -> str:
     """The deadline index: a ZSET, one entry a locked job, score = when its lock expires (ms)."""
-    return keys.key(DEADLINES_SUFFIX)
+    return keys.key("deadlines")
 
 
 def full_pass_key(keys: QueueKeys) -> str:
     """The full pass's throttle (a STRING set with PX)."""
-    return keys.key(FULL_PASS_SUFFIX)
+    return keys.key("deadline-full")
 
 
 def pass_key(keys: QueueKeys) -> str:
-    """Where a pass spread over calls stands (a HASH), while it runs."""
-    return keys.key(PASS_SUFFIX)
+    """Where a pass spread over calls (a limit) stands (a HASH), while it runs."""
+    return keys.key("deadline-pass")
 
 
 def lapse_deadlines(pipe: Any, keys: QueueKeys, job_ids: Sequence[str], at_ms: int) -> None:
@@ -57,17 +51,6 @@ def lapse_deadlines(pipe: Any, keys: QueueKeys, job_ids: Sequence[str], at_ms: i
     for start in range(0, len(job_ids), STAGE_CHUNK):
         chunk = job_ids[start : start + STAGE_CHUNK]
         pipe.zadd(deadlines_key(keys), {job_id: first + start + i for i, job_id in enumerate(chunk)}, xx=True)
-
-
-def lapse_locks(pipe: Any, keys: QueueKeys, job_ids: Iterable[str], at_ms: int) -> None:
-    """Queue on ``pipe`` what lapsed locks leave: no lock, and a deadline entry that has
-    passed (lapse_deadlines). A caller that stalls jobs by deleting their locks (a worker
-    crash, simulated) calls this, or the sweep sees them only when their old deadlines come."""
-    ids = list(job_ids)
-    if not ids:
-        return
-    pipe.delete(*(keys.lock(job_id) for job_id in ids))
-    lapse_deadlines(pipe, keys, ids, at_ms)
 
 
 class EchoMQDeadline(EchoMQ):
@@ -82,9 +65,6 @@ class EchoMQDeadline(EchoMQ):
     def __init__(self, full_pass_ms: int = FULL_PASS_MS, sweep_limit: int = 0) -> None:
         self.full_pass_ms = full_pass_ms  # 0: a full pass every sweep call
         self.sweep_limit = sweep_limit  # expired deadlines a sweep call reads; 0: all
-
-    def script_sources(self) -> Mapping[str, str]:
-        return {step: script_source(f) for step, f in DEADLINE_SCRIPT_FILES.items()}
 
     def script_files(self) -> Mapping[str, str]:
         return dict(DEADLINE_SCRIPT_FILES)

@@ -1,10 +1,7 @@
-"""Key names of one queue. The only place the ``{queue}`` hash tag is built.
+"""Key names of one queue, ``<namespace>:{<queue>}:...``: the only place the hash tag is built.
 
-Every protocol puts a queue's keys under ``<namespace>:{<queue>}:``: echomq's
-under ``emq:``, BullMQ's under its own default prefix ``bull:``. The hash tag is
-the queue name, never the namespace, so each queue is one cluster slot of its own.
-The key-order helpers at the end are echomq's script contract (protocol.md);
-another protocol builds its KEYS with its own code.
+The tag is the queue name, never the namespace, so each queue is one cluster slot.
+The KEYS-order helpers at the end are echomq's script contract (protocol.md).
 """
 
 from __future__ import annotations

@@ -1,17 +1,16 @@
 """What each script costs Redis, alone on a small queue: calls, µs and commands per call.
 
-Each phase runs one script ``calls`` times; INFO commandstats before and after
-give the EVALSHA calls and µs (Redis's time inside the call, not the network's)
-and every command the phase ran, the scripts' own included, so a protocol's
-extra writes on the hot path (echomq-deadline's ZADD and ZREM) show as counts
-beside the µs. Deltas only: the server's statistics are not reset, so nothing
-else may use the server meanwhile.
+Each phase runs one script ``calls`` times; INFO commandstats deltas give the EVALSHA calls
+and µs (inside Redis) and every command the phase ran, the scripts' own included (so
+echomq-deadline's extra ZADD and ZREM show). The statistics are not reset, so nothing else
+may use the server meanwhile.
 """
 
 from __future__ import annotations
 
 import itertools
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -30,6 +29,7 @@ from bench.protocol.sweep import AtomicSweeper
 Commands = dict[str, float]
 Row = tuple[str, int, float, Commands]
 T = TypeVar("T")
+Meter = Callable[[Callable[[], object], int], T]  # meter(action, calls): what calls of action measured
 
 
 def _measure(client: Client, action: Callable[[], object], calls: int) -> tuple[int, float, Commands]:
@@ -49,12 +49,6 @@ def measure_phases(client: Client, calls: int, protocol: str | QueueProtocol = "
     return [(name, *measured) for name, measured in found]
 
 
-def _ticking(start_ms: int) -> Callable[[], int]:
-    """A clock that starts at ``start_ms`` and moves on 1 ms each time it is read."""
-    ticks = itertools.count(start_ms)
-    return lambda: next(ticks)
-
-
 # The instant a fixed clock starts at (2023-11-14T22:13:20Z): a 13-digit ms timestamp like a real one.
 FIXED_START_MS = 1_700_000_000_000
 
@@ -72,27 +66,25 @@ class Inputs:
     @classmethod
     def fixed(cls, queue_name: str) -> Inputs:
         """A clock ticking 1 ms a call from FIXED_START_MS, one worker id, ``queue_name``."""
-        return cls(_ticking(FIXED_START_MS), "phases-work0", queue_name)
+        return cls(itertools.count(FIXED_START_MS).__next__, "phases-work0", queue_name)
 
 
 def run_phases(
     client: Client,
     calls: int,
     protocol: str | QueueProtocol,
-    meter: Callable[[Callable[[], object], int], T],
+    meter: Meter[T],
     inputs: Inputs | None = None,
     lead: int = 0,
     settle: Callable[[], object] = lambda: None,
     until: str | None = None,
 ) -> list[tuple[str, T]]:
-    """Each phase's ``meter(action, calls)``, on a queue of ``calls`` jobs, in this order: what
-    a phase measured is the meter's (INFO commandstats deltas, or instructions counted).
+    """Each phase's ``meter(action, calls)`` (commandstats deltas, or instructions counted), on a
+    queue of ``calls`` jobs, in this order, ending after ``until`` (None: every phase).
 
-    Before its metered calls, each phase calls ``settle()`` and then runs ``lead`` calls unmetered
-    (the healthy sweep at most SWEEP_LEAD: its calls are long), so the metered calls start from
-    the phase's own steady state: past the first calls' one-time work (a list or a stream
-    created) and Lua's collector in its rhythm. keys_added says what the phases hold at most.
-    The phases end after ``until`` (None: every phase)."""
+    Each phase calls ``settle()``, then runs ``lead`` calls unmetered (the healthy sweep at most
+    SWEEP_LEAD: its calls are long), so the metered calls start past the first calls' one-time
+    work (a list or a stream created) and with Lua's collector in its rhythm."""
     inputs = inputs or Inputs()
     rows: list[tuple[str, T]] = []
 
@@ -183,11 +175,10 @@ def cycle_commands(rows: Sequence[Row]) -> dict[str, Commands]:
     by_name = {row[0]: row[3] for row in rows}
     found: dict[str, Commands] = {}
     for cycle, phases in CYCLES.items():
-        total: Commands = {}
+        total: Counter[str] = Counter()
         for phase in phases:
-            for name, count in by_name[phase].items():
-                total[name] = total.get(name, 0.0) + count
-        found[cycle] = total
+            total.update(by_name[phase])
+        found[cycle] = dict(total)
     return found
 
 

@@ -1,14 +1,12 @@
 """The protocol client: a queue handle, a producer, and a worker with three strategies.
 
-Every call is built by the queue's protocol (bench/protocol/base.py), so
-the same Producer and Worker drive any protocol registered there. A Worker
-sends through a ``Sender``: its queue (each exchange on its own) or an
-``AutoPipeline`` (bench/protocol/autopipe.py), which carries the calls of
-many jobs in flight on one connection.
+Every call is built by the queue's protocol (base.py), so the same Producer and Worker
+drive any protocol. They send through a ``Sender``: the queue, or an ``AutoPipeline``.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import uuid
@@ -19,18 +17,7 @@ from typing import Any, Literal, Protocol
 import redis
 
 from bench.errors import BenchError, ProtocolError
-from bench.protocol.base import (
-    JOB_EXISTS,
-    JOB_MISSING,
-    LOCK_MISMATCH,
-    LOCK_MISSING,
-    NOT_ACTIVE,
-    Job,
-    QueueProtocol,
-    ScriptCall,
-    WorkerOptions,
-    protocol_named,
-)
+from bench.protocol.base import Job, QueueProtocol, ScriptCall, WorkerOptions, protocol_named
 from bench.protocol.base import text as _text
 from bench.protocol.connection import Client
 from bench.protocol.keys import QueueKeys
@@ -38,8 +25,6 @@ from bench.protocol.scripts import Scripts, load_scripts
 
 Strategy = Literal["fused", "two_call", "two_call_pipelined"]
 STRATEGIES: tuple[Strategy, ...] = ("fused", "two_call", "two_call_pipelined")
-
-__all__ = ["JOB_EXISTS", "JOB_MISSING", "LOCK_MISMATCH", "LOCK_MISSING", "NOT_ACTIVE"]
 
 
 def now_ms() -> int:
@@ -61,13 +46,9 @@ Call = ScriptCall | Command
 
 
 class Sender(Protocol):
-    """Sends calls to Redis. The calls of one ``send`` go out together, in order, in one
-    exchange or (an auto-pipelined connection) beside other callers' calls.
-
-    Returns one reply per call; a call Redis refused comes back as its exception
-    (redis.ResponseError), while an exchange that failed (connection, timeout)
-    raises. ``label`` names the exchange for whoever times it.
-    """
+    """Sends calls to Redis, together and in order (an auto-pipelined connection: beside other
+    callers' calls). One reply a call; a call Redis refused comes back as its exception, while
+    an exchange that failed (connection, timeout) raises. ``label`` names it for a timer."""
 
     def send(self, calls: Sequence[Call], label: str = "") -> list[Any]: ...
 
@@ -146,14 +127,8 @@ class Queue:
 
     def delete(self) -> int:
         """Remove this queue's keys and nothing else. Returns how many were removed."""
-        removed = 0
-        batch: list[str] = []
-        for key in self.key_names():
-            batch.append(key)
-            if len(batch) >= 1000:
-                removed += int(self.client.unlink(*batch))
-                batch.clear()
-        if batch:
+        removed, names = 0, self.key_names()
+        while batch := list(itertools.islice(names, 1000)):
             removed += int(self.client.unlink(*batch))
         return removed
 
@@ -200,15 +175,9 @@ class Producer:
         return added.job_id
 
     def add_batch(self, count: int, payload_bytes: int = 0, *, enqueued_us: int | None = None) -> list[str]:
-        """Add ``count`` jobs in one pipeline (one round trip); returns their ids.
-
-        ``enqueued_us`` stamps the jobs with an intended enqueue time instead of
-        now: an open-loop producer behind schedule passes its slot's time, so
-        end-to-end latency includes the time spent behind (no coordinated omission).
-
-        The pipeline calls EVALSHA with the known SHA: a pipeline holding a
-        Script object would first send SCRIPT EXISTS, a second round trip.
-        """
+        """Add ``count`` jobs in one pipeline (one round trip); returns their ids. An open-loop
+        producer behind schedule passes its slot's time as ``enqueued_us``, so end-to-end
+        latency includes the time spent behind (no coordinated omission)."""
         if count <= 0:
             return []
         calls = self.batch_calls(count, payload_bytes, enqueued_us)
@@ -260,10 +229,8 @@ class Worker:
 
     ``fused``: one moveToFinished with fetch next = 1, one call a job.
     ``two_call``: moveToFinished with fetch next = 0; on its reply, moveToActive.
-    ``two_call_pipelined``: the same two calls back to back in one exchange, the
-    second sent without waiting for the first's reply: one round trip, two
+    ``two_call_pipelined``: the same two calls in one exchange: one round trip, two
     scripts, and a gap between them where other clients' commands run.
-
     Calls go through ``sender`` (default: the queue itself, one exchange each).
     """
 
@@ -305,9 +272,7 @@ class Worker:
 
     def fetch_batch(self, count: int) -> list[Job]:
         """moveToActive ``count`` times in one exchange (one round trip); the jobs taken,
-        in order, each under its own token: fewer than ``count`` when wait ran short.
-
-        As in Producer.add_batch, a pipeline calls EVALSHA with the known SHA."""
+        in order, each under its own token: fewer than ``count`` when wait ran short."""
         if count <= 0:
             return []
         tokens = [self.new_token() for _ in range(count)]
@@ -330,20 +295,12 @@ class Worker:
         )
 
     def read_finish(self, reply: Any, job: Job) -> FinishOutcome:
-        """A moveToFinished reply: its refusal code, or the next job (fused)."""
-        code = self.queue.protocol.finish_code(reply)
-        if code < 0:
-            return FinishOutcome(None, code)
+        """A moveToFinished reply: its refusal code (negative), or the next job (fused)."""
+        if isinstance(reply, int) and reply < 0:
+            return FinishOutcome(None, reply)
         return FinishOutcome(self.read_job(reply, job.token))
 
-    def finish(
-        self,
-        job: Job,
-        *,
-        fetch_next: bool,
-        failed: bool = False,
-        value: str = "ok",
-    ) -> FinishOutcome:
+    def finish(self, job: Job, *, fetch_next: bool, failed: bool = False, value: str = "ok") -> FinishOutcome:
         """moveToFinished. With ``fetch_next`` the next job comes back locked with the same token."""
         call = self.finish_call(job, fetch_next=fetch_next, failed=failed, value=value)
         (reply,) = self._send([call], LABEL_FUSED if fetch_next else LABEL_FINISH)
@@ -356,9 +313,8 @@ class Worker:
         return outcome.next_job
 
     def complete_and_next(self, job: Job, want_next: bool = True) -> Job | None:
-        """Finish ``job`` and, when ``want_next``, get the next one by this worker's strategy.
-
-        A refused finish raises FinishRefused (a ProtocolError)."""
+        """Finish ``job`` (a refusal raises FinishRefused) and, when ``want_next``, get the next
+        one by this worker's strategy."""
         if not want_next:
             self._finished(job, fetch_next=False)
             return None
@@ -389,7 +345,7 @@ class Worker:
             self.queue.keys, job, options=self.options, now_ms=self.queue.clock()
         )
         (reply,) = self._send([call], "extendLock")
-        return self.queue.protocol.lock_extended(_raised(reply))
+        return int(_raised(reply)) == 1
 
     def run(self, max_jobs: int, idle_timeout_s: float = 0.2) -> int:
         """Process up to ``max_jobs``; stops when the queue stays empty. Returns jobs finished."""

@@ -1,12 +1,9 @@
 """Replies that mean every later call will fail too: the one classifier every stage asks.
 
-A server out of memory (OOM), a read-only replica (READONLY), a server whose
-last snapshot failed (MISCONF), a user without the rights (NOPERM), a server
-still loading its data (LOADING) or a cluster that is down (CLUSTERDOWN) refuses
-the next call as it refused this one. A run that went on would measure refusals
-and report them as a slow queue, so such a reply ends the run with one line
-saying what is wrong and what to do. Every other failed call is the caller's to
-count (timeouts, a dropped connection, a script's own error).
+A server out of memory, read-only, whose last snapshot failed, still loading, a user
+without the rights, or a cluster that is down refuses the next call as it refused this
+one. A run that went on would report refusals as a slow queue, so such a reply ends the
+run with one line saying what to do. Every other failed call is the caller's to count.
 """
 
 from __future__ import annotations
@@ -29,23 +26,20 @@ from bench.protocol.connection import Client
 
 LOADING_WAIT_S = 5.0  # a server still loading its data is waited for this long, then refused
 
-# The reply's code anywhere in its text: a script's redis.call() wraps it in "Error running script".
-_CODES = {
-    "oom": re.compile(r"\bOOM\b|used memory > 'maxmemory'"),
-    "readonly": re.compile(r"\bREADONLY\b|read only replica"),
-    "misconf": re.compile(r"\bMISCONF\b"),
+# Each kind: redis-py's exception for it (None: none), and its code anywhere in a reply's text
+# (a script's redis.call() wraps it in "Error running script").
+_KINDS: dict[str, tuple[type[Exception] | None, re.Pattern[str]]] = {
+    "oom": (OutOfMemoryError, re.compile(r"\bOOM\b|used memory > 'maxmemory'")),
+    "readonly": (ReadOnlyError, re.compile(r"\bREADONLY\b|read only replica")),
+    "misconf": (None, re.compile(r"\bMISCONF\b")),
     # Redis 6.2 words a script's ACL refusal without the code
-    "noperm": re.compile(r"\bNOPERM\b|no permissions to|user executing the script can't"),
-    "loading": re.compile(r"\bLOADING\b|loading the dataset"),
-    "clusterdown": re.compile(r"\bCLUSTERDOWN\b|cluster is down"),
+    "noperm": (
+        NoPermissionError,
+        re.compile(r"\bNOPERM\b|no permissions to|user executing the script can't"),
+    ),
+    "loading": (BusyLoadingError, re.compile(r"\bLOADING\b|loading the dataset")),
+    "clusterdown": (ClusterDownError, re.compile(r"\bCLUSTERDOWN\b|cluster is down")),
 }
-_CLASSES: tuple[tuple[type[Exception], str], ...] = (
-    (OutOfMemoryError, "oom"),
-    (ReadOnlyError, "readonly"),
-    (NoPermissionError, "noperm"),
-    (BusyLoadingError, "loading"),
-    (ClusterDownError, "clusterdown"),
-)
 
 
 @dataclass(frozen=True)
@@ -61,12 +55,12 @@ def refusal(exc: BaseException) -> Refusal | None:
     if not isinstance(exc, redis.RedisError):
         return None
     said = first_line(exc, when_empty="")
-    for cls, kind in _CLASSES:
-        if isinstance(exc, cls):
+    for kind, (cls, _) in _KINDS.items():  # before ConnectionError: BusyLoadingError is one
+        if cls is not None and isinstance(exc, cls):
             return Refusal(kind, said)
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
         return None  # a lost server has its own path (the server watch, the audit)
-    for kind, pattern in _CODES.items():
+    for kind, (_, pattern) in _KINDS.items():
         if pattern.search(said):
             return Refusal(kind, said)
     return None
@@ -80,15 +74,11 @@ class ServerRefused(BenchError):
         self.kind = kind
 
 
-def _mb(value: object) -> str:
-    return f"{int(str(value)) / 1e6:.1f} MB"
-
-
 def _maxmemory(client: Client | None) -> str:
     """'maxmemory 3.1 MB' as the server says it now, or 'its maxmemory' when it will not."""
     if client is not None:
         with contextlib.suppress(redis.RedisError, KeyError, ValueError):
-            return f"maxmemory {_mb(client.info('memory')['maxmemory'])}"
+            return f"maxmemory {int(client.info('memory')['maxmemory']) / 1e6:.1f} MB"
     return "its maxmemory"
 
 

@@ -25,7 +25,7 @@ SCRIPT_FILES: dict[str, str] = {
 }
 
 
-def _expand(name: str, text: str, seen: set[str]) -> str:
+def _expand(text: str, seen: set[str]) -> str:
     """Replace each ``-- @include "x"`` with lua/includes/x.lua, each at most once."""
 
     def include(match: re.Match[str]) -> str:
@@ -34,7 +34,7 @@ def _expand(name: str, text: str, seen: set[str]) -> str:
             return f"-- ({part} included above)"
         seen.add(part)
         path = LUA_DIR / "includes" / f"{part}.lua"
-        return _expand(part, path.read_text(), seen)
+        return _expand(path.read_text(), seen)
 
     return _INCLUDE.sub(include, text)
 
@@ -42,12 +42,7 @@ def _expand(name: str, text: str, seen: set[str]) -> str:
 @cache
 def script_source(file_name: str) -> str:
     """The full source sent to Redis for one script file, includes expanded."""
-    return _expand(file_name, (LUA_DIR / file_name).read_text(), set())
-
-
-def numkeys(file_name: str) -> int:
-    """The key count a script's file name declares: ``<name>-<numkeys>.lua``."""
-    return int(file_name.rsplit("-", 1)[1].removesuffix(".lua"))
+    return _expand((LUA_DIR / file_name).read_text(), set())
 
 
 @dataclass
@@ -72,13 +67,6 @@ class Scripts:
             return script
         return self.extra[step]
 
-    def by_file(self, file_name: str) -> Script:
-        for name, known in SCRIPT_FILES.items():
-            if known == file_name:
-                script: Script = getattr(self, name)
-                return script
-        return self.extra[file_name]
-
     def load(self, client: redis.Redis | RedisCluster) -> None:
         """SCRIPT LOAD every script, so no timed call pays for a NOSCRIPT reload."""
         for script in [*(getattr(self, n) for n in SCRIPT_FILES), *self.extra.values()]:
@@ -86,14 +74,10 @@ class Scripts:
 
 
 def load_scripts(
-    client: redis.Redis | RedisCluster,
-    extra_files: tuple[str, ...] = (),
-    sources: Mapping[str, str] | None = None,
+    client: redis.Redis | RedisCluster, extra_files: tuple[str, ...], sources: Mapping[str, str]
 ) -> Scripts:
-    """Register a protocol's five scripts (``sources``, by step; default lua/'s) and
-    ``extra_files`` from lua/, and load them."""
-    if sources is None:
-        sources = {name: script_source(f) for name, f in SCRIPT_FILES.items()}
+    """Register a protocol's five scripts (``sources``, by step) and ``extra_files`` from lua/,
+    and load them."""
     registered = {name: client.register_script(sources[name]) for name in SCRIPT_FILES}
     extra = {f: client.register_script(script_source(f)) for f in extra_files}
     scripts = Scripts(extra=extra, **registered)

@@ -1,14 +1,9 @@
 """Redis's own duration of the longest script call in a span of time, from SLOWLOG.
 
-A call's time at the client includes a round trip and the client's own pauses
-(its garbage collector, the scheduler): at a million active ids the sliced
-sweep's longest call took 15.2 ms at the client and 1.09 ms inside Redis
-(run 20261201-144822-stress). SLOWLOG logs every command slower
-than ``slowlog-log-slower-than`` µs with its duration inside Redis (a script's
-own commands too: only the script calls are read here). Nothing logged means
-every call took less than the threshold. Read-only: the threshold is the
-server's (the suite's embedded server sets a low one; a user's server keeps its
-own).
+A call's time at the client includes a round trip and the client's own pauses: at a million
+active ids the sliced sweep's longest call took 15.2 ms at the client and 1.09 ms inside Redis
+(run 20261201-144822-stress). SLOWLOG logs every command slower than its threshold (µs), so
+nothing logged bounds every call by it. Read-only: the threshold is the server's.
 """
 
 from __future__ import annotations
@@ -33,24 +28,22 @@ class SlowlogSpan:
     overflowed: bool = False
     slow_calls: int = 0  # script calls of the span logged (slower than the threshold)
 
+    def _tight(self) -> bool:
+        """SLOWLOG can tell: no entry of the span overflowed, and its threshold is known and tight."""
+        return (
+            not self.overflowed and self.threshold_us is not None and self.threshold_us <= TIGHT_THRESHOLD_US
+        )
+
     def bound_us(self) -> int | None:
         """The longest call's Redis time, or an upper bound on it (the threshold) when none was
-        logged; None when SLOWLOG cannot tell (its entries overflowed, or its threshold is
-        too loose to bound anything)."""
-        if self.overflowed:
-            return None
-        if self.longest_us is not None:
+        logged; None when SLOWLOG cannot tell."""
+        if self.longest_us is not None and not self.overflowed:
             return self.longest_us
-        if self.threshold_us is not None and self.threshold_us <= TIGHT_THRESHOLD_US:
-            return self.threshold_us
-        return None
+        return self.threshold_us if self._tight() else None
 
     def slow_count(self) -> int | None:
-        """How many script calls of the span were slower than the threshold; None when SLOWLOG
-        cannot tell (overflowed, or a threshold unknown or looser than 1 ms)."""
-        if self.overflowed or self.threshold_us is None or self.threshold_us > TIGHT_THRESHOLD_US:
-            return None
-        return self.slow_calls
+        """How many script calls of the span were slower than the threshold; None when SLOWLOG cannot tell."""
+        return self.slow_calls if self._tight() else None
 
 
 def _latest_id(node: redis.Redis) -> int:
@@ -87,15 +80,12 @@ class SlowlogWatch:
     def stop(self) -> SlowlogSpan:
         if not self.usable:
             return SlowlogSpan(None, None)
-        entries: list[dict[str, Any]] = []
         try:
-            latest = _latest_id(self.node)
-            if latest > self.from_id:
-                entries = self.node.slowlog_get(latest - self.from_id)
+            logged = max(0, _latest_id(self.node) - self.from_id)
+            entries: list[dict[str, Any]] = self.node.slowlog_get(logged) if logged else []
         except redis.RedisError:
             return SlowlogSpan(None, None)
         mine = [e for e in entries if int(e["id"]) > self.from_id]
-        logged = latest - self.from_id if latest > self.from_id else 0
         scripts = [int(e["duration"]) for e in mine if _name(e) in SCRIPT_CALLS]
         return SlowlogSpan(
             max(scripts) if scripts else None,

@@ -1,8 +1,5 @@
 """Queue names that spread over a cluster's masters: one queue a slot (its hash tag), and
 the slots chosen so each master holds as many queues as any other (give or take one).
-
-A name's slot is redis-py's key_slot of its hash tag, as the cluster computes it
-(CRC16 of the text between the braces, mod 16384).
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ SLOTS = 16384
 
 
 def slot_of(queue: str) -> int:
-    """The cluster slot every key of ``queue`` lives in."""
+    """The cluster slot every key of ``queue`` lives in (CRC16 of its hash tag, as the cluster's)."""
     return int(key_slot(QueueKeys(queue).tag.encode()))
 
 

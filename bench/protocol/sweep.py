@@ -38,9 +38,22 @@ class Sweeper(ABC):
         self.queue = queue
         self.max_stalled = max_stalled
 
-    @abstractmethod
     def sweep(self) -> SweepResult:
-        """One sweep. Returns what it reclaimed."""
+        """One sweep. Returns what it reclaimed, and the round trips it took."""
+        before = self.queue.client.round_trips
+        result = SweepResult()
+        self._sweep(result)
+        result.round_trips = self.queue.client.round_trips - before
+        return result
+
+    @abstractmethod
+    def _sweep(self, result: SweepResult) -> None: ...
+
+    def _timed(self, result: SweepResult, call: Callable[..., Any], *args: Any) -> Any:
+        started = time.perf_counter()
+        reply = call(*args)
+        result.longest_call_s = max(result.longest_call_s, time.perf_counter() - started)
+        return reply
 
 
 class AtomicSweeper(Sweeper):
@@ -90,45 +103,30 @@ class AtomicSweeper(Sweeper):
         """Whether the pass goes on in another call (a sliced sweep's)."""
         return False
 
-    def sweep(self) -> SweepResult:
-        before = self.queue.client.round_trips
-        result = SweepResult()
+    def _sweep(self, result: SweepResult) -> None:
         while True:
-            started = time.perf_counter()
-            reply = self._call(self.extra_args)
-            result.longest_call_s = max(result.longest_call_s, time.perf_counter() - started)
+            reply = self._timed(result, self._call, self.extra_args)
             result.calls += 1
             failed, moved = self.queue.protocol.read_swept(reply)
             result.failed.extend(failed)
             result.moved.extend(moved)
             if not self._goes_on(reply):
                 break
-        result.round_trips = self.queue.client.round_trips - before
-        return result
-
-
-# A pause between a sweeper's check and its act: simulates a network round trip.
-ActDelay = Callable[[], None]
-
-
-def _no_delay() -> None:
-    return None
 
 
 class AppSideSweeper(Sweeper):
-    """The non-atomic baseline of protocol.md: one command a round trip, gaps kept.
-
-    Reclaims a job as soon as its lock is missing (nothing is marked first), so
-    two overlapping sweeps can both reclaim one job and both write the same
-    attempt count, and a job finished between the EXISTS and the LPUSH ends in
-    both completed and wait. These gaps are what the suite measures.
-    """
+    """The non-atomic baseline of protocol.md: one command a round trip, gaps kept (what the
+    suite measures). It reclaims a job as soon as its lock is missing, so two overlapping
+    sweeps can both reclaim one job, and a job finished between EXISTS and LPUSH ends in
+    both completed and wait."""
 
     name = "app_side"
 
-    def __init__(self, queue: Queue, max_stalled: int = 1, act_delay: ActDelay = _no_delay) -> None:
+    def __init__(
+        self, queue: Queue, max_stalled: int = 1, act_delay: Callable[[], None] = lambda: None
+    ) -> None:
         super().__init__(queue, max_stalled)
-        self.act_delay = act_delay
+        self.act_delay = act_delay  # between check and act: simulates a network round trip
 
     def _recover(self, pipe: Any, job_id: str, attempts: int, result: SweepResult) -> None:
         """Queue one job's recovery writes after its LREM: to failed or wait, then atm."""
@@ -144,24 +142,14 @@ class AppSideSweeper(Sweeper):
             result.moved.append(job_id)
         pipe.hset(job_key, "atm", attempts)
 
-    def _timed(self, result: SweepResult, call: Callable[..., Any], *args: Any) -> Any:
-        started = time.perf_counter()
-        reply = call(*args)
-        result.longest_call_s = max(result.longest_call_s, time.perf_counter() - started)
-        return reply
-
     def _snapshot(self, result: SweepResult) -> list[str]:
         """LRANGE active: the loop works from this copy, which is where its gaps come from."""
         reply = self._timed(result, self.queue.client.lrange, self.queue.keys.active, 0, -1)
         return [_text(i) for i in reply]
 
-    def sweep(self) -> SweepResult:
-        client = self.queue.client
-        keys = self.queue.keys
-        before = client.round_trips
-        result = SweepResult()
-        active = self._snapshot(result)
-        for job_id in active:
+    def _sweep(self, result: SweepResult) -> None:
+        client, keys = self.queue.client, self.queue.keys
+        for job_id in self._snapshot(result):
             if self._timed(result, client.exists, keys.lock(job_id)):
                 continue
             fields = self._timed(result, client.hgetall, keys.job(job_id))
@@ -172,14 +160,11 @@ class AppSideSweeper(Sweeper):
             pipe = client.pipeline(transaction=False)
             self._recover(pipe, job_id, attempts, result)
             self._timed(result, pipe.execute)
-        result.round_trips = client.round_trips - before
-        return result
 
 
 class AppSidePipelinedSweeper(AppSideSweeper):
-    """The same loop with its commands batched: the EXISTS of every id in one
-    pipeline, the attempt counts of the lockless in one more, and every
-    recovery in one more (chunked at PIPELINE_CHUNK commands). Same gaps."""
+    """The same loop with its commands batched: every EXISTS in one pipeline, the lockless
+    ids' attempt counts in one more, every recovery in one more (chunked). Same gaps."""
 
     name = "app_side_pipelined"
 
@@ -194,11 +179,8 @@ class AppSidePipelinedSweeper(AppSideSweeper):
             replies.extend(self._timed(result, pipe.execute))
         return replies
 
-    def sweep(self) -> SweepResult:
-        client = self.queue.client
+    def _sweep(self, result: SweepResult) -> None:
         keys = self.queue.keys
-        before = client.round_trips
-        result = SweepResult()
         active = self._snapshot(result)
         exists = self._chunked(result, active, lambda p, j: p.exists(keys.lock(j)))
         lockless = [j for j, e in zip(active, exists, strict=True) if not e]
@@ -211,8 +193,6 @@ class AppSidePipelinedSweeper(AppSideSweeper):
             self._recover(pipe, job_id, attempts[job_id], result)
 
         self._chunked(result, lockless, recover)
-        result.round_trips = client.round_trips - before
-        return result
 
 
 def ensure_script(queue: Queue, file_name: str) -> None:
@@ -246,11 +226,9 @@ SLICED_PASS_KEYS = ("stalled-prev", "stalled-pass")
 
 
 class AtomicSlicedSweeper(AtomicSweeper):
-    """The same contract with a bounded hold: each EVALSHA visits at most
-    ``slice_size`` ids of active; the sweep calls until the pass is done (a
-    reply of two elements). What it gives up is in the script's header. A
-    protocol whose own sweep spreads a pass over calls (``sliced_sweep_own``:
-    echomq-deadline, ``slice_size`` expired deadlines a call) is called instead."""
+    """The same contract with a bounded hold: each EVALSHA visits at most ``slice_size`` ids
+    of active, until the pass is done (a reply of two elements); what it gives up is in the
+    script's header. A protocol with ``sliced_sweep_own`` (echomq-deadline) is called instead."""
 
     name = "atomic_sliced"
     script_file = "moveStalledJobsToWaitSliced-8.lua"
@@ -286,13 +264,8 @@ class AtomicSlicedSweeper(AtomicSweeper):
         return len(reply) >= 3  # two elements: the pass is done (or throttled)
 
 
-SWEEPERS: dict[str, type[Sweeper]] = {
-    AtomicSweeper.name: AtomicSweeper,
-    AtomicLinearSweeper.name: AtomicLinearSweeper,
-    AtomicSlicedSweeper.name: AtomicSlicedSweeper,
-    AppSideSweeper.name: AppSideSweeper,
-    AppSidePipelinedSweeper.name: AppSidePipelinedSweeper,
-}
+_ALL = (AtomicSweeper, AtomicLinearSweeper, AtomicSlicedSweeper, AppSideSweeper, AppSidePipelinedSweeper)
+SWEEPERS: dict[str, type[Sweeper]] = {cls.name: cls for cls in _ALL}
 
 
 def has_gap(variant: str) -> bool:
@@ -321,11 +294,8 @@ def make_sweeper(
     clear_throttle: bool = True,
     budget_us: int = DEFAULT_SLICE_BUDGET_US,
 ) -> Sweeper:
-    """A sweeper of ``variant`` on ``queue``, given what applies to it: a simulated pause
-    of ``act_delay_ms`` between check and act where it has that gap, ``slice_size`` and
-    ``budget_us`` where it sweeps in slices, ``clear_throttle`` where the protocol throttles its sweep
-    (AtomicSweeper); every other variant ignores them. A variant that is not one of the
-    queue's protocol's sweeps is a one-line error."""
+    """A sweeper of ``variant`` on ``queue``, given those of the options that apply to it (a
+    variant ignores the others); a variant not of the queue's protocol is a one-line error."""
     factory = sweeper_class(variant)
     protocol = queue.protocol
     if not protocol.supports_sweep(variant):

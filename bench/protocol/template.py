@@ -1,20 +1,14 @@
 """A call built once by a package's own builder, then patched per call: a template.
 
-A load driver sends one call shape thousands of times a second, and most of its
-KEYS and ARGV never change between calls: only a few values do (a job id, a
-token, a timestamp). Calling a package's builder for every call costs more
-client CPU than Redis spends running the script, so the driver measures the
-builder. A template keeps what the builder gave and patches only those values.
+Calling a package's builder for every call costs more client CPU than Redis spends
+running the script, so a load driver would measure the builder. A template keeps what
+the builder gave and patches only the values that change (a job id, a token, a time).
 
-Nothing about the builder's layout is written here. A template is derived from
-one call the builder made with *sentinel* values in its slots (None: a slot this
-shape does not use): every element
-equal to a sentinel is a slot; a string that contains one is cut around it (a
-job's key is the prefix and the id); a msgpack blob that contains one's packing
-is cut around that packing (the token inside packed options), and each call
-packs only the slot's value and joins the pieces. A second build with other
-sentinels (other lengths, so a length header that moves is caught) must then
-equal the template filled with them, or the template is refused.
+Nothing about the builder's layout is written here. A template is derived from one call
+built with *sentinel* values in its slots (None: a slot this shape does not use): an
+element equal to a sentinel is a slot; a string or msgpack blob holding one (or its
+packing) is cut around it. A second build with other sentinels (other lengths, so a
+length header that moves is caught) must equal the template filled with them.
 """
 
 from __future__ import annotations
@@ -161,13 +155,8 @@ def _patch(at: int, element: Any, sentinels: Sequence[Any]) -> Patch | None:
 
 
 def _patches(elements: Sequence[Any], sentinels: Sequence[Any], fixed: dict[int, int]) -> tuple[Patch, ...]:
-    patches: list[Patch] = [Slot(at, slot) for at, slot in fixed.items()]
-    for at, element in enumerate(elements):
-        if at not in fixed:
-            patch = _patch(at, element, sentinels)
-            if patch is not None:
-                patches.append(patch)
-    return tuple(patches)
+    found = (_patch(at, element, sentinels) for at, element in enumerate(elements) if at not in fixed)
+    return (*(Slot(at, slot) for at, slot in fixed.items()), *(patch for patch in found if patch is not None))
 
 
 def same_call(a: Built, b: Built) -> bool:
