@@ -50,9 +50,6 @@ class Reference:
     audit_ok: bool
     audit_verdict: str
 
-    def as_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
-
 
 class Lockstep:
     """One worker connection's jobs in flight, a pipeline a round."""
