@@ -20,7 +20,6 @@ import redis
 from hdrh.histogram import HdrHistogram
 
 from bench.errors import ProtocolError
-from bench.protocol.connection import Client, primaries
 from bench.protocol.queue import Queue, _text
 from bench.protocol.refusal import refusal
 from bench.results import hdr
@@ -176,8 +175,3 @@ def issued_job_ids(queue: Queue) -> list[str]:
     raw = queue.client.get(queue.keys.id_counter)
     last = int(_text(raw)) if raw is not None else 0
     return [str(i) for i in range(1, last + 1)]
-
-
-def redis_used_memory(client: Client) -> int:
-    """used_memory from INFO memory: on a cluster, its masters' sum (the run's queues spread)."""
-    return sum(int(node.info("memory")["used_memory"]) for _, node in primaries(client))

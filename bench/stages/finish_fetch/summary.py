@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness.machine import is_saturated
-from bench.protocol.commandstats import CommandStats, added, client_side
+from bench.protocol.commandstats import CommandStats, added, client_side, read_per_master, redis_cpu_seconds
+from bench.protocol.connection import Client, primaries
 from bench.results import hdr
 from bench.results.files import write_json
 from bench.stages.finish_fetch import pace
@@ -274,6 +275,21 @@ def by_kind(counters: Counter[str], prefix: str) -> dict[str, int]:
 
 
 @dataclass(frozen=True)
+class ServerSample:
+    """The server at a window's edge: each master's commandstats, its CPU seconds, its used_memory
+    (on a cluster, its masters' sum: the run's queues spread)."""
+
+    stats: dict[str, CommandStats]
+    cpu_s: float
+    memory: int
+
+    @classmethod
+    def read(cls, client: Client) -> ServerSample:
+        stats, cpu = read_per_master(client), redis_cpu_seconds(client.info("cpu"))
+        return cls(stats, cpu, sum(int(node.info("memory")["used_memory"]) for _, node in primaries(client)))
+
+
+@dataclass(frozen=True)
 class ServerFigures:
     """What the server said about a trial's window, or why it said nothing (``error``)."""
 
@@ -282,6 +298,20 @@ class ServerFigures:
     memory_growth_bytes: int | None = None  # its used_memory growth over the window (kept jobs)
     home: Mapping[str, str] | None = None  # each queue's master
     error: str | None = None  # why the figures are missing
+
+    @classmethod
+    def over(
+        cls,
+        before: ServerSample | None,
+        after: ServerSample | None,
+        home: Mapping[str, str],
+        error: str | None = None,
+    ) -> ServerFigures:
+        """The window's figures from its edges' samples (none when either is missing)."""
+        if before is None or after is None:
+            return cls(home=home, error=error)
+        by_master = {m: now.since(before.stats[m]) for m, now in after.stats.items() if m in before.stats}
+        return cls(by_master, after.cpu_s - before.cpu_s, after.memory - before.memory, home, error)
 
     @property
     def whole(self) -> CommandStats | None:

@@ -14,6 +14,7 @@ from textwrap import indent
 from bench.harness.terminal import contended_note, render_table, table_width, wrap_note
 from bench.results.finish_fetch import FinishFetchRow, FinishFetchShardRow
 from bench.results.fits import headline_ratio
+from bench.stages.finish_fetch.plan import Point
 
 # (header, attribute of a TableRow, format)
 TABLE_METRICS = (
@@ -252,11 +253,8 @@ def _median(values: Sequence[float | None], form: str) -> str:
 
 def _run(row: FinishFetchShardRow) -> str:
     lead = "" if row.protocol == "echomq" else f"{row.protocol} "
-    point = f"w{row.workers}" + (f"-q{row.queues}" if row.queues != 1 else "")
-    point += (f"-c{row.concurrency}" if row.concurrency != 1 else "") + (
-        f"-j{row.job_ms:g}" if row.job_ms else ""
-    )
-    return f"{lead}{row.strategy} {point}-rtt{row.rtt_ms:g}"
+    point = Point(row.workers, row.rtt_ms, row.concurrency, row.job_ms, row.queues)
+    return f"{lead}{row.strategy} {point.label}"
 
 
 def shard_table(rows: Sequence[FinishFetchShardRow], width: int | None = None) -> str:

@@ -101,10 +101,6 @@ class WorkerLoop:
         self.rounds = 0
         self.done = 0  # jobs this round finished
 
-    def tap(self, sender: Sender) -> None:
-        """Send through ``sender`` from now on: one in front of ``pipe`` (a test watches rounds)."""
-        self.sender = self.worker.sender = sender
-
     @property
     def holding(self) -> int:
         """Jobs held now (being processed, or on their way to be finished)."""

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, get_origin, get_type_hints
 
 import configargparse
-from locust.env import Environment
 
 from bench.errors import BenchError
 from bench.harness.profile import FinishFetchOptions, known_keys, option_key, parse_protocols, parse_value
@@ -209,17 +208,12 @@ def trial_settings(options: Any) -> TrialSettings:
     )
 
 
-def redis_settings(environment: Environment, socket_timeout_s: float = 30.0) -> RedisSettings:
-    """The server to load: --redis-url (or $REDIS_URL), else a redis:// --host, else the default.
+def redis_settings(options: Any, host: str, socket_timeout_s: float = 30.0) -> RedisSettings:
+    """The server to load: --redis-url (or $REDIS_URL), else a redis:// ``host``, else the default.
 
     In the web UI the Host field shows the server with its password redacted; sent back as it
     was shown it means that server, and a URL typed there is the one to load.
     """
-    return redis_settings_from(environment.parsed_options, environment.host or "", socket_timeout_s)
-
-
-def redis_settings_from(options: Any, host: str, socket_timeout_s: float = 30.0) -> RedisSettings:
-    """``redis_settings`` from the parsed options and the Host field's value."""
     url = unredact(getattr(options, "redis_url", "") or "")
     host = unredact(host)
     typed_in_ui = bool(shown_host()) and host != unredact(shown_host())

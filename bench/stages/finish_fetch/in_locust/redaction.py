@@ -66,9 +66,3 @@ def scrub(text: str) -> str:
     for secret, shown in secrets():
         text = text.replace(secret, shown)
     return text
-
-
-def forget_all() -> None:
-    """For tests: nothing remembered."""
-    _urls.clear()
-    _shown.clear()

@@ -75,12 +75,6 @@ def _rounded(value: float | None, digits: int) -> float | None:
     return round(value, digits) if value is not None else None
 
 
-def _measure_order(metric: str) -> tuple[int, str]:
-    """Cycle, end to end and the producers' batches first, then each call by name."""
-    known = list(MEASURES)
-    return (known.index(metric), "") if metric in known else (len(known), metric)
-
-
 def strategy_rows(
     strategy: str,
     state: str,
@@ -134,7 +128,7 @@ class LiveTab:
 
     def _server_commands(self) -> int | None:
         """Redis commands the clients sent since the window opened (INFO commandstats), if it answers."""
-        before = self.controller.stats_before
+        before = self.controller.before
         if before is None:
             return None
         settings = Current.redis
@@ -143,7 +137,9 @@ class LiveTab:
                 if self._client is not None:
                     self._client.close()
                 self._client, self._client_settings = settings.connect(), settings
-            return client_side(CommandStats.read(self._client).since(added(before.values()))).total_calls
+            return client_side(
+                CommandStats.read(self._client).since(added(before.stats.values()))
+            ).total_calls
         except redis.RedisError:
             return None
 

@@ -27,7 +27,7 @@ from locust.env import Environment
 
 from bench.errors import BenchError
 from bench.harness.server import check_server
-from bench.stages.finish_fetch.in_locust.options import redis_settings, redis_settings_from, trial_settings
+from bench.stages.finish_fetch.in_locust.options import redis_settings, trial_settings
 from bench.stages.finish_fetch.in_locust.redaction import scrub, show_host
 from bench.stages.finish_fetch.in_locust.web_tab import COLUMNS, TAB_KEY, LiveTab, shown
 from bench.stages.finish_fetch.in_locust.window import Controller
@@ -74,7 +74,7 @@ def check_start(environment: Environment, form: dict[str, str]) -> str | None:
         return str(exc)
     host = form.get("host", environment.host or "")
     try:
-        settings = redis_settings_from(options, host, run.socket_timeout_s)
+        settings = redis_settings(options, host, run.socket_timeout_s)
         check_server(settings, unreachable_remedy=UNREACHABLE_REMEDY)
     except BenchError as exc:
         return str(exc)
@@ -89,7 +89,7 @@ def install(
     assert web_ui is not None
     tab = LiveTab(environment, controller)
     # Host shows where the load goes, redacted: no "missing host" banner, no password in the page.
-    settings = redis_settings(environment)
+    settings = redis_settings(environment.parsed_options, environment.host or "")
     environment.host = show_host(settings.url if not environment.host else environment.host)
     environment.shape_class = ProfileShape(prepare)
     environment.shape_class.runner = environment.runner
@@ -150,7 +150,10 @@ def _authenticated(web_ui: Any) -> bool:
 def unreachable_line(environment: Environment) -> str | None:
     """At start-up: the one line to log when Redis cannot serve a run (the UI refuses Start too)."""
     try:
-        check_server(redis_settings(environment), unreachable_remedy=UNREACHABLE_REMEDY)
+        check_server(
+            redis_settings(environment.parsed_options, environment.host or ""),
+            unreachable_remedy=UNREACHABLE_REMEDY,
+        )
     except BenchError as exc:
         return str(exc)
     return None

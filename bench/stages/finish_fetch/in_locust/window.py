@@ -24,22 +24,17 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from bench.errors import first_line
 from bench.harness.machine import clock
-from bench.protocol.commandstats import CommandStats, read_per_master, redis_cpu_seconds
 from bench.protocol.connection import Client
 from bench.stages.finish_fetch.in_locust.current import RECORDER, REFUSED_MESSAGE, Current, control_settings
 from bench.stages.finish_fetch.in_locust.options import summary_path
 from bench.stages.finish_fetch.in_locust.server_watch import ServerWatch
 from bench.stages.finish_fetch.in_locust.sleep import prompt_stop
 from bench.stages.finish_fetch.in_locust.trial_queues import TrialQueues
-from bench.stages.finish_fetch.loadstats import (
-    Aggregate,
-    Recorder,
-    error_kind,
-    redis_used_memory,
-)
+from bench.stages.finish_fetch.loadstats import Aggregate, Recorder, error_kind
 from bench.stages.finish_fetch.seats import started
 from bench.stages.finish_fetch.summary import (
     ServerFigures,
+    ServerSample,
     TrialSummary,
     WindowEnd,
     build_summary,
@@ -86,11 +81,9 @@ class Controller:
         self.epoch = 0
         self.window: tuple[float, float] | None = None
         self.window_clock = (0.0, 0.0)  # the same window on the machine watch's clock
-        self.stats_before: dict[str, CommandStats] | None = None  # a master's each (host:port)
-        self.stats_after: dict[str, CommandStats] | None = None
+        self.before: ServerSample | None = None  # the server at the window's open and close
+        self.after: ServerSample | None = None
         self.trial = TrialQueues(environment)  # the test's queues: opened at its start, audited, deleted
-        self.redis_cpu: tuple[float, float] | None = None
-        self.used_memory: tuple[int, int] | None = None  # the server's, at the window's open and close
         self.expected: set[str] = set()
         self.timers: list[gevent.Greenlet] = []
         self.client: Client | None = None
@@ -201,13 +194,11 @@ class Controller:
             os._exit(EXIT_INTERRUPTED)
         self.abort("interrupted (SIGINT)", EXIT_INTERRUPTED)
 
-    def _server_figures(self) -> tuple[dict[str, CommandStats], float, int] | None:
-        """Each master's commandstats and Redis CPU seconds now; None (and the reason kept) when
-        Redis is away."""
+    def _server_now(self) -> ServerSample | None:
+        """The server's counters now; None (and the reason kept) when Redis is away."""
         assert self.client is not None
         try:
-            cpu = redis_cpu_seconds(self.client.info("cpu"))
-            return read_per_master(self.client), cpu, redis_used_memory(self.client)
+            return ServerSample.read(self.client)
         except redis.RedisError as exc:
             self.server_error = f"{error_kind(exc)}: {first_line(exc)}"
             return None
@@ -220,10 +211,7 @@ class Controller:
         self.epoch += 1
         self.aggregate.reset(self.epoch)
         self.own.reset(self.epoch)
-        figures = self._server_figures()
-        self.stats_before = figures[0] if figures else None
-        self.redis_cpu = (figures[1], 0.0) if figures else None
-        self.used_memory = (figures[2], 0) if figures else None
+        self.before = self._server_now()
         runner.stats.reset_all()
         self.window = (time.perf_counter(), 0.0)
         self.window_clock = (clock(), 0.0)
@@ -261,16 +249,7 @@ class Controller:
             return
         self.window = (self.window[0], time.perf_counter())
         self.window_clock = (self.window_clock[0], clock())
-        figures = self._server_figures()
-        self.stats_after = figures[0] if figures else None
-        if self.redis_cpu is not None and figures is not None:
-            self.redis_cpu = (self.redis_cpu[0], figures[1])
-        else:
-            self.redis_cpu = None
-        if self.used_memory is not None and figures is not None:
-            self.used_memory = (self.used_memory[0], figures[2])
-        else:
-            self.used_memory = None
+        self.after = self._server_now()
         self.own.freeze()
         runner = environment.runner
         assert runner is not None
@@ -318,17 +297,7 @@ class Controller:
         """The closed window's summary: merged parts, the server's deltas, why it ended early."""
         trial = Current.trial
         assert trial is not None and self.window is not None
-        by_master = None
-        if self.stats_before is not None and self.stats_after is not None:
-            before = self.stats_before
-            by_master = {m: now.since(before[m]) for m, now in self.stats_after.items() if m in before}
-        server = ServerFigures(
-            by_master,  # the whole is its masters' sum, exactly
-            self.redis_cpu[1] - self.redis_cpu[0] if self.redis_cpu else None,
-            self.used_memory[1] - self.used_memory[0] if self.used_memory else None,
-            self.trial.home,
-            self.server_error,
-        )
+        server = ServerFigures.over(self.before, self.after, self.trial.home, self.server_error)
         return build_summary(
             trial,
             self.aggregate,
