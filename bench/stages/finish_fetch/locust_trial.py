@@ -1,11 +1,8 @@
 """One run of stage 1: a headless Locust child process on a fresh queue, then the audit.
 
-Locust runs as a subprocess (bench/locustfile.py) so that gevent's
-monkey-patching stays out of this process; it runs in a process group of its
-own, so no Locust process outlives a run. What the run measured, and why it
-stopped early if it did, comes back in its summary JSON (summary.py), never
-from its log; the log is read only for the last error of a run that crashed
-before writing one.
+Locust runs as a subprocess in a process group of its own, so gevent's monkey-patching stays out
+of this process and no Locust process outlives a run. What it measured comes back in its summary
+JSON, never from its log (read only for the last error of a run that crashed before writing one).
 """
 
 from __future__ import annotations
@@ -188,11 +185,9 @@ def run_trial(
 ) -> TrialResult:
     """One run on a fresh queue: Locust, then the audit, then the queue's keys deleted.
 
-    A server that restarted or went away is an audit that says so, not an exception:
-    the run's summary still holds what was measured before. The machine is watched
-    while Locust runs, with this process's family (Locust's processes, an embedded
-    redis-server) and ``watch_pids`` as own, and judged over the measured window
-    the summary names (over the whole Locust run when it names none).
+    A server that restarted or went away is an audit that says so, not an exception. The machine
+    is watched while Locust runs, with this process's family and ``watch_pids`` as own, and judged
+    over the measured window the summary names (over the whole Locust run when it names none).
     """
     name = fresh_queue_name(f"ff-{strategy}")
     prefix = folder / LOCUST_DIR / f"{point_id(protocol, strategy, point)}__r{rep}"

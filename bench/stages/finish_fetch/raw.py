@@ -1,10 +1,7 @@
-"""The raw driver: the Locust users' own producer loops and worker drivers, each on its connection,
-run in plain threads of this process (a thread a connection, never one a job) with no Locust, as the
-harness's calibration at each point.
-
-Its summary has the Locust run's shape (summary.py builds both), so the two
-count the same way; its jobs/s and CPU per job beside Locust's say what
-Locust itself costs. No Locust or gevent import here: the threads are real.
+"""The raw driver: the Locust users' own loops, each on its connection, in plain threads of this
+process (a thread a connection, never one a job) with no Locust: the harness's calibration at each
+point. Its summary has the Locust run's shape (summary.py builds both), so its jobs/s and CPU per
+job beside Locust's say what Locust itself costs. No Locust or gevent import here.
 """
 
 from __future__ import annotations
@@ -19,20 +16,20 @@ from typing import Any
 import redis
 
 from bench.protocol.audit import audit_queues, master_run_ids
+from bench.protocol.commandstats import read_per_master, redis_cpu_seconds
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Queue
 from bench.protocol.refusal import LOADING_WAIT_S, ServerRefused, refusal, refusal_line
 from bench.protocol.spread import homes, queue_names
-from bench.stages.finish_fetch.loadstats import Aggregate, Recorder, issued_job_ids
-from bench.stages.finish_fetch.producer_loop import ProducerLoop
-from bench.stages.finish_fetch.summary import (
-    ServerFigures,
-    ServerSample,
-    SummaryAudit,
-    TrialSummary,
-    build_summary,
+from bench.stages.finish_fetch.loadstats import (
+    Aggregate,
+    Recorder,
+    issued_job_ids,
+    redis_used_memory,
 )
+from bench.stages.finish_fetch.producer_loop import ProducerLoop
+from bench.stages.finish_fetch.summary import ServerFigures, SummaryAudit, TrialSummary, build_summary
 from bench.stages.finish_fetch.timed import run_steps
 from bench.stages.finish_fetch.trial_settings import TrialSettings
 from bench.stages.finish_fetch.wait_list import SAMPLE_EVERY_S, WaitSamples, wait_length
@@ -193,7 +190,8 @@ class RawRun:
             sampler.start()
             self._sleep(self.run.warmup_s)
             with self.edge.held(workers):
-                before = ServerSample.read(control.client)
+                before = read_per_master(control.client), redis_cpu_seconds(control.client.info("cpu"))
+                memory_before = redis_used_memory(control.client)
                 self.recorder.reset(1)
                 self.sampling.set()
                 started = time.perf_counter()
@@ -202,7 +200,8 @@ class RawRun:
                 self.sampling.clear()
                 self.recorder.freeze()
                 window_s = time.perf_counter() - started
-                after = ServerSample.read(control.client)
+                after = read_per_master(control.client), redis_cpu_seconds(control.client.info("cpu"))
+                memory_growth = redis_used_memory(control.client) - memory_before
         finally:
             self._stop()
         aggregate = Aggregate()
@@ -210,7 +209,8 @@ class RawRun:
         aggregate.absorb(RAW_PROCESS, "local", self.recorder.take(), final=True)
         queues = [Queue.open(control.client, n, protocol=self.run.protocol) for n in self.names]
         checked = audit_queues(queues, issued_job_ids, run_ids, home)
-        server = ServerFigures.over(before, after, home)
+        by_master = {m: now.since(before[0][m]) for m, now in after[0].items() if m in before[0]}
+        server = ServerFigures(by_master, after[1] - before[1], memory_growth, home)
         audited = SummaryAudit(checked.ok, checked.verdict, checked.counts)
         return build_summary(self.run, aggregate, window_s, "raw", server, audit=audited, wait=self.wait)
 

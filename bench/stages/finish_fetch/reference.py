@@ -1,17 +1,11 @@
 """The reference: the least client work the suite's builders allow, measured beside the drivers.
 
-One process and one flow of control, no threads, no greenlets, no Locust: the
-queue is pre-filled with pipelined addJob batches, then each round sends every
-in-flight job's calls in one redis-py pipeline (hiredis reads the replies),
-reads them and builds the next calls, each worker connection in turn. Its CPU a
-job (the adds counted too) is what the raw driver's and Locust's are judged
-against: what they cost beyond it is the harness.
-
-It runs at the point's workers, concurrency and strategy, always at rtt 0 and
-job-ms 0: a wait costs no CPU, and the reference is the client's cost alone.
-It drains for at most the point's measure-s (a slow point stops fetching then and
-finishes what it holds); the jobs it never fetched stay in wait, where the audit
-counts them.
+One flow of control, no threads, greenlets or Locust: the queue is pre-filled with pipelined
+addJob batches, then each round sends every in-flight job's calls in one redis-py pipeline, each
+worker connection in turn. Its CPU a job (the adds counted too) is what the drivers' are judged
+against: what they cost beyond it is the harness. Always at rtt 0 and job-ms 0 (a wait costs no
+CPU); it drains for at most the point's measure-s, and the jobs it never fetched stay in wait,
+where the audit counts them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""What one run leaves in the run folder: its row of finish_fetch.csv, its histograms, and its
-rows of finish_fetch_shards.csv (one a master) and finish_fetch_queues.csv (one a queue), from
-its summary's ``shards``; and the stage's ledger, which holds them and its meta.json section and
-writes them."""
+"""What one run leaves in the run folder (its row, histograms, masters' and queues' rows), and the
+stage's ledger, which holds them and its meta.json section and writes them."""
 
 from __future__ import annotations
 

@@ -1,15 +1,10 @@
 """Stage 1 of `python -m bench run`: finish-then-fetch, fused against two_call and
 two_call_pipelined, under Locust.
 
-For each (workers, concurrency, job_ms, rtt_ms) point the strategies run
-alternately, A B C A B C, for the profile's repetitions. Each run is a headless
-Locust subprocess on a fresh queue, audited and deleted after (locust_trial.py).
-Then the raw driver (raw.py) runs each strategy once at the point, without
-Locust: its jobs/s and CPU per job go beside Locust's in the point's rows. At
-the end, the latency-fidelity check (fidelity.py). Results: one row a Locust run
-in finish_fetch.csv and the merged histograms under hdr/ (rows.py), Locust's own
-CSVs and each run's summary JSON and log beside them, the fidelity figures in
-meta.json, and a short table on stdout (table.py).
+At each point the strategies run alternately, A B C A B C, for the profile's repetitions, each
+trial a Locust child on a fresh queue (locust_trial.py); then the raw driver and the reference run
+each strategy once there, their figures beside Locust's in the point's rows. At the end, the
+latency-fidelity check (fidelity.py) and a short table on stdout (table.py).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The run's summary file: built from the window's merged figures, logged, and written.
 
-The summary is the load side's whole answer to whoever started the run
-(stage.py reads nothing else): the merged histograms, the counters, the
-server's commandstats delta, the headline figures, whether the run is
-complete, and, when it stopped early, why (``aborted``). A run stopped before
-its window opened still writes one, with ``measured: false`` and the reason.
-No Locust import here.
+The summary is the load side's whole answer to whoever started the run (stage.py reads nothing
+else). A run stopped before its window opened still writes one, with ``measured: false`` and the
+reason. No Locust import here.
 """
 
 from __future__ import annotations
@@ -19,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness.machine import is_saturated
-from bench.protocol.commandstats import CommandStats, added, client_side, read_per_master, redis_cpu_seconds
-from bench.protocol.connection import Client, primaries
+from bench.protocol.commandstats import CommandStats, added, client_side
 from bench.results import hdr
 from bench.results.files import write_json
 from bench.stages.finish_fetch import pace
@@ -97,8 +93,7 @@ class Derived:
 
 @dataclass(frozen=True)
 class SummaryAudit:
-    """The queues' audit as the summary holds it, when its process could take it (a run of one
-    process, or the raw driver's)."""
+    """The queues' audit, when the summary's process could take it (one process, or the raw driver)."""
 
     ok: bool
     verdict: str
@@ -108,10 +103,7 @@ class SummaryAudit:
 @dataclass
 class TrialSummary:
     """What a run of stage 1 measured, as its summary JSON holds it (``to_json``/``from_json``
-    at that edge only): the load side's whole answer to whoever started the run.
-
-    A run stopped before its window opened has ``measured`` false, the reason in ``aborted``
-    and no figures; its JSON holds only UNMEASURED_KEYS."""
+    at that edge only); one that measured nothing holds only UNMEASURED_KEYS."""
 
     mode: str  # "local", "distributed" or "raw"
     settings: TrialSettings  # the run's settings, as its process ran them
@@ -172,18 +164,14 @@ UNMEASURED_KEYS = ("kind", "version", "mode", "settings", "measured", "complete"
 
 
 def derive(
-    trial: TrialSettings,
-    aggregate: Aggregate,
-    window_s: float,
-    server: CommandStats | None,
-    redis_cpu_s: float | None,
-    wait: WaitSamples | None = None,
+    trial: TrialSettings, aggregate: Aggregate, window_s: float, figures: ServerFigures, wait: WaitSamples
 ) -> Derived:
     """The run's headline figures, and whether the generator was the limit."""
     c = aggregate.counters
     jobs = c["jobs"]
+    server, redis_cpu_s, growth = figures.whole, figures.cpu_s, figures.memory_growth_bytes
     server_side = client_side(server) if server is not None else None
-    if server_side is not None and wait is not None and wait.calls:  # the watch's LLENs are not the load's
+    if server_side is not None and wait.calls:  # the watch's LLENs are not the load's
         server_side = dataclasses.replace(
             server_side,
             calls={**server_side.calls, "llen": max(0, server_side.calls.get("llen", 0) - wait.calls)},
@@ -256,37 +244,21 @@ def derive(
         redis_cpu_pct=redis_cpu_pct,
         simulated_rtt_mean_ms=slept_rtt_ms,
         errors=c["errors"],
-        errors_by_kind=errors_by_kind(c),
+        errors_by_kind=by_kind(c, ERROR_PREFIX),
         followed_by_kind=by_kind(c, FOLLOWED_PREFIX),
         saturated=bool(reasons),
         saturated_because=reasons,
+        redis_mem_growth_bytes_per_1k_jobs=growth * 1000 / jobs if growth is not None and jobs else None,
+        wait_samples=wait.samples,
+        wait_empty_samples=wait.empty,
+        wait_min_jobs=wait.least,
     )
-
-
-def errors_by_kind(counters: Counter[str]) -> dict[str, int]:
-    """The errors:<kind> counters as {kind: count}."""
-    return by_kind(counters, ERROR_PREFIX)
 
 
 def by_kind(counters: Counter[str], prefix: str) -> dict[str, int]:
     """The <prefix><kind> counters as {kind: count}."""
     found = sorted((k, v) for k, v in counters.items() if k.startswith(prefix))
     return {k.removeprefix(prefix): v for k, v in found}
-
-
-@dataclass(frozen=True)
-class ServerSample:
-    """The server at a window's edge: each master's commandstats, its CPU seconds, its used_memory
-    (on a cluster, its masters' sum: the run's queues spread)."""
-
-    stats: dict[str, CommandStats]
-    cpu_s: float
-    memory: int
-
-    @classmethod
-    def read(cls, client: Client) -> ServerSample:
-        stats, cpu = read_per_master(client), redis_cpu_seconds(client.info("cpu"))
-        return cls(stats, cpu, sum(int(node.info("memory")["used_memory"]) for _, node in primaries(client)))
 
 
 @dataclass(frozen=True)
@@ -298,20 +270,6 @@ class ServerFigures:
     memory_growth_bytes: int | None = None  # its used_memory growth over the window (kept jobs)
     home: Mapping[str, str] | None = None  # each queue's master
     error: str | None = None  # why the figures are missing
-
-    @classmethod
-    def over(
-        cls,
-        before: ServerSample | None,
-        after: ServerSample | None,
-        home: Mapping[str, str],
-        error: str | None = None,
-    ) -> ServerFigures:
-        """The window's figures from its edges' samples (none when either is missing)."""
-        if before is None or after is None:
-            return cls(home=home, error=error)
-        by_master = {m: now.since(before.stats[m]) for m, now in after.stats.items() if m in before.stats}
-        return cls(by_master, after.cpu_s - before.cpu_s, after.memory - before.memory, home, error)
 
     @property
     def whole(self) -> CommandStats | None:
@@ -341,23 +299,11 @@ def build_summary(
     wait: WaitSamples | None = None,
 ) -> TrialSummary:
     """The trial's summary: settings, merged histograms, per-process parts, headline figures.
-
-    ``audit`` is the queue's audit when this process could take it (a trial of one process),
-    ``window_clock`` the window's open and close on CLOCK_MONOTONIC (so the stage's machine
-    watch, in another process, judges this window and not Locust's start), ``wait`` the wait
-    list's length sampled through the window.
-    """
+    ``window_clock``: the window's open and close on CLOCK_MONOTONIC, so the stage's machine watch,
+    in another process, judges this window and not Locust's start."""
     end = end or WindowEnd()
     whole = server.whole
-    derived = derive(trial, aggregate, window_s, whole, server.cpu_s, wait)
-    if wait is not None:
-        derived = dataclasses.replace(
-            derived, wait_samples=wait.samples, wait_empty_samples=wait.empty, wait_min_jobs=wait.least
-        )
-    memory_growth_bytes = server.memory_growth_bytes
-    if memory_growth_bytes is not None and derived.jobs:
-        growth = memory_growth_bytes * 1000 / derived.jobs
-        derived = dataclasses.replace(derived, redis_mem_growth_bytes_per_1k_jobs=growth)
+    derived = derive(trial, aggregate, window_s, server, wait or WaitSamples())
     return TrialSummary(
         mode=mode,
         settings=trial,

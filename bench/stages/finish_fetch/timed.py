@@ -1,8 +1,5 @@
-"""The timed path: every exchange a producer or a worker slot asks for, timed in µs and recorded.
-
-Both drivers (Locust's users and the raw driver's threads) send through a
-``TimedSender``, so they time and count the same way; Locust adds only its
-``events.request`` (the ``on_call`` hook). No Locust or gevent import here.
+"""The timed path: every exchange a producer or a worker slot asks for, timed in µs and recorded,
+the same way in both drivers (Locust adds only its ``on_call``). No Locust or gevent import here.
 """
 
 from __future__ import annotations

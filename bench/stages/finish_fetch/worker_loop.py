@@ -1,12 +1,8 @@
 """A worker's jobs in flight as one state machine on one connection, a round at a time.
 
-Each round sends the calls of every job that is ready (its job-ms over, or its
-next call due) in one exchange, reads every reply, and moves each job on: a
-BullMQ worker's auto-pipeline without a flow of control a job. Job time is kept
-by a timer heap, so a held job costs nothing until it is due. Both drivers run
-it: a thread a worker connection in the raw driver, a greenlet a worker user
-under Locust. No Locust or gevent import here (under Locust, ``time.sleep`` is
-gevent's).
+Each round sends the calls of every ready job in one exchange, reads every reply, and moves each
+job on: a BullMQ worker's auto-pipeline without a flow of control a job. Job time is kept by a timer
+heap, so a held job costs nothing until it is due. Both drivers run it. No Locust or gevent import.
 """
 
 from __future__ import annotations

@@ -99,7 +99,7 @@ def dest_of(field_name: str) -> str:
     return UI_LABELS.get(option_key(field_name), field_name)
 
 
-def add_options(parser: Any) -> None:
+def add_options(parser: Any, **_: Any) -> None:
     """Register every profile key, and the locustfile's own options, with Locust's parser."""
     for key, (section, f) in known_keys().items():
         kind = get_type_hints(section)[f.name]
@@ -117,12 +117,9 @@ def add_options(parser: Any) -> None:
             help=text,
             include_in_web_ui=shown,
         )
-    parser.add_argument("--stages", default="", help=configargparse.SUPPRESS, include_in_web_ui=False)
-    # bench run's own: whether it starts an embedded cluster (Locust gets the cluster's URL).
-    parser.add_argument("--cluster", default="false", help=configargparse.SUPPRESS, include_in_web_ui=False)
-    parser.add_argument(
-        "--protocols", default="echomq", help=configargparse.SUPPRESS, include_in_web_ui=False
-    )
+    # bench run's own (--cluster: whether it starts an embedded cluster, whose URL Locust gets)
+    for hidden, default in (("--stages", ""), ("--cluster", "false"), ("--protocols", "echomq")):
+        parser.add_argument(hidden, default=default, help=configargparse.SUPPRESS, include_in_web_ui=False)
     parser.add_argument(
         "--protocol",
         choices=tuple(PROTOCOLS),

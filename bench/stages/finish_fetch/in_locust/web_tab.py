@@ -128,7 +128,7 @@ class LiveTab:
 
     def _server_commands(self) -> int | None:
         """Redis commands the clients sent since the window opened (INFO commandstats), if it answers."""
-        before = self.controller.before
+        before = self.controller.stats_before
         if before is None:
             return None
         settings = Current.redis
@@ -137,9 +137,7 @@ class LiveTab:
                 if self._client is not None:
                     self._client.close()
                 self._client, self._client_settings = settings.connect(), settings
-            return client_side(
-                CommandStats.read(self._client).since(added(before.stats.values()))
-            ).total_calls
+            return client_side(CommandStats.read(self._client).since(added(before.values()))).total_calls
         except redis.RedisError:
             return None
 

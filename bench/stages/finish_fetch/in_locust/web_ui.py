@@ -3,10 +3,8 @@ that follow the profile, and a Redis that cannot serve the run refused before an
 
 - The Host field shows the Redis URL with its password redacted (redaction.py); every page and
   JSON answer is scrubbed of the real one on its way out.
-- The "echomq live" tab (web_tab.py; ``extended_tabs`` / ``extended_tables``, fed through
-  /stats/requests and the JSON route /echomq/live) shows, per strategy, jobs/s, round trips
-  and Redis commands per job, and the µs percentiles of every call, the cycle and end to end,
-  from our merged HdrHistograms (Locust's own tabs round to whole milliseconds).
+- The "echomq live" tab (web_tab.py, fed through /stats/requests and /echomq/live) shows the µs
+  figures of our merged HdrHistograms (Locust's own tabs round to whole milliseconds).
 - ``ProfileShape`` starts exactly producers + workers users (the form's user count is off) and
   ends the test after warm-up + measure, as a headless run ends.
 - Start is refused, with one line in the terminal and the reason in the form, when Redis does

@@ -1,11 +1,9 @@
 """The measured window of a Locust run, and its collection from every process.
 
-The process that runs the test (Locust's master, or the only process) resets
-everything after the warm-up, tells every process by a message with a new
-epoch, and at the end asks each for its final delta. Periodic deltas ride on
-``report_to_master`` / ``worker_report``. Only deltas of the current epoch
-count, so the merged histograms hold exactly the window, however many
-processes sent parts of it.
+The process that runs the test resets everything after the warm-up, tells every process by a
+message with a new epoch, and at the end asks each for its final delta; periodic deltas ride on
+``report_to_master``. Only deltas of the current epoch count, so the merged histograms hold
+exactly the window.
 """
 
 from __future__ import annotations
@@ -24,17 +22,22 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from bench.errors import first_line
 from bench.harness.machine import clock
+from bench.protocol.commandstats import CommandStats, read_per_master, redis_cpu_seconds
 from bench.protocol.connection import Client
 from bench.stages.finish_fetch.in_locust.current import RECORDER, REFUSED_MESSAGE, Current, control_settings
 from bench.stages.finish_fetch.in_locust.options import summary_path
 from bench.stages.finish_fetch.in_locust.server_watch import ServerWatch
 from bench.stages.finish_fetch.in_locust.sleep import prompt_stop
 from bench.stages.finish_fetch.in_locust.trial_queues import TrialQueues
-from bench.stages.finish_fetch.loadstats import Aggregate, Recorder, error_kind
+from bench.stages.finish_fetch.loadstats import (
+    Aggregate,
+    Recorder,
+    error_kind,
+    redis_used_memory,
+)
 from bench.stages.finish_fetch.seats import started
 from bench.stages.finish_fetch.summary import (
     ServerFigures,
-    ServerSample,
     TrialSummary,
     WindowEnd,
     build_summary,
@@ -66,12 +69,8 @@ def _process_id(environment: Environment) -> str:
 
 
 class Controller:
-    """Runs the window on the master (or the only process): warm-up, reset, end, summary.
-
-    A ``ServerWatch`` stops the run early when Redis is lost or restarted, as
-    does Ctrl-C. A run stopped early still writes what it measured, with
-    ``complete: false`` and the reason in ``aborted``.
-    """
+    """Runs the window on the master (or the only process): warm-up, reset, end, summary. A run
+    stopped early (Redis lost or restarted, Ctrl-C) still writes what it measured, marked so."""
 
     def __init__(self, environment: Environment) -> None:
         self.environment = environment
@@ -81,9 +80,11 @@ class Controller:
         self.epoch = 0
         self.window: tuple[float, float] | None = None
         self.window_clock = (0.0, 0.0)  # the same window on the machine watch's clock
-        self.before: ServerSample | None = None  # the server at the window's open and close
-        self.after: ServerSample | None = None
+        self.stats_before: dict[str, CommandStats] | None = None  # a master's each (host:port)
+        self.stats_after: dict[str, CommandStats] | None = None
         self.trial = TrialQueues(environment)  # the test's queues: opened at its start, audited, deleted
+        self.redis_cpu: tuple[float, float] | None = None
+        self.used_memory: tuple[int, int] | None = None  # the server's, at the window's open and close
         self.expected: set[str] = set()
         self.timers: list[gevent.Greenlet] = []
         self.client: Client | None = None
@@ -194,11 +195,13 @@ class Controller:
             os._exit(EXIT_INTERRUPTED)
         self.abort("interrupted (SIGINT)", EXIT_INTERRUPTED)
 
-    def _server_now(self) -> ServerSample | None:
-        """The server's counters now; None (and the reason kept) when Redis is away."""
+    def _server_figures(self) -> tuple[dict[str, CommandStats], float, int] | None:
+        """Each master's commandstats and Redis CPU seconds now; None (and the reason kept) when
+        Redis is away."""
         assert self.client is not None
         try:
-            return ServerSample.read(self.client)
+            cpu = redis_cpu_seconds(self.client.info("cpu"))
+            return read_per_master(self.client), cpu, redis_used_memory(self.client)
         except redis.RedisError as exc:
             self.server_error = f"{error_kind(exc)}: {first_line(exc)}"
             return None
@@ -211,7 +214,10 @@ class Controller:
         self.epoch += 1
         self.aggregate.reset(self.epoch)
         self.own.reset(self.epoch)
-        self.before = self._server_now()
+        figures = self._server_figures()
+        self.stats_before = figures[0] if figures else None
+        self.redis_cpu = (figures[1], 0.0) if figures else None
+        self.used_memory = (figures[2], 0) if figures else None
         runner.stats.reset_all()
         self.window = (time.perf_counter(), 0.0)
         self.window_clock = (clock(), 0.0)
@@ -249,7 +255,16 @@ class Controller:
             return
         self.window = (self.window[0], time.perf_counter())
         self.window_clock = (self.window_clock[0], clock())
-        self.after = self._server_now()
+        figures = self._server_figures()
+        self.stats_after = figures[0] if figures else None
+        if self.redis_cpu is not None and figures is not None:
+            self.redis_cpu = (self.redis_cpu[0], figures[1])
+        else:
+            self.redis_cpu = None
+        if self.used_memory is not None and figures is not None:
+            self.used_memory = (self.used_memory[0], figures[2])
+        else:
+            self.used_memory = None
         self.own.freeze()
         runner = environment.runner
         assert runner is not None
@@ -297,7 +312,17 @@ class Controller:
         """The closed window's summary: merged parts, the server's deltas, why it ended early."""
         trial = Current.trial
         assert trial is not None and self.window is not None
-        server = ServerFigures.over(self.before, self.after, self.trial.home, self.server_error)
+        by_master = None
+        if self.stats_before is not None and self.stats_after is not None:
+            before = self.stats_before
+            by_master = {m: now.since(before[m]) for m, now in self.stats_after.items() if m in before}
+        server = ServerFigures(
+            by_master,  # the whole is its masters' sum, exactly
+            self.redis_cpu[1] - self.redis_cpu[0] if self.redis_cpu else None,
+            self.used_memory[1] - self.used_memory[0] if self.used_memory else None,
+            self.trial.home,
+            self.server_error,
+        )
         return build_summary(
             trial,
             self.aggregate,
