@@ -64,15 +64,11 @@ def check_start(environment: Environment, form: dict[str, str]) -> str | None:
     """Why a Start with these form values cannot run (a setting, or Redis), or None."""
     options = argparse.Namespace(**vars(environment.parsed_options))
     for key, value in form.items():
-        if key in vars(options) and key not in ("host",):
+        if key in vars(options) and key != "host":
             setattr(options, key, value)
     try:
         run = trial_settings(options)
-    except BenchError as exc:
-        return str(exc)
-    host = form.get("host", environment.host or "")
-    try:
-        settings = redis_settings(options, host, run.socket_timeout_s)
+        settings = redis_settings(options, form.get("host", environment.host or ""), run.socket_timeout_s)
         check_server(settings, unreachable_remedy=UNREACHABLE_REMEDY)
     except BenchError as exc:
         return str(exc)
