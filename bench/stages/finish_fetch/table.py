@@ -42,7 +42,8 @@ class TableRow:
     loadgen_cpu_us_per_job: float
 
 
-def _median_spread(values: Sequence[float], form: str, spread: bool = True) -> str:
+def _median_spread(given: Sequence[float | None], form: str, spread: bool = True) -> str:
+    values = [v for v in given if v is not None]
     if not values:
         return "-"
     middle = form.format(statistics.median(values))
@@ -246,11 +247,6 @@ def _cells(runs: Sequence[TableRow]) -> list[list[TableRow]]:
     return list(cells.values())
 
 
-def _median(values: Sequence[float | None], form: str) -> str:
-    known = [v for v in values if v is not None]
-    return form.format(statistics.median(known)) if known else "-"
-
-
 def _run(row: FinishFetchShardRow) -> str:
     lead = "" if row.protocol == "echomq" else f"{row.protocol} "
     point = Point(row.workers, row.rtt_ms, row.concurrency, row.job_ms, row.queues)
@@ -269,8 +265,8 @@ def shard_table(rows: Sequence[FinishFetchShardRow], width: int | None = None) -
         if row.master_queues:
             groups.setdefault((_run(row), row.master, row.master_queues), []).append(row)
     lines = [
-        [run, master, str(queues), str(len(of)), _median([r.jobs_per_s for r in of], "{:.0f}"),
-         _median([r.server_us_per_job for r in of], "{:.1f}")]
+        [run, master, str(queues), str(len(of)), _median_spread([r.jobs_per_s for r in of], "{:.0f}", False),
+         _median_spread([r.server_us_per_job for r in of], "{:.1f}", False)]
         for (run, master, queues), of in groups.items()
     ]  # fmt: skip
     header = ["run", "master", "queues", "reps", "jobs/s", "redis µs/job"]
