@@ -24,7 +24,7 @@ from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import STRATEGIES
 from bench.results.files import RESULTS_DIR, run_id
 from bench.stages.finish_fetch.in_locust.redaction import REDIS_SCHEMES, shown_host, unredact
-from bench.stages.finish_fetch.plan import Point
+from bench.stages.finish_fetch.plan import points_of
 from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 SUMMARY_FILE = "finish_fetch_summary.json"
@@ -179,26 +179,17 @@ def keep_queue(options: Any) -> bool:
 
 def trial_settings(options: Any) -> TrialSettings:
     """The run's single-valued settings from Locust's parsed options (lists take their first value)."""
-    values: dict[str, Any] = {}
     hints = get_type_hints(FinishFetchOptions)
-    for f in fields(FinishFetchOptions):
-        raw = getattr(options, dest_of(f.name), None)
-        if raw is None:
-            continue
-        values[f.name] = parse_value(option_key(f.name), hints[f.name], str(raw), f.metadata.get("min"))
+    values = {
+        f.name: parse_value(option_key(f.name), hints[f.name], str(raw), f.metadata.get("min"))
+        for f in fields(FinishFetchOptions)
+        if (raw := getattr(options, dest_of(f.name), None)) is not None
+    }
     profile = FinishFetchOptions(**values)
-    first = Point(
-        workers=profile.workers[0],
-        rtt_ms=profile.rtt_ms[0],
-        concurrency=profile.concurrency[0],
-        job_ms=profile.job_ms[0],
-        queues=profile.queues[0],
-        regime=profile.regime,
-    )
     return TrialSettings.at(
         profile,
         getattr(options, "Strategy", None) or profile.strategies[0],
-        first,
+        points_of(profile)[0],  # the first of each list
         getattr(options, "Queue", None) or DEFAULT_QUEUE,
         getattr(options, "protocol", None) or parse_protocols(getattr(options, "protocols", "echomq"))[0],
         probe=bool(getattr(options, "probe", False)),
