@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from bench.protocol.audit import audit_queues, master_run_ids
 from bench.protocol.commandstats import redis_cpu_seconds
@@ -23,6 +22,7 @@ from bench.protocol.queue import FinishRefused, Job, Producer, Queue, Worker
 from bench.protocol.spread import homes
 from bench.stages.finish_fetch.loadstats import issued_job_ids
 from bench.stages.finish_fetch.trial_settings import TrialSettings
+from bench.stages.finish_fetch.worker_loop import raised
 
 # Jobs a reference point adds, a second of measure-s: a fast point drains them within the window,
 # a slow one stops at its end. Adding and auditing cost time too, so a short window adds fewer.
@@ -79,24 +79,18 @@ class Lockstep:
         finished, held = len(self.held), self.held
         taken: list[Job | None] = []
         for job in held:
-            outcome = worker.read_finish(_raised(next(replies)), job)
+            outcome = worker.read_finish(raised(next(replies)), job)
             if outcome.code < 0:
                 raise FinishRefused(outcome.code, job.id)
             if fused and outcome.next_job is not None:
                 taken.append(outcome.next_job)
             if pipelined:
-                taken.append(worker.read_job(_raised(next(replies)), tokens.pop(0)))
-        taken += [worker.read_job(_raised(next(replies)), token) for token in tokens]
+                taken.append(worker.read_job(raised(next(replies)), tokens.pop(0)))
+        taken += [worker.read_job(raised(next(replies)), token) for token in tokens]
         self.held = [job for job in taken if job is not None]
         # a slot whose job two_call finished asks next round; one that found no job stops
         self.free = finished if self.strategy == "two_call" and fetching else 0
         return finished
-
-
-def _raised(reply: Any) -> Any:
-    if isinstance(reply, Exception):
-        raise reply
-    return reply
 
 
 def reference_jobs(measure_s: float) -> int:

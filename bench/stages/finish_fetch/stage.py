@@ -124,13 +124,11 @@ def run_stage(ctx: RunContext) -> None:
     # the budget for windows measured again (remeasure.py); the ledger holds what the stage writes
     budget = Budget(opts.remeasure_windows, opts.remeasure_share * sum(point_seconds(ctx.profile)))
     ledger = Ledger(ctx.run_dir, opts, budget)
-    hdr_variant = "[<protocol>.]" + HDR_VARIANT + " (no protocol: echomq)"
-    ledger.out.meta(rtt_ms=RTT_LABEL, hdr_variant=hdr_variant)
+    ledger.out.meta(rtt_ms=RTT_LABEL, hdr_variant=f"[<protocol>.]{HDR_VARIANT} (no protocol: echomq)")
     # a point's load processes: one more from the window that saturated on fewer, for every later
     # trial there (the same load would saturate them too, and each would take a window to learn it)
     processes: dict[Point, int] = {}
     for point in points_of(opts):
-        # A B A B: drift on a shared machine hits every strategy and protocol alike.
         here_protocols = protocols_at(point, protocols)
         rounds = [
             (protocol, strategy) for protocol in here_protocols for strategy in strategies_at(opts, point)

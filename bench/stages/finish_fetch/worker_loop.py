@@ -218,7 +218,7 @@ class WorkerLoop:
         job = slot.job
         next_job: Job | None = None
         if part.label == LABEL_FETCH:
-            first = _reply(replies[0])
+            first = raised(replies[0])
             next_job = worker.read_job(first, part.token)
             if not part.cycle:
                 self.meter.count("fetches_alone")  # not a job's cycle: its first fetch, or after none came
@@ -228,7 +228,7 @@ class WorkerLoop:
             fetched = replies[1] if part.label == LABEL_PIPELINED else None
             if fetched is not None and not isinstance(fetched, Exception):
                 next_job = worker.read_job(fetched, part.token)
-            outcome = worker.read_finish(_reply(replies[0]), job)
+            outcome = worker.read_finish(raised(replies[0]), job)
             if outcome.code < 0:
                 # two_call_pipelined: the fetch beside it may have taken a job, now this slot's
                 slot.job = next_job
@@ -240,7 +240,7 @@ class WorkerLoop:
             if part.label == LABEL_FUSED:
                 next_job = outcome.next_job
             else:
-                _reply(fetched)  # two_call_pipelined: its fetch refused, the job finished all the same
+                raised(fetched)  # two_call_pipelined: its fetch refused, the job finished all the same
         if part.cycle:
             assert job is not None
             self._finished(job, slot, back, finished_us)
@@ -271,7 +271,7 @@ class WorkerLoop:
             meter.record("e2e", finished_us - enqueued)
 
 
-def _reply(reply: Any) -> Any:
+def raised(reply: Any) -> Any:
     """A reply, or the refusal of a call Redis refused, raised."""
     if isinstance(reply, Exception):
         raise reply
