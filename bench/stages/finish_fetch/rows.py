@@ -216,10 +216,8 @@ def _beside(
     row: FinishFetchRow, protocol: str, point: Point, strategy: str, raw: TrialSummary, reference: Reference
 ) -> FinishFetchRow:
     """A Locust run's row with the raw driver's and the reference's figures at its point and strategy."""
-    at = (row.workers, row.rtt_ms, row.concurrency, row.job_ms, row.queues)
-    if row.protocol != protocol or row.strategy != strategy or row.regime != point.regime:
-        return row
-    if at != (point.workers, point.rtt_ms, point.concurrency, point.job_ms, point.queues):
+    at = (row.workers, row.concurrency, row.job_ms, row.rtt_ms, row.queues)
+    if (row.protocol, row.strategy, row.regime, at) != (protocol, strategy, point.regime, point.cell):
         return row
     d = raw.figures
     jobs_per_s, cpu = _round(d.jobs_per_s, 1), _round(d.loadgen_cpu_us_per_job, 1)
