@@ -1,14 +1,8 @@
-"""Stage 1 in Locust's web UI: no password sent to the browser, a live tab of our own, user counts
-that follow the profile, and a Redis that cannot serve the run refused before any user starts.
-
-- The Host field shows the Redis URL with its password redacted (redaction.py); every page and
-  JSON answer is scrubbed of the real one on its way out.
-- The "echomq live" tab (web_tab.py, fed through /stats/requests and /echomq/live) shows the µs
-  figures of our merged HdrHistograms (Locust's own tabs round to whole milliseconds).
-- ``ProfileShape`` starts exactly producers + workers users (the form's user count is off) and
-  ends the test after warm-up + measure, as a headless run ends.
-- Start is refused, with one line in the terminal and the reason in the form, when Redis does
-  not answer or a setting is wrong.
+"""Stage 1 in Locust's web UI: the Host field shows the Redis URL with its password redacted and
+every answer is scrubbed of it (redaction.py); an "echomq live" tab of µs figures from our merged
+HdrHistograms (web_tab.py: Locust's own tabs round to whole milliseconds); ``ProfileShape`` starts
+exactly producers + workers users and ends the test after warm-up + measure, as a headless run
+ends; a Start is refused, in one line, when Redis does not answer or a setting is wrong.
 """
 
 from __future__ import annotations
