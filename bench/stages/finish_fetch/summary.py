@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from bench.harness.machine import is_saturated
 from bench.protocol.commandstats import CommandStats, added, client_side
@@ -21,7 +21,7 @@ from bench.results import hdr
 from bench.results.files import write_json
 from bench.stages.finish_fetch import pace
 from bench.stages.finish_fetch.loadstats import ERROR_PREFIX, FOLLOWED_PREFIX, Aggregate
-from bench.stages.finish_fetch.shards import Shards, shard_figures
+from bench.stages.finish_fetch.seats import for_queue
 from bench.stages.finish_fetch.trial_settings import TrialSettings
 from bench.stages.finish_fetch.wait_list import WaitSamples
 
@@ -125,7 +125,7 @@ class TrialSummary:
     server: dict[str, dict[str, int]] | None = None  # commandstats delta: calls, usec by command
     processes: list[dict[str, Any]] = field(default_factory=list)  # each process's own counts
     derived: Derived | None = None
-    shards: Shards = field(default_factory=lambda: Shards())  # shards.shard_figures: queues, masters
+    shards: Shards = field(default_factory=lambda: Shards())  # shard_figures: queues, masters
     audit: SummaryAudit | None = None
     exit_code: int | None = None  # the Locust child's, set by the stage that ran it
 
@@ -285,6 +285,70 @@ class WindowEnd:
     missing_processes: list[str] = field(default_factory=list)
     aborted: str | None = None
     refused: str | None = None
+
+
+# Each queue's and each master's part of a run, so a hot shard shows: the masters' parts add up to
+# the run's whole (commandstats read once a master).
+def _per_or_none(numerator: float, denominator: float) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+class QueueFigures(TypedDict):
+    """One queue's part of a trial."""
+
+    master: str  # host:port of the master that holds the queue's slot
+    jobs: int
+    jobs_per_s: float | None
+
+
+class MasterFigures(TypedDict):
+    """One master's part of a trial."""
+
+    queues: list[str]  # the queues whose slot it holds
+    jobs: int
+    jobs_per_s: float | None
+    server_calls: float | None  # client-sent calls (commandstats)
+    server_usec: float | None
+    server_us_per_job: float | None
+
+
+class Shards(TypedDict, total=False):
+    """The summary's ``shards``: each queue's part and each master's, by name (JSON as written)."""
+
+    queues: dict[str, QueueFigures]
+    masters: dict[str, MasterFigures]
+
+
+def shard_figures(
+    counters: Mapping[str, int],
+    home: Mapping[str, str],
+    by_master: Mapping[str, CommandStats] | None,
+    window_s: float,
+) -> Shards:
+    """The summary's ``shards``: ``queues`` {name: master, jobs, jobs/s} and ``masters``
+    {host:port: its queues, jobs, jobs/s, client-sent calls and µs (commandstats), µs a job}."""
+    queues: dict[str, QueueFigures] = {
+        name: QueueFigures(
+            master=master,
+            jobs=int(counters.get(for_queue(name), 0)),
+            jobs_per_s=_per_or_none(counters.get(for_queue(name), 0), window_s),
+        )
+        for name, master in sorted(home.items())
+    }
+    masters: dict[str, MasterFigures] = {}
+    for master in sorted({*home.values(), *(by_master or {})}):
+        mine = [name for name, q in queues.items() if q["master"] == master]
+        jobs = sum(queues[name]["jobs"] for name in mine)
+        side = client_side(by_master[master]) if by_master and master in by_master else None
+        masters[master] = MasterFigures(
+            queues=mine,
+            jobs=jobs,
+            jobs_per_s=_per_or_none(jobs, window_s),
+            server_calls=side.total_calls if side else None,
+            server_usec=side.total_usec if side else None,
+            server_us_per_job=_per_or_none(side.total_usec, jobs) if side else None,
+        )
+    return Shards(queues=queues, masters=masters)
 
 
 def build_summary(
