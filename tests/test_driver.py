@@ -57,7 +57,7 @@ def _driver(queue: Queue, strategy: str, job_ms: float = 0.0) -> tuple[WorkerLoo
     recorder.reset(1)
     driver = WorkerLoop(queue, run, recorder)
     watch = Watch(driver.pipe)
-    driver.tap(watch)
+    driver.sender = driver.worker.sender = watch  # in front of its connection
     return driver, watch, recorder
 
 

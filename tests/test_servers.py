@@ -24,6 +24,8 @@ from bench.protocol.phases import refusal
 from bench.report.cli import report_main
 from bench.report.load import load_run
 from bench.report.sections.servers import servers_section
+from bench.stages.finish_fetch.remeasure import Budget
+from bench.stages.finish_fetch.rows import Ledger
 from bench.stages.finish_fetch.servers import run_servers
 from bench.stages.instructions.plan import Point
 from bench.stages.instructions.stage import count_all
@@ -141,7 +143,8 @@ def test_a_protocol_a_server_refuses_is_left_out_of_its_bound_point_in_one_line_
     settings = RedisSettings.from_url("redis://127.0.0.1:1/0")  # the servers are the stage's own
     profile = Profile("tiny", servers=(BINARY,), finish_fetch=FinishFetchOptions(bound_concurrency=8))
     ctx = RunContext(profile, settings, ServerInfo(settings.url, "PATH", None, "7.0"), tmp_path)
-    assert run_servers(ctx, (RefusedByServer.name,)) == []  # no trial ran, and the run went on
+    ledger = Ledger(tmp_path, profile.finish_fetch, Budget(0, 0.0))
+    assert run_servers(ctx, (RefusedByServer.name,), ledger) == []  # no trial ran, and the run went on
     name = f"redis {_version(BINARY)}"
     (line,) = [ln for ln in capsys.readouterr().err.splitlines() if "left out" in ln]
     assert f"finish_fetch: {RefusedByServer.name} left out on {name}, which refused its scripts:" in line

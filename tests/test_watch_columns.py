@@ -24,8 +24,9 @@ from bench.stages.bullmq_worker.plan import Point
 from bench.stages.bullmq_worker.rows import row_of
 from bench.stages.bullmq_worker.worker_process import WorkerProcessResult
 from bench.stages.finish_fetch.loadstats import Aggregate
-from bench.stages.finish_fetch.summary import derive
+from bench.stages.finish_fetch.summary import ServerFigures, derive
 from bench.stages.finish_fetch.trial_settings import TrialSettings
+from bench.stages.finish_fetch.wait_list import WaitSamples
 
 WATCH = tuple(MachineFields.__annotations__)  # foreign_cpu_pct, steal_pct, contended
 # The files whose rows are a load process's window: each says whether it saturated, and Redis's CPU
@@ -65,7 +66,7 @@ def test_a_worker_driver_saturates_where_a_locust_process_does(cpu_pct: float) -
     counters = {"jobs": 2000, "cpu_us": round(cpu_pct * window_s * 1e4), "window_us": round(window_s * 1e6)}
     assert locust.absorb("worker-1", "local", {"epoch": 1, "counters": counters})
     trial = TrialSettings("fused", 2, 1, 10, 50, 0.0, 0.5, window_s, 0.0, "q")
-    assert row.saturated is derive(trial, locust, window_s, None, None).saturated
+    assert row.saturated is derive(trial, locust, window_s, ServerFigures(), WaitSamples()).saturated
     assert row.saturated is (cpu_pct >= SATURATED_CPU_PCT)  # either verdict is met by some case
     assert row.redis_cpu_pct == 75.0  # 1.5 s of Redis's CPU in a 2 s window
 

@@ -1,12 +1,9 @@
 """What a Locust run measures, and how the parts of many processes merge: no Locust import here.
 
-Each Locust process that runs users keeps a ``Recorder``: HdrHistograms in µs
-and plain counters, recording only inside the measured window. It hands its
-data over as deltas (encoded histograms, counter increments), each tagged with
-the window's epoch. The process that runs the test (Locust's master, or the
-only process) adds every delta of the current epoch into an ``Aggregate``, so
-the merged histogram holds exactly the sum of the parts, however many
-processes sent them (summary.py turns that into the run's summary file).
+Each process that runs users keeps a ``Recorder`` (HdrHistograms in µs and counters, only inside
+the window) and hands it over as deltas tagged with the window's epoch. The process that runs the
+test adds every delta of the current epoch into an ``Aggregate``, so the merged histogram holds
+exactly the sum of the parts, however many processes sent them.
 """
 
 from __future__ import annotations
@@ -169,11 +166,8 @@ class Aggregate:
 
 
 def issued_job_ids(queue: Queue) -> list[str]:
-    """Every id the server handed out on this queue: 1..the id counter.
-
-    The audit takes these as the jobs produced, so a producer stopped between
-    sending a batch and reading its reply cannot make a job look unknown.
-    """
+    """Every id the server handed out on this queue, 1..the id counter: the jobs produced, so a
+    producer stopped between sending a batch and reading its reply cannot make a job look unknown."""
     raw = queue.client.get(queue.keys.id_counter)
     last = int(_text(raw)) if raw is not None else 0
     return [str(i) for i in range(1, last + 1)]

@@ -1,11 +1,8 @@
 """One run of stage 1: a headless Locust child process on a fresh queue, then the audit.
 
-Locust runs as a subprocess (bench/locustfile.py) so that gevent's
-monkey-patching stays out of this process; it runs in a process group of its
-own, so no Locust process outlives a run. What the run measured, and why it
-stopped early if it did, comes back in its summary JSON (summary.py), never
-from its log; the log is read only for the last error of a run that crashed
-before writing one.
+Locust runs as a subprocess in a process group of its own, so gevent's monkey-patching stays out
+of this process and no Locust process outlives a run. What it measured comes back in its summary
+JSON, never from its log (read only for the last error of a run that crashed before writing one).
 """
 
 from __future__ import annotations
@@ -75,18 +72,9 @@ class TrialResult:
         return point_id(self.protocol, self.strategy, self.point)
 
 
-def locust_command(
-    opts: FinishFetchOptions,
-    strategy: str,
-    point: Point,
-    queue: str,
-    prefix: Path,
-    protocol: str = "echomq",
-    probe: bool = False,
-) -> list[str]:
-    """The headless Locust command line of one run; every value as a Locust option.
-    ``probe``: the latency-fidelity run (one probe user) instead of the load."""
-    users = 1 if probe else opts.producers + point.workers
+def locust_command(trial: TrialSettings, processes: int, prefix: Path) -> list[str]:
+    """The headless Locust command line of one run; every value as a Locust option."""
+    users = 1 if trial.probe else trial.producers + trial.workers
     command = [
         sys.executable, "-m", "locust", "-f", str(LOCUSTFILE),
         "--headless", "--only-summary", "--loglevel", "INFO",
@@ -94,14 +82,12 @@ def locust_command(
         "--csv", str(prefix),
         "--summary-json", f"{prefix}_summary.json",
         "--keep-queue",  # this process audits the queue, then deletes it
-        *TrialSettings.at(opts, strategy, point, queue, protocol, probe).locust_flags(),
+        *trial.locust_flags(),
     ]  # fmt: skip
-    if probe:
-        return command  # one process: the probe is one user
-    if opts.loadgen_processes > 1:
+    if processes > 1:
         # A port of its own on loopback: runs (or other suites) on the default 5557 cannot collide.
         port = str(_free_port())
-        command += ["--processes", str(opts.loadgen_processes), "--master-bind-host", "127.0.0.1"]
+        command += ["--processes", str(processes), "--master-bind-host", "127.0.0.1"]
         command += ["--master-bind-port", port, "--master-host", "127.0.0.1", "--master-port", port]
     return command
 
@@ -113,33 +99,23 @@ def _free_port() -> int:
         return port
 
 
-def run_locust(
-    settings: RedisSettings,
-    opts: FinishFetchOptions,
-    strategy: str,
-    point: Point,
-    queue: str,
-    prefix: Path,
-    protocol: str = "echomq",
-    probe: bool = False,
-) -> TrialSummary:
+def run_locust(settings: RedisSettings, trial: TrialSettings, processes: int, prefix: Path) -> TrialSummary:
     """Run one headless Locust run to its end; returns its summary. A failed run is a BenchError.
 
-    Locust runs in a process group of its own: Ctrl-C here is passed on to it
-    as SIGINT, it writes what it measured (``aborted`` says why it stopped),
-    and the summary comes back marked ``interrupted``; its group is killed
-    when it does not end in time. No Locust process outlives this call.
+    Ctrl-C here is passed on to Locust's process group as SIGINT: it writes what it measured
+    (``aborted`` says why it stopped), and the summary comes back marked ``interrupted``; the
+    group is killed when it does not end in time. No Locust process outlives this call.
     """
     prefix.parent.mkdir(parents=True, exist_ok=True)
     summary_path = Path(f"{prefix}_summary.json")
     log_path = Path(f"{prefix}.log")
     summary_path.unlink(missing_ok=True)
     env = {**os.environ, "REDIS_URL": settings.url, "PYTHONPATH": _pythonpath()}
-    timeout = opts.warmup_s + opts.measure_s + STARTUP_ALLOWANCE_S
+    timeout = trial.warmup_s + trial.measure_s + STARTUP_ALLOWANCE_S
     interrupted = False
     with log_path.open("w") as log:
         process = spawn(
-            locust_command(opts, strategy, point, queue, prefix, protocol, probe),
+            locust_command(trial, processes, prefix),
             cwd=REPO,
             env=env,  # the URL (and any password) goes by environment, not argv
             stdin=subprocess.DEVNULL,
@@ -209,11 +185,9 @@ def run_trial(
 ) -> TrialResult:
     """One run on a fresh queue: Locust, then the audit, then the queue's keys deleted.
 
-    A server that restarted or went away is an audit that says so, not an exception:
-    the run's summary still holds what was measured before. The machine is watched
-    while Locust runs, with this process's family (Locust's processes, an embedded
-    redis-server) and ``watch_pids`` as own, and judged over the measured window
-    the summary names (over the whole Locust run when it names none).
+    A server that restarted or went away is an audit that says so, not an exception. The machine
+    is watched while Locust runs, with this process's family and ``watch_pids`` as own, and judged
+    over the measured window the summary names (over the whole Locust run when it names none).
     """
     name = fresh_queue_name(f"ff-{strategy}")
     prefix = folder / LOCUST_DIR / f"{point_id(protocol, strategy, point)}__r{rep}"
@@ -224,7 +198,8 @@ def run_trial(
         home, run_ids = homes(client, names), master_run_ids(client)
         try:
             with watch_run(watch_pids) as watch:
-                summary = run_locust(settings, opts, strategy, point, name, prefix, protocol)
+                trial = TrialSettings.at(opts, strategy, point, name, protocol)
+                summary = run_locust(settings, trial, opts.loadgen_processes, prefix)
             machine = watch.within(summary.window_clock_s)
             if summary.refused:  # the server refused the run's calls: nothing to audit
                 result = AuditResult(0, {}, refused=refused_verdict(summary.refused))
@@ -256,20 +231,13 @@ PROBE_MEASURE_S = 1.5
 def run_probe(settings: RedisSettings, opts: FinishFetchOptions, folder: Path) -> TrialSummary:
     """The fidelity probe under Locust (locustfile's ProbeUser) on a fresh, empty queue; its summary."""
     name = fresh_queue_name("ffprobe")
-    short = replace(opts, warmup_s=PROBE_WARMUP_S, measure_s=PROBE_MEASURE_S, loadgen_processes=1)
+    short = replace(opts, warmup_s=PROBE_WARMUP_S, measure_s=PROBE_MEASURE_S)
+    trial = TrialSettings.at(short, "fused", Point(1, 0.0), name, probe=True)
     client = settings.connect()
     try:
         queue = Queue.open(client, name)
         try:
-            return run_locust(
-                settings,
-                short,
-                "fused",
-                Point(1, 0.0),
-                name,
-                folder / FIDELITY_DIR / "probe",
-                probe=True,
-            )
+            return run_locust(settings, trial, 1, folder / FIDELITY_DIR / "probe")
         finally:
             with contextlib.suppress(redis.RedisError):
                 queue.delete()

@@ -1,22 +1,20 @@
-"""Which side set a run's pace: the client's CPU, the (simulated) network, the jobs' own
-processing time, Redis, or (closed loop) the producers. A pure module: figures in, shares and a
-name out.
+"""Which side set a run's pace: the client's CPU, the (simulated) network, the jobs' own processing
+time, Redis, or (closed loop) the producers. A pure module: figures in, shares and a name out.
 
 Each side gets the share of its capacity the run used:
 
 - client: the busiest load process's CPU, as a share of the one core it can use;
-- network: the share of each worker connection's time its exchanges spent on the
-  simulated wire (round trips a job x jobs/s x rtt, per connection; the rtt as the
-  waits measured it, which a busy event loop stretches);
+- network: the share of each worker connection's time its exchanges spent on the simulated wire
+  (round trips a job x jobs/s x rtt, per connection; the rtt as the waits measured it, which a busy
+  event loop stretches);
 - job time: the share of the slots' time spent holding jobs (jobs/s x job-ms per slot);
 - redis: Redis's own CPU share (INFO cpu), or, without it, jobs/s over its ceiling;
-- producer (closed loop only): the share of the producers' time they did not wait for room in
-  the wait list; near 1 they never got ahead, and the workers went as fast as jobs came.
+- producer (closed loop only): the share of the producers' time they did not wait for room in the
+  wait list; near 1 they never got ahead, and the workers went as fast as jobs came.
 
-The side with the largest share is named the limit; when no side used even
-``SATURATED_SHARE`` of its capacity, the limit is ``latency``: each connection
-waits for its exchanges one at a time, and more jobs in flight would help (on
-a shared machine, also what other processes take from the run).
+The side with the largest share is named the limit; when no side used even ``SATURATED_SHARE`` of
+its capacity, the limit is ``latency``: each connection waits for its exchanges one at a time, and
+more jobs in flight would help (on a shared machine, also what other processes take from the run).
 """
 
 from __future__ import annotations

@@ -170,8 +170,7 @@ def strategies_at(opts: FinishFetchOptions, point: Point) -> list[str]:
     """The strategies run at ``point``: the profile's; at the Redis-bound point outside the grid, and
     at the steady and open points beside the grid, only fused and two_call (the goals' pair), to
     keep the profile's time."""
-    if point.regime != regime_of(opts.target_rate, opts.regime):
-        return [s for s in opts.strategies if s in BOUND_STRATEGIES] or list(opts.strategies)
-    if point != bound_point(opts) or point in points_of(dataclasses.replace(opts, bound_concurrency=0)):
-        return list(opts.strategies)
-    return [s for s in opts.strategies if s in BOUND_STRATEGIES] or list(opts.strategies)
+    grid = point.regime == regime_of(opts.target_rate, opts.regime) and (
+        point != bound_point(opts) or point in points_of(dataclasses.replace(opts, bound_concurrency=0))
+    )
+    return [s for s in opts.strategies if grid or s in BOUND_STRATEGIES] or list(opts.strategies)

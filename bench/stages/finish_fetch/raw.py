@@ -1,10 +1,7 @@
-"""The raw driver: the Locust users' own producer loops and worker drivers, each on its connection,
-run in plain threads of this process (a thread a connection, never one a job) with no Locust, as the
-harness's calibration at each point.
-
-Its summary has the Locust run's shape (summary.py builds both), so the two
-count the same way; its jobs/s and CPU per job beside Locust's say what
-Locust itself costs. No Locust or gevent import here: the threads are real.
+"""The raw driver: the Locust users' own loops, each on its connection, in plain threads of this
+process (a thread a connection, never one a job) with no Locust: the harness's calibration at each
+point. Its summary has the Locust run's shape (summary.py builds both), so its jobs/s and CPU per
+job beside Locust's say what Locust itself costs. No Locust or gevent import here.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """The reference: the least client work the suite's builders allow, measured beside the drivers.
 
-One process and one flow of control, no threads, no greenlets, no Locust: the
-queue is pre-filled with pipelined addJob batches, then each round sends every
-in-flight job's calls in one redis-py pipeline (hiredis reads the replies),
-reads them and builds the next calls, each worker connection in turn. Its CPU a
-job (the adds counted too) is what the raw driver's and Locust's are judged
-against: what they cost beyond it is the harness.
-
-It runs at the point's workers, concurrency and strategy, always at rtt 0 and
-job-ms 0: a wait costs no CPU, and the reference is the client's cost alone.
-It drains for at most the point's measure-s (a slow point stops fetching then and
-finishes what it holds); the jobs it never fetched stay in wait, where the audit
-counts them.
+One flow of control, no threads, greenlets or Locust: the queue is pre-filled with pipelined
+addJob batches, then each round sends every in-flight job's calls in one redis-py pipeline, each
+worker connection in turn. Its CPU a job (the adds counted too) is what the drivers' are judged
+against: what they cost beyond it is the harness. Always at rtt 0 and job-ms 0 (a wait costs no
+CPU); it drains for at most the point's measure-s, and the jobs it never fetched stay in wait,
+where the audit counts them.
 """
 
 from __future__ import annotations
@@ -19,7 +13,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from bench.protocol.audit import audit_queues, master_run_ids
 from bench.protocol.commandstats import redis_cpu_seconds
@@ -29,6 +22,7 @@ from bench.protocol.queue import FinishRefused, Job, Producer, Queue, Worker
 from bench.protocol.spread import homes
 from bench.stages.finish_fetch.loadstats import issued_job_ids
 from bench.stages.finish_fetch.trial_settings import TrialSettings
+from bench.stages.finish_fetch.worker_loop import raised
 
 # Jobs a reference point adds, a second of measure-s: a fast point drains them within the window,
 # a slow one stops at its end. Adding and auditing cost time too, so a short window adds fewer.
@@ -49,9 +43,6 @@ class Reference:
     redis_cpu_pct: float  # Redis's CPU over the drain, % of one core
     audit_ok: bool
     audit_verdict: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
 class Lockstep:
@@ -88,24 +79,18 @@ class Lockstep:
         finished, held = len(self.held), self.held
         taken: list[Job | None] = []
         for job in held:
-            outcome = worker.read_finish(_raised(next(replies)), job)
+            outcome = worker.read_finish(raised(next(replies)), job)
             if outcome.code < 0:
                 raise FinishRefused(outcome.code, job.id)
             if fused and outcome.next_job is not None:
                 taken.append(outcome.next_job)
             if pipelined:
-                taken.append(worker.read_job(_raised(next(replies)), tokens.pop(0)))
-        taken += [worker.read_job(_raised(next(replies)), token) for token in tokens]
+                taken.append(worker.read_job(raised(next(replies)), tokens.pop(0)))
+        taken += [worker.read_job(raised(next(replies)), token) for token in tokens]
         self.held = [job for job in taken if job is not None]
         # a slot whose job two_call finished asks next round; one that found no job stops
         self.free = finished if self.strategy == "two_call" and fetching else 0
         return finished
-
-
-def _raised(reply: Any) -> Any:
-    if isinstance(reply, Exception):
-        raise reply
-    return reply
 
 
 def reference_jobs(measure_s: float) -> int:

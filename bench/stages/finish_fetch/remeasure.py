@@ -8,10 +8,7 @@ does a window whose simulated round trip paid more than its nominal rtt allows
 The budget has two parts, both profile keys: extra windows a point (``remeasure-windows``) and
 extra time over the whole stage (``remeasure-share`` of its planned seconds). A trial is priced at
 its planned seconds, not at what it took, so the budget does not depend on how slow the machine
-was. The guard that judges a window is injectable: tests hand in one that reports contention on
-the first window (the machine watch's rule itself is bench.harness.machine's), and a load judge
-that reports saturation likewise (the rule itself is the trial summary's), and an rtt judge that
-reports a late paid rtt (the rule itself is rtt_missed)."""
+was."""
 
 from __future__ import annotations
 
@@ -26,31 +23,11 @@ POINT_BUDGET = "point budget spent"
 RUN_BUDGET = "run budget spent"
 NO_BUDGET = "not measured again (remeasure-windows 0)"
 
-# What judges a trial's window: its machine sample in, the sample to record out (its contended
-# flag decides). The stage's default keeps the watch's own sample.
-Guard = Callable[[MachineSample | None], MachineSample | None]
-
-
-def machine_guard(sample: MachineSample | None) -> MachineSample | None:
-    return sample
-
-
-# What says a window's load generator could not keep up: the trial's own flag in, the verdict out.
-# The stage's default keeps the flag.
-LoadJudge = Callable[[bool], bool]
-
-
-def load_judge(saturated: bool) -> bool:
-    return saturated
-
-
-# What a window's simulated round trip paid, ms: the trial's own mean wait in, the figure to record
-# and judge out. The stage's default keeps the figure.
-RttJudge = Callable[[float], float]
-
-
-def rtt_paid(paid_ms: float) -> float:
-    return paid_ms
+# What judges a trial's window, from its own figure out to the one recorded (stage.py keeps each
+# as it is; a test injects another):
+Guard = Callable[[MachineSample | None], MachineSample | None]  # its machine sample (contended?)
+LoadJudge = Callable[[bool], bool]  # whether its load generator saturated
+RttJudge = Callable[[float], float]  # the ms its simulated round trip paid
 
 
 def more_processes(processes: int, cores: int | None = None) -> int:

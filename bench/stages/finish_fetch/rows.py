@@ -1,7 +1,5 @@
-"""What one run leaves in the run folder: its row of finish_fetch.csv, its histograms, and its
-rows of finish_fetch_shards.csv (one a master) and finish_fetch_queues.csv (one a queue), from
-its summary's ``shards``; and the stage's ledger, which holds them and its meta.json section and
-writes them."""
+"""What one run leaves in the run folder (its row, histograms, masters' and queues' rows), and the
+stage's ledger, which holds them and its meta.json section and writes them."""
 
 from __future__ import annotations
 
@@ -95,38 +93,6 @@ def row_of(run: TrialResult, opts: FinishFetchOptions, ids: RunIds) -> FinishFet
         wait_empty_samples=d.wait_empty_samples,
     )
     return replace(row, **run.machine.row_fields()) if run.machine else row
-
-
-def with_raw(row: FinishFetchRow, raw: TrialSummary) -> FinishFetchRow:
-    """The row with the raw driver's figures at its point and strategy beside Locust's."""
-    d = raw.figures
-    jobs_per_s = _round(d.jobs_per_s, 1)
-    ratio = row.jobs_per_s / jobs_per_s if row.jobs_per_s is not None and jobs_per_s else None
-    return dataclasses.replace(
-        row,
-        raw_jobs_per_s=jobs_per_s,
-        raw_cpu_us_per_job=_round(d.loadgen_cpu_us_per_job, 1),
-        raw_round_trips_per_job=_round(d.round_trips_per_job, 4),
-        raw_commands_per_job=_round(d.commands_per_job, 4),
-        locust_raw_jobs_ratio=_round(ratio, 3),
-        raw_reference_cpu_ratio=_cpu_ratio(_round(d.loadgen_cpu_us_per_job, 1), row.reference_cpu_us_per_job),
-    )
-
-
-def with_reference(row: FinishFetchRow, reference: Reference) -> FinishFetchRow:
-    """The row with the reference's figures at its point and strategy beside the drivers'."""
-    cpu = _round(reference.cpu_us_per_job, 1)
-    return dataclasses.replace(
-        row,
-        reference_jobs_per_s=_round(reference.jobs_per_s, 1),
-        reference_cpu_us_per_job=cpu,
-        reference_round_trips_per_job=_round(reference.round_trips_per_job, 4),
-        raw_reference_cpu_ratio=_cpu_ratio(row.raw_cpu_us_per_job, cpu),
-    )
-
-
-def _cpu_ratio(cpu: float | None, reference: float | None) -> float | None:
-    return _round(cpu / reference, 3) if cpu is not None and reference else None
 
 
 def _metric_file_name(metric: str) -> str:
@@ -250,12 +216,25 @@ def _beside(
     row: FinishFetchRow, protocol: str, point: Point, strategy: str, raw: TrialSummary, reference: Reference
 ) -> FinishFetchRow:
     """A Locust run's row with the raw driver's and the reference's figures at its point and strategy."""
-    at = (row.workers, row.rtt_ms, row.concurrency, row.job_ms, row.queues)
-    if row.protocol != protocol or row.strategy != strategy or row.regime != point.regime:
+    at = (row.workers, row.concurrency, row.job_ms, row.rtt_ms, row.queues)
+    if (row.protocol, row.strategy, row.regime, at) != (protocol, strategy, point.regime, point.cell):
         return row
-    if at != (point.workers, point.rtt_ms, point.concurrency, point.job_ms, point.queues):
-        return row
-    return with_raw(with_reference(row, reference), raw)
+    d = raw.figures
+    jobs_per_s, cpu = _round(d.jobs_per_s, 1), _round(d.loadgen_cpu_us_per_job, 1)
+    reference_cpu = _round(reference.cpu_us_per_job, 1)
+    ratio = row.jobs_per_s / jobs_per_s if row.jobs_per_s is not None and jobs_per_s else None
+    return dataclasses.replace(
+        row,
+        raw_jobs_per_s=jobs_per_s,
+        raw_cpu_us_per_job=cpu,
+        raw_round_trips_per_job=_round(d.round_trips_per_job, 4),
+        raw_commands_per_job=_round(d.commands_per_job, 4),
+        locust_raw_jobs_ratio=_round(ratio, 3),
+        reference_jobs_per_s=_round(reference.jobs_per_s, 1),
+        reference_cpu_us_per_job=reference_cpu,
+        reference_round_trips_per_job=_round(reference.round_trips_per_job, 4),
+        raw_reference_cpu_ratio=_round(cpu / reference_cpu, 3) if cpu is not None and reference_cpu else None,
+    )
 
 
 def _audit_note(run: TrialResult) -> str:

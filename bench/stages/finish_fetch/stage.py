@@ -1,23 +1,20 @@
 """Stage 1 of `python -m bench run`: finish-then-fetch, fused against two_call and
 two_call_pipelined, under Locust.
 
-For each (workers, concurrency, job_ms, rtt_ms) point the strategies run
-alternately, A B C A B C, for the profile's repetitions. Each run is a headless
-Locust subprocess on a fresh queue, audited and deleted after (locust_trial.py).
-Then the raw driver (raw.py) runs each strategy once at the point, without
-Locust: its jobs/s and CPU per job go beside Locust's in the point's rows. At
-the end, the latency-fidelity check (fidelity.py). Results: one row a Locust run
-in finish_fetch.csv and the merged histograms under hdr/ (rows.py), Locust's own
-CSVs and each run's summary JSON and log beside them, the fidelity figures in
-meta.json, and a short table on stdout (table.py).
+At each point the strategies run alternately, A B C A B C, for the profile's repetitions, each
+trial a Locust child on a fresh queue (locust_trial.py); then the raw driver and the reference run
+each strategy once there, their figures beside Locust's in the point's rows. At the end, the
+latency-fidelity check (fidelity.py) and a short table on stdout (table.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Callable
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any, TypeVar
 
 import redis
 
@@ -60,20 +57,10 @@ from bench.stages.finish_fetch.plan import (
     strategies_at,
 )
 from bench.stages.finish_fetch.raw import run_raw
-from bench.stages.finish_fetch.reference import REFERENCE_S, Reference, run_reference
-from bench.stages.finish_fetch.remeasure import (
-    Budget,
-    Guard,
-    LoadJudge,
-    RttJudge,
-    load_judge,
-    machine_guard,
-    more_processes,
-    rtt_paid,
-)
+from bench.stages.finish_fetch.reference import REFERENCE_S, run_reference
+from bench.stages.finish_fetch.remeasure import Budget, Guard, LoadJudge, RttJudge, more_processes
 from bench.stages.finish_fetch.rows import Ledger, row_of
 from bench.stages.finish_fetch.servers import run_servers, server_trials
-from bench.stages.finish_fetch.summary import TrialSummary
 from bench.stages.finish_fetch.table import shard_table, table
 from bench.stages.finish_fetch.trial_settings import TrialSettings
 
@@ -81,6 +68,7 @@ RTT_LABEL = (
     "simulated: each exchange on the wire waits rtt_ms once (a flush carrying several calls waits once); "
     "loopback otherwise"
 )
+T = TypeVar("T")
 HDR_VARIANT = (
     "<strategy>-w<workers>[-q<queues>][-c<concurrency>][-j<job_ms>]-rtt<rtt_ms> (q1, c1 and j0 left out)"
 )
@@ -136,13 +124,11 @@ def run_stage(ctx: RunContext) -> None:
     # the budget for windows measured again (remeasure.py); the ledger holds what the stage writes
     budget = Budget(opts.remeasure_windows, opts.remeasure_share * sum(point_seconds(ctx.profile)))
     ledger = Ledger(ctx.run_dir, opts, budget)
-    hdr_variant = "[<protocol>.]" + HDR_VARIANT + " (no protocol: echomq)"
-    ledger.out.meta(rtt_ms=RTT_LABEL, hdr_variant=hdr_variant)
+    ledger.out.meta(rtt_ms=RTT_LABEL, hdr_variant=f"[<protocol>.]{HDR_VARIANT} (no protocol: echomq)")
     # a point's load processes: one more from the window that saturated on fewer, for every later
     # trial there (the same load would saturate them too, and each would take a window to learn it)
     processes: dict[Point, int] = {}
     for point in points_of(opts):
-        # A B A B: drift on a shared machine hits every strategy and protocol alike.
         here_protocols = protocols_at(point, protocols)
         rounds = [
             (protocol, strategy) for protocol in here_protocols for strategy in strategies_at(opts, point)
@@ -170,25 +156,8 @@ def run_stage(ctx: RunContext) -> None:
                 _stop_if_stopped(run, ctx.run_dir)
         for protocol, strategy in rounds:
             if raw_at(opts, point, protocol):
-                ctx.progress(f"raw driver: {protocol} {strategy} {point.label}")
-                raw = _raw_run(ctx, regime_options(opts, point), strategy, point, protocol)
-                ctx.progress.step(
-                    f"raw driver: {protocol} {strategy} {point.label}, {raw.settings.regime}: "
-                    f"{raw.figures.jobs_per_s:.0f} jobs/s"
-                )
-                if raw.audit is not None and not raw.audit.ok:
-                    ledger.audit(f"raw-{protocol}-{strategy}-{point.label}", raw.audit.verdict)
-                ctx.progress(f"reference: {protocol} {strategy} {point.label}")
-                reference = _reference_run(ctx, opts, strategy, point, protocol)
-                ctx.progress.step(
-                    f"reference: {protocol} {strategy} {point.label}, a pre-filled queue: "
-                    f"{reference.jobs_per_s:.0f} jobs/s, "
-                    f"{reference.cpu_us_per_job:.0f} µs CPU a job"
-                )
-                if not reference.audit_ok:
-                    ledger.audit(f"reference-{protocol}-{strategy}-{point.label}", reference.audit_verdict)
-                ledger.beside(protocol, point, strategy, raw, reference)
-    run_servers(ctx, protocols)  # the Redis-bound point on each server the profile names
+                _raw_and_reference(ctx, ledger, strategy, point, protocol)
+    run_servers(ctx, protocols, ledger)  # the Redis-bound point on each server the profile names
     notes: list[str] = []
     if opts.fidelity_calls > 0:
         ctx.progress("latency fidelity: redis-benchmark, redis-py, the raw path, the Locust path")
@@ -208,12 +177,13 @@ def run_stage(ctx: RunContext) -> None:
         print(f"finish_fetch: {total} calls failed ({kinds}); see the runs' logs", file=sys.stderr)
 
 
-# What judges each trial's window (remeasure.py): the machine watch's own sample, the trial's own
-# saturated flag and its own rtt paid; a test injects a guard or a judge that reports any of them
-# where it wants it.
-GUARD: Guard = machine_guard
-LOAD_JUDGE: LoadJudge = load_judge
-RTT_JUDGE: RttJudge = rtt_paid
+def _kept(value: T) -> T:
+    return value
+
+
+GUARD: Guard = _kept
+LOAD_JUDGE: LoadJudge = _kept
+RTT_JUDGE: RttJudge = _kept
 
 
 def _trial(
@@ -268,47 +238,45 @@ def _with_rate(point: Point, rows: list[FinishFetchRow], protocol: str) -> Point
     return point.at_rate(point.load * measured) if measured else None
 
 
-def _raw_run(
-    ctx: RunContext, opts: FinishFetchOptions, strategy: str, point: Point, protocol: str
-) -> TrialSummary:
-    """The raw driver at one point and strategy; its summary is kept beside the Locust runs'."""
-    trial = TrialSettings.at(opts, strategy, point, "", protocol)  # run_raw names a fresh queue
-    try:
-        summary = run_raw(ctx.settings, trial)
-    except redis.RedisError as exc:
-        raise refused(exc, ctx.settings.where) or BenchError(
-            f"raw driver run {strategy} {point.label} failed: {first_line(exc)}"
-        ) from None
-    path = ctx.run_dir / RAW_DIR / f"{point_id(protocol, strategy, point)}_summary.json"
-    write_json(path, summary.to_json())
-    return summary
+def _raw_and_reference(ctx: RunContext, ledger: Ledger, strategy: str, point: Point, protocol: str) -> None:
+    """The raw driver, then the reference (reference.py), at one point and strategy, each on a
+    fresh queue; their figures go beside the Locust runs'."""
+    opts, which = ctx.profile.finish_fetch, f"{protocol} {strategy} {point.label}"
+    path = ctx.run_dir / RAW_DIR / point_id(protocol, strategy, point)
+    ctx.progress(f"raw driver: {which}")
+    trial = TrialSettings.at(regime_options(opts, point), strategy, point, "", protocol)
+    raw = _or_refused(ctx, f"raw driver run {strategy} {point.label}", run_raw, trial)
+    write_json(Path(f"{path}_summary.json"), raw.to_json())
+    ctx.progress.step(f"raw driver: {which}, {raw.settings.regime}: {raw.figures.jobs_per_s:.0f} jobs/s")
+    if raw.audit is not None and not raw.audit.ok:
+        ledger.audit(f"raw-{protocol}-{strategy}-{point.label}", raw.audit.verdict)
+    ctx.progress(f"reference: {which}")
+    trial = TrialSettings.at(opts, strategy, point, "", protocol)
+    reference = _or_refused(ctx, f"reference run {strategy} {point.label}", run_reference, trial)
+    write_json(Path(f"{path}_reference.json"), {"settings": trial.as_dict(), **dataclasses.asdict(reference)})
+    ctx.progress.step(
+        f"reference: {which}, a pre-filled queue: {reference.jobs_per_s:.0f} jobs/s, "
+        f"{reference.cpu_us_per_job:.0f} µs CPU a job"
+    )
+    if not reference.audit_ok:
+        ledger.audit(f"reference-{protocol}-{strategy}-{point.label}", reference.audit_verdict)
+    ledger.beside(protocol, point, strategy, raw, reference)
 
 
-def _reference_run(
-    ctx: RunContext, opts: FinishFetchOptions, strategy: str, point: Point, protocol: str
-) -> Reference:
-    """The reference at one point and strategy (reference.py), kept beside the raw driver's."""
-    trial = TrialSettings.at(opts, strategy, point, "", protocol)  # run_reference names a fresh queue
+def _or_refused(ctx: RunContext, what: str, measure: Callable[..., T], *args: Any) -> T:
+    """``measure`` on the run's server; a Redis error is the server's refusal, or ``what`` failed."""
     try:
-        reference = run_reference(ctx.settings, trial)
+        return measure(ctx.settings, *args)
     except redis.RedisError as exc:
-        raise refused(exc, ctx.settings.where) or BenchError(
-            f"reference run {strategy} {point.label} failed: {first_line(exc)}"
-        ) from None
-    path = ctx.run_dir / RAW_DIR / f"{point_id(protocol, strategy, point)}_reference.json"
-    write_json(path, {"settings": trial.as_dict(), **reference.as_dict()})
-    return reference
+        raise refused(exc, ctx.settings.where) or BenchError(f"{what} failed: {first_line(exc)}") from None
 
 
 def _fidelity(ctx: RunContext, opts: FinishFetchOptions) -> Fidelity:
     """The fidelity check's four ways; the Locust probe's p50 from its run's summary."""
     name = fresh_queue_name("ffprobe")
-    try:
-        plain = measure_plain(ctx.settings, name, opts.fidelity_calls, ctx.server.binary)
-    except redis.RedisError as exc:
-        raise refused(exc, ctx.settings.where) or BenchError(
-            f"latency fidelity check failed: {first_line(exc)}"
-        ) from None
+    plain = _or_refused(
+        ctx, "latency fidelity check", measure_plain, name, opts.fidelity_calls, ctx.server.binary
+    )
     summary = run_probe(ctx.settings, opts, ctx.run_dir)
     probe = summary.percentiles_us.get(PROBE_METRIC, {})
     p50 = probe.get("p50")

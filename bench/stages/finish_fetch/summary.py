@@ -1,11 +1,8 @@
 """The run's summary file: built from the window's merged figures, logged, and written.
 
-The summary is the load side's whole answer to whoever started the run
-(stage.py reads nothing else): the merged histograms, the counters, the
-server's commandstats delta, the headline figures, whether the run is
-complete, and, when it stopped early, why (``aborted``). A run stopped before
-its window opened still writes one, with ``measured: false`` and the reason.
-No Locust import here.
+The summary is the load side's whole answer to whoever started the run (stage.py reads nothing
+else). A run stopped before its window opened still writes one, with ``measured: false`` and the
+reason. No Locust import here.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from bench.harness.machine import is_saturated
 from bench.protocol.commandstats import CommandStats, added, client_side
@@ -24,7 +21,7 @@ from bench.results import hdr
 from bench.results.files import write_json
 from bench.stages.finish_fetch import pace
 from bench.stages.finish_fetch.loadstats import ERROR_PREFIX, FOLLOWED_PREFIX, Aggregate
-from bench.stages.finish_fetch.shards import Shards, shard_figures
+from bench.stages.finish_fetch.seats import for_queue
 from bench.stages.finish_fetch.trial_settings import TrialSettings
 from bench.stages.finish_fetch.wait_list import WaitSamples
 
@@ -96,8 +93,7 @@ class Derived:
 
 @dataclass(frozen=True)
 class SummaryAudit:
-    """The queues' audit as the summary holds it, when its process could take it (a run of one
-    process, or the raw driver's)."""
+    """The queues' audit, when the summary's process could take it (one process, or the raw driver)."""
 
     ok: bool
     verdict: str
@@ -107,10 +103,7 @@ class SummaryAudit:
 @dataclass
 class TrialSummary:
     """What a run of stage 1 measured, as its summary JSON holds it (``to_json``/``from_json``
-    at that edge only): the load side's whole answer to whoever started the run.
-
-    A run stopped before its window opened has ``measured`` false, the reason in ``aborted``
-    and no figures; its JSON holds only UNMEASURED_KEYS."""
+    at that edge only); one that measured nothing holds only UNMEASURED_KEYS."""
 
     mode: str  # "local", "distributed" or "raw"
     settings: TrialSettings  # the run's settings, as its process ran them
@@ -132,7 +125,7 @@ class TrialSummary:
     server: dict[str, dict[str, int]] | None = None  # commandstats delta: calls, usec by command
     processes: list[dict[str, Any]] = field(default_factory=list)  # each process's own counts
     derived: Derived | None = None
-    shards: Shards = field(default_factory=lambda: Shards())  # shards.shard_figures: queues, masters
+    shards: Shards = field(default_factory=lambda: Shards())  # shard_figures: queues, masters
     audit: SummaryAudit | None = None
     exit_code: int | None = None  # the Locust child's, set by the stage that ran it
 
@@ -171,18 +164,14 @@ UNMEASURED_KEYS = ("kind", "version", "mode", "settings", "measured", "complete"
 
 
 def derive(
-    trial: TrialSettings,
-    aggregate: Aggregate,
-    window_s: float,
-    server: CommandStats | None,
-    redis_cpu_s: float | None,
-    wait: WaitSamples | None = None,
+    trial: TrialSettings, aggregate: Aggregate, window_s: float, figures: ServerFigures, wait: WaitSamples
 ) -> Derived:
     """The run's headline figures, and whether the generator was the limit."""
     c = aggregate.counters
     jobs = c["jobs"]
+    server, redis_cpu_s, growth = figures.whole, figures.cpu_s, figures.memory_growth_bytes
     server_side = client_side(server) if server is not None else None
-    if server_side is not None and wait is not None and wait.calls:  # the watch's LLENs are not the load's
+    if server_side is not None and wait.calls:  # the watch's LLENs are not the load's
         server_side = dataclasses.replace(
             server_side,
             calls={**server_side.calls, "llen": max(0, server_side.calls.get("llen", 0) - wait.calls)},
@@ -255,16 +244,15 @@ def derive(
         redis_cpu_pct=redis_cpu_pct,
         simulated_rtt_mean_ms=slept_rtt_ms,
         errors=c["errors"],
-        errors_by_kind=errors_by_kind(c),
+        errors_by_kind=by_kind(c, ERROR_PREFIX),
         followed_by_kind=by_kind(c, FOLLOWED_PREFIX),
         saturated=bool(reasons),
         saturated_because=reasons,
+        redis_mem_growth_bytes_per_1k_jobs=growth * 1000 / jobs if growth is not None and jobs else None,
+        wait_samples=wait.samples,
+        wait_empty_samples=wait.empty,
+        wait_min_jobs=wait.least,
     )
-
-
-def errors_by_kind(counters: Counter[str]) -> dict[str, int]:
-    """The errors:<kind> counters as {kind: count}."""
-    return by_kind(counters, ERROR_PREFIX)
 
 
 def by_kind(counters: Counter[str], prefix: str) -> dict[str, int]:
@@ -299,6 +287,70 @@ class WindowEnd:
     refused: str | None = None
 
 
+# Each queue's and each master's part of a run, so a hot shard shows: the masters' parts add up to
+# the run's whole (commandstats read once a master).
+def _per_or_none(numerator: float, denominator: float) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+class QueueFigures(TypedDict):
+    """One queue's part of a trial."""
+
+    master: str  # host:port of the master that holds the queue's slot
+    jobs: int
+    jobs_per_s: float | None
+
+
+class MasterFigures(TypedDict):
+    """One master's part of a trial."""
+
+    queues: list[str]  # the queues whose slot it holds
+    jobs: int
+    jobs_per_s: float | None
+    server_calls: float | None  # client-sent calls (commandstats)
+    server_usec: float | None
+    server_us_per_job: float | None
+
+
+class Shards(TypedDict, total=False):
+    """The summary's ``shards``: each queue's part and each master's, by name (JSON as written)."""
+
+    queues: dict[str, QueueFigures]
+    masters: dict[str, MasterFigures]
+
+
+def shard_figures(
+    counters: Mapping[str, int],
+    home: Mapping[str, str],
+    by_master: Mapping[str, CommandStats] | None,
+    window_s: float,
+) -> Shards:
+    """The summary's ``shards``: ``queues`` {name: master, jobs, jobs/s} and ``masters``
+    {host:port: its queues, jobs, jobs/s, client-sent calls and µs (commandstats), µs a job}."""
+    queues: dict[str, QueueFigures] = {
+        name: QueueFigures(
+            master=master,
+            jobs=int(counters.get(for_queue(name), 0)),
+            jobs_per_s=_per_or_none(counters.get(for_queue(name), 0), window_s),
+        )
+        for name, master in sorted(home.items())
+    }
+    masters: dict[str, MasterFigures] = {}
+    for master in sorted({*home.values(), *(by_master or {})}):
+        mine = [name for name, q in queues.items() if q["master"] == master]
+        jobs = sum(queues[name]["jobs"] for name in mine)
+        side = client_side(by_master[master]) if by_master and master in by_master else None
+        masters[master] = MasterFigures(
+            queues=mine,
+            jobs=jobs,
+            jobs_per_s=_per_or_none(jobs, window_s),
+            server_calls=side.total_calls if side else None,
+            server_usec=side.total_usec if side else None,
+            server_us_per_job=_per_or_none(side.total_usec, jobs) if side else None,
+        )
+    return Shards(queues=queues, masters=masters)
+
+
 def build_summary(
     trial: TrialSettings,
     aggregate: Aggregate,
@@ -311,23 +363,11 @@ def build_summary(
     wait: WaitSamples | None = None,
 ) -> TrialSummary:
     """The trial's summary: settings, merged histograms, per-process parts, headline figures.
-
-    ``audit`` is the queue's audit when this process could take it (a trial of one process),
-    ``window_clock`` the window's open and close on CLOCK_MONOTONIC (so the stage's machine
-    watch, in another process, judges this window and not Locust's start), ``wait`` the wait
-    list's length sampled through the window.
-    """
+    ``window_clock``: the window's open and close on CLOCK_MONOTONIC, so the stage's machine watch,
+    in another process, judges this window and not Locust's start."""
     end = end or WindowEnd()
     whole = server.whole
-    derived = derive(trial, aggregate, window_s, whole, server.cpu_s, wait)
-    if wait is not None:
-        derived = dataclasses.replace(
-            derived, wait_samples=wait.samples, wait_empty_samples=wait.empty, wait_min_jobs=wait.least
-        )
-    memory_growth_bytes = server.memory_growth_bytes
-    if memory_growth_bytes is not None and derived.jobs:
-        growth = memory_growth_bytes * 1000 / derived.jobs
-        derived = dataclasses.replace(derived, redis_mem_growth_bytes_per_1k_jobs=growth)
+    derived = derive(trial, aggregate, window_s, server, wait or WaitSamples())
     return TrialSummary(
         mode=mode,
         settings=trial,

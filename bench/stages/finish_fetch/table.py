@@ -14,6 +14,7 @@ from textwrap import indent
 from bench.harness.terminal import contended_note, render_table, table_width, wrap_note
 from bench.results.finish_fetch import FinishFetchRow, FinishFetchShardRow
 from bench.results.fits import headline_ratio
+from bench.stages.finish_fetch.plan import Point
 
 # (header, attribute of a TableRow, format)
 TABLE_METRICS = (
@@ -41,7 +42,8 @@ class TableRow:
     loadgen_cpu_us_per_job: float
 
 
-def _median_spread(values: Sequence[float], form: str, spread: bool = True) -> str:
+def _median_spread(given: Sequence[float | None], form: str, spread: bool = True) -> str:
+    values = [v for v in given if v is not None]
     if not values:
         return "-"
     middle = form.format(statistics.median(values))
@@ -245,18 +247,10 @@ def _cells(runs: Sequence[TableRow]) -> list[list[TableRow]]:
     return list(cells.values())
 
 
-def _median(values: Sequence[float | None], form: str) -> str:
-    known = [v for v in values if v is not None]
-    return form.format(statistics.median(known)) if known else "-"
-
-
 def _run(row: FinishFetchShardRow) -> str:
     lead = "" if row.protocol == "echomq" else f"{row.protocol} "
-    point = f"w{row.workers}" + (f"-q{row.queues}" if row.queues != 1 else "")
-    point += (f"-c{row.concurrency}" if row.concurrency != 1 else "") + (
-        f"-j{row.job_ms:g}" if row.job_ms else ""
-    )
-    return f"{lead}{row.strategy} {point}-rtt{row.rtt_ms:g}"
+    point = Point(row.workers, row.rtt_ms, row.concurrency, row.job_ms, row.queues)
+    return f"{lead}{row.strategy} {point.label}"
 
 
 def shard_table(rows: Sequence[FinishFetchShardRow], width: int | None = None) -> str:
@@ -271,8 +265,8 @@ def shard_table(rows: Sequence[FinishFetchShardRow], width: int | None = None) -
         if row.master_queues:
             groups.setdefault((_run(row), row.master, row.master_queues), []).append(row)
     lines = [
-        [run, master, str(queues), str(len(of)), _median([r.jobs_per_s for r in of], "{:.0f}"),
-         _median([r.server_us_per_job for r in of], "{:.1f}")]
+        [run, master, str(queues), str(len(of)), _median_spread([r.jobs_per_s for r in of], "{:.0f}", False),
+         _median_spread([r.server_us_per_job for r in of], "{:.1f}", False)]
         for (run, master, queues), of in groups.items()
     ]  # fmt: skip
     header = ["run", "master", "queues", "reps", "jobs/s", "redis µs/job"]

@@ -1,8 +1,5 @@
-"""The timed path: every exchange a producer or a worker slot asks for, timed in µs and recorded.
-
-Both drivers (Locust's users and the raw driver's threads) send through a
-``TimedSender``, so they time and count the same way; Locust adds only its
-``events.request`` (the ``on_call`` hook). No Locust or gevent import here.
+"""The timed path: every exchange a producer or a worker slot asks for, timed in µs and recorded,
+the same way in both drivers (Locust adds only its ``on_call``). No Locust or gevent import here.
 """
 
 from __future__ import annotations
@@ -132,12 +129,9 @@ def run_steps(
 
 @dataclass(frozen=True)
 class LoadHooks:
-    """What the load tool plugs into a run's connections: ``on_call`` hears every exchange
-    (Locust's request event), ``pause`` runs before each one on the wire (AutoPipeline's),
-    ``sleep`` makes each connection's sleep (its rtt and its worker's job-ms: Locust's wakes on
-    a timerfd, in_locust/sleep.py), ``overdue`` runs between a round's jobs (Locust's lets a
-    greenlet whose sleep is over go first). The raw driver plugs in none: its threads'
-    time.sleep, and the interpreter's own switching."""
+    """What Locust plugs into a run's connections (the raw driver plugs in none): ``on_call`` hears
+    every exchange, ``pause`` runs before each one on the wire, ``sleep`` makes each connection's
+    sleep (a timerfd's, in_locust/sleep.py), ``overdue`` runs between a round's jobs."""
 
     on_call: OnCall | None = None
     pause: Callable[[bool], None] | None = None

@@ -1,6 +1,5 @@
-"""One trial's settings: the load at one point of stage 1, as the locustfile runs it and the raw
-loops run it (single values, not a profile's lists). A run is the folder; a trial is one execution at
-a point."""
+"""One trial's settings: the load at one point of stage 1, as the locustfile and the raw loops run
+it (single values, not a profile's lists)."""
 
 from __future__ import annotations
 

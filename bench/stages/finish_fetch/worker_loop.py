@@ -1,12 +1,8 @@
 """A worker's jobs in flight as one state machine on one connection, a round at a time.
 
-Each round sends the calls of every job that is ready (its job-ms over, or its
-next call due) in one exchange, reads every reply, and moves each job on: a
-BullMQ worker's auto-pipeline without a flow of control a job. Job time is kept
-by a timer heap, so a held job costs nothing until it is due. Both drivers run
-it: a thread a worker connection in the raw driver, a greenlet a worker user
-under Locust. No Locust or gevent import here (under Locust, ``time.sleep`` is
-gevent's).
+Each round sends the calls of every ready job in one exchange, reads every reply, and moves each
+job on: a BullMQ worker's auto-pipeline without a flow of control a job. Job time is kept by a timer
+heap, so a held job costs nothing until it is due. Both drivers run it. No Locust or gevent import.
 """
 
 from __future__ import annotations
@@ -100,10 +96,6 @@ class WorkerLoop:
         self.idle: list[JobSlot] = []
         self.rounds = 0
         self.done = 0  # jobs this round finished
-
-    def tap(self, sender: Sender) -> None:
-        """Send through ``sender`` from now on: one in front of ``pipe`` (a test watches rounds)."""
-        self.sender = self.worker.sender = sender
 
     @property
     def holding(self) -> int:
@@ -226,7 +218,7 @@ class WorkerLoop:
         job = slot.job
         next_job: Job | None = None
         if part.label == LABEL_FETCH:
-            first = _reply(replies[0])
+            first = raised(replies[0])
             next_job = worker.read_job(first, part.token)
             if not part.cycle:
                 self.meter.count("fetches_alone")  # not a job's cycle: its first fetch, or after none came
@@ -236,7 +228,7 @@ class WorkerLoop:
             fetched = replies[1] if part.label == LABEL_PIPELINED else None
             if fetched is not None and not isinstance(fetched, Exception):
                 next_job = worker.read_job(fetched, part.token)
-            outcome = worker.read_finish(_reply(replies[0]), job)
+            outcome = worker.read_finish(raised(replies[0]), job)
             if outcome.code < 0:
                 # two_call_pipelined: the fetch beside it may have taken a job, now this slot's
                 slot.job = next_job
@@ -248,7 +240,7 @@ class WorkerLoop:
             if part.label == LABEL_FUSED:
                 next_job = outcome.next_job
             else:
-                _reply(fetched)  # two_call_pipelined: its fetch refused, the job finished all the same
+                raised(fetched)  # two_call_pipelined: its fetch refused, the job finished all the same
         if part.cycle:
             assert job is not None
             self._finished(job, slot, back, finished_us)
@@ -279,7 +271,7 @@ class WorkerLoop:
             meter.record("e2e", finished_us - enqueued)
 
 
-def _reply(reply: Any) -> Any:
+def raised(reply: Any) -> Any:
     """A reply, or the refusal of a call Redis refused, raised."""
     if isinstance(reply, Exception):
         raise reply

@@ -34,7 +34,7 @@ def read_settings(environment: Environment) -> TrialSettings:
     trial = trial_settings(environment.parsed_options)
     Current.trial = trial
     Current.refusal_reported = False
-    Current.redis = redis_settings(environment, trial.socket_timeout_s)
+    Current.redis = redis_settings(environment.parsed_options, environment.host or "", trial.socket_timeout_s)
     return trial
 
 

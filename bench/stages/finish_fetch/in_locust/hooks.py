@@ -1,8 +1,5 @@
 """Stage 1 wired into Locust's events: its options, its user counts, the window, Ctrl-C.
-
-bench/locustfile.py calls ``install()``; importing Locust monkey-patches the
-process with gevent, so nothing outside Locust's own processes imports this
-folder's Locust side (stage.py runs Locust as a child process).
+bench/locustfile.py calls ``install()``; only Locust's own (gevent-patched) processes import this.
 """
 
 from __future__ import annotations
@@ -49,19 +46,15 @@ def install() -> None:
     global _installed
     if _installed:
         return
-    events.init_command_line_parser.add_listener(_on_parser)
+    events.init_command_line_parser.add_listener(add_options)
     events.init.add_listener(_on_init)
     _installed = True
 
 
 def apply_user_counts(environment: Environment, trial: TrialSettings) -> None:
-    """Producers and workers (or the latency-fidelity run's one probe) as Locust fixed counts; with
-    no -u given, exactly that many users.
-
-    A -u that differs from producers + workers would start other counts than the run records
-    (Locust fills the fixed counts in turn), so it is refused: one line, exit 2. In the web UI
-    the profile's shape sets the users, and the form's user count is off.
-    """
+    """Producers and workers (or the fidelity run's one probe) as Locust fixed counts. A -u that
+    differs would start other counts than the run records (Locust fills the fixed counts in turn):
+    one line, exit 2. In the web UI the profile's shape sets the users."""
     counts = {"producer": trial.producers, "worker": trial.workers, "probe": 0}
     if trial.probe:  # the latency-fidelity run: one probe user and nothing else
         counts = {"producer": 0, "worker": 0, "probe": 1}
@@ -82,10 +75,6 @@ def apply_user_counts(environment: Environment, trial: TrialSettings) -> None:
             sys.exit(2)
         if options.spawn_rate is None:
             options.spawn_rate = options.num_users  # all within a second, inside the warm-up
-
-
-def _on_parser(parser: Any, **_: Any) -> None:
-    add_options(parser)
 
 
 def _on_init(environment: Environment, **_: Any) -> None:
@@ -183,7 +172,7 @@ def _write_run_meta(folder: Path, summary: TrialSummary, environment: Environmen
         stages_done=["finish_fetch"] if summary.measured else [],
         settings=summary.settings.as_dict(),
         redis_url=redact_url(Current.redis.url),
-        locust=_version("locust"),
+        locust=metadata.version("locust"),  # this process runs it
     )
 
 
@@ -196,13 +185,6 @@ def _server_info() -> dict[str, object] | None:
         finally:
             client.close()
     except redis.RedisError:
-        return None
-
-
-def _version(package: str) -> str | None:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
         return None
 
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, get_origin, get_type_hints
 
 import configargparse
-from locust.env import Environment
 
 from bench.errors import BenchError
 from bench.harness.profile import FinishFetchOptions, known_keys, option_key, parse_protocols, parse_value
@@ -25,7 +24,7 @@ from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import STRATEGIES
 from bench.results.files import RESULTS_DIR, run_id
 from bench.stages.finish_fetch.in_locust.redaction import REDIS_SCHEMES, shown_host, unredact
-from bench.stages.finish_fetch.plan import Point
+from bench.stages.finish_fetch.plan import points_of
 from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 SUMMARY_FILE = "finish_fetch_summary.json"
@@ -100,7 +99,7 @@ def dest_of(field_name: str) -> str:
     return UI_LABELS.get(option_key(field_name), field_name)
 
 
-def add_options(parser: Any) -> None:
+def add_options(parser: Any, **_: Any) -> None:
     """Register every profile key, and the locustfile's own options, with Locust's parser."""
     for key, (section, f) in known_keys().items():
         kind = get_type_hints(section)[f.name]
@@ -118,12 +117,9 @@ def add_options(parser: Any) -> None:
             help=text,
             include_in_web_ui=shown,
         )
-    parser.add_argument("--stages", default="", help=configargparse.SUPPRESS, include_in_web_ui=False)
-    # bench run's own: whether it starts an embedded cluster (Locust gets the cluster's URL).
-    parser.add_argument("--cluster", default="false", help=configargparse.SUPPRESS, include_in_web_ui=False)
-    parser.add_argument(
-        "--protocols", default="echomq", help=configargparse.SUPPRESS, include_in_web_ui=False
-    )
+    # bench run's own (--cluster: whether it starts an embedded cluster, whose URL Locust gets)
+    for hidden, default in (("--stages", ""), ("--cluster", "false"), ("--protocols", "echomq")):
+        parser.add_argument(hidden, default=default, help=configargparse.SUPPRESS, include_in_web_ui=False)
     parser.add_argument(
         "--protocol",
         choices=tuple(PROTOCOLS),
@@ -183,43 +179,29 @@ def keep_queue(options: Any) -> bool:
 
 def trial_settings(options: Any) -> TrialSettings:
     """The run's single-valued settings from Locust's parsed options (lists take their first value)."""
-    values: dict[str, Any] = {}
     hints = get_type_hints(FinishFetchOptions)
-    for f in fields(FinishFetchOptions):
-        raw = getattr(options, dest_of(f.name), None)
-        if raw is None:
-            continue
-        values[f.name] = parse_value(option_key(f.name), hints[f.name], str(raw), f.metadata.get("min"))
+    values = {
+        f.name: parse_value(option_key(f.name), hints[f.name], str(raw), f.metadata.get("min"))
+        for f in fields(FinishFetchOptions)
+        if (raw := getattr(options, dest_of(f.name), None)) is not None
+    }
     profile = FinishFetchOptions(**values)
-    first = Point(
-        workers=profile.workers[0],
-        rtt_ms=profile.rtt_ms[0],
-        concurrency=profile.concurrency[0],
-        job_ms=profile.job_ms[0],
-        queues=profile.queues[0],
-        regime=profile.regime,
-    )
     return TrialSettings.at(
         profile,
         getattr(options, "Strategy", None) or profile.strategies[0],
-        first,
+        points_of(profile)[0],  # the first of each list
         getattr(options, "Queue", None) or DEFAULT_QUEUE,
         getattr(options, "protocol", None) or parse_protocols(getattr(options, "protocols", "echomq"))[0],
         probe=bool(getattr(options, "probe", False)),
     )
 
 
-def redis_settings(environment: Environment, socket_timeout_s: float = 30.0) -> RedisSettings:
-    """The server to load: --redis-url (or $REDIS_URL), else a redis:// --host, else the default.
+def redis_settings(options: Any, host: str, socket_timeout_s: float = 30.0) -> RedisSettings:
+    """The server to load: --redis-url (or $REDIS_URL), else a redis:// ``host``, else the default.
 
     In the web UI the Host field shows the server with its password redacted; sent back as it
     was shown it means that server, and a URL typed there is the one to load.
     """
-    return redis_settings_from(environment.parsed_options, environment.host or "", socket_timeout_s)
-
-
-def redis_settings_from(options: Any, host: str, socket_timeout_s: float = 30.0) -> RedisSettings:
-    """``redis_settings`` from the parsed options and the Host field's value."""
     url = unredact(getattr(options, "redis_url", "") or "")
     host = unredact(host)
     typed_in_ui = bool(shown_host()) and host != unredact(shown_host())

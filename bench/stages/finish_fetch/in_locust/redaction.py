@@ -1,10 +1,6 @@
 """Redis URLs in Locust's web UI: the browser sees each with its password redacted, the server
-keeps the real one.
-
-Every URL the run may load is remembered here. The page shows it redacted
-(bench.protocol.connection.redact_url); a value sent back as it was shown is
-turned back into the real URL on the server; ``scrub`` takes any remembered
-secret out of a text before it leaves for the browser.
+keeps the real one; a value sent back as it was shown is turned back into the real URL, and
+``scrub`` takes any remembered secret out of a text before it leaves for the browser.
 """
 
 from __future__ import annotations
@@ -66,9 +62,3 @@ def scrub(text: str) -> str:
     for secret, shown in secrets():
         text = text.replace(secret, shown)
     return text
-
-
-def forget_all() -> None:
-    """For tests: nothing remembered."""
-    _urls.clear()
-    _shown.clear()

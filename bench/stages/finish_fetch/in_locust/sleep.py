@@ -1,21 +1,18 @@
 """A sleep that wakes on time under gevent: the simulated round trip and job-ms inside Locust.
 
-gevent's sleep is a libev timer, and libev blocks in ``epoll_wait``, whose timeout
-counts whole milliseconds (with a 1 ms floor): on this suite's 2-core VM a 1 ms
-sleep took 1.13 ms alone and 1.96 ms among four greenlets that each work 260 µs
-between sleeps, so a simulated 1 ms round trip was paid 1.5-1.8 ms under Locust.
-A timerfd (Linux) is a file descriptor that becomes readable at a nanosecond
-deadline: the loop waits on it as on a socket, and ``epoll_wait`` returns when it
-fires. The same two cases took 1.08 ms and 1.06 ms. Where there is no timerfd the
-sleep is gevent's.
+gevent's sleep is a libev timer, and libev blocks in ``epoll_wait``, whose timeout counts whole
+milliseconds (with a 1 ms floor): on this suite's 2-core VM a 1 ms sleep took 1.13 ms alone and
+1.96 ms among four greenlets that each work 260 µs between sleeps, so a simulated 1 ms round trip
+was paid 1.5-1.8 ms under Locust. A timerfd (Linux) is a file descriptor that becomes readable at a
+nanosecond deadline: the loop waits on it as on a socket, and ``epoll_wait`` returns when it fires.
+The same two cases took 1.08 ms and 1.06 ms. Where there is no timerfd the sleep is gevent's.
 
-One sleep a connection: a timerfd has one deadline, so two greenlets must not share
-one (a connection's exchanges and its worker's job-ms waits are one greenlet's).
+One sleep a connection: a timerfd has one deadline, so two greenlets must not share one (a
+connection's exchanges and its worker's job-ms waits are one greenlet's).
 
-A timer that fires while another greenlet works still waits for it to yield: a
-worker's round of 8 jobs is about 0.6 ms of CPU here. So a round checks, between
-its jobs, whether a sleep's deadline has passed (``yield_if_overdue``), and lets
-that greenlet go first when one has.
+A timer that fires while another greenlet works still waits for it to yield: a worker's round of 8
+jobs is about 0.6 ms of CPU here. So a round checks, between its jobs, whether a sleep's deadline
+has passed (``yield_if_overdue``), and lets that greenlet go first when one has.
 """
 
 from __future__ import annotations

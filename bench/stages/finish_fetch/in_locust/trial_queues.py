@@ -81,9 +81,8 @@ class TrialQueues:
 
     def _on_fresh_queue(self, trial: TrialSettings) -> TrialSettings:
         """The test on the first of <queue>, <queue>-2, ... none of whose queues holds a key, so its
-        audit counts its own jobs only (a test before it in this web UI session, or a kept one,
-        left none there). Every process's users read the name: this one's from Current.run, a
-        worker's from the options the spawn message carries (sent after test_start)."""
+        audit counts its own jobs only. Every process's users read the name: this one's from
+        Current, a worker's from the options the spawn message carries (sent after test_start)."""
         assert self.client is not None
         name = next((n for n in _candidates(trial.queue) if not self._holds_keys(n, trial)), None)
         if name is None:
@@ -110,9 +109,8 @@ class TrialQueues:
         return any(next(queue.key_names(), None) is not None for queue in queues)
 
     def delete(self) -> None:
-        """The test's queue keys deleted once its summary is written, unless --keep-queue: a test
-        leaves nothing of its own in the user's Redis (in distributed mode the workers' users
-        have stopped: the master waited for their final reports)."""
+        """The test's queue keys deleted once its summary is written, unless --keep-queue (in
+        distributed mode the workers' users have stopped: the master waited for their reports)."""
         if keep_queue(self.environment.parsed_options) or not self.queues:
             return
         try:

@@ -1,9 +1,6 @@
 """Locust's custom-client pattern for Redis: the abstract user that holds the client and reports it.
-
-A user's loop (producer_loop.py, driver.py) times each exchange in µs
-into our own HdrHistograms (Locust's buckets are too coarse for ~100 µs
-calls); this user adds Locust's ``events.request`` for each, so Locust's UI
-and CSVs work as usual.
+A user's loop times each exchange in µs into our own HdrHistograms (Locust's buckets are too coarse
+for ~100 µs calls); this user adds Locust's ``events.request`` for each, for Locust's UI and CSVs.
 """
 
 from __future__ import annotations

@@ -8,11 +8,9 @@ stay snake_case. ``shown`` formats a row for the tab; the JSON route keeps the n
 from __future__ import annotations
 
 import time
-from collections import Counter
 from typing import Any
 
 import redis
-from hdrh.histogram import HdrHistogram
 from locust.env import Environment
 
 from bench.protocol.commandstats import CommandStats, added, client_side
@@ -50,17 +48,11 @@ MEASURES = {
 }
 
 
-# Enqueue to finish, named by the regime: queue latency only in open loop; in a closed one it is
-# the backlog's wait (Little's law: the backlog over the pace).
-E2E_BY_REGIME = {"open": "queue latency (enqueue to finish)", "": MEASURES["e2e"]}
-BACKLOG_WAIT = "backlog wait (enqueue to finish)"
-
-
 def measure_name(metric: str, regime: str = "") -> str:
     if metric.startswith("call:"):
         return f"call {metric.removeprefix('call:')}"
-    if metric == "e2e":
-        return E2E_BY_REGIME.get(regime, BACKLOG_WAIT)
+    if metric == "e2e" and regime:  # queue latency in open loop; in a closed one, the backlog's wait
+        return "queue latency (enqueue to finish)" if regime == "open" else "backlog wait (enqueue to finish)"
     return MEASURES.get(metric, metric)
 
 
@@ -73,12 +65,6 @@ def _row(strategy: str, state: str, measure: str, regime: str = "", **values: An
 
 def _rounded(value: float | None, digits: int) -> float | None:
     return round(value, digits) if value is not None else None
-
-
-def _measure_order(metric: str) -> tuple[int, str]:
-    """Cycle, end to end and the producers' batches first, then each call by name."""
-    known = list(MEASURES)
-    return (known.index(metric), "") if metric in known else (len(known), metric)
 
 
 def strategy_rows(
@@ -108,10 +94,8 @@ def strategy_rows(
             server_calls_per_job=_rounded(per_job(server_calls) if server_calls is not None else None, 3),
         )
     ]
-    order = sorted(
-        percentiles, key=lambda m: (m not in MEASURES, list(MEASURES).index(m) if m in MEASURES else 0, m)
-    )
-    for metric in order:
+    known = list(MEASURES)  # cycle, end to end and the batches first, then each call by name
+    for metric in sorted(percentiles, key=lambda m: (known.index(m) if m in known else len(known), m)):
         p = percentiles[metric]
         rows.append(
             _row(strategy, state, measure_name(metric, regime), regime, count=p.get("count"),
@@ -154,22 +138,16 @@ class LiveTab:
             return []
         if window is None:
             runner = self.environment.runner
-            running = runner is not None and runner.state in ("spawning", "running")
-            if running:
-                return [
-                    _row(trial.strategy, f"warm-up ({trial.warmup_s:g} s, not measured)", "", trial.regime)
-                ]
-            return []
-        histograms: dict[str, list[HdrHistogram]] = {}
-        counters: Counter[str] = Counter(self.controller.aggregate.counters)
-        for name, merged in self.controller.aggregate.histograms.items():
-            histograms.setdefault(name, []).append(merged)
-        local, local_counters = RECORDER.peek()
-        for name, part in local.items():
-            histograms.setdefault(name, []).append(part)
-        counters.update(local_counters)
+            if runner is None or runner.state not in ("spawning", "running"):
+                return []
+            return [_row(trial.strategy, f"warm-up ({trial.warmup_s:g} s, not measured)", "", trial.regime)]
+        merged, (local, local_counters) = self.controller.aggregate.histograms, RECORDER.peek()
+        counters = self.controller.aggregate.counters + local_counters
         window_s = time.perf_counter() - window[0]
-        percentiles = {name: hdr.summary(hdr.merge(parts)) for name, parts in histograms.items()}
+        percentiles = {
+            name: hdr.summary(hdr.merge(h for h in (merged.get(name), local.get(name)) if h is not None))
+            for name in {**merged, **local}
+        }
         state = f"measuring ({window_s:.0f} of {trial.measure_s:g} s)"
         # the worker's script calls less its lone fetches, as summary.py counts commands_per_job
         commands = counters["worker_script_calls"] - counters["fetches_alone"]

@@ -1,16 +1,8 @@
-"""Stage 1 in Locust's web UI: no password sent to the browser, a live tab of our own, user counts
-that follow the profile, and a Redis that cannot serve the run refused before any user starts.
-
-- The Host field shows the Redis URL with its password redacted (redaction.py); every page and
-  JSON answer is scrubbed of the real one on its way out.
-- The "echomq live" tab (web_tab.py; ``extended_tabs`` / ``extended_tables``, fed through
-  /stats/requests and the JSON route /echomq/live) shows, per strategy, jobs/s, round trips
-  and Redis commands per job, and the µs percentiles of every call, the cycle and end to end,
-  from our merged HdrHistograms (Locust's own tabs round to whole milliseconds).
-- ``ProfileShape`` starts exactly producers + workers users (the form's user count is off) and
-  ends the test after warm-up + measure, as a headless run ends.
-- Start is refused, with one line in the terminal and the reason in the form, when Redis does
-  not answer or a setting is wrong.
+"""Stage 1 in Locust's web UI: the Host field shows the Redis URL with its password redacted and
+every answer is scrubbed of it (redaction.py); an "echomq live" tab of µs figures from our merged
+HdrHistograms (web_tab.py: Locust's own tabs round to whole milliseconds); ``ProfileShape`` starts
+exactly producers + workers users and ends the test after warm-up + measure, as a headless run
+ends; a Start is refused, in one line, when Redis does not answer or a setting is wrong.
 """
 
 from __future__ import annotations
@@ -27,7 +19,7 @@ from locust.env import Environment
 
 from bench.errors import BenchError
 from bench.harness.server import check_server
-from bench.stages.finish_fetch.in_locust.options import redis_settings, redis_settings_from, trial_settings
+from bench.stages.finish_fetch.in_locust.options import redis_settings, trial_settings
 from bench.stages.finish_fetch.in_locust.redaction import scrub, show_host
 from bench.stages.finish_fetch.in_locust.web_tab import COLUMNS, TAB_KEY, LiveTab, shown
 from bench.stages.finish_fetch.in_locust.window import Controller
@@ -66,15 +58,11 @@ def check_start(environment: Environment, form: dict[str, str]) -> str | None:
     """Why a Start with these form values cannot run (a setting, or Redis), or None."""
     options = argparse.Namespace(**vars(environment.parsed_options))
     for key, value in form.items():
-        if key in vars(options) and key not in ("host",):
+        if key in vars(options) and key != "host":
             setattr(options, key, value)
     try:
         run = trial_settings(options)
-    except BenchError as exc:
-        return str(exc)
-    host = form.get("host", environment.host or "")
-    try:
-        settings = redis_settings_from(options, host, run.socket_timeout_s)
+        settings = redis_settings(options, form.get("host", environment.host or ""), run.socket_timeout_s)
         check_server(settings, unreachable_remedy=UNREACHABLE_REMEDY)
     except BenchError as exc:
         return str(exc)
@@ -89,7 +77,7 @@ def install(
     assert web_ui is not None
     tab = LiveTab(environment, controller)
     # Host shows where the load goes, redacted: no "missing host" banner, no password in the page.
-    settings = redis_settings(environment)
+    settings = redis_settings(environment.parsed_options, environment.host or "")
     environment.host = show_host(settings.url if not environment.host else environment.host)
     environment.shape_class = ProfileShape(prepare)
     environment.shape_class.runner = environment.runner
@@ -150,7 +138,10 @@ def _authenticated(web_ui: Any) -> bool:
 def unreachable_line(environment: Environment) -> str | None:
     """At start-up: the one line to log when Redis cannot serve a run (the UI refuses Start too)."""
     try:
-        check_server(redis_settings(environment), unreachable_remedy=UNREACHABLE_REMEDY)
+        check_server(
+            redis_settings(environment.parsed_options, environment.host or ""),
+            unreachable_remedy=UNREACHABLE_REMEDY,
+        )
     except BenchError as exc:
         return str(exc)
     return None

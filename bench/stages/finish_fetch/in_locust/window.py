@@ -1,11 +1,9 @@
 """The measured window of a Locust run, and its collection from every process.
 
-The process that runs the test (Locust's master, or the only process) resets
-everything after the warm-up, tells every process by a message with a new
-epoch, and at the end asks each for its final delta. Periodic deltas ride on
-``report_to_master`` / ``worker_report``. Only deltas of the current epoch
-count, so the merged histograms hold exactly the window, however many
-processes sent parts of it.
+The process that runs the test resets everything after the warm-up, tells every process by a
+message with a new epoch, and at the end asks each for its final delta; periodic deltas ride on
+``report_to_master``. Only deltas of the current epoch count, so the merged histograms hold
+exactly the window.
 """
 
 from __future__ import annotations
@@ -71,12 +69,8 @@ def _process_id(environment: Environment) -> str:
 
 
 class Controller:
-    """Runs the window on the master (or the only process): warm-up, reset, end, summary.
-
-    A ``ServerWatch`` stops the run early when Redis is lost or restarted, as
-    does Ctrl-C. A run stopped early still writes what it measured, with
-    ``complete: false`` and the reason in ``aborted``.
-    """
+    """Runs the window on the master (or the only process): warm-up, reset, end, summary. A run
+    stopped early (Redis lost or restarted, Ctrl-C) still writes what it measured, marked so."""
 
     def __init__(self, environment: Environment) -> None:
         self.environment = environment
