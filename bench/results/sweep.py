@@ -1,35 +1,18 @@
 """The sweep stage's contract: its rows (sweep_cost.csv, sweep_control.csv, sweep_hazard.csv), its
-meta.json section and its goals.
+meta.json section and its goals, which the stage's table and the report print alike.
 
-The sweep goals, defined once: the figure each one reads from sweep_cost.csv, its
-limit, and how a run's rows meet it.
+Which column is "Redis time" (bench/stages/sweep/timing.py): ``server_us`` is Redis's own µs inside
+the sweep's EVALSHAs (INFO commandstats around one timed sweep, the median over the timed sweeps);
+``sweep_ms_median`` and ``us_per_active_job`` are the client's wall clock, not Redis time.
+``redis_hold_ms_max`` is a sweep's longest single EVALSHA inside Redis (SLOWLOG), the max over the
+timed sweeps, or SLOWLOG's threshold (an upper bound) when it logged none: a sliced sweep is many
+calls, which commandstats only sums. ``hold_ms_max`` is that call timed at the client, round trip
+included: an upper bound, the figure where SLOWLOG cannot tell.
 
-A pure leaf (the standard library and the other leaves): the sweep stage's terminal table
-and the report print the same goal lines, and neither may import the other.
-
-Which column is "Redis time" (see bench/stages/sweep/timing.py):
-
-- ``server_us``: Redis's own µs inside the sweep's EVALSHAs (INFO commandstats read
-  around one timed sweep, the median over the timed sweeps). echomq-deadline's sweep
-  is one EVALSHA, so this is the Redis time of that call. ``sweep_ms_median`` is the
-  client's wall clock (round trip, reply parsing) and ``us_per_active_job`` is that
-  divided by the size: neither is Redis time.
-- ``redis_hold_ms_max``: the longest single EVALSHA of a sweep inside Redis (SLOWLOG), the
-  max over every timed sweep of the point; when SLOWLOG logged none of them, its threshold
-  (1 ms on the embedded server), an upper bound. A sliced sweep is many calls and
-  commandstats only sums them, so its longest call is this figure.
-- ``hold_ms_max``: the same call timed at the client; it includes a round trip and the
-  client's own pauses, so it is an upper bound on how long Redis was held, and the
-  figure when SLOWLOG cannot tell (a server whose threshold is looser, or refuses it).
-
-A goal is judged on uncontended points only (a contended window is not evidence), and
-only at the size it names: a run whose sizes stop short says so, never met; but a goal
-marked ``at_largest`` (echomq-deadline's sliced pass) is judged at the run's largest size,
-and its note names that size.
-
-Some goals read beside the sweep the control of the same run (sweep_control.csv: a Lua loop
-of plain arithmetic timed call by call inside Redis, bench/stages/sweep/control.py): its worst
-call is a limit, and a missed goal's note says what the control showed.
+A goal is judged on uncontended points only, at the size it names (a run whose sizes stop short
+says so, never met); an ``at_largest`` goal (echomq-deadline's sliced pass) at the run's largest
+size, its note naming it. Some goals hold a figure against the run's control (sweep_control.csv: a
+Lua loop of plain arithmetic timed call by call inside Redis, bench/stages/sweep/control.py).
 """
 
 from __future__ import annotations
@@ -216,12 +199,6 @@ class SweepGoal:
             return None if not calls else value * 100.0 / calls
         return value * self.scale / (size if self.per_stalled_id else 1.0)
 
-    def limit_in(self, control: Control | None) -> float | None:
-        """The limit this run's figures are held to; None when it is the control's and there is none."""
-        if not self.limit_is_control:
-            return self.limit
-        return None if control is None else control.max_ms
-
     def meets(self, figure: float, limit: float | None = None) -> bool:
         bound = self.limit if limit is None else limit
         return figure <= bound if self.at_most else figure < bound
@@ -357,11 +334,10 @@ def _verdict(
     goal: SweepGoal, figure: float, size: int, row: Mapping[str, Any], control: Control | None, aside: str
 ) -> GoalResult:
     """Met or missed (by how much, and what the control showed) at one point."""
-    limit = goal.limit_in(control)
-    if limit is None:
-        return GoalResult(goal, NOT_MEASURED, figure, size, _note("no control in this run", aside))
-    if goal.limit_is_control and control is not None and control.contended:
-        return GoalResult(goal, NOT_MEASURED, figure, size, _note(control.text() + ": not evidence", aside))
+    if goal.limit_is_control and (control is None or control.contended):
+        why = "no control in this run" if control is None else control.text() + ": not evidence"
+        return GoalResult(goal, NOT_MEASURED, figure, size, _note(why, aside))
+    limit = control.max_ms if goal.limit_is_control and control else goal.limit
     logged_none = finite_number(row.get("redis_slow_calls_max")) == 0
     if goal.limit_is_control and logged_none and figure > limit:
         # SLOWLOG logged no call: the figure is its threshold, a bound above the control's worst
