@@ -102,12 +102,11 @@ def write_atomic_with(path: Path, write: Callable[[BinaryIO], object]) -> None:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (temporary file, then rename)."""
     write_atomic_with(path, lambda handle: handle.write(text.encode()))
 
 
 def write_csv(path: Path, columns: Iterable[str], rows: Iterable[Mapping[str, Any]]) -> None:
-    """Write rows with exactly ``columns``, atomically. Missing values are left empty."""
+    """Write rows with exactly ``columns``, atomically; a missing value is an empty cell."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="raise")
     writer.writeheader()
@@ -153,11 +152,8 @@ def write_meta(
 
 
 class Ledger(Generic[P]):
-    """What one stage writes, held in one place: its rows, a list a CSV, each file written whole as
-    its rows change, and its meta.json section (``section``: the dataclass of bench/results/<stage>.py),
-    its fields written as the stage learns them, mypy checking each against the section; a stage
-    without one (script_cost) gives none. Every file is written atomically (write_atomic), so a crash
-    leaves the last whole one."""
+    """What one stage writes: its rows, each CSV written whole (atomically) as its rows change, and
+    its meta.json ``section`` (the dataclass of bench/results/<stage>.py; none for script_cost)."""
 
     def __init__(self, run_dir: Path, section: Callable[P, object] | None = None) -> None:
         self.run_dir = run_dir
@@ -165,7 +161,6 @@ class Ledger(Generic[P]):
         self._rows: dict[type[Row], list[Row]] = {}
 
     def meta(self, *args: P.args, **fields: P.kwargs) -> None:
-        """``fields`` into the section, merged key by key (write_meta)."""
         assert self.section is not None, "a ledger without a section writes no meta.json"
         write_meta(self.run_dir, self.section, *args, **fields)
 
