@@ -117,9 +117,7 @@ class FinishFetchRow(rows.Row):
     rtt_slept_ms: float | None = None
     # queues the producers and workers were spread over (finish_fetch_shards.csv: each master's part)
     queues: int = 1
-    # The regime (design.md "Name the regime"): backlog (the wait list never ran dry: throughput),
-    # steady (producers and workers at one pace), open (at target_rate: queue latency); a run from
-    # before the column was steady. load: an open trial's rate over the point's backlog capacity.
+    # a Regime; load: an open trial's rate over the point's backlog capacity
     regime: str = Regime.STEADY
     load: float | None = None
     e2e_p999_us: float | None = None
@@ -143,8 +141,7 @@ class FinishFetchRow(rows.Row):
 
     @property
     def clean(self) -> bool:
-        """The window measured the protocol: no other work shared the machine (not contended) and
-        the load generator kept up (not saturated), as the glossary (docs/method.md) has it."""
+        """Neither contended nor saturated: the window measured the protocol (docs/method.md#glossary)."""
         return not self.contended and not self.saturated
 
 

@@ -59,21 +59,16 @@ class MachineCheckMeta(TypedDict, total=False):
 class KeyRecord(TypedDict):
     """Where a run writes its keys, recorded in its folder before the first (bench.harness.run_keys)."""
 
-    url: str
-    """The server's URL, its password taken out."""
-    own_server: bool
-    """The run's own embedded server, gone with the run: none of its keys can remain."""
-    prefixes: list[str]
-    """Every key the run writes starts with one of these."""
+    url: str  # the server's URL, its password taken out
+    own_server: bool  # the run's own embedded server, gone with the run: none of its keys can remain
+    prefixes: list[str]  # every key the run writes starts with one of these
 
 
 class KeysLeft(TypedDict):
     """What a run's end found under its prefixes (bench.harness.run_keys)."""
 
-    keys: int | None
-    """Keys under the prefixes when the run ended; None when the server did not answer."""
-    line: str
-    """The line the run ended with, naming the command that removes them."""
+    keys: int | None  # under the prefixes when the run ended; None when the server did not answer
+    line: str  # the line the run ended with, naming the command that removes them
 
 
 # ---------------------------------------------------------------- the run

@@ -386,13 +386,10 @@ class BullmqRatio:
     ours_us: float
     contended: bool
 
-    @property
-    def ratio(self) -> float:
-        return self.bullmq_us / self.ours_us if self.ours_us > 0 else float("inf")
-
     def cells(self) -> list[str]:
+        ratio = self.bullmq_us / self.ours_us if self.ours_us > 0 else float("inf")
         return [
-            f"{self.size:,}", f"{self.bullmq_us:,.2f}", f"{self.ours_us:,.2f}", f"{self.ratio:,.1f}x",
+            f"{self.size:,}", f"{self.bullmq_us:,.2f}", f"{self.ours_us:,.2f}", f"{ratio:,.1f}x",
             "contended: not evidence" if self.contended else "",
         ]  # fmt: skip
 
@@ -403,18 +400,17 @@ RATIO_HEADER = ("active size", "bullmq µs/id", "deadline sliced µs/id", "ratio
 def bullmq_ratios(rows: Sequence[Mapping[str, Any]]) -> list[BullmqRatio]:
     """At each size where both were measured: BullMQ's all-stalled sweep (bullmq.atomic) against
     echomq-deadline's sliced pass (atomic_sliced), µs of Redis a stalled id."""
-    found: dict[tuple[str, int], tuple[float, bool]] = {}
-    for protocol, variant in (("bullmq", "atomic"), (DEADLINE, SLICED)):
+
+    def by_size(protocol: str, variant: str) -> dict[int, tuple[float, bool]]:
         goal = SweepGoal("", protocol, variant, "all_stalled", "server_us", 1.0, 0.0, "µs/id", "",
                          per_stalled_id=True)  # fmt: skip
-        for size, figure, contended, _ in _measured(rows, goal):
-            found[(protocol, size)] = (figure, contended)
-    ratios = []
-    for (protocol, size), (bullmq, busy) in sorted(found.items(), key=lambda item: item[0][1]):
-        if protocol == "bullmq" and (DEADLINE, size) in found:
-            ours, ours_busy = found[(DEADLINE, size)]
-            ratios.append(BullmqRatio(size, bullmq, ours, busy or ours_busy))
-    return ratios
+        return {size: (figure, contended) for size, figure, contended, _ in _measured(rows, goal)}
+
+    theirs, ours = by_size("bullmq", "atomic"), by_size(DEADLINE, SLICED)
+    return [
+        BullmqRatio(size, theirs[size][0], ours[size][0], theirs[size][1] or ours[size][1])
+        for size in sorted(theirs.keys() & ours.keys())
+    ]
 
 
 # The sliced passes point by point: what a pass of many calls did, with the probe's tail beside it.
