@@ -38,7 +38,7 @@ HARNESS_ADDS_GOAL_US = 20.0  # the latency-fidelity goal: the harness under Locu
 
 
 @dataclass(frozen=True)
-class FinishFetchRow(rows.Row):
+class FinishFetchRow(rows.RunRow):
     FILE: ClassVar[str] = "finish_fetch.csv"
     KEYS: ClassVar[tuple[str, ...]] = (
         *("protocol", "strategy", "regime", "load"),
@@ -53,9 +53,6 @@ class FinishFetchRow(rows.Row):
     }  # fmt: skip
     RENAMED: ClassVar[Mapping[str, str]] = {"variant": "strategy"}
 
-    run_id: str
-    protocol: str
-    profile: str
     strategy: str
     rep: int
     workers: int
@@ -146,16 +143,13 @@ class FinishFetchRow(rows.Row):
 
 
 @dataclass(frozen=True)
-class FinishFetchServerRow(rows.Row):
+class FinishFetchServerRow(rows.RunRow):
     """finish_fetch's Redis-bound point (bound-concurrency at rtt 0) on each server a profile
     names (its key servers), fused and two_call alternating over every server, a row a trial.
     Its own file, so no figure of the main grid pools rows of another server."""
 
     FILE: ClassVar[str] = "finish_fetch_servers.csv"
     KEYS: ClassVar[tuple[str, ...]] = ("protocol", "server", "strategy", "workers", "concurrency", "rtt_ms")
-    run_id: str
-    protocol: str
-    profile: str
     server: str  # from the server's own INFO: "valkey 8.0.1"
     strategy: str
     rep: int
@@ -179,12 +173,9 @@ class FinishFetchServerRow(rows.Row):
 
 
 @dataclass(frozen=True)
-class FinishFetchPart(rows.Row):
+class FinishFetchPart(rows.RunRow):
     """The columns a part of a finish_fetch run starts with: which run, and its point."""
 
-    run_id: str
-    protocol: str
-    profile: str
     strategy: str
     workers: int
     concurrency: int

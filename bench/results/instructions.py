@@ -11,7 +11,7 @@ from bench.results import rows
 
 
 @dataclass(frozen=True)
-class InstructionsRow(rows.Row):
+class InstructionsRow(rows.RunRow):
     """The instructions Redis executed for one step under valgrind's callgrind (a count, not a time:
     steal cannot move it), inside command execution (Redis's call()) and for the whole request
     (read, parse, run, reply); the client, the network and the kernel are outside both."""
@@ -20,9 +20,7 @@ class InstructionsRow(rows.Row):
     KEYS: ClassVar[tuple[str, ...]] = ("protocol", "server", "step", "active_size", "completed_size")
     # a run before the column: the run's own server; every queue began empty
     IMPLIED: ClassVar[Mapping[str, object]] = {**rows.Row.IMPLIED, "server": "", "completed_size": 0}
-    run_id: str
-    protocol: str  # "none": a baseline of no queue protocol (PING, EVALSHA of return 1)
-    profile: str
+    # protocol "none": a baseline of no queue protocol (PING, EVALSHA of return 1)
     step: str  # a phase ("moveToActive"), a cycle ("fused cycle"), a baseline or a sweep ("sweep atomic")
     active_size: int  # the sweep's active list, every id stalled (0: not a sweep)
     completed_size: int  # as a protocol's phases began (the rest: meta.json's instructions.state)
@@ -41,15 +39,12 @@ class InstructionsRow(rows.Row):
 
 
 @dataclass(frozen=True)
-class InstructionsPartRow(rows.Row):
+class InstructionsPartRow(rows.RunRow):
     """A step's whole-server count split by part of Redis (bench/stages/instructions/parts.py's
     rules): a step's parts add up to its instructions.csv server_instructions_per_call."""
 
     FILE: ClassVar[str] = "instructions_parts.csv"
     IMPLIED: ClassVar[Mapping[str, object]] = {**rows.Row.IMPLIED, "server": ""}
-    run_id: str
-    protocol: str
-    profile: str
     step: str  # as instructions.csv's
     active_size: int
     unit: str  # what a count is per: "call", "job" or "stalled id"
@@ -64,7 +59,7 @@ class InstructionsPartRow(rows.Row):
 
 
 @dataclass(frozen=True)
-class InstructionsCompletedRow(rows.Row):
+class InstructionsCompletedRow(rows.RunRow):
     """A job's instructions inside command execution, a fused and a two-call cycle, at each completed
     set size the profile names (instructions-completed-sizes), the rest of the state as stated. The
     size is the set's as the phases began: their finishes add 2 x (lead + N) by the fused cycle's end."""
@@ -72,9 +67,6 @@ class InstructionsCompletedRow(rows.Row):
     FILE: ClassVar[str] = "instructions_completed.csv"
     KEYS: ClassVar[tuple[str, ...]] = ("protocol", "server", "step", "completed_size")
     IMPLIED: ClassVar[Mapping[str, object]] = {**rows.Row.IMPLIED, "server": ""}
-    run_id: str
-    protocol: str
-    profile: str
     step: str  # "fused cycle" or "two-call cycle"
     completed_size: int
     unit: str  # "job"

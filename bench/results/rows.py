@@ -42,6 +42,15 @@ class Row:
     RENAMED: ClassVar[Mapping[str, str]] = {}  # an older run's name for a column -> its name now
 
 
+@dataclass(frozen=True)
+class RunRow(Row):
+    """A row that starts as most do: which run, which protocol, which profile."""
+
+    run_id: str
+    protocol: str
+    profile: str
+
+
 def columns_of(row_type: type[Row]) -> tuple[str, ...]:
     return tuple(f.name for f in fields(row_type))
 

@@ -30,13 +30,10 @@ NOT_SKIPPED = "no"
 
 
 @dataclass(frozen=True)
-class SweepCostRow(rows.Row):
+class SweepCostRow(rows.RunRow):
     FILE: ClassVar[str] = "sweep_cost.csv"
     KEYS: ClassVar[tuple[str, ...]] = ("protocol", "variant", "scenario", "active_size")
 
-    run_id: str
-    protocol: str
-    profile: str
     variant: str
     scenario: str
     active_size: int
@@ -66,14 +63,12 @@ class SweepCostRow(rows.Row):
 
 
 @dataclass(frozen=True)
-class SweepControlRow(rows.Row):
-    """The sweep stage's control: calls of a Lua loop of plain arithmetic, each timed inside Redis."""
+class SweepControlRow(rows.RunRow):
+    """The sweep stage's control (protocol "none"): calls of a Lua loop of plain arithmetic, each timed
+    inside Redis."""
 
     FILE: ClassVar[str] = "sweep_control.csv"
 
-    run_id: str
-    protocol: str  # "none": the loop belongs to no queue protocol
-    profile: str
     calls: int
     iterations: int  # additions a call
     redis_us_median: int | None = None
