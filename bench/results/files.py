@@ -127,8 +127,7 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
 
 
 def read_json(path: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(path.read_text())
-    return data
+    return cast(dict[str, Any], json.loads(path.read_text()))
 
 
 P = ParamSpec("P")  # the fields of what write_meta writes: RunMeta, or a stage's section

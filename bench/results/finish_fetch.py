@@ -244,16 +244,14 @@ class Fidelity:
     @property
     def harness_adds_us(self) -> float | None:
         """What the harness under Locust adds to the bare redis-py p50 (goal: HARNESS_ADDS_GOAL_US)."""
-        if self.locust_path_p50_us is None or self.redis_py_p50_us is None:
-            return None
-        return self.locust_path_p50_us - self.redis_py_p50_us
+        locust, bare = self.locust_path_p50_us, self.redis_py_p50_us
+        return None if locust is None or bare is None else locust - bare
 
     @property
     def locust_adds_us(self) -> float | None:
         """What Locust adds to the same timed path outside it."""
-        if self.locust_path_p50_us is None or self.raw_path_p50_us is None:
-            return None
-        return self.locust_path_p50_us - self.raw_path_p50_us
+        locust, raw = self.locust_path_p50_us, self.raw_path_p50_us
+        return None if locust is None or raw is None else locust - raw
 
 
 @dataclass(frozen=True)
@@ -535,10 +533,8 @@ def _point_limit(group: list[Row]) -> str:
     """The limit most of a point's windows named; a tie names every side it split between
     ("client/redis"), so the order the windows ran in does not decide it."""
     counts = Counter(str(r.get("limit")) for r in group if r.get("limit"))
-    if not counts:
-        return "-"
-    most = max(counts.values())
-    return "/".join(sorted(limit for limit, n in counts.items() if n == most))
+    most = max(counts.values(), default=0)
+    return "/".join(sorted(limit for limit, n in counts.items() if n == most)) or "-"
 
 
 def _bound_goal(rows: list[Row]) -> DriverGoal:

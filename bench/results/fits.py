@@ -59,9 +59,7 @@ class PairedRatio:
     def text(self, form: str = "{:.2f}") -> str:
         """``median [min-max]``; the median alone for a single pair."""
         middle = form.format(self.median)
-        if self.pairs == 1:
-            return middle
-        return f"{middle} [{form.format(self.lo)}-{form.format(self.hi)}]"
+        return middle if self.pairs == 1 else f"{middle} [{form.format(self.lo)}-{form.format(self.hi)}]"
 
 
 def paired_ratio(pairs: Iterable[tuple[object, object]]) -> PairedRatio | None:
@@ -71,9 +69,7 @@ def paired_ratio(pairs: Iterable[tuple[object, object]]) -> PairedRatio | None:
         for a, b in ((finite_number(a), finite_number(b)) for a, b in pairs)
         if a is not None and b is not None and b != 0
     ]
-    if not ratios:
-        return None
-    return PairedRatio(statistics.median(ratios), min(ratios), max(ratios), len(ratios))
+    return PairedRatio(statistics.median(ratios), min(ratios), max(ratios), len(ratios)) if ratios else None
 
 
 def headline_ratio(a: Mapping[int, object], b: Mapping[int, object]) -> PairedRatio | None:

@@ -352,9 +352,8 @@ def control_text(control: Control | None) -> str:
 def _slow_calls(row: Mapping[str, Any]) -> str:
     """How rare the long calls of a many-call sweep were, where SLOWLOG counted them."""
     slow, calls = finite_number(row.get("redis_slow_calls_max")), finite_number(row.get("round_trips"))
-    if slow is None or calls is None or calls <= 1:
-        return ""
-    return f"{slow:,.0f} of {calls:,.0f} calls over the slowlog threshold"
+    many = slow is not None and calls is not None and calls > 1
+    return f"{slow:,.0f} of {calls:,.0f} calls over the slowlog threshold" if many else ""
 
 
 def _note(*parts: str) -> str:
@@ -422,10 +421,8 @@ def _cell(value: Any, digits: int = 0) -> str:
 
 
 def sliced_passes(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
-    """A line a measured point of a sliced sweep (either protocol's), by size then label:
-    median calls per pass, the longest call inside Redis (SLOWLOG), the most calls of one pass
-    over the slowlog threshold, Redis ms of the pass (commandstats), that over the stalled ids,
-    and the probe's p99 and max wait meanwhile; each as (the variant's label, PASS_HEADER's cells)."""
+    """Each measured point of a sliced sweep (either protocol's), by label then size, as (the variant's
+    label, PASS_HEADER's cells)."""
     found = []
     for row in rows:
         if row.get("variant") != SLICED or str(row.get("skipped") or "") not in ("", NOT_SKIPPED):
