@@ -26,18 +26,15 @@ PYPERF_DIR = "pyperf"  # pyperf's JSON a size, every size's merged, its log, the
 RAW_DIR = "raw"  # the finish_fetch raw driver's summary JSON, one a protocol, point and strategy
 FIDELITY_DIR = "fidelity"  # the latency-fidelity check's Locust probe run
 
-# Encoded HdrHistograms: hdr/<stage>__<variant>__r<rep>__<metric>.hdr, one
-# base64 line (HdrHistogram's own encoding), values in µs.
-HDR_DIR = "hdr"
+HDR_DIR = "hdr"  # hdr/<stage>__<variant>__r<rep>__<metric>.hdr: HdrHistogram's base64 line, in µs
 
 
 def hdr_name(stage: str, variant: str, rep: int, metric: str) -> str:
     return f"{stage}__{variant}__r{rep}__{metric}.hdr"
 
 
-def run_id(profile: str, when: dt.datetime | None = None) -> str:
-    when = when or dt.datetime.now()
-    return f"{when:%Y%m%d-%H%M%S}-{profile}"
+def run_id(profile: str) -> str:
+    return f"{dt.datetime.now():%Y%m%d-%H%M%S}-{profile}"
 
 
 def resolve_run(name: str, results: Path | None = None) -> Path:

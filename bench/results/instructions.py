@@ -102,5 +102,4 @@ class InstructionsMeta:
     """The queue state a protocol's phases began at, by size (wait, active, completed, events,
     last_id, other_keys), and lead_calls: the calls each phase ran before its counted ones."""
     allocators: dict[str, str] = field(default_factory=dict)
-    """The settings each allocator ran under (by its environment variable): counts compare only
-    under the same."""
+    """Each allocator's settings (by its environment variable): counts compare only under the same."""

@@ -292,8 +292,7 @@ def merged(current: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, A
     for key, given in fields.items():
         value = json_value(given)
         if key in STAGE_SECTIONS and isinstance(value, Mapping):
-            section: dict[str, Any] = dict(out.get(key) or {})
-            value = {**section, **{k: json_value(v) for k, v in value.items()}}
+            value = {**(out.get(key) or {}), **{k: json_value(v) for k, v in value.items()}}
         out[key] = value
     check_keys(out)
     return out

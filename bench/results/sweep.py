@@ -315,13 +315,11 @@ def judge(goal: SweepGoal, rows: Sequence[Mapping[str, Any]], control: Control |
         return GoalResult(
             goal, verdict, figure, size, _note(how_often, "" if failed or reached else short, aside)
         )
-    at_goal = [(figure, row) for size, figure, row in clean if size == GOAL_SIZE]
-    if not at_goal and not goal.at_largest:
-        figure = max(f for size, f, _ in clean if size == largest)
-        return GoalResult(goal, NOT_MEASURED, figure, largest, _note(short, aside))
-    size = GOAL_SIZE if at_goal else largest
-    figure, row = max(at_goal or [(f, r) for s, f, r in clean if s == largest], key=lambda p: p[0])
-    where = "" if at_goal else f"judged at {largest:,}, the largest size here"
+    size = GOAL_SIZE if any(s == GOAL_SIZE for s, _, _ in clean) else largest
+    figure, row = max(((f, r) for s, f, r in clean if s == size), key=lambda p: p[0])
+    if size != GOAL_SIZE and not goal.at_largest:
+        return GoalResult(goal, NOT_MEASURED, figure, size, _note(short, aside))
+    where = "" if size == GOAL_SIZE else f"judged at {largest:,}, the largest size here"
     return _verdict(goal, figure, size, row, control, _note(where, aside))
 
 
