@@ -19,8 +19,7 @@ from bench.results.rows import Row, columns_of, row_dict
 
 RESULTS_DIR = Path(os.environ.get("EMQ_RESULTS_DIR", "results"))
 
-# A run folder holds our own files at its top (meta.json, the CSVs, report.md and its
-# plots) and each tool's raw files in a subfolder of its own.
+# A run folder holds our own files at its top, each tool's raw files in a subfolder of its own.
 LOCUST_DIR = "locust"  # Locust's per-repetition CSVs, each run's summary JSON and log
 PYPERF_DIR = "pyperf"  # pyperf's JSON a size, every size's merged, its log, the side records
 RAW_DIR = "raw"  # the finish_fetch raw driver's summary JSON, one a protocol, point and strategy

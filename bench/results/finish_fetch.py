@@ -44,9 +44,7 @@ class FinishFetchRow(rows.RunRow):
         *("protocol", "strategy", "regime", "load"),
         *("workers", "queues", "concurrency", "job_ms", "rtt_ms"),
     )
-    # What a finish_fetch.csv from before a column implies: one job in flight a worker, held for
-    # no time, its closed loop steady, one window a trial on one load process; an empty load is
-    # no open point's (0). Older runs called the strategy "variant".
+    # what an older finish_fetch.csv's missing columns were (an empty load: no open point's)
     IMPLIED: ClassVar[Mapping[str, object]] = {
         "concurrency": 1, "job_ms": 0.0, "queues": 1, "regime": Regime.STEADY, "tries": 1, "load": 0.0,
         "loadgen_processes": 1, **rows.Row.IMPLIED,
@@ -125,12 +123,10 @@ class FinishFetchRow(rows.RunRow):
     # why the re-measuring stopped while the window was still so (the budget), else "no"
     tries: int = 1
     remeasure_stopped: str = field(default="", metadata={"empty_as": NOT_STOPPED})
-    # Locust processes the window ran on: the profile's loadgen-processes, or one more where a
-    # saturated window was measured again (every profile before the column ran on one)
+    # Locust processes the window ran on: loadgen-processes, or one more for a saturated window's retry
     loadgen_processes: int = 1
-    # the last window's rtt paid (rtt_slept_ms) over rtt_ms by more than rtt_missed allows, one more
-    # load process not having helped or not being left: the report quotes no fused/two_call ratio at
-    # its point (empty in a run from before the column: the report judges rtt_slept_ms by the rule)
+    # the last window's rtt paid missed (rtt_missed), another load process not helping or left: the
+    # report quotes no fused/two_call ratio at its point (an older run's: judged from rtt_slept_ms)
     rtt_missed: bool = False
     foreign_cpu_pct: float | None = None
     steal_pct: float | None = None

@@ -218,8 +218,7 @@ def _read(kind: type, data: Mapping[str, Any]) -> Any:
     return kind(**values)
 
 
-# A stage's section, by the stage's id (the key it is nested under), from the stages' list; RunMeta
-# holds each as a typed field of that name (tests/test_meta.py holds the two alike).
+# A stage's section by its id, the key it is nested under: RunMeta has a field of each (tests/test_meta.py)
 STAGE_SECTIONS: dict[str, type] = {s.id: s.meta for s in STAGES if s.meta is not None}
 
 

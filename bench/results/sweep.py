@@ -24,8 +24,7 @@ from typing import Any, ClassVar
 from bench.results import rows
 from bench.results.fits import finite_number
 
-# A measured point's ``skipped`` cell: never empty, so the column is text in pandas
-# whether or not any point of the run was skipped.
+# A measured point's ``skipped`` cell: never empty, so pandas reads the column as text in every run.
 NOT_SKIPPED = "no"
 
 
