@@ -322,9 +322,6 @@ class DriverGoal:
         )
         return f" ({said})" if said else ""
 
-    def line(self) -> str:
-        return f"goal {self.name}: {self.verdict}{self.detail()}"
-
 
 def _true(value: Any) -> bool:
     return str(value).strip().lower() in ("true", "1")
@@ -570,4 +567,4 @@ def _rtt_goal(rows: list[Row]) -> DriverGoal:
 
 def goal_lines(rows: Iterable[Row]) -> list[str]:
     """The goals as the stage's table and the report print them, one line each."""
-    return [goal.line() for goal in judge(rows)]
+    return [f"goal {goal.name}: {goal.verdict}{goal.detail()}" for goal in judge(rows)]
