@@ -169,10 +169,10 @@ class SweepGoal:
     variant: str
     scenario: str | None  # None: every scenario the run measured
     column: str  # the sweep_cost.csv column the figure comes from
-    scale: float  # the column's unit to the goal's
     limit: float
     unit: str
     measure: str  # what the figure is, said under the table
+    scale: float = 1.0  # the column's unit to the goal's
     per_stalled_id: bool = False  # the figure a stalled id (all_stalled: every active id)
     at_most: bool = False  # the limit itself meets the goal ("at most"), else strictly under
     every_size: bool = False  # judged at every size, else at GOAL_SIZE
@@ -193,15 +193,13 @@ class SweepGoal:
             return None if not calls else value * 100.0 / calls
         return value * self.scale / (size if self.per_stalled_id else 1.0)
 
-    def meets(self, figure: float, limit: float | None = None) -> bool:
-        bound = self.limit if limit is None else limit
-        return figure <= bound if self.at_most else figure < bound
+    def meets(self, figure: float, limit: float) -> bool:
+        return figure <= limit if self.at_most else figure < limit
 
 
 def _sliced_pass(scenario: str, what: str, **fields: Any) -> SweepGoal:
     """A goal of echomq-deadline's sliced pass: judged at the run's largest size short of GOAL_SIZE."""
     name = f"echomq-deadline sliced {scenario.replace('_', '-')} pass at {GOAL_SIZE:,}: {what}"
-    fields.setdefault("scale", 1.0)
     return SweepGoal(
         name=name, protocol=DEADLINE, variant=SLICED, scenario=scenario, at_largest=True, **fields
     )
@@ -217,13 +215,13 @@ GOALS: tuple[SweepGoal, ...] = (
     SweepGoal(
         name=f"echomq-deadline all-stalled sweep at {GOAL_SIZE:,}: Redis time at most 3 µs per stalled id",
         protocol="echomq-deadline", variant="atomic", scenario="all_stalled",
-        column="server_us", scale=1.0, limit=3.0, unit="µs/id", per_stalled_id=True, at_most=True,
+        column="server_us", limit=3.0, unit="µs/id", per_stalled_id=True, at_most=True,
         measure="Redis µs of the one sweep call (commandstats, median) over the stalled ids, all of active",
     ),
     SweepGoal(
         name=f"atomic_sliced longest call under 2 ms, every size to {GOAL_SIZE:,}",
         protocol="echomq", variant="atomic_sliced", scenario=None,
-        column="redis_hold_ms_max", fallback="hold_ms_max", scale=1.0, limit=2.0, unit="ms", every_size=True,
+        column="redis_hold_ms_max", fallback="hold_ms_max", limit=2.0, unit="ms", every_size=True,
         measure="the longest single EVALSHA of any timed sweep inside Redis, worst over every size and "
         "scenario. SLOWLOG times it; when it logged none, its threshold bounds it. Where SLOWLOG cannot "
         "tell, it is timed at the client (round trip included: an upper bound)",
@@ -307,7 +305,7 @@ def judge(goal: SweepGoal, rows: Sequence[Mapping[str, Any]], control: Control |
     short = f"largest size here: {largest:,}" if largest < GOAL_SIZE else f"no point at {GOAL_SIZE:,}"
     if goal.every_size:
         size, figure, worst = max(clean, key=lambda point: (point[1], point[0]))  # a tie: the largest
-        failed = not goal.meets(figure)
+        failed = not goal.meets(figure, goal.limit)
         reached = largest >= GOAL_SIZE
         verdict = MISSED if failed else MET if reached else NOT_MEASURED
         how_often = _slow_calls(worst) if failed else ""
@@ -393,8 +391,9 @@ def bullmq_ratios(rows: Sequence[Mapping[str, Any]]) -> list[BullmqRatio]:
     echomq-deadline's sliced pass (atomic_sliced), µs of Redis a stalled id."""
 
     def by_size(protocol: str, variant: str) -> dict[int, tuple[float, bool]]:
-        goal = SweepGoal("", protocol, variant, "all_stalled", "server_us", 1.0, 0.0, "µs/id", "",
-                         per_stalled_id=True)  # fmt: skip
+        goal = SweepGoal(
+            "", protocol, variant, "all_stalled", "server_us", 0, "µs/id", "", per_stalled_id=True
+        )
         return {size: (figure, contended) for size, figure, contended, _ in _measured(rows, goal)}
 
     theirs, ours = by_size("bullmq", "atomic"), by_size(DEADLINE, SLICED)
