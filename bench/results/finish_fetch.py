@@ -140,9 +140,8 @@ class FinishFetchRow(rows.RunRow):
 
 @dataclass(frozen=True)
 class FinishFetchServerRow(rows.RunRow):
-    """finish_fetch's Redis-bound point (bound-concurrency at rtt 0) on each server a profile
-    names (its key servers), fused and two_call alternating over every server, a row a trial.
-    Its own file, so no figure of the main grid pools rows of another server."""
+    """finish_fetch's Redis-bound point on each server a profile names (servers), a row a trial: a
+    file of its own, so no figure of the main grid pools another server's rows."""
 
     FILE: ClassVar[str] = "finish_fetch_servers.csv"
     KEYS: ClassVar[tuple[str, ...]] = ("protocol", "server", "strategy", "workers", "concurrency", "rtt_ms")
