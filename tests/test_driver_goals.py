@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any
 
 from bench.harness.profile import FinishFetchOptions
-from bench.results.finish_fetch import MET, MISSED, NOT_MEASURED, judge
+from bench.results.finish_fetch import MET, MISSED, NOT_MEASURED, goal_lines, judge
 from bench.stages.finish_fetch.locust_trial import Point
 from bench.stages.finish_fetch.stage import points_of, strategies_at
 
@@ -151,8 +151,9 @@ def test_a_goal_says_what_it_names_that_the_run_did_not_measure():
         for p in ("echomq", "bullmq")
         for s in ("fused", "two_call")
     ]
-    goals = judge([_row(concurrency=8, rtt_ms=0.0), *locust_only])
-    assert goals[0].line().endswith("met (worst: fused w4 c8 rtt0 steady 1.20; not measured: c32)")
+    rows = [_row(concurrency=8, rtt_ms=0.0), *locust_only]
+    goals = judge(rows)
+    assert goal_lines(rows)[0].endswith("met (worst: fused w4 c8 rtt0 steady 1.20; not measured: c32)")
     assert goals[7].unmeasured == "fused raw, two_call raw"
     # measured at both: nothing said
     both = judge(

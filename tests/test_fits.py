@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from bench.report.render import write_report
-from bench.results.fits import headline_ratio, loglog_fit, paired_ratio, pairs_by_rep
+from bench.results.fits import headline_ratio, loglog_fit, paired_ratio
 from tests.data.make_fixtures import RUN_A
 
 DATA = Path(__file__).parent / "data"
@@ -50,7 +50,6 @@ def test_paired_ratio_leaves_out_pairs_it_cannot_divide() -> None:
 
 def test_the_headline_pairs_the_runs_by_repetition() -> None:
     fused, two_call = {1: 200.0, 2: 300.0, 3: 150.0}, {2: 100.0, 1: 100.0}  # rep 3 of two_call lost
-    assert pairs_by_rep(fused, two_call) == [(200.0, 100.0), (300.0, 100.0)]
     ratio = headline_ratio(fused, two_call)
     assert ratio is not None and ratio.text() == "2.50 [2.00-3.00]" and ratio.pairs == 2
     assert headline_ratio({1: 1.0}, {2: 1.0}) is None

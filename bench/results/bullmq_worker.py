@@ -30,8 +30,7 @@ class BullmqWorkerRow(rows.Row):
     redis_us_per_job: float
     audit_ok: bool  # every pre-filled job completed exactly once
     prefilled_jobs: int | None = None  # in the queue at the start, sized for the window
-    # the driver's own CPU over the window was a saturated load process's (harness.machine): it,
-    # not Redis, set the pace
+    # the driver's own CPU was a saturated load process's (harness.machine): it, not Redis, set the pace
     saturated: bool = False
     redis_cpu_pct: float | None = None  # Redis's CPU over the window (INFO cpu), % of one core
     foreign_cpu_pct: float | None = None  # over the driver's whole run (its warm-up included)

@@ -19,25 +19,21 @@ from bench.results.rows import Row, columns_of, row_dict
 
 RESULTS_DIR = Path(os.environ.get("EMQ_RESULTS_DIR", "results"))
 
-# A run folder holds our own files at its top (meta.json, the CSVs, report.md and its
-# plots) and each tool's raw files in a subfolder of its own.
+# A run folder holds our own files at its top, each tool's raw files in a subfolder of its own.
 LOCUST_DIR = "locust"  # Locust's per-repetition CSVs, each run's summary JSON and log
 PYPERF_DIR = "pyperf"  # pyperf's JSON a size, every size's merged, its log, the side records
 RAW_DIR = "raw"  # the finish_fetch raw driver's summary JSON, one a protocol, point and strategy
 FIDELITY_DIR = "fidelity"  # the latency-fidelity check's Locust probe run
 
-# Encoded HdrHistograms: hdr/<stage>__<variant>__r<rep>__<metric>.hdr, one
-# base64 line (HdrHistogram's own encoding), values in µs.
-HDR_DIR = "hdr"
+HDR_DIR = "hdr"  # hdr/<stage>__<variant>__r<rep>__<metric>.hdr: HdrHistogram's base64 line, in µs
 
 
 def hdr_name(stage: str, variant: str, rep: int, metric: str) -> str:
     return f"{stage}__{variant}__r{rep}__{metric}.hdr"
 
 
-def run_id(profile: str, when: dt.datetime | None = None) -> str:
-    when = when or dt.datetime.now()
-    return f"{when:%Y%m%d-%H%M%S}-{profile}"
+def run_id(profile: str) -> str:
+    return f"{dt.datetime.now():%Y%m%d-%H%M%S}-{profile}"
 
 
 def resolve_run(name: str, results: Path | None = None) -> Path:
@@ -102,12 +98,11 @@ def write_atomic_with(path: Path, write: Callable[[BinaryIO], object]) -> None:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (temporary file, then rename)."""
     write_atomic_with(path, lambda handle: handle.write(text.encode()))
 
 
 def write_csv(path: Path, columns: Iterable[str], rows: Iterable[Mapping[str, Any]]) -> None:
-    """Write rows with exactly ``columns``, atomically. Missing values are left empty."""
+    """Write rows with exactly ``columns``, atomically; a missing value is an empty cell."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="raise")
     writer.writeheader()
@@ -128,8 +123,7 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
 
 
 def read_json(path: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(path.read_text())
-    return data
+    return cast(dict[str, Any], json.loads(path.read_text()))
 
 
 P = ParamSpec("P")  # the fields of what write_meta writes: RunMeta, or a stage's section
@@ -153,11 +147,8 @@ def write_meta(
 
 
 class Ledger(Generic[P]):
-    """What one stage writes, held in one place: its rows, a list a CSV, each file written whole as
-    its rows change, and its meta.json section (``section``: the dataclass of bench/results/<stage>.py),
-    its fields written as the stage learns them, mypy checking each against the section; a stage
-    without one (script_cost) gives none. Every file is written atomically (write_atomic), so a crash
-    leaves the last whole one."""
+    """What one stage writes: its rows, each CSV written whole (atomically) as its rows change, and
+    its meta.json ``section`` (the dataclass of bench/results/<stage>.py; none for script_cost)."""
 
     def __init__(self, run_dir: Path, section: Callable[P, object] | None = None) -> None:
         self.run_dir = run_dir
@@ -165,7 +156,6 @@ class Ledger(Generic[P]):
         self._rows: dict[type[Row], list[Row]] = {}
 
     def meta(self, *args: P.args, **fields: P.kwargs) -> None:
-        """``fields`` into the section, merged key by key (write_meta)."""
         assert self.section is not None, "a ledger without a section writes no meta.json"
         write_meta(self.run_dir, self.section, *args, **fields)
 

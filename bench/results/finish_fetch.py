@@ -1,29 +1,9 @@
 """The finish_fetch stage's contract: its rows (finish_fetch.csv, finish_fetch_shards.csv,
-finish_fetch_queues.csv), its meta.json section, its words (Regime, clean) and its goals.
-
-The load driver's goals, defined once: how far the harness is from the least client work the
-builders allow, and whether Redis, not the client, sets the pace where it should.
-
-A pure leaf (the standard library and the other leaves): the finish_fetch stage's table and the
-report print the same goal lines from finish_fetch.csv's rows, and neither may import the other.
-Only uncontended rows are evidence; a goal with no such row says ``not measured``, never met.
-
-- raw/reference: the raw driver's client CPU per job over the reference loop's (reference.py;
-  the producers' adds counted on both sides), at 8 and 32 jobs in flight, fused and two_call;
-- Locust/raw: Locust's jobs/s over the raw driver's, at every point;
-- Redis-bound: at the point with ``BOUND_CONCURRENCY`` jobs in flight, rtt 0 and job-ms 0, the
-  limit most repetitions named is Redis, fused and two_call, echomq and bullmq;
-- rtt: the mean wait a simulated round trip paid, at no point not marked saturated over rtt-ms
-  by more than ``rtt_missed`` allows (10% or 0.2 ms, whichever is larger);
-- backlog: fused fetches alone at most 0.02 a job at every backlog point, every protocol (the
-  wait list never ran dry, so a fused fetch-next found a job);
-- grid: every (concurrency, rtt) pair of the backlog grid measured clean, fused and two_call;
-- open: queue latency recorded in the open regime, fused and two_call, at two loads or more;
-- protocols' client CPU: at the Redis-bound point, bullmq's client CPU a job (the median of its
-  clean repetitions) at most 1.25x echomq's, fused and two_call, under Locust and in the raw
-  driver: the bullmq rows measure its scripts, not a costlier client.
-
-A row from before the regime column is steady (Regime.STEADY).
+finish_fetch_queues.csv, finish_fetch_servers.csv), its meta.json section, its words (Regime, clean)
+and the load driver's goals: how far the harness is from the least client work the builders allow,
+and whether Redis, not the client, sets the pace where it should. The stage's table and the report
+print the same goal lines from these rows, and neither may import the other. Only uncontended rows
+are evidence: a goal with no such row says ``not measured``, never met.
 """
 
 from __future__ import annotations
@@ -37,6 +17,7 @@ from enum import StrEnum
 from typing import Any, ClassVar
 
 from bench.results import rows
+from bench.results.fits import finite_number
 
 
 class Regime(StrEnum):
@@ -57,24 +38,19 @@ HARNESS_ADDS_GOAL_US = 20.0  # the latency-fidelity goal: the harness under Locu
 
 
 @dataclass(frozen=True)
-class FinishFetchRow(rows.Row):
+class FinishFetchRow(rows.RunRow):
     FILE: ClassVar[str] = "finish_fetch.csv"
     KEYS: ClassVar[tuple[str, ...]] = (
         *("protocol", "strategy", "regime", "load"),
         *("workers", "queues", "concurrency", "job_ms", "rtt_ms"),
     )
-    # What a finish_fetch.csv from before a column implies: one job in flight a worker, held for
-    # no time, its closed loop steady, one window a trial on one load process; an empty load is
-    # no open point's (0). Older runs called the strategy "variant".
+    # what an older finish_fetch.csv's missing columns were (an empty load: no open point's)
     IMPLIED: ClassVar[Mapping[str, object]] = {
         "concurrency": 1, "job_ms": 0.0, "queues": 1, "regime": Regime.STEADY, "tries": 1, "load": 0.0,
         "loadgen_processes": 1, **rows.Row.IMPLIED,
     }  # fmt: skip
     RENAMED: ClassVar[Mapping[str, str]] = {"variant": "strategy"}
 
-    run_id: str
-    protocol: str
-    profile: str
     strategy: str
     rep: int
     workers: int
@@ -136,9 +112,7 @@ class FinishFetchRow(rows.Row):
     rtt_slept_ms: float | None = None
     # queues the producers and workers were spread over (finish_fetch_shards.csv: each master's part)
     queues: int = 1
-    # The regime (design.md "Name the regime"): backlog (the wait list never ran dry: throughput),
-    # steady (producers and workers at one pace), open (at target_rate: queue latency); a run from
-    # before the column was steady. load: an open trial's rate over the point's backlog capacity.
+    # a Regime; load: an open trial's rate over the point's backlog capacity
     regime: str = Regime.STEADY
     load: float | None = None
     e2e_p999_us: float | None = None
@@ -149,12 +123,10 @@ class FinishFetchRow(rows.Row):
     # why the re-measuring stopped while the window was still so (the budget), else "no"
     tries: int = 1
     remeasure_stopped: str = field(default="", metadata={"empty_as": NOT_STOPPED})
-    # Locust processes the window ran on: the profile's loadgen-processes, or one more where a
-    # saturated window was measured again (every profile before the column ran on one)
+    # Locust processes the window ran on: loadgen-processes, or one more for a saturated window's retry
     loadgen_processes: int = 1
-    # the last window's rtt paid (rtt_slept_ms) over rtt_ms by more than rtt_missed allows, one more
-    # load process not having helped or not being left: the report quotes no fused/two_call ratio at
-    # its point (empty in a run from before the column: the report judges rtt_slept_ms by the rule)
+    # the last window's rtt paid missed (rtt_missed), another load process not helping or left: the
+    # report quotes no fused/two_call ratio at its point (an older run's: judged from rtt_slept_ms)
     rtt_missed: bool = False
     foreign_cpu_pct: float | None = None
     steal_pct: float | None = None
@@ -162,22 +134,17 @@ class FinishFetchRow(rows.Row):
 
     @property
     def clean(self) -> bool:
-        """The window measured the protocol: no other work shared the machine (not contended) and
-        the load generator kept up (not saturated), as the glossary (docs/method.md) has it."""
+        """Neither contended nor saturated: the window measured the protocol (docs/method.md#glossary)."""
         return not self.contended and not self.saturated
 
 
 @dataclass(frozen=True)
-class FinishFetchServerRow(rows.Row):
-    """finish_fetch's Redis-bound point (bound-concurrency at rtt 0) on each server a profile
-    names (its key servers), fused and two_call alternating over every server, a row a trial.
-    Its own file, so no figure of the main grid pools rows of another server."""
+class FinishFetchServerRow(rows.RunRow):
+    """finish_fetch's Redis-bound point on each server a profile names (servers), a row a trial: a
+    file of its own, so no figure of the main grid pools another server's rows."""
 
     FILE: ClassVar[str] = "finish_fetch_servers.csv"
     KEYS: ClassVar[tuple[str, ...]] = ("protocol", "server", "strategy", "workers", "concurrency", "rtt_ms")
-    run_id: str
-    protocol: str
-    profile: str
     server: str  # from the server's own INFO: "valkey 8.0.1"
     strategy: str
     rep: int
@@ -201,12 +168,9 @@ class FinishFetchServerRow(rows.Row):
 
 
 @dataclass(frozen=True)
-class FinishFetchPart(rows.Row):
+class FinishFetchPart(rows.RunRow):
     """The columns a part of a finish_fetch run starts with: which run, and its point."""
 
-    run_id: str
-    protocol: str
-    profile: str
     strategy: str
     workers: int
     concurrency: int
@@ -275,16 +239,14 @@ class Fidelity:
     @property
     def harness_adds_us(self) -> float | None:
         """What the harness under Locust adds to the bare redis-py p50 (goal: HARNESS_ADDS_GOAL_US)."""
-        if self.locust_path_p50_us is None or self.redis_py_p50_us is None:
-            return None
-        return self.locust_path_p50_us - self.redis_py_p50_us
+        locust, bare = self.locust_path_p50_us, self.redis_py_p50_us
+        return None if locust is None or bare is None else locust - bare
 
     @property
     def locust_adds_us(self) -> float | None:
         """What Locust adds to the same timed path outside it."""
-        if self.locust_path_p50_us is None or self.raw_path_p50_us is None:
-            return None
-        return self.locust_path_p50_us - self.raw_path_p50_us
+        locust, raw = self.locust_path_p50_us, self.raw_path_p50_us
+        return None if locust is None or raw is None else locust - raw
 
 
 @dataclass(frozen=True)
@@ -350,31 +312,36 @@ class DriverGoal:
 
     name: str
     verdict: str
-    worst: str  # the point furthest from the goal, with its figure ("" when not measured)
+    worst: str = ""  # the point furthest from the goal, with its figure ("" when not measured)
     unmeasured: str = ""  # what the goal names that the run did not measure (a profile's choice)
 
     def detail(self) -> str:
-        parts = [
-            f"worst: {self.worst}" if self.worst else "",
-            f"not measured: {self.unmeasured}" if self.unmeasured else "",
-        ]
-        said = "; ".join(p for p in parts if p)
+        said = "; ".join(
+            f"{k}: {v}" for k, v in (("worst", self.worst), ("not measured", self.unmeasured)) if v
+        )
         return f" ({said})" if said else ""
-
-    def line(self) -> str:
-        return f"goal {self.name}: {self.verdict}{self.detail()}"
-
-
-def _number(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 def _true(value: Any) -> bool:
     return str(value).strip().lower() in ("true", "1")
+
+
+def _rtt(row: Row) -> float:
+    return finite_number(row.get("rtt_ms")) or 0.0
+
+
+def _concurrency(row: Row) -> int:
+    return int(finite_number(row.get("concurrency")) or 1)
+
+
+def _processes(row: Row) -> int:
+    """The load processes a row's window ran on (1 for a row from before the column)."""
+    return int(finite_number(row.get("loadgen_processes")) or 1)
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    found = [v for v in values if v is not None]
+    return statistics.median(found) if found else None
 
 
 def regime(row: Row) -> str:
@@ -385,14 +352,12 @@ def regime(row: Row) -> str:
 def _point(row: Row) -> str:
     lead = "" if row.get("protocol") == "echomq" else f"{row.get('protocol')} "
     tail = "" if regime(row) == Regime.BACKLOG else f" {regime(row)}"
-    load = _number(row.get("load"))
+    load = finite_number(row.get("load"))
     tail += f" {load:.0%}" if regime(row) == Regime.OPEN and load else ""
-    held = _number(row.get("job_ms")) or 0
+    held = finite_number(row.get("job_ms")) or 0
     job = f" j{held:g}" if held else ""  # a job-ms-at point is a point of its own
-    return (
-        f"{lead}{row.get('strategy')} w{row.get('workers')} c{row.get('concurrency')}{job} "
-        f"rtt{_number(row.get('rtt_ms')) or 0:g}{tail}"
-    )
+    point = f"{row.get('strategy')} w{row.get('workers')} c{row.get('concurrency')}{job}"
+    return f"{lead}{point} rtt{_rtt(row):g}{tail}"
 
 
 def _by_point(rows: Iterable[Row], keep: Callable[[Row], bool]) -> dict[str, list[Row]]:
@@ -403,151 +368,122 @@ def _by_point(rows: Iterable[Row], keep: Callable[[Row], bool]) -> dict[str, lis
     return points
 
 
+def _worst(
+    name: str, figures: dict[str, float], limit: float, at_most: bool, form: str, unmeasured: str = ""
+) -> DriverGoal:
+    """Met when every point's figure is within ``limit``; the worst point named with its figure."""
+    if not figures:
+        return DriverGoal(name, NOT_MEASURED)
+    worst = (max if at_most else min)(figures, key=lambda p: figures[p])
+    met = all(v <= limit if at_most else v >= limit for v in figures.values())
+    return DriverGoal(name, MET if met else MISSED, f"{worst} {form.format(figures[worst])}", unmeasured)
+
+
 def _median_goal(
     name: str,
     points: dict[str, list[Row]],
     column: str,
-    passes: Callable[[float], bool],
-    higher_worse: bool,
+    limit: float,
+    at_most: bool,
     asked: Iterable[int] = (),
 ) -> DriverGoal:
-    """``asked``: the concurrencies the goal names; those no measured point has are said."""
-    figures = {}
-    for point, group in points.items():
-        values = [v for v in (_number(r.get(column)) for r in group) if v is not None]
-        if values:
-            figures[point] = statistics.median(values)
-    measured = {int(_number(r.get("concurrency")) or 1) for p in figures for r in points[p]}
+    """A point's median of ``column`` against ``limit``; ``asked``: the concurrencies the goal names."""
+    medians = {p: _median(finite_number(r.get(column)) for r in group) for p, group in points.items()}
+    figures = {p: m for p, m in medians.items() if m is not None}
+    measured = {_concurrency(r) for p in figures for r in points[p]}
     unmeasured = ", ".join(f"c{c}" for c in asked if c not in measured)
-    if not figures:
-        return DriverGoal(name, NOT_MEASURED, "")
-    worst = (max if higher_worse else min)(figures, key=lambda p: figures[p])
-    verdict = MET if all(passes(v) for v in figures.values()) else MISSED
-    return DriverGoal(name, verdict, f"{worst} {figures[worst]:.2f}", unmeasured)
+    return _worst(name, figures, limit, at_most, "{:.2f}", unmeasured)
 
 
 def judge(rows: Iterable[Row]) -> list[DriverGoal]:
-    """Every driver goal over a run's finish_fetch rows."""
+    """Every driver goal over a run's finish_fetch rows (only uncontended rows are evidence)."""
     rows = list(rows)
-
-    def concurrency(row: Row) -> int:
-        return int(_number(row.get("concurrency")) or 1)
-
     cpu_points = _by_point(
-        rows,
-        lambda r: concurrency(r) in CPU_GOAL_CONCURRENCY and r.get("strategy") in BOUND_STRATEGIES,
+        rows, lambda r: _concurrency(r) in CPU_GOAL_CONCURRENCY and r.get("strategy") in BOUND_STRATEGIES
     )
-    goals = [
+    return [
         _median_goal(
             f"raw CPU per job <= {RAW_REFERENCE_CPU_MAX:g}x the reference's (c8, c32)",
-            cpu_points,
-            "raw_reference_cpu_ratio",
-            lambda v: v <= RAW_REFERENCE_CPU_MAX,
-            higher_worse=True,
+            cpu_points, "raw_reference_cpu_ratio", RAW_REFERENCE_CPU_MAX, at_most=True,
             asked=CPU_GOAL_CONCURRENCY,
         ),
         _median_goal(
             f"Locust jobs/s >= {LOCUST_RAW_JOBS_MIN:g}x the raw driver's (every point it ran at)",
-            _by_point(rows, lambda r: True),
-            "locust_raw_jobs_ratio",
-            lambda v: v >= LOCUST_RAW_JOBS_MIN,
-            higher_worse=False,
+            _by_point(rows, lambda r: True), "locust_raw_jobs_ratio", LOCUST_RAW_JOBS_MIN, at_most=False,
         ),
-        _bound_goal(rows, concurrency),
+        _bound_goal(rows),
         _rtt_goal(rows),
-        _backlog_goal(rows),
-        _grid_goal(rows, concurrency),
+        _median_goal(  # the wait list never ran dry, so a fused fetch-next found a job
+            f"fused fetches alone <= {BACKLOG_FETCHES_ALONE_MAX:g} a job (every backlog point)",
+            _by_point(rows, lambda r: regime(r) == Regime.BACKLOG and r.get("strategy") == "fused"),
+            "fetches_alone_per_job", BACKLOG_FETCHES_ALONE_MAX, at_most=True,
+        ),
+        _grid_goal(rows),
         _open_goal(rows),
-        _protocol_cpu_goal(rows, concurrency),
-    ]
-    return goals
+        _protocol_cpu_goal(rows),
+    ]  # fmt: skip
 
 
-def _bound_rows(rows: list[Row], concurrency: Callable[[Row], int]) -> Callable[[Row], bool]:
+def _bound_rows(rows: list[Row]) -> Callable[[Row], bool]:
     """The rows of the Redis-bound point: the backlog regime's when the run has any (a run from
     before the regimes: its own)."""
     regimes = {regime(r) for r in rows}
     regimes = {Regime.BACKLOG} if Regime.BACKLOG in regimes else regimes
     return lambda r: (
         regime(r) in regimes
-        and concurrency(r) == BOUND_CONCURRENCY
-        and (_number(r.get("rtt_ms")) or 0) == 0
-        and (_number(r.get("job_ms")) or 0) == 0
+        and _concurrency(r) == BOUND_CONCURRENCY
+        and _rtt(r) == 0
+        and (finite_number(r.get("job_ms")) or 0) == 0
         and r.get("strategy") in BOUND_STRATEGIES
         and r.get("protocol") in BOUND_PROTOCOLS
     )
 
 
-def _protocol_cpu_goal(rows: list[Row], concurrency: Callable[[Row], int]) -> DriverGoal:
+def _protocol_cpu_goal(rows: list[Row]) -> DriverGoal:
     """bullmq's client CPU a job over echomq's at the Redis-bound point, each strategy and driver,
-    on clean windows (neither contended nor saturated)."""
+    on clean windows (neither contended nor saturated): the bullmq rows measure its scripts, not a
+    costlier client."""
     name = (
         f"bullmq client CPU a job <= {PROTOCOL_CPU_MAX:g}x echomq's at c{BOUND_CONCURRENCY} rtt0"
         " (fused, two_call; Locust, raw)"
     )
-    bound = _bound_rows(rows, concurrency)
+    bound = _bound_rows(rows)
     clean = [r for r in rows if bound(r) and not _true(r.get("contended")) and not _true(r.get("saturated"))]
     # one load process's CPU a job is not two's (each has its own overhead, a master is added):
     # the windows on the fewest processes only (a row from before the column ran on one)
     fewest = min((_processes(r) for r in clean), default=1)
     clean = [r for r in clean if _processes(r) == fewest]
     ratios: dict[str, float] = {}
-    asked = [f"{strategy} {driver}" for strategy in BOUND_STRATEGIES for driver, _ in CPU_BY_DRIVER]
     for strategy in BOUND_STRATEGIES:
         for driver, column in CPU_BY_DRIVER:
-            medians = {}
-            for protocol in BOUND_PROTOCOLS:
-                values = [
+            echomq, bullmq = (
+                _median(
                     v
                     for r in clean
                     if r.get("protocol") == protocol and r.get("strategy") == strategy
-                    for v in (_number(r.get(column)),)
+                    for v in (finite_number(r.get(column)),)
                     if v is not None and v > 0
-                ]
-                if values:
-                    medians[protocol] = statistics.median(values)
-            if len(medians) == len(BOUND_PROTOCOLS):
-                ratios[f"{strategy} {driver}"] = medians["bullmq"] / medians["echomq"]
-    if not ratios:
-        return DriverGoal(name, NOT_MEASURED, "")
-    worst = max(ratios, key=lambda k: ratios[k])
-    verdict = MET if all(v <= PROTOCOL_CPU_MAX for v in ratios.values()) else MISSED
+                )
+                for protocol in BOUND_PROTOCOLS
+            )
+            if echomq is not None and bullmq is not None:
+                ratios[f"{strategy} {driver}"] = bullmq / echomq
+    asked = [f"{strategy} {driver}" for strategy in BOUND_STRATEGIES for driver, _ in CPU_BY_DRIVER]
     unmeasured = ", ".join(k for k in asked if k not in ratios)
-    return DriverGoal(name, verdict, f"{worst} {ratios[worst]:.2f}x", unmeasured)
+    return _worst(name, ratios, PROTOCOL_CPU_MAX, True, "{:.2f}x", unmeasured)
 
 
-def _processes(row: Row) -> int:
-    """The load processes a row's window ran on (1 for a row from before the column)."""
-    return int(_number(row.get("loadgen_processes")) or 1)
-
-
-def _backlog_goal(rows: list[Row]) -> DriverGoal:
-    """Fused fetches alone a job at most BACKLOG_FETCHES_ALONE_MAX at every backlog point."""
-    points = _by_point(rows, lambda r: regime(r) == Regime.BACKLOG and r.get("strategy") == "fused")
-    return _median_goal(
-        f"fused fetches alone <= {BACKLOG_FETCHES_ALONE_MAX:g} a job (every backlog point)",
-        points,
-        "fetches_alone_per_job",
-        lambda v: v <= BACKLOG_FETCHES_ALONE_MAX,
-        higher_worse=True,
-    )
-
-
-def _grid_goal(rows: list[Row], concurrency: Callable[[Row], int]) -> DriverGoal:
+def _grid_goal(rows: list[Row]) -> DriverGoal:
     """Every (concurrency, rtt) pair of the backlog grid, each protocol's, measured by fused and by
     two_call in a window no other work shared (uncontended; a saturated window counts: the load
     generator set that point's pace, which measuring again does not change)."""
     name = "every (concurrency, rtt) pair of the backlog grid uncontended, fused and two_call"
     grid = [r for r in rows if regime(r) == Regime.BACKLOG]
     if not grid:
-        return DriverGoal(name, NOT_MEASURED, "")
-
-    def pair(row: Row) -> tuple[int, float]:
-        return concurrency(row), _number(row.get("rtt_ms")) or 0.0
-
-    pairs = sorted({pair(r) for r in grid})
+        return DriverGoal(name, NOT_MEASURED)
+    pairs = sorted({(_concurrency(r), _rtt(r)) for r in grid})
     clean = {
-        (str(r.get("protocol")), str(r.get("strategy")), pair(r))
+        (str(r.get("protocol")), str(r.get("strategy")), _concurrency(r), _rtt(r))
         for r in grid
         if not _true(r.get("contended"))
     }
@@ -556,7 +492,7 @@ def _grid_goal(rows: list[Row], concurrency: Callable[[Row], int]) -> DriverGoal
         for protocol in sorted({str(r.get("protocol")) for r in grid})
         for strategy in BOUND_STRATEGIES
         for c, rtt in pairs
-        if (protocol, strategy, (c, rtt)) not in clean
+        if (protocol, strategy, c, rtt) not in clean
     ]
     worst = f"{len(missing)} missing, e.g. {missing[0]}" if missing else ""
     return DriverGoal(name, MISSED if missing else MET, worst)
@@ -567,17 +503,17 @@ def _open_goal(rows: list[Row]) -> DriverGoal:
     name = f"open-loop queue latency, fused and two_call, at {OPEN_LOADS_MIN} loads"
     loads: dict[str, set[float]] = {strategy: set() for strategy in BOUND_STRATEGIES}
     for row in rows:
-        strategy, load = str(row.get("strategy")), _number(row.get("load"))
+        strategy, load = str(row.get("strategy")), finite_number(row.get("load"))
         if (
             regime(row) == Regime.OPEN
             and strategy in loads
             and load
             and not _true(row.get("contended"))
-            and _number(row.get("e2e_p99_us")) is not None
+            and finite_number(row.get("e2e_p99_us")) is not None
         ):
             loads[strategy].add(load)
     if not any(loads.values()):
-        return DriverGoal(name, NOT_MEASURED, "")
+        return DriverGoal(name, NOT_MEASURED)
     fewest = min(loads, key=lambda s: len(loads[s]))
     met = all(len(found) >= OPEN_LOADS_MIN for found in loads.values())
     return DriverGoal(
@@ -589,17 +525,16 @@ def _point_limit(group: list[Row]) -> str:
     """The limit most of a point's windows named; a tie names every side it split between
     ("client/redis"), so the order the windows ran in does not decide it."""
     counts = Counter(str(r.get("limit")) for r in group if r.get("limit"))
-    if not counts:
-        return "-"
-    most = max(counts.values())
-    return "/".join(sorted(limit for limit, n in counts.items() if n == most))
+    most = max(counts.values(), default=0)
+    return "/".join(sorted(limit for limit, n in counts.items() if n == most)) or "-"
 
 
-def _bound_goal(rows: list[Row], concurrency: Callable[[Row], int]) -> DriverGoal:
+def _bound_goal(rows: list[Row]) -> DriverGoal:
+    """At the Redis-bound point, the limit most repetitions named is Redis."""
     name = f"limit redis at c{BOUND_CONCURRENCY} rtt0 (fused, two_call; echomq, bullmq)"
-    points = _by_point(rows, _bound_rows(rows, concurrency))
+    points = _by_point(rows, _bound_rows(rows))
     if not points:
-        return DriverGoal(name, NOT_MEASURED, "")
+        return DriverGoal(name, NOT_MEASURED)
     named = {point: _point_limit(group) for point, group in points.items()}
     missed = [p for p, limit in named.items() if limit != "redis"]
     worst = f"{missed[0]} limit {named[missed[0]]}" if missed else ""
@@ -607,19 +542,15 @@ def _bound_goal(rows: list[Row], concurrency: Callable[[Row], int]) -> DriverGoa
 
 
 def _rtt_goal(rows: list[Row]) -> DriverGoal:
+    """The median rtt paid misses (rtt_missed) at no point not marked saturated."""
     points = _by_point(
         rows,
         lambda r: (
-            (_number(r.get("rtt_ms")) or 0) > 0
-            and _number(r.get("rtt_slept_ms")) is not None
-            and not _true(r.get("saturated"))
+            _rtt(r) > 0 and finite_number(r.get("rtt_slept_ms")) is not None and not _true(r.get("saturated"))
         ),
     )
     paid = {  # the median wait paid, and the nominal one (a point's rows share it)
-        point: (
-            statistics.median([_number(r.get("rtt_slept_ms")) or 0 for r in group]),
-            _number(group[0].get("rtt_ms")) or 0,
-        )
+        point: (statistics.median([finite_number(r.get("rtt_slept_ms")) or 0 for r in group]), _rtt(group[0]))
         for point, group in points.items()
     }
     name = (
@@ -627,7 +558,7 @@ def _rtt_goal(rows: list[Row]) -> DriverGoal:
         " (unsaturated points)"
     )
     if not paid:
-        return DriverGoal(name, NOT_MEASURED, "")
+        return DriverGoal(name, NOT_MEASURED)
     worst = max(paid, key=lambda p: paid[p][0] / paid[p][1])
     verdict = MISSED if any(rtt_missed(nominal, median) for median, nominal in paid.values()) else MET
     return DriverGoal(name, verdict, f"{worst} paid {paid[worst][0] / paid[worst][1]:.2f}x")
@@ -635,4 +566,4 @@ def _rtt_goal(rows: list[Row]) -> DriverGoal:
 
 def goal_lines(rows: Iterable[Row]) -> list[str]:
     """The goals as the stage's table and the report print them, one line each."""
-    return [goal.line() for goal in judge(rows)]
+    return [f"goal {goal.name}: {goal.verdict}{goal.detail()}" for goal in judge(rows)]

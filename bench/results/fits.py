@@ -1,11 +1,6 @@
-"""Two small fits both the stages and the report print: log-log slopes and paired A/B ratios.
-
-A pure leaf (the standard library only): the stage's terminal table, the
-report and compare must compute the same number the same way, so none owns it.
-The headline A/B figure (fused against two_call jobs/s) is ``headline_ratio``:
-the median of the ratios of the runs paired by repetition (A B A B), with
-their [min-max]; nothing else computes an A/B ratio.
-"""
+"""Log-log slopes and paired A/B ratios, here so the stages' tables, the report and compare
+compute them alike. The headline A/B figure (fused against two_call jobs/s) is ``headline_ratio``,
+and nothing else computes an A/B ratio."""
 
 from __future__ import annotations
 
@@ -13,15 +8,10 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
-
-V = TypeVar("V")
 
 
 def finite_number(value: object) -> float | None:
     """A finite float, or None for a blank, missing or NaN cell."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
     try:
         number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -40,10 +30,7 @@ class LogLogFit:
 
 
 def loglog_fit(points: Iterable[tuple[object, object]]) -> LogLogFit | None:
-    """The fit of (x, y) points; those with a blank or non-positive value are left out.
-
-    None when fewer than two distinct x remain: there is no slope to draw.
-    """
+    """The fit of (x, y) points without a blank or non-positive value; None below two distinct x."""
     kept = sorted(
         (x, y)
         for x, y in ((finite_number(x), finite_number(y)) for x, y in points)
@@ -62,10 +49,7 @@ def loglog_fit(points: Iterable[tuple[object, object]]) -> LogLogFit | None:
 @dataclass(frozen=True)
 class PairedRatio:
     """A/B over the repetitions run as pairs (A B A B): the median of the pair ratios and their range.
-
-    Pairing cancels the drift of a shared machine between rounds; a ratio of
-    means would let one slow round move both sides' means unevenly.
-    """
+    Pairing cancels a shared machine's drift between rounds, which a ratio of means would not."""
 
     median: float
     lo: float
@@ -75,33 +59,20 @@ class PairedRatio:
     def text(self, form: str = "{:.2f}") -> str:
         """``median [min-max]``; the median alone for a single pair."""
         middle = form.format(self.median)
-        if self.pairs == 1:
-            return middle
-        return f"{middle} [{form.format(self.lo)}-{form.format(self.hi)}]"
+        return middle if self.pairs == 1 else f"{middle} [{form.format(self.lo)}-{form.format(self.hi)}]"
 
 
 def paired_ratio(pairs: Iterable[tuple[object, object]]) -> PairedRatio | None:
-    """The ratio a/b of each (a, b) pair; a pair with a blank side or b = 0 is left out.
-
-    None when no pair is left.
-    """
+    """The ratios a/b of the (a, b) pairs without a blank side or b = 0; None when none is left."""
     ratios = [
         a / b
         for a, b in ((finite_number(a), finite_number(b)) for a, b in pairs)
         if a is not None and b is not None and b != 0
     ]
-    if not ratios:
-        return None
-    return PairedRatio(statistics.median(ratios), min(ratios), max(ratios), len(ratios))
-
-
-def pairs_by_rep(a: Mapping[int, V], b: Mapping[int, V]) -> list[tuple[V, V]]:
-    """(a, b) for every repetition both sides ran, in repetition order: the A B rounds of a run.
-    A repetition one side lacks (a run stopped early) pairs with nothing, rather than shifting
-    every later pair by one."""
-    return [(a[rep], b[rep]) for rep in sorted(a.keys() & b.keys())]
+    return PairedRatio(statistics.median(ratios), min(ratios), max(ratios), len(ratios)) if ratios else None
 
 
 def headline_ratio(a: Mapping[int, object], b: Mapping[int, object]) -> PairedRatio | None:
-    """A/B of one point, from each side's value by repetition: ``paired_ratio`` of ``pairs_by_rep``."""
-    return paired_ratio(pairs_by_rep(a, b))
+    """A/B of one point from each side's value by repetition: a repetition one side lacks (a run
+    stopped early) pairs with nothing, rather than shifting every later pair by one."""
+    return paired_ratio((a[rep], b[rep]) for rep in sorted(a.keys() & b.keys()))

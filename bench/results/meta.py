@@ -1,16 +1,6 @@
-"""meta.json declared once, as the row types declare the CSVs: the run's head is a field below, a
-stage's section a dataclass in its file (bench/results/<stage>.py), each key with its docstring.
-Writers go through ``write_meta`` (bench.results.files), typed by what they write (RunMeta, or a
-stage's section: mypy checks each field's name and type) and refusing a key not declared; readers
-go through ``RunMeta.from_json`` (or ``read_meta``), which upgrades a file of an earlier version and
-refuses a key not declared, so a renamed key fails, never reads as None.
-
-To add a key: add a field (a type, a default, a docstring) to ``RunMeta``, or to a stage's section
-when only that stage writes it; a stage's section is nested under the stage's id
-(``{"finish_fetch": {...}}``). A new stage's section is a frozen dataclass in its file, named in
-its entry of bench/results/stages.py, and a field of ``RunMeta`` named by the stage's id, typed
-``TheSection | None``. To change a key's name or place, raise ``META_VERSION`` and teach
-``upgrade`` the old spelling, so the published runs of earlier versions still read.
+"""meta.json declared once, as the row types declare the CSVs (docs/developing.md says how to add,
+rename or move a key): the run's head is a field of RunMeta, a stage's section a dataclass in its
+file (bench/results/<stage>.py), each key with its docstring.
 
 Versions: 1 (no ``meta_version``): the stages' keys flat at the top (``finish_fetch_fidelity``,
 ``sweep_slopes``, ...), the server's name unrecorded (Redis). 2: each stage's keys nested under its
@@ -21,6 +11,7 @@ compatibility).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import typing
 from collections.abc import Mapping
@@ -68,21 +59,16 @@ class MachineCheckMeta(TypedDict, total=False):
 class KeyRecord(TypedDict):
     """Where a run writes its keys, recorded in its folder before the first (bench.harness.run_keys)."""
 
-    url: str
-    """The server's URL, its password taken out."""
-    own_server: bool
-    """The run's own embedded server, gone with the run: none of its keys can remain."""
-    prefixes: list[str]
-    """Every key the run writes starts with one of these."""
+    url: str  # the server's URL, its password taken out
+    own_server: bool  # the run's own embedded server, gone with the run: none of its keys can remain
+    prefixes: list[str]  # every key the run writes starts with one of these
 
 
 class KeysLeft(TypedDict):
     """What a run's end found under its prefixes (bench.harness.run_keys)."""
 
-    keys: int | None
-    """Keys under the prefixes when the run ended; None when the server did not answer."""
-    line: str
-    """The line the run ended with, naming the command that removes them."""
+    keys: int | None  # under the prefixes when the run ended; None when the server did not answer
+    line: str  # the line the run ended with, naming the command that removes them
 
 
 # ---------------------------------------------------------------- the run
@@ -203,16 +189,14 @@ class RunMeta:
         """A meta.json's object, of this version or an earlier one; an undeclared key is an error."""
         current = upgrade(data)
         check_keys(current)
-        values: dict[str, Any] = dict(current)
-        for stage, section in STAGE_SECTIONS.items():
-            if isinstance(values.get(stage), Mapping):
-                values[stage] = _section(section, values[stage])
-        return cls(**values)
+        meta: RunMeta = _read(cls, current)
+        return meta
 
     @property
     def server(self) -> str:
         """The server's name as a reader says it: "Redis" or "Valkey"."""
-        return server_title(self.server_name)
+        name = self.server_name or "redis"
+        return {"valkey": "Valkey", "redis": "Redis"}.get(name.lower(), name)
 
     @property
     def server_release(self) -> str | None:
@@ -220,35 +204,21 @@ class RunMeta:
         return self.server_version or self.redis_version
 
 
-def server_title(name: str | None) -> str:
-    return {"valkey": "Valkey", "redis": "Redis"}.get((name or "redis").lower(), name or "Redis")
+_hints = functools.cache(typing.get_type_hints)
 
 
-def _dataclass_in(hint: object) -> type | None:
-    """The dataclass a field's type names (``X | None`` names X), if any."""
-    for kind in (hint, *typing.get_args(hint)):
-        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
-            return kind
-    return None
-
-
-def _nested(kind: type) -> dict[str, type]:
-    """The fields of ``kind`` that hold a dataclass, by name: what JSON objects are read back into."""
-    hints = typing.get_type_hints(kind)
-    found = {f.name: _dataclass_in(hints[f.name]) for f in dataclasses.fields(kind)}
-    return {name: cls for name, cls in found.items() if cls is not None}
-
-
-def _section(section: type, data: Mapping[str, Any]) -> Any:
+def _read(kind: type, data: Mapping[str, Any]) -> Any:
+    """``data`` as ``kind``: an object in a field typed as a dataclass (``X | None``) read as one."""
     values = dict(data)
-    for name, kind in _nested(section).items():
-        if isinstance(values.get(name), Mapping):
-            values[name] = kind(**values[name])
-    return section(**values)
+    for name, value in data.items():
+        hint = _hints(kind).get(name)
+        inner = [k for k in typing.get_args(hint) if isinstance(k, type) and dataclasses.is_dataclass(k)]
+        if inner and isinstance(value, Mapping):
+            values[name] = _read(inner[0], value)
+    return kind(**values)
 
 
-# A stage's section, by the stage's id (the key it is nested under), from the stages' list; RunMeta
-# holds each as a typed field of that name (tests/test_meta.py holds the two alike).
+# A stage's section by its id, the key it is nested under: RunMeta has a field of each (tests/test_meta.py)
 STAGE_SECTIONS: dict[str, type] = {s.id: s.meta for s in STAGES if s.meta is not None}
 
 
@@ -269,16 +239,10 @@ def check_keys(data: Mapping[str, Any]) -> None:
         )
 
 
-# Version 1's flat keys of each stage -> (stage, key in its section).
+# Version 1's flat keys of each stage, each <stage>_<key in its section>.
 _FLAT_V1 = {
-    "finish_fetch_audit_failures": ("finish_fetch", "audit_failures"),
-    "finish_fetch_errors": ("finish_fetch", "errors"),
-    "finish_fetch_fidelity": ("finish_fetch", "fidelity"),
-    "sweep_errors": ("sweep", "errors"),
-    "sweep_pyperf": ("sweep", "pyperf"),
-    "sweep_script_shas": ("sweep", "script_shas"),
-    "sweep_slopes": ("sweep", "slopes"),
-    "sweep_hazard": ("sweep", "hazard"),
+    "finish_fetch": ("audit_failures", "errors", "fidelity"),
+    "sweep": ("errors", "pyperf", "script_shas", "slopes", "hazard"),
 }
 
 
@@ -291,11 +255,10 @@ def upgrade(data: Mapping[str, Any]) -> dict[str, Any]:
             f"meta.json is version {version}, newer than this suite's {META_VERSION}; update the suite"
         )
     if version < 2:
-        for flat, (stage, key) in _FLAT_V1.items():
-            if flat in out:
-                section = dict(out.get(stage) or {})
-                section[key] = out.pop(flat)
-                out[stage] = section
+        for stage, keys in _FLAT_V1.items():
+            for key in keys:
+                if f"{stage}_{key}" in out:
+                    out[stage] = {**(out.get(stage) or {}), key: out.pop(f"{stage}_{key}")}
         if out.get("server_name") is None and out.get("redis_version") is not None:
             out["server_name"] = "redis"
             out["server_version"] = out["redis_version"]
@@ -328,8 +291,7 @@ def merged(current: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, A
     for key, given in fields.items():
         value = json_value(given)
         if key in STAGE_SECTIONS and isinstance(value, Mapping):
-            section: dict[str, Any] = dict(out.get(key) or {})
-            value = {**section, **{k: json_value(v) for k, v in value.items()}}
+            value = {**(out.get(key) or {}), **{k: json_value(v) for k, v in value.items()}}
         out[key] = value
     check_keys(out)
     return out

@@ -9,13 +9,10 @@ from bench.results import rows
 
 
 @dataclass(frozen=True)
-class RaceRow(rows.Row):
+class RaceRow(rows.RunRow):
     FILE: ClassVar[str] = "race.csv"
     KEYS: ClassVar[tuple[str, ...]] = ("protocol", "variant", "sweepers", "stalled_jobs", "delay_ms")
 
-    run_id: str
-    protocol: str
-    profile: str
     variant: str
     sweepers: int
     stalled_jobs: int

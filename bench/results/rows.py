@@ -28,13 +28,10 @@ class RunIds:
 class Row:
     """The base of a row type: one frozen dataclass a CSV, its field names, in order, the file's columns.
 
-    Every row starts with run_id, protocol and profile, and carries the load settings that differ
-    between profiles, so the CSVs of many runs concatenate without hand work. A value that was not
-    measured (a skipped point) is None, written as an empty cell; a column that may be unmeasured
-    is a float column, so pandas reads it as float64 whether or not a cell is empty. Every row ends
-    with the machine watch of its measured window (bench.harness.machine): the foreign CPU and
-    steal in % of one core, and ``contended`` when either was over its limit. A point never
-    measured had no window: nothing foreign touched it.
+    A row carries the load settings that differ between profiles, so many runs' CSVs concatenate.
+    A value not measured is None, an empty cell; a column that may be unmeasured is a float column,
+    so pandas reads it as float64 either way. Every row ends with the machine watch of its window
+    (bench.harness.machine): foreign CPU and steal in % of one core, ``contended`` when over a limit.
     """
 
     __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
@@ -43,6 +40,15 @@ class Row:
     # what a file from before a column implies for it (before the protocol column: echomq's)
     IMPLIED: ClassVar[Mapping[str, object]] = {"protocol": PROTOCOL}
     RENAMED: ClassVar[Mapping[str, str]] = {}  # an older run's name for a column -> its name now
+
+
+@dataclass(frozen=True)
+class RunRow(Row):
+    """A row that starts as most do: which run, which protocol, which profile."""
+
+    run_id: str
+    protocol: str
+    profile: str
 
 
 def columns_of(row_type: type[Row]) -> tuple[str, ...]:
@@ -58,7 +64,7 @@ def typed_columns(row_type: type[Row], *kinds: type) -> frozenset[str]:
     if (row_type, kinds) not in _TYPED:
         hints = get_type_hints(row_type).items()
         declared = {n: get_args(h) if get_origin(h) in (Union, types.UnionType) else (h,) for n, h in hints}
-        found = {n for n, ds in declared.items() if any((get_origin(d) or d) in kinds for d in ds)}
+        found = (n for n, ds in declared.items() if any((get_origin(d) or d) in kinds for d in ds))
         _TYPED[row_type, kinds] = frozenset(found)
     return _TYPED[row_type, kinds]
 

@@ -9,15 +9,12 @@ from bench.results import rows
 
 
 @dataclass(frozen=True)
-class ScriptCostRow(rows.Row):
+class ScriptCostRow(rows.RunRow):
     """One worker step of one protocol with its scripts alone on a small queue: the hot
     path's script cost, each protocol's against the others' in the same run."""
 
     FILE: ClassVar[str] = "script_cost.csv"
     KEYS: ClassVar[tuple[str, ...]] = ("protocol", "step")
-    run_id: str
-    protocol: str
-    profile: str
     step: str  # "fused cycle", "two-call cycle", "extendLock", "healthy sweep (100 active)"
     rep: int
     calls: int  # times the step ran

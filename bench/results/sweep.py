@@ -1,35 +1,18 @@
 """The sweep stage's contract: its rows (sweep_cost.csv, sweep_control.csv, sweep_hazard.csv), its
-meta.json section and its goals.
+meta.json section and its goals, which the stage's table and the report print alike.
 
-The sweep goals, defined once: the figure each one reads from sweep_cost.csv, its
-limit, and how a run's rows meet it.
+Which column is "Redis time" (bench/stages/sweep/timing.py): ``server_us`` is Redis's own µs inside
+the sweep's EVALSHAs (INFO commandstats around one timed sweep, the median over the timed sweeps);
+``sweep_ms_median`` and ``us_per_active_job`` are the client's wall clock, not Redis time.
+``redis_hold_ms_max`` is a sweep's longest single EVALSHA inside Redis (SLOWLOG), the max over the
+timed sweeps, or SLOWLOG's threshold (an upper bound) when it logged none: a sliced sweep is many
+calls, which commandstats only sums. ``hold_ms_max`` is that call timed at the client, round trip
+included: an upper bound, the figure where SLOWLOG cannot tell.
 
-A pure leaf (the standard library and the other leaves): the sweep stage's terminal table
-and the report print the same goal lines, and neither may import the other.
-
-Which column is "Redis time" (see bench/stages/sweep/timing.py):
-
-- ``server_us``: Redis's own µs inside the sweep's EVALSHAs (INFO commandstats read
-  around one timed sweep, the median over the timed sweeps). echomq-deadline's sweep
-  is one EVALSHA, so this is the Redis time of that call. ``sweep_ms_median`` is the
-  client's wall clock (round trip, reply parsing) and ``us_per_active_job`` is that
-  divided by the size: neither is Redis time.
-- ``redis_hold_ms_max``: the longest single EVALSHA of a sweep inside Redis (SLOWLOG), the
-  max over every timed sweep of the point; when SLOWLOG logged none of them, its threshold
-  (1 ms on the embedded server), an upper bound. A sliced sweep is many calls and
-  commandstats only sums them, so its longest call is this figure.
-- ``hold_ms_max``: the same call timed at the client; it includes a round trip and the
-  client's own pauses, so it is an upper bound on how long Redis was held, and the
-  figure when SLOWLOG cannot tell (a server whose threshold is looser, or refuses it).
-
-A goal is judged on uncontended points only (a contended window is not evidence), and
-only at the size it names: a run whose sizes stop short says so, never met; but a goal
-marked ``at_largest`` (echomq-deadline's sliced pass) is judged at the run's largest size,
-and its note names that size.
-
-Some goals read beside the sweep the control of the same run (sweep_control.csv: a Lua loop
-of plain arithmetic timed call by call inside Redis, bench/stages/sweep/control.py): its worst
-call is a limit, and a missed goal's note says what the control showed.
+A goal is judged on uncontended points only, at the size it names (a run whose sizes stop short
+says so, never met); an ``at_largest`` goal (echomq-deadline's sliced pass) at the run's largest
+size, its note naming it. Some goals hold a figure against the run's control (sweep_control.csv: a
+Lua loop of plain arithmetic timed call by call inside Redis, bench/stages/sweep/control.py).
 """
 
 from __future__ import annotations
@@ -41,19 +24,15 @@ from typing import Any, ClassVar
 from bench.results import rows
 from bench.results.fits import finite_number
 
-# A measured point's ``skipped`` cell: never empty, so the column is text in pandas
-# whether or not any point of the run was skipped.
+# A measured point's ``skipped`` cell: never empty, so pandas reads the column as text in every run.
 NOT_SKIPPED = "no"
 
 
 @dataclass(frozen=True)
-class SweepCostRow(rows.Row):
+class SweepCostRow(rows.RunRow):
     FILE: ClassVar[str] = "sweep_cost.csv"
     KEYS: ClassVar[tuple[str, ...]] = ("protocol", "variant", "scenario", "active_size")
 
-    run_id: str
-    protocol: str
-    profile: str
     variant: str
     scenario: str
     active_size: int
@@ -83,14 +62,12 @@ class SweepCostRow(rows.Row):
 
 
 @dataclass(frozen=True)
-class SweepControlRow(rows.Row):
-    """The sweep stage's control: calls of a Lua loop of plain arithmetic, each timed inside Redis."""
+class SweepControlRow(rows.RunRow):
+    """The sweep stage's control (protocol "none"): calls of a Lua loop of plain arithmetic, each timed
+    inside Redis."""
 
     FILE: ClassVar[str] = "sweep_control.csv"
 
-    run_id: str
-    protocol: str  # "none": the loop belongs to no queue protocol
-    profile: str
     calls: int
     iterations: int  # additions a call
     redis_us_median: int | None = None
@@ -192,10 +169,10 @@ class SweepGoal:
     variant: str
     scenario: str | None  # None: every scenario the run measured
     column: str  # the sweep_cost.csv column the figure comes from
-    scale: float  # the column's unit to the goal's
     limit: float
     unit: str
     measure: str  # what the figure is, said under the table
+    scale: float = 1.0  # the column's unit to the goal's
     per_stalled_id: bool = False  # the figure a stalled id (all_stalled: every active id)
     at_most: bool = False  # the limit itself meets the goal ("at most"), else strictly under
     every_size: bool = False  # judged at every size, else at GOAL_SIZE
@@ -216,21 +193,13 @@ class SweepGoal:
             return None if not calls else value * 100.0 / calls
         return value * self.scale / (size if self.per_stalled_id else 1.0)
 
-    def limit_in(self, control: Control | None) -> float | None:
-        """The limit this run's figures are held to; None when it is the control's and there is none."""
-        if not self.limit_is_control:
-            return self.limit
-        return None if control is None else control.max_ms
-
-    def meets(self, figure: float, limit: float | None = None) -> bool:
-        bound = self.limit if limit is None else limit
-        return figure <= bound if self.at_most else figure < bound
+    def meets(self, figure: float, limit: float) -> bool:
+        return figure <= limit if self.at_most else figure < limit
 
 
 def _sliced_pass(scenario: str, what: str, **fields: Any) -> SweepGoal:
     """A goal of echomq-deadline's sliced pass: judged at the run's largest size short of GOAL_SIZE."""
     name = f"echomq-deadline sliced {scenario.replace('_', '-')} pass at {GOAL_SIZE:,}: {what}"
-    fields.setdefault("scale", 1.0)
     return SweepGoal(
         name=name, protocol=DEADLINE, variant=SLICED, scenario=scenario, at_largest=True, **fields
     )
@@ -246,13 +215,13 @@ GOALS: tuple[SweepGoal, ...] = (
     SweepGoal(
         name=f"echomq-deadline all-stalled sweep at {GOAL_SIZE:,}: Redis time at most 3 µs per stalled id",
         protocol="echomq-deadline", variant="atomic", scenario="all_stalled",
-        column="server_us", scale=1.0, limit=3.0, unit="µs/id", per_stalled_id=True, at_most=True,
+        column="server_us", limit=3.0, unit="µs/id", per_stalled_id=True, at_most=True,
         measure="Redis µs of the one sweep call (commandstats, median) over the stalled ids, all of active",
     ),
     SweepGoal(
         name=f"atomic_sliced longest call under 2 ms, every size to {GOAL_SIZE:,}",
         protocol="echomq", variant="atomic_sliced", scenario=None,
-        column="redis_hold_ms_max", fallback="hold_ms_max", scale=1.0, limit=2.0, unit="ms", every_size=True,
+        column="redis_hold_ms_max", fallback="hold_ms_max", limit=2.0, unit="ms", every_size=True,
         measure="the longest single EVALSHA of any timed sweep inside Redis, worst over every size and "
         "scenario. SLOWLOG times it; when it logged none, its threshold bounds it. Where SLOWLOG cannot "
         "tell, it is timed at the client (round trip included: an upper bound)",
@@ -336,20 +305,18 @@ def judge(goal: SweepGoal, rows: Sequence[Mapping[str, Any]], control: Control |
     short = f"largest size here: {largest:,}" if largest < GOAL_SIZE else f"no point at {GOAL_SIZE:,}"
     if goal.every_size:
         size, figure, worst = max(clean, key=lambda point: (point[1], point[0]))  # a tie: the largest
-        failed = not goal.meets(figure)
+        failed = not goal.meets(figure, goal.limit)
         reached = largest >= GOAL_SIZE
         verdict = MISSED if failed else MET if reached else NOT_MEASURED
         how_often = _slow_calls(worst) if failed else ""
         return GoalResult(
             goal, verdict, figure, size, _note(how_often, "" if failed or reached else short, aside)
         )
-    at_goal = [(figure, row) for size, figure, row in clean if size == GOAL_SIZE]
-    if not at_goal and not goal.at_largest:
-        figure = max(f for size, f, _ in clean if size == largest)
-        return GoalResult(goal, NOT_MEASURED, figure, largest, _note(short, aside))
-    size = GOAL_SIZE if at_goal else largest
-    figure, row = max(at_goal or [(f, r) for s, f, r in clean if s == largest], key=lambda p: p[0])
-    where = "" if at_goal else f"judged at {largest:,}, the largest size here"
+    size = GOAL_SIZE if any(s == GOAL_SIZE for s, _, _ in clean) else largest
+    figure, row = max(((f, r) for s, f, r in clean if s == size), key=lambda p: p[0])
+    if size != GOAL_SIZE and not goal.at_largest:
+        return GoalResult(goal, NOT_MEASURED, figure, size, _note(short, aside))
+    where = "" if size == GOAL_SIZE else f"judged at {largest:,}, the largest size here"
     return _verdict(goal, figure, size, row, control, _note(where, aside))
 
 
@@ -357,11 +324,10 @@ def _verdict(
     goal: SweepGoal, figure: float, size: int, row: Mapping[str, Any], control: Control | None, aside: str
 ) -> GoalResult:
     """Met or missed (by how much, and what the control showed) at one point."""
-    limit = goal.limit_in(control)
-    if limit is None:
-        return GoalResult(goal, NOT_MEASURED, figure, size, _note("no control in this run", aside))
-    if goal.limit_is_control and control is not None and control.contended:
-        return GoalResult(goal, NOT_MEASURED, figure, size, _note(control.text() + ": not evidence", aside))
+    if goal.limit_is_control and (control is None or control.contended):
+        why = "no control in this run" if control is None else control.text() + ": not evidence"
+        return GoalResult(goal, NOT_MEASURED, figure, size, _note(why, aside))
+    limit = control.max_ms if goal.limit_is_control and control else goal.limit
     logged_none = finite_number(row.get("redis_slow_calls_max")) == 0
     if goal.limit_is_control and logged_none and figure > limit:
         # SLOWLOG logged no call: the figure is its threshold, a bound above the control's worst
@@ -381,9 +347,8 @@ def control_text(control: Control | None) -> str:
 def _slow_calls(row: Mapping[str, Any]) -> str:
     """How rare the long calls of a many-call sweep were, where SLOWLOG counted them."""
     slow, calls = finite_number(row.get("redis_slow_calls_max")), finite_number(row.get("round_trips"))
-    if slow is None or calls is None or calls <= 1:
-        return ""
-    return f"{slow:,.0f} of {calls:,.0f} calls over the slowlog threshold"
+    many = slow is not None and calls is not None and calls > 1
+    return f"{slow:,.0f} of {calls:,.0f} calls over the slowlog threshold" if many else ""
 
 
 def _note(*parts: str) -> str:
@@ -410,13 +375,10 @@ class BullmqRatio:
     ours_us: float
     contended: bool
 
-    @property
-    def ratio(self) -> float:
-        return self.bullmq_us / self.ours_us if self.ours_us > 0 else float("inf")
-
     def cells(self) -> list[str]:
+        ratio = self.bullmq_us / self.ours_us if self.ours_us > 0 else float("inf")
         return [
-            f"{self.size:,}", f"{self.bullmq_us:,.2f}", f"{self.ours_us:,.2f}", f"{self.ratio:,.1f}x",
+            f"{self.size:,}", f"{self.bullmq_us:,.2f}", f"{self.ours_us:,.2f}", f"{ratio:,.1f}x",
             "contended: not evidence" if self.contended else "",
         ]  # fmt: skip
 
@@ -427,18 +389,18 @@ RATIO_HEADER = ("active size", "bullmq µs/id", "deadline sliced µs/id", "ratio
 def bullmq_ratios(rows: Sequence[Mapping[str, Any]]) -> list[BullmqRatio]:
     """At each size where both were measured: BullMQ's all-stalled sweep (bullmq.atomic) against
     echomq-deadline's sliced pass (atomic_sliced), µs of Redis a stalled id."""
-    found: dict[tuple[str, int], tuple[float, bool]] = {}
-    for protocol, variant in (("bullmq", "atomic"), (DEADLINE, SLICED)):
-        goal = SweepGoal("", protocol, variant, "all_stalled", "server_us", 1.0, 0.0, "µs/id", "",
-                         per_stalled_id=True)  # fmt: skip
-        for size, figure, contended, _ in _measured(rows, goal):
-            found[(protocol, size)] = (figure, contended)
-    ratios = []
-    for (protocol, size), (bullmq, busy) in sorted(found.items(), key=lambda item: item[0][1]):
-        if protocol == "bullmq" and (DEADLINE, size) in found:
-            ours, ours_busy = found[(DEADLINE, size)]
-            ratios.append(BullmqRatio(size, bullmq, ours, busy or ours_busy))
-    return ratios
+
+    def by_size(protocol: str, variant: str) -> dict[int, tuple[float, bool]]:
+        goal = SweepGoal(
+            "", protocol, variant, "all_stalled", "server_us", 0, "µs/id", "", per_stalled_id=True
+        )
+        return {size: (figure, contended) for size, figure, contended, _ in _measured(rows, goal)}
+
+    theirs, ours = by_size("bullmq", "atomic"), by_size(DEADLINE, SLICED)
+    return [
+        BullmqRatio(size, theirs[size][0], ours[size][0], theirs[size][1] or ours[size][1])
+        for size in sorted(theirs.keys() & ours.keys())
+    ]
 
 
 # The sliced passes point by point: what a pass of many calls did, with the probe's tail beside it.
@@ -455,10 +417,8 @@ def _cell(value: Any, digits: int = 0) -> str:
 
 
 def sliced_passes(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
-    """A line a measured point of a sliced sweep (either protocol's), by size then label:
-    median calls per pass, the longest call inside Redis (SLOWLOG), the most calls of one pass
-    over the slowlog threshold, Redis ms of the pass (commandstats), that over the stalled ids,
-    and the probe's p99 and max wait meanwhile; each as (the variant's label, PASS_HEADER's cells)."""
+    """Each measured point of a sliced sweep (either protocol's), by label then size, as (the variant's
+    label, PASS_HEADER's cells)."""
     found = []
     for row in rows:
         if row.get("variant") != SLICED or str(row.get("skipped") or "") not in ("", NOT_SKIPPED):
