@@ -24,7 +24,6 @@ class ProtocolError(BenchError):
 class Interrupted(Exception):
     """Ctrl-C, after the run folder was marked: the entry point prints the line and exits 130."""
 
-    exit_code = 130
     after: str | None = None  # a line printed after it (the keys a run may have left)
 
 

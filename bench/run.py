@@ -26,19 +26,13 @@ class Stage(Protocol):
 
 
 def stage_module(stage: str) -> Stage:
-    """The stage's module, imported when first asked for (pyperf, Locust's finder and the rest
-    load only for the stages a run has)."""
+    """The stage's module, imported on demand: pyperf, Locust and the rest load only for a run's stages."""
     return cast(Stage, importlib.import_module(BY_ID[stage].module))
 
 
 def report_stage(ctx: RunContext) -> None:
-    """The run's last stage: report.md from the folder as it stands.
-
-    Every stage before it is done, so the run is complete as of now: meta.json
-    says so with the finish time before the report is written, and the report
-    says it too (a report that fails marks the run incomplete again). It lives
-    here, not in the report, so the report never imports the harness.
-    """
+    """The run's last stage: report.md. The run is marked complete first, so the report says so
+    (a report that fails marks it incomplete again); here, so the report never imports the harness."""
     from bench.report.render import write_report  # pandas and matplotlib only when reporting
 
     mark_complete(ctx.run_dir)
@@ -57,11 +51,8 @@ def stage_estimate(stage: str, profile: Profile) -> tuple[float, ...]:
 
 
 def stage_runner(stage: str, profile: Profile) -> Callable[[RunContext], None]:
-    """The stage's run_stage, after its check_profile(profile) passed.
-
-    Every stage checks its settings before the first one starts, so a bad
-    value in the last stage's keys fails the run at once, not minutes in.
-    """
+    """The stage's run_stage, after its check_profile(profile) passed: called for every stage
+    before the first starts, so a bad key of the last stage fails the run at once."""
     if stage == "report":
         return report_stage
     module = stage_module(stage)
@@ -92,7 +83,6 @@ def execute(
     profile: Profile,
     stages: Sequence[str],
     results_root: Path,
-    extra_scripts: Sequence[str] = (),
     quiet_machine: bool = False,
     memory_check: bool = True,
 ) -> int:
@@ -105,7 +95,7 @@ def execute(
     ordered = sorted(dict.fromkeys(stages), key=STAGES.index)
     runners = {stage: stage_runner(stage, profile) for stage in ordered}
     progress = Progress([StagePlan(stage, stage_estimate(stage, profile)) for stage in ordered])
-    with open_run(profile, stages, results_root, extra_scripts, progress, quiet_machine, memory_check) as run:
+    with open_run(profile, stages, results_root, (), progress, quiet_machine, memory_check) as run:
         for stage, runner in runners.items():
             progress.stage = stage
             progress("starting")
@@ -120,9 +110,7 @@ def execute(
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     profile = load_profile(args.profile)
-    stages = profile.stages
-    if args.stages:
-        stages = tuple(s.strip() for s in args.stages.split(",") if s.strip())
+    stages = tuple(s.strip() for s in args.stages.split(",") if s.strip()) if args.stages else profile.stages
     return execute(
         profile,
         stages,

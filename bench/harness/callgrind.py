@@ -272,10 +272,6 @@ class CallgrindRedis(EmbeddedRedis):
     def _dumps(self) -> set[Path]:
         return set(self.folder.glob(f"{OUT_FILE}.*"))
 
-    def zero(self) -> None:
-        """Every counter to zero: what follows is counted from here."""
-        self._control("-z")
-
     def dump(self) -> Count:
         """The instructions counted since the last zero, by function (the dump read, then removed)."""
         before = self._dumps()
@@ -289,17 +285,9 @@ class CallgrindRedis(EmbeddedRedis):
             path.unlink()
         return counted
 
-    def __enter__(self) -> CallgrindRedis:
-        self.start()
-        return self
-
-    def count(self, action: Callable[[], object], calls: int) -> int:
-        """Instructions of ``calls`` runs of ``action``, in this server's scope."""
-        return self.measure(action, calls).total
-
     def measure(self, action: Callable[[], object], calls: int) -> Count:
         """Instructions of ``calls`` runs of ``action``, in this server's scope, and by function."""
-        self.zero()
+        self._control("-z")  # every counter to zero: what follows is counted from here
         for _ in range(calls):
             action()
         counted = self.dump()

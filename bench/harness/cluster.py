@@ -21,7 +21,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from bench.errors import BenchError, first_line
-from bench.harness.server import HIGHEST_PORT, EmbeddedRedis, Source, _version_tuple
+from bench.harness.server import HIGHEST_PORT, EmbeddedRedis, _free_port, _version_tuple
 
 SLOTS = 16384
 MASTERS = 3
@@ -50,9 +50,7 @@ def free_cluster_ports(count: int) -> list[int]:
     """Distinct loopback ports free now whose bus ports (port + 10000) are free too."""
     ports: list[int] = []
     for _ in range(200):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            port: int = sock.getsockname()[1]
+        port = _free_port()
         taken = {p for q in ports for p in (q, q + BUS_OFFSET)}
         if port <= HIGHEST_PORT and not {port, port + BUS_OFFSET} & taken and _bindable(port + BUS_OFFSET):
             ports.append(port)
@@ -62,24 +60,17 @@ def free_cluster_ports(count: int) -> list[int]:
 
 
 class EmbeddedCluster:
-    """Three (``masters``) cluster-enabled redis-servers on loopback, slots split evenly.
+    """Three cluster-enabled redis-servers on loopback, slots split evenly.
 
     ``ports`` fixes the masters' ports (default: free ones, each with its bus port free). With
     ``replicas``, each master gets a replica (nodes[masters + i] replicates nodes[i]), which takes
     over when its master fails.
     """
 
-    def __init__(
-        self,
-        source: Source = "auto",
-        masters: int = MASTERS,
-        ports: Sequence[int] | None = None,
-        replicas: bool = False,
-    ) -> None:
-        if ports is not None and len(ports) != masters:
-            raise BenchError(f"an embedded cluster of {masters} masters needs {masters} ports")
-        self.source = source
-        self.masters = masters
+    def __init__(self, ports: Sequence[int] | None = None, replicas: bool = False) -> None:
+        self.masters = MASTERS
+        if ports is not None and len(ports) != self.masters:
+            raise BenchError(f"an embedded cluster of {self.masters} masters needs {self.masters} ports")
         self.fixed_ports = tuple(ports) if ports is not None else None
         self.replicas = replicas
         self.nodes: list[EmbeddedRedis] = []
@@ -97,10 +88,6 @@ class EmbeddedCluster:
     def binary(self) -> str:
         return self.nodes[0].binary
 
-    @property
-    def where(self) -> str:
-        return ", ".join(f"127.0.0.1:{port}" for port in self.ports)
-
     def version(self) -> str:
         return self.nodes[0].version()
 
@@ -110,7 +97,7 @@ class EmbeddedCluster:
             if self.replicas:
                 ports += [p for p in free_cluster_ports(self.masters * 3) if p not in ports][: self.masters]
             for port in ports:
-                node = EmbeddedRedis(self.source, self._node_args(), port=port)
+                node = EmbeddedRedis(extra_args=self._node_args(), port=port)
                 self.nodes.append(node)  # before start: a node that fails is stopped too
                 node.start()
             self._form()

@@ -8,7 +8,6 @@ watched while it runs, and every row it writes ends with that watch's columns (b
 
 from __future__ import annotations
 
-import datetime as dt
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -20,7 +19,7 @@ from bench import invocation
 from bench.errors import BenchError
 from bench.harness.machine import MachineSample, watch_run
 from bench.harness.provenance import code_record, machine_record
-from bench.harness.run_folder import machine_before_run
+from bench.harness.run_folder import machine_before_run, now
 from bench.harness.run_keys import own_server_record
 from bench.harness.server import server_identity
 from bench.protocol.connection import Client, primaries
@@ -29,10 +28,6 @@ from bench.results.meta import RunMeta
 
 QUIET_FLAG = "--quiet-machine"
 EXPERIMENT_PROFILE = "experiment"  # meta.json's profile: the results page never heads the README with it
-
-
-def _now() -> str:
-    return dt.datetime.now().isoformat(timespec="seconds")
 
 
 @dataclass
@@ -84,8 +79,7 @@ def experiment_run(name: str, argv: Sequence[str], results_root: Path | None = N
     marks it incomplete with the reason."""
     args = [word for word in argv if word != QUIET_FLAG]
     check = machine_before_run(QUIET_FLAG in argv)
-    warning = check.warning()
-    if warning:
+    if warning := check.warning():
         print(f"warning: {warning}", file=sys.stderr)
     run_dir = make_run_dir(name, results_root)
     invocation.typed([".venv/bin/python", f"experiments/{name}.py", *argv])
@@ -96,7 +90,7 @@ def experiment_run(name: str, argv: Sequence[str], results_root: Path | None = N
         profile=EXPERIMENT_PROFILE,
         experiment=name,
         command=invocation.command(),
-        started=_now(),
+        started=now(),
         complete=False,
         **code_record(),
         **machine_record(),
@@ -112,12 +106,12 @@ def experiment_run(name: str, argv: Sequence[str], results_root: Path | None = N
         reason = (
             "interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
         )
-        write_meta(run_dir, RunMeta, complete=False, reason=reason, finished=_now())
+        write_meta(run_dir, RunMeta, complete=False, reason=reason, finished=now())
         raise
     sample = watch.stop()
     if not experiment.tables:
-        write_meta(run_dir, RunMeta, complete=False, reason="no rows written", finished=_now())
+        write_meta(run_dir, RunMeta, complete=False, reason="no rows written", finished=now())
         raise BenchError(f"experiment {name} wrote no rows; {run_dir} holds its meta.json only")
     experiment.write(sample)
-    write_meta(run_dir, RunMeta, complete=True, reason=None, finished=_now(), stages_done=[name])
+    write_meta(run_dir, RunMeta, complete=True, reason=None, finished=now(), stages_done=[name])
     print(f"results: {run_dir}")

@@ -17,13 +17,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import psutil
 import redis
 
 from bench.errors import BenchError
 from bench.harness.profile import Profile
+from bench.harness.watch_scope import is_loopback
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Producer, Queue, Worker
@@ -34,7 +34,6 @@ CALIBRATION_JOBS = 300
 CLOSED_LOOP_JOBS_PER_S = 20_000.0
 STOP_ALLOWANCE_S = 1.0  # producers go on adding while a Locust run starts and stops
 MARGIN = 2.0  # allocator overhead, the sweep's snapshot beside its list, a skewed calibration
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 @dataclass(frozen=True)
@@ -94,11 +93,6 @@ def bytes_per_job(client: Client, payload_bytes: int, protocol: str) -> float:
     return max(grown, 0) / CALIBRATION_JOBS
 
 
-def _on_this_machine(settings: RedisSettings, embedded: bool) -> bool:
-    parts = urlsplit(settings.url)
-    return embedded or parts.scheme == "unix" or (parts.hostname or "") in LOOPBACK
-
-
 def _mb(value: float) -> str:
     return f"{value / 1e6:.1f} MB"
 
@@ -114,11 +108,10 @@ def measure_need(
     used, maxmemory = int(memory["used_memory"]), int(memory.get("maxmemory", 0))
     limit: int | None = maxmemory
     what = "maxmemory"
-    if not maxmemory:
-        if _on_this_machine(settings, embedded):
-            limit, what = used + psutil.virtual_memory().available, "available memory (psutil)"
-        else:
-            limit, what = None, "unchecked: no maxmemory on a server of another machine"
+    if not maxmemory and (embedded or is_loopback(settings)):
+        limit, what = used + psutil.virtual_memory().available, "available memory (psutil)"
+    elif not maxmemory:
+        limit, what = None, "unchecked: no maxmemory on a server of another machine"
     return MemoryNeed(per_job, jobs, int(jobs * per_job * MARGIN), used, maxmemory, limit, what)
 
 

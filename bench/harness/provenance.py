@@ -14,6 +14,9 @@ from typing import Any, TypedDict
 from redis.utils import HIREDIS_AVAILABLE
 
 from bench import invocation
+from bench.harness.calibration import Calibration
+from bench.harness.headroom import MemoryNeed
+from bench.harness.machine import MachineCheck
 from bench.harness.profile import Profile, resolved
 from bench.harness.server import ServerInfo
 from bench.harness.system import system_view
@@ -119,9 +122,18 @@ def machine_record() -> MachineRecord:
 
 
 def write_provenance(
-    run_dir: Path, profile: Profile, server: ServerInfo, script_shas: dict[str, str], scope: WatchScope
+    run_dir: Path,
+    profile: Profile,
+    server: ServerInfo,
+    script_shas: dict[str, str],
+    scope: WatchScope,
+    machine: MachineCheck,
+    calibration: Calibration,
+    need: MemoryNeed | None,
 ) -> None:
-    """A run's head in its meta.json: the command, the code, the server, the client, the machine."""
+    """A run's head in its meta.json: the command, the code, the server, the client, the machine,
+    and the checks before it (the machine's, the calibration, the memory need)."""
+    unchecked = "not checked: " + ("a cluster" if server.is_cluster else "--skip-memory-check")
     write_meta(
         run_dir,
         RunMeta,
@@ -148,4 +160,7 @@ def write_provenance(
         script_shas=script_shas,
         packages=installed_packages(),
         machine_watch=scope.note,  # what the contention guard can see
+        machine_before=machine.as_meta(),
+        calibration=calibration.as_meta(),
+        memory_need=need.as_meta() if need is not None else unchecked,
     )

@@ -69,7 +69,7 @@ class OpenRun:
         write_meta(self.ctx.run_dir, RunMeta, redis_memory=self.memory)
 
 
-def _now() -> str:
+def now() -> str:
     return dt.datetime.now().isoformat(timespec="seconds")
 
 
@@ -77,7 +77,7 @@ def mark_complete(run_dir: Path) -> None:
     """Every stage is done: the run is complete, finished now (the first time it is marked)."""
     meta = read_meta(run_dir)
     finished = meta.finished if meta.complete else None
-    write_meta(run_dir, RunMeta, complete=True, reason=None, finished=finished or _now())
+    write_meta(run_dir, RunMeta, complete=True, reason=None, finished=finished or now())
 
 
 def _script_shas(client: Client, extra_scripts: Iterable[str]) -> dict[str, str]:
@@ -132,7 +132,6 @@ def open_run(
             machine = machine_before_run(quiet_machine)
             own_server = server.binary is not None
             earlier = None if own_server else earlier_left(results_root, settings)
-            unchecked = "not checked: " + ("a cluster" if server.is_cluster else "--skip-memory-check")
             run_dir = make_run_dir(profile.name, results_root)
             for said in (earlier, machine.warning(table_width() - len("warning: "))):
                 if said:  # after the folder: an error about it stays the only line
@@ -141,7 +140,7 @@ def open_run(
                 run_dir,
                 RunMeta,
                 run_id=run_dir.name,
-                started=_now(),
+                started=now(),
                 complete=False,
                 stages_planned=planned,
                 stages_done=[],
@@ -157,14 +156,7 @@ def open_run(
                 finally:
                     client.close()
                 scope = watch_scope(settings, server)
-                write_provenance(run_dir, profile, server, shas, scope)
-                write_meta(
-                    run_dir,
-                    RunMeta,
-                    machine_before=machine.as_meta(),
-                    calibration=calibration.as_meta(),
-                    memory_need=need.as_meta() if need is not None else unchecked,
-                )
+                write_provenance(run_dir, profile, server, shas, scope, machine, calibration, need)
                 ctx = RunContext(profile, settings, server, run_dir, progress, watch_pids=scope.extra_pids)
                 run = OpenRun(ctx)
                 yield run
@@ -175,13 +167,13 @@ def open_run(
     except KeyboardInterrupt:
         run_dir, after = _settle(run_dir, run, reached, record)
         if run_dir is not None:
-            write_meta(run_dir, RunMeta, complete=False, reason="interrupted (Ctrl-C)", finished=_now())
+            write_meta(run_dir, RunMeta, complete=False, reason="interrupted (Ctrl-C)", finished=now())
         where = f"partial results in {run_dir}" if run_dir is not None else "nothing was written"
         raise _after(Interrupted(f"interrupted; {where}"), after) from None
     except BenchError as exc:
         run_dir, exc.after = _settle(run_dir, run, reached, record)
         if run_dir is not None:
-            write_meta(run_dir, RunMeta, complete=False, reason=str(exc), finished=_now())
+            write_meta(run_dir, RunMeta, complete=False, reason=str(exc), finished=now())
         raise
     except redis.RedisError as exc:
         # A stage that met a server gone, restarted, too slow or refusing every call, and did not
@@ -190,12 +182,12 @@ def open_run(
         refusal = _refused(exc, reached)
         if refusal is not None:
             if run_dir is not None:
-                write_meta(run_dir, RunMeta, complete=False, reason=str(refusal), finished=_now())
+                write_meta(run_dir, RunMeta, complete=False, reason=str(refusal), finished=now())
             raise _after(refusal, after) from None
         said = first_line(exc, when_empty="")
         reason = f"Redis failed during {progress.stage or 'set-up'}: {type(exc).__name__}: {said}"
         if run_dir is not None:
-            write_meta(run_dir, RunMeta, complete=False, reason=reason, finished=_now())
+            write_meta(run_dir, RunMeta, complete=False, reason=reason, finished=now())
         where = f"; partial results in {run_dir}" if run_dir is not None else ""
         raise _after(BenchError(reason + where), after) from None
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import itertools
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -69,22 +70,13 @@ def _keys(client: Client, prefixes: Sequence[str]) -> Iterator[tuple[redis.Redis
                 yield node, key
 
 
-def _briefly(settings: RedisSettings) -> RedisSettings:
-    return dataclasses.replace(
-        settings, connect_timeout_s=COUNT_CONNECT_TIMEOUT_S, socket_timeout_s=COUNT_SOCKET_TIMEOUT_S
-    )
-
-
 def count_keys(settings: RedisSettings, prefixes: Sequence[str], first_only: bool = False) -> int:
     """How many keys are under ``prefixes`` (with ``first_only``: 1 once one is found)."""
-    client = _briefly(settings).connect()
+    client = dataclasses.replace(
+        settings, connect_timeout_s=COUNT_CONNECT_TIMEOUT_S, socket_timeout_s=COUNT_SOCKET_TIMEOUT_S
+    ).connect()
     try:
-        found = 0
-        for _ in _keys(client, prefixes):
-            found += 1
-            if first_only:
-                break
-        return found
+        return sum(1 for _ in itertools.islice(_keys(client, prefixes), 1 if first_only else None))
     finally:
         client.close()
 

