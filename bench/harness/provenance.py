@@ -6,7 +6,7 @@ import hashlib
 import os
 import platform
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any, TypedDict
@@ -19,7 +19,6 @@ from bench.harness.headroom import MemoryNeed
 from bench.harness.machine import MachineCheck
 from bench.harness.profile import Profile, resolved
 from bench.harness.server import ServerInfo
-from bench.harness.system import system_view
 from bench.harness.watch_scope import WatchScope
 from bench.paths import REPO
 from bench.protocol.base import protocol_named
@@ -45,11 +44,8 @@ def _version(package: str) -> str | None:
 
 def installed_packages() -> dict[str, str]:
     """Every distribution installed beside the suite, name (lower case) -> version."""
-    found: dict[str, str] = {}
-    for dist in metadata.distributions():
-        name = dist.metadata["Name"]
-        if name:
-            found[str(name).lower().replace("_", "-")] = dist.version
+    named = (d for d in metadata.distributions() if d.metadata["Name"])
+    found = {str(d.metadata["Name"]).lower().replace("_", "-"): d.version for d in named}
     return dict(sorted(found.items()))
 
 
@@ -61,11 +57,6 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
-
-
-def git_state() -> tuple[str | None, bool]:
-    """The checkout's commit, and whether tracked files differ from it."""
-    return _git("rev-parse", "HEAD") or None, bool(_git("status", "--porcelain", "--untracked-files=no"))
 
 
 def protocol_record(names: Sequence[str]) -> dict[str, Any]:
@@ -84,6 +75,84 @@ def protocol_record(names: Sequence[str]) -> dict[str, Any]:
             },
         }
     return record
+
+
+CPU = Path("/sys/devices/system/cpu")
+ASLR = {"0": "off (0)", "1": "partial (1)", "2": "full (2)"}
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def cpu_list(cpus: Iterable[int]) -> str:
+    """0,1,2,5 -> "0-2,5" (the kernel's own notation)."""
+    ranges: list[list[int]] = []
+    for cpu in sorted(set(cpus)):
+        if ranges and ranges[-1][1] == cpu - 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
+
+
+def _per_cpu(name: str, root: Path) -> str | None:
+    """One cpufreq setting over all CPUs: "performance", or "0: powersave, 1: performance"."""
+    values: dict[str, list[int]] = {}
+    for folder in sorted(root.glob("cpu[0-9]*")):
+        value = _read(folder / "cpufreq" / name)
+        if value is not None:
+            values.setdefault(value, []).append(int(folder.name[3:]))
+    if not values:
+        return None
+    if len(values) == 1:
+        return next(iter(values))
+    return ", ".join(f"{cpu_list(cpus)}: {value}" for value, cpus in values.items())
+
+
+def _turbo(root: Path) -> str | None:
+    no_turbo = _read(root / "intel_pstate" / "no_turbo")
+    if no_turbo is not None:
+        return "off" if no_turbo == "1" else "on"
+    boost = _read(root / "cpufreq" / "boost")
+    if boost is not None:
+        return "on" if boost == "1" else "off"
+    return None
+
+
+def _kernel_option(cmdline: str | None, name: str) -> str | None:
+    for word in (cmdline or "").split():
+        if word.startswith(f"{name}="):
+            return word.split("=", 1)[1]
+    return None
+
+
+def system_view(root: Path = CPU, proc: Path = Path("/proc")) -> dict[str, str | None]:
+    """The system settings that change timings, as `pyperf system show` sees them, read straight
+    from /sys and /proc without root (pyperf's own reader is internal, and tunes as well as shows);
+    None where the machine has none (a VM often exposes no cpufreq)."""
+    cmdline = _read(proc / "cmdline")
+    isolated = _read(root / "isolated")
+    nohz_full = _read(root / "nohz_full")
+    try:
+        affinity: str | None = cpu_list(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        affinity = None
+    aslr = _read(proc / "sys" / "kernel" / "randomize_va_space")
+    return {
+        "cpu_scaling_driver": _per_cpu("scaling_driver", root),
+        "cpu_governor": _per_cpu("scaling_governor", root),
+        "cpu_turbo": _turbo(root),
+        "isolated_cpus": isolated or (None if isolated is None else "none"),
+        "nohz_full": (nohz_full or "none") if nohz_full is not None else _kernel_option(cmdline, "nohz_full"),
+        "rcu_nocbs": _kernel_option(cmdline, "rcu_nocbs"),
+        "cpu_affinity": affinity,
+        "aslr": ASLR.get(aslr, aslr) if aslr is not None else None,
+        "perf_event_max_sample_rate": _read(proc / "sys" / "kernel" / "perf_event_max_sample_rate"),
+    }
 
 
 class CodeRecord(TypedDict):
@@ -105,8 +174,10 @@ class MachineRecord(TypedDict):
 
 def code_record() -> CodeRecord:
     """meta.json's word on the code: the commit, and whether tracked files differ from it."""
-    sha, dirty = git_state()
-    return CodeRecord(git_sha=sha, git_dirty=dirty)
+    return CodeRecord(
+        git_sha=_git("rev-parse", "HEAD") or None,
+        git_dirty=bool(_git("status", "--porcelain", "--untracked-files=no")),
+    )
 
 
 def machine_record() -> MachineRecord:

