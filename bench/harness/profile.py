@@ -305,17 +305,19 @@ def resolved(profile: Profile) -> dict[str, Any]:
     return record
 
 
+def section_field(section: type) -> str:
+    """The Profile field that holds ``section``."""
+    hints = get_type_hints(Profile)
+    return next(f.name for f in fields(Profile) if hints[f.name] is section)
+
+
 def option_key(field_name: str) -> str:
     return field_name.replace("_", "-")
 
 
 def known_keys() -> dict[str, tuple[type, dataclasses.Field[Any]]]:
     """Every key a profile may hold, with the section it belongs to."""
-    keys: dict[str, tuple[type, dataclasses.Field[Any]]] = {}
-    for section in SECTIONS:
-        for f in fields(section):
-            keys[option_key(f.name)] = (section, f)
-    return keys
+    return {option_key(f.name): (section, f) for section in SECTIONS for f in fields(section)}
 
 
 @dataclass(frozen=True)
@@ -436,64 +438,39 @@ def _unknown_key(path: Path, key: str, known: Iterable[str]) -> BenchError:
     return BenchError(f"{path.name}: unknown key {key!r}; {guess}known keys: {', '.join(names)}")
 
 
-def resolve_path(name_or_path: str) -> Path:
-    path = Path(name_or_path)
-    if path.suffix == ".conf" or path.parent != Path("."):
-        return path
-    return PROFILES_DIR / f"{name_or_path}.conf"
-
-
 def load_profile(name_or_path: str) -> Profile:
     """Load and check profiles/<name>.conf (or a path to a .conf file)."""
-    path = resolve_path(name_or_path)
+    path = Path(name_or_path)
+    if path.suffix != ".conf" and path.parent == Path("."):
+        path = PROFILES_DIR / f"{name_or_path}.conf"
     if not path.is_file():
         available = ", ".join(sorted(p.stem for p in PROFILES_DIR.glob("*.conf")))
         raise BenchError(f"profile {name_or_path!r} not found ({path}); available: {available}")
-    raw = read_conf(path)
     known = known_keys()
     values: dict[type, dict[str, Any]] = {section: {} for section in SECTIONS}
-    stages = Profile.stages
-    protocols = Profile.protocols
-    cluster = Profile.cluster
-    servers = Profile.servers
-    for key, text in raw.items():
-        if key == "cluster":
-            cluster = bool(parse_value(key, bool, text))
-            continue
+    top: dict[str, Any] = {}  # the profile's own keys, beside the sections'
+    for key, text in read_conf(path).items():
         if key == "protocols":
-            protocols = parse_protocols(text)
-            continue
-        if key == "servers":
-            servers = tuple(parse_value(key, tuple[str, ...], text))
-            continue
-        if key == "stages":
-            stages = tuple(parse_value(key, tuple[str, ...], text))
-            for stage in stages:
-                if stage not in STAGES:
-                    raise BenchError(f"profile stage {stage!r} is unknown; use some of {', '.join(STAGES)}")
-            continue
-        if key in LOCUST_KEYS:
-            continue
-        if key not in known:
+            top[key] = parse_protocols(text)
+        elif key == "stages":
+            top[key] = parse_value(key, tuple[str, ...], text)
+            if strange := [stage for stage in top[key] if stage not in STAGES]:
+                raise BenchError(f"profile stage {strange[0]!r} is unknown; use some of {', '.join(STAGES)}")
+        elif key in ("cluster", "servers"):
+            top[key] = parse_value(key, get_type_hints(Profile)[key], text)
+        elif key in known:
+            section, f = known[key]
+            values[section][f.name] = parse_value(
+                key, get_type_hints(section)[f.name], text, f.metadata.get("min")
+            )
+        elif key not in LOCUST_KEYS:
             raise _unknown_key(path, key, known)
-        section, f = known[key]
-        kind = get_type_hints(section)[f.name]
-        values[section][f.name] = parse_value(key, kind, text, f.metadata.get("min"))
+    protocols = top.get("protocols", Profile.protocols)
     unknown = set(values[FinishFetchOptions].get("finish_fetch_protocols", ())) - set(protocols)
     if unknown:
         raise BenchError(
             f"profile key finish-fetch-protocols names {', '.join(sorted(unknown))}, not in protocols "
             f"({', '.join(protocols)}); list only the profile's protocols"
         )
-    return Profile(
-        name=path.stem,
-        stages=stages,
-        protocols=protocols,
-        cluster=cluster,
-        servers=servers,
-        finish_fetch=FinishFetchOptions(**values[FinishFetchOptions]),
-        sweep=SweepOptions(**values[SweepOptions]),
-        race=RaceOptions(**values[RaceOptions]),
-        bullmq_worker=BullmqWorkerOptions(**values[BullmqWorkerOptions]),
-        instructions=InstructionsOptions(**values[InstructionsOptions]),
-    )
+    sections: dict[str, Any] = {section_field(section): section(**values[section]) for section in SECTIONS}
+    return Profile(name=path.stem, **top, **sections)
