@@ -1,47 +1,24 @@
-"""A redis-server under valgrind's callgrind: the instructions Redis executes, counted.
+"""A redis-server under valgrind's callgrind: the instructions Redis executes, counted (what is
+counted and why it holds still: docs/results-reference.md, instructions.csv).
 
-A count of instructions is not a time: steal, a busy neighbour or a slow clock
-cannot move it, so a change of a few percent in a script's cost shows where a
-time would drown it. The server runs under ``valgrind --tool=callgrind`` with
-collection on only inside the functions of its ``Scope``; ``callgrind_control``
-zeroes the counters before a batch of calls and dumps them after it, and the
-dump's ``summary:`` line is the batch's count. Only Redis's own user-space
-instructions are counted: the client, the network and the kernel's share of a
-call are outside it.
+Collection is on only inside the functions of the server's ``Scope``; ``callgrind_control`` zeroes
+the counters before a batch of calls and dumps them after it, and the dump's ``summary:`` line is
+the batch's count. Two scopes, each its own server (callgrind cannot count two regions at once):
 
-Two scopes, each its own server (callgrind cannot count two regions at once):
-
-- ``command``: inside command execution, Redis's ``call()`` (a script's own
-  ``redis.call`` commands run nested in it and are counted with it): what a
+- ``command``: Redis's ``call()`` (a script's own ``redis.call`` commands run nested in it): what a
   script costs.
-- ``server``: a request from its read to its reply: ``readQueryFromClient``
-  (read, parse, look up, run) and ``beforeSleep`` (which writes the replies).
-  The timers (``serverCron``) are outside both, so an idle second adds about
-  3,000 instructions, and a slower machine no more than that.
+- ``server``: a request from its read to its reply: ``readQueryFromClient`` (read, parse, look up,
+  run) and ``beforeSleep`` (which writes the replies). The timers (``serverCron``) are outside
+  both, so an idle second adds about 3,000 instructions.
 
-Redis takes three inputs from outside its calls, and each moved the counts from
-server to server, so each is pinned:
-
-- Its hash tables' seed, 64 bytes of /dev/urandom read at start: a key's or a
-  command name's lookup walks a longer or shorter chain (a sweep moved 1.8%). The
-  server runs in a mount namespace of its own (``unshare``: as root, or as a user
-  through a user namespace) where /dev/urandom is a file of fixed bytes.
-- random()'s seed, the start's time and pid: a sorted set's node levels, so each
-  ZADD's walk and allocation (a fused job moved 0.16%).
-- The wall clock: a stream id is its millisecond, and the id's encoding follows the
-  gap to the last one. It stands still at ``PINNED_MS``.
-
-The last two are pinned by a small library preloaded into the server
-(``pinned_inputs.c``, built with ``cc`` as the server starts). Where ``unshare`` or
-``cc`` is missing, the inputs stay as they come and ``seed_pinned`` is false, with
-the reason in the run's meta.json. Rehashing by the clock (``activerehashing``) is
-off, so a table's rehash steps all fall inside the commands that touch it, whatever
-the timing. The command table's lookups stay out of the counts either way. (In the ``command``
-scope the client command's own lookup, made before ``call()``, toggles collection
-on for its length instead: one lookup a request.)
-
-The Debian redis-server exports these symbols; a binary without them counts
-nothing, which ``count`` refuses with one line.
+The command table's lookups stay out either way (in ``command`` the client command's own lookup,
+made before ``call()``, toggles collection on for its length instead: one lookup a request).
+Redis's inputs from outside its calls are pinned, each having moved counts from server to server:
+/dev/urandom's seed of its hash tables (a sweep moved 1.8%) by a private mount namespace
+(``unshare``); random()'s seed (a fused job moved 0.16%) and the wall clock (stream ids), stopped
+at ``PINNED_MS``, by ``pinned_inputs.c``, preloaded. Where ``unshare`` or ``cc`` is missing they
+stay as they come and ``seed_pinned`` is false. A binary without these symbols (a stripped build)
+counts nothing, which ``measure`` refuses with one line.
 """
 
 from __future__ import annotations
@@ -224,8 +201,9 @@ class CallgrindRedis(EmbeddedRedis):
         if missing:
             raise BenchError(f"cannot count instructions: {missing}")
         # No slowlog: under valgrind every call is slow, and logging one copies its arguments,
-        # so the count would follow the clock. No jemalloc background thread: its purges race the
-        # main thread's allocations (bullmq's extendLock moved 0.27% from server to server).
+        # so the count would follow the clock. No rehashing by the clock: a table's rehash steps
+        # fall inside the commands that touch it. No jemalloc background thread: its purges race
+        # the main thread's allocations (bullmq's extendLock moved 0.27% from server to server).
         extra = ("--slowlog-log-slower-than", "-1", "--activerehashing", "no", "--jemalloc-bg-thread", "no")
         super().__init__(source, extra_args=extra, binary=binary)
         self.scope = scope

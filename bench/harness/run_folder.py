@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 import redis
 
@@ -33,7 +33,7 @@ from bench.harness.watch_scope import watch_scope
 from bench.protocol.connection import RedisSettings, primaries, redact_url
 from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Queue
-from bench.protocol.refusal import ServerRefused, refused
+from bench.protocol.refusal import refused
 from bench.results.files import make_run_dir, write_meta
 from bench.results.meta import KeyRecord, RunMeta, read_meta
 
@@ -137,12 +137,8 @@ def open_run(
     quiet_machine: bool = False,
     memory_check: bool = True,
 ) -> Iterator[OpenRun]:
-    """Start the server (or check REDIS_URL), make results/<run-id>/, and close it honestly.
-
-    The server is checked before the folder is made, so a bad REDIS_URL leaves
-    no trace. Ctrl-C marks the folder interrupted and exits 130 with one line;
-    a BenchError or a Redis failure marks it incomplete with the reason.
-    """
+    """Start the server (or check REDIS_URL: a bad one leaves no trace), make results/<run-id>/, and
+    close it honestly: Ctrl-C marks it interrupted, a BenchError or a Redis failure incomplete."""
     planned = list(stages)
     progress = progress or Progress()
     run: OpenRun | None = None
@@ -187,32 +183,39 @@ def open_run(
             left = check_left(run_dir, settings, keys)
             if left:
                 print(f"warning: {left}", file=sys.stderr)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, BenchError, redis.RedisError) as exc:
         run_dir, after = _settle(run_dir, run, reached, record)
-        if run_dir is not None:
-            write_meta(run_dir, RunMeta, complete=False, reason="interrupted (Ctrl-C)", finished=now())
-        where = f"partial results in {run_dir}" if run_dir is not None else "nothing was written"
-        raise _after(Interrupted(f"interrupted; {where}"), after) from None
-    except BenchError as exc:
-        run_dir, exc.after = _settle(run_dir, run, reached, record)
-        if run_dir is not None:
-            write_meta(run_dir, RunMeta, complete=False, reason=str(exc), finished=now())
-        raise
-    except redis.RedisError as exc:
-        # A stage that met a server gone, restarted, too slow or refusing every call, and did not
-        # say so itself: still one line, and the run folder says it is incomplete.
-        run_dir, after = _settle(run_dir, run, reached, record)
-        refusal = _refused(exc, reached)
-        if refusal is not None:
-            if run_dir is not None:
-                write_meta(run_dir, RunMeta, complete=False, reason=str(refusal), finished=now())
-            raise _after(refusal, after) from None
-        said = first_line(exc, when_empty="")
-        reason = f"Redis failed during {progress.stage or 'set-up'}: {type(exc).__name__}: {said}"
+        failure, reason = _failure(exc, run_dir, reached, progress.stage)
         if run_dir is not None:
             write_meta(run_dir, RunMeta, complete=False, reason=reason, finished=now())
-        where = f"; partial results in {run_dir}" if run_dir is not None else ""
-        raise _after(BenchError(reason + where), after) from None
+        failure.after = after
+        raise failure from None
+
+
+def _failure(
+    exc: BaseException, run_dir: Path | None, reached: list[RedisSettings], stage: str
+) -> tuple[BenchError | Interrupted, str]:
+    """The one-line error a run that ended early raises, and the reason its meta.json gives."""
+    if isinstance(exc, KeyboardInterrupt):
+        where = f"partial results in {run_dir}" if run_dir is not None else "nothing was written"
+        return Interrupted(f"interrupted; {where}"), "interrupted (Ctrl-C)"
+    if isinstance(exc, BenchError):
+        return exc, str(exc)
+    # A stage that met a server gone, restarted, too slow or refusing every call, and did not say
+    # so itself. A refusal (OOM, READONLY, ...) says so, with the server's figures when it answers.
+    if reached:
+        client = reached[0].connect()
+        try:
+            refusal = refused(exc, reached[0].where, client)
+        finally:
+            client.close()
+        if refusal is not None:
+            return refusal, str(refusal)
+    reason = (
+        f"Redis failed during {stage or 'set-up'}: {type(exc).__name__}: {first_line(exc, when_empty='')}"
+    )
+    where = f"; partial results in {run_dir}" if run_dir is not None else ""
+    return BenchError(reason + where), reason
 
 
 def _settle(
@@ -230,14 +233,6 @@ def _settle(
     return run_dir, after
 
 
-Ended = TypeVar("Ended", BenchError, Interrupted)
-
-
-def _after(exc: Ended, line: str | None) -> Ended:
-    exc.after = line
-    return exc
-
-
 def _memory_need(
     settings: RedisSettings, server: ServerInfo, profile: Profile, stages: list[str]
 ) -> MemoryNeed | None:
@@ -253,17 +248,6 @@ def _memory_need(
         client.close()
     check_headroom(need)
     return need
-
-
-def _refused(exc: redis.RedisError, reached: list[RedisSettings]) -> ServerRefused | None:
-    """The one line of a refusal (OOM, READONLY, ...), with the server's figures when it answers."""
-    if not reached:
-        return None
-    client = reached[0].connect()
-    try:
-        return refused(exc, reached[0].where, client)
-    finally:
-        client.close()
 
 
 class Flags(Protocol):
