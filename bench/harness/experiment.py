@@ -20,11 +20,11 @@ from bench.errors import BenchError
 from bench.harness.machine import MachineSample, watch_run
 from bench.harness.provenance import code_record, machine_record
 from bench.harness.run_folder import machine_before_run, now
-from bench.harness.run_keys import own_server_record
 from bench.harness.server import server_identity
 from bench.protocol.connection import Client, primaries
+from bench.protocol.keys import NAMESPACES
 from bench.results.files import make_run_dir, write_csv, write_meta
-from bench.results.meta import RunMeta
+from bench.results.meta import KeyRecord, RunMeta
 
 QUIET_FLAG = "--quiet-machine"
 EXPERIMENT_PROFILE = "experiment"  # meta.json's profile: the results page never heads the README with it
@@ -48,11 +48,11 @@ class Experiment:
         there is the experiment's and none outlives it."""
         info = client.info("server")
         ((where, _),) = primaries(client)
-        own_server_record(self.run_dir, f"redis://{where}/0")
         name, own = server_identity(info)
         write_meta(
             self.run_dir,
             RunMeta,
+            keys=KeyRecord(url=f"redis://{where}/0", own_server=True, prefixes=[f"{n}:" for n in NAMESPACES]),
             server_name=name,
             server_version=own,
             redis_version=info.get("redis_version"),

@@ -1,15 +1,9 @@
 """Before a run: does the server have room for what the run keeps? From INFO, no CONFIG.
 
-Jobs cost memory while a run holds them: every finished job is kept (the
-protocols' default, BullMQ's too) until the run deletes its queue, and the
-sweep builds active lists of up to its largest size. The run's need is the most
-jobs any one step holds at once (each finish_fetch run, bullmq_worker run and
-sweep size has a queue of its own, deleted after it) times the bytes a job
-costs on this server, measured by a calibration add of a few hundred jobs on
-the run's own queue (finished and kept, as the load's are; deleted after), with
-a margin. It is checked against the headroom under ``maxmemory``; with no
-``maxmemory``, against the machine's available memory when the server runs on
-this machine (embedded, or loopback).
+Every finished job is kept (the protocols' default, BullMQ's too) until the run deletes its queue.
+The need is the most jobs any one step holds at once (each step has a queue of its own, deleted
+after it) times the bytes a job costs on this server, with a margin; it is checked against the
+room under ``maxmemory``, else the machine's available memory when the server runs here.
 """
 
 from __future__ import annotations

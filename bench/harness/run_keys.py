@@ -23,7 +23,7 @@ import redis
 
 from bench.errors import BenchError, first_line
 from bench.protocol.connection import Client, RedisSettings, primaries, redact_url
-from bench.protocol.keys import KEY_SCOPE_ENV, NAMESPACES, new_scope, scope_prefixes
+from bench.protocol.keys import KEY_SCOPE_ENV, new_scope, scope_prefixes
 from bench.results.files import RESULTS_DIR, resolve_run, write_meta
 from bench.results.meta import KeyRecord, KeysLeft, RunMeta, read_meta
 
@@ -52,16 +52,6 @@ def key_scope(run_dir: Path, url: str, own_server: bool) -> Iterator[KeyRecord]:
             os.environ[KEY_SCOPE_ENV] = before
 
 
-def own_server_record(run_dir: Path, url: str) -> None:
-    """A run on a server of its own (an experiment's): every key there is the run's, and none
-    outlives it."""
-    write_meta(
-        run_dir,
-        RunMeta,
-        keys=KeyRecord(url=redact_url(url), own_server=True, prefixes=[f"{n}:" for n in NAMESPACES]),
-    )
-
-
 def _keys(client: Client, prefixes: Sequence[str]) -> Iterator[tuple[redis.Redis, bytes]]:
     """Every key under ``prefixes`` on every master, with the master that holds it."""
     for _, node in primaries(client):
@@ -85,28 +75,17 @@ def remove_keys(settings: RedisSettings, prefixes: Sequence[str]) -> int:
     """UNLINK every key under ``prefixes``, in batches, on every master; how many were removed."""
     client = settings.connect()
     removed = 0
-    batch: list[bytes] = []
-    node: redis.Redis | None = None
     try:
-        for holder, key in _keys(client, prefixes):
-            if batch and (holder is not node or len(batch) >= UNLINK_BATCH):
-                removed += _unlink(node, batch)
-                batch = []
-            node = holder
-            batch.append(key)
-        if batch:
-            removed += _unlink(node, batch)
+        for node, found in itertools.groupby(_keys(client, prefixes), key=lambda pair: pair[0]):
+            keys = (key for _, key in found)
+            while batch := list(itertools.islice(keys, UNLINK_BATCH)):
+                pipe = node.pipeline(transaction=False)
+                for key in batch:  # one key a command: a cluster node's keys span many slots
+                    pipe.unlink(key)
+                removed += sum(int(n) for n in pipe.execute())
     finally:
         client.close()
     return removed
-
-
-def _unlink(node: redis.Redis | None, keys: list[bytes]) -> int:
-    assert node is not None
-    pipe = node.pipeline(transaction=False)
-    for key in keys:  # one key a command: a cluster node's keys span many slots
-        pipe.unlink(key)
-    return sum(int(n) for n in pipe.execute())
 
 
 def left_line(run_dir: Path, record: KeyRecord, keys: int | None, why: str = "it did not answer") -> str:

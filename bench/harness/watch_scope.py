@@ -1,12 +1,6 @@
-"""What the machine watch can count as the run's own: the suite's process family, and the server.
-
-An embedded redis-server is a child of the suite's process, so it is in the
-family already. A server of the user's (``REDIS_URL``) on this machine is not:
-when the URL's host is loopback (or a unix socket), the server's own pid (``INFO
-server``'s ``process_id``) is added, once it is checked to be a Redis process
-here (a server in a container answers with a pid of its own namespace). Against
-a server elsewhere only the client side can be watched, and meta.json says so.
-"""
+"""What the machine watch can count as the run's own (docs/method.md): the suite's process family
+(an embedded redis-server in it), and a REDIS_URL server on loopback by the pid it reports, once
+that pid is a Redis process here (a server in a container answers with a pid of its namespace)."""
 
 from __future__ import annotations
 
