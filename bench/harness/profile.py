@@ -116,16 +116,11 @@ class FinishFetchOptions:
             raise BenchError(f"profile key regime = {self.regime!r}; use {' or '.join(GRID_REGIMES)}")
         if self.regime == "open" and self.target_rate <= 0:
             raise BenchError("profile key regime = open needs a target-rate above 0 (jobs/s in all)")
-        for key, cells in (
-            ("steady-at", self.steady_at),
-            ("open-at", self.open_at),
-            ("job-ms-at", self.job_ms_at),
-            ("raw-driver-at", self.raw_driver_at),
-        ):
-            for cell in cells:
+        for name in ("steady_at", "open_at", "job_ms_at", "raw_driver_at"):
+            for cell in getattr(self, name):
                 if parse_cell(cell) is None:
                     raise BenchError(
-                        f"profile key {key}: {cell!r} is not a grid cell; write "
+                        f"profile key {option_key(name)}: {cell!r} is not a grid cell; write "
                         "[protocol.]c<concurrency>-rtt<ms>, e.g. c8-rtt1 or echomq.c8-rtt1"
                     )
         fewest = min(self.producers, *self.workers)
@@ -320,42 +315,29 @@ def known_keys() -> dict[str, tuple[type, dataclasses.Field[Any]]]:
     return {option_key(f.name): (section, f) for section in SECTIONS for f in fields(section)}
 
 
-@dataclass(frozen=True)
-class _Where:
-    """Where a value came from, as an error names it: a profile key, or a command-line flag."""
-
-    name: str  # "profile key sweep-sizes" or "--sizes"
-    joiner: str  # between the name and the value
-    fix: str
-
-    @classmethod
-    def of(cls, key: str, flag: str | None) -> _Where:
-        if flag:
-            return cls(flag, " ", "fix it on the command line")
-        return cls(f"profile key {key}", " = ", "fix it in the profile")
+Where = tuple[str, str, str]  # how an error names a value: its name, the joiner before it, the fix
 
 
-def _scalar(kind: Any, raw: str, where: _Where, minimum: float | None) -> Any:
+def _scalar(kind: Any, raw: str, where: Where, minimum: float | None) -> Any:
+    name, joiner, fix = where
     text = raw.strip()
     if kind is str:
         if not text:
-            raise BenchError(f"{where.name} is empty; give it a value")
+            raise BenchError(f"{name} is empty; give it a value")
         return text
     if kind is bool:
         if text.lower() in ("1", "true", "yes", "on"):
             return True
         if text.lower() in ("0", "false", "no", "off"):
             return False
-        raise BenchError(f"{where.name}{where.joiner}{text!r} is not true or false")
+        raise BenchError(f"{name}{joiner}{text!r} is not true or false")
     try:
         value = int(text) if kind is int else float(text)
     except ValueError:
         what = "a whole number" if kind is int else "a number"
-        raise BenchError(f"{where.name}{where.joiner}{text!r} is not {what}; {where.fix}") from None
+        raise BenchError(f"{name}{joiner}{text!r} is not {what}; {fix}") from None
     if minimum is not None and value < minimum:
-        raise BenchError(
-            f"{where.name}{where.joiner}{text} is below its minimum {minimum:g}; use {minimum:g} or more"
-        )
+        raise BenchError(f"{name}{joiner}{text} is below its minimum {minimum:g}; use {minimum:g} or more")
     return value
 
 
@@ -364,12 +346,16 @@ def parse_value(
 ) -> Any:
     """``raw`` as profile key ``key`` of type ``kind`` holds it; errors name ``flag`` when it
     came from the command line instead."""
-    where = _Where.of(key, flag)
+    where = (
+        (flag, " ", "fix it on the command line")
+        if flag
+        else (f"profile key {key}", " = ", "fix it in the profile")
+    )
     if get_origin(kind) is tuple:
         item = get_args(kind)[0]
         items = [p for p in raw.strip().strip("[]").split(",") if p.strip()]
         if not items:
-            raise BenchError(f"{where.name} is empty; give at least one value")
+            raise BenchError(f"{where[0]} is empty; give at least one value")
         return tuple(_scalar(item, p, where, minimum) for p in items)
     if get_origin(kind) in (Union, types.UnionType):
         kind = next(a for a in get_args(kind) if a is not type(None))
@@ -410,10 +396,10 @@ LOCUST_SET_BY_US = {
     "spawn-rate": "bench run starts every user within the warm-up; set 'warmup-s'",
     "run-time": "bench run measures for warmup-s + measure-s; set 'measure-s' (and 'warmup-s')",
     "processes": "did you mean 'loadgen-processes'?",
-    "master": "bench run starts its own Locust processes; set 'loadgen-processes'",
-    "master-host": "bench run starts its own Locust processes; set 'loadgen-processes'",
-    "master-port": "bench run starts its own Locust processes; set 'loadgen-processes'",
-    "expect-workers": "bench run starts its own Locust processes; set 'loadgen-processes'",
+    **dict.fromkeys(
+        ("master", "master-host", "master-port", "expect-workers"),
+        "bench run starts its own Locust processes; set 'loadgen-processes'",
+    ),
     "host": "bench run loads the Redis in REDIS_URL (the environment), or its own",
     "redis-url": "bench run loads the Redis in REDIS_URL (the environment), or its own",
     "reset-stats": "bench run resets the statistics after warm-up itself; set 'warmup-s'",

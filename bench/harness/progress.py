@@ -114,22 +114,10 @@ class Progress:
     def _file(self) -> TextIO:
         return self.stream if self.stream is not None else sys.stderr
 
-    def _console(self) -> Console:
-        file = self._file
-        terminal = file.isatty()
-        columns = os.environ.get("COLUMNS", "")
-        width = int(columns) if columns.isdigit() and int(columns) > 0 else None
-        if not terminal and width is None:
-            width = UNCUT
-        return Console(file=file, force_terminal=terminal, width=width, highlight=False, soft_wrap=False)
-
     def line(self, message: str) -> str:
         """The text of one update (uncut)."""
-        parts = [clock(time.monotonic() - self.started)]
         where = self._where()
-        if where:
-            parts.append(f"[{where}]")
-        return " ".join([*parts, message])
+        return " ".join([clock(time.monotonic() - self.started), *([f"[{where}]"] if where else []), message])
 
     def _where(self) -> str:
         current, eta = self._current(), self.eta()
@@ -166,20 +154,24 @@ class Progress:
         return left_here + later
 
     def _show(self, message: str) -> None:
-        console = self._console()
+        file, terminal = self._file, self._file.isatty()
+        columns = os.environ.get("COLUMNS", "")
+        width = int(columns) if columns.isdigit() and int(columns) > 0 else None
+        console = Console(
+            file=file, force_terminal=terminal, width=width or (None if terminal else UNCUT), highlight=False
+        )
         text = Text(self.line(message).replace("\n", " "), no_wrap=True, overflow="ellipsis")
-        terminal = self._file.isatty()
         # On a terminal, a line as wide as the screen would move the cursor down; keep three cells
         # free, so the "^C" the terminal echoes after it does not wrap either.
         width = console.width - 3 if terminal else console.width
         text.truncate(max(width, 1), overflow="ellipsis")
         if terminal:
-            self._file.write("\r\033[K")
-            self._file.flush()
+            file.write("\r\033[K")
+            file.flush()
             console.print(text, end="", crop=True)
             self._open_line = True
             if self not in _open_line:
                 _open_line.append(self)
         else:
             console.print(text, crop=True)
-        self._file.flush()
+        file.flush()

@@ -65,10 +65,9 @@ def protocol_record(names: Sequence[str]) -> dict[str, Any]:
     record: dict[str, Any] = {}
     for name in names:
         protocol = protocol_named(name)
-        files = protocol.script_files()
         record[name] = {
             "version": protocol.version(),
-            "script_files": dict(files),
+            "script_files": dict(protocol.script_files()),
             "script_shas": {
                 step: hashlib.sha1(source.encode()).hexdigest()
                 for step, source in protocol.script_sources().items()

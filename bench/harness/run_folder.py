@@ -236,9 +236,8 @@ def _settle(
 def _memory_need(
     settings: RedisSettings, server: ServerInfo, profile: Profile, stages: list[str]
 ) -> MemoryNeed | None:
-    """The run's memory need against the server's room, from a calibration add on a queue of the
-    run's own (deleted after); a run that cannot fit is one line, and no folder stays.
-    None on a cluster: its masters' room is not one figure."""
+    """The run's memory need against the server's room (a run that cannot fit is one line, and no
+    folder stays); None on a cluster: its masters' room is not one figure."""
     if server.is_cluster:
         return None
     client = settings.connect()
@@ -258,9 +257,8 @@ class Flags(Protocol):
 
 
 class AloneStage(Protocol):
-    """A stage's module (bench/stages/<id>/stage.py) as `echomq-bench <id>` runs it alone: its face,
-    its section's flags and its --help line; ``scripts_alone(profile)``, where it has one, names the
-    scripts of its own it loads beyond the protocols'."""
+    """A stage's module as `echomq-bench <id>` runs it alone; ``scripts_alone(profile)``, where it
+    has one, names the scripts of its own it loads beyond the protocols'."""
 
     __name__: str
     ABOUT: str

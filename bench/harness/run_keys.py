@@ -123,23 +123,24 @@ def _meta(run_dir: Path) -> RunMeta | None:
         return None  # not a run folder of this suite's, or a torn one: not ours to judge
 
 
-def _left_behind(meta: RunMeta) -> bool:
-    """An incomplete run on a user's server that has not been cleaned since."""
-    record = meta.keys
-    cleaned = meta.keys_left is not None and meta.keys_left["keys"] == 0
-    return not meta.complete and record is not None and not record["own_server"] and not cleaned
+def _left_behind(results_root: Path) -> Iterator[tuple[Path, KeyRecord]]:
+    """Every incomplete run under ``results_root`` on a user's server, not cleaned since, with its keys."""
+    for run_dir in sorted(p for p in results_root.glob("*") if p.is_dir()):
+        if (meta := _meta(run_dir)) is None or meta.complete or meta.keys is None or meta.keys["own_server"]:
+            continue
+        if meta.keys_left is None or meta.keys_left["keys"] != 0:
+            yield run_dir, meta.keys
 
 
 def earlier_left(results_root: Path, settings: RedisSettings) -> str | None:
     """A warning when earlier incomplete runs recorded prefixes on this server that still hold keys."""
     url = redact_url(settings.url)
     holding: list[Path] = []
-    for run_dir in sorted(p for p in results_root.glob("*") if p.is_dir()):
-        meta = _meta(run_dir)
-        if meta is None or meta.keys is None or not _left_behind(meta) or meta.keys["url"] != url:
+    for run_dir, keys in _left_behind(results_root):
+        if keys["url"] != url:
             continue
         try:
-            if count_keys(settings, meta.keys["prefixes"], first_only=True):
+            if count_keys(settings, keys["prefixes"], first_only=True):
                 holding.append(run_dir)
         except redis.RedisError:
             return None  # the run's own check of the server says why
@@ -209,8 +210,7 @@ def clean_main(argv: list[str]) -> int:
         raise BenchError("name a run to clean (a folder or a run id), or give --all-incomplete")
     runs = [resolve_run(name, args.results) for name in args.runs]
     if args.all_incomplete:
-        found = (p for p in sorted(args.results.glob("*")) if p.is_dir())
-        runs += [p for p in found if (meta := _meta(p)) is not None and _left_behind(meta)]
+        runs += [run_dir for run_dir, _ in _left_behind(args.results)]
     env_url = os.environ.get("REDIS_URL", "").strip()
     for run_dir in dict.fromkeys(runs):
         print(clean_run(run_dir, env_url))

