@@ -6,27 +6,19 @@ import argparse
 import importlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol, cast
+from typing import cast
 
 from bench.errors import BenchError
 from bench.harness.context import RunContext
 from bench.harness.profile import STAGES, Profile, load_profile
 from bench.harness.progress import Progress, StagePlan
-from bench.harness.run_folder import add_quiet_machine, mark_complete, open_run
+from bench.harness.run_folder import Stage, add_quiet_machine, mark_complete, open_run
 from bench.results.files import RESULTS_DIR
 from bench.results.stages import BY_ID
 
 
-class Stage(Protocol):
-    """The face of every stage module (bench/<stage>/stage.py); the report is not one (below)."""
-
-    def check_profile(self, profile: Profile) -> None: ...
-    def point_seconds(self, profile: Profile) -> tuple[float, ...]: ...
-    def run_stage(self, ctx: RunContext) -> None: ...
-
-
 def stage_module(stage: str) -> Stage:
-    """The stage's module, imported on demand: pyperf, Locust and the rest load only for a run's stages."""
+    """The stage's module, imported on demand: pyperf, Locust and the rest load only when needed."""
     return cast(Stage, importlib.import_module(BY_ID[stage].module))
 
 

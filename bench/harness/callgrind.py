@@ -73,8 +73,7 @@ def _unshare() -> tuple[str, ...]:
 
 @functools.cache
 def seed_refused() -> str | None:
-    """Why Redis's seeds and clock cannot be pinned here (unshare missing or refused, or no C
-    compiler), or None when they can."""
+    """Why Redis's seeds and clock cannot be pinned here (no cc, no unshare or refused), or None."""
     if shutil.which("cc") is None:
         return "no C compiler (cc) to build the clock's pin (apt-get install gcc)"
     if shutil.which("unshare") is None:
@@ -186,8 +185,7 @@ LIBC_MALLOC_TUNABLES = ":".join(
 
 
 def allocator_env() -> dict[str, str]:
-    """The environment a counted server's allocators run under: jemalloc's (Debian's and the one
-    Redis bundles) and glibc's."""
+    """The environment a counted server's allocators run under: jemalloc's (both builds) and glibc's."""
     return {**dict.fromkeys(ALLOCATOR_ENV, ALLOCATOR_CONF), "GLIBC_TUNABLES": LIBC_MALLOC_TUNABLES}
 
 
@@ -234,8 +232,7 @@ class CallgrindRedis(EmbeddedRedis):
         return (*_unshare(), "sh", "-c", _PIN, str(seed), "env", f"LD_PRELOAD={self._build_pin()}")
 
     def _build_pin(self) -> Path:
-        """The preloaded library that pins random()'s seed and the wall clock, built here once
-        (a restart finds it)."""
+        """The preloaded library that pins random()'s seed and the clock, built once (a restart finds it)."""
         library = self.folder / PIN_LIBRARY
         if library.exists():
             return library
@@ -247,28 +244,21 @@ class CallgrindRedis(EmbeddedRedis):
         assert self.process is not None
         _run(["callgrind_control", flag, str(self.process.pid)], f"callgrind_control {flag} failed")
 
-    def _dumps(self) -> set[Path]:
-        return set(self.folder.glob(f"{OUT_FILE}.*"))
-
-    def dump(self) -> Count:
-        """The instructions counted since the last zero, by function (the dump read, then removed)."""
-        before = self._dumps()
+    def measure(self, action: Callable[[], object], calls: int) -> Count:
+        """Instructions of ``calls`` runs of ``action``, in this server's scope, and by function:
+        the counters zeroed before, dumped after (each dump read, then removed)."""
+        self._control("-z")
+        for _ in range(calls):
+            action()
+        before = set(self.folder.glob(f"{OUT_FILE}.*"))
         self._control("-d")
-        new = sorted(self._dumps() - before, key=lambda p: int(p.suffix.lstrip(".") or 0))
+        new = set(self.folder.glob(f"{OUT_FILE}.*")) - before
         if not new:
             raise BenchError(f"callgrind_control -d wrote no dump in {self.folder}")
         counted = Count(0)
-        for path in new:
+        for path in sorted(new, key=lambda p: int(p.suffix.lstrip(".") or 0)):
             counted += Count(instructions_in(path), function_costs(path))
             path.unlink()
-        return counted
-
-    def measure(self, action: Callable[[], object], calls: int) -> Count:
-        """Instructions of ``calls`` runs of ``action``, in this server's scope, and by function."""
-        self._control("-z")  # every counter to zero: what follows is counted from here
-        for _ in range(calls):
-            action()
-        counted = self.dump()
         if counted.total == 0 and calls > 0:
             raise BenchError(
                 f"callgrind counted no instructions in {', '.join(SCOPES[self.scope])}: "

@@ -77,9 +77,6 @@ class EmbeddedCluster:
     def binary(self) -> str:
         return self.nodes[0].binary
 
-    def version(self) -> str:
-        return self.nodes[0].version()
-
     def start(self) -> EmbeddedCluster:
         try:
             ports = list(self.fixed_ports or free_cluster_ports(self.masters))
@@ -123,7 +120,7 @@ class EmbeddedCluster:
     def _form(self) -> None:
         clients = [self._client(node.port) for node in self.nodes]
         try:
-            ranged = _version_tuple(self.version()) >= (7, 0)  # ADDSLOTSRANGE is Redis 7
+            ranged = _version_tuple(self.nodes[0].version()) >= (7, 0)  # ADDSLOTSRANGE is Redis 7
             for epoch, (client, (first, last)) in enumerate(
                 zip(clients[: self.masters], slot_ranges(self.masters), strict=True), start=1
             ):
@@ -144,8 +141,7 @@ class EmbeddedCluster:
                 client.close()
 
     def _replicate(self, clients: list[redis.Redis]) -> None:
-        """Each replica node follows its master; the start waits until each one has synced (a
-        replica that never synced does not take over)."""
+        """Each replica follows its master, synced before the start ends (else it would not take over)."""
         masters, replicas = clients[: self.masters], clients[self.masters :]
         for master, replica in zip(masters, replicas, strict=True):
             # No failover until a test asks (allow_failover): on a loaded machine a master late to

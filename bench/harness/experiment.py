@@ -40,8 +40,7 @@ class Experiment:
         self.tables.setdefault(table, []).append(values)
 
     def record_server(self, client: Client) -> None:
-        """The Redis the experiment ran on, into meta.json: one of its own (embedded), so every key
-        there is the experiment's and none outlives it."""
+        """The experiment's own embedded Redis, into meta.json: every key there is its, none outlives it."""
         info = client.info("server")
         ((where, _),) = primaries(client)
         name, own = server_identity(info)

@@ -449,8 +449,7 @@ def _self_cpu() -> CpuTable:
 
 
 def check_machine(roots: Iterable[int] | None = None) -> MachineCheck:
-    """Watch the machine for CHECK_WINDOW_S (nothing of the run measured yet) and name the busiest
-    processes outside the run's family (by default the calling process's)."""
+    """Watch the machine for CHECK_WINDOW_S and name the busiest processes outside the run's family."""
     before = _self_cpu()
     watch = MachineWatch([os.getpid()] if roots is None else roots).start()
     time.sleep(CHECK_WINDOW_S)

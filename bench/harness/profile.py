@@ -1,10 +1,6 @@
-"""Named load profiles: profiles/<name>.conf, in Locust's ``key = value`` config format.
-
-One file holds every stage's settings. Keys are the option names with dashes
-(``sweep-sizes``); a list is comma-separated. The file is checked whole before
-a run starts: an unknown key, a count below its minimum or a value that is not
-a number is a one-line error naming the key and what to do.
-"""
+"""Named load profiles: profiles/<name>.conf, in Locust's ``key = value`` config format, one file
+for every stage's settings (lists comma-separated), checked whole before a run starts: a bad key
+or value is a one-line error naming the key and what to do."""
 
 from __future__ import annotations
 
@@ -206,8 +202,7 @@ class BullmqWorkerOptions:
 
 @dataclass(frozen=True)
 class InstructionsOptions:
-    """The instructions Redis executes a call and a job, counted under valgrind's callgrind (skipped
-    with one line where valgrind is missing)."""
+    """The instructions Redis executes a call and a job, counted under valgrind's callgrind."""
 
     # calls a step's batch; 2N more check the count is a cost per call. A multiple of 50: Redis steps
     # Lua's garbage collector every 50 script calls, so each batch holds whole steps of it
@@ -254,8 +249,7 @@ STAGES = (*RUN_ORDER, "report")  # the report last, after what it reports
 
 
 def finish_fetch_protocols(profile: Profile) -> tuple[str, ...]:
-    """The protocols the finish_fetch stage runs: its own key's, in the profile's order, else the
-    profile's."""
+    """The protocols the finish_fetch stage runs: its key's (in the profile's order), else the profile's."""
     chosen = profile.finish_fetch.finish_fetch_protocols
     return tuple(p for p in profile.protocols if p in chosen) if chosen else profile.protocols
 
@@ -344,8 +338,7 @@ def _scalar(kind: Any, raw: str, where: Where, minimum: float | None) -> Any:
 def parse_value(
     key: str, kind: Any, raw: str, minimum: float | None = None, *, flag: str | None = None
 ) -> Any:
-    """``raw`` as profile key ``key`` of type ``kind`` holds it; errors name ``flag`` when it
-    came from the command line instead."""
+    """``raw`` as profile key ``key`` of type ``kind`` holds it; errors name ``flag`` when given."""
     where = (
         (flag, " ", "fix it on the command line")
         if flag

@@ -43,8 +43,7 @@ _open_line: list[Progress] = []  # the Progress whose line the cursor is on, if 
 
 
 def end_open_line() -> None:
-    """End a progress line left open (before an error or Ctrl-C message), so the message that
-    follows starts on a line of its own."""
+    """End a progress line left open, so an error or Ctrl-C message starts on a line of its own."""
     while _open_line:
         _open_line.pop().done()
 

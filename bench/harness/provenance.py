@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import platform
@@ -50,12 +51,10 @@ def installed_packages() -> dict[str, str]:
 
 
 def cpu_model() -> str:
-    try:
+    with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
     return platform.processor() or platform.machine()
 
 
@@ -123,10 +122,7 @@ def _turbo(root: Path) -> str | None:
 
 
 def _kernel_option(cmdline: str | None, name: str) -> str | None:
-    for word in (cmdline or "").split():
-        if word.startswith(f"{name}="):
-            return word.split("=", 1)[1]
-    return None
+    return next((w.split("=", 1)[1] for w in (cmdline or "").split() if w.startswith(f"{name}=")), None)
 
 
 def system_view(root: Path = CPU, proc: Path = Path("/proc")) -> dict[str, str | None]:
@@ -180,8 +176,7 @@ def code_record() -> CodeRecord:
 
 
 def machine_record() -> MachineRecord:
-    """meta.json's word on the machine and the Python that ran: the same for a run, an experiment
-    and a direct Locust run."""
+    """meta.json's word on the machine and the Python: the same for a run, an experiment, a Locust run."""
     return MachineRecord(
         python=platform.python_version(),
         cpu_model=cpu_model(),

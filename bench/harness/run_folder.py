@@ -109,8 +109,7 @@ def mark_complete(run_dir: Path) -> None:
 
 
 def add_quiet_machine(parser: argparse.ArgumentParser) -> None:
-    """``--quiet-machine``, the same for every command that opens a run folder (run, sweep, race):
-    its value goes to open_run."""
+    """``--quiet-machine``, the same for every command that opens a run folder."""
     parser.add_argument(
         "--quiet-machine",
         action="store_true",
@@ -256,17 +255,21 @@ class Flags(Protocol):
     def profile(self, args: argparse.Namespace) -> Profile: ...
 
 
-class AloneStage(Protocol):
+class Stage(Protocol):
+    """The face of every stage module (bench/stages/<id>/stage.py)."""
+
+    def check_profile(self, profile: Profile, /) -> None: ...
+    def point_seconds(self, profile: Profile, /) -> tuple[float, ...]: ...
+    def run_stage(self, ctx: RunContext, /) -> None: ...
+
+
+class AloneStage(Stage, Protocol):
     """A stage's module as `echomq-bench <id>` runs it alone; ``scripts_alone(profile)``, where it
     has one, names the scripts of its own it loads beyond the protocols'."""
 
     __name__: str
     ABOUT: str
     FLAGS: Flags
-
-    def check_profile(self, profile: Profile, /) -> None: ...
-    def point_seconds(self, profile: Profile, /) -> tuple[float, ...]: ...
-    def run_stage(self, ctx: RunContext, /) -> None: ...
 
 
 def run_alone(stage: AloneStage, argv: list[str]) -> Path:

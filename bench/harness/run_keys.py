@@ -89,8 +89,7 @@ def remove_keys(settings: RedisSettings, prefixes: Sequence[str]) -> int:
 
 
 def left_line(run_dir: Path, record: KeyRecord, keys: int | None, why: str = "it did not answer") -> str:
-    """The line a run ends with when its keys remain on the server, or may (``why`` they were not
-    counted)."""
+    """The line a run ends with when its keys remain on the server, or may (``why`` not counted)."""
     under = ", ".join(f"{prefix}*" for prefix in record["prefixes"])
     if keys is None:
         said = f"keys under {under} may remain on {record['url']} ({why})"

@@ -55,8 +55,7 @@ class ClusterMaster:
 
 
 def parse_masters(nodes: Any) -> list[ClusterMaster]:
-    """The masters of a CLUSTER NODES reply as redis-py parses it ({address: fields}), with
-    their slot ranges, ordered by their first slot."""
+    """The masters of a CLUSTER NODES reply ({address: fields}), with their slots, by first slot."""
     masters = []
     for address, node in dict(nodes).items():
         flags = str(node.get("flags", ""))
@@ -139,8 +138,7 @@ def server_identity(info: Mapping[str, object]) -> tuple[str, str]:
 
 
 def identify(settings: RedisSettings) -> tuple[str, str]:
-    """The server's name and its own version, asked of it (one node of a cluster: a cluster's
-    nodes are one kind of server)."""
+    """The server's name and its own version, asked of it (a cluster's nodes are one kind of server)."""
     client = settings.connect_single()
     try:
         return server_identity(client.info("server"))
@@ -163,8 +161,7 @@ UNREACHABLE_REMEDY = "start it, or fix or unset REDIS_URL"
 
 
 def check_server(settings: RedisSettings, unreachable_remedy: str = UNREACHABLE_REMEDY) -> str:
-    """Check a user's server (or every master of a cluster) is fit for a run; returns its version
-    (a cluster's oldest master's). Raises BenchError, one line."""
+    """A user's server (every master of a cluster) checked fit for a run; its (oldest) version."""
     return inspect_server(settings, unreachable_remedy)[0]
 
 
@@ -371,7 +368,6 @@ class EmbeddedRedis:
     def restart(self) -> None:
         """A new server on the same port after a crash: without persistence, it starts empty."""
         self.kill()
-        self._kill()
         self._spawn()
         if not self._wait_ready():
             raise BenchError(f"embedded redis-server did not restart on port {self.port}")
@@ -423,10 +419,7 @@ class EmbeddedRedis:
     def version(self) -> str:
         # The binary says its version without needing the server's password.
         out = subprocess.run([self.binary, "--version"], capture_output=True, text=True, timeout=10)
-        for part in out.stdout.split():
-            if part.startswith("v="):
-                return part[2:]
-        return "unknown"
+        return next((part[2:] for part in out.stdout.split() if part.startswith("v=")), "unknown")
 
     def _kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
