@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Sequence
+from contextlib import closing
 
 import redis
 from redis.backoff import NoBackoff
@@ -188,11 +189,8 @@ class EmbeddedCluster:
     def allow_failover(self) -> None:
         """Let each replica take over its master when it fails (they start refusing to)."""
         for node in self.nodes[self.masters :]:
-            client = self._client(node.port)
-            try:
+            with closing(self._client(node.port)) as client:
                 client.config_set("cluster-replica-no-failover", "no")
-            finally:
-                client.close()
 
     def kill(self, index: int) -> None:
         """SIGKILL one master, as a crash would (fault tests)."""

@@ -10,7 +10,7 @@ import os
 import shutil
 import sys
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
@@ -87,13 +87,11 @@ class OpenRun:
         write_meta(self.ctx.run_dir, RunMeta, stages_done=self.stages_done)
 
     def _note_memory(self, stage: str, when: str) -> None:
-        client = self.ctx.settings.connect()
-        try:  # one server's figures: on a cluster, the first master's (as the calibration's)
-            self.memory.setdefault(stage, {})[when] = memory_now(primaries(client)[0][1])
-        except redis.RedisError:
-            return  # a server gone: the stage's own error says so
-        finally:
-            client.close()
+        with closing(self.ctx.settings.connect()) as client:
+            try:  # one server's figures: on a cluster, the first master's (as the calibration's)
+                self.memory.setdefault(stage, {})[when] = memory_now(primaries(client)[0][1])
+            except redis.RedisError:
+                return  # a server gone: the stage's own error says so
         write_meta(self.ctx.run_dir, RunMeta, redis_memory=self.memory)
 
 
@@ -166,13 +164,10 @@ def open_run(
             with key_scope(run_dir, settings.url, own_server) as keys:
                 record.append(keys)
                 need = _memory_need(settings, server, profile, planned) if memory_check else None
-                client = settings.connect()
-                try:
+                with closing(settings.connect()) as client:
                     shas = Queue.open(client, fresh_queue_name("meta"), tuple(extra_scripts)).scripts.shas()
                     # On a cluster, the first master's figures: one server's, as on a single one.
                     calibration = calibrate(primaries(client)[0][1])
-                finally:
-                    client.close()
                 scope = watch_scope(settings, server)
                 write_provenance(run_dir, profile, server, shas, scope, machine, calibration, need)
                 ctx = RunContext(profile, settings, server, run_dir, progress, watch_pids=scope.extra_pids)
@@ -203,11 +198,8 @@ def _failure(
     # A stage that met a server gone, restarted, too slow or refusing every call, and did not say
     # so itself. A refusal (OOM, READONLY, ...) says so, with the server's figures when it answers.
     if reached:
-        client = reached[0].connect()
-        try:
+        with closing(reached[0].connect()) as client:
             refusal = refused(exc, reached[0].where, client)
-        finally:
-            client.close()
         if refusal is not None:
             return refusal, str(refusal)
     reason = (
@@ -239,11 +231,8 @@ def _memory_need(
     folder stays); None on a cluster: its masters' room is not one figure."""
     if server.is_cluster:
         return None
-    client = settings.connect()
-    try:
+    with closing(settings.connect()) as client:
         need = measure_need(client, settings, profile, stages, embedded=server.binary is not None)
-    finally:
-        client.close()
     check_headroom(need)
     return need
 

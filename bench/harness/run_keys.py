@@ -16,7 +16,7 @@ import itertools
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import redis
@@ -62,20 +62,17 @@ def _keys(client: Client, prefixes: Sequence[str]) -> Iterator[tuple[redis.Redis
 
 def count_keys(settings: RedisSettings, prefixes: Sequence[str], first_only: bool = False) -> int:
     """How many keys are under ``prefixes`` (with ``first_only``: 1 once one is found)."""
-    client = dataclasses.replace(
+    brief = dataclasses.replace(
         settings, connect_timeout_s=COUNT_CONNECT_TIMEOUT_S, socket_timeout_s=COUNT_SOCKET_TIMEOUT_S
-    ).connect()
-    try:
+    )
+    with closing(brief.connect()) as client:
         return sum(1 for _ in itertools.islice(_keys(client, prefixes), 1 if first_only else None))
-    finally:
-        client.close()
 
 
 def remove_keys(settings: RedisSettings, prefixes: Sequence[str]) -> int:
     """UNLINK every key under ``prefixes``, in batches, on every master; how many were removed."""
-    client = settings.connect()
     removed = 0
-    try:
+    with closing(settings.connect()) as client:
         for node, found in itertools.groupby(_keys(client, prefixes), key=lambda pair: pair[0]):
             keys = (key for _, key in found)
             while batch := list(itertools.islice(keys, UNLINK_BATCH)):
@@ -83,8 +80,6 @@ def remove_keys(settings: RedisSettings, prefixes: Sequence[str]) -> int:
                 for key in batch:  # one key a command: a cluster node's keys span many slots
                     pipe.unlink(key)
                 removed += sum(int(n) for n in pipe.execute())
-    finally:
-        client.close()
     return removed
 
 

@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
+from contextlib import closing
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -139,11 +140,8 @@ def server_identity(info: Mapping[str, object]) -> tuple[str, str]:
 
 def identify(settings: RedisSettings) -> tuple[str, str]:
     """The server's name and its own version, asked of it (a cluster's nodes are one kind of server)."""
-    client = settings.connect_single()
-    try:
+    with closing(settings.connect_single()) as client:
         return server_identity(client.info("server"))
-    finally:
-        client.close()
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:

@@ -5,6 +5,7 @@ that pid is a Redis process here (a server in a container answers with a pid of 
 from __future__ import annotations
 
 import ipaddress
+from contextlib import closing
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -55,13 +56,11 @@ def watch_scope(settings: RedisSettings, server: ServerInfo) -> WatchScope:
         return WatchScope((), EMBEDDED)
     if not is_loopback(settings):
         return WatchScope((), REMOTE)
-    client = settings.connect()
-    try:
-        pid = int(client.info("server").get("process_id", 0))
-    except (redis.RedisError, ValueError, TypeError):
-        pid = 0
-    finally:
-        client.close()
+    with closing(settings.connect()) as client:
+        try:
+            pid = int(client.info("server").get("process_id", 0))
+        except (redis.RedisError, ValueError, TypeError):
+            pid = 0
     if pid <= 0:
         return WatchScope((), f"{REMOTE} (its pid is not known)")
     if not _is_redis_here(pid):
