@@ -26,16 +26,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
-def usage() -> str:
-    lines = ["usage: echomq-bench <command> [options]", "", "commands:"]
-    lines += [f"  {name:<13} {text}" for name, (_, _, text) in COMMANDS.items()]
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in ("-h", "--help", "help"):
-        print(usage())
+        print("usage: echomq-bench <command> [options]\n\ncommands:")
+        print("\n".join(f"  {name:<13} {text}" for name, (_, _, text) in COMMANDS.items()))
         return 0
     command, rest = args[0], args[1:]
     if command not in COMMANDS:
@@ -61,34 +56,18 @@ def main(argv: list[str] | None = None) -> int:
 
         run_alone(module, rest)  # a stage's module: its face, FLAGS and ABOUT (AloneStage)
         return 0
-    except BenchError as exc:
-        _end_progress_line()
-        print(f"echomq-bench: error: {exc}", file=sys.stderr)
-        _print_after(exc.after)
-        return 2
-    except Interrupted as exc:
-        _end_progress_line()
-        print(f"echomq-bench: {exc}", file=sys.stderr)
-        _print_after(exc.after)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        _end_progress_line()
-        print("echomq-bench: interrupted", file=sys.stderr)
-        return 130
-
-
-def _print_after(line: str | None) -> None:
-    """The line an error carries after it: the run's keys left on the server, and the command."""
-    if line:
-        print(line, file=sys.stderr)
-
-
-def _end_progress_line() -> None:
-    """Our one line goes on a line of its own, after a progress line the terminal may still hold
-    (and the ^C the terminal echoed there)."""
-    progress = sys.modules.get("bench.harness.progress")  # only a command that showed progress
-    if progress is not None:
-        progress.end_open_line()
+    except (BenchError, Interrupted, KeyboardInterrupt) as exc:
+        # Our line goes on a line of its own, after a progress line the terminal may still hold
+        # (and the ^C it echoed there); only a command that showed progress loaded the module.
+        progress = sys.modules.get("bench.harness.progress")
+        if progress is not None:
+            progress.end_open_line()
+        said = f"error: {exc}" if isinstance(exc, BenchError) else str(exc) or "interrupted"
+        print(f"echomq-bench: {said}", file=sys.stderr)
+        after = getattr(exc, "after", None)  # the run's keys left on the server, and the command
+        if after:
+            print(after, file=sys.stderr)
+        return 2 if isinstance(exc, BenchError) else 130
 
 
 if __name__ == "__main__":

@@ -2,11 +2,8 @@
 
 
 class BenchError(Exception):
-    """A problem with the user's input or environment, reported as one line.
-
-    The command-line entry points print it as ``echomq-bench: error: <message>``
-    and exit non-zero; no traceback, since there is no bug to report.
-    """
+    """A problem with the user's input or environment: the entry point prints it as one line,
+    ``echomq-bench: error: <message>``, and exits 2; no traceback, since there is no bug to report."""
 
     after: str | None = None  # a line printed after it (the keys a run may have left)
 
@@ -16,15 +13,11 @@ class ProtocolError(BenchError):
 
     def __init__(self, script: str, code: int, job_id: str) -> None:
         super().__init__(f"{script} returned {code} for job {job_id}")
-        self.script = script
-        self.code = code
-        self.job_id = job_id
 
 
 class Interrupted(Exception):
     """Ctrl-C, after the run folder was marked: the entry point prints the line and exits 130."""
 
-    exit_code = 130
     after: str | None = None  # a line printed after it (the keys a run may have left)
 
 

@@ -6,39 +6,25 @@ import argparse
 import importlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol, cast
+from typing import cast
 
 from bench.errors import BenchError
 from bench.harness.context import RunContext
 from bench.harness.profile import STAGES, Profile, load_profile
 from bench.harness.progress import Progress, StagePlan
-from bench.harness.run_folder import add_quiet_machine, mark_complete, open_run
+from bench.harness.run_folder import Stage, add_quiet_machine, mark_complete, open_run
 from bench.results.files import RESULTS_DIR
 from bench.results.stages import BY_ID
 
 
-class Stage(Protocol):
-    """The face of every stage module (bench/<stage>/stage.py); the report is not one (below)."""
-
-    def check_profile(self, profile: Profile) -> None: ...
-    def point_seconds(self, profile: Profile) -> tuple[float, ...]: ...
-    def run_stage(self, ctx: RunContext) -> None: ...
-
-
 def stage_module(stage: str) -> Stage:
-    """The stage's module, imported when first asked for (pyperf, Locust's finder and the rest
-    load only for the stages a run has)."""
+    """The stage's module, imported on demand: pyperf, Locust and the rest load only when needed."""
     return cast(Stage, importlib.import_module(BY_ID[stage].module))
 
 
 def report_stage(ctx: RunContext) -> None:
-    """The run's last stage: report.md from the folder as it stands.
-
-    Every stage before it is done, so the run is complete as of now: meta.json
-    says so with the finish time before the report is written, and the report
-    says it too (a report that fails marks the run incomplete again). It lives
-    here, not in the report, so the report never imports the harness.
-    """
+    """The run's last stage: report.md. The run is marked complete first, so the report says so
+    (a report that fails marks it incomplete again); here, so the report never imports the harness."""
     from bench.report.render import write_report  # pandas and matplotlib only when reporting
 
     mark_complete(ctx.run_dir)
@@ -57,11 +43,8 @@ def stage_estimate(stage: str, profile: Profile) -> tuple[float, ...]:
 
 
 def stage_runner(stage: str, profile: Profile) -> Callable[[RunContext], None]:
-    """The stage's run_stage, after its check_profile(profile) passed.
-
-    Every stage checks its settings before the first one starts, so a bad
-    value in the last stage's keys fails the run at once, not minutes in.
-    """
+    """The stage's run_stage, after its check_profile(profile) passed: called for every stage
+    before the first starts, so a bad key of the last stage fails the run at once."""
     if stage == "report":
         return report_stage
     module = stage_module(stage)
@@ -92,7 +75,6 @@ def execute(
     profile: Profile,
     stages: Sequence[str],
     results_root: Path,
-    extra_scripts: Sequence[str] = (),
     quiet_machine: bool = False,
     memory_check: bool = True,
 ) -> int:
@@ -105,7 +87,7 @@ def execute(
     ordered = sorted(dict.fromkeys(stages), key=STAGES.index)
     runners = {stage: stage_runner(stage, profile) for stage in ordered}
     progress = Progress([StagePlan(stage, stage_estimate(stage, profile)) for stage in ordered])
-    with open_run(profile, stages, results_root, extra_scripts, progress, quiet_machine, memory_check) as run:
+    with open_run(profile, stages, results_root, (), progress, quiet_machine, memory_check) as run:
         for stage, runner in runners.items():
             progress.stage = stage
             progress("starting")
@@ -120,9 +102,7 @@ def execute(
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     profile = load_profile(args.profile)
-    stages = profile.stages
-    if args.stages:
-        stages = tuple(s.strip() for s in args.stages.split(",") if s.strip())
+    stages = tuple(s.strip() for s in args.stages.split(",") if s.strip()) if args.stages else profile.stages
     return execute(
         profile,
         stages,

@@ -6,8 +6,7 @@ import time
 from pathlib import Path
 
 from bench.harness.calibration import EVALSHAS, PINGS, ROUNDS, calibrate, ping_p50_us
-from bench.harness.provenance import installed_packages
-from bench.harness.system import cpu_list, system_view
+from bench.harness.provenance import cpu_list, installed_packages, system_view
 from bench.protocol.commandstats import CommandStats
 from bench.protocol.connection import Client
 

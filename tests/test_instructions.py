@@ -80,7 +80,7 @@ def two_command_counts(server: CallgrindRedis, client: Client) -> tuple[float, f
 
     for _ in range(50):
         call()
-    return server.count(call, CALLS) / CALLS, server.count(call, 2 * CALLS) / (2 * CALLS)
+    return server.measure(call, CALLS).total / CALLS, server.measure(call, 2 * CALLS).total / (2 * CALLS)
 
 
 def phase_measures(

@@ -66,7 +66,7 @@ def test_every_stage_has_the_same_names_below_its_files() -> None:
 
 def test_no_two_modules_of_the_suite_import_each_other() -> None:
     """No import circle, lazy or for type checking only: a data type lives in the module the
-    interface does (protocol.base), a module that needs two others sits above both (run_server)."""
+    interface does (protocol.base), a module that needs two others sits above both (run_folder)."""
     import grimp
 
     graph = grimp.build_graph("bench")

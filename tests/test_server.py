@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from bench.errors import BenchError
-from bench.harness.run_server import redis_for_run
+from bench.harness.run_folder import redis_for_run
 from bench.harness.server import EmbeddedRedis, check_server, require_version
 from bench.protocol.connection import RedisSettings, redact_url
 from tests.helpers import gone, made_from

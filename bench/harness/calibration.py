@@ -1,25 +1,11 @@
-"""A machine calibration at the start of a run, in well under two seconds.
+"""A machine calibration at the start of a run, in well under two seconds (docs/method.md).
 
-Three figures that do not depend on the queue, so two runs' figures can be
-read against each other: when a run's absolute numbers differ from another's
-and its calibration differs the same way, the machine (or the moment) changed,
-not the code.
-
-- ``python_loop_ns``: ns per iteration of a fixed pure-Python loop, the best
-  of a few rounds (the client's CPU: Locust users and drivers are Python).
-- ``ping_p50_us``: the client's PING round trip at one connection, median
-  of a round, the fastest round's (client, kernel and server together; the
-  floor of every call).
-- ``evalsha_us``: Redis's own µs per EVALSHA of ``return 1``, from the INFO
-  commandstats delta over a round of calls, the fastest round's (the
-  server's CPU and its Lua entry cost).
-
-Each figure is the fastest of a few rounds, as the loop's: a burst of steal
-in one round moved a single batch's evalsha_us x2.9 between two runs a
-minute apart whose jobs/s moved x0.83. compare shows them side by side; they
-never widen its thresholds (those are learnt from A/A pairs). The statistics
-are read, never reset: CONFIG RESETSTAT would disturb a user's server and any
-other reader.
+Three figures that do not depend on the queue: when a run's numbers differ from another's and its
+calibration differs the same way, the machine (or the moment) changed, not the code. Each is the
+fastest of a few rounds: a burst of steal in one round moved a single batch's evalsha_us x2.9
+between two runs a minute apart whose jobs/s moved x0.83. They never widen compare's thresholds
+(those are learnt from A/A pairs). Statistics are read, never reset: CONFIG RESETSTAT would disturb
+a user's server and any other reader.
 """
 
 from __future__ import annotations
@@ -56,9 +42,8 @@ class Calibration:
 
 
 def python_loop_ns() -> float:
-    """ns per iteration of a fixed loop of integer arithmetic, the fastest of LOOP_ROUNDS.
-
-    The fastest round is the machine's speed; the slower ones measured what else ran."""
+    """ns per iteration of a fixed loop of integer arithmetic (the client's CPU: Locust users and
+    drivers are Python); the fastest round is the machine's speed, the slower measured what else ran."""
     best = float("inf")
     for _ in range(LOOP_ROUNDS):
         total = 0
@@ -70,6 +55,8 @@ def python_loop_ns() -> float:
 
 
 def ping_p50_us(client: redis.Redis | RedisCluster) -> float:
+    """The PING round trip at one connection (client, kernel and server: the floor of every call),
+    the fastest round's median."""
     client.ping()  # the connection is made before the first timed call
     medians = []
     for _ in range(ROUNDS):
@@ -83,8 +70,8 @@ def ping_p50_us(client: redis.Redis | RedisCluster) -> float:
 
 
 def evalsha_us(client: redis.Redis | RedisCluster) -> float | None:
-    """Redis's µs per EVALSHA of ``return 1``, from the commandstats delta of our calls: the
-    fastest round's."""
+    """Redis's µs per EVALSHA of ``return 1`` (the server's CPU and its Lua entry cost), from the
+    commandstats delta of our calls: the fastest round's."""
     sha = str(client.script_load(RETURN_ONE))
     client.evalsha(sha, 0)  # loaded and run once, outside the delta
     rounds = []

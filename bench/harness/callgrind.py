@@ -1,47 +1,24 @@
-"""A redis-server under valgrind's callgrind: the instructions Redis executes, counted.
+"""A redis-server under valgrind's callgrind: the instructions Redis executes, counted (what is
+counted and why it holds still: docs/results-reference.md, instructions.csv).
 
-A count of instructions is not a time: steal, a busy neighbour or a slow clock
-cannot move it, so a change of a few percent in a script's cost shows where a
-time would drown it. The server runs under ``valgrind --tool=callgrind`` with
-collection on only inside the functions of its ``Scope``; ``callgrind_control``
-zeroes the counters before a batch of calls and dumps them after it, and the
-dump's ``summary:`` line is the batch's count. Only Redis's own user-space
-instructions are counted: the client, the network and the kernel's share of a
-call are outside it.
+Collection is on only inside the functions of the server's ``Scope``; ``callgrind_control`` zeroes
+the counters before a batch of calls and dumps them after it, and the dump's ``summary:`` line is
+the batch's count. Two scopes, each its own server (callgrind cannot count two regions at once):
 
-Two scopes, each its own server (callgrind cannot count two regions at once):
-
-- ``command``: inside command execution, Redis's ``call()`` (a script's own
-  ``redis.call`` commands run nested in it and are counted with it): what a
+- ``command``: Redis's ``call()`` (a script's own ``redis.call`` commands run nested in it): what a
   script costs.
-- ``server``: a request from its read to its reply: ``readQueryFromClient``
-  (read, parse, look up, run) and ``beforeSleep`` (which writes the replies).
-  The timers (``serverCron``) are outside both, so an idle second adds about
-  3,000 instructions, and a slower machine no more than that.
+- ``server``: a request from its read to its reply: ``readQueryFromClient`` (read, parse, look up,
+  run) and ``beforeSleep`` (which writes the replies). The timers (``serverCron``) are outside
+  both, so an idle second adds about 3,000 instructions.
 
-Redis takes three inputs from outside its calls, and each moved the counts from
-server to server, so each is pinned:
-
-- Its hash tables' seed, 64 bytes of /dev/urandom read at start: a key's or a
-  command name's lookup walks a longer or shorter chain (a sweep moved 1.8%). The
-  server runs in a mount namespace of its own (``unshare``: as root, or as a user
-  through a user namespace) where /dev/urandom is a file of fixed bytes.
-- random()'s seed, the start's time and pid: a sorted set's node levels, so each
-  ZADD's walk and allocation (a fused job moved 0.16%).
-- The wall clock: a stream id is its millisecond, and the id's encoding follows the
-  gap to the last one. It stands still at ``PINNED_MS``.
-
-The last two are pinned by a small library preloaded into the server
-(``pinned_inputs.c``, built with ``cc`` as the server starts). Where ``unshare`` or
-``cc`` is missing, the inputs stay as they come and ``seed_pinned`` is false, with
-the reason in the run's meta.json. Rehashing by the clock (``activerehashing``) is
-off, so a table's rehash steps all fall inside the commands that touch it, whatever
-the timing. The command table's lookups stay out of the counts either way. (In the ``command``
-scope the client command's own lookup, made before ``call()``, toggles collection
-on for its length instead: one lookup a request.)
-
-The Debian redis-server exports these symbols; a binary without them counts
-nothing, which ``count`` refuses with one line.
+The command table's lookups stay out either way (in ``command`` the client command's own lookup,
+made before ``call()``, toggles collection on for its length instead: one lookup a request).
+Redis's inputs from outside its calls are pinned, each having moved counts from server to server:
+/dev/urandom's seed of its hash tables (a sweep moved 1.8%) by a private mount namespace
+(``unshare``); random()'s seed (a fused job moved 0.16%) and the wall clock (stream ids), stopped
+at ``PINNED_MS``, by ``pinned_inputs.c``, preloaded. Where ``unshare`` or ``cc`` is missing they
+stay as they come and ``seed_pinned`` is false. A binary without these symbols (a stripped build)
+counts nothing, which ``measure`` refuses with one line.
 """
 
 from __future__ import annotations
@@ -96,8 +73,7 @@ def _unshare() -> tuple[str, ...]:
 
 @functools.cache
 def seed_refused() -> str | None:
-    """Why Redis's seeds and clock cannot be pinned here (unshare missing or refused, or no C
-    compiler), or None when they can."""
+    """Why Redis's seeds and clock cannot be pinned here (no cc, no unshare or refused), or None."""
     if shutil.which("cc") is None:
         return "no C compiler (cc) to build the clock's pin (apt-get install gcc)"
     if shutil.which("unshare") is None:
@@ -209,8 +185,7 @@ LIBC_MALLOC_TUNABLES = ":".join(
 
 
 def allocator_env() -> dict[str, str]:
-    """The environment a counted server's allocators run under: jemalloc's (Debian's and the one
-    Redis bundles) and glibc's."""
+    """The environment a counted server's allocators run under: jemalloc's (both builds) and glibc's."""
     return {**dict.fromkeys(ALLOCATOR_ENV, ALLOCATOR_CONF), "GLIBC_TUNABLES": LIBC_MALLOC_TUNABLES}
 
 
@@ -224,8 +199,9 @@ class CallgrindRedis(EmbeddedRedis):
         if missing:
             raise BenchError(f"cannot count instructions: {missing}")
         # No slowlog: under valgrind every call is slow, and logging one copies its arguments,
-        # so the count would follow the clock. No jemalloc background thread: its purges race the
-        # main thread's allocations (bullmq's extendLock moved 0.27% from server to server).
+        # so the count would follow the clock. No rehashing by the clock: a table's rehash steps
+        # fall inside the commands that touch it. No jemalloc background thread: its purges race
+        # the main thread's allocations (bullmq's extendLock moved 0.27% from server to server).
         extra = ("--slowlog-log-slower-than", "-1", "--activerehashing", "no", "--jemalloc-bg-thread", "no")
         super().__init__(source, extra_args=extra, binary=binary)
         self.scope = scope
@@ -256,8 +232,7 @@ class CallgrindRedis(EmbeddedRedis):
         return (*_unshare(), "sh", "-c", _PIN, str(seed), "env", f"LD_PRELOAD={self._build_pin()}")
 
     def _build_pin(self) -> Path:
-        """The preloaded library that pins random()'s seed and the wall clock, built here once
-        (a restart finds it)."""
+        """The preloaded library that pins random()'s seed and the clock, built once (a restart finds it)."""
         library = self.folder / PIN_LIBRARY
         if library.exists():
             return library
@@ -269,40 +244,21 @@ class CallgrindRedis(EmbeddedRedis):
         assert self.process is not None
         _run(["callgrind_control", flag, str(self.process.pid)], f"callgrind_control {flag} failed")
 
-    def _dumps(self) -> set[Path]:
-        return set(self.folder.glob(f"{OUT_FILE}.*"))
-
-    def zero(self) -> None:
-        """Every counter to zero: what follows is counted from here."""
+    def measure(self, action: Callable[[], object], calls: int) -> Count:
+        """Instructions of ``calls`` runs of ``action``, in this server's scope, and by function:
+        the counters zeroed before, dumped after (each dump read, then removed)."""
         self._control("-z")
-
-    def dump(self) -> Count:
-        """The instructions counted since the last zero, by function (the dump read, then removed)."""
-        before = self._dumps()
+        for _ in range(calls):
+            action()
+        before = set(self.folder.glob(f"{OUT_FILE}.*"))
         self._control("-d")
-        new = sorted(self._dumps() - before, key=lambda p: int(p.suffix.lstrip(".") or 0))
+        new = set(self.folder.glob(f"{OUT_FILE}.*")) - before
         if not new:
             raise BenchError(f"callgrind_control -d wrote no dump in {self.folder}")
         counted = Count(0)
-        for path in new:
+        for path in sorted(new, key=lambda p: int(p.suffix.lstrip(".") or 0)):
             counted += Count(instructions_in(path), function_costs(path))
             path.unlink()
-        return counted
-
-    def __enter__(self) -> CallgrindRedis:
-        self.start()
-        return self
-
-    def count(self, action: Callable[[], object], calls: int) -> int:
-        """Instructions of ``calls`` runs of ``action``, in this server's scope."""
-        return self.measure(action, calls).total
-
-    def measure(self, action: Callable[[], object], calls: int) -> Count:
-        """Instructions of ``calls`` runs of ``action``, in this server's scope, and by function."""
-        self.zero()
-        for _ in range(calls):
-            action()
-        counted = self.dump()
         if counted.total == 0 and calls > 0:
             raise BenchError(
                 f"callgrind counted no instructions in {', '.join(SCOPES[self.scope])}: "

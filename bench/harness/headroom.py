@@ -1,15 +1,9 @@
 """Before a run: does the server have room for what the run keeps? From INFO, no CONFIG.
 
-Jobs cost memory while a run holds them: every finished job is kept (the
-protocols' default, BullMQ's too) until the run deletes its queue, and the
-sweep builds active lists of up to its largest size. The run's need is the most
-jobs any one step holds at once (each finish_fetch run, bullmq_worker run and
-sweep size has a queue of its own, deleted after it) times the bytes a job
-costs on this server, measured by a calibration add of a few hundred jobs on
-the run's own queue (finished and kept, as the load's are; deleted after), with
-a margin. It is checked against the headroom under ``maxmemory``; with no
-``maxmemory``, against the machine's available memory when the server runs on
-this machine (embedded, or loopback).
+Every finished job is kept (the protocols' default, BullMQ's too) until the run deletes its queue.
+The need is the most jobs any one step holds at once (each step has a queue of its own, deleted
+after it) times the bytes a job costs on this server, with a margin; it is checked against the
+room under ``maxmemory``, else the machine's available memory when the server runs here.
 """
 
 from __future__ import annotations
@@ -17,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import psutil
 import redis
 
 from bench.errors import BenchError
 from bench.harness.profile import Profile
+from bench.harness.watch_scope import is_loopback
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Producer, Queue, Worker
@@ -34,7 +28,6 @@ CALIBRATION_JOBS = 300
 CLOSED_LOOP_JOBS_PER_S = 20_000.0
 STOP_ALLOWANCE_S = 1.0  # producers go on adding while a Locust run starts and stops
 MARGIN = 2.0  # allocator overhead, the sweep's snapshot beside its list, a skewed calibration
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 @dataclass(frozen=True)
@@ -94,11 +87,6 @@ def bytes_per_job(client: Client, payload_bytes: int, protocol: str) -> float:
     return max(grown, 0) / CALIBRATION_JOBS
 
 
-def _on_this_machine(settings: RedisSettings, embedded: bool) -> bool:
-    parts = urlsplit(settings.url)
-    return embedded or parts.scheme == "unix" or (parts.hostname or "") in LOOPBACK
-
-
 def _mb(value: float) -> str:
     return f"{value / 1e6:.1f} MB"
 
@@ -114,11 +102,10 @@ def measure_need(
     used, maxmemory = int(memory["used_memory"]), int(memory.get("maxmemory", 0))
     limit: int | None = maxmemory
     what = "maxmemory"
-    if not maxmemory:
-        if _on_this_machine(settings, embedded):
-            limit, what = used + psutil.virtual_memory().available, "available memory (psutil)"
-        else:
-            limit, what = None, "unchecked: no maxmemory on a server of another machine"
+    if not maxmemory and (embedded or is_loopback(settings)):
+        limit, what = used + psutil.virtual_memory().available, "available memory (psutil)"
+    elif not maxmemory:
+        limit, what = None, "unchecked: no maxmemory on a server of another machine"
     return MemoryNeed(per_job, jobs, int(jobs * per_job * MARGIN), used, maxmemory, limit, what)
 
 

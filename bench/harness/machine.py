@@ -1,31 +1,18 @@
-"""The machine watch: did anything outside the run use the CPU during a measured window?
+"""The machine watch (docs/method.md): did anything outside the run use the CPU during a measured
+window? ``MachineWatch`` returns a ``MachineSample``: the machine's CPU busy and steal, the CPU of
+the run's own processes (given roots and every descendant), and foreign CPU = busy - own, all in %
+of one core. A load process's own side of a window has its verdict here too (``is_saturated``).
 
-A window's figures are only as good as the machine was quiet. ``MachineWatch``
-is started and stopped around a window and returns a ``MachineSample``: the
-machine's CPU busy and steal over the window (``psutil.cpu_times``), the CPU of
-the run's own processes (given root pids and every descendant of theirs), and
-foreign CPU = busy - own. All figures are in % of one core (100 = one core
-busy for the whole window). A window is ``contended`` when foreign CPU exceeds
-10% of a core or steal 5%.
+How own CPU is counted (``_Tracker``): a process's cumulative CPU is its own time plus that of the
+children it has reaped (the kernel adds a child's whole CPU to its parent's when the parent waits
+for it). So a child born and dead between two scans still counts, through its parent, and a
+process that was running at the start and is reaped during the window has its CPU from before the
+window taken off again. The family is re-scanned every ``interval_s`` in a thread, so new children
+are found; a process once seen stays counted when it is re-parented.
 
-How own CPU is counted (``_Tracker``): a process's cumulative CPU is its own
-time plus that of the children it has reaped (the kernel adds a child's whole
-CPU to its parent's when the parent waits for it). So a child born and dead
-between two scans still counts, through its parent, and a process that was
-running at the start and is reaped during the window has its CPU from before
-the window taken off again. The family is re-scanned every ``interval_s`` in a
-thread, so new children are found; a process once seen stays counted when it
-is re-parented.
-
-Every scan leaves a mark (the clock, the machine's counters, own CPU so far),
-so one watch can also answer for a part of its time: ``within(span)`` picks
-the marks around a window timed on the same clock (``clock()``), here or in
-another process: a Locust run's measured window after its warm-up, one sweep
-point after another in one pyperf run, one race run after another.
-
-The run's own side of a window has its verdict here too: a load process (a Locust process, a
-worker driver) is ``saturated`` when it used SATURATED_CPU_PCT of a core or more over the
-window: it, not Redis, set the pace.
+Every scan leaves a mark (the clock, the machine's counters, own CPU so far), so one watch can also
+answer for a part of its time: ``within(span)``, a span timed on ``clock()`` here or in another
+process (a Locust run's window after its warm-up, one sweep point of a pyperf run).
 """
 
 from __future__ import annotations
@@ -98,7 +85,7 @@ class MachineSample:
         }
 
     def note(self) -> str:
-        """Why a window's numbers are suspect, in a few words (for progress lines and tables)."""
+        """Why a window's numbers are suspect (for progress lines)."""
         parts = [f"foreign CPU {self.foreign_cpu_pct:.0f}% of a core"]
         if self.steal_pct > STEAL_LIMIT_PCT:
             parts.append(f"steal {self.steal_pct:.0f}%")
@@ -134,8 +121,7 @@ def machine_cpu_s() -> tuple[float, float]:
 
 
 def _cumulative_cpu(process: psutil.Process) -> tuple[float, float, int, float]:
-    """(own CPU plus that of reaped children, that of reaped children, ppid, create time) of one
-    process."""
+    """(own CPU plus reaped children's, reaped children's, ppid, create time) of one process."""
     with process.oneshot():
         t = process.cpu_times()
         children = t.children_user + t.children_system
@@ -280,9 +266,8 @@ def _between(a: _Mark, b: _Mark) -> MachineSample:
 
 
 class MachineWatch:
-    """Start before a measured window, stop after it: ``with MachineWatch([pid]) as watch: ...``,
-    then ``watch.sample``. The roots are the run's own processes (the suite's own pid covers an
-    embedded redis-server and every child it spawned); their descendants count as own too."""
+    """``with MachineWatch(roots) as watch: ...``, then ``watch.sample``: the roots are the run's
+    own processes (the suite's own pid covers an embedded redis-server and every child it spawned)."""
 
     def __init__(self, roots: Iterable[int], interval_s: float = SCAN_INTERVAL_S) -> None:
         self.roots = tuple(dict.fromkeys(roots))
@@ -406,8 +391,7 @@ class MachineCheck:
         return self.sample.contended
 
     def culprits(self, width: int | None = None) -> str:
-        """What made the machine busy, in a few words; with ``width``, as many of them as fit
-        in that many characters (the busiest first, always one)."""
+        """What made the machine busy; with ``width``, as many as fit (the busiest first, always one)."""
         parts = [str(b) for b in self.busiest]
         # What no process still running accounts for: processes that came and went, interrupts.
         rest = self.sample.foreign_cpu_pct - sum(b.cpu_pct for b in self.busiest)
@@ -425,10 +409,8 @@ class MachineCheck:
         return ", ".join(kept)
 
     def warning(self, width: int | None = None) -> str | None:
-        """The one line printed before a run on a busy machine; None on a quiet one. With
-        ``width`` it names only the busiest processes that fit in it, so it stays one line; when
-        even the busiest alone leaves no room, the tail goes on a second line, indented (rather
-        than the terminal wrapping it mid-word)."""
+        """The line printed before a run on a busy machine (None on a quiet one), within ``width``:
+        when even the busiest process alone leaves no room, the tail goes on a second line."""
         if not self.contended:
             return None
         tail = ": results will be marked contended"
@@ -467,8 +449,7 @@ def _self_cpu() -> CpuTable:
 
 
 def check_machine(roots: Iterable[int] | None = None) -> MachineCheck:
-    """Watch the machine for CHECK_WINDOW_S (nothing of the run measured yet) and name the busiest
-    processes outside the run's family (by default the calling process's)."""
+    """Watch the machine for CHECK_WINDOW_S and name the busiest processes outside the run's family."""
     before = _self_cpu()
     watch = MachineWatch([os.getpid()] if roots is None else roots).start()
     time.sleep(CHECK_WINDOW_S)
@@ -477,8 +458,7 @@ def check_machine(roots: Iterable[int] | None = None) -> MachineCheck:
 
 
 def named_check(sample: MachineSample, before: CpuTable, after: CpuTable) -> MachineCheck:
-    """The check of a watched window: its sample, and the busiest processes outside the run by the
-    CPU each used between the two tables (a test gives both, and the sample, by hand)."""
+    """A watched window's check: the busiest processes outside the run by their CPU between the tables."""
     busy = []
     for key, (name, cpu_s) in after.items():
         if key[0] in sample.own_pids:

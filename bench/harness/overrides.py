@@ -1,11 +1,7 @@
-"""Profile keys from the command line: `python -m bench sweep --sizes 10,100` is the
-profile's sweep-sizes for this run, checked as the profile's own value would be.
-
-A one-stage command (`bench sweep`, `bench race`) takes its section's keys as
-flags, the section's prefix dropped (``sweep-sizes`` is ``--sizes``,
-``race-delay-ms`` is ``--delay-ms``), beside ``--profile``, ``--protocols``,
-``--results`` and ``--quiet-machine`` (as `bench run` has it).
-"""
+"""Profile keys from the command line: a one-stage command (`bench sweep`, `bench race`) takes its
+section's keys as flags, the section's prefix dropped (``sweep-sizes`` is ``--sizes``), each
+checked as the profile's own value would be, beside ``--profile``, ``--protocols``, ``--results``
+and ``--quiet-machine``."""
 
 from __future__ import annotations
 
@@ -27,6 +23,7 @@ from bench.harness.profile import (
     option_key,
     parse_protocols,
     parse_value,
+    section_field,
 )
 from bench.harness.run_folder import add_quiet_machine
 from bench.results.files import RESULTS_DIR
@@ -70,29 +67,20 @@ class SectionFlags(Generic[Section]):
         add_quiet_machine(parser)
         return parser
 
-    def apply(self, options: Section, args: argparse.Namespace) -> Section:
-        """``options`` with each flag given, parsed and checked as its profile key is."""
+    def profile(self, args: argparse.Namespace) -> Profile:
+        """The profile ``--profile`` names, its section's keys overridden by the flags given, each
+        parsed and checked as its profile key is."""
+        profile = load_profile(args.profile)
         hints = get_type_hints(self.section)
-        changes = {
+        given = {
             f.name: parse_value(
                 option_key(f.name), hints[f.name], raw, f.metadata.get("min"), flag=self.flag(f.name)
             )
             for f in self.flagged()
             if (raw := getattr(args, f.name, None)) is not None
         }
-        return dataclasses.replace(options, **changes)
-
-    def profile(self, args: argparse.Namespace) -> Profile:
-        """The profile ``--profile`` names, its section overridden by the flags given."""
-        profile = load_profile(args.profile)
-        attribute = _profile_attribute(self.section)
-        changes: dict[str, Any] = {attribute: self.apply(getattr(profile, attribute), args)}
+        attribute = section_field(self.section)
+        changes: dict[str, Any] = {attribute: dataclasses.replace(getattr(profile, attribute), **given)}
         if getattr(args, "protocols", None) is not None:
             changes["protocols"] = parse_protocols(args.protocols, flag="--protocols")
         return dataclasses.replace(profile, **changes)
-
-
-def _profile_attribute(section: type) -> str:
-    """The Profile field that holds ``section``."""
-    hints = get_type_hints(Profile)
-    return next(f.name for f in fields(Profile) if hints[f.name] is section)

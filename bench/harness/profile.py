@@ -1,10 +1,6 @@
-"""Named load profiles: profiles/<name>.conf, in Locust's ``key = value`` config format.
-
-One file holds every stage's settings. Keys are the option names with dashes
-(``sweep-sizes``); a list is comma-separated. The file is checked whole before
-a run starts: an unknown key, a count below its minimum or a value that is not
-a number is a one-line error naming the key and what to do.
-"""
+"""Named load profiles: profiles/<name>.conf, in Locust's ``key = value`` config format, one file
+for every stage's settings (lists comma-separated), checked whole before a run starts: a bad key
+or value is a one-line error naming the key and what to do."""
 
 from __future__ import annotations
 
@@ -116,16 +112,11 @@ class FinishFetchOptions:
             raise BenchError(f"profile key regime = {self.regime!r}; use {' or '.join(GRID_REGIMES)}")
         if self.regime == "open" and self.target_rate <= 0:
             raise BenchError("profile key regime = open needs a target-rate above 0 (jobs/s in all)")
-        for key, cells in (
-            ("steady-at", self.steady_at),
-            ("open-at", self.open_at),
-            ("job-ms-at", self.job_ms_at),
-            ("raw-driver-at", self.raw_driver_at),
-        ):
-            for cell in cells:
+        for name in ("steady_at", "open_at", "job_ms_at", "raw_driver_at"):
+            for cell in getattr(self, name):
                 if parse_cell(cell) is None:
                     raise BenchError(
-                        f"profile key {key}: {cell!r} is not a grid cell; write "
+                        f"profile key {option_key(name)}: {cell!r} is not a grid cell; write "
                         "[protocol.]c<concurrency>-rtt<ms>, e.g. c8-rtt1 or echomq.c8-rtt1"
                     )
         fewest = min(self.producers, *self.workers)
@@ -211,8 +202,7 @@ class BullmqWorkerOptions:
 
 @dataclass(frozen=True)
 class InstructionsOptions:
-    """The instructions Redis executes a call and a job, counted under valgrind's callgrind (skipped
-    with one line where valgrind is missing)."""
+    """The instructions Redis executes a call and a job, counted under valgrind's callgrind."""
 
     # calls a step's batch; 2N more check the count is a cost per call. A multiple of 50: Redis steps
     # Lua's garbage collector every 50 script calls, so each batch holds whole steps of it
@@ -259,8 +249,7 @@ STAGES = (*RUN_ORDER, "report")  # the report last, after what it reports
 
 
 def finish_fetch_protocols(profile: Profile) -> tuple[str, ...]:
-    """The protocols the finish_fetch stage runs: its own key's, in the profile's order, else the
-    profile's."""
+    """The protocols the finish_fetch stage runs: its key's (in the profile's order), else the profile's."""
     chosen = profile.finish_fetch.finish_fetch_protocols
     return tuple(p for p in profile.protocols if p in chosen) if chosen else profile.protocols
 
@@ -305,69 +294,61 @@ def resolved(profile: Profile) -> dict[str, Any]:
     return record
 
 
+def section_field(section: type) -> str:
+    """The Profile field that holds ``section``."""
+    hints = get_type_hints(Profile)
+    return next(f.name for f in fields(Profile) if hints[f.name] is section)
+
+
 def option_key(field_name: str) -> str:
     return field_name.replace("_", "-")
 
 
 def known_keys() -> dict[str, tuple[type, dataclasses.Field[Any]]]:
     """Every key a profile may hold, with the section it belongs to."""
-    keys: dict[str, tuple[type, dataclasses.Field[Any]]] = {}
-    for section in SECTIONS:
-        for f in fields(section):
-            keys[option_key(f.name)] = (section, f)
-    return keys
+    return {option_key(f.name): (section, f) for section in SECTIONS for f in fields(section)}
 
 
-@dataclass(frozen=True)
-class _Where:
-    """Where a value came from, as an error names it: a profile key, or a command-line flag."""
-
-    name: str  # "profile key sweep-sizes" or "--sizes"
-    joiner: str  # between the name and the value
-    fix: str
-
-    @classmethod
-    def of(cls, key: str, flag: str | None) -> _Where:
-        if flag:
-            return cls(flag, " ", "fix it on the command line")
-        return cls(f"profile key {key}", " = ", "fix it in the profile")
+Where = tuple[str, str, str]  # how an error names a value: its name, the joiner before it, the fix
 
 
-def _scalar(kind: Any, raw: str, where: _Where, minimum: float | None) -> Any:
+def _scalar(kind: Any, raw: str, where: Where, minimum: float | None) -> Any:
+    name, joiner, fix = where
     text = raw.strip()
     if kind is str:
         if not text:
-            raise BenchError(f"{where.name} is empty; give it a value")
+            raise BenchError(f"{name} is empty; give it a value")
         return text
     if kind is bool:
         if text.lower() in ("1", "true", "yes", "on"):
             return True
         if text.lower() in ("0", "false", "no", "off"):
             return False
-        raise BenchError(f"{where.name}{where.joiner}{text!r} is not true or false")
+        raise BenchError(f"{name}{joiner}{text!r} is not true or false")
     try:
         value = int(text) if kind is int else float(text)
     except ValueError:
         what = "a whole number" if kind is int else "a number"
-        raise BenchError(f"{where.name}{where.joiner}{text!r} is not {what}; {where.fix}") from None
+        raise BenchError(f"{name}{joiner}{text!r} is not {what}; {fix}") from None
     if minimum is not None and value < minimum:
-        raise BenchError(
-            f"{where.name}{where.joiner}{text} is below its minimum {minimum:g}; use {minimum:g} or more"
-        )
+        raise BenchError(f"{name}{joiner}{text} is below its minimum {minimum:g}; use {minimum:g} or more")
     return value
 
 
 def parse_value(
     key: str, kind: Any, raw: str, minimum: float | None = None, *, flag: str | None = None
 ) -> Any:
-    """``raw`` as profile key ``key`` of type ``kind`` holds it; errors name ``flag`` when it
-    came from the command line instead."""
-    where = _Where.of(key, flag)
+    """``raw`` as profile key ``key`` of type ``kind`` holds it; errors name ``flag`` when given."""
+    where = (
+        (flag, " ", "fix it on the command line")
+        if flag
+        else (f"profile key {key}", " = ", "fix it in the profile")
+    )
     if get_origin(kind) is tuple:
         item = get_args(kind)[0]
         items = [p for p in raw.strip().strip("[]").split(",") if p.strip()]
         if not items:
-            raise BenchError(f"{where.name} is empty; give at least one value")
+            raise BenchError(f"{where[0]} is empty; give at least one value")
         return tuple(_scalar(item, p, where, minimum) for p in items)
     if get_origin(kind) in (Union, types.UnionType):
         kind = next(a for a in get_args(kind) if a is not type(None))
@@ -408,10 +389,10 @@ LOCUST_SET_BY_US = {
     "spawn-rate": "bench run starts every user within the warm-up; set 'warmup-s'",
     "run-time": "bench run measures for warmup-s + measure-s; set 'measure-s' (and 'warmup-s')",
     "processes": "did you mean 'loadgen-processes'?",
-    "master": "bench run starts its own Locust processes; set 'loadgen-processes'",
-    "master-host": "bench run starts its own Locust processes; set 'loadgen-processes'",
-    "master-port": "bench run starts its own Locust processes; set 'loadgen-processes'",
-    "expect-workers": "bench run starts its own Locust processes; set 'loadgen-processes'",
+    **dict.fromkeys(
+        ("master", "master-host", "master-port", "expect-workers"),
+        "bench run starts its own Locust processes; set 'loadgen-processes'",
+    ),
     "host": "bench run loads the Redis in REDIS_URL (the environment), or its own",
     "redis-url": "bench run loads the Redis in REDIS_URL (the environment), or its own",
     "reset-stats": "bench run resets the statistics after warm-up itself; set 'warmup-s'",
@@ -436,64 +417,39 @@ def _unknown_key(path: Path, key: str, known: Iterable[str]) -> BenchError:
     return BenchError(f"{path.name}: unknown key {key!r}; {guess}known keys: {', '.join(names)}")
 
 
-def resolve_path(name_or_path: str) -> Path:
-    path = Path(name_or_path)
-    if path.suffix == ".conf" or path.parent != Path("."):
-        return path
-    return PROFILES_DIR / f"{name_or_path}.conf"
-
-
 def load_profile(name_or_path: str) -> Profile:
     """Load and check profiles/<name>.conf (or a path to a .conf file)."""
-    path = resolve_path(name_or_path)
+    path = Path(name_or_path)
+    if path.suffix != ".conf" and path.parent == Path("."):
+        path = PROFILES_DIR / f"{name_or_path}.conf"
     if not path.is_file():
         available = ", ".join(sorted(p.stem for p in PROFILES_DIR.glob("*.conf")))
         raise BenchError(f"profile {name_or_path!r} not found ({path}); available: {available}")
-    raw = read_conf(path)
     known = known_keys()
     values: dict[type, dict[str, Any]] = {section: {} for section in SECTIONS}
-    stages = Profile.stages
-    protocols = Profile.protocols
-    cluster = Profile.cluster
-    servers = Profile.servers
-    for key, text in raw.items():
-        if key == "cluster":
-            cluster = bool(parse_value(key, bool, text))
-            continue
+    top: dict[str, Any] = {}  # the profile's own keys, beside the sections'
+    for key, text in read_conf(path).items():
         if key == "protocols":
-            protocols = parse_protocols(text)
-            continue
-        if key == "servers":
-            servers = tuple(parse_value(key, tuple[str, ...], text))
-            continue
-        if key == "stages":
-            stages = tuple(parse_value(key, tuple[str, ...], text))
-            for stage in stages:
-                if stage not in STAGES:
-                    raise BenchError(f"profile stage {stage!r} is unknown; use some of {', '.join(STAGES)}")
-            continue
-        if key in LOCUST_KEYS:
-            continue
-        if key not in known:
+            top[key] = parse_protocols(text)
+        elif key == "stages":
+            top[key] = parse_value(key, tuple[str, ...], text)
+            if strange := [stage for stage in top[key] if stage not in STAGES]:
+                raise BenchError(f"profile stage {strange[0]!r} is unknown; use some of {', '.join(STAGES)}")
+        elif key in ("cluster", "servers"):
+            top[key] = parse_value(key, get_type_hints(Profile)[key], text)
+        elif key in known:
+            section, f = known[key]
+            values[section][f.name] = parse_value(
+                key, get_type_hints(section)[f.name], text, f.metadata.get("min")
+            )
+        elif key not in LOCUST_KEYS:
             raise _unknown_key(path, key, known)
-        section, f = known[key]
-        kind = get_type_hints(section)[f.name]
-        values[section][f.name] = parse_value(key, kind, text, f.metadata.get("min"))
+    protocols = top.get("protocols", Profile.protocols)
     unknown = set(values[FinishFetchOptions].get("finish_fetch_protocols", ())) - set(protocols)
     if unknown:
         raise BenchError(
             f"profile key finish-fetch-protocols names {', '.join(sorted(unknown))}, not in protocols "
             f"({', '.join(protocols)}); list only the profile's protocols"
         )
-    return Profile(
-        name=path.stem,
-        stages=stages,
-        protocols=protocols,
-        cluster=cluster,
-        servers=servers,
-        finish_fetch=FinishFetchOptions(**values[FinishFetchOptions]),
-        sweep=SweepOptions(**values[SweepOptions]),
-        race=RaceOptions(**values[RaceOptions]),
-        bullmq_worker=BullmqWorkerOptions(**values[BullmqWorkerOptions]),
-        instructions=InstructionsOptions(**values[InstructionsOptions]),
-    )
+    sections: dict[str, Any] = {section_field(section): section(**values[section]) for section in SECTIONS}
+    return Profile(name=path.stem, **top, **sections)

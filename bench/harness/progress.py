@@ -1,19 +1,7 @@
-"""The run's progress line on stderr: one line an update, never wider than the terminal.
-
-Each line says how long the run has gone, which stage of how many, how many
-of the stage's points are done, an ETA for the whole run, and the message. On
-a terminal the line is rewritten in place and cut to the terminal's width (a
-line that wrapped could not be rewritten); elsewhere (a pipe, a log file) each
-update is a line of its own, cut to $COLUMNS when it is set.
-
-The ETA comes from each stage's estimate of its points (``StagePlan``: the
-seconds each point should take, from its window lengths and sizes), corrected
-as the run goes by what its own points took: the current stage's points left
-at the pace of its points done (the run's pace before its first), every later
-stage at the pace of all the points the run has done (seconds taken over
-seconds estimated). The point under way counts as begun: the time since the
-last point ended comes off the stage's remainder.
-"""
+"""The run's progress line on stderr: how long the run has gone, which stage of how many, its
+points done, an ETA for the whole run, and the message. On a terminal the line is rewritten in
+place and cut to the terminal's width (a line that wrapped could not be rewritten); elsewhere (a
+pipe, a log file) each update is a line of its own, cut to $COLUMNS when it is set."""
 
 from __future__ import annotations
 
@@ -55,8 +43,7 @@ _open_line: list[Progress] = []  # the Progress whose line the cursor is on, if 
 
 
 def end_open_line() -> None:
-    """End a progress line left open (before an error or Ctrl-C message), so the message that
-    follows starts on a line of its own."""
+    """End a progress line left open, so an error or Ctrl-C message starts on a line of its own."""
     while _open_line:
         _open_line.pop().done()
 
@@ -88,19 +75,19 @@ class Progress:
 
     @stage.setter
     def stage(self, name: str) -> None:
-        """A new stage begins: its clock and its count start from zero; the one it ends adds
-        what it took and what it was estimated to the run's pace."""
-        finished = self._plan_of(self._stage)
+        """A new stage begins; the one it ends adds what it took and its estimate to the run's pace."""
+        finished = self._current()
         now = time.monotonic()
-        if finished is not None and finished.seconds > 0:
+        if finished is not None and finished[1].seconds > 0:
             self._taken += now - self._stage_started
-            self._estimated += finished.seconds
+            self._estimated += finished[1].seconds
         self._stage = name
         self._stage_started = self._last_step = now
         self._done = 0
 
-    def _plan_of(self, name: str) -> StagePlan | None:
-        return next((p for p in self.plan if p.name == name), None)
+    def _current(self) -> tuple[int, StagePlan] | None:
+        """The current stage's place in the plan, and its plan; None when it has none."""
+        return next(((i, p) for i, p in enumerate(self.plan) if p.name == self._stage), None)
 
     # -- what is shown --------------------------------------------------------------------
 
@@ -122,41 +109,24 @@ class Progress:
         if self in _open_line:
             _open_line.remove(self)
 
-    close = done
-
     @property
     def _file(self) -> TextIO:
         return self.stream if self.stream is not None else sys.stderr
 
-    def _console(self) -> Console:
-        file = self._file
-        terminal = file.isatty()
-        columns = os.environ.get("COLUMNS", "")
-        width = int(columns) if columns.isdigit() and int(columns) > 0 else None
-        if not terminal and width is None:
-            width = UNCUT
-        return Console(file=file, force_terminal=terminal, width=width, highlight=False, soft_wrap=False)
-
     def line(self, message: str) -> str:
         """The text of one update (uncut)."""
-        parts = [clock(time.monotonic() - self.started)]
         where = self._where()
-        if where:
-            parts.append(f"[{where}]")
-        return " ".join([*parts, message])
+        return " ".join([clock(time.monotonic() - self.started), *([f"[{where}]"] if where else []), message])
 
     def _where(self) -> str:
-        names = [p.name for p in self.plan]
-        head = self._stage
-        if self._stage in names:
-            head = f"{names.index(self._stage) + 1}/{len(names)} {self._stage}"
-            plan = self.plan[names.index(self._stage)]
-            if plan.point_seconds:
-                head += f" {min(self._done, len(plan.point_seconds))}/{len(plan.point_seconds)}"
-            eta = self.eta()
-            if eta is not None:
-                head += f", ETA {clock(eta)}"
-        return head
+        current, eta = self._current(), self.eta()
+        if current is None or eta is None:
+            return self._stage
+        index, plan = current
+        head = f"{index + 1}/{len(self.plan)} {self._stage}"
+        if plan.point_seconds:
+            head += f" {min(self._done, len(plan.point_seconds))}/{len(plan.point_seconds)}"
+        return f"{head}, ETA {clock(eta)}"
 
     @staticmethod
     def _pace(taken: float, estimated: float) -> float:
@@ -164,14 +134,14 @@ class Progress:
         return min(max(taken / estimated, SPEED_BOUNDS[0]), SPEED_BOUNDS[1]) if estimated > 0 else 1.0
 
     def eta(self) -> float | None:
-        """Seconds left in the whole run: the current stage's points left at its own pace, less the
-        time the point under way has run, then every later stage at the run's pace so far. None
-        without a plan."""
-        names = [p.name for p in self.plan]
-        if self._stage not in names:
+        """Seconds left in the whole run, from each stage's estimate of its points (StagePlan)
+        corrected by what the run's points took: the current stage's points left at its own pace
+        (the run's before its first), less the time the point under way has run, then every later
+        stage at the run's pace so far (seconds taken over seconds estimated). None without a plan."""
+        current = self._current()
+        if current is None:
             return None
-        index = names.index(self._stage)
-        plan = self.plan[index]
+        index, plan = current
         done = min(self._done, len(plan.point_seconds))
         done_estimate = sum(plan.point_seconds[:done])
         done_taken = self._last_step - self._stage_started
@@ -183,20 +153,24 @@ class Progress:
         return left_here + later
 
     def _show(self, message: str) -> None:
-        console = self._console()
+        file, terminal = self._file, self._file.isatty()
+        columns = os.environ.get("COLUMNS", "")
+        width = int(columns) if columns.isdigit() and int(columns) > 0 else None
+        console = Console(
+            file=file, force_terminal=terminal, width=width or (None if terminal else UNCUT), highlight=False
+        )
         text = Text(self.line(message).replace("\n", " "), no_wrap=True, overflow="ellipsis")
-        terminal = self._file.isatty()
         # On a terminal, a line as wide as the screen would move the cursor down; keep three cells
         # free, so the "^C" the terminal echoes after it does not wrap either.
         width = console.width - 3 if terminal else console.width
         text.truncate(max(width, 1), overflow="ellipsis")
         if terminal:
-            self._file.write("\r\033[K")
-            self._file.flush()
+            file.write("\r\033[K")
+            file.flush()
             console.print(text, end="", crop=True)
             self._open_line = True
             if self not in _open_line:
                 _open_line.append(self)
         else:
             console.print(text, crop=True)
-        self._file.flush()
+        file.flush()

@@ -1,27 +1,25 @@
-"""open_run(): the one way a command makes a run folder, fills meta.json and closes it.
-
-Every entry point that writes results (`bench run`, `bench sweep`, `bench race`)
-goes through it, so each run folder has the same meta.json (run_id, start and
-finish, stages planned and done, the server, the client libraries, the script
-SHAs) and ends the same way: complete, interrupted, or failed with a reason.
-"""
+"""open_run(): the one way a command makes a run folder, on the server redis_for_run gives it, fills
+meta.json and closes it, so every run folder ends the same way: complete, interrupted, or failed
+with a reason."""
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import shutil
 import sys
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 import redis
 
 from bench.errors import BenchError, Interrupted, first_line
 from bench.harness.calibration import calibrate
+from bench.harness.cluster import EmbeddedCluster
 from bench.harness.context import Progress, RunContext
 from bench.harness.headroom import MemoryNeed, check_headroom, measure_need, memory_now
 from bench.harness.machine import MachineCheck, check_machine
@@ -29,16 +27,46 @@ from bench.harness.profile import Profile
 from bench.harness.progress import StagePlan
 from bench.harness.provenance import write_provenance
 from bench.harness.run_keys import check_left, earlier_left, key_scope
-from bench.harness.run_server import redis_for_run
-from bench.harness.server import ServerInfo
+from bench.harness.server import EmbeddedRedis, ServerInfo, identify, inspect_server, node_settings
 from bench.harness.terminal import table_width
 from bench.harness.watch_scope import watch_scope
-from bench.protocol.connection import Client, RedisSettings, primaries
+from bench.protocol.connection import RedisSettings, primaries, redact_url
 from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Queue
-from bench.protocol.refusal import ServerRefused, refused
+from bench.protocol.refusal import refused
 from bench.results.files import make_run_dir, write_meta
 from bench.results.meta import KeyRecord, RunMeta, read_meta
+
+
+@contextmanager
+def redis_for_run(
+    env: Mapping[str, str] | None = None, cluster: bool = False
+) -> Iterator[tuple[RedisSettings, ServerInfo]]:
+    """The server a run talks to: REDIS_URL when set (checked; a cluster node makes every
+    client a cluster client), else an embedded one (an embedded cluster with ``cluster``)."""
+    env = os.environ if env is None else env
+    url = env.get("REDIS_URL", "").strip()
+    if url:
+        settings = RedisSettings.from_url(url)
+        version, masters = inspect_server(settings)
+        settings = replace(settings, cluster=bool(masters))
+        name, own = identify(node_settings(settings, masters[0].address) if masters else settings)
+        yield settings, ServerInfo(redact_url(url), "REDIS_URL", None, version, masters, name, own)
+        return
+    if cluster:
+        with EmbeddedCluster() as nodes:
+            settings = RedisSettings.from_url(nodes.url, cluster=True)
+            version, masters = inspect_server(settings)
+            name, own = identify(node_settings(settings, masters[0].address))
+            yield (
+                settings,
+                ServerInfo(nodes.url, nodes.nodes[0].source, nodes.binary, version, masters, name, own),
+            )
+        return
+    with EmbeddedRedis() as server:
+        settings = RedisSettings.from_url(server.url)
+        name, own = identify(settings)
+        yield settings, ServerInfo(server.url, server.source, server.binary, server.version(), (), name, own)
 
 
 @dataclass
@@ -59,17 +87,15 @@ class OpenRun:
         write_meta(self.ctx.run_dir, RunMeta, stages_done=self.stages_done)
 
     def _note_memory(self, stage: str, when: str) -> None:
-        client = self.ctx.settings.connect()
-        try:  # one server's figures: on a cluster, the first master's (as the calibration's)
-            self.memory.setdefault(stage, {})[when] = memory_now(primaries(client)[0][1])
-        except redis.RedisError:
-            return  # a server gone: the stage's own error says so
-        finally:
-            client.close()
+        with closing(self.ctx.settings.connect()) as client:
+            try:  # one server's figures: on a cluster, the first master's (as the calibration's)
+                self.memory.setdefault(stage, {})[when] = memory_now(primaries(client)[0][1])
+            except redis.RedisError:
+                return  # a server gone: the stage's own error says so
         write_meta(self.ctx.run_dir, RunMeta, redis_memory=self.memory)
 
 
-def _now() -> str:
+def now() -> str:
     return dt.datetime.now().isoformat(timespec="seconds")
 
 
@@ -77,17 +103,11 @@ def mark_complete(run_dir: Path) -> None:
     """Every stage is done: the run is complete, finished now (the first time it is marked)."""
     meta = read_meta(run_dir)
     finished = meta.finished if meta.complete else None
-    write_meta(run_dir, RunMeta, complete=True, reason=None, finished=finished or _now())
-
-
-def _script_shas(client: Client, extra_scripts: Iterable[str]) -> dict[str, str]:
-    queue = Queue.open(client, fresh_queue_name("meta"), tuple(extra_scripts))
-    return queue.scripts.shas()
+    write_meta(run_dir, RunMeta, complete=True, reason=None, finished=finished or now())
 
 
 def add_quiet_machine(parser: argparse.ArgumentParser) -> None:
-    """``--quiet-machine``, the same for every command that opens a run folder (run, sweep, race):
-    its value goes to open_run."""
+    """``--quiet-machine``, the same for every command that opens a run folder."""
     parser.add_argument(
         "--quiet-machine",
         action="store_true",
@@ -114,12 +134,8 @@ def open_run(
     quiet_machine: bool = False,
     memory_check: bool = True,
 ) -> Iterator[OpenRun]:
-    """Start the server (or check REDIS_URL), make results/<run-id>/, and close it honestly.
-
-    The server is checked before the folder is made, so a bad REDIS_URL leaves
-    no trace. Ctrl-C marks the folder interrupted and exits 130 with one line;
-    a BenchError or a Redis failure marks it incomplete with the reason.
-    """
+    """Start the server (or check REDIS_URL: a bad one leaves no trace), make results/<run-id>/, and
+    close it honestly: Ctrl-C marks it interrupted, a BenchError or a Redis failure incomplete."""
     planned = list(stages)
     progress = progress or Progress()
     run: OpenRun | None = None
@@ -132,7 +148,6 @@ def open_run(
             machine = machine_before_run(quiet_machine)
             own_server = server.binary is not None
             earlier = None if own_server else earlier_left(results_root, settings)
-            unchecked = "not checked: " + ("a cluster" if server.is_cluster else "--skip-memory-check")
             run_dir = make_run_dir(profile.name, results_root)
             for said in (earlier, machine.warning(table_width() - len("warning: "))):
                 if said:  # after the folder: an error about it stays the only line
@@ -141,7 +156,7 @@ def open_run(
                 run_dir,
                 RunMeta,
                 run_id=run_dir.name,
-                started=_now(),
+                started=now(),
                 complete=False,
                 stages_planned=planned,
                 stages_done=[],
@@ -149,22 +164,12 @@ def open_run(
             with key_scope(run_dir, settings.url, own_server) as keys:
                 record.append(keys)
                 need = _memory_need(settings, server, profile, planned) if memory_check else None
-                client = settings.connect()
-                try:
-                    shas = _script_shas(client, extra_scripts)
+                with closing(settings.connect()) as client:
+                    shas = Queue.open(client, fresh_queue_name("meta"), tuple(extra_scripts)).scripts.shas()
                     # On a cluster, the first master's figures: one server's, as on a single one.
                     calibration = calibrate(primaries(client)[0][1])
-                finally:
-                    client.close()
                 scope = watch_scope(settings, server)
-                write_provenance(run_dir, profile, server, shas, scope)
-                write_meta(
-                    run_dir,
-                    RunMeta,
-                    machine_before=machine.as_meta(),
-                    calibration=calibration.as_meta(),
-                    memory_need=need.as_meta() if need is not None else unchecked,
-                )
+                write_provenance(run_dir, profile, server, shas, scope, machine, calibration, need)
                 ctx = RunContext(profile, settings, server, run_dir, progress, watch_pids=scope.extra_pids)
                 run = OpenRun(ctx)
                 yield run
@@ -172,32 +177,36 @@ def open_run(
             left = check_left(run_dir, settings, keys)
             if left:
                 print(f"warning: {left}", file=sys.stderr)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, BenchError, redis.RedisError) as exc:
         run_dir, after = _settle(run_dir, run, reached, record)
+        failure, reason = _failure(exc, run_dir, reached, progress.stage)
         if run_dir is not None:
-            write_meta(run_dir, RunMeta, complete=False, reason="interrupted (Ctrl-C)", finished=_now())
+            write_meta(run_dir, RunMeta, complete=False, reason=reason, finished=now())
+        failure.after = after
+        raise failure from None
+
+
+def _failure(
+    exc: BaseException, run_dir: Path | None, reached: list[RedisSettings], stage: str
+) -> tuple[BenchError | Interrupted, str]:
+    """The one-line error a run that ended early raises, and the reason its meta.json gives."""
+    if isinstance(exc, KeyboardInterrupt):
         where = f"partial results in {run_dir}" if run_dir is not None else "nothing was written"
-        raise _after(Interrupted(f"interrupted; {where}"), after) from None
-    except BenchError as exc:
-        run_dir, exc.after = _settle(run_dir, run, reached, record)
-        if run_dir is not None:
-            write_meta(run_dir, RunMeta, complete=False, reason=str(exc), finished=_now())
-        raise
-    except redis.RedisError as exc:
-        # A stage that met a server gone, restarted, too slow or refusing every call, and did not
-        # say so itself: still one line, and the run folder says it is incomplete.
-        run_dir, after = _settle(run_dir, run, reached, record)
-        refusal = _refused(exc, reached)
+        return Interrupted(f"interrupted; {where}"), "interrupted (Ctrl-C)"
+    if isinstance(exc, BenchError):
+        return exc, str(exc)
+    # A stage that met a server gone, restarted, too slow or refusing every call, and did not say
+    # so itself. A refusal (OOM, READONLY, ...) says so, with the server's figures when it answers.
+    if reached:
+        with closing(reached[0].connect()) as client:
+            refusal = refused(exc, reached[0].where, client)
         if refusal is not None:
-            if run_dir is not None:
-                write_meta(run_dir, RunMeta, complete=False, reason=str(refusal), finished=_now())
-            raise _after(refusal, after) from None
-        said = first_line(exc, when_empty="")
-        reason = f"Redis failed during {progress.stage or 'set-up'}: {type(exc).__name__}: {said}"
-        if run_dir is not None:
-            write_meta(run_dir, RunMeta, complete=False, reason=reason, finished=_now())
-        where = f"; partial results in {run_dir}" if run_dir is not None else ""
-        raise _after(BenchError(reason + where), after) from None
+            return refusal, str(refusal)
+    reason = (
+        f"Redis failed during {stage or 'set-up'}: {type(exc).__name__}: {first_line(exc, when_empty='')}"
+    )
+    where = f"; partial results in {run_dir}" if run_dir is not None else ""
+    return BenchError(reason + where), reason
 
 
 def _settle(
@@ -215,40 +224,17 @@ def _settle(
     return run_dir, after
 
 
-Ended = TypeVar("Ended", BenchError, Interrupted)
-
-
-def _after(exc: Ended, line: str | None) -> Ended:
-    exc.after = line
-    return exc
-
-
 def _memory_need(
     settings: RedisSettings, server: ServerInfo, profile: Profile, stages: list[str]
 ) -> MemoryNeed | None:
-    """The run's memory need against the server's room, from a calibration add on a queue of the
-    run's own (deleted after); a run that cannot fit is one line, and no folder stays.
-    None on a cluster: its masters' room is not one figure."""
+    """The run's memory need against the server's room (a run that cannot fit is one line, and no
+    folder stays); None on a cluster: its masters' room is not one figure."""
     if server.is_cluster:
         return None
-    client = settings.connect()
-    try:
+    with closing(settings.connect()) as client:
         need = measure_need(client, settings, profile, stages, embedded=server.binary is not None)
-    finally:
-        client.close()
     check_headroom(need)
     return need
-
-
-def _refused(exc: redis.RedisError, reached: list[RedisSettings]) -> ServerRefused | None:
-    """The one line of a refusal (OOM, READONLY, ...), with the server's figures when it answers."""
-    if not reached:
-        return None
-    client = reached[0].connect()
-    try:
-        return refused(exc, reached[0].where, client)
-    finally:
-        client.close()
 
 
 class Flags(Protocol):
@@ -258,18 +244,21 @@ class Flags(Protocol):
     def profile(self, args: argparse.Namespace) -> Profile: ...
 
 
-class AloneStage(Protocol):
-    """A stage's module (bench/stages/<id>/stage.py) as `echomq-bench <id>` runs it alone: its face,
-    its section's flags and its --help line; ``scripts_alone(profile)``, where it has one, names the
-    scripts of its own it loads beyond the protocols'."""
-
-    __name__: str
-    ABOUT: str
-    FLAGS: Flags
+class Stage(Protocol):
+    """The face of every stage module (bench/stages/<id>/stage.py)."""
 
     def check_profile(self, profile: Profile, /) -> None: ...
     def point_seconds(self, profile: Profile, /) -> tuple[float, ...]: ...
     def run_stage(self, ctx: RunContext, /) -> None: ...
+
+
+class AloneStage(Stage, Protocol):
+    """A stage's module as `echomq-bench <id>` runs it alone; ``scripts_alone(profile)``, where it
+    has one, names the scripts of its own it loads beyond the protocols'."""
+
+    __name__: str
+    ABOUT: str
+    FLAGS: Flags
 
 
 def run_alone(stage: AloneStage, argv: list[str]) -> Path:

@@ -12,17 +12,18 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import itertools
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import redis
 
 from bench.errors import BenchError, first_line
 from bench.protocol.connection import Client, RedisSettings, primaries, redact_url
-from bench.protocol.keys import KEY_SCOPE_ENV, NAMESPACES, new_scope, scope_prefixes
+from bench.protocol.keys import KEY_SCOPE_ENV, new_scope, scope_prefixes
 from bench.results.files import RESULTS_DIR, resolve_run, write_meta
 from bench.results.meta import KeyRecord, KeysLeft, RunMeta, read_meta
 
@@ -51,16 +52,6 @@ def key_scope(run_dir: Path, url: str, own_server: bool) -> Iterator[KeyRecord]:
             os.environ[KEY_SCOPE_ENV] = before
 
 
-def own_server_record(run_dir: Path, url: str) -> None:
-    """A run on a server of its own (an experiment's): every key there is the run's, and none
-    outlives it."""
-    write_meta(
-        run_dir,
-        RunMeta,
-        keys=KeyRecord(url=redact_url(url), own_server=True, prefixes=[f"{n}:" for n in NAMESPACES]),
-    )
-
-
 def _keys(client: Client, prefixes: Sequence[str]) -> Iterator[tuple[redis.Redis, bytes]]:
     """Every key under ``prefixes`` on every master, with the master that holds it."""
     for _, node in primaries(client):
@@ -69,57 +60,31 @@ def _keys(client: Client, prefixes: Sequence[str]) -> Iterator[tuple[redis.Redis
                 yield node, key
 
 
-def _briefly(settings: RedisSettings) -> RedisSettings:
-    return dataclasses.replace(
-        settings, connect_timeout_s=COUNT_CONNECT_TIMEOUT_S, socket_timeout_s=COUNT_SOCKET_TIMEOUT_S
-    )
-
-
 def count_keys(settings: RedisSettings, prefixes: Sequence[str], first_only: bool = False) -> int:
     """How many keys are under ``prefixes`` (with ``first_only``: 1 once one is found)."""
-    client = _briefly(settings).connect()
-    try:
-        found = 0
-        for _ in _keys(client, prefixes):
-            found += 1
-            if first_only:
-                break
-        return found
-    finally:
-        client.close()
+    brief = dataclasses.replace(
+        settings, connect_timeout_s=COUNT_CONNECT_TIMEOUT_S, socket_timeout_s=COUNT_SOCKET_TIMEOUT_S
+    )
+    with closing(brief.connect()) as client:
+        return sum(1 for _ in itertools.islice(_keys(client, prefixes), 1 if first_only else None))
 
 
 def remove_keys(settings: RedisSettings, prefixes: Sequence[str]) -> int:
     """UNLINK every key under ``prefixes``, in batches, on every master; how many were removed."""
-    client = settings.connect()
     removed = 0
-    batch: list[bytes] = []
-    node: redis.Redis | None = None
-    try:
-        for holder, key in _keys(client, prefixes):
-            if batch and (holder is not node or len(batch) >= UNLINK_BATCH):
-                removed += _unlink(node, batch)
-                batch = []
-            node = holder
-            batch.append(key)
-        if batch:
-            removed += _unlink(node, batch)
-    finally:
-        client.close()
+    with closing(settings.connect()) as client:
+        for node, found in itertools.groupby(_keys(client, prefixes), key=lambda pair: pair[0]):
+            keys = (key for _, key in found)
+            while batch := list(itertools.islice(keys, UNLINK_BATCH)):
+                pipe = node.pipeline(transaction=False)
+                for key in batch:  # one key a command: a cluster node's keys span many slots
+                    pipe.unlink(key)
+                removed += sum(int(n) for n in pipe.execute())
     return removed
 
 
-def _unlink(node: redis.Redis | None, keys: list[bytes]) -> int:
-    assert node is not None
-    pipe = node.pipeline(transaction=False)
-    for key in keys:  # one key a command: a cluster node's keys span many slots
-        pipe.unlink(key)
-    return sum(int(n) for n in pipe.execute())
-
-
 def left_line(run_dir: Path, record: KeyRecord, keys: int | None, why: str = "it did not answer") -> str:
-    """The line a run ends with when its keys remain on the server, or may (``why`` they were not
-    counted)."""
+    """The line a run ends with when its keys remain on the server, or may (``why`` not counted)."""
     under = ", ".join(f"{prefix}*" for prefix in record["prefixes"])
     if keys is None:
         said = f"keys under {under} may remain on {record['url']} ({why})"
@@ -152,23 +117,24 @@ def _meta(run_dir: Path) -> RunMeta | None:
         return None  # not a run folder of this suite's, or a torn one: not ours to judge
 
 
-def _left_behind(meta: RunMeta) -> bool:
-    """An incomplete run on a user's server that has not been cleaned since."""
-    record = meta.keys
-    cleaned = meta.keys_left is not None and meta.keys_left["keys"] == 0
-    return not meta.complete and record is not None and not record["own_server"] and not cleaned
+def _left_behind(results_root: Path) -> Iterator[tuple[Path, KeyRecord]]:
+    """Every incomplete run under ``results_root`` on a user's server, not cleaned since, with its keys."""
+    for run_dir in sorted(p for p in results_root.glob("*") if p.is_dir()):
+        if (meta := _meta(run_dir)) is None or meta.complete or meta.keys is None or meta.keys["own_server"]:
+            continue
+        if meta.keys_left is None or meta.keys_left["keys"] != 0:
+            yield run_dir, meta.keys
 
 
 def earlier_left(results_root: Path, settings: RedisSettings) -> str | None:
     """A warning when earlier incomplete runs recorded prefixes on this server that still hold keys."""
     url = redact_url(settings.url)
     holding: list[Path] = []
-    for run_dir in sorted(p for p in results_root.glob("*") if p.is_dir()):
-        meta = _meta(run_dir)
-        if meta is None or meta.keys is None or not _left_behind(meta) or meta.keys["url"] != url:
+    for run_dir, keys in _left_behind(results_root):
+        if keys["url"] != url:
             continue
         try:
-            if count_keys(settings, meta.keys["prefixes"], first_only=True):
+            if count_keys(settings, keys["prefixes"], first_only=True):
                 holding.append(run_dir)
         except redis.RedisError:
             return None  # the run's own check of the server says why
@@ -238,8 +204,7 @@ def clean_main(argv: list[str]) -> int:
         raise BenchError("name a run to clean (a folder or a run id), or give --all-incomplete")
     runs = [resolve_run(name, args.results) for name in args.runs]
     if args.all_incomplete:
-        found = (p for p in sorted(args.results.glob("*")) if p.is_dir())
-        runs += [p for p in found if (meta := _meta(p)) is not None and _left_behind(meta)]
+        runs += [run_dir for run_dir, _ in _left_behind(args.results)]
     env_url = os.environ.get("REDIS_URL", "").strip()
     for run_dir in dict.fromkeys(runs):
         print(clean_run(run_dir, env_url))

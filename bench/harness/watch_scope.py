@@ -1,16 +1,11 @@
-"""What the machine watch can count as the run's own: the suite's process family, and the server.
-
-An embedded redis-server is a child of the suite's process, so it is in the
-family already. A server of the user's (``REDIS_URL``) on this machine is not:
-when the URL's host is loopback (or a unix socket), the server's own pid (``INFO
-server``'s ``process_id``) is added, once it is checked to be a Redis process
-here (a server in a container answers with a pid of its own namespace). Against
-a server elsewhere only the client side can be watched, and meta.json says so.
-"""
+"""What the machine watch can count as the run's own (docs/method.md): the suite's process family
+(an embedded redis-server in it), and a REDIS_URL server on loopback by the pid it reports, once
+that pid is a Redis process here (a server in a container answers with a pid of its namespace)."""
 
 from __future__ import annotations
 
 import ipaddress
+from contextlib import closing
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -61,13 +56,11 @@ def watch_scope(settings: RedisSettings, server: ServerInfo) -> WatchScope:
         return WatchScope((), EMBEDDED)
     if not is_loopback(settings):
         return WatchScope((), REMOTE)
-    client = settings.connect()
-    try:
-        pid = int(client.info("server").get("process_id", 0))
-    except (redis.RedisError, ValueError, TypeError):
-        pid = 0
-    finally:
-        client.close()
+    with closing(settings.connect()) as client:
+        try:
+            pid = int(client.info("server").get("process_id", 0))
+        except (redis.RedisError, ValueError, TypeError):
+            pid = 0
     if pid <= 0:
         return WatchScope((), f"{REMOTE} (its pid is not known)")
     if not _is_redis_here(pid):
