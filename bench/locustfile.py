@@ -98,17 +98,17 @@ class ProducerUser(RedisUser):
 
 class WorkerUser(RedisUser):
     """One worker connection and its jobs in flight, driven in rounds by this user's one greenlet
-    (driver.py), by the run's strategy."""
+    (worker_loop.py), by the run's strategy."""
 
     role = "worker"
 
     def on_start(self) -> None:
         super().on_start()
-        self.driver = WorkerLoop(self.queue, self.load, RECORDER, _load_hooks(self))
+        self.loop = WorkerLoop(self.queue, self.load, RECORDER, _load_hooks(self))
 
     @task
     def work(self) -> None:
-        run_steps(self.driver.step, RECORDER, _running, self.log_error)
+        run_steps(self.loop.step, RECORDER, _running, self.log_error)
 
 
 class ProbeUser(RedisUser):

@@ -45,7 +45,7 @@ def test_every_stage_has_the_same_face() -> None:
 
 
 def test_every_stage_has_the_same_names_below_its_files() -> None:
-    """The same face below the file names: the grid cell is plan.Point, built by plan.points_of;
+    """The same face below the file names: the grid point is plan.Point, built by plan.points_of;
     a CSV row is built by rows.row_of; the terminal table by table.table."""
     import dataclasses
     import importlib

@@ -402,7 +402,7 @@ def test_job_ms_at_adds_only_the_named_cells_at_each_extra_job_time_and_no_raw_d
     # the open points stay at the grid's job time, and the raw driver measures the grid only
     assert all(p.job_ms == 0 for p in points if p.regime == Regime.OPEN)
     assert not any(raw_at(opts, p, "echomq") for p in held) and raw_at(opts, points[0], "echomq")
-    with pytest.raises(BenchError, match="profile key job-ms-at: 'c8' is not a grid cell"):
+    with pytest.raises(BenchError, match="profile key job-ms-at: 'c8' is not a grid point"):
         dataclasses.replace(BASE, job_ms_at=("c8",))
 
 
@@ -421,5 +421,5 @@ def test_raw_driver_at_runs_the_raw_driver_at_the_named_cells_and_protocols_only
         if raw_at(opts, p, protocol)
     }
     assert at == {("w2-c8-rtt0", "echomq"), ("w2-c8-rtt0", "bullmq"), ("w2-rtt1", "bullmq")}
-    with pytest.raises(BenchError, match="profile key raw-driver-at: '8' is not a grid cell"):
+    with pytest.raises(BenchError, match="profile key raw-driver-at: '8' is not a grid point"):
         dataclasses.replace(BASE, raw_driver_at=("8",))

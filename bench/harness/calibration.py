@@ -43,7 +43,8 @@ class Calibration:
 
 def python_loop_ns() -> float:
     """ns per iteration of a fixed loop of integer arithmetic (the client's CPU: Locust users and
-    drivers are Python); the fastest round is the machine's speed, the slower measured what else ran."""
+    load generators are Python); the fastest round is the machine's speed, the slower measured what
+    else ran."""
     best = float("inf")
     for _ in range(LOOP_ROUNDS):
         total = 0

@@ -25,13 +25,13 @@ def _min(value: float) -> dict[str, float]:
 GRID_REGIMES = tuple(Regime)
 
 
-def parse_cell(text: str) -> tuple[str, int, float] | None:
-    """A grid cell as steady-at and open-at name it, "[protocol.]c8-rtt1": (the protocol, "" for
+def parse_point(text: str) -> tuple[str, int, float] | None:
+    """A grid point as steady-at and open-at name it, "[protocol.]c8-rtt1": (the protocol, "" for
     every one, concurrency, rtt ms); None when it is not one."""
-    protocol, _, cell = text.strip().rpartition(".")
-    if "." in cell or (protocol and "-rtt" in protocol):  # "c8-rtt0.5": the dot is the rtt's
-        protocol, cell = "", text.strip()
-    head, _, tail = cell.partition("-rtt")
+    protocol, _, point = text.strip().rpartition(".")
+    if "." in point or (protocol and "-rtt" in protocol):  # "c8-rtt0.5": the dot is the rtt's
+        protocol, point = "", text.strip()
+    head, _, tail = point.partition("-rtt")
     try:
         return (protocol, int(head.removeprefix("c")), float(tail)) if head.startswith("c") else None
     except ValueError:
@@ -86,7 +86,7 @@ class FinishFetchOptions:
     steady_at: tuple[str, ...] = ()
     open_at: tuple[str, ...] = ()
     open_loads: tuple[float, ...] = field(default=(0.5, 0.8), metadata=_min(0.01))
-    # grid cells ("[protocol.]c<concurrency>-rtt<ms>", as open-at) that also run at each of
+    # grid points ("[protocol.]c<concurrency>-rtt<ms>", as open-at) that also run at each of
     # job-ms-extra: where a gain fades as jobs take longer, without the whole grid's cost
     job_ms_at: tuple[str, ...] = ()
     job_ms_extra: tuple[float, ...] = field(default=(), metadata=_min(0))
@@ -96,8 +96,8 @@ class FinishFetchOptions:
     remeasure_share: float = field(default=0.0, metadata=_min(0))
     # the protocols this stage runs, of the profile's (empty: every one of the profile's)
     finish_fetch_protocols: tuple[str, ...] = ()
-    # the grid cells ("[protocol.]c<concurrency>-rtt<ms>", as open-at) where the raw driver and the
-    # reference run (empty: every grid point); the reference runs at rtt 0 whatever the cell's
+    # the grid points ("[protocol.]c<concurrency>-rtt<ms>", as open-at) where the raw driver and the
+    # reference run (empty: every grid point); the reference runs at rtt 0 whatever the point's
     raw_driver_at: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -113,10 +113,10 @@ class FinishFetchOptions:
         if self.regime == "open" and self.target_rate <= 0:
             raise BenchError("profile key regime = open needs a target-rate above 0 (jobs/s in all)")
         for name in ("steady_at", "open_at", "job_ms_at", "raw_driver_at"):
-            for cell in getattr(self, name):
-                if parse_cell(cell) is None:
+            for point in getattr(self, name):
+                if parse_point(point) is None:
                     raise BenchError(
-                        f"profile key {option_key(name)}: {cell!r} is not a grid cell; write "
+                        f"profile key {option_key(name)}: {point!r} is not a grid point; write "
                         "[protocol.]c<concurrency>-rtt<ms>, e.g. c8-rtt1 or echomq.c8-rtt1"
                     )
         fewest = min(self.producers, *self.workers)

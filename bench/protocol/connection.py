@@ -260,7 +260,7 @@ def write_and_read(connection: Any, commands: Sequence[tuple[Any, ...]]) -> list
     value (a whole reply: the connection stays in step). On any other failure the connection is
     dropped, since replies left unread would be taken for the next exchange's; nothing is re-sent.
     Packed by hiredis straight: redis-py's packer first walks every argument in Python, the
-    client's largest cost a call in a load driver's profile."""
+    client's largest cost a call in a load generator's profile."""
     try:
         try:
             packed = [b"".join([hiredis.pack_command(command) for command in commands])]

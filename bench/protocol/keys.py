@@ -78,7 +78,7 @@ class QueueKeys:
         if not _NAMESPACE.match(self.namespace):
             raise BenchError(f"key namespace {self.namespace!r} is not allowed; use 1-20 letters or digits")
 
-    # Built once a queue: a load driver asks for them on every call it builds.
+    # Built once a queue: a load generator asks for them on every call it builds.
     @cached_property
     def tag(self) -> str:
         """The queue name as its hash tag: ``{name}``."""

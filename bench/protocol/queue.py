@@ -188,7 +188,7 @@ class Producer:
         self, count: int, payload_bytes: int = 0, enqueued_us: int | None = None
     ) -> list[ScriptCall]:
         """``count`` addJob calls carrying one payload: a batch's jobs share its enqueue time, so
-        the data is encoded once (a load driver sends these beside other calls)."""
+        the data is encoded once (a load generator sends these beside other calls)."""
         data = job_payload(payload_bytes, enqueued_us)
         return [self._call(data, "", 0, 0) for _ in range(count)]
 

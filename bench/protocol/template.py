@@ -1,7 +1,7 @@
 """A call built once by a package's own builder, then patched per call: a template.
 
 Calling a package's builder for every call costs more client CPU than Redis spends
-running the script, so a load driver would measure the builder. A template keeps what
+running the script, so a load generator would measure the builder. A template keeps what
 the builder gave and patches only the values that change (a job id, a token, a time).
 
 Nothing about the builder's layout is written here. A template is derived from one call

@@ -1,9 +1,9 @@
 """The finish_fetch stage's contract: its rows (finish_fetch.csv, finish_fetch_shards.csv,
 finish_fetch_queues.csv, finish_fetch_servers.csv), its meta.json section, its words (Regime, clean)
-and the load driver's goals: how far the harness is from the least client work the builders allow,
-and whether Redis, not the client, sets the pace where it should. The stage's table and the report
-print the same goal lines from these rows, and neither may import the other. Only uncontended rows
-are evidence: a goal with no such row says ``not measured``, never met.
+and the driver goals (Locust's against the raw loops'): how far the harness is from the least
+client work the builders allow, and whether Redis, not the client, sets the pace where it should.
+The stage's table and the report print the same goal lines from these rows, and neither may import
+the other. Only uncontended rows are evidence: a goal with no such row says ``not measured``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from bench.harness.profile import FinishFetchOptions, parse_cell
+from bench.harness.profile import FinishFetchOptions, parse_point
 from bench.results.finish_fetch import BOUND_STRATEGIES, FinishFetchRow, Regime, regime_of
 
 
@@ -49,8 +49,8 @@ class Point:
         return dataclasses.replace(self, rate=rate)
 
     @property
-    def cell(self) -> tuple[int, int, float, float, int]:
-        """The grid cell, whatever the regime: workers, concurrency, job-ms, rtt, queues."""
+    def position(self) -> tuple[int, int, float, float, int]:
+        """The grid position, whatever the regime: workers, concurrency, job-ms, rtt, queues."""
         return (self.workers, self.concurrency, self.job_ms, self.rtt_ms, self.queues)
 
 
@@ -64,7 +64,7 @@ def point_id(protocol: str, strategy: str, point: Point) -> str:
 def points_of(opts: FinishFetchOptions) -> list[Point]:
     """The grid: every workers x queues x concurrency x job_ms x rtt_ms, in that order; then the
     Redis-bound point (bound_concurrency at rtt 0, job-ms 0), unless the grid holds it; then the
-    grid's cells named in job-ms-at, at each job-ms-extra; then those named in steady-at, steady;
+    grid's points named in job-ms-at, at each job-ms-extra; then those named in steady-at, steady;
     last those named in open-at, open at each open-load (after the backlog points whose capacity
     sets their rate)."""
     regime = regime_of(opts.target_rate, opts.regime)
@@ -95,10 +95,10 @@ def points_of(opts: FinishFetchOptions) -> list[Point]:
     return [*grid, *longer, *steady, *open_]
 
 
-def _named(grid: list[Point], cells: Iterable[str]) -> list[Point]:
-    """The grid's points at the cells steady-at or open-at names (every workers, job-ms, queues),
-    each for the protocol the cell names ("" for every one)."""
-    named = [found for found in map(parse_cell, cells) if found is not None]
+def _named(grid: list[Point], names: Iterable[str]) -> list[Point]:
+    """The grid's points steady-at or open-at names (every workers, job-ms, queues),
+    each for the protocol the name gives ("" for every one)."""
+    named = [found for found in map(parse_point, names) if found is not None]
     return [
         dataclasses.replace(p, protocol=protocol)
         for protocol, concurrency, rtt in named
@@ -145,7 +145,7 @@ def regime_options(opts: FinishFetchOptions, point: Point) -> FinishFetchOptions
 
 def capacity(rows: Iterable[FinishFetchRow], protocol: str, point: Point) -> float | None:
     """The point's measured backlog capacity for ``protocol``: the lower of fused's and two_call's
-    median jobs/s at its cell, each over its own clean backlog trials (over all of its trials when
+    median jobs/s at its position, each over its own clean backlog trials (over all of its trials when
     none was clean: one strategy's clean window must not hide the other's), so both strategies
     run open at one rate; None before any was measured."""
     here = [
@@ -154,7 +154,7 @@ def capacity(rows: Iterable[FinishFetchRow], protocol: str, point: Point) -> flo
         if r.protocol == protocol
         and r.regime == Regime.BACKLOG
         and r.jobs_per_s
-        and (r.workers, r.concurrency, r.job_ms, r.rtt_ms, r.queues) == point.cell
+        and (r.workers, r.concurrency, r.job_ms, r.rtt_ms, r.queues) == point.position
     ]
     medians: list[float] = []
     for strategy in BOUND_STRATEGIES:

@@ -1,4 +1,4 @@
-"""A producer as both drivers run it: pipelined batches, closed loop (a bounded backlog) or open
+"""A producer as Locust and the raw loops run it: pipelined batches, closed loop (a bounded backlog) or open
 loop at target-rate. No Locust or gevent import here.
 
 The closed loop keeps the wait list below a bound: in the steady regime 10 batches (producers and

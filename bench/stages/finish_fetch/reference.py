@@ -1,8 +1,8 @@
-"""The reference: the least client work the suite's builders allow, measured beside the drivers.
+"""The reference: the least client work the suite's builders allow, measured beside Locust and the raw loops.
 
 One flow of control, no threads, greenlets or Locust: the queue is pre-filled with pipelined
 addJob batches, then each round sends every in-flight job's calls in one redis-py pipeline, each
-worker connection in turn. Its CPU a job (the adds counted too) is what the drivers' are judged
+worker connection in turn. Its CPU a job (the adds counted too) is what Locust's and the raw loops' are judged
 against: what they cost beyond it is the harness. Always at rtt 0 and job-ms 0 (a wait costs no
 CPU); it drains for at most the point's measure-s, and the jobs it never fetched stay in wait,
 where the audit counts them.

@@ -217,7 +217,7 @@ def _beside(
 ) -> FinishFetchRow:
     """A Locust run's row with the raw driver's and the reference's figures at its point and strategy."""
     at = (row.workers, row.concurrency, row.job_ms, row.rtt_ms, row.queues)
-    if (row.protocol, row.strategy, row.regime, at) != (protocol, strategy, point.regime, point.cell):
+    if (row.protocol, row.strategy, row.regime, at) != (protocol, strategy, point.regime, point.position):
         return row
     d = raw.figures
     jobs_per_s, cpu = _round(d.jobs_per_s, 1), _round(d.loadgen_cpu_us_per_job, 1)

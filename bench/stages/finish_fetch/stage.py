@@ -231,7 +231,7 @@ def _trial(
 
 def _with_rate(point: Point, rows: list[FinishFetchRow], protocol: str) -> Point | None:
     """An open point at its rate for ``protocol``: its load of the backlog capacity measured at
-    its cell (None when none was); any other point as it is."""
+    its position (None when none was); any other point as it is."""
     if point.regime != Regime.OPEN or point.rate or not point.load:  # no load: the profile's target-rate
         return point
     measured = capacity(rows, protocol, point)

@@ -1,5 +1,5 @@
 """The timed path: every exchange a producer or a worker slot asks for, timed in µs and recorded,
-the same way in both drivers (Locust adds only its ``on_call``). No Locust or gevent import here.
+the same way in Locust and the raw loops (Locust adds only its ``on_call``). No Locust or gevent import here.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The wait list watched through a window: its length sampled now and then, so a backlog trial can
-show it never ran dry (a fused fetch-next found a job every time). Both drivers use it: a
+show it never ran dry (a fused fetch-next found a job every time). Locust and the raw loops use it: a
 greenlet of Locust's controller, a thread of the raw driver. No Locust or gevent import here."""
 
 from __future__ import annotations

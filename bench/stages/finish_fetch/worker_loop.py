@@ -2,7 +2,8 @@
 
 Each round sends the calls of every ready job in one exchange, reads every reply, and moves each
 job on: a BullMQ worker's auto-pipeline without a flow of control a job. Job time is kept by a timer
-heap, so a held job costs nothing until it is due. Both drivers run it. No Locust or gevent import.
+heap, so a held job costs nothing until it is due. Locust and the raw loops run it. No Locust or
+gevent import.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ def extra_scripts(variants: Iterable[str]) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Point:
-    """One cell of the plan: run ``reps`` times, its counts summed into one race.csv row."""
+    """One point of the plan: run ``reps`` times, its counts summed into one race.csv row."""
 
     variant: str
     sweepers: int

@@ -54,18 +54,18 @@ def run_plan(
 ) -> list[RaceOutcome]:
     """Every setting, ``reps`` times, alternating (rep 1 of each, then rep 2, ...), under one machine
     watch; each run is judged over its own span of it, set-up and audit included."""
-    outcomes = {cell: RaceOutcome(cell) for cell in points_of(plan)}
+    outcomes = {point: RaceOutcome(point) for point in points_of(plan)}
     spans: list[tuple[RaceOutcome, tuple[float, float]]] = []
     with watch_run(watch_pids) as watch:
         for rep in range(1, plan.reps + 1):
-            for cell, outcome in outcomes.items():
+            for point, outcome in outcomes.items():
                 opened = clock()
-                found = run_trial(settings, cell)
+                found = run_trial(settings, point)
                 spans.append((outcome, (opened, clock())))
                 outcome.reps += 1
                 outcome.counts += found
                 progress(
-                    f"{cell.label()} rep {rep}/{plan.reps}: double {found.double_recoveries}, "
+                    f"{point.label()} rep {rep}/{plan.reps}: double {found.double_recoveries}, "
                     f"lost {found.lost_attempt_updates}, requeued {found.requeued_after_finish}, "
                     f"audit {found.audit_violations} ({found.sweeps} sweeps, {found.finished} finished)"
                 )
@@ -85,9 +85,9 @@ def point_seconds(profile: Profile) -> tuple[float, ...]:
     a gap also waits its delay once a job, so a pass takes N x delay more."""
     plan = RacePlan.from_options(profile.race, profile.protocols)  # every protocol's runs count
     per_trial = []
-    for cell in points_of(plan):
-        per_job = GAP_S_PER_JOB + cell.delay_ms / 1000 if has_gap(cell.variant) else ATOMIC_S_PER_JOB
-        per_trial.append(TRIAL_OVERHEAD_S + cell.stalled_jobs * per_job)
+    for point in points_of(plan):
+        per_job = GAP_S_PER_JOB + point.delay_ms / 1000 if has_gap(point.variant) else ATOMIC_S_PER_JOB
+        per_trial.append(TRIAL_OVERHEAD_S + point.stalled_jobs * per_job)
     return tuple(per_trial) * plan.reps
 
 

@@ -26,14 +26,14 @@ def script_cost_rows(
 ) -> tuple[list[ScriptCostRow], dict[str, list[Row]]]:
     """Every step of every protocol, ``reps`` times, alternating, the machine watched through; and
     each protocol's phases of its last repetition (the terminal tables')."""
-    measured: list[tuple[Point, list[Row], tuple[float, float]]] = []  # the cell, its phases, its span
+    measured: list[tuple[Point, list[Row], tuple[float, float]]] = []  # the point, its phases, its span
     client = ctx.settings.connect()
     try:
         with watch_run(ctx.watch_pids) as watch:
-            for cell in points_of(protocols, reps):
+            for point in points_of(protocols, reps):
                 opened = clock()
-                phases = measure_phases(client, calls, cell.protocol)
-                measured.append((cell, phases, (opened, clock())))
+                phases = measure_phases(client, calls, point.protocol)
+                measured.append((point, phases, (opened, clock())))
     finally:
         client.close()
     rows: list[ScriptCostRow] = []
