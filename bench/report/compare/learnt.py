@@ -20,21 +20,18 @@ import pandas as pd
 from bench.report.verdict import BETWEEN_RUNS, CLAIM_BEYOND, NOT_JUDGED, SHOWN
 
 LEARNT_FILE = Path(__file__).with_name("learnt.json")
-# A family whose A/A pairs happened not to move (few points, a quiet hour) is still judged beyond
-# this: a timed figure is never claimed on a change a count would be (verdict.CLAIM_BEYOND).
-LEARNT_FLOOR = CLAIM_BEYOND
 # A few pairs see less than the drift's tail: a held-out third A/A pair of smoke runs moved fused
 # jobs/s by 13.4% where the first two pairs' largest change was 12.0% (20261206-050750-smoke /
 # -050931-smoke against -050059 ... -050615). A family is judged beyond half again its largest.
 LEARNT_MARGIN = 1.5
-TIMED = "timed"
+TIMED = "timed"  # a comparison row's kind: a timed figure, the only kind a drift is learnt for
 
 
 def threshold(drift: float) -> float:
-    """The least change claimed for a family whose A/A pairs moved by ``drift`` at most."""
-    return max(
-        drift * LEARNT_MARGIN, LEARNT_FLOOR
-    )  # a comparison row's kind: a timed figure, the only kind a drift is learnt for
+    """The least change claimed for a family whose A/A pairs moved by ``drift`` at most. One whose
+    pairs happened not to move (few points, a quiet hour) is still judged beyond CLAIM_BEYOND: a
+    timed figure is never claimed on a change a count would be."""
+    return max(drift * LEARNT_MARGIN, CLAIM_BEYOND)
 
 
 def family(stage: str, metric: str) -> str:
@@ -51,8 +48,7 @@ class Learnt:
     commit: str = ""  # their commit
 
     def beyond(self, stage: str, metric: str) -> float:
-        """The least change claimed for this metric: its learnt drift (at least LEARNT_FLOOR),
-        else BETWEEN_RUNS."""
+        """The least change claimed for this metric: by its learnt drift, else BETWEEN_RUNS."""
         learnt = self.drift.get(family(stage, metric))
         return BETWEEN_RUNS if learnt is None else threshold(learnt)
 

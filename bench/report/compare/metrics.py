@@ -73,65 +73,53 @@ FINISH_FETCH_LOWER = (
     "cycle_p99_us", "cycle_p999_us", "e2e_p50_us", "e2e_p99_us",
     "server_commands_per_job", "loadgen_cpu_us_per_job",
 )  # fmt: skip
-# A window's slowest cycle is one event (a pause, a burst of steal), not a spread: an A/A pair of
-# smoke runs (20261205-131625-smoke, -140855-smoke) moved one by x1.54, another by x3.35. Shown.
-FINISH_FETCH_MAXIMA = ("cycle_max_us",)
-FINISH_FETCH_HIGHER = ("locust_raw_jobs_ratio",)
-FINISH_FETCH_EXACT = ("commands_per_job",)  # the strategy fixes it: 1 fused, 2 two-call
-# round_trips is measured: atomic_sliced's calls end with its time budget, not a fixed count.
-SWEEP_LOWER = ("round_trips", "server_us", "probe_p99_us", "probe_busy")
-SWEEP_MAXIMA = ("hold_ms_max", "probe_max_us")
 # Nor is a change of a sweep's time under 2 ms claimed: an A/A pair of smoke runs on a quiet 2-core
 # VM (20261203-082252-smoke, -082349-smoke) moved sweeps of 0.2-4 ms by up to 1.8 ms (x0.5-x2),
 # and the same run's control loop stalls a call of plain Lua by 5-6 ms. A slower sweep shows
 # at the sizes whose sweeps take tens of milliseconds.
 SWEEP_TIME_LEAST_MS = 2.0
 RACE_LOWER = ("double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations")
-WORKER_LOWER = ("client_cpu_us_per_job", "redis_calls_per_job", "redis_us_per_job")
-HAZARD_LOWER = ("server_executions", "server_rejected", "probe_busy", "probe_max_us")
-SCRIPT_COST_LOWER = ("server_us_per_call",)
-SCRIPT_COST_EXACT = ("commands_per_call",)  # the scripts fix it: no noise to test against
 # Instructions Redis executed, counted under callgrind: fixed inputs and a pinned seed give the
 # same count run after run, a busy machine or not, so a change beyond 0.5% is one the code made.
 # A run whose seed stayed random (unshare refused) is judged beyond 1%: the seed moves a key's
 # lookup chain, and two such servers put a healthy sweep 0.52% apart, extendLock 0.8%. Nor is a
 # change under 1,000 instructions a call claimed; one more redis.call costs about 5,000.
-INSTRUCTIONS_EXACT = ("instructions_per_call", "server_instructions_per_call")
 INSTRUCTIONS_LEAST = 1000.0
+COUNTED = Metric(
+    "instructions_per_call", exact=True, exact_beyond=INSTRUCTIONS_BEYOND, least=INSTRUCTIONS_LEAST
+)
 
 STAGE_METRICS: dict[str, tuple[Metric, ...]] = {
     "finish_fetch": (
         Metric("jobs_per_s", higher_is_better=True),
         *map(Metric, FINISH_FETCH_LOWER),
-        *(Metric(column, maximum=True) for column in FINISH_FETCH_MAXIMA),
-        *(Metric(column, higher_is_better=True) for column in FINISH_FETCH_HIGHER),
-        *(Metric(column, exact=True) for column in FINISH_FETCH_EXACT),
+        # A window's slowest cycle is one event (a pause, a burst of steal), not a spread: an A/A
+        # pair of smoke runs (20261205-131625-smoke, -140855-smoke) moved one by x1.54, another by
+        # x3.35. Shown.
+        Metric("cycle_max_us", maximum=True),
+        Metric("locust_raw_jobs_ratio", higher_is_better=True),
+        Metric("commands_per_job", exact=True),  # the strategy fixes it: 1 fused, 2 two-call
     ),
     "sweep": (
         Metric("sweep_ms_median", least=SWEEP_TIME_LEAST_MS),
-        *map(Metric, SWEEP_LOWER),
-        *(Metric(column, maximum=True) for column in SWEEP_MAXIMA),
+        # round_trips is measured: atomic_sliced's calls end with its time budget, not a fixed count.
+        *map(Metric, ("round_trips", "server_us", "probe_p99_us", "probe_busy")),
+        Metric("hold_ms_max", maximum=True),
+        Metric("probe_max_us", maximum=True),
     ),
     "race": tuple(map(Metric, RACE_LOWER)),
-    "bullmq_worker": (Metric("jobs_per_s", higher_is_better=True), *map(Metric, WORKER_LOWER)),
-    "sweep_hazard": tuple(map(Metric, HAZARD_LOWER)),
-    "script_cost": (
-        *map(Metric, SCRIPT_COST_LOWER),
-        *(Metric(column, exact=True) for column in SCRIPT_COST_EXACT),
+    "bullmq_worker": (
+        Metric("jobs_per_s", higher_is_better=True),
+        *map(Metric, ("client_cpu_us_per_job", "redis_calls_per_job", "redis_us_per_job")),
     ),
-    "instructions": tuple(
-        Metric(column, exact=True, exact_beyond=INSTRUCTIONS_BEYOND, least=INSTRUCTIONS_LEAST)
-        for column in INSTRUCTIONS_EXACT
+    "sweep_hazard": tuple(
+        map(Metric, ("server_executions", "server_rejected", "probe_busy", "probe_max_us"))
     ),
-    "instructions_completed": (
-        Metric(
-            "instructions_per_call", exact=True, exact_beyond=INSTRUCTIONS_BEYOND, least=INSTRUCTIONS_LEAST
-        ),
-    ),
+    # the scripts fix the commands a call: no noise to test against
+    "script_cost": (Metric("server_us_per_call"), Metric("commands_per_call", exact=True)),
+    "instructions": (COUNTED, replace(COUNTED, column="server_instructions_per_call")),
+    "instructions_completed": (COUNTED,),
 }
-
-# Sweep columns whose spread is the sweep time's pyperf stdev.
-SWEEP_SPREAD_FROM_STDEV = ("sweep_ms_median",)
 
 
 def norm_key(value: object) -> object:
@@ -170,26 +158,22 @@ def samples(stage: str, frame: pd.DataFrame) -> dict[tuple[object, ...], dict[st
     frame = with_known_keys(stage, frame)
     if frame.empty or any(k not in frame.columns for k in keys):
         return {}
-    out: dict[tuple[object, ...], dict[str, Sample]] = {}
-    for raw_key, group in frame.groupby(list(keys), sort=True, dropna=False):
-        key = tuple(norm_key(v) for v in raw_key)
-        metrics: dict[str, Sample] = {}
-        for metric in STAGE_METRICS[stage]:
-            if metric.column not in group.columns or group[metric.column].isna().all():
-                continue
-            metrics[metric.column] = _sample(stage, metric.column, group)
-        out[key] = metrics
-    return out
+    return {
+        tuple(norm_key(v) for v in raw_key): {
+            m.column: _sample(stage, m.column, group)
+            for m in STAGE_METRICS[stage]
+            if m.column in group.columns and not group[m.column].isna().all()
+        }
+        for raw_key, group in frame.groupby(list(keys), sort=True, dropna=False)
+    }
 
 
 def _sample(stage: str, column: str, group: pd.DataFrame) -> Sample:
-    if stage == "sweep" and column in SWEEP_SPREAD_FROM_STDEV and "sweep_ms_stdev" in group.columns:
-        row = group.iloc[0]
-        median, stdev = float(row["sweep_ms_median"]), float(row["sweep_ms_stdev"])
-        scale = float(row[column]) / median if median and not is_missing(row[column]) else 1.0
+    if stage == "sweep" and column == "sweep_ms_median" and "sweep_ms_stdev" in group.columns:
+        row = group.iloc[0]  # the sweep time's spread: its pyperf stdev over ``reps`` repetitions
         reps: Any = row["reps"] if "reps" in group.columns else None
         n = 2 if is_missing(reps) else int(float(reps))  # an older file without reps: at least two
-        return Sample.with_stdev(median, stdev, scale, n)
+        return Sample.with_stdev(float(row["sweep_ms_median"]), float(row["sweep_ms_stdev"]), n=n)
     return Sample.of(group[column].tolist())
 
 
@@ -224,9 +208,7 @@ class Comparison:
 
     def judged_share(self) -> float:
         """The share of the rows that could be judged (not a maximum or a single value) that were."""
-        if self.rows.empty:
-            return 0.0
-        candidates = self.rows[self.rows["verdict"] != SHOWN]
+        candidates = self.rows[self.rows["verdict"] != SHOWN] if not self.rows.empty else self.rows
         return float((candidates["verdict"] != NOT_JUDGED).mean()) if not candidates.empty else 0.0
 
 
@@ -244,10 +226,7 @@ def _flags(frame: pd.DataFrame, stage: str, key: tuple[object, ...]) -> list[str
     for k, v in zip(keys, key, strict=True):
         mask &= frame[k].map(norm_key) == v
     rows = frame[mask]
-    flags = []
-    for column in ("contended", "saturated"):
-        if column in rows.columns and any(_truthy(v) for v in rows[column]):
-            flags.append(column)
+    flags = [c for c in ("contended", "saturated") if c in rows.columns and any(map(_truthy, rows[c]))]
     if "audit_ok" in rows.columns and not all(_truthy(v, missing=True) for v in rows["audit_ok"]):
         flags.append("audit failed")
     return flags
