@@ -21,7 +21,6 @@ from bench.report.plots.style import (
     colour,
     legend_columns,
     ordered,
-    save,
     saved,
     split_label,
     wrapped,
@@ -29,6 +28,13 @@ from bench.report.plots.style import (
 from bench.report.ratios import paired_ratios, ratio_text
 
 POINT_COLUMNS = ("workers", "queues", "concurrency", "job_ms", "rtt_ms")
+
+
+def _with_protocol(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with its protocol filled in: a file from before the column is echomq's."""
+    return frame.assign(
+        protocol=frame["protocol"].fillna(HOME_PROTOCOL) if "protocol" in frame else HOME_PROTOCOL
+    )
 
 
 def _x_axis(ax: Axes, label: str, title: str) -> None:
@@ -39,31 +45,24 @@ def _x_axis(ax: Axes, label: str, title: str) -> None:
     ax.grid(which="both", alpha=0.3)
 
 
-def _num(value: object) -> str:
-    return f"{float(value):g}"  # type: ignore[arg-type]
-
-
-def _point_label(workers: object, queues: object, concurrency: object, job_ms: object, rtt_ms: object) -> str:
+def _point_label(workers: float, queues: float, concurrency: float, job_ms: float, rtt_ms: float) -> str:
     """Two lines: the workers (queues, jobs in flight, job time where set), then the rtt."""
-    first = f"{_num(workers)} workers"
-    if float(queues) != 1:  # type: ignore[arg-type]
-        first += f" on {_num(queues)} queues"
-    if float(concurrency) != 1:  # type: ignore[arg-type]
-        first += f" x {_num(concurrency)}"
-    if float(job_ms):  # type: ignore[arg-type]
-        first += f", job {_num(job_ms)} ms"
-    return f"{first}\nrtt {_num(rtt_ms)} ms"
+    first = f"{float(workers):g} workers"
+    if float(queues) != 1:
+        first += f" on {float(queues):g} queues"
+    if float(concurrency) != 1:
+        first += f" x {float(concurrency):g}"
+    if float(job_ms):
+        first += f", job {float(job_ms):g} ms"
+    return f"{first}\nrtt {float(rtt_ms):g} ms"
 
 
 def _ratio_texts(at_point: pd.DataFrame) -> list[str]:
-    """A line a protocol: fused over each other strategy, the median of the repetition pairs
-    [min-max] (report.ratios, the one definition; "rtt missed" in its place where the rtt missed);
-    the protocol named when there are several."""
-    unlabelled = at_point.assign(strategy=[split_label(v)[1] for v in at_point["strategy"]])
-    unlabelled["protocol"] = (
-        unlabelled["protocol"].fillna(HOME_PROTOCOL) if "protocol" in unlabelled else HOME_PROTOCOL
+    """A line a protocol (named when there are several): fused over each other strategy, by
+    report.ratios, the one definition."""
+    ratios = paired_ratios(
+        _with_protocol(at_point.assign(strategy=[split_label(v)[1] for v in at_point["strategy"]]))
     )
-    ratios = paired_ratios(unlabelled)
     several = ratios["protocol"].nunique() > 1
     texts = []
     order = sorted(dict.fromkeys(ratios["protocol"]), key=lambda name: name != HOME_PROTOCOL)
@@ -91,16 +90,10 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     figure = Figure(figsize=(max(6.0, 2.5 + 0.6 * len(points) * len(variants)), 4.8), layout="constrained")
     ax = figure.add_subplot()
     saturated_shown = False
-
-    def at(point: tuple[object, ...]) -> pd.Series:
-        mask = pd.Series(True, index=data.index)
-        for column, value in zip(POINT_COLUMNS, point, strict=True):
-            mask &= data[column] == value
-        return mask
-
+    at = dict(iter(data.groupby(list(POINT_COLUMNS))))  # point -> its rows
     for i, variant in enumerate(variants):
         for j, point in enumerate(points):
-            reps = data[(data["strategy"] == variant) & at(point)]
+            reps = at[point][at[point]["strategy"] == variant]
             if reps.empty:
                 continue
             x = j + (i - (len(variants) - 1) / 2) * width
@@ -126,8 +119,8 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
                         color="white" if inside else "black")  # fmt: skip
     lines_above = 0
     for j, point in enumerate(points):
-        top = float(data[at(point)]["jobs_per_s"].max())
-        texts = _ratio_texts(data[at(point)])
+        top = float(at[point]["jobs_per_s"].max())
+        texts = _ratio_texts(at[point])
         lines_above = max(lines_above, len(texts))
         for k, text in enumerate(reversed(texts)):  # the first protocol named highest
             ax.annotate(text, (j, top), textcoords="offset points", xytext=(0, 10 + 11 * k),
@@ -144,19 +137,17 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     title = "Throughput: fused against " + " and ".join(v for v in strategies if v != "fused")
     if len(protocols) > 1:
         title += f" ({', '.join(protocols)})"
-    figure.suptitle(title)
     subtitle = (
         f"bar = mean of {n_reps} repetitions (value at its foot), whisker = min..max, dot = one repetition"
     )
     ax.set_title(wrapped(subtitle, figure, 8), fontsize=8)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), framealpha=0.95, fontsize=8)  # off the bars
     ax.grid(axis="y", alpha=0.3)
-    save(figure, out_dir / "finish_fetch_jobs.png")
     caption = (
         "Taller is better. Compare the bar heights of fused and the two-call strategies at each point; "
         "a gap much wider than the whiskers is a real difference, overlapping whiskers are not."
     )
-    return Plot("finish_fetch_jobs.png", title, caption)
+    return saved(figure, out_dir, "finish_fetch_jobs.png", title, caption, headed=True)
 
 
 def ratio_against_concurrency(ratios: pd.DataFrame, out_dir: Path) -> Plot | None:
@@ -168,11 +159,7 @@ def ratio_against_concurrency(ratios: pd.DataFrame, out_dir: Path) -> Plot | Non
     others += sorted(set(ratios["other"]) - set(others))
     figure = Figure(figsize=(5.4 * len(others) + 0.6, 4.6), layout="constrained")
     axes = figure.subplots(1, len(others), squeeze=False, sharey=True)[0]
-    ratios = (
-        ratios.assign(protocol=ratios["protocol"].fillna(HOME_PROTOCOL))
-        if "protocol" in ratios
-        else (ratios.assign(protocol=HOME_PROTOCOL))
-    )
+    ratios = _with_protocol(ratios)
     protocols = sorted(ratios["protocol"].unique(), key=lambda name: (name != HOME_PROTOCOL, name))
     several = [c for c in ("workers", "job_ms") if ratios[c].nunique() > 1]
     settings = sorted(set(ratios[["rtt_ms", *several]].itertuples(index=False, name=None)))
