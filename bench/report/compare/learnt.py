@@ -1,13 +1,11 @@
-"""The drift between runs of one commit, learnt from A/A pairs: the threshold a timed figure is
-judged beyond (bench.report.verdict), kept in the repository with the runs it came from.
+"""The drift between runs of one commit, learnt from A/A pairs and kept in the repository with their
+run ids: the threshold a timed figure is judged beyond (bench.report.verdict).
 
-A family is a stage's metric (``finish_fetch jobs_per_s``) or a ratio taken within one run
-(``finish_fetch fused/two_call jobs/s``). Its drift is the largest change |B/A - 1| any A/A
-pair showed at any point judged on clean windows; a comparison claims a change beyond half again
-that (LEARNT_MARGIN), and never under 5%. A
-family no pair measured is judged beyond ``BETWEEN_RUNS`` and the comparison says so. The
-calibrations' drift between two runs is shown, never added: no threshold is wider than measured.
-"""
+A family is a stage's metric (``finish_fetch jobs_per_s``) or a ratio within one run
+(``finish_fetch fused/two_call jobs/s``). Its drift is the largest |B/A - 1| any A/A pair showed at a
+point judged on clean windows; a comparison claims a change beyond half again that, never under 5%,
+and beyond ``BETWEEN_RUNS`` for a family no pair measured. The calibrations' drift between two runs
+is shown, never added: no threshold is wider than measured."""
 
 from __future__ import annotations
 
@@ -86,8 +84,7 @@ def write_learnt(learnt: Learnt, path: Path = LEARNT_FILE) -> None:
 
 
 def learn(rows: list[pd.DataFrame], pairs: tuple[tuple[str, str], ...], commit: str) -> Learnt:
-    """Each family's drift over A/A comparisons' rows (compare.metrics.compare_runs, one frame a
-    pair): the largest |B/A - 1| of its timed rows judged on clean windows."""
+    """Each family's drift over A/A comparisons' rows: the largest |B/A - 1| of its clean timed rows."""
     drift: dict[str, float] = {}
     points: dict[str, int] = {}
     for frame in rows:

@@ -1,23 +1,13 @@
 """Run against run: every metric both runs have, A, B, the ratio B/A and a verdict that does not cry wolf.
 
-Rows are matched on their key columns (``STAGE_KEYS``), the protocol first: a
-bullmq point is compared with the same bullmq point only (a file from before the
-protocol column is echomq's, and echomq's points are labelled without it, as they
-always were). finish_fetch and script_cost rows are one per repetition, so each
-point's value is the mean over its repetitions; sweep_cost rows carry a median and
-a stdev over ``reps`` repetitions for the sweep time; every other sweep column and
-every race count is measured once per point. Sweep points skipped in either run are
-left out and named in a note.
-
-Each measurement is judged once: a column derived from another (us_per_active_job is
-the sweep time over the size, redis_ceiling_jobs_per_s is a second over Redis's µs a
-job) is left out. A column is ``exact`` only where the code fixes it in every row
-(commands per job or per call); a count the run's timing moves (atomic_sliced's round trips
-end with its time budget) is measured.
-
-Each metric at each point both runs have gets its verdict (bench.report.verdict);
-compare.page renders the rows, compare.machines what the two runs ran on.
-"""
+Rows are matched on their key columns (``STAGE_KEYS``), the protocol first (a file from before the
+protocol column is echomq's). A point's value is the mean over its repetitions (finish_fetch,
+script_cost); a sweep point carries a median and a stdev over ``reps`` repetitions of its time, and
+every other sweep column and race count is measured once a point. Skipped sweep points are left out
+and named in a note. Each measurement is judged once: a column derived from another
+(us_per_active_job, redis_ceiling_jobs_per_s) is left out. A column is ``exact`` only where the code
+fixes it in every row (commands per job or per call); a count the run's timing moves (atomic_sliced's
+round trips end with its time budget) is measured."""
 
 from __future__ import annotations
 
@@ -137,8 +127,7 @@ def key_order(key: tuple[object, ...]) -> tuple[tuple[int, object], ...]:
 
 
 def point_label(keys: Sequence[str], values: Sequence[object]) -> str:
-    """``strategy=fused workers=4 concurrency=8 rtt_ms=1``; a key at its default (KEY_DEFAULTS,
-    LABEL_DEFAULTS: echomq goes unnamed) is left out, so a point names what sets it apart."""
+    """``strategy=fused workers=4 rtt_ms=1``: a key at its default left out (echomq goes unnamed)."""
     defaults = {**KEY_DEFAULTS, **LABEL_DEFAULTS}
     return " ".join(
         f"{k}={v}" for k, v in zip(keys, values, strict=True) if k not in defaults or v != defaults[k]
@@ -146,8 +135,7 @@ def point_label(keys: Sequence[str], values: Sequence[object]) -> str:
 
 
 def with_known_keys(stage: str, frame: pd.DataFrame) -> pd.DataFrame:
-    """The frame with each key column it lacks whose value is known (a file from before the
-    protocol column is echomq's)."""
+    """The frame with the key columns it lacks whose value is known (no protocol: echomq's)."""
     missing = {k: v for k, v in LABEL_DEFAULTS.items() if k in STAGE_KEYS[stage] and k not in frame.columns}
     return frame.assign(**missing) if missing else frame
 
@@ -187,12 +175,9 @@ class Comparison:
         """The thresholds this comparison judged by, a line each, and where they came from."""
         timed = self.rows[self.rows["kind"] == TIMED] if not self.rows.empty else self.rows
         families = dict.fromkeys(family(str(r["stage"]), str(r["metric"])) for _, r in timed.iterrows())
-        learnt = [
-            f"{name} {threshold(self.learnt.drift[name]):.0%}"
-            for name in families
-            if name in self.learnt.drift
-        ]
-        default = [name for name in families if name not in self.learnt.drift]
+        drift = self.learnt.drift
+        learnt = [f"{name} {threshold(drift[name]):.0%}" for name in families if name in drift]
+        default = [name for name in families if name not in drift]
         lines = [
             f"counts the code fixes: beyond {CLAIM_BEYOND:.0%}; instructions beyond {INSTRUCTIONS_BEYOND:.1%}"
             f" and {INSTRUCTIONS_LEAST:,.0f} a call",
@@ -273,9 +258,8 @@ def _row(
 def compare_runs(
     a: Mapping[str, pd.DataFrame], b: Mapping[str, pd.DataFrame], learnt: Learnt | None = None
 ) -> Comparison:
-    """Every metric both runs have, matched on the stage's key columns, and finish_fetch's ratios
-    within each run; a timed figure is judged on clean windows beyond its ``learnt`` drift (by
-    default the drift kept in the repository)."""
+    """Every metric both runs have, matched on the stage's keys, and finish_fetch's in-run ratios; a
+    timed figure is judged on clean windows beyond its ``learnt`` drift (default: the repository's)."""
     learnt = read_learnt() if learnt is None else learnt
     rows: list[dict[str, object]] = []
     notes: list[str] = []
@@ -338,15 +322,12 @@ def compare_runs(
 
 
 def pair_ratios(frame: pd.DataFrame) -> dict[tuple[tuple[object, ...], str], tuple[list[float], list[float]]]:
-    """(point, other strategy) -> fused/other jobs/s of each repetition pair: those whose two
-    windows were clean and paid their rtt, and all of them. A ratio taken within one run: both
-    sides of a pair ran minutes apart at most, on the same machine and server."""
+    """(point, other) -> fused/other jobs/s of each repetition pair: the clean pairs (rtt paid), and all.
+    A ratio within one run: its two sides ran minutes apart at most, on one machine and server."""
     frame = frame.assign(**{c: v for c, v in POINT_DEFAULTS.items() if c not in frame.columns})
     if frame.empty or not {"strategy", "rep", "jobs_per_s", *POINT_COLUMNS} <= set(frame.columns):
         return {}
-    frame = frame.assign(
-        clean=clean_mask(frame) & ~rtt_missed_rows(frame)
-    )  # a pair over two networks: not clean
+    frame = frame.assign(clean=clean_mask(frame) & ~rtt_missed_rows(frame))  # over two networks: not clean
     out: dict[tuple[tuple[object, ...], str], tuple[list[float], list[float]]] = {}
     for raw_key, group in frame.groupby(list(POINT_COLUMNS), dropna=False, sort=True):
         point = tuple(norm_key(v) for v in raw_key)
@@ -369,8 +350,7 @@ def _clean_reps(group: pd.DataFrame, strategy: str) -> set[int]:
 
 
 def ratio_rows(frame_a: pd.DataFrame, frame_b: pd.DataFrame, learnt: Learnt) -> list[dict[str, object]]:
-    """finish_fetch's fused/other jobs/s at each point, a figure of its own: judged on its clean
-    pairs beyond the drift learnt for the ratio, which is far smaller than absolute jobs/s's."""
+    """fused/other jobs/s a point, judged on its clean pairs beyond the drift learnt for the ratio."""
     rows = []
     ratios_a, ratios_b = pair_ratios(frame_a), pair_ratios(frame_b)
     for point, other in sorted(ratios_a.keys() & ratios_b.keys(), key=lambda k: key_order((*k[0], k[1]))):
@@ -379,14 +359,12 @@ def ratio_rows(frame_a: pd.DataFrame, frame_b: pd.DataFrame, learnt: Learnt) -> 
         ca, cb = Sample.of(clean_a), Sample.of(clean_b)
         ja = ca if ca.n else Sample.of(every_a)
         jb = cb if cb.n else Sample.of(every_b)
+        clean = (ca.n == len(every_a), cb.n == len(every_b))
         said = verdict(
-            ja, jb, higher_is_better=True, clean=(ca.n == len(every_a), cb.n == len(every_b)),
-            beyond=learnt.beyond("finish_fetch", metric),
-        )  # fmt: skip
+            ja, jb, higher_is_better=True, clean=clean, beyond=learnt.beyond("finish_fetch", metric)
+        )
         note = (
-            ""
-            if (ca.n, cb.n) == (len(every_a), len(every_b))
-            else (f"clean pairs {ca.n} of {len(every_a)} in A, {cb.n} of {len(every_b)} in B")
+            "" if all(clean) else f"clean pairs {ca.n} of {len(every_a)} in A, {cb.n} of {len(every_b)} in B"
         )
         label = point_label(POINT_COLUMNS, point)
         rows.append(_row("finish_fetch", label, metric, TIMED, ja, jb, said, note))
@@ -394,8 +372,7 @@ def ratio_rows(frame_a: pd.DataFrame, frame_b: pd.DataFrame, learnt: Learnt) -> 
 
 
 def clean_mask(frame: pd.DataFrame) -> pd.Series:
-    """The rows whose window was clean: neither contended nor saturated (a stage without those
-    flags: every row)."""
+    """The rows whose window was neither contended nor saturated (no such flags: every row)."""
     mask = pd.Series(True, index=frame.index)
     for column in ("contended", "saturated"):
         if column in frame.columns:

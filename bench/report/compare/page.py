@@ -1,6 +1,4 @@
-"""The markdown of a comparison, printed and written by `python -m bench compare`: the two runs
-named, what they ran on (calibrations, a busy start, system settings and packages that differ),
-each run's headline ratios (bench.report.ratios) at every point both ran, then the verdict rows."""
+"""A comparison's markdown (`bench compare`): the runs, what they ran on, headline ratios, verdicts."""
 
 from __future__ import annotations
 
@@ -72,9 +70,8 @@ def describe(run: RunData) -> str:
 
 
 def headline_lines(frame_a: pd.DataFrame | None, frame_b: pd.DataFrame | None) -> list[str]:
-    """Each run's fused/other ratios (median of its A B pairs [min-max], bench.report.ratios) at
-    every point both ran, and whether the two ranges overlap: ratios within one run hold where
-    absolute figures drift ("rtt missed" in place of one whose rtt missed: not compared)."""
+    """Each run's fused/other ratios at every point both ran, and whether their ranges overlap: ratios
+    within one run hold where absolute figures drift (one whose rtt missed: not compared)."""
     if frame_a is None or frame_b is None:
         return []
     a, b = _ratios_by_point(frame_a), _ratios_by_point(frame_b)

@@ -1,5 +1,4 @@
-"""The finish-then-fetch figures: jobs/s per strategy at each point, and the fused advantage
-against jobs in flight."""
+"""The finish-then-fetch figures: jobs/s a point, the fused advantage, the model against measured."""
 
 from __future__ import annotations
 
@@ -11,6 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from bench.report.columns import clean, filled, flag, rtt_paid_ms
+from bench.report.model import MISS
 from bench.report.plots.style import (
     HOME_PROTOCOL,
     OTHER_LINE,
@@ -58,8 +58,7 @@ def _point_label(workers: float, queues: float, concurrency: float, job_ms: floa
 
 
 def _ratio_texts(at_point: pd.DataFrame) -> list[str]:
-    """A line a protocol (named when there are several): fused over each other strategy, by
-    report.ratios, the one definition."""
+    """A line a protocol (named when there are several): fused over each other, by report.ratios."""
     ratios = paired_ratios(
         _with_protocol(at_point.assign(strategy=[split_label(v)[1] for v in at_point["strategy"]]))
     )
@@ -151,8 +150,7 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
 
 
 def ratio_against_concurrency(ratios: pd.DataFrame, out_dir: Path) -> Plot | None:
-    """fused/two_call and fused/two_call_pipelined jobs/s against jobs in flight, one line per rtt
-    (and per workers and job time, when the run has several); whiskers: the pairs' min..max."""
+    """fused/other jobs/s against jobs in flight, a line an rtt (workers, job time); whiskers min..max."""
     if ratios.empty or ratios["concurrency"].nunique() < 2:
         return None
     others = [o for o in ("two_call", "two_call_pipelined") if o in set(ratios["other"])]
@@ -248,8 +246,7 @@ def jobs_against_concurrency(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
 
 
 def ratio_against_rtt(ratios: pd.DataFrame, guesses: pd.DataFrame, out_dir: Path) -> Plot | None:
-    """fused / two_call against the rtt: measured points with their pairs' range, and the model's
-    lines (thin, marked predicted) a concurrency, a panel a protocol."""
+    """fused / two_call against rtt: measured (the pairs' range), predicted (dotted); a panel a protocol."""
     ratios = ratios[ratios["other"] == "two_call"] if not ratios.empty else ratios
     if ratios.empty:
         return None
@@ -285,3 +282,40 @@ def ratio_against_rtt(ratios: pd.DataFrame, guesses: pd.DataFrame, out_dir: Path
         "A point whose rtt paid missed its nominal rtt is left out."
     )
     return saved(figure, out_dir, "finish_fetch_ratio_rtt.png", title, caption, headed=True)
+
+
+MARKERS = {"echomq": "o", "bullmq": "s"}
+
+
+def measured_against_predicted(table: pd.DataFrame, out_dir: Path) -> Plot | None:
+    """Each row's measured jobs/s against the model's; the ±20% band; unclean rows hollow."""
+    rows = table.dropna(subset=["predicted_jobs_per_s", "jobs_per_s"])
+    if rows.empty:
+        return None
+    figure = Figure(figsize=(6.4, 5.4), layout="constrained")
+    ax = figure.add_subplot()
+    top = float(max(rows["jobs_per_s"].max(), rows["predicted_jobs_per_s"].max())) * 1.08
+    ax.plot([0, top], [0, top], color="grey", linewidth=1, label="model = measured")
+    ax.fill_between([0, top], [0, top * (1 - MISS)], [0, top * (1 + MISS)], color="grey", alpha=0.12,
+                    label=f"within {MISS:.0%}")  # fmt: skip
+    for (protocol, strategy), group in rows.groupby(["protocol", "strategy"], sort=True):
+        marker = MARKERS.get(str(protocol), "^")
+        for is_clean, part in group.groupby("clean"):
+            ax.scatter(part["predicted_jobs_per_s"], part["jobs_per_s"], marker=marker, s=28,
+                       color=colour(str(strategy)) if is_clean else "none",
+                       edgecolors=colour(str(strategy)),
+                       label=f"{protocol} {strategy}" if is_clean else None)  # fmt: skip
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.xaxis.set_major_formatter(THOUSANDS)
+    ax.yaxis.set_major_formatter(THOUSANDS)
+    ax.set_xlabel("predicted jobs/s (closed-loop model of the row's parts)")
+    ax.set_ylabel("measured jobs/s")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7.5, loc="upper left")
+    title = "Measured against predicted jobs/s"
+    caption = (
+        "A point is one repetition. On the grey line the model is exact; the band is ±20%. "
+        "A hollow point was contended or saturated."
+    )
+    return saved(figure, out_dir, "finish_fetch_model.png", title, caption, headed=True)

@@ -1,5 +1,4 @@
-"""The latency percentile curves of finish-then-fetch: from merged HDR histograms, or from the
-CSV's percentile columns when a run has none."""
+"""Finish-then-fetch's latency curves: from merged HDR histograms, else the CSV's percentiles."""
 
 from __future__ import annotations
 
@@ -68,8 +67,7 @@ def latency_percentiles(
     e2e_name: str = E2E_NAME,
     with_e2e: bool = True,
 ) -> Plot | None:
-    """Cycle (and end-to-end) percentile curves a variant from ``histograms`` ((metric, variant) ->
-    merge). In closed loop end to end measures the harness: ``with_e2e`` False leaves it out."""
+    """Cycle (and, ``with_e2e``, end-to-end) percentile curves a variant, from (metric, variant) merges."""
     wanted = ("cycle", "e2e") if with_e2e else ("cycle",)
     metrics = [m for m in wanted if any(k[0] == m for k in histograms)]
     if not metrics:

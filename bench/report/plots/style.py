@@ -1,5 +1,4 @@
-"""What every figure shares: the Plot record, each variant's fixed colour and line style, plain log
-ticks, and the atomic PNG write (matplotlib's Agg canvas)."""
+"""What every figure shares: Plot, each variant's colour and line, log ticks, the atomic PNG write."""
 
 from __future__ import annotations
 
@@ -119,8 +118,7 @@ def figure_title(figure: Figure) -> Text | None:
 
 
 def fit_titles(figure: Figure) -> None:
-    """Every title wrapped to the width it has: the figure's for its title, an axes' column's for
-    the axes' (a panel's title never runs over its neighbour or off the figure)."""
+    """Each title wrapped to its width: the figure's, or its axes' column's (never over a neighbour)."""
     suptitle = figure_title(figure)
     if suptitle is not None and suptitle.get_text():
         suptitle.set_text(wrapped(suptitle.get_text(), figure, float(suptitle.get_fontsize())))
@@ -172,8 +170,7 @@ def wrapped_to(text: str, width_in: float, fontsize: float) -> str:
 
 
 def saved(figure: Figure, out_dir: Path, name: str, title: str, caption: str, headed: bool = False) -> Plot:
-    """Save the figure as PNG ``name``, atomically (a reader never sees half a picture);
-    ``headed``: with ``title`` as its own title too."""
+    """Write the figure as PNG ``name`` atomically; ``headed``: with ``title`` as its own title too."""
     if headed:
         figure.suptitle(title)
     fit_titles(figure)

@@ -1,5 +1,4 @@
-"""The sweep-cost figures: sweep time and the probe's worst wait against active-list size, one
-panel a scenario, log-log."""
+"""The sweep-cost figures against active-list size, log-log, one panel a scenario."""
 
 from __future__ import annotations
 
@@ -68,8 +67,7 @@ def _finish_panels(panels: list[tuple[Axes, pd.DataFrame]]) -> None:
 
 
 def _slope_guides(ax: Axes, rows: pd.DataFrame, column: str, first: bool) -> None:
-    """Dashed guides of slope 1 and 2 from the panel's lowest first point: a line parallel to a
-    guide grows as that power of the size (1 linear, 2 quadratic)."""
+    """Guides of slope 1 (linear) and 2 (quadratic) from the lowest first point, to read growth by."""
     if rows.empty:
         return
     x0 = float(rows["active_size"].min())

@@ -1,5 +1,4 @@
-"""Redis's cost in instructions (instructions.csv): a count under valgrind's callgrind, beside the
-timed µs of the script cost where the run has them."""
+"""Redis's cost in instructions (instructions.csv) under callgrind, beside the script cost's µs."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ ABOUT = (
 
 def state_about(data: RunData) -> str:
     """The queue state a run's protocols' steps were counted at (meta.json's instructions.state)."""
-    about = data.meta.instructions
-    state = about.state if about is not None else {}
+    state = data.meta.instructions.state if data.meta.instructions is not None else {}
     if not state:
         return "Each protocol's steps began on an empty queue (a run from before the stated state)."
     return (

@@ -1,6 +1,4 @@
-"""The servers a profile named, side by side (its key servers, docs/servers.md): finish_fetch's
-Redis-bound point on each (finish_fetch_servers.csv) and the instructions a job on each
-(instructions.csv), by the name each server gave in its INFO."""
+"""The profile's servers side by side (docs/servers.md): finish_fetch's point, instructions."""
 
 from __future__ import annotations
 

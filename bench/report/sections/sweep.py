@@ -1,5 +1,4 @@
-"""The sweep-cost section: sweep time and the probe's worst wait against size, the log-log
-slopes, the skipped points, and the client-default hazard."""
+"""The sweep-cost section: figures, log-log slopes, goals, skipped points, the client hazard."""
 
 from __future__ import annotations
 
@@ -83,8 +82,7 @@ def _hazard(data: RunData) -> list[str]:
 
 
 def _slopes(frame: pd.DataFrame) -> pd.DataFrame:
-    """The stage's own fit (bench.results.fits.loglog_fit) as a table: over every size, and
-    between the two largest, where the growth at scale shows most plainly."""
+    """The stage's own loglog_fit as a table: over every size, and between the two largest."""
     table = []
     for (protocol, variant, scenario), group in frame.groupby(["protocol", "variant", "scenario"]):
         fit = loglog_fit(zip(group["active_size"], group["sweep_ms_median"], strict=True))

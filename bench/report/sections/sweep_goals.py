@@ -46,8 +46,7 @@ def records(frame: pd.DataFrame | None) -> list[dict[str, Any]]:
 
 
 def goal_lines(frame: pd.DataFrame, control: pd.DataFrame | None = None) -> list[str]:
-    """The goals the run's protocols have, each with its figure at the size it was judged at, the
-    control they read, and BullMQ's all-stalled sweep against echomq-deadline's sliced pass."""
+    """The goals (each at the size judged), the control, the sliced passes, BullMQ beside them."""
     rows, control_rows = records(frame), records(control)  # the CSVs' column names
     results = judge_all(rows, control_rows)
     lines: list[str] = []
