@@ -60,9 +60,8 @@ def _known(variant: str) -> bool:
 
 
 def split_label(variant: str) -> tuple[str, str]:
-    """``bullmq.fused-w4-rtt0`` -> ("bullmq", "fused-w4-rtt0"); an unprefixed label is echomq's.
-    A protocol named with a hyphen (``echomq-deadline.atomic``) leads a variant the suite knows,
-    which tells it from a point's dotted rtt (``fused-w4-rtt0.5``)."""
+    """``bullmq.fused-w4-rtt0`` -> ("bullmq", "fused-w4-rtt0"); unprefixed: echomq's. A hyphenated
+    protocol (``echomq-deadline.atomic``) leads a known variant, unlike a dotted rtt (``rtt0.5``)."""
     head, dot, rest = variant.partition(".")
     if dot and rest and (head.isidentifier() or (head.replace("-", "_").isidentifier() and _known(rest))):
         return head, rest

@@ -148,9 +148,8 @@ SLOW_MS = 1.0
 
 
 def hold_against_size(frame: pd.DataFrame, hazard: pd.DataFrame | None, out_dir: Path) -> Plot | None:
-    """The longest call inside Redis against active-list size, all-stalled, log-log, with the 1 ms
-    and 5 s lines. Clean points filled, contended hollow; a hold SLOWLOG only bounds points down;
-    a hazard call that outlasted its socket timeout is a lower bound, pointing up."""
+    """The longest call inside Redis against active-list size, all-stalled: contended hollow, a bound
+    by SLOWLOG pointing down, a hazard call past its socket timeout (a lower bound) up."""
     needed = {"variant", "scenario", "active_size", "redis_hold_ms_max", "contended"}
     if frame.empty or not needed <= set(frame.columns):
         return None

@@ -38,7 +38,7 @@ from bench.report.ratios import (
 from bench.report.sections.findings import model_section
 from bench.report.sections.head import section_head
 from bench.report.sections.script_cost import script_cost_section
-from bench.report.sections.sweep_goals import records
+from bench.report.sections.sweep import records
 from bench.results.finish_fetch import HARNESS_ADDS_GOAL_US, Fidelity, FinishFetchMeta, goal_lines
 from bench.results.hdr import summary
 

@@ -49,9 +49,8 @@ SAME_WITHIN_NOISE = "same within noise"
 
 @dataclass(frozen=True)
 class Extra:
-    """What a protocol's step costs beyond echomq's in one run: the median over repetitions of
-    the per-round differences (the protocols alternate, round by round), their [min-max], and
-    the verdict on the two protocols' repetitions by compare's rules (bench.report.verdict)."""
+    """A step's cost beyond echomq's in one run: the median of the per-round differences (the
+    protocols alternate round by round) [min-max], and compare's verdict on the two's repetitions."""
 
     median: float
     lo: float
