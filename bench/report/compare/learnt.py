@@ -26,9 +26,8 @@ TIMED = "timed"  # a comparison row's kind: a timed figure, the only kind a drif
 
 
 def threshold(drift: float) -> float:
-    """The least change claimed for a family whose A/A pairs moved by ``drift`` at most. One whose
-    pairs happened not to move (few points, a quiet hour) is still judged beyond CLAIM_BEYOND: a
-    timed figure is never claimed on a change a count would be."""
+    """The least change claimed for a family whose A/A pairs moved by ``drift`` at most; never under
+    CLAIM_BEYOND (pairs that happened not to move): no timed figure is claimed on a count's change."""
     return max(drift * LEARNT_MARGIN, CLAIM_BEYOND)
 
 

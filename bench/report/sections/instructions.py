@@ -192,12 +192,8 @@ def call_price_findings(frame: pd.DataFrame) -> list[str]:
         ten, one = (rows[rows["step"] == step] for step in (TEN_CALLS, RETURN_ONE))
         if ten.empty or one.empty:
             continue
-        added = (
-            ten.groupby("part")["server_instructions_per_call"]
-            .sum()
-            .sub(one.groupby("part")["server_instructions_per_call"].sum(), fill_value=0.0)
-            / TEN
-        )
+        ten_parts, one_parts = (s.groupby("part")["server_instructions_per_call"].sum() for s in (ten, one))
+        added = ten_parts.sub(one_parts, fill_value=0.0) / TEN
         exists = ten[(ten["part"] == COMMANDS) & (ten["detail"] == EXISTS)]
         body = float(exists["server_instructions_per_call"].sum()) / TEN
         beyond = float(added.sum()) - body
