@@ -83,9 +83,8 @@ STAGE_METRICS: dict[str, tuple[Metric, ...]] = {
     "finish_fetch": (
         Metric("jobs_per_s", higher_is_better=True),
         *map(Metric, FINISH_FETCH_LOWER),
-        # A window's slowest cycle is one event (a pause, a burst of steal), not a spread: an A/A
-        # pair of smoke runs (20261205-131625-smoke, -140855-smoke) moved one by x1.54, another by
-        # x3.35. Shown.
+        # A window's slowest cycle is one event (a pause, steal), not a spread, so shown: an A/A pair
+        # of smoke runs (20261205-131625-smoke, -140855-smoke) moved one by x1.54, another by x3.35.
         Metric("cycle_max_us", maximum=True),
         Metric("locust_raw_jobs_ratio", higher_is_better=True),
         Metric("commands_per_job", exact=True),  # the strategy fixes it: 1 fused, 2 two-call

@@ -84,8 +84,7 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     points = sorted(set(data[list(POINT_COLUMNS)].itertuples(index=False, name=None)))
     variants = ordered(data["strategy"].unique().tolist())
     width = 0.8 / len(variants)
-    # about half an inch a bar: nine bars a point (three protocols) stay readable without a
-    # figure many screens wide
+    # about half an inch a bar: nine a point (three protocols) stay readable in a figure one screen wide
     figure = Figure(figsize=(max(6.0, 2.5 + 0.6 * len(points) * len(variants)), 4.8), layout="constrained")
     ax = figure.add_subplot()
     saturated_shown = False

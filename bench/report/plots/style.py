@@ -68,9 +68,7 @@ def split_label(variant: str) -> tuple[str, str]:
     return HOME_PROTOCOL, variant
 
 
-# Another protocol's variant: its echomq colour moved this far towards white (bullmq) or black, and
-# a line of its own.
-SHADE = 0.45
+SHADE = 0.45  # another protocol's variant: its echomq colour this far to white (bullmq) or black
 PROTOCOL_LINES = {HOME_PROTOCOL: "-", "bullmq": "--"}
 OTHER_LINE = "-."  # a protocol without its own entry (echomq-deadline)
 

@@ -42,8 +42,7 @@ from bench.report.sections.sweep import records
 from bench.results.finish_fetch import HARNESS_ADDS_GOAL_US, Fidelity, FinishFetchMeta, goal_lines
 from bench.results.hdr import summary
 
-# Per master (finish_fetch_shards.csv): each master's jobs/s and its own Redis µs per job at each
-# point and strategy, so a hot shard shows; left out when every run had one master and one queue.
+# finish_fetch_shards.csv's keys: a master's jobs/s and Redis µs per job a point, so a hot shard shows
 SHARD_KEYS = ["protocol", "strategy", "workers", "queues", "concurrency", "job_ms", "rtt_ms", "master"]
 
 
