@@ -43,8 +43,8 @@ from bench.errors import BenchError
 from bench.paths import REPO
 from bench.report.cli import compare_main, learn_main
 from bench.report.compare.learnt import LEARNT_FILE, Learnt, learn, read_learnt, write_learnt
-from bench.report.compare.machines import context_lines
 from bench.report.compare.metrics import STAGE_METRICS, compare_runs
+from bench.report.compare.page import context_lines
 from bench.report.load import FRAMES, load_run
 from bench.report.publish import AA_DIR
 from bench.report.verdict import NOT_JUDGED, SHOWN, Sample, verdict

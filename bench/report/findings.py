@@ -31,7 +31,7 @@ from bench.report.markdown import markdown_table
 from bench.report.ratios import RTT_MISSED
 from bench.report.sections.script_cost import BASE as SCRIPT_BASE
 from bench.report.sections.script_cost import Extra, extra_cost
-from bench.report.sections.sweep_goals import records
+from bench.report.sections.sweep import records
 from bench.results.finish_fetch import MISSED as DRIVER_MISSED
 from bench.results.finish_fetch import Regime
 from bench.results.finish_fetch import judge as judge_driver

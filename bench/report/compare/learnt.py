@@ -1,13 +1,11 @@
-"""The drift between runs of one commit, learnt from A/A pairs: the threshold a timed figure is
-judged beyond (bench.report.verdict), kept in the repository with the runs it came from.
+"""The drift between runs of one commit, learnt from A/A pairs and kept in the repository with their
+run ids: the threshold a timed figure is judged beyond (bench.report.verdict).
 
-A family is a stage's metric (``finish_fetch jobs_per_s``) or a ratio taken within one run
-(``finish_fetch fused/two_call jobs/s``). Its drift is the largest change |B/A - 1| any A/A
-pair showed at any point judged on clean windows; a comparison claims a change beyond half again
-that (LEARNT_MARGIN), and never under 5%. A
-family no pair measured is judged beyond ``BETWEEN_RUNS`` and the comparison says so. The
-calibrations' drift between two runs is shown, never added: no threshold is wider than measured.
-"""
+A family is a stage's metric (``finish_fetch jobs_per_s``) or a ratio within one run
+(``finish_fetch fused/two_call jobs/s``). Its drift is the largest |B/A - 1| any A/A pair showed at a
+point judged on clean windows; a comparison claims a change beyond half again that, never under 5%,
+and beyond ``BETWEEN_RUNS`` for a family no pair measured. The calibrations' drift between two runs
+is shown, never added: no threshold is wider than measured."""
 
 from __future__ import annotations
 
@@ -20,21 +18,17 @@ import pandas as pd
 from bench.report.verdict import BETWEEN_RUNS, CLAIM_BEYOND, NOT_JUDGED, SHOWN
 
 LEARNT_FILE = Path(__file__).with_name("learnt.json")
-# A family whose A/A pairs happened not to move (few points, a quiet hour) is still judged beyond
-# this: a timed figure is never claimed on a change a count would be (verdict.CLAIM_BEYOND).
-LEARNT_FLOOR = CLAIM_BEYOND
 # A few pairs see less than the drift's tail: a held-out third A/A pair of smoke runs moved fused
 # jobs/s by 13.4% where the first two pairs' largest change was 12.0% (20261206-050750-smoke /
 # -050931-smoke against -050059 ... -050615). A family is judged beyond half again its largest.
 LEARNT_MARGIN = 1.5
-TIMED = "timed"
+TIMED = "timed"  # a comparison row's kind: a timed figure, the only kind a drift is learnt for
 
 
 def threshold(drift: float) -> float:
-    """The least change claimed for a family whose A/A pairs moved by ``drift`` at most."""
-    return max(
-        drift * LEARNT_MARGIN, LEARNT_FLOOR
-    )  # a comparison row's kind: a timed figure, the only kind a drift is learnt for
+    """The least change claimed for a family whose A/A pairs moved by ``drift`` at most; never under
+    CLAIM_BEYOND (pairs that happened not to move): no timed figure is claimed on a count's change."""
+    return max(drift * LEARNT_MARGIN, CLAIM_BEYOND)
 
 
 def family(stage: str, metric: str) -> str:
@@ -51,8 +45,7 @@ class Learnt:
     commit: str = ""  # their commit
 
     def beyond(self, stage: str, metric: str) -> float:
-        """The least change claimed for this metric: its learnt drift (at least LEARNT_FLOOR),
-        else BETWEEN_RUNS."""
+        """The least change claimed for this metric: by its learnt drift, else BETWEEN_RUNS."""
         learnt = self.drift.get(family(stage, metric))
         return BETWEEN_RUNS if learnt is None else threshold(learnt)
 
@@ -90,8 +83,7 @@ def write_learnt(learnt: Learnt, path: Path = LEARNT_FILE) -> None:
 
 
 def learn(rows: list[pd.DataFrame], pairs: tuple[tuple[str, str], ...], commit: str) -> Learnt:
-    """Each family's drift over A/A comparisons' rows (compare.metrics.compare_runs, one frame a
-    pair): the largest |B/A - 1| of its timed rows judged on clean windows."""
+    """Each family's drift over A/A comparisons' rows: the largest |B/A - 1| of its clean timed rows."""
     drift: dict[str, float] = {}
     points: dict[str, int] = {}
     for frame in rows:

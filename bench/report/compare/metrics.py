@@ -1,23 +1,13 @@
 """Run against run: every metric both runs have, A, B, the ratio B/A and a verdict that does not cry wolf.
 
-Rows are matched on their key columns (``STAGE_KEYS``), the protocol first: a
-bullmq point is compared with the same bullmq point only (a file from before the
-protocol column is echomq's, and echomq's points are labelled without it, as they
-always were). finish_fetch and script_cost rows are one per repetition, so each
-point's value is the mean over its repetitions; sweep_cost rows carry a median and
-a stdev over ``reps`` repetitions for the sweep time; every other sweep column and
-every race count is measured once per point. Sweep points skipped in either run are
-left out and named in a note.
-
-Each measurement is judged once: a column derived from another (us_per_active_job is
-the sweep time over the size, redis_ceiling_jobs_per_s is a second over Redis's µs a
-job) is left out. A column is ``exact`` only where the code fixes it in every row
-(commands per job or per call); a count the run's timing moves (atomic_sliced's round trips
-end with its time budget) is measured.
-
-Each metric at each point both runs have gets its verdict (bench.report.verdict);
-compare.page renders the rows, compare.machines what the two runs ran on.
-"""
+Rows are matched on their key columns (``STAGE_KEYS``), the protocol first (a file from before the
+protocol column is echomq's). A point's value is the mean over its repetitions (finish_fetch,
+script_cost); a sweep point carries a median and a stdev over ``reps`` repetitions of its time, and
+every other sweep column and race count is measured once a point. Skipped sweep points are left out
+and named in a note. Each measurement is judged once: a column derived from another
+(us_per_active_job, redis_ceiling_jobs_per_s) is left out. A column is ``exact`` only where the code
+fixes it in every row (commands per job or per call); a count the run's timing moves (atomic_sliced's
+round trips end with its time budget) is measured."""
 
 from __future__ import annotations
 
@@ -73,65 +63,52 @@ FINISH_FETCH_LOWER = (
     "cycle_p99_us", "cycle_p999_us", "e2e_p50_us", "e2e_p99_us",
     "server_commands_per_job", "loadgen_cpu_us_per_job",
 )  # fmt: skip
-# A window's slowest cycle is one event (a pause, a burst of steal), not a spread: an A/A pair of
-# smoke runs (20261205-131625-smoke, -140855-smoke) moved one by x1.54, another by x3.35. Shown.
-FINISH_FETCH_MAXIMA = ("cycle_max_us",)
-FINISH_FETCH_HIGHER = ("locust_raw_jobs_ratio",)
-FINISH_FETCH_EXACT = ("commands_per_job",)  # the strategy fixes it: 1 fused, 2 two-call
-# round_trips is measured: atomic_sliced's calls end with its time budget, not a fixed count.
-SWEEP_LOWER = ("round_trips", "server_us", "probe_p99_us", "probe_busy")
-SWEEP_MAXIMA = ("hold_ms_max", "probe_max_us")
 # Nor is a change of a sweep's time under 2 ms claimed: an A/A pair of smoke runs on a quiet 2-core
 # VM (20261203-082252-smoke, -082349-smoke) moved sweeps of 0.2-4 ms by up to 1.8 ms (x0.5-x2),
 # and the same run's control loop stalls a call of plain Lua by 5-6 ms. A slower sweep shows
 # at the sizes whose sweeps take tens of milliseconds.
 SWEEP_TIME_LEAST_MS = 2.0
 RACE_LOWER = ("double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations")
-WORKER_LOWER = ("client_cpu_us_per_job", "redis_calls_per_job", "redis_us_per_job")
-HAZARD_LOWER = ("server_executions", "server_rejected", "probe_busy", "probe_max_us")
-SCRIPT_COST_LOWER = ("server_us_per_call",)
-SCRIPT_COST_EXACT = ("commands_per_call",)  # the scripts fix it: no noise to test against
 # Instructions Redis executed, counted under callgrind: fixed inputs and a pinned seed give the
 # same count run after run, a busy machine or not, so a change beyond 0.5% is one the code made.
 # A run whose seed stayed random (unshare refused) is judged beyond 1%: the seed moves a key's
 # lookup chain, and two such servers put a healthy sweep 0.52% apart, extendLock 0.8%. Nor is a
 # change under 1,000 instructions a call claimed; one more redis.call costs about 5,000.
-INSTRUCTIONS_EXACT = ("instructions_per_call", "server_instructions_per_call")
 INSTRUCTIONS_LEAST = 1000.0
+COUNTED = Metric(
+    "instructions_per_call", exact=True, exact_beyond=INSTRUCTIONS_BEYOND, least=INSTRUCTIONS_LEAST
+)
 
 STAGE_METRICS: dict[str, tuple[Metric, ...]] = {
     "finish_fetch": (
         Metric("jobs_per_s", higher_is_better=True),
         *map(Metric, FINISH_FETCH_LOWER),
-        *(Metric(column, maximum=True) for column in FINISH_FETCH_MAXIMA),
-        *(Metric(column, higher_is_better=True) for column in FINISH_FETCH_HIGHER),
-        *(Metric(column, exact=True) for column in FINISH_FETCH_EXACT),
+        # A window's slowest cycle is one event (a pause, steal), not a spread, so shown: an A/A pair
+        # of smoke runs (20261205-131625-smoke, -140855-smoke) moved one by x1.54, another by x3.35.
+        Metric("cycle_max_us", maximum=True),
+        Metric("locust_raw_jobs_ratio", higher_is_better=True),
+        Metric("commands_per_job", exact=True),  # the strategy fixes it: 1 fused, 2 two-call
     ),
     "sweep": (
         Metric("sweep_ms_median", least=SWEEP_TIME_LEAST_MS),
-        *map(Metric, SWEEP_LOWER),
-        *(Metric(column, maximum=True) for column in SWEEP_MAXIMA),
+        # round_trips is measured: atomic_sliced's calls end with its time budget, not a fixed count.
+        *map(Metric, ("round_trips", "server_us", "probe_p99_us", "probe_busy")),
+        Metric("hold_ms_max", maximum=True),
+        Metric("probe_max_us", maximum=True),
     ),
     "race": tuple(map(Metric, RACE_LOWER)),
-    "bullmq_worker": (Metric("jobs_per_s", higher_is_better=True), *map(Metric, WORKER_LOWER)),
-    "sweep_hazard": tuple(map(Metric, HAZARD_LOWER)),
-    "script_cost": (
-        *map(Metric, SCRIPT_COST_LOWER),
-        *(Metric(column, exact=True) for column in SCRIPT_COST_EXACT),
+    "bullmq_worker": (
+        Metric("jobs_per_s", higher_is_better=True),
+        *map(Metric, ("client_cpu_us_per_job", "redis_calls_per_job", "redis_us_per_job")),
     ),
-    "instructions": tuple(
-        Metric(column, exact=True, exact_beyond=INSTRUCTIONS_BEYOND, least=INSTRUCTIONS_LEAST)
-        for column in INSTRUCTIONS_EXACT
+    "sweep_hazard": tuple(
+        map(Metric, ("server_executions", "server_rejected", "probe_busy", "probe_max_us"))
     ),
-    "instructions_completed": (
-        Metric(
-            "instructions_per_call", exact=True, exact_beyond=INSTRUCTIONS_BEYOND, least=INSTRUCTIONS_LEAST
-        ),
-    ),
+    # the scripts fix the commands a call: no noise to test against
+    "script_cost": (Metric("server_us_per_call"), Metric("commands_per_call", exact=True)),
+    "instructions": (COUNTED, replace(COUNTED, column="server_instructions_per_call")),
+    "instructions_completed": (COUNTED,),
 }
-
-# Sweep columns whose spread is the sweep time's pyperf stdev.
-SWEEP_SPREAD_FROM_STDEV = ("sweep_ms_median",)
 
 
 def norm_key(value: object) -> object:
@@ -149,8 +126,7 @@ def key_order(key: tuple[object, ...]) -> tuple[tuple[int, object], ...]:
 
 
 def point_label(keys: Sequence[str], values: Sequence[object]) -> str:
-    """``strategy=fused workers=4 concurrency=8 rtt_ms=1``; a key at its default (KEY_DEFAULTS,
-    LABEL_DEFAULTS: echomq goes unnamed) is left out, so a point names what sets it apart."""
+    """``strategy=fused workers=4 rtt_ms=1``: a key at its default left out (echomq goes unnamed)."""
     defaults = {**KEY_DEFAULTS, **LABEL_DEFAULTS}
     return " ".join(
         f"{k}={v}" for k, v in zip(keys, values, strict=True) if k not in defaults or v != defaults[k]
@@ -158,8 +134,7 @@ def point_label(keys: Sequence[str], values: Sequence[object]) -> str:
 
 
 def with_known_keys(stage: str, frame: pd.DataFrame) -> pd.DataFrame:
-    """The frame with each key column it lacks whose value is known (a file from before the
-    protocol column is echomq's)."""
+    """The frame with the key columns it lacks whose value is known (no protocol: echomq's)."""
     missing = {k: v for k, v in LABEL_DEFAULTS.items() if k in STAGE_KEYS[stage] and k not in frame.columns}
     return frame.assign(**missing) if missing else frame
 
@@ -170,26 +145,22 @@ def samples(stage: str, frame: pd.DataFrame) -> dict[tuple[object, ...], dict[st
     frame = with_known_keys(stage, frame)
     if frame.empty or any(k not in frame.columns for k in keys):
         return {}
-    out: dict[tuple[object, ...], dict[str, Sample]] = {}
-    for raw_key, group in frame.groupby(list(keys), sort=True, dropna=False):
-        key = tuple(norm_key(v) for v in raw_key)
-        metrics: dict[str, Sample] = {}
-        for metric in STAGE_METRICS[stage]:
-            if metric.column not in group.columns or group[metric.column].isna().all():
-                continue
-            metrics[metric.column] = _sample(stage, metric.column, group)
-        out[key] = metrics
-    return out
+    return {
+        tuple(norm_key(v) for v in raw_key): {
+            m.column: _sample(stage, m.column, group)
+            for m in STAGE_METRICS[stage]
+            if m.column in group.columns and not group[m.column].isna().all()
+        }
+        for raw_key, group in frame.groupby(list(keys), sort=True, dropna=False)
+    }
 
 
 def _sample(stage: str, column: str, group: pd.DataFrame) -> Sample:
-    if stage == "sweep" and column in SWEEP_SPREAD_FROM_STDEV and "sweep_ms_stdev" in group.columns:
-        row = group.iloc[0]
-        median, stdev = float(row["sweep_ms_median"]), float(row["sweep_ms_stdev"])
-        scale = float(row[column]) / median if median and not is_missing(row[column]) else 1.0
+    if stage == "sweep" and column == "sweep_ms_median" and "sweep_ms_stdev" in group.columns:
+        row = group.iloc[0]  # the sweep time's spread: its pyperf stdev over ``reps`` repetitions
         reps: Any = row["reps"] if "reps" in group.columns else None
         n = 2 if is_missing(reps) else int(float(reps))  # an older file without reps: at least two
-        return Sample.with_stdev(median, stdev, scale, n)
+        return Sample.with_stdev(float(row["sweep_ms_median"]), float(row["sweep_ms_stdev"]), n=n)
     return Sample.of(group[column].tolist())
 
 
@@ -203,12 +174,9 @@ class Comparison:
         """The thresholds this comparison judged by, a line each, and where they came from."""
         timed = self.rows[self.rows["kind"] == TIMED] if not self.rows.empty else self.rows
         families = dict.fromkeys(family(str(r["stage"]), str(r["metric"])) for _, r in timed.iterrows())
-        learnt = [
-            f"{name} {threshold(self.learnt.drift[name]):.0%}"
-            for name in families
-            if name in self.learnt.drift
-        ]
-        default = [name for name in families if name not in self.learnt.drift]
+        drift = self.learnt.drift
+        learnt = [f"{name} {threshold(drift[name]):.0%}" for name in families if name in drift]
+        default = [name for name in families if name not in drift]
         lines = [
             f"counts the code fixes: beyond {CLAIM_BEYOND:.0%}; instructions beyond {INSTRUCTIONS_BEYOND:.1%}"
             f" and {INSTRUCTIONS_LEAST:,.0f} a call",
@@ -224,9 +192,7 @@ class Comparison:
 
     def judged_share(self) -> float:
         """The share of the rows that could be judged (not a maximum or a single value) that were."""
-        if self.rows.empty:
-            return 0.0
-        candidates = self.rows[self.rows["verdict"] != SHOWN]
+        candidates = self.rows[self.rows["verdict"] != SHOWN] if not self.rows.empty else self.rows
         return float((candidates["verdict"] != NOT_JUDGED).mean()) if not candidates.empty else 0.0
 
 
@@ -244,10 +210,7 @@ def _flags(frame: pd.DataFrame, stage: str, key: tuple[object, ...]) -> list[str
     for k, v in zip(keys, key, strict=True):
         mask &= frame[k].map(norm_key) == v
     rows = frame[mask]
-    flags = []
-    for column in ("contended", "saturated"):
-        if column in rows.columns and any(_truthy(v) for v in rows[column]):
-            flags.append(column)
+    flags = [c for c in ("contended", "saturated") if c in rows.columns and any(map(_truthy, rows[c]))]
     if "audit_ok" in rows.columns and not all(_truthy(v, missing=True) for v in rows["audit_ok"]):
         flags.append("audit failed")
     return flags
@@ -294,9 +257,8 @@ def _row(
 def compare_runs(
     a: Mapping[str, pd.DataFrame], b: Mapping[str, pd.DataFrame], learnt: Learnt | None = None
 ) -> Comparison:
-    """Every metric both runs have, matched on the stage's key columns, and finish_fetch's ratios
-    within each run; a timed figure is judged on clean windows beyond its ``learnt`` drift (by
-    default the drift kept in the repository)."""
+    """Every metric both runs have, matched on the stage's keys, and finish_fetch's in-run ratios; a
+    timed figure is judged on clean windows beyond its ``learnt`` drift (default: the repository's)."""
     learnt = read_learnt() if learnt is None else learnt
     rows: list[dict[str, object]] = []
     notes: list[str] = []
@@ -359,15 +321,12 @@ def compare_runs(
 
 
 def pair_ratios(frame: pd.DataFrame) -> dict[tuple[tuple[object, ...], str], tuple[list[float], list[float]]]:
-    """(point, other strategy) -> fused/other jobs/s of each repetition pair: those whose two
-    windows were clean and paid their rtt, and all of them. A ratio taken within one run: both
-    sides of a pair ran minutes apart at most, on the same machine and server."""
+    """(point, other) -> fused/other jobs/s of each repetition pair: the clean pairs (rtt paid), and all.
+    A ratio within one run: its two sides ran minutes apart at most, on one machine and server."""
     frame = frame.assign(**{c: v for c, v in POINT_DEFAULTS.items() if c not in frame.columns})
     if frame.empty or not {"strategy", "rep", "jobs_per_s", *POINT_COLUMNS} <= set(frame.columns):
         return {}
-    frame = frame.assign(
-        clean=clean_mask(frame) & ~rtt_missed_rows(frame)
-    )  # a pair over two networks: not clean
+    frame = frame.assign(clean=clean_mask(frame) & ~rtt_missed_rows(frame))  # over two networks: not clean
     out: dict[tuple[tuple[object, ...], str], tuple[list[float], list[float]]] = {}
     for raw_key, group in frame.groupby(list(POINT_COLUMNS), dropna=False, sort=True):
         point = tuple(norm_key(v) for v in raw_key)
@@ -390,8 +349,7 @@ def _clean_reps(group: pd.DataFrame, strategy: str) -> set[int]:
 
 
 def ratio_rows(frame_a: pd.DataFrame, frame_b: pd.DataFrame, learnt: Learnt) -> list[dict[str, object]]:
-    """finish_fetch's fused/other jobs/s at each point, a figure of its own: judged on its clean
-    pairs beyond the drift learnt for the ratio, which is far smaller than absolute jobs/s's."""
+    """fused/other jobs/s a point, judged on its clean pairs beyond the drift learnt for the ratio."""
     rows = []
     ratios_a, ratios_b = pair_ratios(frame_a), pair_ratios(frame_b)
     for point, other in sorted(ratios_a.keys() & ratios_b.keys(), key=lambda k: key_order((*k[0], k[1]))):
@@ -400,14 +358,12 @@ def ratio_rows(frame_a: pd.DataFrame, frame_b: pd.DataFrame, learnt: Learnt) -> 
         ca, cb = Sample.of(clean_a), Sample.of(clean_b)
         ja = ca if ca.n else Sample.of(every_a)
         jb = cb if cb.n else Sample.of(every_b)
+        clean = (ca.n == len(every_a), cb.n == len(every_b))
         said = verdict(
-            ja, jb, higher_is_better=True, clean=(ca.n == len(every_a), cb.n == len(every_b)),
-            beyond=learnt.beyond("finish_fetch", metric),
-        )  # fmt: skip
+            ja, jb, higher_is_better=True, clean=clean, beyond=learnt.beyond("finish_fetch", metric)
+        )
         note = (
-            ""
-            if (ca.n, cb.n) == (len(every_a), len(every_b))
-            else (f"clean pairs {ca.n} of {len(every_a)} in A, {cb.n} of {len(every_b)} in B")
+            "" if all(clean) else f"clean pairs {ca.n} of {len(every_a)} in A, {cb.n} of {len(every_b)} in B"
         )
         label = point_label(POINT_COLUMNS, point)
         rows.append(_row("finish_fetch", label, metric, TIMED, ja, jb, said, note))
@@ -415,8 +371,7 @@ def ratio_rows(frame_a: pd.DataFrame, frame_b: pd.DataFrame, learnt: Learnt) -> 
 
 
 def clean_mask(frame: pd.DataFrame) -> pd.Series:
-    """The rows whose window was clean: neither contended nor saturated (a stage without those
-    flags: every row)."""
+    """The rows whose window was neither contended nor saturated (no such flags: every row)."""
     mask = pd.Series(True, index=frame.index)
     for column in ("contended", "saturated"):
         if column in frame.columns:

@@ -1,6 +1,4 @@
-"""The markdown of a comparison, printed and written by `python -m bench compare`: the two runs
-named, what they ran on (compare.machines), each run's headline ratios (bench.report.ratios) at
-every point both ran, then the verdict rows and their counts."""
+"""A comparison's markdown (`bench compare`): the runs, what they ran on, headline ratios, verdicts."""
 
 from __future__ import annotations
 
@@ -8,19 +6,20 @@ import math
 
 import pandas as pd
 
-from bench.report.compare.machines import context_lines
 from bench.report.compare.metrics import Comparison, key_order, norm_key, point_label
 from bench.report.load import RunData
 from bench.report.markdown import markdown_table, percent
 from bench.report.ratios import BASE, POINT_COLUMNS, RTT_MISSED, paired_ratios
-from bench.report.verdict import SHOWN, VERDICTS
+from bench.report.verdict import SHOWN, VERDICTS, ratio
 from bench.results.fits import PairedRatio
+from bench.results.meta import RunMeta
 
 # meta.json's fields (bench.results.meta.RunMeta) a comparison names when they differ between A and B
 CHANGED_KEYS = (
     "git_sha", "git_dirty", "server_name", "server_version", "redis_version", "redis_source", "profile",
     "python", "redis_py", "hiredis", "cpu_model", "cores",
 )  # fmt: skip
+CALIBRATION_DIFFERS = 0.10  # a calibration figure this far apart: the machines (or moments) differ
 
 
 def compare_markdown(a: RunData, b: RunData, comparison: Comparison, changed_only: bool = False) -> str:
@@ -71,9 +70,8 @@ def describe(run: RunData) -> str:
 
 
 def headline_lines(frame_a: pd.DataFrame | None, frame_b: pd.DataFrame | None) -> list[str]:
-    """Each run's fused/other ratios (median of its A B pairs [min-max], bench.report.ratios) at
-    every point both ran, and whether the two ranges overlap: ratios within one run hold where
-    absolute figures drift ("rtt missed" in place of one whose rtt missed: not compared)."""
+    """Each run's fused/other ratios at every point both ran, and whether their ranges overlap: ratios
+    within one run hold where absolute figures drift (one whose rtt missed: not compared)."""
     if frame_a is None or frame_b is None:
         return []
     a, b = _ratios_by_point(frame_a), _ratios_by_point(frame_b)
@@ -101,3 +99,87 @@ def _ratios_by_point(frame: pd.DataFrame) -> dict[tuple[object, ...], PairedRati
         else PairedRatio(float(r["median"]), float(r["lo"]), float(r["hi"]), int(r["pairs"]))
         for r in ratios.to_dict("records")
     }
+
+
+def _num(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        return None
+    return float(value)
+
+
+def _shown(value: object) -> str:
+    number = _num(value)
+    if number is None:
+        return "—" if value is None else str(value)
+    return f"{number:.3g}" if abs(number) < 100 else f"{number:,.0f}"
+
+
+def calibration_lines(meta_a: RunMeta, meta_b: RunMeta) -> list[str]:
+    """The two runs' calibrations side by side with B/A, and a line when they differ."""
+    cal_a, cal_b = meta_a.calibration, meta_b.calibration
+    if not cal_a and not cal_b:
+        return ["calibration: absent from both runs (runs made before it was recorded)"]
+    lines = ["| calibration | A | B | B/A |", "|---|---|---|---|"]
+    differ = []
+    for key in dict.fromkeys([*cal_a, *cal_b]):
+        if key == "took_s":  # how long the calibration took: not a figure of the machine
+            continue
+        va, vb = _num(cal_a.get(key)), _num(cal_b.get(key))
+        r = ratio(va, vb) if va is not None and vb is not None else math.nan
+        lines.append(f"| {key} | {_shown(cal_a.get(key))} | {_shown(cal_b.get(key))} | {_shown(r)} |")
+        if not math.isnan(r) and abs(r - 1) > CALIBRATION_DIFFERS:
+            differ.append(f"{key} x{r:.2f}")
+    for name, cal in (("A", cal_a), ("B", cal_b)):
+        if not cal:
+            lines.append(f"calibration: absent from run {name}")
+    if differ:
+        lines.append(
+            f"the machines (or moments) differ: {', '.join(differ)}; absolute figures are not "
+            "comparable, ratios within each run are"
+        )
+    return lines
+
+
+def package_lines(meta_a: RunMeta, meta_b: RunMeta) -> list[str]:
+    """Every installed package whose version differs between the runs, or that only one has."""
+    va, vb = ({str(k): str(v) for k, v in meta.packages.items()} for meta in (meta_a, meta_b))
+    if not va or not vb:
+        missing = " and ".join(n for n, v in (("A", va), ("B", vb)) if not v)
+        return [f"packages: not recorded in run {missing}; versions cannot be compared"]
+    lines = []
+    for name in sorted(va.keys() | vb.keys(), key=str.lower):
+        a, b = va.get(name), vb.get(name)
+        if a == b:
+            continue
+        if a is None:
+            lines.append(f"package only in B: {name} {b}")
+        elif b is None:
+            lines.append(f"package only in A: {name} {a}")
+        else:
+            lines.append(f"package changed: {name} {a} -> {b}")
+    return lines
+
+
+def machine_lines(meta_a: RunMeta, meta_b: RunMeta) -> list[str]:
+    """What the machine looked like before each run, and the system settings that differ."""
+    lines = []
+    for name, meta in (("A", meta_a), ("B", meta_b)):
+        before = meta.machine_before
+        if before.get("contended"):
+            busiest = ", ".join(str(b) for b in before.get("busiest") or []) or "other work"
+            lines.append(f"run {name} started on a busy machine: {busiest}")
+    sys_a, sys_b = meta_a.system, meta_b.system
+    if sys_a and sys_b:
+        for key in dict.fromkeys([*sys_a, *sys_b]):
+            if sys_a.get(key) != sys_b.get(key):
+                lines.append(f"system changed: {key}: {sys_a.get(key)} -> {sys_b.get(key)}")
+    return lines
+
+
+def context_lines(meta_a: RunMeta, meta_b: RunMeta) -> list[str]:
+    """All compare says about the two runs' machines and software before its first verdict."""
+    return [
+        *calibration_lines(meta_a, meta_b),
+        *machine_lines(meta_a, meta_b),
+        *package_lines(meta_a, meta_b),
+    ]

@@ -1,5 +1,4 @@
-"""The finish-then-fetch figures: jobs/s per strategy at each point, and the fused advantage
-against jobs in flight."""
+"""The finish-then-fetch figures: jobs/s a point, the fused advantage, the model against measured."""
 
 from __future__ import annotations
 
@@ -11,6 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from bench.report.columns import clean, filled, flag, rtt_paid_ms
+from bench.report.model import MISS
 from bench.report.plots.style import (
     HOME_PROTOCOL,
     OTHER_LINE,
@@ -21,7 +21,6 @@ from bench.report.plots.style import (
     colour,
     legend_columns,
     ordered,
-    save,
     saved,
     split_label,
     wrapped,
@@ -29,6 +28,13 @@ from bench.report.plots.style import (
 from bench.report.ratios import paired_ratios, ratio_text
 
 POINT_COLUMNS = ("workers", "queues", "concurrency", "job_ms", "rtt_ms")
+
+
+def _with_protocol(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with its protocol filled in: a file from before the column is echomq's."""
+    return frame.assign(
+        protocol=frame["protocol"].fillna(HOME_PROTOCOL) if "protocol" in frame else HOME_PROTOCOL
+    )
 
 
 def _x_axis(ax: Axes, label: str, title: str) -> None:
@@ -39,31 +45,23 @@ def _x_axis(ax: Axes, label: str, title: str) -> None:
     ax.grid(which="both", alpha=0.3)
 
 
-def _num(value: object) -> str:
-    return f"{float(value):g}"  # type: ignore[arg-type]
-
-
-def _point_label(workers: object, queues: object, concurrency: object, job_ms: object, rtt_ms: object) -> str:
+def _point_label(workers: float, queues: float, concurrency: float, job_ms: float, rtt_ms: float) -> str:
     """Two lines: the workers (queues, jobs in flight, job time where set), then the rtt."""
-    first = f"{_num(workers)} workers"
-    if float(queues) != 1:  # type: ignore[arg-type]
-        first += f" on {_num(queues)} queues"
-    if float(concurrency) != 1:  # type: ignore[arg-type]
-        first += f" x {_num(concurrency)}"
-    if float(job_ms):  # type: ignore[arg-type]
-        first += f", job {_num(job_ms)} ms"
-    return f"{first}\nrtt {_num(rtt_ms)} ms"
+    first = f"{float(workers):g} workers"
+    if float(queues) != 1:
+        first += f" on {float(queues):g} queues"
+    if float(concurrency) != 1:
+        first += f" x {float(concurrency):g}"
+    if float(job_ms):
+        first += f", job {float(job_ms):g} ms"
+    return f"{first}\nrtt {float(rtt_ms):g} ms"
 
 
 def _ratio_texts(at_point: pd.DataFrame) -> list[str]:
-    """A line a protocol: fused over each other strategy, the median of the repetition pairs
-    [min-max] (report.ratios, the one definition; "rtt missed" in its place where the rtt missed);
-    the protocol named when there are several."""
-    unlabelled = at_point.assign(strategy=[split_label(v)[1] for v in at_point["strategy"]])
-    unlabelled["protocol"] = (
-        unlabelled["protocol"].fillna(HOME_PROTOCOL) if "protocol" in unlabelled else HOME_PROTOCOL
+    """A line a protocol (named when there are several): fused over each other, by report.ratios."""
+    ratios = paired_ratios(
+        _with_protocol(at_point.assign(strategy=[split_label(v)[1] for v in at_point["strategy"]]))
     )
-    ratios = paired_ratios(unlabelled)
     several = ratios["protocol"].nunique() > 1
     texts = []
     order = sorted(dict.fromkeys(ratios["protocol"]), key=lambda name: name != HOME_PROTOCOL)
@@ -86,21 +84,14 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     points = sorted(set(data[list(POINT_COLUMNS)].itertuples(index=False, name=None)))
     variants = ordered(data["strategy"].unique().tolist())
     width = 0.8 / len(variants)
-    # about half an inch a bar: nine bars a point (three protocols) stay readable without a
-    # figure many screens wide
+    # about half an inch a bar: nine a point (three protocols) stay readable in a figure one screen wide
     figure = Figure(figsize=(max(6.0, 2.5 + 0.6 * len(points) * len(variants)), 4.8), layout="constrained")
     ax = figure.add_subplot()
     saturated_shown = False
-
-    def at(point: tuple[object, ...]) -> pd.Series:
-        mask = pd.Series(True, index=data.index)
-        for column, value in zip(POINT_COLUMNS, point, strict=True):
-            mask &= data[column] == value
-        return mask
-
+    at = dict(iter(data.groupby(list(POINT_COLUMNS))))  # point -> its rows
     for i, variant in enumerate(variants):
         for j, point in enumerate(points):
-            reps = data[(data["strategy"] == variant) & at(point)]
+            reps = at[point][at[point]["strategy"] == variant]
             if reps.empty:
                 continue
             x = j + (i - (len(variants) - 1) / 2) * width
@@ -126,8 +117,8 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
                         color="white" if inside else "black")  # fmt: skip
     lines_above = 0
     for j, point in enumerate(points):
-        top = float(data[at(point)]["jobs_per_s"].max())
-        texts = _ratio_texts(data[at(point)])
+        top = float(at[point]["jobs_per_s"].max())
+        texts = _ratio_texts(at[point])
         lines_above = max(lines_above, len(texts))
         for k, text in enumerate(reversed(texts)):  # the first protocol named highest
             ax.annotate(text, (j, top), textcoords="offset points", xytext=(0, 10 + 11 * k),
@@ -144,35 +135,28 @@ def jobs_per_s(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     title = "Throughput: fused against " + " and ".join(v for v in strategies if v != "fused")
     if len(protocols) > 1:
         title += f" ({', '.join(protocols)})"
-    figure.suptitle(title)
     subtitle = (
         f"bar = mean of {n_reps} repetitions (value at its foot), whisker = min..max, dot = one repetition"
     )
     ax.set_title(wrapped(subtitle, figure, 8), fontsize=8)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), framealpha=0.95, fontsize=8)  # off the bars
     ax.grid(axis="y", alpha=0.3)
-    save(figure, out_dir / "finish_fetch_jobs.png")
     caption = (
         "Taller is better. Compare the bar heights of fused and the two-call strategies at each point; "
         "a gap much wider than the whiskers is a real difference, overlapping whiskers are not."
     )
-    return Plot("finish_fetch_jobs.png", title, caption)
+    return saved(figure, out_dir, "finish_fetch_jobs.png", title, caption, headed=True)
 
 
 def ratio_against_concurrency(ratios: pd.DataFrame, out_dir: Path) -> Plot | None:
-    """fused/two_call and fused/two_call_pipelined jobs/s against jobs in flight, one line per rtt
-    (and per workers and job time, when the run has several); whiskers: the pairs' min..max."""
+    """fused/other jobs/s against jobs in flight, a line an rtt (workers, job time); whiskers min..max."""
     if ratios.empty or ratios["concurrency"].nunique() < 2:
         return None
     others = [o for o in ("two_call", "two_call_pipelined") if o in set(ratios["other"])]
     others += sorted(set(ratios["other"]) - set(others))
     figure = Figure(figsize=(5.4 * len(others) + 0.6, 4.6), layout="constrained")
     axes = figure.subplots(1, len(others), squeeze=False, sharey=True)[0]
-    ratios = (
-        ratios.assign(protocol=ratios["protocol"].fillna(HOME_PROTOCOL))
-        if "protocol" in ratios
-        else (ratios.assign(protocol=HOME_PROTOCOL))
-    )
+    ratios = _with_protocol(ratios)
     protocols = sorted(ratios["protocol"].unique(), key=lambda name: (name != HOME_PROTOCOL, name))
     several = [c for c in ("workers", "job_ms") if ratios[c].nunique() > 1]
     settings = sorted(set(ratios[["rtt_ms", *several]].itertuples(index=False, name=None)))
@@ -261,8 +245,7 @@ def jobs_against_concurrency(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
 
 
 def ratio_against_rtt(ratios: pd.DataFrame, guesses: pd.DataFrame, out_dir: Path) -> Plot | None:
-    """fused / two_call against the rtt: measured points with their pairs' range, and the model's
-    lines (thin, marked predicted) a concurrency, a panel a protocol."""
+    """fused / two_call against rtt: measured (the pairs' range), predicted (dotted); a panel a protocol."""
     ratios = ratios[ratios["other"] == "two_call"] if not ratios.empty else ratios
     if ratios.empty:
         return None
@@ -298,3 +281,40 @@ def ratio_against_rtt(ratios: pd.DataFrame, guesses: pd.DataFrame, out_dir: Path
         "A point whose rtt paid missed its nominal rtt is left out."
     )
     return saved(figure, out_dir, "finish_fetch_ratio_rtt.png", title, caption, headed=True)
+
+
+MARKERS = {"echomq": "o", "bullmq": "s"}
+
+
+def measured_against_predicted(table: pd.DataFrame, out_dir: Path) -> Plot | None:
+    """Each row's measured jobs/s against the model's; the ±20% band; unclean rows hollow."""
+    rows = table.dropna(subset=["predicted_jobs_per_s", "jobs_per_s"])
+    if rows.empty:
+        return None
+    figure = Figure(figsize=(6.4, 5.4), layout="constrained")
+    ax = figure.add_subplot()
+    top = float(max(rows["jobs_per_s"].max(), rows["predicted_jobs_per_s"].max())) * 1.08
+    ax.plot([0, top], [0, top], color="grey", linewidth=1, label="model = measured")
+    ax.fill_between([0, top], [0, top * (1 - MISS)], [0, top * (1 + MISS)], color="grey", alpha=0.12,
+                    label=f"within {MISS:.0%}")  # fmt: skip
+    for (protocol, strategy), group in rows.groupby(["protocol", "strategy"], sort=True):
+        marker = MARKERS.get(str(protocol), "^")
+        for is_clean, part in group.groupby("clean"):
+            ax.scatter(part["predicted_jobs_per_s"], part["jobs_per_s"], marker=marker, s=28,
+                       color=colour(str(strategy)) if is_clean else "none",
+                       edgecolors=colour(str(strategy)),
+                       label=f"{protocol} {strategy}" if is_clean else None)  # fmt: skip
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.xaxis.set_major_formatter(THOUSANDS)
+    ax.yaxis.set_major_formatter(THOUSANDS)
+    ax.set_xlabel("predicted jobs/s (closed-loop model of the row's parts)")
+    ax.set_ylabel("measured jobs/s")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7.5, loc="upper left")
+    title = "Measured against predicted jobs/s"
+    caption = (
+        "A point is one repetition. On the grey line the model is exact; the band is ±20%. "
+        "A hollow point was contended or saturated."
+    )
+    return saved(figure, out_dir, "finish_fetch_model.png", title, caption, headed=True)

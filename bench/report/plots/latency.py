@@ -1,11 +1,10 @@
-"""The latency percentile curves of finish-then-fetch: from merged HDR histograms, or from the
-CSV's percentile columns when a run has none."""
+"""Finish-then-fetch's latency curves: from merged HDR histograms, else the CSV's percentiles."""
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -21,18 +20,17 @@ MARKED_PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 CURVE_PERCENTILES = tuple(100 * (1 - 10 ** (-k)) for k in np.linspace(math.log10(2), 3, 40))
 
 
-def _percentile_axis(ax: Axes) -> None:
-    """x = 1/(1-q) on a log scale: each 9 of the percentile takes the same width."""
-    ax.set_xscale("log")
-    ticks = [1 / (1 - p / 100) for p in MARKED_PERCENTILES]
-    ax.set_xticks(ticks, [f"p{p:g}" for p in MARKED_PERCENTILES])
-    ax.minorticks_off()
-    ax.set_xlabel("percentile")
+def _at(percentiles: Iterable[float]) -> list[float]:
+    """Where percentiles stand across: 1/(1-q) on a log scale, each 9 of the percentile as wide."""
+    return [1 / (1 - p / 100) for p in percentiles]
 
 
 def _latency_axes(ax: Axes, title: str, legend: bool = True) -> None:
     """Percentiles across, µs up on a log scale; call after plotting the curves."""
-    _percentile_axis(ax)
+    ax.set_xscale("log")
+    ax.set_xticks(_at(MARKED_PERCENTILES), [f"p{p:g}" for p in MARKED_PERCENTILES])
+    ax.minorticks_off()
+    ax.set_xlabel("percentile")
     ax.set_yscale("log")
     plain_log_ticks(ax)
     ax.set_ylabel("latency (µs, log scale)")
@@ -69,8 +67,7 @@ def latency_percentiles(
     e2e_name: str = E2E_NAME,
     with_e2e: bool = True,
 ) -> Plot | None:
-    """Cycle (and end-to-end) percentile curves a variant from ``histograms`` ((metric, variant) ->
-    merge). In closed loop end to end measures the harness: ``with_e2e`` False leaves it out."""
+    """Cycle (and, ``with_e2e``, end-to-end) percentile curves a variant, from (metric, variant) merges."""
     wanted = ("cycle", "e2e") if with_e2e else ("cycle",)
     metrics = [m for m in wanted if any(k[0] == m for k in histograms)]
     if not metrics:
@@ -87,14 +84,13 @@ def latency_percentiles(
             if histogram is None or histogram.get_total_count() == 0:
                 continue
             strategy, point = split_variant(variant)
-            xs = [1 / (1 - p / 100) for p in CURVE_PERCENTILES]
             ys = [histogram.get_value_at_percentile(p) for p in CURVE_PERCENTILES]
             label = ", ".join(part for part in (strategy, point) if part)
             if metric == metrics[0]:
                 label += f" (n={histogram.get_total_count():,})"
-            ax.plot(xs, ys, color=colour(strategy), linestyle=style[point], label=label)
+            ax.plot(_at(CURVE_PERCENTILES), ys, color=colour(strategy), linestyle=style[point], label=label)
             marks = [histogram.get_value_at_percentile(p) for p in MARKED_PERCENTILES]
-            ax.scatter([1 / (1 - p / 100) for p in MARKED_PERCENTILES], marks, color=colour(strategy), s=18)
+            ax.scatter(_at(MARKED_PERCENTILES), marks, color=colour(strategy), s=18)
         _latency_axes(ax, f"Latency percentiles: {names.get(metric, metric)}", legend=False)
     # one legend for both panels, below them: off the data; colour = strategy, line style = point
     handles, labels = axes[0].get_legend_handles_labels()
@@ -150,9 +146,8 @@ def latency_from_columns(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     ax = figure.add_subplot()
     for variant in ordered(frame["strategy"].unique().tolist()):
         rows = frame[frame["strategy"] == variant]
-        xs = [1 / (1 - p / 100) for p in present]
         ys = [float(rows[c].median()) for c in present.values()]
-        ax.plot(xs, ys, marker="o", color=colour(variant), label=variant)
+        ax.plot(_at(present), ys, marker="o", color=colour(variant), label=variant)
     _latency_axes(ax, "Cycle latency percentiles (median over repetitions of the CSV's columns)")
     caption = (
         "Lower is better. This run has no HDR files, so each point is the median of the "

@@ -40,15 +40,13 @@ def race_anomalies(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
         for i, variant in enumerate(variants):
             sub = rows[rows["variant"] == variant]
             jobs = float(sub["_jobs"].sum())
-            total = 0
-            for k, kind in enumerate(kinds):
-                count = float(sub[kind].fillna(0).sum())
-                total += int(count)
+            anomalies = [float(sub[kind].fillna(0).sum()) for kind in kinds]
+            totals.append(sum(int(count) for count in anomalies))
+            for k, count in enumerate(anomalies):
                 per = count / jobs if jobs else 0.0
                 x = i + (k - (len(kinds) - 1) / 2) * width
                 ax.bar(x, per, width * 0.9, color=colour(variant), hatch=hatches[k % len(hatches)],
                        edgecolor="black", linewidth=0.5)  # fmt: skip
-            totals.append(total)
         labels = [f"{v}\n({t:,} in all)" for v, t in zip(variants, totals, strict=True)]
         # slanted, anchored at their right end: long variant names do not run into each other
         ax.set_xticks(

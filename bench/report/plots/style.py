@@ -1,5 +1,4 @@
-"""What every figure shares: the Plot record, each variant's fixed colour and line style, plain log
-ticks, and the atomic PNG write (matplotlib's Agg canvas)."""
+"""What every figure shares: Plot, each variant's colour and line, log ticks, the atomic PNG write."""
 
 from __future__ import annotations
 
@@ -61,27 +60,15 @@ def _known(variant: str) -> bool:
 
 
 def split_label(variant: str) -> tuple[str, str]:
-    """``bullmq.fused-w4-rtt0`` -> ("bullmq", "fused-w4-rtt0"); an unprefixed label is echomq's.
-    A protocol named with a hyphen (``echomq-deadline.atomic``) leads a variant the suite knows,
-    which tells it from a point's dotted rtt (``fused-w4-rtt0.5``)."""
+    """``bullmq.fused-w4-rtt0`` -> ("bullmq", "fused-w4-rtt0"); unprefixed: echomq's. A hyphenated
+    protocol (``echomq-deadline.atomic``) leads a known variant, unlike a dotted rtt (``rtt0.5``)."""
     head, dot, rest = variant.partition(".")
     if dot and rest and (head.isidentifier() or (head.replace("-", "_").isidentifier() and _known(rest))):
         return head, rest
     return HOME_PROTOCOL, variant
 
 
-def _lighter(hex_colour: str, share: float = 0.45) -> str:
-    red, green, blue = to_rgb(hex_colour)
-    return to_hex((red + (1 - red) * share, green + (1 - green) * share, blue + (1 - blue) * share))
-
-
-def _darker(hex_colour: str, share: float = 0.45) -> str:
-    red, green, blue = to_rgb(hex_colour)
-    return to_hex((red * (1 - share), green * (1 - share), blue * (1 - share)))
-
-
-# Another protocol's variant: a shade of its echomq colour and a line of its own.
-SHADES = {"bullmq": _lighter}
+SHADE = 0.45  # another protocol's variant: its echomq colour this far to white (bullmq) or black
 PROTOCOL_LINES = {HOME_PROTOCOL: "-", "bullmq": "--"}
 OTHER_LINE = "-."  # a protocol without its own entry (echomq-deadline)
 
@@ -95,7 +82,12 @@ def colour(variant: str) -> str:
         base = PALETTE[VARIANT_ORDER.index(variant)]
     else:
         base = PALETTE[(len(VARIANT_ORDER) + sum(map(ord, variant))) % len(PALETTE)]
-    return base if protocol == HOME_PROTOCOL else SHADES.get(protocol, _darker)(base)
+    if protocol == HOME_PROTOCOL:
+        return base
+    red, green, blue = to_rgb(base)
+    if protocol == "bullmq":
+        return to_hex((red + (1 - red) * SHADE, green + (1 - green) * SHADE, blue + (1 - blue) * SHADE))
+    return to_hex((red * (1 - SHADE), green * (1 - SHADE), blue * (1 - SHADE)))
 
 
 def line_style(variant: str) -> str:
@@ -123,8 +115,7 @@ def figure_title(figure: Figure) -> Text | None:
 
 
 def fit_titles(figure: Figure) -> None:
-    """Every title wrapped to the width it has: the figure's for its title, an axes' column's for
-    the axes' (a panel's title never runs over its neighbour or off the figure)."""
+    """Each title wrapped to its width: the figure's, or its axes' column's (never over a neighbour)."""
     suptitle = figure_title(figure)
     if suptitle is not None and suptitle.get_text():
         suptitle.set_text(wrapped(suptitle.get_text(), figure, float(suptitle.get_fontsize())))
@@ -145,33 +136,20 @@ def legend_columns(labels: Sequence[str], figure: Figure, fontsize: float, most:
     return max(1, min(most, len(labels), int(chars // entry)))
 
 
-def save(figure: Figure, path: Path) -> None:
-    """Render to PNG atomically: a reader never sees half a picture."""
-    fit_titles(figure)
-    FigureCanvasAgg(figure)
-    write_atomic_with(path, lambda handle: figure.savefig(handle, format="png", dpi=DPI))
-
-
 def _plain(value: float) -> str:
     return f"{value:,.0f}" if value >= 1 else f"{value:g}"
 
 
 def plain_log_ticks(ax: Axes, axis: str = "y") -> None:
-    """Log-axis ticks as plain numbers (2,000 rather than 2e3); call after plotting.
-
-    On an axis spanning under two decades the minor ticks at 2 and 5 are labelled
-    too, and under one decade every minor tick, so there is always more than one
-    number to read off.
-    """
+    """Log-axis ticks as plain numbers (2,000 rather than 2e3); call after plotting. Under two
+    decades the minor ticks at 2 and 5 are labelled too, under one every minor tick."""
     target = ax.yaxis if axis == "y" else ax.xaxis
     low, high = ax.get_ylim() if axis == "y" else ax.get_xlim()
     decades = math.log10(high / low) if low > 0 else 99.0
 
     def minor(value: float, _: object) -> str:
         lead = round(value / 10 ** math.floor(math.log10(value)), 6) if value > 0 else 0
-        if decades < 1:  # under one decade: label every minor tick
-            return _plain(value)
-        return _plain(value) if decades < 2 and lead in (2, 5) else ""
+        return _plain(value) if decades < 1 or (decades < 2 and lead in (2, 5)) else ""
 
     target.set_major_formatter(FuncFormatter(lambda v, _: _plain(v)))
     target.set_minor_formatter(FuncFormatter(minor))
@@ -189,8 +167,10 @@ def wrapped_to(text: str, width_in: float, fontsize: float) -> str:
 
 
 def saved(figure: Figure, out_dir: Path, name: str, title: str, caption: str, headed: bool = False) -> Plot:
-    """Save the figure as ``name``; ``headed``: with ``title`` as its own title too."""
+    """Write the figure as PNG ``name`` atomically; ``headed``: with ``title`` as its own title too."""
     if headed:
         figure.suptitle(title)
-    save(figure, out_dir / name)
+    fit_titles(figure)
+    FigureCanvasAgg(figure)
+    write_atomic_with(out_dir / name, lambda handle: figure.savefig(handle, format="png", dpi=DPI))
     return Plot(name, title, caption)

@@ -1,5 +1,4 @@
-"""The sweep-cost figures: sweep time and the probe's worst wait against active-list size, one
-panel a scenario, log-log."""
+"""The sweep-cost figures against active-list size, log-log, one panel a scenario."""
 
 from __future__ import annotations
 
@@ -68,8 +67,7 @@ def _finish_panels(panels: list[tuple[Axes, pd.DataFrame]]) -> None:
 
 
 def _slope_guides(ax: Axes, rows: pd.DataFrame, column: str, first: bool) -> None:
-    """Dashed guides of slope 1 and 2 from the panel's lowest first point: a line parallel to a
-    guide grows as that power of the size (1 linear, 2 quadratic)."""
+    """Guides of slope 1 (linear) and 2 (quadratic) from the lowest first point, to read growth by."""
     if rows.empty:
         return
     x0 = float(rows["active_size"].min())
@@ -150,9 +148,8 @@ SLOW_MS = 1.0
 
 
 def hold_against_size(frame: pd.DataFrame, hazard: pd.DataFrame | None, out_dir: Path) -> Plot | None:
-    """The longest call inside Redis against active-list size, all-stalled, log-log, with the 1 ms
-    and 5 s lines. Clean points filled, contended hollow; a hold SLOWLOG only bounds points down;
-    a hazard call that outlasted its socket timeout is a lower bound, pointing up."""
+    """The longest call inside Redis against active-list size, all-stalled: contended hollow, a bound
+    by SLOWLOG pointing down, a hazard call past its socket timeout (a lower bound) up."""
     needed = {"variant", "scenario", "active_size", "redis_hold_ms_max", "contended"}
     if frame.empty or not needed <= set(frame.columns):
         return None

@@ -54,8 +54,7 @@ def _ratio(frame: pd.DataFrame, driver: str, concurrency: int) -> str:
 
 def _flagged(frame: pd.DataFrame) -> str:
     """A reps cell's tail: ``" (1 contended, 2 saturated)"``; "" when none is marked."""
-    counts = {name: int(flag(frame, name).sum()) for name in FLAGS if name in frame}
-    said = [f"{n} {name}" for name, n in counts.items() if n]
+    said = [f"{n} {name}" for name in FLAGS if name in frame and (n := int(flag(frame, name).sum()))]
     return f" ({', '.join(said)})" if said else ""
 
 
@@ -66,41 +65,38 @@ def worker_table(frame: pd.DataFrame) -> pd.DataFrame:
         at = frame[frame["concurrency"] == concurrency]
         for driver in driver_order(at["driver"]):
             mine = at[at["driver"] == driver]
-            row: dict[str, Any] = {
-                "concurrency": concurrency,
-                "worker": DRIVER_NAMES.get(driver, driver),
-                "jobs/s median [min-max]": _spread(mine["jobs_per_s"]),
-            }
-            for name, (column, form) in MEDIANS.items():
-                row[name] = _median(mine, column, form)
-            row["fused ÷ two-call jobs/s, paired"] = _ratio(frame, driver, concurrency)
-            row["window s"] = _median(mine, "duration_s", "{:.2f}")
-            row["reps"] = f"{len(mine)}" + _flagged(mine)
-            rows.append(row)
+            rows.append(
+                {
+                    "concurrency": concurrency,
+                    "worker": DRIVER_NAMES.get(driver, driver),
+                    "jobs/s median [min-max]": _spread(mine["jobs_per_s"]),
+                    **{name: _median(mine, column, form) for name, (column, form) in MEDIANS.items()},
+                    "fused ÷ two-call jobs/s, paired": _ratio(frame, driver, concurrency),
+                    "window s": _median(mine, "duration_s", "{:.2f}"),
+                    "reps": f"{len(mine)}" + _flagged(mine),
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def versions_lines(about: BullmqWorkerMeta) -> list[str]:
     """Which BullMQ packages ran, and the scripts BullMQ's Node package called (SHA1, as sent)."""
     node = about.node
-    python = about.python_bullmq
-    lines = []
     if node.get("absent"):
-        lines += [f"> **No Node rows**: BullMQ's Node package did not run here: {node['absent']}.", ""]
-    elif node:
-        given = node.get("scripts_called")
-        called = given if isinstance(given, dict) else {}
-        shas = ", ".join(f"`{name}` `{sha}`" for name, sha in called.items())
-        ported = about.scripts_called
-        same = [f"`{name}`" for name, sha in ported.items() if called.get(name) == sha]
-        alike = f" The same SHA1 (the same Lua) in the Python port: {', '.join(same)}." if same else ""
-        lines += [
-            f"BullMQ's Node package {node.get('bullmq')} (ioredis {node.get('ioredis')}, "
-            f"node {node.get('node')}); its Python port {python or '—'}. "
-            f"The scripts the Node drivers called, with the SHA1 they were sent by: {shas or '—'}.{alike}",
-            "",
-        ]
-    return lines
+        return [f"> **No Node rows**: BullMQ's Node package did not run here: {node['absent']}.", ""]
+    if not node:
+        return []
+    given = node.get("scripts_called")
+    called = given if isinstance(given, dict) else {}
+    shas = ", ".join(f"`{name}` `{sha}`" for name, sha in called.items())
+    same = [f"`{name}`" for name, sha in about.scripts_called.items() if called.get(name) == sha]
+    alike = f" The same SHA1 (the same Lua) in the Python port: {', '.join(same)}." if same else ""
+    return [
+        f"BullMQ's Node package {node.get('bullmq')} (ioredis {node.get('ioredis')}, "
+        f"node {node.get('node')}); its Python port {about.python_bullmq or '—'}. "
+        f"The scripts the Node drivers called, with the SHA1 they were sent by: {shas or '—'}.{alike}",
+        "",
+    ]
 
 
 def bullmq_worker_section(data: RunData) -> list[str]:

@@ -11,7 +11,7 @@ from bench.report.findings import findings_lines
 from bench.report.load import RunData
 from bench.report.markdown import figure, fmt, markdown_table
 from bench.report.model import MISS, TERMS, Machine, machine_of, misses, modelled
-from bench.report.plots.model import measured_against_predicted
+from bench.report.plots.finish_fetch import measured_against_predicted
 from bench.report.predict import grid, what_if
 
 
@@ -52,14 +52,8 @@ def model_section(data: RunData) -> list[str]:
     if table["predicted_jobs_per_s"].isna().all():
         return []
     # a held job is a point of its own: its rows are never pooled with the no-op job's
-    keys = [
-        "protocol",
-        "strategy",
-        "workers",
-        "concurrency",
-        "rtt_ms",
-        *(["job_ms"] if "job_ms" in table else []),
-    ]
+    keys = ["protocol", "strategy", "workers", "concurrency", "rtt_ms"]
+    keys += ["job_ms"] if "job_ms" in table else []
     rows = []
     for key, group in table.groupby(keys, sort=True):
         ok = group[group["clean"]]

@@ -1,5 +1,4 @@
-"""The finish-then-fetch section: per-point jobs/s and the fused ratios, which side set the pace,
-the latency fidelity check and the latency curves, then every repetition."""
+"""The finish-then-fetch section: jobs/s and fused ratios, the pace, fidelity, latency, every rep."""
 
 from __future__ import annotations
 
@@ -12,15 +11,7 @@ from bench.report.cells import judged_frame, mark_notes, with_marks
 from bench.report.columns import clean, flag
 from bench.report.compare.metrics import STAGE_KEYS, norm_key, samples
 from bench.report.load import RunData, merged_histograms
-from bench.report.markdown import (
-    bullmq_note,
-    figure,
-    flag_rows,
-    fmt,
-    markdown_table,
-    percent,
-    present,
-)
+from bench.report.markdown import bullmq_note, figure, flag_rows, fmt, markdown_table, percent, present
 from bench.report.plots.finish_fetch import (
     jobs_against_concurrency,
     jobs_per_s,
@@ -47,12 +38,11 @@ from bench.report.ratios import (
 from bench.report.sections.findings import model_section
 from bench.report.sections.head import section_head
 from bench.report.sections.script_cost import script_cost_section
-from bench.report.sections.sweep_goals import records
+from bench.report.sections.sweep import records
 from bench.results.finish_fetch import HARNESS_ADDS_GOAL_US, Fidelity, FinishFetchMeta, goal_lines
 from bench.results.hdr import summary
 
-# Per master (finish_fetch_shards.csv): each master's jobs/s and its own Redis µs per job at each
-# point and strategy, so a hot shard shows; left out when every run had one master and one queue.
+# finish_fetch_shards.csv's keys: a master's jobs/s and Redis µs per job a point, so a hot shard shows
 SHARD_KEYS = ["protocol", "strategy", "workers", "queues", "concurrency", "job_ms", "rtt_ms", "master"]
 
 
@@ -96,16 +86,14 @@ def finish_fetch_section(data: RunData) -> list[str]:
         lines += [f"> **{saturated} repetition(s) saturated**: the load generator, not Redis, was the limit; "
                   "their jobs/s understate what Redis can do.", ""]  # fmt: skip
     section = data.meta.finish_fetch or FinishFetchMeta()
-    verdicts = section.audit_failures
-    if failed and verdicts:  # the audit's own words: a restart or a gone server is not a lost job
+    if failed and (verdicts := section.audit_failures):  # the audit's own words: a restart is no lost job
         lines += [f"> **Audit not passed in {failed} repetition(s)**; those repetitions' numbers are "
                   "not valid:", *(f"> - {run}: {verdict}" for run, verdict in sorted(verdicts.items())),
                   ""]  # fmt: skip
     elif failed:
         lines += [f"> **Audit FAILED in {failed} repetition(s)**: jobs lost or duplicated; "
                   "those repetitions' numbers are not valid.", ""]  # fmt: skip
-    errors = section.errors
-    if errors:
+    if errors := section.errors:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(errors.items()))
         lines += [f"> **{sum(errors.values())} calls failed** in the measured windows ({kinds}); "
                   "each run's summary counts them by kind, its log has the tracebacks.", ""]  # fmt: skip
@@ -172,10 +160,9 @@ def _finish_fetch_summary(frame: pd.DataFrame) -> list[str]:
         return ["*No points: the key columns (strategy, workers, rtt_ms) are missing.*", ""]
     shown = {"strategy", *shown_point_columns(frame)}
     rows = []
-    groups = []
     by_key = {tuple(norm_key(v) for v in k): g for k, g in frame.groupby(list(keys), sort=True, dropna=False)}
+    groups = [by_key.get(key, frame.iloc[0:0]) for key in points]
     for key, metrics in points.items():
-        groups.append(by_key.get(key, frame.iloc[0:0]))
         jobs = metrics.get("jobs_per_s")
         row: dict[str, object] = {k: v for k, v in zip(keys, key, strict=True) if k in shown}
         row["reps"] = jobs.n if jobs else 0
@@ -203,9 +190,7 @@ def _finish_fetch_summary(frame: pd.DataFrame) -> list[str]:
 
 
 def _fused_ratios(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per point: the median of the repetition-paired fused/other ratios, with their min-max
-    (bench.results.fits.paired_ratio, as the stage's terminal table prints it), a column pair per
-    other strategy; RTT_MISSED in place of a ratio whose rtt missed."""
+    """Per point: fused/other's median of the repetition pairs [min-max], a column pair an other."""
     if frame["rep"].isna().all():
         return pd.DataFrame()
     ratios = paired_ratios(frame)
@@ -259,8 +244,7 @@ DRIVER_COLUMNS = {
 
 
 def _driver_section(frame: pd.DataFrame, every: pd.DataFrame) -> list[str]:
-    """Locust, the raw driver and the reference loop side by side (each cell's clean windows), and
-    the driver goals (over ``every`` window: they leave out the contended ones themselves)."""
+    """Locust, the raw driver and the reference side by side, and the goals over ``every`` window."""
     if "reference_cpu_us_per_job" not in frame.columns or frame["reference_cpu_us_per_job"].isna().all():
         return []
     rows = _by_point(frame, DRIVER_COLUMNS, "median")
@@ -290,8 +274,7 @@ LIMIT_SHARE = "limit's share"
 def _by_point(frame: pd.DataFrame, columns: dict[str, str], how: str) -> list[dict[str, object]]:
     """A row a strategy and point: each column's ``how`` over the repetitions, the limit most named."""
     shown = ["strategy", *shown_point_columns(frame)]
-    rows = []
-    groups = []
+    rows, groups = [], []
     for key, group in frame.groupby(shown, sort=True):
         groups.append(group)
         row: dict[str, object] = dict(zip(shown, key, strict=True))

@@ -1,5 +1,4 @@
-"""How a stage's section opens: its heading, then either the line saying the run lacks the stage's
-file, or the notes on its missing columns and contended points."""
+"""How a stage's section opens: its heading, then the stage's file absent, or its notes."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ from bench.report.quiet import contended_note
 def section_head(
     data: RunData, stage: str, title: str, counted: str
 ) -> tuple[list[str], pd.DataFrame | None]:
-    """The section's first lines and the stage's frame (None when the run has no file for it);
-    ``counted`` names what a contended row is ("repetition(s)", "point(s)")."""
+    """The section's first lines and its frame (None: no file); ``counted`` names a contended row."""
     lines = [f"## {title}", ""]
     frame = data.frames.get(stage)
     if frame is None:

@@ -1,5 +1,4 @@
-"""Redis's cost in instructions (instructions.csv): a count under valgrind's callgrind, beside the
-timed µs of the script cost where the run has them."""
+"""Redis's cost in instructions (instructions.csv) under callgrind, beside the script cost's µs."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ ABOUT = (
 
 def state_about(data: RunData) -> str:
     """The queue state a run's protocols' steps were counted at (meta.json's instructions.state)."""
-    about = data.meta.instructions
-    state = about.state if about is not None else {}
+    state = data.meta.instructions.state if data.meta.instructions is not None else {}
     if not state:
         return "Each protocol's steps began on an empty queue (a run from before the stated state)."
     return (
@@ -194,12 +192,8 @@ def call_price_findings(frame: pd.DataFrame) -> list[str]:
         ten, one = (rows[rows["step"] == step] for step in (TEN_CALLS, RETURN_ONE))
         if ten.empty or one.empty:
             continue
-        added = (
-            ten.groupby("part")["server_instructions_per_call"]
-            .sum()
-            .sub(one.groupby("part")["server_instructions_per_call"].sum(), fill_value=0.0)
-            / TEN
-        )
+        ten_parts, one_parts = (s.groupby("part")["server_instructions_per_call"].sum() for s in (ten, one))
+        added = ten_parts.sub(one_parts, fill_value=0.0) / TEN
         exists = ten[(ten["part"] == COMMANDS) & (ten["detail"] == EXISTS)]
         body = float(exists["server_instructions_per_call"].sum()) / TEN
         beyond = float(added.sum()) - body

@@ -24,10 +24,8 @@ def protocols_text(meta: RunMeta) -> str:
 def meta_section(data: RunData) -> list[str]:
     meta = data.meta
     lines = [f"# echomq-bench run {data.run_id}", ""]
-    if data.complete:
-        status = "complete"
-    else:
-        status = "**INCOMPLETE**"
+    status = "complete" if data.complete else "**INCOMPLETE**"
+    if not data.complete:
         reason = meta.reason or "no reason recorded (the run may have been killed)"
         done = ", ".join(meta.stages_done) or "none"
         lines += [
@@ -35,13 +33,12 @@ def meta_section(data: RunData) -> list[str]:
             "The numbers below cover only what was finished.",
             "",
         ]
-    finished = "?"
     sha = str(meta.git_sha or "unknown")[:12]
     server = f"{meta.server_release or 'unknown'} ({meta.redis_source or 'source unknown'})"
     rows = [
         ("status", status),
         ("profile", meta.profile),
-        ("started / finished", f"{meta.started or '?'} / {meta.finished or finished}"),
+        ("started / finished", f"{meta.started or '?'} / {meta.finished or '?'}"),
         ("git", f"{sha}{' (dirty: uncommitted changes)' if meta.git_dirty else ''}"),
         (meta.server, server),
         ("machine", f"{meta.cpu_model or '?'}, {meta.cores or '?'} cores"),

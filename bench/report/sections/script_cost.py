@@ -1,5 +1,4 @@
-"""The hot path's script cost (script_cost.csv): Redis µs and commands a worker step, each protocol
-against echomq's in the same run."""
+"""The hot path's script cost (script_cost.csv): each protocol's steps against echomq's."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ HOT_STEPS = ("fused cycle", "two-call cycle", "extendLock")
 
 
 def parse_commands(cell: str) -> dict[str, float]:
-    """script_cost.csv's commands cell, ``{"evalsha": 1, "zadd": 1}``, as {name: count a call}; a
-    run from before the JSON cell wrote ``evalsha 1, zadd 1``."""
+    """The commands cell, JSON or an older run's ``evalsha 1, zadd 1``, as {name: count a call}."""
     text = str(cell).strip()
     if text.startswith("{"):
         return {str(name): float(n) for name, n in json.loads(text).items()}
@@ -51,9 +49,8 @@ SAME_WITHIN_NOISE = "same within noise"
 
 @dataclass(frozen=True)
 class Extra:
-    """What a protocol's step costs beyond echomq's in one run: the median over repetitions of
-    the per-round differences (the protocols alternate, round by round), their [min-max], and
-    the verdict on the two protocols' repetitions by compare's rules (bench.report.verdict)."""
+    """A step's cost beyond echomq's in one run: the median of the per-round differences (the
+    protocols alternate round by round) [min-max], and compare's verdict on the two's repetitions."""
 
     median: float
     lo: float
@@ -102,8 +99,7 @@ def script_cost_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def script_cost_lines(table: pd.DataFrame) -> list[str]:
-    """One line a protocol other than echomq: its extra µs per job on the hot path, each with its
-    range over repetitions and a verdict, never a bare difference."""
+    """A line a protocol's hot-path step: its extra µs a job with range and verdict, never bare."""
     lines = []
     column = f"µs beyond {BASE}, median [min-max]"
     for protocol in [p for p in table["protocol"].unique() if p != BASE]:

@@ -1,6 +1,4 @@
-"""The servers a profile named, side by side (its key servers, docs/servers.md): finish_fetch's
-Redis-bound point on each (finish_fetch_servers.csv) and the instructions a job on each
-(instructions.csv), by the name each server gave in its INFO."""
+"""The profile's servers side by side (docs/servers.md): finish_fetch's point, instructions."""
 
 from __future__ import annotations
 
@@ -29,12 +27,10 @@ def servers_point_table(data: RunData) -> pd.DataFrame | None:
     if (frame := data.frame("finish_fetch_servers")) is None:
         return None
     instructions = data.frames.get("instructions")
-    fused_instructions: dict[tuple[str, str], float] = {}
+    fused: dict[tuple[str, str], float] = {}  # (server, protocol) -> a fused job's instructions
     if instructions is not None and "server" in instructions:
         for row in instructions[instructions["step"] == "fused cycle"].to_dict("records"):
-            fused_instructions[(str(row["server"]), str(row["protocol"]))] = float(
-                row["server_instructions_per_call"]
-            )
+            fused[(str(row["server"]), str(row["protocol"]))] = float(row["server_instructions_per_call"])
     rows = []
     for (server, protocol), group in frame.groupby(["server", "protocol"], sort=False):
         cells: dict[str, object] = {"server": server, "protocol": protocol}
@@ -50,7 +46,7 @@ def servers_point_table(data: RunData) -> pd.DataFrame | None:
             cells["fused / two_call"] = f"{medians['fused'] / medians['two_call']:.2f}"
         limits = group["limit"].value_counts()
         cells["limit (trials)"] = ", ".join(f"{side} {n}" for side, n in limits.items() if side)
-        found = fused_instructions.get((str(server), str(protocol)))
+        found = fused.get((str(server), str(protocol)))
         cells["instructions a fused job"] = fmt(round(found)) if found is not None else ""
         cells["windows"] = f"{len(group)}"
         rows.append(cells)
