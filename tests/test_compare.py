@@ -649,3 +649,14 @@ def test_the_committed_drift_names_its_pairs_and_their_data_is_kept() -> None:
     assert all(
         learnt.points[name] >= 3 for name in ("finish_fetch jobs_per_s", "finish_fetch fused/two_call jobs/s")
     )
+
+
+def test_every_frame_compare_matches_on_has_its_metrics_and_two_servers_runs_compare() -> None:
+    """A frame with key columns but no metrics crashed compare (KeyError: finish_fetch_servers)."""
+    from bench.report.compare.metrics import STAGE_KEYS
+
+    assert set(STAGE_KEYS) <= set(STAGE_METRICS)
+    published = REPO / "docs" / "results"
+    servers = sorted(p.name for p in published.iterdir() if p.name.endswith("-servers"))[:2]
+    assert len(servers) == 2, servers
+    assert compare_main([*servers, "--results", str(published)]) == 0

@@ -96,6 +96,11 @@ STAGE_METRICS: dict[str, tuple[Metric, ...]] = {
         Metric("hold_ms_max", maximum=True),
         Metric("probe_max_us", maximum=True),
     ),
+    # each server's bound point (the servers profile): compared server by server
+    "finish_fetch_servers": (
+        Metric("jobs_per_s", higher_is_better=True),
+        *map(Metric, ("round_trips_per_job", "server_us_per_job")),
+    ),
     "race": tuple(map(Metric, RACE_LOWER)),
     "bullmq_worker": (
         Metric("jobs_per_s", higher_is_better=True),
