@@ -366,16 +366,10 @@ def findings_lines(data: RunData, runs: Sequence[RunData] = (), also: Sequence[R
         lines += [SWEEP_TABLE, "", markdown_table(sweep_table(found)), ""]
     races = race_rates(data)
     if not races.empty:
-        counted = races[list(RACE_COUNTS)].sum(axis=1)
-        free = races[counted == 0]
-        lines += (
-            [RACE_TABLE, "", markdown_table(race_table(races[counted > 0])), ""]
-            if (counted > 0).any()
-            else []
-        )
+        raced, free = races[races["raced"]], races[~races["raced"]]
+        lines += [RACE_TABLE, "", markdown_table(race_table(raced)), ""] if not raced.empty else []
         if not free.empty:
-            raced = set(races.loc[counted > 0, "variant"])
-            who = "the atomic variants" if not raced - set(APP_SIDE) else "the rest"
+            who = "the atomic variants" if not set(raced["variant"]) - set(APP_SIDE) else "the rest"
             each = free.groupby(["protocol", "variant"]).size()
             per = f" ({int(each.iloc[0])} each)" if each.nunique() == 1 else ""
             lines += [f"No race in {who}' {len(free)} clean settings{per}.", ""]
