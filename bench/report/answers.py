@@ -69,8 +69,7 @@ def fusing_cells(data: RunData, pooled: bool = False) -> list[Cell]:
     """Every point's fused / two_call jobs/s of the run, from clean pairs, with its pace and rtt
     paid; a cell whose rtt missed is kept, marked, and never quoted (``quoted``). ``pooled``: for
     figures across runs, the backlog regime's cells only (a run from before it has none)."""
-    frame = data.frames.get("finish_fetch")
-    if frame is None or frame.empty or "strategy" not in frame.columns:
+    if (frame := data.frame("finish_fetch")) is None or "strategy" not in frame.columns:
         return []
     frame = _backlog(
         frame.assign(concurrency=frame["concurrency"].fillna(1) if "concurrency" in frame else 1), pooled
@@ -106,8 +105,7 @@ REDIS = "redis"  # the limit a row names when Redis set its pace
 def _server_steps(data: RunData, *steps: str) -> dict[str, dict[str, float]]:
     """Each protocol's whole-server instructions a call of ``steps``, where it counted them all, on
     the first server the run counted (a run of servers counts each)."""
-    frame = data.frames.get("instructions")
-    if frame is None or frame.empty:
+    if (frame := data.frame("instructions")) is None:
         return {}
     if "server" in frame.columns:
         frame = frame[frame["server"].fillna("") == frame["server"].fillna("").iloc[0]]
@@ -279,8 +277,7 @@ class Hold:
 
 
 def holds(data: RunData) -> list[Hold]:
-    frame = data.frames.get("sweep")
-    if frame is None or frame.empty or "redis_hold_ms_max" not in frame.columns:
+    if (frame := data.frame("sweep")) is None or "redis_hold_ms_max" not in frame.columns:
         return []
     rows = frame[clean(frame) & frame["redis_hold_ms_max"].notna()]
     return [
@@ -348,8 +345,7 @@ def race_rates(data: RunData, by_delay: bool = False) -> pd.DataFrame:
     """Each variant and sweeper count's races over clean settings: totals, per stalled job, and
     whether any raced; ``by_delay``: each delay apart too (runs pool delays alike only where the same
     ones were clean)."""
-    frame = data.frames.get("race")
-    if frame is None or frame.empty:
+    if (frame := data.frame("race")) is None:
         return pd.DataFrame()
     rows = frame[clean(frame)].assign(stalled=lambda f: f["stalled_jobs"] * f["reps"])
     keys = ["protocol", "variant", "sweepers", *(["delay_ms"] if by_delay else [])]
