@@ -1,9 +1,6 @@
-"""The answer to each question the suite exists for, first: what to do, by how much it pays, under
-which conditions, and how it held across the published runs; then the two tables behind them.
-
-Every figure comes from clean cells (neither contended nor saturated) of the run, and is labelled
-by what it counts. An answer the data do not support says so instead of stating one.
-"""
+"""The answer to each question the suite exists for: what to do, by how much it pays, under which
+conditions, how it held across the published runs; and the tables behind them. Every figure comes
+from clean cells and says what it counts; an answer the data do not support says so."""
 
 from __future__ import annotations
 
@@ -13,7 +10,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.report.columns import clean, regime, rtt_paid_ms
+from bench.report.columns import clean, filled, regime, rtt_paid_ms
 from bench.report.load import RunData
 from bench.report.ratios import RTT_MISSED, paired_ratios
 from bench.results.finish_fetch import Regime
@@ -44,6 +41,10 @@ class Cell:
     rtt_missed: bool = False  # the rtt paid missed its nominal (or the strategies') one: not quoted
     predicted: float | None = None  # where Redis set both strategies' pace: what its counts predict
 
+    @property
+    def key(self) -> tuple[str, int, float, float]:
+        return self.protocol, self.concurrency, self.rtt_ms, self.job_ms
+
     def ratio(self) -> str:
         """The median and its pairs' [min-max], or that it rests on one pair."""
         return f"{self.median:.2f}" + (f" [{self.lo:.2f}-{self.hi:.2f}]" if self.pairs > 1 else " (1 pair)")
@@ -71,22 +72,13 @@ def fusing_cells(data: RunData, pooled: bool = False) -> list[Cell]:
     figures across runs, the backlog regime's cells only (a run from before it has none)."""
     if (frame := data.frame("finish_fetch")) is None or "strategy" not in frame.columns:
         return []
-    frame = _backlog(
-        frame.assign(concurrency=frame["concurrency"].fillna(1) if "concurrency" in frame else 1), pooled
-    )
+    frame = _backlog(filled(frame, concurrency=1), pooled)
     ok = frame[clean(frame)]
-    pairs = paired_ratios(ok)
-    pairs = pairs[pairs["other"] == "two_call"]
-    paid = rtt_paid_ms(ok)
-    bound = redis_bound_ratio(data)
+    pairs, paid, bound = paired_ratios(ok), rtt_paid_ms(ok), redis_bound_ratio(data)
+    at = dict(list(ok.groupby(["protocol", "concurrency", "rtt_ms", "job_ms"])))
     cells = []
-    for r in pairs.itertuples():
-        here = ok[
-            (ok["protocol"] == r.protocol)
-            & (ok["concurrency"] == r.concurrency)
-            & (ok["rtt_ms"] == r.rtt_ms)
-            & (ok["job_ms"] == r.job_ms)
-        ]
+    for r in pairs[pairs["other"] == "two_call"].itertuples():
+        here = at.get((r.protocol, r.concurrency, r.rtt_ms, r.job_ms), ok.iloc[:0])
         paces = [_pace(here[here["strategy"] == strategy]) for strategy in ("fused", "two_call")]
         pace = paces[0] if paces[0] == paces[1] else "/".join(p or "?" for p in paces)
         slept = paid[here.index].dropna()
@@ -171,7 +163,7 @@ def unstable(runs: Sequence[RunData]) -> list[tuple[str, int, float, float]]:
     by: dict[tuple[str, int, float, float], list[Cell]] = {}
     for run in runs:
         for c in quoted(fusing_cells(run, True)):
-            by.setdefault((c.protocol, c.concurrency, c.rtt_ms, c.job_ms), []).append(c)
+            by.setdefault(c.key, []).append(c)
     return [key for key, cells in by.items() if max(c.lo for c in cells) > min(c.hi for c in cells)]
 
 
@@ -229,8 +221,7 @@ def cross_run_table(runs: Sequence[RunData]) -> pd.DataFrame:
     for run in runs:
         column = columns.setdefault(run.run_id, {})
         for c in fusing_cells(run, True):
-            figure = _figure(c.protocol, c.concurrency, c.rtt_ms, c.job_ms)
-            column[figure] = RTT_MISSED if c.rtt_missed else c.ratio()
+            column[_figure(*c.key)] = RTT_MISSED if c.rtt_missed else c.ratio()
         for protocol, share in redis_work_saved(run).items():
             column[f"Redis instructions fusing saves a finish-and-fetch, {protocol}"] = f"{share:.1%}"
     columns = {run: column for run, column in columns.items() if column}  # a run with none: no column

@@ -1,10 +1,6 @@
-"""What a run found, in words: a few sentences, each derived by a rule from the run's clean cells.
-
-Every sentence carries its figure, its [min-max] over repetitions and its conditions; each
-finding ends with its source (the run, the regime). A rule that finds no clean cell says the
-figure was not measured cleanly, and states nothing. Nothing here is typed by hand: the README's
-block and the top of each report.md are these sentences.
-"""
+"""What a run found, in words: sentences each derived by a rule from the run's clean cells, with
+their figures, ranges, conditions and source; a rule without a clean cell says so and states
+nothing. The README's block and the top of each report.md are these sentences, never typed."""
 
 from __future__ import annotations
 
@@ -284,14 +280,13 @@ def conditions(data: RunData) -> str:
     paid = rtt_paid_ms(frame[frame["rtt_ms"].astype(float) > 0])
     paid_text = f"paid {paid.min():.2f}-{paid.max():.2f} ms" if not paid.empty else "none"
     reps = int(frame["rep"].max()) if "rep" in frame.columns and not frame.empty else 0
-    cores = data.meta.cores or "?"
     processes = sorted({int(float(v)) for v in frame.get("loadgen_processes", pd.Series()).dropna()})
     on = f" on {processes[0]}-{processes[-1]} load processes" if len(processes) > 1 else ""
     return (
         f"Conditions: jobs of {values('job_ms', ' ms')}, {values('payload_bytes')}-byte payloads; "
         f"rtt {values('rtt_ms', ' ms')} slept client-side an exchange ({paid_text}); "
         f"{values('workers')} workers{on}; {values('measure_s', ' s')} windows x {reps} repetitions; "
-        f"Redis and the load share {cores} cores."
+        f"Redis and the load share {data.meta.cores or '?'} cores."
     )
 
 
