@@ -445,8 +445,3 @@ def sweep_answer(data: RunData, also: Sequence[RunData] = (), runs: Sequence[Run
         at = f"{sweepers} sweepers, {paused}{spread}"
         parts.append(f"{variant}: {rate:.1f} extra recoveries per stalled job, {at}.")
     return " ".join(parts)
-
-
-def words(text: str) -> int:
-    """The words of a line of prose: tokens with a letter or digit (a lone "/" or "-" is none)."""
-    return sum(any(ch.isalnum() for ch in token) for token in text.split())

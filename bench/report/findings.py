@@ -26,7 +26,7 @@ from bench.report.load import RunData
 from bench.report.markdown import markdown_table
 from bench.report.ratios import RTT_MISSED
 from bench.report.sections.script_cost import BASE as SCRIPT_BASE
-from bench.report.sections.script_cost import Extra, extra_cost
+from bench.report.sections.script_cost import extra_cost
 from bench.report.sections.sweep_goals import records
 from bench.results.finish_fetch import MISSED as DRIVER_MISSED
 from bench.results.finish_fetch import Regime
@@ -169,22 +169,13 @@ def deadline_cost(data: RunData) -> Finding | None:
         if base.empty or mine.empty:
             continue
         extra = extra_cost(base, mine)
-        parts.append(
-            f"{extra.median:+.1f} µs [{extra.lo:+.1f} to {extra.hi:+.1f}] per {step} ({_rounds(extra)})"
-        )
+        every = "more" if extra.lo > 0 else "less" if extra.hi < 0 else ""  # than echomq, in each round
+        rounds = f"{every} in every round" if every else "within the rounds' noise"
+        parts.append(f"{extra.median:+.1f} µs [{extra.lo:+.1f} to {extra.hi:+.1f}] per {step} ({rounds})")
     if not parts:
         return None
     text = f"echomq-deadline costs Redis {' and '.join(parts)} beyond echomq."
     return Finding("echomq-deadline's price", (text,), "script cost, each step alone, timed")
-
-
-def _rounds(extra: Extra) -> str:
-    """What the paired rounds say: more (or less) in every one, or both ways."""
-    if extra.lo > 0:
-        return "more in every round"
-    if extra.hi < 0:
-        return "less in every round"
-    return "within the rounds' noise"
 
 
 def _count(frame: pd.DataFrame, protocol: str, step: str, column: str) -> float | None:
@@ -193,8 +184,7 @@ def _count(frame: pd.DataFrame, protocol: str, step: str, column: str) -> float 
 
 
 def _deadline_instructions(data: RunData) -> Finding | None:
-    frame = data.frame("instructions")
-    if frame is None or "echomq-deadline" not in set(frame["protocol"]):
+    if (frame := data.frame("instructions")) is None or "echomq-deadline" not in set(frame["protocol"]):
         return None
     parts = []
     for step, per in (("fused cycle", "a fused job"), ("extendLock", "an extendLock")):
@@ -211,8 +201,7 @@ def _deadline_instructions(data: RunData) -> Finding | None:
 def redis_work(data: RunData) -> Finding | None:
     """What fusing saves Redis a job, in the whole server's instructions (reading requests, running
     the scripts, writing replies). Client, network and kernel are outside the count."""
-    frame = data.frame("instructions")
-    if frame is None:
+    if (frame := data.frame("instructions")) is None:
         return None
     parts = []
     for protocol in (p for p in dict.fromkeys(frame["protocol"]) if p != "none"):

@@ -136,13 +136,6 @@ class Machine:
     cluster: bool = False  # several Redis masters: INFO cpu is one node's
 
 
-def processes_of(meta: RunMeta) -> int:
-    """The run's Locust processes (loadgen-processes), 1 when the run does not say."""
-    stage = meta.profile_resolved.get("finish_fetch")
-    value = stage.get("loadgen-processes") if isinstance(stage, dict) else None
-    return int(value) if isinstance(value, int | float) and value >= 1 else 1
-
-
 def on_this_machine(url: str | None) -> bool:
     """A Redis URL that names this machine (loopback), or none: the suite's own server."""
     host = urlsplit(url).hostname if url else None
@@ -155,8 +148,10 @@ def on_this_machine(url: str | None) -> bool:
 
 
 def machine_of(meta: RunMeta) -> Machine:
+    stage = meta.profile_resolved.get("finish_fetch")  # its loadgen-processes: 1 when the run does not say
+    processes = stage.get("loadgen-processes") if isinstance(stage, dict) else None
     return Machine(
-        processes=processes_of(meta),
+        processes=int(processes) if isinstance(processes, int | float) and processes >= 1 else 1,
         cores=float(meta.cores) if meta.cores else math.inf,
         redis_beside=on_this_machine(meta.redis_url),
         cluster=bool(meta.redis_cluster),
