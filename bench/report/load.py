@@ -85,13 +85,10 @@ def read_stage(path: Path, row: type[Row]) -> tuple[pd.DataFrame, list[str]]:
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     old = {a: b for a, b in row.RENAMED.items() if a in frame.columns and b not in frame.columns}
     frame = frame.rename(columns=old)
-    implied = row.IMPLIED
-    missing = [c for c in columns if c not in frame.columns and c not in implied]
-    for column in [c for c in columns if c not in frame.columns]:
-        frame[column] = ""
-    # in the declared order, an added column in its place (an older run's extras after them)
-    frame = frame[[*columns, *(c for c in frame.columns if c not in columns)]]
-    for column, value in implied.items():
+    missing = [c for c in columns if c not in frame.columns and c not in row.IMPLIED]
+    # in the declared order, an added column (empty) in its place (an older run's extras after them)
+    frame = frame.reindex(columns=[*columns, *(c for c in frame.columns if c not in columns)], fill_value="")
+    for column, value in row.IMPLIED.items():
         if column in frame.columns:
             frame[column] = frame[column].map(lambda cell, v=value: cell if str(cell).strip() else str(v))
     for column in frame.columns:
