@@ -127,8 +127,7 @@ def _pace(rows: pd.DataFrame) -> str:
 def fusing_table(cells: Sequence[Cell]) -> pd.DataFrame:
     """A row a protocol and jobs in flight (and job time, where held), a column an rtt."""
     rtts = sorted({c.rtt_ms for c in cells})
-    held = any(c.job_ms for c in cells)
-    keys = ["protocol", "in flight", *(["job ms"] if held else [])]
+    keys = ["protocol", "in flight", *(["job ms"] if any(c.job_ms for c in cells) else [])]
     rows: dict[tuple[str, int, float], dict[str, str]] = {}
     for c in sorted(cells, key=lambda c: (c.protocol, c.concurrency, c.job_ms)):
         row = rows.setdefault(

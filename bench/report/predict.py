@@ -164,15 +164,10 @@ def run_workers(frame: pd.DataFrame | None) -> int:
     return max(1, int(_run_median(frame, "workers", 1)))
 
 
-def run_job_ms(frame: pd.DataFrame | None) -> float:
-    """The run's job time, 0 when it does not say."""
-    return _run_median(frame, "job_ms", 0.0)
-
-
 def grid(data: RunData) -> list[Point]:
     """The report's what-if points at the run's own worker count and job time."""
     frame = data.frames.get("finish_fetch")
-    workers, job_ms = run_workers(frame), run_job_ms(frame)
+    workers, job_ms = run_workers(frame), _run_median(frame, "job_ms", 0.0)
     return [Point(workers, c, r, job_ms) for r in WHAT_IF_RTT_MS for c in WHAT_IF_CONCURRENCY]
 
 
@@ -192,7 +187,7 @@ def predict_main(argv: list[str]) -> int:
     data = load_run(resolve_run(args.run, args.results))
     if (frame := data.frame("finish_fetch")) is None:
         raise BenchError(f"{data.run_id} has no finish_fetch.csv rows to take a model's parts from")
-    jobs_ms = args.job_ms or [run_job_ms(frame)]
+    jobs_ms = args.job_ms or [_run_median(frame, "job_ms", 0.0)]
     if any(c < 1 for c in args.concurrency) or any(r < 0 for r in [*args.rtt_ms, *jobs_ms]):
         raise BenchError("--concurrency must be 1 or more, --rtt-ms and --job-ms 0 or more")
     if args.payload_bytes is not None and args.payload_bytes < 0:
