@@ -226,15 +226,8 @@ def cross_run_table(runs: Sequence[RunData]) -> pd.DataFrame:
     columns = {run: column for run, column in columns.items() if column}  # a run with none: no column
     figures = list(dict.fromkeys(f for column in columns.values() for f in column))
     shaky = {_figure(*key) for key in unstable(runs)}
-    rows = [
-        {
-            "figure": f,
-            **{run: columns[run].get(f, "—") for run in columns},
-            "held": "unstable" if f in shaky else "",
-        }
-        for f in figures
-    ]
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(columns, index=figures, dtype=object).fillna("—").rename_axis("figure").reset_index()
+    return table.assign(held=["unstable" if f in shaky else "" for f in figures])
 
 
 # -- the sweep --------------------------------------------------------------------------------
