@@ -70,19 +70,12 @@ def shown_columns(frame: pd.DataFrame) -> pd.DataFrame:
     return shown.rename(columns={c: how.column(c) for c in E2E_COLUMNS if c in shown.columns})
 
 
-def implied_backlog(frame: pd.DataFrame) -> pd.Series:
-    """Little's law per repetition: jobs/s times the median end-to-end wait = jobs waiting."""
-    if not {"jobs_per_s", "e2e_p50_us"} <= set(frame.columns):
-        return pd.Series(dtype=float)
-    return (frame["jobs_per_s"] * frame["e2e_p50_us"] / 1e6).dropna()
-
-
 def note(frame: pd.DataFrame) -> list[str]:
     """The sentence above the tables that says what the end-to-end figure is."""
     if "e2e_p50_us" not in frame.columns or frame["e2e_p50_us"].isna().all():
         return []
     if meaning(frame) is CLOSED:
-        backlog = implied_backlog(frame)
+        backlog = (frame["jobs_per_s"] * frame["e2e_p50_us"] / 1e6).dropna()  # Little's law, a repetition
         example = frame.dropna(subset=["jobs_per_s", "e2e_p50_us"]).iloc[0]
         wait_ms = float(example["e2e_p50_us"]) / 1000
         size = f"{fmt(backlog.min())}-{fmt(backlog.max())}" if len(backlog) > 1 else fmt(backlog.iloc[0])

@@ -96,8 +96,7 @@ def beside_saturated(frame: pd.DataFrame) -> pd.DataFrame:
     if "contended" not in frame.columns:
         return frame
     columns = [c for c in frame.columns if c != "contended"]
-    anchor = "saturated" if "saturated" in columns else None
-    at = columns.index(anchor) + 1 if anchor else len(columns)
+    at = columns.index("saturated") + 1 if "saturated" in columns else len(columns)
     return frame[[*columns[:at], "contended", *columns[at:]]]
 
 
