@@ -1,9 +1,6 @@
-"""The answer to each question the suite exists for, first: what to do, by how much it pays, under
-which conditions, and how it held across the published runs; then the two tables behind them.
-
-Every figure comes from clean cells (neither contended nor saturated) of the run, and is labelled
-by what it counts. An answer the data do not support says so instead of stating one.
-"""
+"""The answer to each question the suite exists for: what to do, by how much it pays, under which
+conditions, how it held across the published runs; and the tables behind them. Every figure comes
+from clean cells and says what it counts; an answer the data do not support says so."""
 
 from __future__ import annotations
 
@@ -13,7 +10,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.report.columns import clean, regime, rtt_paid_ms
+from bench.report.columns import clean, filled, regime, rtt_paid_ms
 from bench.report.load import RunData
 from bench.report.ratios import RTT_MISSED, paired_ratios
 from bench.results.finish_fetch import Regime
@@ -44,6 +41,10 @@ class Cell:
     rtt_missed: bool = False  # the rtt paid missed its nominal (or the strategies') one: not quoted
     predicted: float | None = None  # where Redis set both strategies' pace: what its counts predict
 
+    @property
+    def key(self) -> tuple[str, int, float, float]:
+        return self.protocol, self.concurrency, self.rtt_ms, self.job_ms
+
     def ratio(self) -> str:
         """The median and its pairs' [min-max], or that it rests on one pair."""
         return f"{self.median:.2f}" + (f" [{self.lo:.2f}-{self.hi:.2f}]" if self.pairs > 1 else " (1 pair)")
@@ -57,9 +58,8 @@ class Cell:
 
 
 def _backlog(frame: pd.DataFrame, only: bool) -> pd.DataFrame:
-    """The rows a throughput ratio is read from: the backlog regime's (a drain rate) when the run
-    has them, else (unless ``only``) every closed-loop row; an open row's jobs/s ratio is 1 by
-    design, and a steady one's where the producers set the pace."""
+    """The backlog regime's rows (a drain rate) when the run has them, else (unless ``only``) every
+    closed-loop row: an open row's ratio is 1 by design, a steady one's where the producers set it."""
     regimes = regime(frame)
     if only or (regimes == Regime.BACKLOG).any():
         return frame[regimes == Regime.BACKLOG]
@@ -70,25 +70,15 @@ def fusing_cells(data: RunData, pooled: bool = False) -> list[Cell]:
     """Every point's fused / two_call jobs/s of the run, from clean pairs, with its pace and rtt
     paid; a cell whose rtt missed is kept, marked, and never quoted (``quoted``). ``pooled``: for
     figures across runs, the backlog regime's cells only (a run from before it has none)."""
-    frame = data.frames.get("finish_fetch")
-    if frame is None or frame.empty or "strategy" not in frame.columns:
+    if (frame := data.frame("finish_fetch")) is None or "strategy" not in frame.columns:
         return []
-    frame = _backlog(
-        frame.assign(concurrency=frame["concurrency"].fillna(1) if "concurrency" in frame else 1), pooled
-    )
+    frame = _backlog(filled(frame, concurrency=1), pooled)
     ok = frame[clean(frame)]
-    pairs = paired_ratios(ok)
-    pairs = pairs[pairs["other"] == "two_call"]
-    paid = rtt_paid_ms(ok)
-    bound = redis_bound_ratio(data)
+    pairs, paid, bound = paired_ratios(ok), rtt_paid_ms(ok), redis_bound_ratio(data)
+    at = dict(list(ok.groupby(["protocol", "concurrency", "rtt_ms", "job_ms"])))
     cells = []
-    for r in pairs.itertuples():
-        here = ok[
-            (ok["protocol"] == r.protocol)
-            & (ok["concurrency"] == r.concurrency)
-            & (ok["rtt_ms"] == r.rtt_ms)
-            & (ok["job_ms"] == r.job_ms)
-        ]
+    for r in pairs[pairs["other"] == "two_call"].itertuples():
+        here = at.get((r.protocol, r.concurrency, r.rtt_ms, r.job_ms), ok.iloc[:0])
         paces = [_pace(here[here["strategy"] == strategy]) for strategy in ("fused", "two_call")]
         pace = paces[0] if paces[0] == paces[1] else "/".join(p or "?" for p in paces)
         slept = paid[here.index].dropna()
@@ -104,29 +94,28 @@ def fusing_cells(data: RunData, pooled: bool = False) -> list[Cell]:
 REDIS = "redis"  # the limit a row names when Redis set its pace
 
 
-def first_server_counts(data: RunData) -> pd.DataFrame | None:
-    """instructions.csv's rows of the first server the run counted (a run of servers counts each)."""
-    frame = data.frames.get("instructions")
-    if frame is None or frame.empty:
-        return None
-    if "server" not in frame.columns:
-        return frame
-    return frame[frame["server"].fillna("") == frame["server"].fillna("").iloc[0]]
+def _server_steps(data: RunData, *steps: str) -> dict[str, dict[str, float]]:
+    """Each protocol's whole-server instructions a call of ``steps``, where it counted them all, on
+    the first server the run counted (a run of servers counts each)."""
+    if (frame := data.frame("instructions")) is None:
+        return {}
+    if "server" in frame.columns:
+        frame = frame[frame["server"].fillna("") == frame["server"].fillna("").iloc[0]]
+    found = {}
+    for protocol, rows in frame.groupby("protocol", sort=False):
+        counts = rows.set_index("step")["server_instructions_per_call"]
+        if protocol != "none" and set(steps) <= set(counts.index):
+            found[str(protocol)] = {step: float(counts[step]) for step in steps}
+    return found
 
 
 def redis_bound_ratio(data: RunData) -> dict[str, float]:
     """Each protocol's fused / two_call jobs/s where Redis alone sets the pace, as its instruction
     counts predict it: (add + two-call cycle) / (add + fused cycle), the whole server's."""
-    frame = first_server_counts(data)
-    if frame is None:
-        return {}
-    out = {}
-    for protocol, rows in frame.groupby("protocol"):
-        steps = rows.set_index("step")["server_instructions_per_call"]
-        if {"addJob", "fused cycle", "two-call cycle"} <= set(steps.index):
-            add = float(steps["addJob"])
-            out[str(protocol)] = (add + float(steps["two-call cycle"])) / (add + float(steps["fused cycle"]))
-    return out
+    found = _server_steps(data, "addJob", "fused cycle", "two-call cycle")
+    return {
+        p: (c["addJob"] + c["two-call cycle"]) / (c["addJob"] + c["fused cycle"]) for p, c in found.items()
+    }
 
 
 def _pace(rows: pd.DataFrame) -> str:
@@ -138,8 +127,7 @@ def _pace(rows: pd.DataFrame) -> str:
 def fusing_table(cells: Sequence[Cell]) -> pd.DataFrame:
     """A row a protocol and jobs in flight (and job time, where held), a column an rtt."""
     rtts = sorted({c.rtt_ms for c in cells})
-    held = any(c.job_ms for c in cells)
-    keys = ["protocol", "in flight", *(["job ms"] if held else [])]
+    keys = ["protocol", "in flight", *(["job ms"] if any(c.job_ms for c in cells) else [])]
     rows: dict[tuple[str, int, float], dict[str, str]] = {}
     for c in sorted(cells, key=lambda c: (c.protocol, c.concurrency, c.job_ms)):
         row = rows.setdefault(
@@ -151,9 +139,11 @@ def fusing_table(cells: Sequence[Cell]) -> pd.DataFrame:
     return table.fillna("—")
 
 
-def _range(values: Sequence[float]) -> str:
-    lo, hi = min(values), max(values)
-    return f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}x"
+def _span(values: Sequence[float], spec: str = ".2f", unit: str = "x") -> str:
+    """The least and the most of ``values`` (ratios by default), "lo-hi" and the unit; one figure
+    where they read alike."""
+    lo, hi = format(min(values), spec), format(max(values), spec)
+    return f"{lo if lo == hi else f'{lo}-{hi}'}{unit}"
 
 
 def quoted(cells: Sequence[Cell]) -> list[Cell]:
@@ -161,30 +151,10 @@ def quoted(cells: Sequence[Cell]) -> list[Cell]:
     return [c for c in cells if not c.rtt_missed]
 
 
-def fusing_held(runs: Sequence[RunData]) -> tuple[int, int]:
-    """In how many of ``runs`` fused beat two calls at every clean network-bound cell (lo above 1)."""
-    counted = [[c for c in quoted(fusing_cells(run, True)) if c.rtt_ms >= NETWORK_RTT_MS] for run in runs]
-    counted = [cells for cells in counted if cells]
-    return sum(all(c.lo > 1 for c in cells) for cells in counted), len(counted)
-
-
-def _span_pct(values: Sequence[float]) -> str:
-    lo, hi = f"{min(values):.0%}", f"{max(values):.0%}"
-    return lo if lo == hi else f"{lo[:-1]}-{hi}"
-
-
 def redis_work_saved(data: RunData) -> dict[str, float]:
-    """Each protocol's share of the whole server's instructions a job that fusing saves (on the
-    first server the run counted)."""
-    frame = first_server_counts(data)
-    if frame is None:
-        return {}
-    saved = {}
-    for protocol in (p for p in dict.fromkeys(frame["protocol"]) if p != "none"):
-        mine = frame[frame["protocol"] == protocol].set_index("step")["server_instructions_per_call"]
-        if {"fused cycle", "two-call cycle"} <= set(mine.index):
-            saved[str(protocol)] = 1 - float(mine["fused cycle"]) / float(mine["two-call cycle"])
-    return saved
+    """Each protocol's share of the whole server's instructions a job that fusing saves."""
+    found = _server_steps(data, "fused cycle", "two-call cycle")
+    return {p: 1 - c["fused cycle"] / c["two-call cycle"] for p, c in found.items()}
 
 
 def unstable(runs: Sequence[RunData]) -> list[tuple[str, int, float, float]]:
@@ -192,7 +162,7 @@ def unstable(runs: Sequence[RunData]) -> list[tuple[str, int, float, float]]:
     by: dict[tuple[str, int, float, float], list[Cell]] = {}
     for run in runs:
         for c in quoted(fusing_cells(run, True)):
-            by.setdefault((c.protocol, c.concurrency, c.rtt_ms, c.job_ms), []).append(c)
+            by.setdefault(c.key, []).append(c)
     return [key for key, cells in by.items() if max(c.lo for c in cells) > min(c.hi for c in cells)]
 
 
@@ -210,29 +180,28 @@ def fusing_answer(data: RunData, runs: Sequence[RunData] = ()) -> str:
     rtts = sorted({c.rtt_ms for c in cells if c.rtt_ms >= NETWORK_RTT_MS})
     local = [c.median for c in cells if c.rtt_ms < NETWORK_RTT_MS]
     lost = [c for c in every if c.median < 1]  # below 1 in most pairs
-    behind = [c for c in every if c.lo < 1]
-    over = f"{len(runs)} runs" if len(runs) > 1 else "the run"
     local_only = bool(lost) and all(c.rtt_ms < NETWORK_RTT_MS for c in lost)
     lead = "Fuse" if not lost else "Fuse over a network" if local_only else "Fuse where it won"
-    where = ", at rtt 0" if local_only else ""
-    won = f" (it lost at {len(lost)} of {len(every)} cells over {over}{where})" if lost else ""
-    if not lost:
-        won = " (it never lost)" if not behind else " (it never lost but in single pairs)"
+    if lost:
+        over = f"{len(runs)} runs" if len(runs) > 1 else "the run"
+        won = f" (it lost at {len(lost)} of {len(every)} cells over {over}{', at rtt 0' * local_only})"
+    else:
+        won = " (it never lost but in single pairs)" if any(c.lo < 1 for c in every) else " (it never lost)"
     span = "-".join(dict.fromkeys(f"{r:g}" for r in (rtts[:1] + rtts[-1:])))
-    gains = [f"{_range(network)} the jobs/s at rtt {span} ms"] if network else []
-    gains += [f"{_range(local)} at rtt 0"] if local else []
+    gains = [f"{_span(network)} the jobs/s at rtt {span} ms"] if network else []
+    gains += [f"{_span(local)} at rtt 0"] if local else []
     job_times = sorted({c.job_ms for c in every if c.job_ms})
-    gains += [f"{_range([c.median for c in every if c.job_ms == j])} with {j:g} ms jobs" for j in job_times]
+    gains += [f"{_span([c.median for c in every if c.job_ms == j])} with {j:g} ms jobs" for j in job_times]
     parts = [f"**{lead}**{won}: {', '.join(gains)}." if gains else f"**{lead}**{won}."]
     saved = redis_work_saved(data)
     if saved:
-        less = f"{_span_pct(list(saved.values()))} less work a finish-and-fetch"
+        less = f"{_span([100 * v for v in saved.values()], '.0f', '%')} less work a finish-and-fetch"
         parts.append(f"Redis does {less} (counted, this run).")
-    if runs:
-        held, of = fusing_held(runs)
-        shaky = unstable(runs)
+    if runs:  # fused beat two calls at every clean network-bound cell of a run (lo above 1)
+        bound = [n for _, cells in pooled if (n := [c for c in cells if c.rtt_ms >= NETWORK_RTT_MS])]
+        held, shaky = sum(all(c.lo > 1 for c in n) for n in bound), unstable(runs)
         parts.append(
-            f"Won every network cell in {held} of {of} runs"
+            f"Won every network cell in {held} of {len(bound)} runs"
             + (f"; unstable at {len(shaky)} cells." if shaky else ".")
         )
     if not job_times:
@@ -251,22 +220,14 @@ def cross_run_table(runs: Sequence[RunData]) -> pd.DataFrame:
     for run in runs:
         column = columns.setdefault(run.run_id, {})
         for c in fusing_cells(run, True):
-            figure = _figure(c.protocol, c.concurrency, c.rtt_ms, c.job_ms)
-            column[figure] = RTT_MISSED if c.rtt_missed else c.ratio()
+            column[_figure(*c.key)] = RTT_MISSED if c.rtt_missed else c.ratio()
         for protocol, share in redis_work_saved(run).items():
             column[f"Redis instructions fusing saves a finish-and-fetch, {protocol}"] = f"{share:.1%}"
     columns = {run: column for run, column in columns.items() if column}  # a run with none: no column
     figures = list(dict.fromkeys(f for column in columns.values() for f in column))
     shaky = {_figure(*key) for key in unstable(runs)}
-    rows = [
-        {
-            "figure": f,
-            **{run: columns[run].get(f, "—") for run in columns},
-            "held": "unstable" if f in shaky else "",
-        }
-        for f in figures
-    ]
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(columns, index=figures, dtype=object).fillna("—").rename_axis("figure").reset_index()
+    return table.assign(held=["unstable" if f in shaky else "" for f in figures])
 
 
 # -- the sweep --------------------------------------------------------------------------------
@@ -286,10 +247,20 @@ class Hold:
     def text(self) -> str:
         return f"≤ {SLOW_MS:g}" if self.bounded else f"{self.ms:,.1f}" if self.ms < 100 else f"{self.ms:,.0f}"
 
+    @property
+    def name(self) -> str:
+        return variant_name(self.protocol, self.variant)
+
+    @property
+    def short(self) -> bool:
+        return self.bounded or self.ms < SHORT_HOLD_MS
+
+    def of(self, protocol: str, variant: str, scenario: str) -> bool:
+        return (self.protocol, self.variant, self.scenario) == (protocol, variant, scenario)
+
 
 def holds(data: RunData) -> list[Hold]:
-    frame = data.frames.get("sweep")
-    if frame is None or frame.empty or "redis_hold_ms_max" not in frame.columns:
+    if (frame := data.frame("sweep")) is None or "redis_hold_ms_max" not in frame.columns:
         return []
     rows = frame[clean(frame) & frame["redis_hold_ms_max"].notna()]
     return [
@@ -307,118 +278,96 @@ def variant_name(protocol: object, variant: object) -> str:
 EXTRAPOLATED = " (extrapolated)"
 
 
-def crossing(points: Sequence[Hold], limit: float) -> str:
-    """The active size at which the longest call passes ``limit``: interpolated log-log between the
-    measured sizes, extrapolated (and said so) past the largest, or a bound."""
+def crossing(points: Sequence[Hold], limit: float) -> tuple[float, str]:
+    """The active size at which the longest call passes ``limit``, to order by, and as said:
+    interpolated log-log between the measured sizes, extrapolated (and said so) past the largest,
+    or a bound. An interpolated size claims two significant figures, no more."""
     measured = sorted((h.size, h.ms) for h in points if not h.bounded)
     above = [s for s, ms in measured if ms >= limit]
     if above:
         below = [(s, ms) for s, ms in measured if s < above[0] and ms < limit]
         if not below:
-            return f"≤ {above[0]:,}"
+            return above[0], f"≤ {above[0]:,}"
         (s0, h0), (s1, h1) = below[-1], next((s, ms) for s, ms in measured if s == above[0])
-        return f"~{_two(s0 * (limit / h0) ** (math.log(s1 / s0) / math.log(h1 / h0)))}"
+        size = float(f"{s0 * (limit / h0) ** (math.log(s1 / s0) / math.log(h1 / h0)):.2g}")
+        return size, f"~{size:,.0f}"
     if len(measured) >= 2 and measured[-1][1] > measured[-2][1]:
         (s0, h0), (s1, h1) = measured[-2], measured[-1]
         slope = math.log(h1 / h0) / math.log(s1 / s0)
         if slope > 0.5:
-            return f"~{_two(s1 * (limit / h1) ** (1 / slope))}{EXTRAPOLATED}"
-    return f"> {max(h.size for h in points):,}"
-
-
-def _two(value: float) -> str:
-    """Two significant figures: an interpolated size claims no more."""
-    return f"{float(f'{value:.2g}'):,.0f}"
+            size = float(f"{s1 * (limit / h1) ** (1 / slope):.2g}")
+            return size, f"~{size:,.0f}{EXTRAPOLATED}"
+    return max(h.size for h in points), f"> {max(h.size for h in points):,}"
 
 
 def sweep_table(found: Sequence[Hold]) -> pd.DataFrame:
     """A variant a row: its longest call a size, healthy / all stalled, and its 1 ms and 5 s sizes."""
     sizes = sorted({h.size for h in found})
     rows = []
-    for protocol, variant in dict.fromkeys((h.protocol, h.variant) for h in found):
-        mine = [h for h in found if (h.protocol, h.variant) == (protocol, variant)]
-        row = {"variant": variant_name(protocol, variant)}
+    for name, mine in _by_name(found).items():
+        row = {"variant": name}
         for size in sizes:
             by = {h.scenario: h.text() for h in mine if h.size == size}
             row[f"{size:,}"] = f"{by.get('healthy', '—')} / {by.get('all_stalled', '—')}"
         stalled = [h for h in mine if h.scenario == "all_stalled"]
-        row["all stalled past 1 ms at"] = crossing(stalled, SLOW_MS) if stalled else "—"
-        row["past 5 s at"] = crossing(stalled, BUSY_MS) if stalled else "—"
+        row["all stalled past 1 ms at"] = crossing(stalled, SLOW_MS)[1] if stalled else "—"
+        row["past 5 s at"] = crossing(stalled, BUSY_MS)[1] if stalled else "—"
         rows.append(row)
     return pd.DataFrame(rows)
 
 
+def _by_name(found: Sequence[Hold]) -> dict[str, list[Hold]]:
+    """The holds of each variant, by its name, in the order first measured."""
+    by: dict[str, list[Hold]] = {}
+    for h in found:
+        by.setdefault(h.name, []).append(h)
+    return by
+
+
 def race_rates(data: RunData, by_delay: bool = False) -> pd.DataFrame:
-    """Each variant and sweeper count's races over clean settings: totals, and per stalled job;
-    ``by_delay``: each delay apart too (runs pool delays alike only where the same ones were clean)."""
-    frame = data.frames.get("race")
-    if frame is None or frame.empty:
+    """Each variant and sweeper count's races over clean settings: totals, per stalled job, and
+    whether any raced; ``by_delay``: each delay apart too (runs pool delays alike only where the same
+    ones were clean)."""
+    if (frame := data.frame("race")) is None:
         return pd.DataFrame()
     rows = frame[clean(frame)].assign(stalled=lambda f: f["stalled_jobs"] * f["reps"])
     keys = ["protocol", "variant", "sweepers", *(["delay_ms"] if by_delay else [])]
-    out = rows.groupby(keys, sort=False)[["stalled", *RACE_COUNTS]].sum()
-    out = out.reset_index()
+    out = rows.groupby(keys, sort=False)[["stalled", *RACE_COUNTS]].sum().reset_index()
     for column in RACE_COUNTS:
         out[f"{column}_per_stalled"] = out[column] / out["stalled"]
-    return out
-
-
-def _raced(data: RunData) -> set[tuple[str, str]]:
-    """The (protocol, variant) pairs that raced in any clean setting of ``data``."""
-    races = race_rates(data)
-    if races.empty:
-        return set()
-    counted = races[list(RACE_COUNTS)].sum(axis=1)
-    return set(zip(races.loc[counted > 0, "protocol"], races.loc[counted > 0, "variant"], strict=True))
+    return out.assign(raced=out[list(RACE_COUNTS)].sum(axis=1) > 0)
 
 
 def short_variants(data: RunData) -> dict[str, int]:
     """The atomic variants to run, by name: race-free, every longest call under SHORT_HOLD_MS;
     each with the largest active size it was measured at."""
-    found, raced = holds(data), _raced(data)
-    short = {}
-    for protocol, variant in dict.fromkeys((h.protocol, h.variant) for h in found):
-        mine = [h for h in found if (h.protocol, h.variant) == (protocol, variant)]
-        if (
-            variant not in APP_SIDE
-            and (protocol, variant) not in raced
-            and all(h.bounded or h.ms < SHORT_HOLD_MS for h in mine)
-        ):
-            short[variant_name(protocol, variant)] = max(h.size for h in mine)
-    return short
+    raced = {variant_name(r.protocol, r.variant) for r in race_rates(data).itertuples() if r.raced}
+    return {
+        name: max(h.size for h in mine)
+        for name, mine in _by_name(holds(data)).items()
+        if mine[0].variant not in APP_SIDE and name not in raced and all(h.short for h in mine)
+    }
 
 
 def short_held(names: Sequence[str], runs: Sequence[RunData]) -> tuple[int, int]:
     """In how many of ``runs`` that measured any of ``names`` each one it measured was short."""
-    held = of = 0
-    for run in runs:
-        measured = {variant_name(h.protocol, h.variant) for h in holds(run)} & set(names)
-        if measured:
-            of += 1
-            held += measured <= set(short_variants(run))
-    return held, of
+    measured = [{h.name for h in holds(run)} & set(names) for run in runs]
+    shorts = [m <= set(short_variants(run)) for run, m in zip(runs, measured, strict=True) if m]
+    return sum(shorts), len(shorts)
 
 
 def _over_runs(values: Sequence[float], digits: int) -> str:
     """ " (n runs: lo-hi)", or "" for fewer than two runs."""
-    if len(values) < 2:
-        return ""
-    lo, hi = f"{min(values):,.{digits}f}", f"{max(values):,.{digits}f}"
-    return f" ({len(values)} runs: {lo if lo == hi else f'{lo}-{hi}'})"
+    return f" ({len(values)} runs: {_span(values, f',.{digits}f', '')})" if len(values) >= 2 else ""
 
 
 def routine_holds(size: int, runs: Sequence[RunData]) -> list[float]:
     """BullMQ's healthy atomic sweep's longest call at ``size``, one a run that measured it (a
     run where no call reached SLOWLOG counts SLOW_MS)."""
-    found = []
-    for run in runs:
-        at = [
-            SLOW_MS if h.bounded else h.ms
-            for h in holds(run)
-            if (h.protocol, h.variant, h.scenario, h.size) == ("bullmq", "atomic", "healthy", size)
-        ]
-        found += [max(at)] if at else []
-    return found
+    found = [
+        [h for h in holds(run) if h.of("bullmq", "atomic", "healthy") and h.size == size] for run in runs
+    ]
+    return [max(SLOW_MS if h.bounded else h.ms for h in at) for at in found if at]
 
 
 RaceSetting = tuple[str, int, float]  # variant, sweepers, delay ms
@@ -447,22 +396,16 @@ def sweep_answer(data: RunData, also: Sequence[RunData] = (), runs: Sequence[Run
     if not found:
         return "**The sweep.** No clean sweep point: no answer from this run."
     short = short_variants(data)
-    elsewhere = [h for run in also for h in holds(run) if variant_name(h.protocol, h.variant) in short]
-    short = {
-        n: s
-        for n, s in short.items()
-        if all(
-            h.bounded or h.ms < SHORT_HOLD_MS for h in elsewhere if variant_name(h.protocol, h.variant) == n
-        )
-    }
+    elsewhere = [h for run in also for h in holds(run) if h.name in short]
+    short = {n: s for n, s in short.items() if all(h.short for h in elsewhere if h.name == n)}
     parts = []
     if short:
         held, of = short_held(list(short), runs)
         said = [f"all {of} runs" if held == of else f"{held} of {of} runs"] if of > 1 else []
-        slow = [h for h in elsewhere if not h.bounded and variant_name(h.protocol, h.variant) in short]
+        slow = [h for h in elsewhere if not h.bounded and h.name in short]
         if slow:
             worst = max(slow, key=lambda h: h.ms)
-            which = f", {variant_name(worst.protocol, worst.variant)}" if len(short) > 1 else ""
+            which = f", {worst.name}" if len(short) > 1 else ""
             said.append(f"stress: {worst.text()} ms at {worst.size:,}{which}")
         largest = max(short.values())  # this run's: another run's sizes are said apart
         aside = f" ({'; '.join(said)})" if said else ""
@@ -470,20 +413,16 @@ def sweep_answer(data: RunData, also: Sequence[RunData] = (), runs: Sequence[Run
         parts.append(f"**Use {' or '.join(short)}**: race-free, {reach}.")
     else:
         parts.append("**No sweep variant stayed short and race-free here.**")
-    passes = sorted(
-        (_size(text), text, protocol)
+    passes = [
+        crossing(stalled, BUSY_MS)
         for protocol in ("echomq", "bullmq")
-        if (
-            stalled := [
-                h for h in found if (h.protocol, h.variant, h.scenario) == (protocol, "atomic", "all_stalled")
-            ]
-        )
-        and (text := crossing(stalled, BUSY_MS))
-    )
+        if (stalled := [h for h in found if h.of(protocol, "atomic", "all_stalled")])
+    ]
     if passes:  # the soonest: the table gives each protocol's
-        size, guessed = passes[0][1].removesuffix(EXTRAPOLATED), passes[0][1].endswith(EXTRAPOLATED)
+        text = min(passes)[1]
+        size, guessed = text.removesuffix(EXTRAPOLATED), text.endswith(EXTRAPOLATED)
         parts.append(f"All-stalled atomic sweeps pass 5 s from {size} jobs{EXTRAPOLATED * guessed}.")
-    bull = [h for h in found if (h.protocol, h.variant, h.scenario) == ("bullmq", "atomic", "healthy")]
+    bull = [h for h in found if h.of("bullmq", "atomic", "healthy")]
     if bull:
         biggest = max(bull, key=lambda h: h.size)
         spread = _over_runs(routine_holds(biggest.size, runs), 0)
@@ -491,21 +430,10 @@ def sweep_answer(data: RunData, also: Sequence[RunData] = (), runs: Sequence[Run
         parts.append(f"BullMQ's routine check holds Redis {biggest.text()} ms at {at}.")
     races = app_side_worst(data)
     if races is not None:
-        rate, (variant, sweepers, delay) = races
-        setting = (variant, sweepers, delay)
+        rate, setting = races
+        variant, sweepers, delay = setting
         spread = _over_runs([w[0] for run in runs if (w := app_side_worst(run, setting))], 1)
         paused = f"a {delay:g} ms pause" if delay else "no pause"
         at = f"{sweepers} sweepers, {paused}{spread}"
         parts.append(f"{variant}: {rate:.1f} extra recoveries per stalled job, {at}.")
     return " ".join(parts)
-
-
-def _size(crossing_text: str) -> float:
-    """The active size a crossing names ("~25,000", "≤ 1,000", "> 100,000"), to order them by."""
-    digits = "".join(ch for ch in crossing_text if ch.isdigit())
-    return float(digits) if digits else math.inf
-
-
-def words(text: str) -> int:
-    """The words of a line of prose: tokens with a letter or digit (a lone "/" or "-" is none)."""
-    return sum(any(ch.isalnum() for ch in token) for token in text.split())

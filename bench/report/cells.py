@@ -1,7 +1,6 @@
-"""A finish_fetch cell as a report table shows it: the repetitions of one strategy at one point,
-its figures resting on its uncontended windows when it has any, and its mark when it has none (c,
-contended) or when a window it rests on saturated the load generator (s), with the note a table
-with marks carries under it."""
+"""A finish_fetch cell (one strategy at one point) as a report table shows it: its figures rest on
+its uncontended windows when it has any; marked c when it has none, s when a window it rests on
+saturated the load generator."""
 
 from __future__ import annotations
 

@@ -1,20 +1,22 @@
-"""`python -m bench report | compare | runs`: arguments in, one document or table out."""
+"""`python -m bench report | compare | learn | runs | publish`: arguments in, one document or table out."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.errors import BenchError
 from bench.report.compare.learnt import LEARNT_FILE, learn, read_learnt, write_learnt
 from bench.report.compare.metrics import compare_runs
 from bench.report.compare.page import compare_markdown
-from bench.report.load import load_run
+from bench.report.load import STAGE_FILES, is_run, load_run
 from bench.report.publish import AA_DIR, DATA_PATTERNS, PUBLISHED_DIR, publish_run
 from bench.report.render import write_report
 from bench.report.results_page import README, pages, stale_pages
-from bench.report.runs import list_runs, runs_table
 from bench.results.files import RESULTS_DIR, resolve_run, write_atomic
+from bench.results.meta import META_FILE, RunMeta, read_meta
 
 
 def _parsed(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
@@ -55,9 +57,7 @@ def compare_main(argv: list[str]) -> int:
     print(text, end="")
     if args.output:
         write_atomic(args.output, text)
-    if args.fail_on_regression and comparison.count("worse"):
-        return 1
-    return 0
+    return 1 if args.fail_on_regression and comparison.count("worse") else 0
 
 
 def learn_main(argv: list[str]) -> int:
@@ -92,14 +92,56 @@ def learn_main(argv: list[str]) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class RunListing:
+    path: Path
+    meta: RunMeta | None  # None: no meta.json, or one that does not read
+    stages: tuple[str, ...]
+
+
+def list_runs(results: Path) -> list[RunListing]:
+    """Run folders under ``results``, oldest first (run ids start with their time)."""
+    if not results.is_dir():
+        return []
+    runs = []
+    for path in sorted(p for p in results.iterdir() if p.is_dir() and is_run(p)):
+        try:
+            meta = read_meta(path) if (path / META_FILE).is_file() else None
+        except (OSError, ValueError, BenchError):
+            meta = None
+        stages = tuple(s for s, row in STAGE_FILES.items() if (path / row.FILE).is_file())
+        runs.append(RunListing(path, meta, stages))
+    return runs
+
+
+def runs_table(runs: Sequence[RunListing]) -> str:
+    """A row a run, its columns padded to their widest cell."""
+    rows = []
+    for run in runs:
+        meta = run.meta
+        status = (
+            "no meta.json" if not meta
+            else "complete" if meta.complete
+            else f"INCOMPLETE: {meta.reason or 'no reason recorded'}"
+        )  # fmt: skip
+        server = f"{meta.server} {meta.server_release}" if meta and meta.server_release else "?"
+        rows.append({
+            "run": run.path.name, "profile": (meta and meta.profile) or "?",
+            "date": str((meta and meta.started) or "?").replace("T", " "),
+            "server": server, "git": str((meta and meta.git_sha) or "?")[:10],
+            "stages": ",".join(run.stages) or "-", "status": status,
+        })  # fmt: skip
+    widths = {c: max(len(c), *(len(str(row[c])) for row in rows)) for c in rows[0]}
+    lines = ["  ".join(c.ljust(width) for c, width in widths.items()).rstrip()]
+    lines += ["  ".join(str(row[c]).ljust(width) for c, width in widths.items()).rstrip() for row in rows]
+    return "\n".join(lines)
+
+
 def runs_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="echomq-bench runs", description="List the runs in results/.")
     args = _parsed(parser, argv)
     runs = list_runs(args.results)
-    if not runs:
-        print(f"no runs in {args.results} (`make bench` makes one)")
-        return 0
-    print(runs_table(runs))
+    print(runs_table(runs) if runs else f"no runs in {args.results} (`make bench` makes one)")
     return 0
 
 

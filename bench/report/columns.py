@@ -1,11 +1,5 @@
-"""The columns the findings and the model read, named in one place, with what an older run means.
-
-Each is a field of finish_fetch.csv's row type (tests/test_columns_read.py holds it). A run from
-before a column falls back here, and nowhere else: a row without a regime is "steady" (or "open"
-with a target rate), one without the rtt it slept paid the nominal rtt, one without `rtt_missed`
-is judged by its rtt paid (the rule, rtt_missed), one without its load processes ran on the
-profile's, and `contended` or `saturated` means not clean.
-"""
+"""The finish_fetch columns the findings and the model read (tests/test_columns_read.py holds them
+to the row type), named once, with what a run from before a column means, here and nowhere else."""
 
 from __future__ import annotations
 
@@ -56,11 +50,8 @@ def rtt_missed_rows(frame: pd.DataFrame) -> pd.Series:
     """True for a row whose rtt paid missed its nominal rtt: its own column, else (a run from before
     it) the rule over the rtt it paid."""
     nominal = frame["rtt_ms"].astype(float) if "rtt_ms" in frame.columns else pd.Series(0.0, frame.index)
-    ruled = pd.Series(
-        [rtt_missed(rtt, paid) for rtt, paid in zip(nominal, rtt_paid_ms(frame), strict=True)],
-        index=frame.index,
-        dtype=bool,
-    )
+    pairs = zip(nominal, rtt_paid_ms(frame), strict=True)
+    ruled = pd.Series([rtt_missed(rtt, paid) for rtt, paid in pairs], index=frame.index, dtype=bool)
     if RTT_MISSED not in frame.columns:
         return ruled
     return frame[RTT_MISSED].astype("boolean").fillna(ruled).astype(bool)

@@ -1,10 +1,6 @@
-"""What a run found, in words: a few sentences, each derived by a rule from the run's clean cells.
-
-Every sentence carries its figure, its [min-max] over repetitions and its conditions; each
-finding ends with its source (the run, the regime). A rule that finds no clean cell says the
-figure was not measured cleanly, and states nothing. Nothing here is typed by hand: the README's
-block and the top of each report.md are these sentences.
-"""
+"""What a run found, in words: sentences each derived by a rule from the run's clean cells, with
+their figures, ranges, conditions and source; a rule without a clean cell says so and states
+nothing. The README's block and the top of each report.md are these sentences, never typed."""
 
 from __future__ import annotations
 
@@ -30,7 +26,7 @@ from bench.report.load import RunData
 from bench.report.markdown import markdown_table
 from bench.report.ratios import RTT_MISSED
 from bench.report.sections.script_cost import BASE as SCRIPT_BASE
-from bench.report.sections.script_cost import Extra, extra_cost
+from bench.report.sections.script_cost import extra_cost
 from bench.report.sections.sweep import records
 from bench.results.finish_fetch import MISSED as DRIVER_MISSED
 from bench.results.finish_fetch import Regime
@@ -39,18 +35,21 @@ from bench.results.sweep import MISSED as SWEEP_MISSED
 from bench.results.sweep import judge_all as judge_sweep
 
 NOT_CLEAN = "not measured cleanly"
+SERVER = "server_instructions_per_call"  # the whole server's: reading, the scripts, the replies
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One finding: a short topic, its sentences, and where they come from."""
+    """One finding: a short topic, its sentences, and what its figures count and where from (the run
+    is named above the block)."""
 
     topic: str
     sentences: tuple[str, ...]
-    source: str
+    source: str = ""
 
     def markdown(self) -> str:
-        return f"- **{self.topic}.** " + " ".join(part for part in (*self.sentences, self.source) if part)
+        source = f" ({self.source}.)" if self.source else ""
+        return f"- **{self.topic}.** {' '.join(self.sentences)}{source}"
 
 
 def count(value: object) -> str:
@@ -63,16 +62,9 @@ def ms(value: float) -> str:
 
 def _finish_fetch(data: RunData) -> pd.DataFrame | None:
     """finish_fetch.csv's rows, an older run's empty concurrency and job time as 1 and 0."""
-    frame = data.frames.get("finish_fetch")
-    if frame is None or frame.empty or "strategy" not in frame.columns:
+    if (frame := data.frame("finish_fetch")) is None or "strategy" not in frame.columns:
         return None
     return filled(frame, concurrency=1, job_ms=0)
-
-
-def _source(data: RunData, *parts: str) -> str:
-    """What a finding's figures count and where from; the run is named above the block."""
-    said = [p for p in parts if p]
-    return f"({'; '.join(said)}.)" if said else ""
 
 
 # -- finish-then-fetch ------------------------------------------------------------------------
@@ -91,9 +83,9 @@ def queue_latency(data: RunData) -> Finding | None:
     p50, p99 = QUEUE_P50, QUEUE_P99
     if (regime(frame) != Regime.OPEN).all():
         text = "Not measured: the run has no open-regime rows, and closed-loop latency measures the backlog."
-        return Finding(topic, (text,), _source(data))
+        return Finding(topic, (text,))
     if open_rows.empty or not (measured(open_rows, p50) and measured(open_rows, p99)):
-        return Finding(topic, (f"The open-regime rows were {NOT_CLEAN}.",), _source(data))
+        return Finding(topic, (f"The open-regime rows were {NOT_CLEAN}.",))
     sentences = []
     for key, point in open_rows.groupby(["protocol", "concurrency", "rtt_ms"], sort=True):
         protocol, concurrency, rtt = str(key[0]), float(key[1]), float(key[2])  # type: ignore[arg-type]
@@ -112,7 +104,7 @@ def queue_latency(data: RunData) -> Finding | None:
         sentences.append(
             f"p50 / p99, {order}: {'; '.join(loads)} ({protocol}, {concurrency:g} in flight, rtt {rtt:g} ms)."
         )
-    return Finding(topic, tuple(sentences), _source(data, "open regime"))
+    return Finding(topic, tuple(sentences), "open regime")
 
 
 # -- the sweep --------------------------------------------------------------------------------
@@ -121,12 +113,11 @@ def queue_latency(data: RunData) -> Finding | None:
 def hazard(data: RunData) -> Finding | None:
     """BullMQ's stalled check against a client's socket timeout: BUSY replies, a call that fails;
     from its uncontended calls (a run from before the watch columns: every call)."""
-    frame = data.frames.get("sweep_hazard")
-    if frame is None or frame.empty:
+    if (frame := data.frame("sweep_hazard")) is None:
         return None
     topic, bullmq = "BullMQ's stalled check", frame[frame["client"] == "bullmq"]
     if not bullmq.empty and not clean(bullmq).any():
-        return Finding(topic, (f"BullMQ's stalled check was {NOT_CLEAN}.",), _source(data))
+        return Finding(topic, (f"BullMQ's stalled check was {NOT_CLEAN}.",))
     sentences = []
     for row in bullmq[clean(bullmq)].itertuples():
         moved = f", the script still moved {count(row.moved_ids)} jobs" if row.moved_ids else ""
@@ -135,15 +126,12 @@ def hazard(data: RunData) -> Finding | None:
             f"{row.socket_timeout_s:g} s timeout: its client gave up after {row.elapsed_s:.1f} s{moved}, "
             f"a probe got {count(row.probe_busy)} BUSY replies."
         )
-    if not sentences:
-        return None
-    return Finding(topic, tuple(sentences), _source(data))
+    return Finding(topic, tuple(sentences)) if sentences else None
 
 
 def node_worker(data: RunData) -> Finding | None:
     """BullMQ's Node Worker against its Python port, by jobs in flight, clean repetitions."""
-    frame = data.frames.get("bullmq_worker")
-    if frame is None or frame.empty:
+    if (frame := data.frame("bullmq_worker")) is None:
         return None
     rows = frame[clean(frame)]
     node = rows[rows["driver"] == "node_worker"].groupby("concurrency")["jobs_per_s"]
@@ -153,7 +141,7 @@ def node_worker(data: RunData) -> Finding | None:
     ratios = (fused / two).dropna().groupby(level="concurrency")
     pairs, counted = ratios.median(), ratios.size().to_dict()
     if node.ngroups == 0:
-        return Finding("BullMQ's workers", (f"The Node Worker was {NOT_CLEAN}.",), _source(data))
+        return Finding("BullMQ's workers", (f"The Node Worker was {NOT_CLEAN}.",))
     steps = ", ".join(f"{count(v)}" for v in node.median())
     levels = ", ".join(f"{c:g}" for c in node.median().index)
     sentences = [f"BullMQ's Node Worker, which fuses, does {steps} jobs/s at {levels} jobs in flight."]
@@ -162,7 +150,7 @@ def node_worker(data: RunData) -> Finding | None:
             f"{r:.2f}x at {c:g}" + (" (1 pair)" if counted[c] == 1 else "") for c, r in pairs.items()
         )
         sentences.append(f"Node's own fused / two-call (clean pairs): {gains}.")
-    return Finding("BullMQ's workers", tuple(sentences), _source(data, "pre-filled queue"))
+    return Finding("BullMQ's workers", tuple(sentences), "pre-filled queue")
 
 
 def deadline_cost(data: RunData) -> Finding | None:
@@ -171,11 +159,9 @@ def deadline_cost(data: RunData) -> Finding | None:
     counted = _deadline_instructions(data)
     if counted is not None:
         return counted
-    frame = data.frames.get("script_cost")
-    if frame is None or frame.empty or "echomq-deadline" not in set(frame["protocol"]):
+    if (frame := data.frame("script_cost")) is None or "echomq-deadline" not in set(frame["protocol"]):
         return None
-    if not clean(frame).all():
-        frame = frame[clean(frame)]
+    frame = frame[clean(frame)]
     parts = []
     for step in ("fused cycle", "extendLock"):
         base = frame[(frame["step"] == step) & (frame["protocol"] == SCRIPT_BASE)]
@@ -183,22 +169,13 @@ def deadline_cost(data: RunData) -> Finding | None:
         if base.empty or mine.empty:
             continue
         extra = extra_cost(base, mine)
-        parts.append(
-            f"{extra.median:+.1f} µs [{extra.lo:+.1f} to {extra.hi:+.1f}] per {step} ({_rounds(extra)})"
-        )
+        every = "more" if extra.lo > 0 else "less" if extra.hi < 0 else ""  # than echomq, in each round
+        rounds = f"{every} in every round" if every else "within the rounds' noise"
+        parts.append(f"{extra.median:+.1f} µs [{extra.lo:+.1f} to {extra.hi:+.1f}] per {step} ({rounds})")
     if not parts:
         return None
     text = f"echomq-deadline costs Redis {' and '.join(parts)} beyond echomq."
-    return Finding("echomq-deadline's price", (text,), _source(data, "script cost, each step alone, timed"))
-
-
-def _rounds(extra: Extra) -> str:
-    """What the paired rounds say: more (or less) in every one, or both ways."""
-    if extra.lo > 0:
-        return "more in every round"
-    if extra.hi < 0:
-        return "less in every round"
-    return "within the rounds' noise"
+    return Finding("echomq-deadline's price", (text,), "script cost, each step alone, timed")
 
 
 def _count(frame: pd.DataFrame, protocol: str, step: str, column: str) -> float | None:
@@ -207,8 +184,7 @@ def _count(frame: pd.DataFrame, protocol: str, step: str, column: str) -> float 
 
 
 def _deadline_instructions(data: RunData) -> Finding | None:
-    frame = data.frame("instructions")
-    if frame is None or "echomq-deadline" not in set(frame["protocol"]):
+    if (frame := data.frame("instructions")) is None or "echomq-deadline" not in set(frame["protocol"]):
         return None
     parts = []
     for step, per in (("fused cycle", "a fused job"), ("extendLock", "an extendLock")):
@@ -219,28 +195,23 @@ def _deadline_instructions(data: RunData) -> Finding | None:
     if not parts:
         return None
     text = f"Beyond echomq, inside the scripts: {', '.join(parts)}."
-    source = _source(data)
-    return Finding("echomq-deadline's price", (text,), source)
+    return Finding("echomq-deadline's price", (text,))
 
 
 def redis_work(data: RunData) -> Finding | None:
     """What fusing saves Redis a job, in the whole server's instructions (reading requests, running
     the scripts, writing replies). Client, network and kernel are outside the count."""
-    frame = data.frame("instructions")
-    if frame is None:
+    if (frame := data.frame("instructions")) is None:
         return None
     parts = []
     for protocol in (p for p in dict.fromkeys(frame["protocol"]) if p != "none"):
-        fused = _count(frame, protocol, "fused cycle", "server_instructions_per_call")
-        two = _count(frame, protocol, "two-call cycle", "server_instructions_per_call")
+        fused, two = (_count(frame, protocol, step, SERVER) for step in ("fused cycle", "two-call cycle"))
         if fused and two:
             parts.append(f"{protocol} {1 - fused / two:.0%} ({count(fused)} against {count(two)})")
     if not parts:
         return None
     text = f"Fusing saves Redis's instructions a finish-and-fetch: {', '.join(parts)}."
-    return Finding(
-        "Redis's work a finish-and-fetch", (text,), _source(data, "whole server, counted under callgrind")
-    )
+    return Finding("Redis's work a finish-and-fetch", (text,), "whole server, counted under callgrind")
 
 
 def capacity(data: RunData) -> Finding | None:
@@ -255,8 +226,7 @@ def capacity(data: RunData) -> Finding | None:
         rows = rows[~rows["rtt_missed"].fillna(False).astype(bool)]
     topic = "One Redis core"
     if rows.empty:
-        return Finding(topic, ("Redis set the pace at no clean cell: the client or the round trip did.",),
-                       _source(data))  # fmt: skip
+        return Finding(topic, ("Redis set the pace at no clean cell: the client or the round trip did.",))
     counts = data.frame("instructions")
     each = []
     for (protocol, strategy), mine in rows.groupby(["protocol", "strategy"], sort=False):
@@ -265,20 +235,13 @@ def capacity(data: RunData) -> Finding | None:
         )
         said = f"{protocol} {strategy} {count(per_core)}"
         cycle = "fused cycle" if strategy == "fused" else "two-call cycle"
-        add, job = (
-            (
-                _count(counts, str(protocol), step, "server_instructions_per_call")
-                for step in ("addJob", cycle)
-            )
-            if counts is not None
-            else (None, None)
-        )
-        if add and job:
-            said += f" / {count(per_core * (add + job) / job)}"
+        if counts is not None:
+            add, job = (_count(counts, str(protocol), step, SERVER) for step in ("addJob", cycle))
+            said += f" / {count(per_core * (add + job) / job)}" if add and job else ""
         each.append(said)
     text = f"Jobs/s with / without each job's add: {', '.join(each)}."
-    node = data.frames.get("bullmq_worker")
-    if node is not None and not node.empty and "redis_cpu_pct" in node.columns:
+    node = data.frame("bullmq_worker")
+    if node is not None and "redis_cpu_pct" in node.columns:
         mine = node[
             clean(node) & (node["driver"] == "node_worker") & (node["redis_cpu_pct"].astype(float) > 0)
         ]
@@ -289,9 +252,7 @@ def capacity(data: RunData) -> Finding | None:
             where = f"{int(top['concurrency'].iloc[0])} in flight, no adds"
             text += f" BullMQ's Node Worker: {count(per_core)} a core ({where})."
     pooled = "clean Redis-paced rows whose rtt held, every point pooled"
-    source = _source(data, f"{pooled}; without the add: by instruction counts")
-    sentences = [text]
-    return Finding(topic, tuple(sentences), source)
+    return Finding(topic, (text,), f"{pooled}; without the add: by instruction counts")
 
 
 def conditions(data: RunData) -> str:
@@ -308,18 +269,13 @@ def conditions(data: RunData) -> str:
     paid = rtt_paid_ms(frame[frame["rtt_ms"].astype(float) > 0])
     paid_text = f"paid {paid.min():.2f}-{paid.max():.2f} ms" if not paid.empty else "none"
     reps = int(frame["rep"].max()) if "rep" in frame.columns and not frame.empty else 0
-    cores = data.meta.cores or "?"
-    processes = (
-        sorted({int(float(v)) for v in frame["loadgen_processes"].dropna()})
-        if "loadgen_processes" in frame
-        else []
-    )
+    processes = sorted({int(float(v)) for v in frame.get("loadgen_processes", pd.Series()).dropna()})
     on = f" on {processes[0]}-{processes[-1]} load processes" if len(processes) > 1 else ""
     return (
         f"Conditions: jobs of {values('job_ms', ' ms')}, {values('payload_bytes')}-byte payloads; "
         f"rtt {values('rtt_ms', ' ms')} slept client-side an exchange ({paid_text}); "
         f"{values('workers')} workers{on}; {values('measure_s', ' s')} windows x {reps} repetitions; "
-        f"Redis and the load share {cores} cores."
+        f"Redis and the load share {data.meta.cores or '?'} cores."
     )
 
 
@@ -353,41 +309,27 @@ def findings_lines(data: RunData, runs: Sequence[RunData] = (), also: Sequence[R
     lines = [fusing_answer(data, runs), "", sweep_answer(data, also, runs), ""]
     said = conditions(data)
     lines += [said, ""] if said else []
-    cells = fusing_cells(data)
-    if cells:
+    if cells := fusing_cells(data):
         lines += [FUSING_TABLE, "", markdown_table(fusing_table(cells)), ""]
         if any(c.rtt_missed for c in cells):
             lines += [
                 f"{RTT_MISSED}: a side paid over 10% or 0.2 ms beyond its nominal rtt or the other's.",
                 "",
             ]
-    found = holds(data)
-    if found:
+    if found := holds(data):
         lines += [SWEEP_TABLE, "", markdown_table(sweep_table(found)), ""]
     races = race_rates(data)
     if not races.empty:
-        counted = races[list(RACE_COUNTS)].sum(axis=1)
-        free = races[counted == 0]
-        lines += (
-            [RACE_TABLE, "", markdown_table(race_table(races[counted > 0])), ""]
-            if (counted > 0).any()
-            else []
-        )
+        raced, free = races[races["raced"]], races[~races["raced"]]
+        lines += [RACE_TABLE, "", markdown_table(race_table(raced)), ""] if not raced.empty else []
         if not free.empty:
-            raced = set(races.loc[counted > 0, "variant"])
-            who = "the atomic variants" if not raced - set(APP_SIDE) else "the rest"
+            who = "the atomic variants" if not set(raced["variant"]) - set(APP_SIDE) else "the rest"
             each = free.groupby(["protocol", "variant"]).size()
             per = f" ({int(each.iloc[0])} each)" if each.nunique() == 1 else ""
             lines += [f"No race in {who}' {len(free)} clean settings{per}.", ""]
     lines += [found.markdown() for found in findings(data)]
-    missed = missed_goals(data)
-    if missed:
-        lines += [
-            "",
-            "Goals missed, with the worst point:",
-            "",
-            *(f"- {line}" for line in missed),
-        ]
+    if missed := missed_goals(data):
+        lines += ["", "Goals missed, with the worst point:", "", *(f"- {line}" for line in missed)]
     return lines
 
 

@@ -1,11 +1,8 @@
 """What the end-to-end figure of finish_fetch.csv means: queue latency, or the harness's backlog.
 
-In closed loop (``target_rate`` 0) the producers keep a fixed backlog waiting
-and add a job as one is taken, so by Little's law (L = λ W) a job waits about
-backlog / throughput: the figure is set by the harness's backlog, not by the
-queue. Only an open-loop point (jobs offered at a rate) below saturation
-measures queue latency; a saturated open-loop point's wait grows with its
-window. The CSV keeps its ``e2e_*`` columns; the report names them by meaning.
+In closed loop (``target_rate`` 0) the producers keep a fixed backlog, so by Little's law a job
+waits about backlog / throughput, whatever the queue does. Only an open-loop point below
+saturation measures queue latency. The CSV keeps its ``e2e_*`` columns; the report names them.
 """
 
 from __future__ import annotations
@@ -25,27 +22,26 @@ E2E_COLUMNS = ("e2e_p50_us", "e2e_p99_us", "e2e_p999_us")
 
 @dataclass(frozen=True)
 class E2EMeaning:
-    """How the report names the end-to-end figure of one run."""
+    """How the report names the end-to-end figure of one run, its merged histogram's too."""
 
-    name: str  # BACKLOG_WAIT or QUEUE_LATENCY
+    name: str  # BACKLOG_WAIT, QUEUE_LATENCY or ENQUEUE_TO_FINISH
     panel: str  # the latency plot's panel title
-    hdr_metric: str  # the merged-histogram table's name for "e2e"
+
+    @property
+    def hdr_metric(self) -> str:
+        return self.name
 
     def column(self, column: str) -> str:
         """e2e_p50_us -> backlog_wait_p50_us or queue_latency_p50_us."""
         return column.replace("e2e", self.name.replace(" ", "_"), 1)
 
 
-CLOSED = E2EMeaning(
-    BACKLOG_WAIT, "backlog wait (closed loop: enqueue to finish, set by the backlog)", BACKLOG_WAIT
-)
-OPEN = E2EMeaning(QUEUE_LATENCY, "queue latency (open loop: enqueue to finish)", QUEUE_LATENCY)
+CLOSED = E2EMeaning(BACKLOG_WAIT, "backlog wait (closed loop: enqueue to finish, set by the backlog)")
+OPEN = E2EMeaning(QUEUE_LATENCY, "queue latency (open loop: enqueue to finish)")
 # A run of several regimes (a backlog grid and open points): each row's regime says which it is.
 ENQUEUE_TO_FINISH = "enqueue to finish"
 MIXED = E2EMeaning(
-    ENQUEUE_TO_FINISH,
-    "enqueue to finish (backlog wait in the closed regimes, queue latency in the open one)",
-    ENQUEUE_TO_FINISH,
+    ENQUEUE_TO_FINISH, "enqueue to finish (backlog wait in the closed regimes, queue latency in the open one)"
 )
 
 
@@ -74,19 +70,12 @@ def shown_columns(frame: pd.DataFrame) -> pd.DataFrame:
     return shown.rename(columns={c: how.column(c) for c in E2E_COLUMNS if c in shown.columns})
 
 
-def implied_backlog(frame: pd.DataFrame) -> pd.Series:
-    """Little's law per repetition: jobs/s times the median end-to-end wait = jobs waiting."""
-    if not {"jobs_per_s", "e2e_p50_us"} <= set(frame.columns):
-        return pd.Series(dtype=float)
-    return (frame["jobs_per_s"] * frame["e2e_p50_us"] / 1e6).dropna()
-
-
 def note(frame: pd.DataFrame) -> list[str]:
     """The sentence above the tables that says what the end-to-end figure is."""
     if "e2e_p50_us" not in frame.columns or frame["e2e_p50_us"].isna().all():
         return []
     if meaning(frame) is CLOSED:
-        backlog = implied_backlog(frame)
+        backlog = (frame["jobs_per_s"] * frame["e2e_p50_us"] / 1e6).dropna()  # Little's law, a repetition
         example = frame.dropna(subset=["jobs_per_s", "e2e_p50_us"]).iloc[0]
         wait_ms = float(example["e2e_p50_us"]) / 1000
         size = f"{fmt(backlog.min())}-{fmt(backlog.max())}" if len(backlog) > 1 else fmt(backlog.iloc[0])

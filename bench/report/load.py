@@ -1,8 +1,5 @@
 """A run folder as the report reads it: meta.json, the stage CSVs with their types, hdr/*.hdr.
-
-Reads only what the folder holds. A folder from an older or partial run loads
-with what it has, and ``RunData.absent`` says what is not there.
-"""
+An older or partial run loads with what it has, and ``RunData.absent`` says what is not there."""
 
 from __future__ import annotations
 
@@ -88,13 +85,10 @@ def read_stage(path: Path, row: type[Row]) -> tuple[pd.DataFrame, list[str]]:
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     old = {a: b for a, b in row.RENAMED.items() if a in frame.columns and b not in frame.columns}
     frame = frame.rename(columns=old)
-    implied = row.IMPLIED
-    missing = [c for c in columns if c not in frame.columns and c not in implied]
-    for column in [c for c in columns if c not in frame.columns]:
-        frame[column] = ""
-    # in the declared order, an added column in its place (an older run's extras after them)
-    frame = frame[[*columns, *(c for c in frame.columns if c not in columns)]]
-    for column, value in implied.items():
+    missing = [c for c in columns if c not in frame.columns and c not in row.IMPLIED]
+    # in the declared order, an added column (empty) in its place (an older run's extras after them)
+    frame = frame.reindex(columns=[*columns, *(c for c in frame.columns if c not in columns)], fill_value="")
+    for column, value in row.IMPLIED.items():
         if column in frame.columns:
             frame[column] = frame[column].map(lambda cell, v=value: cell if str(cell).strip() else str(v))
     for column in frame.columns:
@@ -116,22 +110,19 @@ def load_run(path: Path) -> RunData:
     if not is_run(path):
         raise BenchError(f"{path} is not a run folder (no meta.json, no result CSV); give results/<run-id>")
     data = RunData(path, RunMeta(), {})
-    meta_path = path / META_FILE
-    if meta_path.is_file():
+    if (path / META_FILE).is_file():
         try:
             data.meta = read_meta(path)  # an undeclared key is an error, never a silent None
         except (OSError, ValueError) as exc:
             data.absent.append(f"meta.json unreadable ({exc}); machine, Redis and git details unknown")
     else:
         data.absent.append("meta.json absent: machine, Redis and git details unknown")
-    for stage, row in STAGE_FILES.items():
-        name = row.FILE
-        csv_path = path / name
-        if not csv_path.is_file():
-            planned = data.meta.stages_planned
-            protocols = data.meta.protocols
-            if stage == "bullmq_worker" and not protocols:
-                pass  # a run from before the stage existed
+    planned, protocols = data.meta.stages_planned, data.meta.protocols
+    for stage, row in FRAMES.items():
+        name, optional = row.FILE, stage in OPTIONAL_FILES
+        if not (path / name).is_file():
+            if optional or (stage == "bullmq_worker" and not protocols):
+                pass  # a file the profile did not ask for; a run from before the bullmq_worker stage
             elif planned and stage not in planned:
                 data.absent.append(f"stage {stage}: not part of this run (left out with --stages)")
             elif stage == "bullmq_worker" and "bullmq" not in protocols:
@@ -140,24 +131,16 @@ def load_run(path: Path) -> RunData:
                 data.absent.append(f"stage {stage}: {name} absent")
             continue
         try:
-            frame, missing = read_stage(csv_path, row)
+            data.frames[stage], missing = read_stage(path / name, row)
         except (OSError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-            data.absent.append(f"stage {stage}: {name} unreadable ({exc.__class__.__name__}: {exc})")
+            said = "" if optional else f"stage {stage}: "
+            data.absent.append(f"{said}{name} unreadable ({exc.__class__.__name__}: {exc})")
             continue
-        data.frames[stage] = frame
-        if missing:
-            data.missing_columns[stage] = missing
+        data.missing_columns[stage] = missing
+        if missing and not optional:
             data.absent.append(f"stage {stage}: {name} lacks column(s) {', '.join(missing)}")
-    for stage, row in OPTIONAL_FILES.items():
-        name = row.FILE
-        if (path / name).is_file():
-            try:
-                data.frames[stage], data.missing_columns[stage] = read_stage(path / name, row)
-            except (OSError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-                data.absent.append(f"{name} unreadable ({exc.__class__.__name__}: {exc})")
     for hdr in sorted((path / HDR_DIR).glob("*.hdr")):
-        parsed = parse_hdr_name(hdr.name)
-        if parsed:
+        if parsed := parse_hdr_name(hdr.name):
             stage, variant, _, metric = parsed
             data.hdr_files.setdefault((stage, variant, metric), []).append(hdr)
     return data

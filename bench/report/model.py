@@ -1,32 +1,16 @@
-"""The closed-loop law: the jobs/s a finish-then-fetch row should do, from its own measured parts.
+"""The closed-loop law (docs/method.md#the-model): the jobs/s a finish-then-fetch row should do,
+from its own measured parts. Nothing is fitted: every part is the row's column or meta.json's.
 
-The loop. Each worker connection is one customer of a closed loop. An exchange carries
-``b = 1 / round_trips_per_job`` jobs. It waits the rtt the row paid and its jobs' time (delays
-every connection pays at once), then queues for the client's CPU and for Redis's.
-A held job delays only its own slot, and a connection's ``c`` slots hold theirs at once,
-so an exchange waits ``b / c`` of a job's time (``job_ms``).
-
-The client. Its CPU per job (every load process's, producers too) runs on the row's own load
-processes: ``loadgen_processes``, the run's profile for a row from before that column. A process
-is one core at most. When Redis runs on the same machine, it takes its share of the cores
-(``jobs/s x its CPU per job``), so the processes together can use at most
-``m = min(processes, cores - Redis's share)`` cores. The client is a station of ``m`` servers;
-the mean-value analysis takes it by Seidmann's approximation: a queue of demand ``D / m`` and
-a delay of ``D (1 - 1/m)``. A customer alone pays ``D``; the ceiling is ``m / D`` exchanges a
-second. Below one core (a 1-core machine) it is one slower server: ``D / m``, no delay.
-
-Redis. One single-threaded process, one queue. Its demand is its CPU per job (INFO cpu over the
-window's jobs): the commands and the reading and replying around them, all on its one thread.
-On a cluster INFO cpu is one node's, so there, and for a run without it, commandstats' time
-inside the commands (summed over the masters) stands in.
-
-The fixed point. ``m`` falls as Redis's share rises, and Redis's share is the predicted jobs/s
-times its CPU per job. The jobs/s fall as the share rises, so exactly one share agrees with
-the jobs/s it gives; bisection finds it.
-
-Near no ceiling the jobs/s are ``workers x b / (rtt + job + b x (client + Redis))``; near one
-they tend to the busier side's: one Redis core, or ``m`` client cores. Every part is the row's
-own column or meta.json's (``cores``, ``redis_url``); nothing is fitted.
+Each worker connection is a customer of a closed loop. An exchange carries
+``b = 1 / round_trips_per_job`` jobs; it waits the rtt paid and ``b / c`` of a job's time (a
+connection's ``c`` slots hold theirs at once), then queues for the client's CPU and for Redis's.
+The client runs on ``m = min(processes, cores - Redis's share)`` cores, one a process at most: a
+station of ``m`` servers taken by Seidmann's approximation, a queue of ``D / m`` and a delay of
+``D (1 - 1/m)`` (below one core, one slower server: ``D / m``, no delay). Redis is one queue whose
+demand is its CPU per job (INFO cpu; on a cluster, where INFO cpu is one node's, or an older run,
+commandstats' time inside the commands). Redis's share is the predicted jobs/s times that demand,
+and the jobs/s fall as it rises: bisection finds the one share that agrees. Near no ceiling the
+jobs/s are ``workers x b / (rtt + job + b x (client + Redis))``; near one, the busier side's.
 """
 
 from __future__ import annotations
@@ -43,12 +27,7 @@ from bench.results.meta import RunMeta
 
 # A point the model misses by more than this share is named with the term that disagrees.
 MISS = 0.20
-TERMS = {
-    "wait": "the rtt paid",
-    "job": "the job time",
-    "client": "the client's CPU",
-    "redis": "Redis's CPU",
-}
+TERMS = {"wait": "the rtt paid", "job": "the job time", "client": "the client's CPU", "redis": "Redis's CPU"}
 SHARE_TOLERANCE = 1e-9  # bisection stops when Redis's share is known this closely
 LEAST_SERVERS = 1e-6  # the client's cores never reach 0: a division stays finite
 
@@ -157,13 +136,6 @@ class Machine:
     cluster: bool = False  # several Redis masters: INFO cpu is one node's
 
 
-def processes_of(meta: RunMeta) -> int:
-    """The run's Locust processes (loadgen-processes), 1 when the run does not say."""
-    stage = meta.profile_resolved.get("finish_fetch")
-    value = stage.get("loadgen-processes") if isinstance(stage, dict) else None
-    return int(value) if isinstance(value, int | float) and value >= 1 else 1
-
-
 def on_this_machine(url: str | None) -> bool:
     """A Redis URL that names this machine (loopback), or none: the suite's own server."""
     host = urlsplit(url).hostname if url else None
@@ -176,8 +148,10 @@ def on_this_machine(url: str | None) -> bool:
 
 
 def machine_of(meta: RunMeta) -> Machine:
+    stage = meta.profile_resolved.get("finish_fetch")  # its loadgen-processes: 1 when the run does not say
+    processes = stage.get("loadgen-processes") if isinstance(stage, dict) else None
     return Machine(
-        processes=processes_of(meta),
+        processes=int(processes) if isinstance(processes, int | float) and processes >= 1 else 1,
         cores=float(meta.cores) if meta.cores else math.inf,
         redis_beside=on_this_machine(meta.redis_url),
         cluster=bool(meta.redis_cluster),
@@ -209,28 +183,25 @@ def modelled(frame: pd.DataFrame, machine: Machine) -> pd.DataFrame:
     """The frame with each row's prediction, its error (predicted / measured - 1), the term that
     takes most of a predicted exchange, the client's cores beside Redis, the row's load
     processes, whether the row is clean, and its regime."""
-    out = frame.copy()
     paid = rtt_paid_ms(frame)
     processes = load_processes(frame, machine.processes)
-    predicted, error, term, cores = [], [], [], []
-    for position, (_, row) in enumerate(frame.iterrows()):
-        parts = row_parts(row, float(paid.iloc[position]), int(processes.iloc[position]), machine)
-        guess = predict(parts) if parts else None
-        measured = _number(row, "jobs_per_s")
-        predicted.append(guess.jobs_per_s if guess else math.nan)
-        error.append(guess.jobs_per_s / measured - 1 if guess and measured > 0 else math.nan)
-        term.append(guess.term if guess else "")
-        cores.append(guess.client_cores if guess else math.nan)
-    out["predicted_jobs_per_s"] = predicted
-    out["model_error"] = error
-    out["model_term"] = term
-    out["client_cores"] = cores
-    out["load_processes"] = processes
-    out["redis_us"] = [redis_us_per_job(r, whole_cpu=not machine.cluster) for _, r in frame.iterrows()]
-    out["clean"] = clean(frame)
-    out["regime"] = regime(frame)
-    out["rtt_paid_ms"] = paid
-    return out
+    rows = [row for _, row in frame.iterrows()]
+    parts = [row_parts(r, float(t), int(n), machine) for r, t, n in zip(rows, paid, processes, strict=True)]
+    guesses = [predict(p) if p else None for p in parts]
+    measured = [_number(row, "jobs_per_s") for row in rows]
+    return frame.assign(
+        predicted_jobs_per_s=[g.jobs_per_s if g else math.nan for g in guesses],
+        model_error=[
+            g.jobs_per_s / m - 1 if g and m > 0 else math.nan for g, m in zip(guesses, measured, strict=True)
+        ],
+        model_term=[g.term if g else "" for g in guesses],
+        client_cores=[g.client_cores if g else math.nan for g in guesses],
+        load_processes=processes,
+        redis_us=[redis_us_per_job(r, whole_cpu=not machine.cluster) for r in rows],
+        clean=clean(frame),
+        regime=regime(frame),
+        rtt_paid_ms=paid,
+    )
 
 
 def misses(table: pd.DataFrame) -> pd.DataFrame:

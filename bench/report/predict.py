@@ -1,15 +1,12 @@
-"""What-if: the model's jobs/s at points a run did not measure, from the parts it did.
+"""What-if: the model's jobs/s at points a run did not measure, from the parts it did
+(`echomq-bench predict RUN --rtt-ms 5 --concurrency 16 --job-ms 2`).
 
-`echomq-bench predict RUN --rtt-ms 5 --concurrency 16 --job-ms 2` answers "what does fusing buy
-at my rtt". Each line is marked predicted and names the measured cell its parts come from: the
-clean rows of the same protocol and strategy at the nearest concurrency (the client's and Redis's
-µs a job change with how many jobs share a round trip), then the nearest payload, then the nearest
-job time. The rtt paid is the asked rtt plus what that cell paid above its own; jobs an exchange
-scale with the jobs in flight; the load processes and the cores beside Redis are the run's.
-Job time is a wait the model adds itself (model.py), so the asked job time is the one predicted
-with. Payload is not: the model has no per-byte term (the suite measures no cost a byte), so a
-line takes the client's and Redis's µs a job of the nearest payload measured and names it; the
-asked payload changes nothing else, and predict_main says so under the table.
+Each line is marked predicted and names the measured cell its parts come from: the clean rows of
+the same protocol and strategy at the nearest concurrency (the client's and Redis's µs a job change
+with how many jobs share a round trip), then the nearest payload, then the nearest job time. The
+rtt paid is the asked rtt plus what that cell paid above its own; jobs an exchange scale with the
+jobs in flight. The model adds the asked job time itself; it has no per-byte term, so the asked
+payload only picks the cell, and predict_main says so under the table.
 """
 
 from __future__ import annotations
@@ -50,9 +47,6 @@ class Point:
 
 @dataclass(frozen=True)
 class Guess:
-    protocol: str
-    strategy: str
-    point: Point
     jobs_per_s: float
     parts_from: str  # the measured cell whose parts it used
     payload_from: float  # that cell's payload, bytes: the payload the line really stands on
@@ -125,20 +119,16 @@ def guess(cells: pd.DataFrame, protocol: str, strategy: str, point: Point, machi
         cores=machine.cores,
         redis_beside=machine.redis_beside,
     )
-    payload = float(base["payload_bytes"])
-    source = f"c{float(base['concurrency']):g} rtt {float(base['rtt_ms']):g}"
-    if float(base["job_ms"]):
-        source += f" job {float(base['job_ms']):g} ms"
-    source += f", {payload:,.0f} B"
-    return Guess(protocol, strategy, point, predict(parts).jobs_per_s, source, payload)
+    payload, job = float(base["payload_bytes"]), float(base["job_ms"])
+    held = f" job {job:g} ms" if job else ""
+    source = f"c{float(base['concurrency']):g} rtt {float(base['rtt_ms']):g}{held}, {payload:,.0f} B"
+    return Guess(predict(parts).jobs_per_s, source, payload)
 
 
 def what_if(data: RunData, points: list[Point]) -> pd.DataFrame:
     """A row a protocol and point: fused and two_call predicted, their ratio, each marked."""
-    if (frame := data.frame("finish_fetch")) is None:
-        return pd.DataFrame()
-    closed = closed_loop(frame)
-    if closed.empty:  # an open-loop run only: no cell whose jobs/s the workers set
+    # an open-loop run only has no cell whose jobs/s the workers set
+    if (frame := data.frame("finish_fetch")) is None or (closed := closed_loop(frame)).empty:
         return pd.DataFrame()
     machine = machine_of(data.meta)
     cells = _cells(closed, machine)
@@ -174,15 +164,10 @@ def run_workers(frame: pd.DataFrame | None) -> int:
     return max(1, int(_run_median(frame, "workers", 1)))
 
 
-def run_job_ms(frame: pd.DataFrame | None) -> float:
-    """The run's job time, 0 when it does not say."""
-    return _run_median(frame, "job_ms", 0.0)
-
-
 def grid(data: RunData) -> list[Point]:
     """The report's what-if points at the run's own worker count and job time."""
     frame = data.frames.get("finish_fetch")
-    workers, job_ms = run_workers(frame), run_job_ms(frame)
+    workers, job_ms = run_workers(frame), _run_median(frame, "job_ms", 0.0)
     return [Point(workers, c, r, job_ms) for r in WHAT_IF_RTT_MS for c in WHAT_IF_CONCURRENCY]
 
 
@@ -202,7 +187,7 @@ def predict_main(argv: list[str]) -> int:
     data = load_run(resolve_run(args.run, args.results))
     if (frame := data.frame("finish_fetch")) is None:
         raise BenchError(f"{data.run_id} has no finish_fetch.csv rows to take a model's parts from")
-    jobs_ms = args.job_ms or [run_job_ms(frame)]
+    jobs_ms = args.job_ms or [_run_median(frame, "job_ms", 0.0)]
     if any(c < 1 for c in args.concurrency) or any(r < 0 for r in [*args.rtt_ms, *jobs_ms]):
         raise BenchError("--concurrency must be 1 or more, --rtt-ms and --job-ms 0 or more")
     if args.payload_bytes is not None and args.payload_bytes < 0:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bench.errors import BenchError
 from bench.paths import REPO
-from bench.results.meta import META_FILE, read_meta
+from bench.results.meta import META_FILE, RunMeta, read_meta
 
 PUBLISHED_DIR = REPO / "docs" / "results"
 BUDGET_BYTES = 2 * 1024 * 1024  # a published run; a test holds every committed run to it
@@ -47,8 +47,7 @@ class Published:
 
 
 def portable_files(run: Path, patterns: tuple[str, ...] = PORTABLE_PATTERNS) -> list[Path]:
-    found = {path for pattern in patterns for path in run.glob(pattern) if path.is_file()}
-    return sorted(found)
+    return sorted({path for pattern in patterns for path in run.glob(pattern) if path.is_file()})
 
 
 def machine_roots() -> list[str]:
@@ -82,7 +81,8 @@ def leaks(text: str) -> list[str]:
     return found
 
 
-def _run_id(run: Path) -> str:
+def _run_meta(run: Path) -> tuple[str, RunMeta]:
+    """The run's id and meta.json, or why it may not be published."""
     meta_path = run / META_FILE
     if not meta_path.is_file():
         raise BenchError(f"{run} has no meta.json: give a run folder (results/<run-id>)")
@@ -98,7 +98,7 @@ def _run_id(run: Path) -> str:
         raise BenchError(
             f"run id {run_id!r} is not YYYYmmdd-HHMMSS-<name>; publish a run folder of the suite"
         )
-    return run_id
+    return run_id, meta
 
 
 def publish_run(
@@ -110,20 +110,19 @@ def publish_run(
     """Copy ``run``'s portable files into root/<run-id>/, cleaned; over ``budget`` bytes, none."""
     if not run.is_dir():
         raise BenchError(f"no run folder {run}; `echomq-bench runs` lists the runs")
-    run_id = _run_id(run)
-    meta = read_meta(run)
+    run_id, meta = _run_meta(run)
     if meta.git_dirty or not meta.git_sha:
         why = "uncommitted changes" if meta.git_dirty else "no commit recorded"
         raise BenchError(
             f"run {run_id} was made with {why}; a published figure must come from a commit: "
             "commit, run again, then publish"
         )
-    contents: dict[str, bytes] = {}
-    for path in portable_files(run, patterns):
-        if path.suffix in TEXT_SUFFIXES:
-            contents[path.name] = portable_text(path.read_text()).encode()
-        else:
-            contents[path.name] = path.read_bytes()
+    contents = {
+        path.name: portable_text(path.read_text()).encode()
+        if path.suffix in TEXT_SUFFIXES
+        else path.read_bytes()
+        for path in portable_files(run, patterns)
+    }
     size = sum(len(data) for data in contents.values())
     if size > budget:
         raise BenchError(

@@ -1,10 +1,5 @@
-"""How quiet the machine was, in the report: what it was like, and which measured points it disturbed.
-
-From meta.json: the calibration taken at the start, the system settings pyperf
-would show, what the contention guard could watch, and the check before the
-run. From the CSVs: the points marked ``contended`` (something outside the run
-used the CPU during their windows), said as plainly as ``saturated`` is.
-"""
+"""How quiet the machine was, in the report: meta.json's calibration, system settings, the guard's
+scope and the check before the run; and the points the CSVs mark ``contended``."""
 
 from __future__ import annotations
 
@@ -35,8 +30,7 @@ def machine_section(data: RunData) -> list[str]:
     rows: list[tuple[str, str]] = []
     if meta.machine_watch:
         rows.append(("contention guard watches", meta.machine_watch))
-    before = meta.machine_before
-    if before:
+    if before := meta.machine_before:
         foreign, steal = fmt(before.get("foreign_cpu_pct")), fmt(before.get("steal_pct"))
         seen = f"foreign CPU {foreign}% of a core, steal {steal}%"
         named = before.get("busiest")
@@ -102,8 +96,7 @@ def beside_saturated(frame: pd.DataFrame) -> pd.DataFrame:
     if "contended" not in frame.columns:
         return frame
     columns = [c for c in frame.columns if c != "contended"]
-    anchor = "saturated" if "saturated" in columns else None
-    at = columns.index(anchor) + 1 if anchor else len(columns)
+    at = columns.index("saturated") + 1 if "saturated" in columns else len(columns)
     return frame[[*columns[:at], "contended", *columns[at:]]]
 
 

@@ -1,10 +1,6 @@
-"""finish_fetch's paired ratios as the report shows them: fused over each other strategy, per point.
-
-A point is (workers, concurrency, job_ms, rtt_ms); the repetitions of one A B C
-round pair up by their ``rep`` (bench.results.fits.paired_ratio, as the stage's
-terminal table computes it). A ratio whose rtt missed (a row of either strategy paid over its
-nominal rtt, or the two paid rtts apart, by more than bench.results.finish_fetch.rtt_missed
-allows) compares two networks: the report shows RTT_MISSED in its place, never its figure.
+"""finish_fetch's paired ratios as the report shows them: fused over each other strategy, per point,
+the repetitions of one A B C round paired by their ``rep`` (as the stage's terminal table pairs
+them). A ratio whose rtt missed compares two networks: RTT_MISSED stands in its place.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
 """A run's report.md, section by section (sections/), with its plots (plots/) beside it in the
-run folder.
-
-Every table carries the protocol (echomq: lua/; bullmq: the bullmq package's own
-Lua), and every figure tells them apart (``plots.style.protocol_labelled``)."""
+run folder; every table and figure tells the protocols apart."""
 
 from __future__ import annotations
 

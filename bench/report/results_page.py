@@ -71,8 +71,7 @@ def experiment_tables(data: RunData) -> dict[str, pd.DataFrame]:
 def quiet_check(data: RunData) -> str:
     """How quiet the machine was: the look before the run, and the worst measured window."""
     parts = []
-    before = data.meta.machine_before
-    if before:
+    if before := data.meta.machine_before:
         parts.append(
             f"before the run foreign CPU {fmt(before.get('foreign_cpu_pct'))}% of a core, "
             f"steal {fmt(before.get('steal_pct'))}%"
@@ -120,10 +119,9 @@ def about_run(data: RunData) -> pd.DataFrame:
 
 
 def finish_fetch_table(data: RunData) -> pd.DataFrame | None:
-    """A point a row: its regime, each strategy's median jobs/s over its clean windows (a cell
-    with none marked, cells.py), the rtt paid beside the nominal, and fused over two_call paired by
-    repetition (ratio_text: "rtt missed" in its place where the rtt missed). The marks ride in
-    ``attrs["marks"]``, and what "rtt missed" means in ``attrs["notes"]``, for the notes under the table."""
+    """A point a row: each strategy's median jobs/s over its clean windows (marked where it has
+    none), the rtt paid beside the nominal, and fused / two_call paired by repetition; the notes
+    under the table take the marks from ``attrs["marks"]`` and the rtt's from ``attrs["notes"]``."""
     if (frame := data.frame("finish_fetch")) is None:
         return None
     point = list(POINT_COLUMNS)
@@ -139,16 +137,14 @@ def finish_fetch_table(data: RunData) -> pd.DataFrame | None:
             medians.loc[at, strategy] = marked(fmt(medians.loc[at, strategy]), mark)
     medians.columns = [f"{c} jobs/s" for c in medians.columns]
     table = medians.reset_index()
+    keys = [tuple(r) for r in table[point].itertuples(index=False)]
     if "rtt_slept_ms" in frame.columns and (table["rtt_ms"] > 0).any():  # the rtt paid beside the nominal
         paid = frame.groupby(point, dropna=False)["rtt_slept_ms"].median()
-        column = list(table.columns).index("rtt_ms") + 1
-        table.insert(
-            column, "rtt paid ms", [paid.get(tuple(r[c] for c in point)) for _, r in table.iterrows()]
-        )
+        table.insert(list(table.columns).index("rtt_ms") + 1, "rtt paid ms", [paid.get(k) for k in keys])
     ratios = paired_ratios(frame)
     ratios = ratios[ratios["other"] == "two_call"]
     text = {tuple(r[c] for c in point): ratio_text(r) for _, r in ratios.iterrows()}
-    table["fused / two_call"] = [text.get(tuple(r[c] for c in point), "—") for _, r in table.iterrows()]
+    table["fused / two_call"] = [text.get(k, "—") for k in keys]
     shown = shown_point_columns(frame)  # a point column every row holds alike says nothing
     table = table.drop(columns=[c for c in point if c not in shown])
     table.attrs["marks"] = list(marks.values())
@@ -162,27 +158,26 @@ def script_cost_table(data: RunData) -> pd.DataFrame | None:
     grouped = frame.groupby(["step", "protocol"], sort=False)
     us = grouped["server_us_per_call"].median().unstack("protocol")
     commands = grouped["commands_per_call"].median().unstack("protocol")
-    cells = {p: [f"{fmt(u)} µs, {fmt(c)} commands" for u, c in zip(us[p], commands[p], strict=True)]
-             for p in us.columns}  # fmt: skip
-    counted = instructions_by_step(data)
-    if counted:  # the instructions beside the timed µs, where the run counted them
-        for p in us.columns:
-            cells[p] = [
-                f"{cell}, {counted[(p, step)]} instructions" if (p, step) in counted else cell
-                for cell, step in zip(cells[p], us.index, strict=True)
-            ]
+    counted = instructions_by_step(data)  # beside the timed µs, where the run counted them
+    cells = {
+        p: [f"{fmt(u)} µs, {fmt(c)} commands{counted.get((p, step), '')}"
+            for step, u, c in zip(us.index, us[p], commands[p], strict=True)]
+        for p in us.columns
+    }  # fmt: skip
     return pd.DataFrame({"step": us.index, **cells})
 
 
 def instructions_by_step(data: RunData) -> dict[tuple[str, str], str]:
-    """(protocol, script cost step) -> its instructions a unit inside command execution, shown."""
+    """(protocol, script cost step) -> its instructions a unit inside command execution, as its
+    script cost cell adds them."""
     if (frame := data.frame("instructions")) is None:
         return {}
     found = {}
-    for row in frame.to_dict("records"):
-        timed = SCRIPT_COST_STEPS.get(str(row["step"]))
-        if timed is not None:
-            found[(str(row["protocol"]), timed)] = fmt(round(float(row["instructions_per_call"])))
+    for r in frame.to_dict("records"):
+        if (timed := SCRIPT_COST_STEPS.get(str(r["step"]))) is not None:
+            found[(str(r["protocol"]), timed)] = (
+                f", {fmt(round(float(r['instructions_per_call'])))} instructions"
+            )
     return found
 
 
@@ -214,16 +209,8 @@ def worker_table(data: RunData) -> pd.DataFrame | None:
 def _section(title: str, note: str, table: pd.DataFrame | None) -> list[str]:
     if table is None:
         return []
-    return [
-        f"### {title}",
-        "",
-        note,
-        "",
-        markdown_table(table),
-        "",
-        *mark_notes(table.attrs.get("marks", [])),
-        *table.attrs.get("notes", []),
-    ]
+    notes = [*mark_notes(table.attrs.get("marks", [])), *table.attrs.get("notes", [])]
+    return [f"### {title}", "", note, "", markdown_table(table), "", *notes]
 
 
 SERVERS_NOTE = (
@@ -275,14 +262,7 @@ def render_page(runs: list[RunData]) -> str:
     same = [data for data in runs if data.meta.profile == HEADLINE_PROFILE]
     across = cross_run_table(same)
     if len(same) > 1 and not across.empty:
-        lines += [
-            f"## Across the {HEADLINE_PROFILE} runs",
-            "",
-            CROSS_RUN,
-            "",
-            markdown_table(across),
-            "",
-        ]
+        lines += [f"## Across the {HEADLINE_PROFILE} runs", "", CROSS_RUN, "", markdown_table(across), ""]
     for data in runs:
         lines += run_section(data)
     return "\n".join(lines).rstrip() + "\n"

@@ -108,16 +108,13 @@ def verdict(
     """better | worse | same | not judged | shown, by the rules of the module docstring.
     ``clean`` says whether each run's sample is its clean windows only, ``beyond`` is the drift
     learnt for the metric, ``least`` the smallest change in the metric's own unit claimed at all."""
-    if exact:  # a busy CPU does not change a count the code fixes
-        if least and abs(a.mean - b.mean) <= least:
-            return "same"
-        return _by_threshold(a, b, higher_is_better, exact_beyond)
-    if not all(clean) or min(a.n, b.n) < CLEAN_WINDOWS_MIN or not (a.has_spread and b.has_spread):
+    timed = not exact  # a busy CPU does not change a count the code fixes
+    if timed and (not all(clean) or min(a.n, b.n) < CLEAN_WINDOWS_MIN or not (a.has_spread and b.has_spread)):
         return NOT_JUDGED
     if least and abs(a.mean - b.mean) <= least:
         return "same"
-    if apart(a, b) and abs(ratio(a.mean, b.mean) - 1) > beyond:
-        return _by_threshold(a, b, higher_is_better, beyond)
+    if exact or apart(a, b):
+        return _by_threshold(a, b, higher_is_better, exact_beyond if exact else beyond)
     return "same"
 
 
