@@ -27,10 +27,11 @@ SLACK_PX = 1.0  # a rounding pixel
 
 
 @pytest.fixture
-def drawn(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Figure]]:
-    """Each figure a report saves, by file name, drawn as saved."""
+def drawn(monkeypatch: pytest.MonkeyPatch, figures_undrawn: None) -> Iterator[dict[str, Figure]]:
+    """Each figure a report saves, by file name, as saved: not rasterized into its PNG file
+    (figures_undrawn), since ``outside`` draws it on its own canvas to measure it."""
     figures: dict[str, Figure] = {}
-    original = Figure.savefig
+    original = Figure.savefig  # figures_undrawn's: the file written, the figure not drawn
 
     def keep(self: Figure, target: object, *args: object, **kwargs: object) -> None:
         original(self, target, *args, **kwargs)
@@ -111,13 +112,15 @@ def test_the_latency_legend_fits_with_three_protocols_long_labels(
     """The issue's figure: every protocol's strategies at two points, labels of 50 characters
     ("bullmq.two_call_pipelined, 4 workers x 8, rtt 1 ms (n=32,425)") in one legend."""
     histograms = {}
+    recorded = new_histogram()
+    for value in range(100, 32_525):
+        record_us(recorded, value)
     for protocol in ("", "bullmq.", "echomq-deadline."):
         for strategy in ("fused", "two_call", "two_call_pipelined"):
             for point in ("w4-c8-rtt1", "w4-c1-rtt0"):
                 for metric in ("cycle", "e2e"):
                     histogram = new_histogram()
-                    for value in range(100, 32_525):
-                        record_us(histogram, value)
+                    histogram.add(recorded)  # each its own copy of the same 32,425 values
                     histograms[(metric, f"{protocol}{strategy}-{point}")] = histogram
     assert latency_percentiles(histograms, tmp_path, e2e_name="backlog wait (enqueue to fetch, closed loop)")
     [(name, figure)] = drawn.items()

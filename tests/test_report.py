@@ -198,7 +198,7 @@ def test_report_writes_markdown_and_valid_pngs(results: Path) -> None:
     assert "INCOMPLETE" not in text and "saturated**" not in text
 
 
-def test_a_partial_run_is_reported_with_what_it_has(results: Path) -> None:
+def test_a_partial_run_is_reported_with_what_it_has(results: Path, figures_undrawn: None) -> None:
     run = results / PARTIAL
     text = write_report(run).read_text()
     assert "> **Incomplete run**: interrupted (Ctrl-C). Stages done: finish_fetch." in text
@@ -401,7 +401,9 @@ def test_compare_changed_leaves_out_shown_rows_and_shows_each_runs_headline(
 
 
 @pytest.mark.slow
-def test_a_run_with_jobs_in_flight_shows_three_strategies_the_pace_and_the_fidelity(tmp_path: Path) -> None:
+def test_a_run_with_jobs_in_flight_shows_three_strategies_the_pace_and_the_fidelity(
+    tmp_path: Path, figures_undrawn: None
+) -> None:
     run = write_concurrency_run(tmp_path)
     text = write_report(run).read_text()
     assert "fused against two_call and two_call_pipelined" in text
@@ -429,7 +431,9 @@ def test_compare_names_a_point_by_what_sets_it_apart(tmp_path: Path) -> None:
     assert "strategy=two_call_pipelined workers=4 rtt_ms=0" in points  # concurrency 1, job_ms 0 unsaid
 
 
-def test_a_contended_cell_is_marked_in_every_table_that_shows_it(tmp_path: Path) -> None:
+def test_a_contended_cell_is_marked_in_every_table_that_shows_it(
+    tmp_path: Path, figures_undrawn: None
+) -> None:
     """fused at 8 jobs in flight over 1 ms measured in contended windows only, two_call at 1 over
     0 ms saturated: each report table and the results page marks those cells (c, s) with a note,
     and no other."""

@@ -156,7 +156,7 @@ def write_run(path: Path, bullmq_scale: float = 1.0) -> Path:
 
 
 @pytest.mark.slow
-def test_every_table_and_figure_shows_both_protocols(tmp_path: Path):
+def test_every_table_and_figure_shows_both_protocols(tmp_path: Path, figures_undrawn: None):
     run = write_run(tmp_path / "20261201-100000-smoke")
     text = write_report(run).read_text()
     assert "| protocols | echomq (lua/), bullmq 3.4.4 (its package's Lua) |" in text

@@ -284,6 +284,7 @@ def _failed_over(cluster: EmbeddedCluster) -> bool:
 
 # ------------------------------------------------------------------------------ every key, every stage
 
+# A backlog of 100 jobs, not 4,000: the same kinds of key, a fortieth of the keyspace events to read.
 EVERY_STAGE = """
 stages = finish_fetch, script_cost, sweep, race
 protocols = echomq, bullmq
@@ -309,6 +310,9 @@ race-jobs = 20
 race-delay-ms = 0
 race-reps = 1
 race-workers = 1
+backlog-jobs = 100
+backlog-producers = 1
+backlog-batch-size = 20
 """
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from bench.harness.context import RunContext
 from bench.harness.profile import FinishFetchOptions, Profile
-from bench.harness.server import ServerInfo
+from bench.harness.server import ServerInfo, find_binary
 from bench.protocol.base import _LOADED, PROTOCOLS, EchoMQ
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.counted import BASELINES
@@ -27,10 +27,12 @@ from bench.report.sections.servers import servers_section
 from bench.stages.finish_fetch.remeasure import Budget
 from bench.stages.finish_fetch.rows import Ledger
 from bench.stages.finish_fetch.servers import run_servers
+from bench.stages.instructions import stage
 from bench.stages.instructions.plan import Point
 from bench.stages.instructions.stage import count_all
 from tests.helpers import csv_rows
 from tests.test_instructions import needs_valgrind
+from tests.test_instructions_stage import prebuilt
 
 REPO = Path(__file__).resolve().parent.parent
 BINARY = shutil.which("redis-server")
@@ -87,7 +89,9 @@ fidelity-calls = 0
 @needs_binary
 @pytest.mark.locust
 @pytest.mark.timeout(160)
-def test_the_bound_point_runs_on_each_named_server_into_a_file_of_its_own(tmp_path: Path) -> None:
+def test_the_bound_point_runs_on_each_named_server_into_a_file_of_its_own(
+    tmp_path: Path, figures_undrawn: None
+) -> None:
     assert BINARY is not None
     out = run_bench(tmp_path, TINY + f"servers = {BINARY}\n")
     assert out.returncode == 0, out.stderr
@@ -124,6 +128,8 @@ def test_a_protocol_whose_scripts_a_server_refuses_is_left_out_on_it_and_the_res
 ) -> None:
     monkeypatch.setitem(PROTOCOLS, RefusedByServer.name, f"{__name__}:RefusedByServer")
     monkeypatch.setitem(_LOADED, RefusedByServer.name, RefusedByServer())
+    # the stated state built on a plain server: the counted ones restore it, then refuse the scripts
+    monkeypatch.setattr(stage, "QueueStaging", lambda state: prebuilt(state, find_binary()[0]))
     points = [Point("none", "baselines"), Point(RefusedByServer.name, "phases")]
     counted = count_all(points, 50)
     assert counted.points == [Point("none", "baselines")]
