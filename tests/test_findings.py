@@ -280,3 +280,14 @@ def test_queue_latency_names_repetitions_that_disagree(tmp_path: Path) -> None:
     frame.to_csv(run / "finish_fetch.csv", index=False)
     said = " ".join(queue_latency(load_run(run)).sentences)
     assert said.count("(two_call's reps 3.0x apart)") == 1
+
+
+def test_conditions_state_what_clean_windows_ran_under_and_say_so_when_none_did(run: Path) -> None:
+    """A smoke run beside other work had no clean window; its line read "jobs of not recorded,
+    not recorded-byte payloads; ... 0 repetitions"."""
+    from bench.report.findings import conditions
+
+    said = conditions(load_run(run))
+    assert said.startswith("Conditions: jobs of ") and "not recorded" not in said, said
+    mark_contended(run, FILE, {})
+    assert conditions(load_run(run)) == "Conditions: none to state, no clean window."

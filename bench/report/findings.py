@@ -261,6 +261,8 @@ def conditions(data: RunData) -> str:
     if frame is None:
         return ""
     frame = frame[clean(frame)]
+    if frame.empty:
+        return "Conditions: none to state, no clean window."
 
     def values(column: str, unit: str = "") -> str:
         found = sorted({float(v) for v in frame[column].dropna()}) if column in frame.columns else []
