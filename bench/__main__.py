@@ -64,8 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             progress.end_open_line()
         said = f"error: {exc}" if isinstance(exc, BenchError) else str(exc) or "interrupted"
         print(f"echomq-bench: {said}", file=sys.stderr)
-        after = getattr(exc, "after", None)  # the run's keys left on the server, and the command
-        if after:
+        if after := getattr(exc, "after", None):  # the run's keys left on the server, and the command
             print(after, file=sys.stderr)
         return 2 if isinstance(exc, BenchError) else 130
 

@@ -20,6 +20,4 @@ def typed(words: Sequence[str]) -> None:
 
 def command() -> str | None:
     """The command as one line, its passwords redacted; None when no entry point recorded one."""
-    if not _words:
-        return None
-    return _PASSWORD.sub(r"\1***@", shlex.join(_words))
+    return _PASSWORD.sub(r"\1***@", shlex.join(_words)) if _words else None

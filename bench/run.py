@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import cast
 
@@ -33,23 +33,6 @@ def report_stage(ctx: RunContext) -> None:
 
 
 REPORT_SECONDS = 15.0  # the report's plots, for the run's ETA
-
-
-def stage_estimate(stage: str, profile: Profile) -> tuple[float, ...]:
-    """The seconds each point of ``stage`` should take (its point_seconds), for the run's ETA."""
-    if stage == "report":
-        return (REPORT_SECONDS,)
-    return tuple(stage_module(stage).point_seconds(profile))
-
-
-def stage_runner(stage: str, profile: Profile) -> Callable[[RunContext], None]:
-    """The stage's run_stage, after its check_profile(profile) passed: called for every stage
-    before the first starts, so a bad key of the last stage fails the run at once."""
-    if stage == "report":
-        return report_stage
-    module = stage_module(stage)
-    module.check_profile(profile)
-    return module.run_stage
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -85,8 +68,15 @@ def execute(
     # Everything is checked before the server starts and the folder is made.
     # In the suite's order, whatever the order given: the report comes last, after what it reports.
     ordered = sorted(dict.fromkeys(stages), key=STAGES.index)
-    runners = {stage: stage_runner(stage, profile) for stage in ordered}
-    progress = Progress([StagePlan(stage, stage_estimate(stage, profile)) for stage in ordered])
+    modules = {stage: stage_module(stage) for stage in ordered if stage != "report"}
+    for module in modules.values():  # every stage, so a bad key of the last fails the run at once
+        module.check_profile(profile)
+    runners = {s: modules[s].run_stage if s in modules else report_stage for s in ordered}
+    plans = [  # the seconds each point should take, for the run's ETA
+        StagePlan(s, tuple(modules[s].point_seconds(profile)) if s in modules else (REPORT_SECONDS,))
+        for s in ordered
+    ]
+    progress = Progress(plans)
     with open_run(profile, stages, results_root, (), progress, quiet_machine, memory_check) as run:
         for stage, runner in runners.items():
             progress.stage = stage

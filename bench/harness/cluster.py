@@ -23,6 +23,16 @@ READY_DEADLINE_S = 20.0
 BUS_OFFSET = 10_000  # Redis Cluster's bus listens on port + 10000
 # A short node timeout: a killed master is marked failed within seconds (the fault tests).
 NODE_TIMEOUT_MS = 2000
+NODE_ARGS = (
+    "--cluster-enabled", "yes",
+    "--cluster-config-file", "nodes.conf",  # relative to --dir: the node's own temporary folder
+    "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
+    # A master lost leaves the others serving their slots (no CLUSTERDOWN): the audit
+    # still reads every queue it can see, and names the shard that is gone.
+    "--cluster-require-full-coverage", "no",
+    # A replica's first sync at once, not after the diskless sync's wait of 5 s.
+    "--repl-diskless-sync-delay", "0",
+)  # fmt: skip
 
 
 def slot_ranges(masters: int) -> list[tuple[int, int]]:
@@ -87,7 +97,7 @@ class EmbeddedCluster:
             if self.replicas:
                 ports += [p for p in free_cluster_ports(self.masters * 3) if p not in ports][: self.masters]
             for port in ports:
-                node = EmbeddedRedis(self.source, self._node_args(), port=port)
+                node = EmbeddedRedis(self.source, NODE_ARGS, port=port)
                 self.nodes.append(node)  # before start: a node that fails is stopped too
                 node.start()
             self._form()
@@ -101,25 +111,6 @@ class EmbeddedCluster:
                 ) from None
             raise
         return self
-
-    @staticmethod
-    def _node_args() -> tuple[str, ...]:
-        # nodes.conf is relative to --dir: the node's own temporary folder.
-        return (
-            "--cluster-enabled",
-            "yes",
-            "--cluster-config-file",
-            "nodes.conf",
-            "--cluster-node-timeout",
-            str(NODE_TIMEOUT_MS),
-            # A master lost leaves the others serving their slots (no CLUSTERDOWN): the audit
-            # still reads every queue it can see, and names the shard that is gone.
-            "--cluster-require-full-coverage",
-            "no",
-            # A replica's first sync at once, not after the diskless sync's wait of 5 s.
-            "--repl-diskless-sync-delay",
-            "0",
-        )
 
     def _form(self) -> None:
         clients = [self._client(node.port) for node in self.nodes]

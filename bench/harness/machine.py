@@ -453,8 +453,7 @@ def check_machine(roots: Iterable[int] | None = None) -> MachineCheck:
     before = _self_cpu()
     watch = MachineWatch([os.getpid()] if roots is None else roots).start()
     time.sleep(CHECK_WINDOW_S)
-    sample = watch.stop()
-    return named_check(sample, before, _self_cpu())
+    return named_check(watch.stop(), before, _self_cpu())
 
 
 def named_check(sample: MachineSample, before: CpuTable, after: CpuTable) -> MachineCheck:

@@ -23,6 +23,7 @@ from bench.harness.server import ServerInfo
 from bench.harness.watch_scope import WatchScope
 from bench.paths import REPO
 from bench.protocol.base import protocol_named
+from bench.protocol.bullmq_package import installed_version
 from bench.results.files import write_meta
 from bench.results.meta import RunMeta
 from bench.results.rows import JsonObject
@@ -34,13 +35,6 @@ def _git(*args: str) -> str:
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
-
-
-def _version(package: str) -> str | None:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def installed_packages() -> dict[str, str]:
@@ -204,7 +198,7 @@ def write_provenance(
         RunMeta,
         command=invocation.command(),  # as typed; a published run says how to make it again
         protocols=protocol_record(profile.protocols),
-        bullmq=_version("bullmq"),
+        bullmq=installed_version(),
         profile=profile.name,
         profile_resolved=resolved(profile),  # every key's value as the run used it
         **code_record(),
@@ -217,11 +211,11 @@ def write_provenance(
         # A cluster's masters: address, slot ranges, version (empty for a single server).
         redis_cluster=[m.as_meta() for m in server.masters],
         **machine_record(),
-        redis_py=_version("redis"),
+        redis_py=installed_version("redis"),
         hiredis=HIREDIS_AVAILABLE,
-        hiredis_version=_version("hiredis"),
-        locust=_version("locust"),
-        pyperf=_version("pyperf"),
+        hiredis_version=installed_version("hiredis"),
+        locust=installed_version("locust"),
+        pyperf=installed_version("pyperf"),
         script_shas=script_shas,
         packages=installed_packages(),
         machine_watch=scope.note,  # what the contention guard can see

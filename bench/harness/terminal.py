@@ -96,12 +96,8 @@ def contended_note(
     high, foreign CPU or steal, with both figures (the worst over the contended ones)."""
     foreign = max((v for v in foreign_cpu_pct if v is not None), default=0.0)
     steal = max((v for v in steal_pct if v is not None), default=0.0)
-    high = [
-        name
-        for name, over in (("foreign CPU", foreign > FOREIGN_LIMIT_PCT), ("steal", steal > STEAL_LIMIT_PCT))
-        if over
-    ]
-    cause = " and ".join(high) or "foreign CPU or steal"
+    over = {"foreign CPU": foreign > FOREIGN_LIMIT_PCT, "steal": steal > STEAL_LIMIT_PCT}
+    cause = " and ".join(name for name, high in over.items() if high) or "foreign CPU or steal"
     return wrap_note(
         f"CONTENDED: {count} of {total} {what} shared the machine, {cause} high (foreign CPU up to "
         f"{foreign:.0f}% of a core, limit {FOREIGN_LIMIT_PCT:g}%; steal up to {steal:.1f}%, limit "

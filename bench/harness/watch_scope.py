@@ -42,14 +42,6 @@ def is_loopback(settings: RedisSettings) -> bool:
         return False
 
 
-def _is_redis_here(pid: int) -> bool:
-    try:
-        name = psutil.Process(pid).name().lower()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
-    return any(word in name for word in SERVER_NAMES)
-
-
 def watch_scope(settings: RedisSettings, server: ServerInfo) -> WatchScope:
     """The scope of a run against ``server``; a server that cannot be asked is a remote one."""
     if server.source != "REDIS_URL":
@@ -63,7 +55,11 @@ def watch_scope(settings: RedisSettings, server: ServerInfo) -> WatchScope:
             pid = 0
     if pid <= 0:
         return WatchScope((), f"{REMOTE} (its pid is not known)")
-    if not _is_redis_here(pid):
+    try:
+        name = psutil.Process(pid).name().lower()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        name = ""
+    if not any(word in name for word in SERVER_NAMES):
         return WatchScope(
             (), f"client side only: the REDIS_URL server on loopback says pid {pid}, no Redis process here"
         )

@@ -10,9 +10,10 @@ from bench.errors import BenchError
 REQUIRED_VERSION = "3.4.4"
 
 
-def installed_version() -> str | None:
+def installed_version(package: str = "bullmq") -> str | None:
+    """A package's installed version (meta.json's record of the client libraries too); None: none."""
     try:
-        return metadata.version("bullmq")
+        return metadata.version(package)
     except metadata.PackageNotFoundError:
         return None
 

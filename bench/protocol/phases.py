@@ -172,14 +172,8 @@ CYCLES: dict[str, tuple[str, ...]] = {
 
 def cycle_commands(rows: Sequence[Row]) -> dict[str, Commands]:
     """Commands a worker's cycle runs (CYCLES), from one protocol's phases."""
-    by_name = {row[0]: row[3] for row in rows}
-    found: dict[str, Commands] = {}
-    for cycle, phases in CYCLES.items():
-        total: Counter[str] = Counter()
-        for phase in phases:
-            total.update(by_name[phase])
-        found[cycle] = dict(total)
-    return found
+    by_name = {row[0]: Counter(row[3]) for row in rows}  # a phase's counts are all above 0
+    return {cycle: dict(sum((by_name[p] for p in phases), Counter())) for cycle, phases in CYCLES.items()}
 
 
 def cycle_usec(rows: Sequence[Row]) -> dict[str, float]:

@@ -113,6 +113,4 @@ def refusal_line(found: Refusal, where: str, client: Client | None = None) -> st
 def refused(exc: BaseException, where: str, client: Client | None = None) -> ServerRefused | None:
     """The error a run ends with when ``exc`` is a refusal; None when it is not one."""
     found = refusal(exc)
-    if found is None:
-        return None
-    return ServerRefused(refusal_line(found, where, client), found.kind)
+    return None if found is None else ServerRefused(refusal_line(found, where, client), found.kind)
