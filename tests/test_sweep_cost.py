@@ -17,12 +17,11 @@ from bench.protocol.sweep import DEFAULT_SLICE_BUDGET_US
 from bench.results.hdr import encode, new_histogram, record_us
 from bench.results.rows import RunIds, columns_of, row_dict
 from bench.results.sweep import NOT_SKIPPED, SweepCostRow
-from bench.stages.sweep.control import control_row, spin_times
 from bench.stages.sweep.plan import Point, SweepCase, points_of, pyperf_options, run_order
 from bench.stages.sweep.probe import Probe
 from bench.stages.sweep.pyperf_program import PROGRAM, ProgramSettings, forward_settings
 from bench.stages.sweep.rows import SIDE_DIR, SizeOutcome, row_of
-from bench.stages.sweep.stage import _point_estimate, main, point_seconds
+from bench.stages.sweep.stage import _point_estimate, control_row, main, point_seconds, spin_times
 from bench.stages.sweep.table import slopes, table
 from tests.helpers import csv_rows
 
