@@ -339,7 +339,7 @@ def test_a_sweep_that_times_out_is_an_error_and_is_never_sent_again(settings, cl
             self.queue.client.eval("redis.call('INCR', KEYS[1])" + SPIN, 1, self.queue.keys.key("runs"), 400)
             result.calls = 1
 
-    scenario = ScenarioQueue.build(Queue.open(client, f"t-{uuid.uuid4().hex[:10]}"), 5)
+    scenario = ScenarioQueue(Queue.open(client, f"t-{uuid.uuid4().hex[:10]}"), []).grow(5)
     monkeypatch.setattr(sweep_worker, "SWEEP_TIMEOUT_S", 0.15)
     bench = sweep_worker.PointBench(settings, scenario.queue.keys.name, tmp_path, probe_rate_hz=50)
     try:
