@@ -321,7 +321,6 @@ def run_stage(ctx: RunContext) -> None:
     then the client-default hazard, into sweep_hazard.csv, where the profile asks for it."""
     options = ctx.profile.sweep
     protocols = ctx.profile.protocols
-    planned = points_of(options, protocols)
     tell = ctx.progress.step  # a line a point: measured, skipped or failed
     client = dataclasses.replace(ctx.settings, socket_timeout_s=SWEEP_TIMEOUT_S).connect()
     scenarios = {
@@ -332,7 +331,7 @@ def run_stage(ctx: RunContext) -> None:
     }
     ledger = Ledger(ctx.run_dir, SweepMeta)  # what the stage writes: its rows and section
     try:
-        for size, protocol, here in run_order(planned):
+        for size, protocol, here in run_order(points_of(options, protocols)):
             ids = RunIds(ctx.run_dir.name, ctx.profile.name, protocol)
             for left in (p for p in here if p.skipped):
                 tell(f"{left.point.label} {left.point.scenario} {size:,}: skipped, {left.skipped}")
