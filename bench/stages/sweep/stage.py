@@ -136,7 +136,7 @@ def point_line(run_dir: Path, point: SweepCase, pyperf_line: str) -> str:
     note = f"; ERROR {'; '.join(side.errors)}" if side.errors else ""
     return (
         f"{point.label} {point.scenario} {point.size:,}: {pyperf_line}; "
-        f"hold {fmt(side.hold_ms_max, 3)} ms, probe max {fmt(side.probe_max_us)} µs, "
+        f"hold {fmt(side.hold_ms_max, 3)} ms, probe max {fmt(side.probe_us('max'))} µs, "
         f"{side.probe.busy} BUSY{note}"
     )
 
