@@ -24,7 +24,7 @@ def scenario_queue(size: int, exp: Experiment) -> Iterator[tuple[CountingRedis, 
         client = RedisSettings.from_url(server.url).connect_single()
         exp.record_server(client)
         queue = Queue.open(client, "exp", protocol="echomq")
-        yield client, queue, ScenarioQueue.build(queue, size)
+        yield client, queue, ScenarioQueue(queue, []).grow(size)
 
 
 @contextmanager

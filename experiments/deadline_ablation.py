@@ -48,7 +48,7 @@ with experiment_run("deadline_ablation", sys.argv[1:]) as exp, EmbeddedRedis() a
     client = RedisSettings.from_url(srv.url).connect()
     exp.record_server(client)
     q = Queue.open(client, "abl", protocol="echomq-deadline")
-    sc = ScenarioQueue.build(q, size)
+    sc = ScenarioQueue(q, []).grow(size)
     stalled = stalled_share(sc.ids, "all_stalled")
     shas = {}
     for name, cuts in CUTS.items():

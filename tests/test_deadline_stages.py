@@ -34,7 +34,7 @@ def protocol_name(request: pytest.FixtureRequest) -> str:
 
 @pytest.mark.parametrize("scenario", ["all_stalled", "mixed"])
 def test_each_restore_gives_the_sweep_the_same_work(queue: Queue, scenario: str):
-    built = ScenarioQueue.build(queue, 30)
+    built = ScenarioQueue(queue, []).grow(30)
     stalled = stalled_share(built.ids, scenario)
     sweeper = AtomicSweeper(queue, max_stalled=BENCH_MAX_STALLED, clear_throttle=False)  # as timed
     ran = []

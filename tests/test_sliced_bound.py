@@ -84,7 +84,7 @@ def scenarios(settings) -> Iterator[dict[int, ScenarioQueue]]:
         for size in SIZES:
             queue = Queue.open(client, f"t-{uuid.uuid4().hex[:10]}")
             AtomicSlicedSweeper(queue)  # loads the script
-            built[size] = ScenarioQueue.build(queue, size)
+            built[size] = ScenarioQueue(queue, []).grow(size)
         yield built
     finally:
         for scenario in built.values():

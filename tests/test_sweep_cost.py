@@ -17,12 +17,11 @@ from bench.protocol.sweep import DEFAULT_SLICE_BUDGET_US
 from bench.results.hdr import encode, new_histogram, record_us
 from bench.results.rows import RunIds, columns_of, row_dict
 from bench.results.sweep import NOT_SKIPPED, SweepCostRow
-from bench.stages.sweep.control import control_row, spin_times
 from bench.stages.sweep.plan import Point, SweepCase, points_of, pyperf_options, run_order
 from bench.stages.sweep.probe import Probe
 from bench.stages.sweep.pyperf_program import PROGRAM, ProgramSettings, forward_settings
 from bench.stages.sweep.rows import SIDE_DIR, SizeOutcome, row_of
-from bench.stages.sweep.stage import _point_estimate, main, point_seconds
+from bench.stages.sweep.stage import _point_estimate, control_row, main, point_seconds, spin_times
 from bench.stages.sweep.table import slopes, table
 from tests.helpers import csv_rows
 
@@ -340,7 +339,7 @@ def test_a_sweep_that_times_out_is_an_error_and_is_never_sent_again(settings, cl
             self.queue.client.eval("redis.call('INCR', KEYS[1])" + SPIN, 1, self.queue.keys.key("runs"), 400)
             result.calls = 1
 
-    scenario = ScenarioQueue.build(Queue.open(client, f"t-{uuid.uuid4().hex[:10]}"), 5)
+    scenario = ScenarioQueue(Queue.open(client, f"t-{uuid.uuid4().hex[:10]}"), []).grow(5)
     monkeypatch.setattr(sweep_worker, "SWEEP_TIMEOUT_S", 0.15)
     bench = sweep_worker.PointBench(settings, scenario.queue.keys.name, tmp_path, probe_rate_hz=50)
     try:

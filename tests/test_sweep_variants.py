@@ -371,7 +371,7 @@ def test_linear_sweeps_100000_stalled_ids_without_busy(queue: Queue, settings):
 @pytest.fixture(scope="module")
 def small_scenario(settings):
     client = settings.connect()
-    scenario = ScenarioQueue.build(Queue.open(client, f"t-{uuid.uuid4().hex[:10]}"), 30)
+    scenario = ScenarioQueue(Queue.open(client, f"t-{uuid.uuid4().hex[:10]}"), []).grow(30)
     yield scenario
     scenario.queue.delete()
     client.close()

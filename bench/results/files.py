@@ -165,8 +165,7 @@ class Ledger(Generic[P]):
 
     def add(self, kind: type[R], rows: Iterable[R]) -> None:
         """``rows`` after those of ``kind`` so far; its file written."""
-        self._rows.setdefault(kind, []).extend(rows)
-        write_rows(self.run_dir, kind, self._rows[kind])
+        self.put(kind, [*self.rows(kind), *rows])
 
     def put(self, kind: type[R], rows: Iterable[R]) -> None:
         """The rows of ``kind`` replaced by ``rows``; its file written."""

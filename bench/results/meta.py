@@ -189,8 +189,7 @@ class RunMeta:
         """A meta.json's object, of this version or an earlier one; an undeclared key is an error."""
         current = upgrade(data)
         check_keys(current)
-        meta: RunMeta = _read(cls, current)
-        return meta
+        return _read(cls, current)
 
     @property
     def server(self) -> str:

@@ -12,7 +12,7 @@ included: an upper bound, the figure where SLOWLOG cannot tell.
 A goal is judged on uncontended points only, at the size it names (a run whose sizes stop short
 says so, never met); an ``at_largest`` goal (echomq-deadline's sliced pass) at the run's largest
 size, its note naming it. Some goals hold a figure against the run's control (sweep_control.csv: a
-Lua loop of plain arithmetic timed call by call inside Redis, bench/stages/sweep/control.py).
+Lua loop of plain arithmetic timed call by call inside Redis, bench/stages/sweep/stage.py).
 """
 
 from __future__ import annotations

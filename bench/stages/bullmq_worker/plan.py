@@ -38,10 +38,8 @@ class Point:
 def points_of(options: BullmqWorkerOptions, node: bool) -> list[Point]:
     """At each concurrency the profile's BullMQ drivers (the Node ones when the peer can run);
     then the suite's two loops (concurrency 1)."""
-    runs = []
     drivers = [d for d in options.bullmq_worker_drivers if node or d not in NODE_DRIVERS]
-    for concurrency in dict.fromkeys(options.bullmq_worker_concurrency):
-        runs += [Point(driver, concurrency) for driver in drivers]
+    runs = [Point(d, c) for c in dict.fromkeys(options.bullmq_worker_concurrency) for d in drivers]
     return [*runs, Point("fused", 1), Point("two_call", 1)]
 
 

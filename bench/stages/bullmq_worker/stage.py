@@ -142,10 +142,8 @@ class Drivers:
         """The run's jobs into its fresh queue: the Node package's own Queue.addBulk for a Node run."""
         if not run.node:
             producer = Producer(queue, name="noop")
-            chunks = (
-                producer.add_batch(min(FILL_CHUNK, jobs - start)) for start in range(0, jobs, FILL_CHUNK)
-            )
-            return [job_id for chunk in chunks for job_id in chunk]
+            chunks = range(0, jobs, FILL_CHUNK)
+            return [i for start in chunks for i in producer.add_batch(min(FILL_CHUNK, jobs - start))]
         assert self.peer is not None
         command = self.peer.command("fill", "--queue", queue.keys.tag, "--jobs", str(jobs))
         return [

@@ -60,8 +60,7 @@ def _warm(action: Callable[[], object], calls: int) -> None:
 def _paired(step: str, unit: str, once: Count, twice: Count, calls: int, completed: int = 0) -> Counted:
     """A step's figure from its 2N batch, beside its N batch's, split by part as the 2N batch was."""
     parts = tuple(parts_of(twice.functions, twice.total, 2 * calls))
-    per_n = once.total / calls
-    return Counted(step, unit, 0, 2 * calls, twice.total / (2 * calls), per_n, parts, completed)
+    return Counted(step, unit, 0, 2 * calls, twice.total / (2 * calls), once.total / calls, parts, completed)
 
 
 def fresh(client: Client) -> None:
@@ -151,7 +150,7 @@ def count_point(
 
 
 def _diff_pct(counted: Counted) -> float | None:
-    if counted.per_unit_n is None or not counted.per_unit_n:
+    if not counted.per_unit_n:  # None (one sweep) or 0
         return None
     return round((counted.per_unit / counted.per_unit_n - 1) * 100, 3)
 

@@ -22,10 +22,6 @@ class RaceOutcome:
     machine: list[MachineSample] = field(default_factory=list)  # each repetition's window
 
     @property
-    def contended_reps(self) -> int:
-        return sum(m.contended for m in self.machine)
-
-    @property
     def per_10k(self) -> float:
         """Anomalies per 10,000 stalled jobs reclaimed (stalled_jobs x reps)."""
         jobs = self.setting.stalled_jobs * self.reps

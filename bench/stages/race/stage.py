@@ -33,14 +33,7 @@ from bench.protocol.sweep import SWEEPERS, has_gap
 from bench.results.files import Ledger
 from bench.results.race import RaceMeta, RaceRow
 from bench.results.rows import RunIds
-from bench.stages.race.plan import (
-    ALL,
-    SWEEPERS_MAX,
-    SWEEPERS_MIN,
-    RacePlan,
-    extra_scripts,
-    points_of,
-)
+from bench.stages.race.plan import ALL, SWEEPERS_MAX, SWEEPERS_MIN, RacePlan, extra_scripts, points_of
 from bench.stages.race.rows import RaceOutcome, row_of
 from bench.stages.race.table import table
 from bench.stages.race.trial import run_trial

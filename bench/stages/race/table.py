@@ -22,7 +22,7 @@ def table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | None = N
             str(c.double_recoveries), str(c.lost_attempt_updates), str(c.requeued_after_finish),
             str(c.audit_violations),
             f"{outcome.per_10k:.1f}" if outcome.per_10k < 1000 else f"{outcome.per_10k:,.0f}",
-            f"{outcome.contended_reps}/{outcome.reps}",
+            f"{sum(m.contended for m in outcome.machine)}/{outcome.reps}",
         ])  # fmt: skip
     lines = [
         wrap_note(

@@ -171,9 +171,8 @@ def stall_jobs(queue: Queue, count: int) -> list[str]:
 
 def run_trial(settings: RedisSettings, setting: Point) -> Anomalies:
     """One repetition of ``setting`` on a fresh queue, deleted afterwards."""
-    extra = extra_scripts([setting.variant])
     client = settings.connect()
-    queue = Queue.open(client, fresh_queue_name("race"), extra, setting.protocol)
+    queue = Queue.open(client, fresh_queue_name("race"), extra_scripts([setting.variant]), setting.protocol)
     clients = [client]
     try:
         run_id = server_run_id(queue)

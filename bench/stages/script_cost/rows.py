@@ -16,11 +16,6 @@ SCRIPT_COST_CALLS = 200  # calls a script a repetition: enough for µs a call (R
 SCRIPT_COST_S_PER_PROTOCOL = 0.2  # one protocol's phases at SCRIPT_COST_CALLS, about: for the run's ETA
 
 
-def by_name(commands: dict[str, float]) -> dict[str, float]:
-    """Every command a call ran, by name, a whole count as an int (``{"evalsha": 1}``)."""
-    return {name: int(n) if float(n).is_integer() else n for name, n in sorted(commands.items())}
-
-
 def script_cost_rows(
     ctx: RunContext, protocols: Sequence[str], reps: int, calls: int = SCRIPT_COST_CALLS
 ) -> tuple[list[ScriptCostRow], dict[str, list[Row]]]:
@@ -64,6 +59,7 @@ def row_of(
         calls=calls,
         server_us_per_call=round(usec, 2),
         commands_per_call=round(sum(commands.values()), 3),
-        commands=by_name(commands),
+        # every command a call ran, by name, a whole count as an int ({"evalsha": 1}, not 1.0)
+        commands={name: int(n) if float(n).is_integer() else n for name, n in sorted(commands.items())},
         **machine.row_fields(),
     )

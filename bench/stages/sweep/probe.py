@@ -56,7 +56,6 @@ class _OpenLoopPinger:
     """Sends PINGs on one connection without waiting; a reader thread takes the replies in order."""
 
     def __init__(self, settings: RedisSettings, tag: str) -> None:
-        self.settings = settings
         self.client = settings.connect()
         # On a cluster, the master that holds the swept queue: the hold is per shard.
         self.node = node_client(self.client, tag)

@@ -61,13 +61,9 @@ class SideSummary:
     probe: ProbeWindow
     errors: list[str]
 
-    @property
-    def probe_p99_us(self) -> int | None:
-        return summary(self.probe.histogram)["p99"] if self.probe.sent else None
-
-    @property
-    def probe_max_us(self) -> int | None:
-        return summary(self.probe.histogram)["max"] if self.probe.sent else None
+    def probe_us(self, figure: str) -> int | None:
+        """The probe's ``figure`` ("p99", "max": bench.results.hdr.summary's), µs; None: none sent."""
+        return summary(self.probe.histogram)[figure] if self.probe.sent else None
 
 
 def _max_known(values: list[Any]) -> Any:
@@ -138,8 +134,8 @@ def row_of(
             hold_ms_max=side.hold_ms_max,
             redis_hold_ms_max=side.redis_hold_ms_max,
             redis_slow_calls_max=side.redis_slow_calls_max,
-            probe_p99_us=side.probe_p99_us,
-            probe_max_us=side.probe_max_us,
+            probe_p99_us=side.probe_us("p99"),
+            probe_max_us=side.probe_us("max"),
             probe_busy=side.probe.busy,
         )
     machine = outcome.machine.get(point.name) if outcome else None

@@ -70,11 +70,6 @@ class ScenarioQueue:
             raise BenchError(f"queue {queue.keys.name} holds no sweep snapshot; build it first")
         return found
 
-    @classmethod
-    def build(cls, queue: Queue, size: int) -> ScenarioQueue:
-        """A snapshot of ``size`` active jobs on a fresh queue."""
-        return cls(queue, []).grow(size)
-
     def grow(self, size: int) -> ScenarioQueue:
         """Bring active to ``size`` jobs (adding to what is there), mark them, snapshot."""
         if size < len(self.ids):

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pyperf
+import redis
 
 from bench.harness.children import reap_group, spawn, stop_group
 from bench.harness.context import RunContext
@@ -27,6 +28,7 @@ from bench.harness.run_folder import run_alone
 from bench.harness.terminal import fold, wrap_note
 from bench.paths import REPO
 from bench.protocol.base import protocol_named
+from bench.protocol.commandstats import CommandStats
 from bench.protocol.connection import Client, RedisSettings, node_client
 from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Queue
@@ -37,7 +39,6 @@ from bench.results.files import PYPERF_DIR, Ledger, read_json
 from bench.results.meta import read_meta
 from bench.results.rows import RunIds, row_dict
 from bench.results.sweep import SweepControlRow, SweepCostRow, SweepHazardRow, SweepMeta
-from bench.stages.sweep.control import control_line, control_row, spin_times
 from bench.stages.sweep.hazard import HAZARD_PROTOCOL, INTERVAL_MS, hazard_line, run_hazard, scenario_case
 from bench.stages.sweep.plan import (
     ECHOMQ,
@@ -135,7 +136,7 @@ def point_line(run_dir: Path, point: SweepCase, pyperf_line: str) -> str:
     note = f"; ERROR {'; '.join(side.errors)}" if side.errors else ""
     return (
         f"{point.label} {point.scenario} {point.size:,}: {pyperf_line}; "
-        f"hold {fmt(side.hold_ms_max, 3)} ms, probe max {fmt(side.probe_max_us)} µs, "
+        f"hold {fmt(side.hold_ms_max, 3)} ms, probe max {fmt(side.probe_us('max'))} µs, "
         f"{side.probe.busy} BUSY{note}"
     )
 
@@ -251,8 +252,56 @@ def run_hazard_sizes(ctx: RunContext, client: Client, ledger: Ledger[...]) -> No
     )
 
 
+# The control: a Lua loop of plain arithmetic that reads no key and allocates nothing, so its calls
+# differ only by what the machine does to them; the goals read the sliced sweeps' longest calls
+# against its worst, on this machine, not a constant.
+SPIN = "local x = 0 for i = 1, tonumber(ARGV[1]) do x = x + i end return 1"
+ONE_MS_US = 1000
+
+
+def spin_times(node: redis.Redis, calls: int, iterations: int) -> tuple[list[int], int]:
+    """Each call's µs inside Redis (INFO commandstats' EVALSHA µs read before and after it), and
+    how many calls another client's script call overlapped (their µs cannot be told apart)."""
+    sha = node.script_load(SPIN)
+    times: list[int] = []
+    before = CommandStats.read(node)
+    for _ in range(calls):
+        node.evalsha(sha, 0, iterations)
+        after = CommandStats.read(node)
+        delta, before = after.since(before), after
+        if delta.calls.get("evalsha", 0) + delta.calls.get("eval", 0) == 1:
+            times.append(delta.usec["evalsha"])
+    return times, calls - len(times)
+
+
+def control_row(ids: RunIds, times: list[int], calls: int, iterations: int, mixed: int) -> SweepControlRow:
+    """The control's sweep_control.csv row from its calls' µs (empty figures when none counted)."""
+    row = SweepControlRow(ids.run_id, ids.protocol, ids.profile, calls, iterations, calls_mixed=mixed)
+    if not times:
+        return row
+    ordered = sorted(times)
+    return dataclasses.replace(
+        row,
+        redis_us_median=ordered[len(ordered) // 2],
+        redis_us_p999=ordered[min(len(ordered) - 1, int(len(ordered) * 0.999))],
+        redis_us_max=ordered[-1],
+        calls_over_1ms=sum(t > ONE_MS_US for t in ordered),
+    )
+
+
+def control_line(row: SweepControlRow) -> str:
+    """The control's figures in one line, as the stage prints them."""
+    if row.redis_us_max is None:
+        return f"control: none of {row.calls:,} calls could be timed alone (other script calls overlapped)"
+    note = "; CONTENDED" if row.contended else ""
+    return (
+        f"control, a Lua loop ({row.calls:,} calls, in Redis): median {row.redis_us_median:,} µs, "
+        f"99.9th {row.redis_us_p999:,}, max {row.redis_us_max:,}, {row.calls_over_1ms:,} over 1 ms{note}"
+    )
+
+
 def run_control_point(ctx: RunContext, client: Client, queue: Queue, ledger: Ledger[...]) -> None:
-    """The control (control.py) on the swept queues' server, the machine watched, into sweep_control.csv."""
+    """The control on the swept queues' server, the machine watched, into sweep_control.csv."""
     calls, iterations = ctx.profile.sweep.sweep_control_calls, ctx.profile.sweep.sweep_control_iterations
     if calls <= 0:
         return
@@ -272,7 +321,6 @@ def run_stage(ctx: RunContext) -> None:
     then the client-default hazard, into sweep_hazard.csv, where the profile asks for it."""
     options = ctx.profile.sweep
     protocols = ctx.profile.protocols
-    planned = points_of(options, protocols)
     tell = ctx.progress.step  # a line a point: measured, skipped or failed
     client = dataclasses.replace(ctx.settings, socket_timeout_s=SWEEP_TIMEOUT_S).connect()
     scenarios = {
@@ -283,7 +331,7 @@ def run_stage(ctx: RunContext) -> None:
     }
     ledger = Ledger(ctx.run_dir, SweepMeta)  # what the stage writes: its rows and section
     try:
-        for size, protocol, here in run_order(planned):
+        for size, protocol, here in run_order(points_of(options, protocols)):
             ids = RunIds(ctx.run_dir.name, ctx.profile.name, protocol)
             for left in (p for p in here if p.skipped):
                 tell(f"{left.point.label} {left.point.scenario} {size:,}: skipped, {left.skipped}")
@@ -322,12 +370,11 @@ def run_stage(ctx: RunContext) -> None:
         )
         for r in errors:
             print(f"  {r.protocol} {r.variant} {r.scenario} {r.active_size}: {r.skipped}", file=sys.stderr)
-    sizes = sorted(set(options.sweep_sizes))
     ledger.meta(
         script_shas=script_shas(options.sweep_variants, protocols),
         slopes=fits,
         errors=len(errors),
-        pyperf={str(size): pyperf_options(size, options.sweep_reps) for size in sizes},
+        pyperf={str(size): pyperf_options(size, options.sweep_reps) for size in options.sweep_sizes},
     )
 
 
