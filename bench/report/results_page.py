@@ -172,13 +172,11 @@ def instructions_by_step(data: RunData) -> dict[tuple[str, str], str]:
     script cost cell adds them."""
     if (frame := data.frame("instructions")) is None:
         return {}
-    found = {}
-    for r in frame.to_dict("records"):
-        if (timed := SCRIPT_COST_STEPS.get(str(r["step"]))) is not None:
-            found[(str(r["protocol"]), timed)] = (
-                f", {fmt(round(float(r['instructions_per_call'])))} instructions"
-            )
-    return found
+    return {
+        (str(r["protocol"]), timed): f", {fmt(round(float(r['instructions_per_call'])))} instructions"
+        for r in frame.to_dict("records")
+        if (timed := SCRIPT_COST_STEPS.get(str(r["step"]))) is not None
+    }
 
 
 def sweep_table(data: RunData, column: str) -> pd.DataFrame | None:
@@ -299,13 +297,12 @@ def render_findings(runs: list[RunData]) -> str:
     """The README's "What we found" block: the headline run's findings, generated."""
     if (data := headline_run(runs)) is None:
         return NONE_YET
-    link = page_link(data)
     commit = str(data.meta.git_sha or "unknown")[:12]
     same = [run for run in runs if run.meta.profile == HEADLINE_PROFILE]
     # a figure on the front page comes from a committed tree: a stress run made dirty is left out
     committed_stress = [run for run in runs if run.meta.profile == STRESS_PROFILE and not run.meta.git_dirty]
     lines = [
-        f"From run [{data.run_id}]({link}) at commit {commit}, clean cells only: "
+        f"From run [{data.run_id}]({page_link(data)}) at commit {commit}, clean cells only: "
         "a contended or saturated cell gives no figure. "
         "[The glossary](docs/method.md#glossary) defines the terms.",
         "",
