@@ -31,8 +31,7 @@ def report_main(argv: list[str]) -> int:
     if args.run:
         path = resolve_run(args.run, args.results)
     else:
-        runs = list_runs(args.results)
-        if not runs:
+        if not (runs := list_runs(args.results)):
             raise BenchError(f"no runs in {args.results}; `make bench` makes one, or give a run folder")
         path = runs[-1].path
     print(write_report(path))

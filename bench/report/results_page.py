@@ -62,8 +62,7 @@ def anchor(run_id: str) -> str:
 
 def experiment_tables(data: RunData) -> dict[str, pd.DataFrame]:
     """An experiment's CSVs (experiments/ writes <name>.csv and <name>_<table>.csv), by file name."""
-    name = data.meta.experiment
-    if not name:
+    if not (name := data.meta.experiment):
         return {}
     return {path.name: pd.read_csv(path) for path in sorted(data.path.glob(f"{name}*.csv"))}
 

@@ -31,8 +31,7 @@ def compare_markdown(a: RunData, b: RunData, comparison: Comparison, changed_onl
         if not run.complete:
             lines.append(f"run {name} is INCOMPLETE: {run.meta.reason or 'no reason recorded'}")
     lines += ["", *context_lines(a.meta, b.meta), ""]
-    ratios = headline_lines(a.frames.get("finish_fetch"), b.frames.get("finish_fetch"))
-    if ratios:
+    if ratios := headline_lines(a.frames.get("finish_fetch"), b.frames.get("finish_fetch")):
         lines += [*ratios, ""]
     rows = comparison.rows.copy()
     if changed_only:
@@ -108,8 +107,7 @@ def _num(value: object) -> float | None:
 
 
 def _shown(value: object) -> str:
-    number = _num(value)
-    if number is None:
+    if (number := _num(value)) is None:
         return "—" if value is None else str(value)
     return f"{number:.3g}" if abs(number) < 100 else f"{number:,.0f}"
 

@@ -11,8 +11,7 @@ from bench.results.meta import RunMeta
 
 def protocols_text(meta: RunMeta) -> str:
     """The run's protocols and where their scripts came from."""
-    record = meta.protocols
-    if not record:
+    if not (record := meta.protocols):
         return "echomq (lua/)"
     parts = []
     for name, about in sorted(record.items(), key=lambda item: item[0] != "echomq"):  # the suite's first
