@@ -15,11 +15,11 @@ from bench.paths import REPO
 from bench.report.answers import cross_run_table
 from bench.report.cells import judged_frame, mark_notes, marked
 from bench.report.columns import clean as clean_rows
+from bench.report.columns import flag
 from bench.report.findings import findings_lines
 from bench.report.load import RunData, load_run
 from bench.report.markdown import fmt, markdown_table
 from bench.report.publish import PUBLISHED_DIR, published_runs
-from bench.report.quiet import contended_rows
 from bench.report.ratios import POINT_COLUMNS, paired_ratios, ratio_text, rtt_note, shown_point_columns
 from bench.report.sections.instructions import SCRIPT_COST_STEPS, servers, servers_table
 from bench.report.sections.servers import servers_point_table
@@ -85,7 +85,7 @@ def quiet_check(data: RunData) -> str:
     if frames:
         worst = max((f["foreign_cpu_pct"].max() for f in frames), default=None)
         steal = max((f["steal_pct"].max() for f in frames if "steal_pct" in f.columns), default=None)
-        busy = sum(len(contended_rows(f)) for f in frames)
+        busy = sum(int(flag(f, "contended").sum()) for f in frames)
         rows = sum(len(f) for f in frames)
         clean = sum(int(clean_rows(f).sum()) for f in frames)
         parts.append(f"in the measured windows foreign CPU at most {fmt(worst)}% of a core, steal at most "
