@@ -113,13 +113,9 @@ def verdict(
         return NOT_JUDGED
     if least and abs(a.mean - b.mean) <= least:
         return "same"
-    if exact or apart(a, b):
-        return _by_threshold(a, b, higher_is_better, exact_beyond if exact else beyond)
-    return "same"
-
-
-def _by_threshold(a: Sample, b: Sample, higher_is_better: bool, beyond: float) -> str:
+    if not (exact or apart(a, b)):
+        return "same"
     change = ratio(a.mean, b.mean) - 1
-    if abs(change) <= beyond:
+    if abs(change) <= (exact_beyond if exact else beyond):
         return "same"
     return "better" if (change > 0) == higher_is_better else "worse"

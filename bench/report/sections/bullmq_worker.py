@@ -30,9 +30,7 @@ FLAGS = ("contended", "saturated")
 
 def _spread(values: pd.Series) -> str:
     middle = f"{values.median():,.0f}"
-    if len(values) < 2:
-        return middle
-    return f"{middle} [{values.min():,.0f}-{values.max():,.0f}]"
+    return middle if len(values) < 2 else f"{middle} [{values.min():,.0f}-{values.max():,.0f}]"
 
 
 def _median(frame: pd.DataFrame, column: str, form: str) -> str:

@@ -86,18 +86,13 @@ def goal_lines(frame: pd.DataFrame, control: pd.DataFrame | None = None) -> list
     return lines
 
 
-def deadline_timing_lines(frame: pd.DataFrame) -> list[str]:
-    if "protocol" in frame.columns and (frame["protocol"] == DEADLINE).any():
-        return [DEADLINE_TIMING, ""]
-    return []
-
-
 def sweep_section(data: RunData) -> list[str]:
     lines, frame = section_head(data, "sweep", "Sweep cost against active-list size", "point(s)")
     if frame is None:
         return lines
     lines += bullmq_note(frame)
-    lines += deadline_timing_lines(frame)
+    if "protocol" in frame.columns and (frame["protocol"] == DEADLINE).any():
+        lines += [DEADLINE_TIMING, ""]
     skipped = frame[frame["skipped"] != ""]
     measured = frame[frame["skipped"] == ""]
     lines += figure(sweep_time(protocol_labelled(measured), data.path), "no measured sweep points")
