@@ -84,9 +84,7 @@ def is_missing(value: object) -> bool:
 
 def ratio(a: float, b: float) -> float:
     """B/A; nan when both are zero, inf when only A is."""
-    if a == 0:
-        return math.nan if b == 0 else math.inf
-    return b / a
+    return b / a if a != 0 else math.nan if b == 0 else math.inf
 
 
 def apart(a: Sample, b: Sample) -> bool:
