@@ -169,8 +169,7 @@ def unstable(runs: Sequence[RunData]) -> list[tuple[str, int, float, float]]:
 def fusing_answer(data: RunData, runs: Sequence[RunData] = ()) -> str:
     """What to do about fusing, in at most ANSWER_WORDS words. With ``runs``, its ranges span
     every run's clean cells, never the newest run's alone."""
-    own = quoted(fusing_cells(data))
-    if not own:
+    if not (own := quoted(fusing_cells(data))):
         return "**Fusing.** No clean cell measured it: no answer from this run."
     pooled = [(run, quoted(fusing_cells(run, True))) for run in runs]
     every = [c for _, cells in pooled for c in cells] or own
@@ -193,8 +192,7 @@ def fusing_answer(data: RunData, runs: Sequence[RunData] = ()) -> str:
     job_times = sorted({c.job_ms for c in every if c.job_ms})
     gains += [f"{_span([c.median for c in every if c.job_ms == j])} with {j:g} ms jobs" for j in job_times]
     parts = [f"**{lead}**{won}: {', '.join(gains)}." if gains else f"**{lead}**{won}."]
-    saved = redis_work_saved(data)
-    if saved:
+    if saved := redis_work_saved(data):
         less = f"{_span([100 * v for v in saved.values()], '.0f', '%')} less work a finish-and-fetch"
         parts.append(f"Redis does {less} (counted, this run).")
     if runs:  # fused beat two calls at every clean network-bound cell of a run (lo above 1)
@@ -392,8 +390,7 @@ def sweep_answer(data: RunData, also: Sequence[RunData] = (), runs: Sequence[Run
     """What to do about the stalled sweep, in at most ANSWER_WORDS words; ``also``: other runs
     (the stress run's bigger sizes) whose longest calls the advice must hold for too, and says;
     ``runs``: the published runs each figure says it held across (none: not said)."""
-    found = holds(data)
-    if not found:
+    if not (found := holds(data)):
         return "**The sweep.** No clean sweep point: no answer from this run."
     short = short_variants(data)
     elsewhere = [h for run in also for h in holds(run) if h.name in short]
@@ -428,8 +425,7 @@ def sweep_answer(data: RunData, also: Sequence[RunData] = (), runs: Sequence[Run
         spread = _over_runs(routine_holds(biggest.size, runs), 0)
         at = f"{biggest.size:,} healthy jobs{spread}"
         parts.append(f"BullMQ's routine check holds Redis {biggest.text()} ms at {at}.")
-    races = app_side_worst(data)
-    if races is not None:
+    if (races := app_side_worst(data)) is not None:
         rate, setting = races
         variant, sweepers, delay = setting
         spread = _over_runs([w[0] for run in runs if (w := app_side_worst(run, setting))], 1)

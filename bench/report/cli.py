@@ -30,11 +30,10 @@ def report_main(argv: list[str]) -> int:
     args = _parsed(parser, argv)
     if args.run:
         path = resolve_run(args.run, args.results)
-    else:
-        runs = list_runs(args.results)
-        if not runs:
-            raise BenchError(f"no runs in {args.results}; `make bench` makes one, or give a run folder")
+    elif runs := list_runs(args.results):
         path = runs[-1].path
+    else:
+        raise BenchError(f"no runs in {args.results}; `make bench` makes one, or give a run folder")
     print(write_report(path))
     return 0
 

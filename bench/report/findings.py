@@ -75,8 +75,7 @@ REPS_APART = 2.0  # p50s of one strategy's repetitions this many times apart: th
 
 def queue_latency(data: RunData) -> Finding | None:
     """What fusing does to queue latency: from open-regime rows only; otherwise not measured."""
-    frame = _finish_fetch(data)
-    if frame is None:
+    if (frame := _finish_fetch(data)) is None:
         return None
     topic = "Queue latency"
     open_rows = frame[(regime(frame) == Regime.OPEN) & clean(frame)]
@@ -156,8 +155,7 @@ def node_worker(data: RunData) -> Finding | None:
 def deadline_cost(data: RunData) -> Finding | None:
     """What echomq-deadline costs Redis a job beyond echomq: in instructions where the run counted
     them (steal cannot move a count), else the script cost's paired rounds of timed µs."""
-    counted = _deadline_instructions(data)
-    if counted is not None:
+    if (counted := _deadline_instructions(data)) is not None:
         return counted
     if (frame := data.frame("script_cost")) is None or "echomq-deadline" not in set(frame["protocol"]):
         return None
@@ -257,8 +255,7 @@ def capacity(data: RunData) -> Finding | None:
 
 def conditions(data: RunData) -> str:
     """What every finish_fetch figure was measured under, in one line."""
-    frame = _finish_fetch(data)
-    if frame is None:
+    if (frame := _finish_fetch(data)) is None:
         return ""
     frame = frame[clean(frame)]
     if frame.empty:

@@ -98,8 +98,7 @@ def note(frame: pd.DataFrame) -> list[str]:
             "open row's cells are left empty.*",
             "",
         ]
-    saturated = int(flag(frame, "saturated").sum())
-    if not saturated:
+    if not (saturated := int(flag(frame, "saturated").sum())):
         return ["*End to end is queue latency: an open-loop run, every repetition below saturation.*", ""]
     return [
         "> **End to end is queue latency only where the offered rate was met.** "

@@ -75,8 +75,7 @@ def present(data: RunData, stage: str, frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def missing_note(data: RunData, stage: str) -> list[str]:
-    missing = data.missing_columns.get(stage)
-    if not missing:
+    if not (missing := data.missing_columns.get(stage)):
         return []
     file = FRAMES[stage].FILE
     return [f"> **Column(s) absent from {file}**: {', '.join(missing)} (an older or partial run); "

@@ -95,8 +95,7 @@ def _nearest(cells: pd.DataFrame, point: Point) -> pd.Series | None:
 
 def guess(cells: pd.DataFrame, protocol: str, strategy: str, point: Point, machine: Machine) -> Guess | None:
     mine = cells[(cells["protocol"] == protocol) & (cells["strategy"] == strategy)]
-    base = _nearest(mine, point)
-    if base is None:
+    if (base := _nearest(mine, point)) is None:
         return None
     needed = [float(base[k]) for k in ("round_trips_per_job", "client_us", "redis_us", "concurrency")]
     if not all(math.isfinite(v) and v > 0 for v in needed):

@@ -46,10 +46,6 @@ class Published:
     size: int
 
 
-def portable_files(run: Path, patterns: tuple[str, ...] = PORTABLE_PATTERNS) -> list[Path]:
-    return sorted({path for pattern in patterns for path in run.glob(pattern) if path.is_file()})
-
-
 def machine_roots() -> list[str]:
     """This machine's folders a run may name (checkout, home, temp, Python), longest first."""
     roots = {str(REPO), str(Path.home()), tempfile.gettempdir(), sys.prefix, os.getcwd()}
@@ -117,11 +113,12 @@ def publish_run(
             f"run {run_id} was made with {why}; a published figure must come from a commit: "
             "commit, run again, then publish"
         )
+    files = sorted({path for pattern in patterns for path in run.glob(pattern) if path.is_file()})
     contents = {
         path.name: portable_text(path.read_text()).encode()
         if path.suffix in TEXT_SUFFIXES
         else path.read_bytes()
-        for path in portable_files(run, patterns)
+        for path in files
     }
     size = sum(len(data) for data in contents.values())
     if size > budget:

@@ -41,7 +41,7 @@ def machine_section(data: RunData) -> list[str]:
     calibration: Mapping[str, object] = meta.calibration
     rows += [(label, fmt(calibration.get(key))) for key, label in CALIBRATION.items() if key in calibration]
     counted = [
-        f"{stage} {len(contended_rows(frame))}/{len(frame)}"
+        f"{stage} {int(flag(frame, 'contended').sum())}/{len(frame)}"
         for stage, frame in data.frames.items()
         if "contended" in frame.columns and "contended" not in data.missing_columns.get(stage, [])
     ]
@@ -100,13 +100,9 @@ def beside_saturated(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[[*columns[:at], "contended", *columns[at:]]]
 
 
-def contended_rows(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame[flag(frame, "contended")]
-
-
 def contended_note(frame: pd.DataFrame, what: str) -> list[str]:
     """The callout a stage section opens with when some of its points were contended."""
-    busy = contended_rows(frame)
+    busy = frame[flag(frame, "contended")]
     if busy.empty:
         return []
     worst = busy["foreign_cpu_pct"].max() if "foreign_cpu_pct" in busy.columns else None

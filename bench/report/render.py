@@ -33,7 +33,6 @@ def render(data: RunData) -> str:
 
 def write_report(path: Path) -> Path:
     """Write report.md and the plots into the run folder; returns report.md's path."""
-    data = load_run(path)
     report = path / "report.md"
-    write_atomic(report, render(data))
+    write_atomic(report, render(load_run(path)))
     return report

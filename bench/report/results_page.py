@@ -15,11 +15,11 @@ from bench.paths import REPO
 from bench.report.answers import cross_run_table
 from bench.report.cells import judged_frame, mark_notes, marked
 from bench.report.columns import clean as clean_rows
+from bench.report.columns import flag
 from bench.report.findings import findings_lines
 from bench.report.load import RunData, load_run
 from bench.report.markdown import fmt, markdown_table
 from bench.report.publish import PUBLISHED_DIR, published_runs
-from bench.report.quiet import contended_rows
 from bench.report.ratios import POINT_COLUMNS, paired_ratios, ratio_text, rtt_note, shown_point_columns
 from bench.report.sections.instructions import SCRIPT_COST_STEPS, servers, servers_table
 from bench.report.sections.servers import servers_point_table
@@ -62,8 +62,7 @@ def anchor(run_id: str) -> str:
 
 def experiment_tables(data: RunData) -> dict[str, pd.DataFrame]:
     """An experiment's CSVs (experiments/ writes <name>.csv and <name>_<table>.csv), by file name."""
-    name = data.meta.experiment
-    if not name:
+    if not (name := data.meta.experiment):
         return {}
     return {path.name: pd.read_csv(path) for path in sorted(data.path.glob(f"{name}*.csv"))}
 
@@ -86,7 +85,7 @@ def quiet_check(data: RunData) -> str:
     if frames:
         worst = max((f["foreign_cpu_pct"].max() for f in frames), default=None)
         steal = max((f["steal_pct"].max() for f in frames if "steal_pct" in f.columns), default=None)
-        busy = sum(len(contended_rows(f)) for f in frames)
+        busy = sum(int(flag(f, "contended").sum()) for f in frames)
         rows = sum(len(f) for f in frames)
         clean = sum(int(clean_rows(f).sum()) for f in frames)
         parts.append(f"in the measured windows foreign CPU at most {fmt(worst)}% of a core, steal at most "
@@ -172,13 +171,11 @@ def instructions_by_step(data: RunData) -> dict[tuple[str, str], str]:
     script cost cell adds them."""
     if (frame := data.frame("instructions")) is None:
         return {}
-    found = {}
-    for r in frame.to_dict("records"):
-        if (timed := SCRIPT_COST_STEPS.get(str(r["step"]))) is not None:
-            found[(str(r["protocol"]), timed)] = (
-                f", {fmt(round(float(r['instructions_per_call'])))} instructions"
-            )
-    return found
+    return {
+        (str(r["protocol"]), timed): f", {fmt(round(float(r['instructions_per_call'])))} instructions"
+        for r in frame.to_dict("records")
+        if (timed := SCRIPT_COST_STEPS.get(str(r["step"]))) is not None
+    }
 
 
 def sweep_table(data: RunData, column: str) -> pd.DataFrame | None:
@@ -299,13 +296,12 @@ def render_findings(runs: list[RunData]) -> str:
     """The README's "What we found" block: the headline run's findings, generated."""
     if (data := headline_run(runs)) is None:
         return NONE_YET
-    link = page_link(data)
     commit = str(data.meta.git_sha or "unknown")[:12]
     same = [run for run in runs if run.meta.profile == HEADLINE_PROFILE]
     # a figure on the front page comes from a committed tree: a stress run made dirty is left out
     committed_stress = [run for run in runs if run.meta.profile == STRESS_PROFILE and not run.meta.git_dirty]
     lines = [
-        f"From run [{data.run_id}]({link}) at commit {commit}, clean cells only: "
+        f"From run [{data.run_id}]({page_link(data)}) at commit {commit}, clean cells only: "
         "a contended or saturated cell gives no figure. "
         "[The glossary](docs/method.md#glossary) defines the terms.",
         "",

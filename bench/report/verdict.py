@@ -84,9 +84,7 @@ def is_missing(value: object) -> bool:
 
 def ratio(a: float, b: float) -> float:
     """B/A; nan when both are zero, inf when only A is."""
-    if a == 0:
-        return math.nan if b == 0 else math.inf
-    return b / a
+    return b / a if a != 0 else math.nan if b == 0 else math.inf
 
 
 def apart(a: Sample, b: Sample) -> bool:
@@ -113,13 +111,9 @@ def verdict(
         return NOT_JUDGED
     if least and abs(a.mean - b.mean) <= least:
         return "same"
-    if exact or apart(a, b):
-        return _by_threshold(a, b, higher_is_better, exact_beyond if exact else beyond)
-    return "same"
-
-
-def _by_threshold(a: Sample, b: Sample, higher_is_better: bool, beyond: float) -> str:
+    if not (exact or apart(a, b)):
+        return "same"
     change = ratio(a.mean, b.mean) - 1
-    if abs(change) <= beyond:
+    if abs(change) <= (exact_beyond if exact else beyond):
         return "same"
     return "better" if (change > 0) == higher_is_better else "worse"

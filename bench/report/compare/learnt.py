@@ -73,9 +73,7 @@ class Learnt:
 
 def read_learnt(path: Path = LEARNT_FILE) -> Learnt:
     """The drift kept in the repository; none learnt when the file is absent."""
-    if not path.is_file():
-        return Learnt()
-    return Learnt.from_json(json.loads(path.read_text()))
+    return Learnt.from_json(json.loads(path.read_text())) if path.is_file() else Learnt()
 
 
 def write_learnt(learnt: Learnt, path: Path = LEARNT_FILE) -> None:

@@ -223,9 +223,7 @@ def _flags(frame: pd.DataFrame, stage: str, key: tuple[object, ...]) -> list[str
 
 def _truthy(value: object, missing: bool = False) -> bool:
     """A CSV flag as pandas may read it: bool, "True"/"False", 1/0; an empty cell is ``missing``."""
-    if is_missing(value):
-        return missing
-    return str(value).strip().lower() in ("true", "1", "1.0", "yes")
+    return missing if is_missing(value) else str(value).strip().lower() in ("true", "1", "1.0", "yes")
 
 
 def _seed_pinned(frame: pd.DataFrame) -> bool:

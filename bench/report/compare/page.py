@@ -31,8 +31,7 @@ def compare_markdown(a: RunData, b: RunData, comparison: Comparison, changed_onl
         if not run.complete:
             lines.append(f"run {name} is INCOMPLETE: {run.meta.reason or 'no reason recorded'}")
     lines += ["", *context_lines(a.meta, b.meta), ""]
-    ratios = headline_lines(a.frames.get("finish_fetch"), b.frames.get("finish_fetch"))
-    if ratios:
+    if ratios := headline_lines(a.frames.get("finish_fetch"), b.frames.get("finish_fetch")):
         lines += [*ratios, ""]
     rows = comparison.rows.copy()
     if changed_only:
@@ -108,8 +107,7 @@ def _num(value: object) -> float | None:
 
 
 def _shown(value: object) -> str:
-    number = _num(value)
-    if number is None:
+    if (number := _num(value)) is None:
         return "—" if value is None else str(value)
     return f"{number:.3g}" if abs(number) < 100 else f"{number:,.0f}"
 
@@ -160,9 +158,10 @@ def package_lines(meta_a: RunMeta, meta_b: RunMeta) -> list[str]:
     return lines
 
 
-def machine_lines(meta_a: RunMeta, meta_b: RunMeta) -> list[str]:
-    """What the machine looked like before each run, and the system settings that differ."""
-    lines = []
+def context_lines(meta_a: RunMeta, meta_b: RunMeta) -> list[str]:
+    """All compare says about the two runs' machines and software before its first verdict: the
+    calibrations, a busy machine before a run, the system settings and the packages that differ."""
+    lines = calibration_lines(meta_a, meta_b)
     for name, meta in (("A", meta_a), ("B", meta_b)):
         before = meta.machine_before
         if before.get("contended"):
@@ -173,13 +172,4 @@ def machine_lines(meta_a: RunMeta, meta_b: RunMeta) -> list[str]:
         for key in dict.fromkeys([*sys_a, *sys_b]):
             if sys_a.get(key) != sys_b.get(key):
                 lines.append(f"system changed: {key}: {sys_a.get(key)} -> {sys_b.get(key)}")
-    return lines
-
-
-def context_lines(meta_a: RunMeta, meta_b: RunMeta) -> list[str]:
-    """All compare says about the two runs' machines and software before its first verdict."""
-    return [
-        *calibration_lines(meta_a, meta_b),
-        *machine_lines(meta_a, meta_b),
-        *package_lines(meta_a, meta_b),
-    ]
+    return lines + package_lines(meta_a, meta_b)

@@ -52,8 +52,7 @@ POINT = re.compile(
 def split_variant(variant: str) -> tuple[str, str]:
     """An HDR variant id, "fused-w4-rtt1" or "fused-w4-c8-j5-rtt1", as (strategy, "4 workers, rtt
     1 ms" with "x 8" and ", job 5 ms" when set); a name without a point ("fused") as (itself, "")."""
-    match = POINT.match(variant)
-    if match:
+    if match := POINT.match(variant):
         workers = f"{match['workers']} workers" + (f" x {match['conc']}" if match["conc"] else "")
         job = f", job {match['job']} ms" if match["job"] else ""
         return match["strategy"], f"{workers}{job}, rtt {match['rtt']} ms"

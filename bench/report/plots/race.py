@@ -22,8 +22,7 @@ def race_anomalies(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     data = frame.copy()
     reps = data["reps"].fillna(1) if "reps" in data else 1
     data["_jobs"] = data["stalled_jobs"].fillna(0) * reps if "stalled_jobs" in data else 0
-    delays = sorted(data["delay_ms"].dropna().unique().tolist())
-    if not delays:
+    if not (delays := sorted(data["delay_ms"].dropna().unique().tolist())):
         return None
     # each panel as wide as its variants need: a panel of two is not stretched to match one of five
     counts = [max(1, len(data.loc[data["delay_ms"] == d, "variant"].unique())) for d in delays]

@@ -95,16 +95,12 @@ def line_style(variant: str) -> str:
     return PROTOCOL_LINES.get(split_label(variant)[0], OTHER_LINE)
 
 
-def _protocol_order(variant: str) -> tuple[bool, str]:
-    protocol = split_label(variant)[0]
-    return protocol != HOME_PROTOCOL, protocol
-
-
 def ordered(variants: Sequence[str]) -> list[str]:
     """Known variants first in their fixed order, each followed by its other protocols' labels."""
     known: list[str] = []
     for name in VARIANT_ORDER:
-        known += sorted((v for v in variants if split_label(v)[1] == name), key=_protocol_order)
+        ours = [v for v in variants if split_label(v)[1] == name]
+        known += sorted(ours, key=lambda v: (split_label(v)[0] != HOME_PROTOCOL, split_label(v)[0]))
     return known + sorted(set(variants) - set(known))
 
 

@@ -30,9 +30,7 @@ FLAGS = ("contended", "saturated")
 
 def _spread(values: pd.Series) -> str:
     middle = f"{values.median():,.0f}"
-    if len(values) < 2:
-        return middle
-    return f"{middle} [{values.min():,.0f}-{values.max():,.0f}]"
+    return middle if len(values) < 2 else f"{middle} [{values.min():,.0f}-{values.max():,.0f}]"
 
 
 def _median(frame: pd.DataFrame, column: str, form: str) -> str:
@@ -41,8 +39,7 @@ def _median(frame: pd.DataFrame, column: str, form: str) -> str:
 
 
 def _ratio(frame: pd.DataFrame, driver: str, concurrency: int) -> str:
-    other = FUSED_OVER_TWO_CALL.get(driver)
-    if other is None:
+    if (other := FUSED_OVER_TWO_CALL.get(driver)) is None:
         return ""
     at = frame["concurrency"] == concurrency
     ratio = headline_ratio(
@@ -101,8 +98,7 @@ def versions_lines(about: BullmqWorkerMeta) -> list[str]:
 
 def bullmq_worker_section(data: RunData) -> list[str]:
     """BullMQ's own workers (its Node package's and its Python port's) beside the suite's loops."""
-    frame = data.frames.get("bullmq_worker")
-    if frame is None:
+    if (frame := data.frames.get("bullmq_worker")) is None:
         return []  # absent, or not run: the run section's list says which
     lines = ["## BullMQ's own workers against the suite's loops on BullMQ's scripts", ""]
     lines += missing_note(data, "bullmq_worker")
@@ -123,12 +119,10 @@ def bullmq_worker_section(data: RunData) -> list[str]:
     lines += versions_lines(about)
     if about.options:
         lines += [f"*{about.options}.*", ""]
-    saturated = int(flag(frame, "saturated").sum())
-    if saturated:
+    if saturated := int(flag(frame, "saturated").sum()):
         lines += [f"> **{saturated} run(s) saturated**: the worker driver used its whole core, so it, not "
                   "Redis, set the pace; their jobs/s measure the client.", ""]  # fmt: skip
-    failed = int((~frame["audit_ok"].fillna(True).astype(bool)).sum())
-    if failed:
+    if failed := int((~frame["audit_ok"].fillna(True).astype(bool)).sum()):
         lines += [f"> **Audit FAILED in {failed} run(s)**: a job not completed exactly once.", ""]
     lines += [markdown_table(worker_table(frame)), ""]
     lines += figure(worker_drivers(frame, data.path), "no jobs_per_s values")

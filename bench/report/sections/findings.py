@@ -16,8 +16,7 @@ from bench.report.predict import grid, what_if
 
 
 def findings_section(data: RunData) -> list[str]:
-    lines = findings_lines(data)
-    if not lines:
+    if not (lines := findings_lines(data)):
         return []
     return [
         "## What we found",

@@ -155,8 +155,7 @@ def finish_fetch_section(data: RunData) -> list[str]:
 
 def _finish_fetch_summary(frame: pd.DataFrame) -> list[str]:
     keys = STAGE_KEYS["finish_fetch"]
-    points = samples("finish_fetch", frame)
-    if not points:
+    if not (points := samples("finish_fetch", frame)):
         return ["*No points: the key columns (strategy, workers, rtt_ms) are missing.*", ""]
     shown = {"strategy", *shown_point_columns(frame)}
     rows = []

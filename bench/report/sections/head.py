@@ -14,7 +14,6 @@ def section_head(
 ) -> tuple[list[str], pd.DataFrame | None]:
     """The section's first lines and its frame (None: no file); ``counted`` names a contended row."""
     lines = [f"## {title}", ""]
-    frame = data.frames.get(stage)
-    if frame is None:
+    if (frame := data.frames.get(stage)) is None:
         return [*lines, f"*Absent: this run has no {STAGE_FILES[stage].FILE}.*", ""], None
     return [*lines, *missing_note(data, stage), *contended_note(frame, counted)], frame

@@ -209,8 +209,7 @@ def call_price_findings(frame: pd.DataFrame) -> list[str]:
 
 
 def instructions_section(data: RunData) -> list[str]:
-    table = instructions_table(data)
-    if table is None:
+    if (table := instructions_table(data)) is None:
         about = data.meta.instructions
         if about is not None and about.skipped:
             return ["## Redis's cost in instructions", "", f"*Not counted: {about.skipped}.*", ""]
@@ -221,8 +220,7 @@ def instructions_section(data: RunData) -> list[str]:
         lines += ["Each server counted, a job and its add (instructions of the whole server):", ""]
         lines += [markdown_table(servers_table(frame)), "", "Every step:", ""]
     lines += [markdown_table(table), ""]
-    by_completed = completed_table(data)
-    if by_completed is not None:
+    if (by_completed := completed_table(data)) is not None:
         lines += ["### A job against the completed set's size", "", COMPLETED_ABOUT, ""]
         lines += [markdown_table(by_completed), ""]
     if (parts := data.frame("instructions_parts")) is None:

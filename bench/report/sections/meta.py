@@ -11,8 +11,7 @@ from bench.results.meta import RunMeta
 
 def protocols_text(meta: RunMeta) -> str:
     """The run's protocols and where their scripts came from."""
-    record = meta.protocols
-    if not record:
+    if not (record := meta.protocols):
         return "echomq (lua/)"
     parts = []
     for name, about in sorted(record.items(), key=lambda item: item[0] != "echomq"):  # the suite's first
@@ -24,7 +23,6 @@ def protocols_text(meta: RunMeta) -> str:
 def meta_section(data: RunData) -> list[str]:
     meta = data.meta
     lines = [f"# echomq-bench run {data.run_id}", ""]
-    status = "complete" if data.complete else "**INCOMPLETE**"
     if not data.complete:
         reason = meta.reason or "no reason recorded (the run may have been killed)"
         done = ", ".join(meta.stages_done) or "none"
@@ -36,7 +34,7 @@ def meta_section(data: RunData) -> list[str]:
     sha = str(meta.git_sha or "unknown")[:12]
     server = f"{meta.server_release or 'unknown'} ({meta.redis_source or 'source unknown'})"
     rows = [
-        ("status", status),
+        ("status", "complete" if data.complete else "**INCOMPLETE**"),
         ("profile", meta.profile),
         ("started / finished", f"{meta.started or '?'} / {meta.finished or '?'}"),
         ("git", f"{sha}{' (dirty: uncommitted changes)' if meta.git_dirty else ''}"),

@@ -66,13 +66,11 @@ def goal_lines(frame: pd.DataFrame, control: pd.DataFrame | None = None) -> list
                   "100,000; stress reaches it) leaves a goal at that size *not measured*, but "
                   "echomq-deadline's sliced pass, judged at the run's largest size (its note says "
                   "which).", ""]  # fmt: skip
-    found = control_of(control_rows)
-    if found is not None:
+    if (found := control_of(control_rows)) is not None:
         shown = found.text().removeprefix("control: ")
         lines += ["**The control**, a Lua loop of plain arithmetic (no key, no allocation) timed call "
                   f"by call inside Redis in this run: {shown}.", ""]  # fmt: skip
-    passes = sliced_passes(rows)
-    if passes:
+    if passes := sliced_passes(rows):
         lines += ["**The sliced passes.** Each row gives the median calls per pass. "
                   "It gives the longest call inside Redis (SLOWLOG; the threshold when none was logged). "
                   "It gives the most calls of one pass over the threshold. "
@@ -81,18 +79,11 @@ def goal_lines(frame: pd.DataFrame, control: pd.DataFrame | None = None) -> list
                   ""]  # fmt: skip
         table = pd.DataFrame([[label, *cells] for label, cells in passes], columns=["variant", *PASS_HEADER])
         lines += [markdown_table(table), ""]
-    ratios = bullmq_ratios(rows)
-    if ratios:
+    if ratios := bullmq_ratios(rows):
         lines += ["**BullMQ's all-stalled sweep beside echomq-deadline's sliced pass**, Redis µs a "
                   "stalled id (commandstats, median of the timed sweeps):", ""]  # fmt: skip
         lines += [markdown_table(pd.DataFrame([r.cells() for r in ratios], columns=list(RATIO_HEADER))), ""]
     return lines
-
-
-def deadline_timing_lines(frame: pd.DataFrame) -> list[str]:
-    if "protocol" in frame.columns and (frame["protocol"] == DEADLINE).any():
-        return [DEADLINE_TIMING, ""]
-    return []
 
 
 def sweep_section(data: RunData) -> list[str]:
@@ -100,7 +91,8 @@ def sweep_section(data: RunData) -> list[str]:
     if frame is None:
         return lines
     lines += bullmq_note(frame)
-    lines += deadline_timing_lines(frame)
+    if "protocol" in frame.columns and (frame["protocol"] == DEADLINE).any():
+        lines += [DEADLINE_TIMING, ""]
     skipped = frame[frame["skipped"] != ""]
     measured = frame[frame["skipped"] == ""]
     lines += figure(sweep_time(protocol_labelled(measured), data.path), "no measured sweep points")
