@@ -29,12 +29,7 @@ from bench.stages.finish_fetch.in_locust.options import summary_path
 from bench.stages.finish_fetch.in_locust.server_watch import ServerWatch
 from bench.stages.finish_fetch.in_locust.sleep import prompt_stop
 from bench.stages.finish_fetch.in_locust.trial_queues import TrialQueues
-from bench.stages.finish_fetch.loadstats import (
-    Aggregate,
-    Recorder,
-    error_kind,
-    server_figures,
-)
+from bench.stages.finish_fetch.loadstats import Aggregate, Recorder, error_kind, server_figures
 from bench.stages.finish_fetch.seats import started
 from bench.stages.finish_fetch.summary import (
     ServerFigures,
