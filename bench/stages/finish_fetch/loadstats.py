@@ -132,11 +132,10 @@ class Aggregate:
     """The run's merged measurements: the deltas of the current epoch from every process."""
 
     def __init__(self) -> None:
-        self.epoch = 0
         self.histograms: dict[str, HdrHistogram] = {}
         self.counters: Counter[str] = Counter()
         self.processes: dict[str, ProcessTotals] = {}
-        self.stale_reports = 0
+        self.reset(0)
 
     def reset(self, epoch: int) -> None:
         self.epoch = epoch

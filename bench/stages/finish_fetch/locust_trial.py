@@ -58,12 +58,8 @@ class TrialResult:
     @property
     def stopped(self) -> str | None:
         """Why the run stopped before its end (Locust's own reason, or the audit's), if it did."""
-        reason = self.summary.aborted
-        if reason:
-            return str(reason)
-        if self.audit.server_restarted or self.audit.server_unreachable or self.audit.lost_shards:
-            return self.audit.verdict
-        return None
+        lost = self.audit.server_restarted or self.audit.server_unreachable or self.audit.lost_shards
+        return self.summary.aborted or (self.audit.verdict if lost else None)
 
     @property
     def variant_id(self) -> str:
@@ -95,8 +91,7 @@ def locust_command(trial: TrialSettings, processes: int, prefix: Path) -> list[s
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        return int(sock.getsockname()[1])
 
 
 def run_locust(settings: RedisSettings, trial: TrialSettings, processes: int, prefix: Path) -> TrialSummary:

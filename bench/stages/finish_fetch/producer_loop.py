@@ -31,13 +31,7 @@ class ProducerLoop:
     """One producer on its own connection (an AutoPipeline, so the simulated wait is paid as a
     worker's is: once an exchange)."""
 
-    def __init__(
-        self,
-        queue: Queue,
-        trial: TrialSettings,
-        meter: Meter,
-        hooks: LoadHooks = NO_HOOKS,
-    ) -> None:
+    def __init__(self, queue: Queue, trial: TrialSettings, meter: Meter, hooks: LoadHooks = NO_HOOKS) -> None:
         self.queue = queue
         self.run = trial
         self.meter = meter

@@ -22,12 +22,7 @@ from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Queue
 from bench.protocol.refusal import LOADING_WAIT_S, ServerRefused, refusal, refusal_line
 from bench.protocol.spread import homes, queue_names
-from bench.stages.finish_fetch.loadstats import (
-    Aggregate,
-    Recorder,
-    issued_job_ids,
-    redis_used_memory,
-)
+from bench.stages.finish_fetch.loadstats import Aggregate, Recorder, issued_job_ids, redis_used_memory
 from bench.stages.finish_fetch.producer_loop import ProducerLoop
 from bench.stages.finish_fetch.summary import ServerFigures, SummaryAudit, TrialSummary, build_summary
 from bench.stages.finish_fetch.timed import run_steps

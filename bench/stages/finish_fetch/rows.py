@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +91,7 @@ def row_of(run: TrialResult, opts: FinishFetchOptions, ids: RunIds) -> FinishFet
         wait_samples=d.wait_samples,
         wait_empty_samples=d.wait_empty_samples,
     )
-    return replace(row, **run.machine.row_fields()) if run.machine else row
+    return dataclasses.replace(row, **run.machine.row_fields()) if run.machine else row
 
 
 def _metric_file_name(metric: str) -> str:
@@ -117,7 +116,6 @@ def _point(run: TrialResult, ids: RunIds) -> dict[str, Any]:
 
 
 def shard_rows(run: TrialResult, ids: RunIds) -> list[FinishFetchShardRow]:
-    masters = run.summary.shards.get("masters", {})
     return [
         FinishFetchShardRow(
             **_point(run, ids),
@@ -129,12 +127,11 @@ def shard_rows(run: TrialResult, ids: RunIds) -> list[FinishFetchShardRow]:
             server_usec=m["server_usec"],
             server_us_per_job=_round(m["server_us_per_job"], 2),
         )
-        for master, m in masters.items()
+        for master, m in run.summary.shards.get("masters", {}).items()
     ]
 
 
 def queue_rows(run: TrialResult, ids: RunIds) -> list[FinishFetchQueueRow]:
-    queues = run.summary.shards.get("queues", {})
     return [
         FinishFetchQueueRow(
             **_point(run, ids),
@@ -144,7 +141,7 @@ def queue_rows(run: TrialResult, ids: RunIds) -> list[FinishFetchQueueRow]:
             jobs=q["jobs"],
             jobs_per_s=_round(q["jobs_per_s"], 1),
         )
-        for name, q in queues.items()
+        for name, q in run.summary.shards.get("queues", {}).items()
     ]
 
 

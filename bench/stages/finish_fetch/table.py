@@ -58,34 +58,22 @@ def _limit(runs: Sequence[TableRow]) -> str:
     return named.most_common(1)[0][0] if named else "-"
 
 
-def _point(r: TableRow) -> tuple[str, int, int, int, float, float, str, float]:
-    row = r.row
-    return (
-        row.protocol,
-        row.workers,
-        row.queues,
-        row.concurrency,
-        row.job_ms,
-        row.rtt_ms,
-        row.regime,
-        row.load or 0.0,
-    )
+# protocol, workers, queues, concurrency, job_ms, rtt_ms, regime, load
+TablePoint = tuple[str, int, int, int, float, float, str, float]
 
 
-def _heading(
-    protocol: str,
-    workers: int,
-    queues: int,
-    concurrency: int,
-    job_ms: float,
-    rtt: float,
-    regime: str,
-    load: float,
-    slept: Sequence[float],
-) -> str:
+_POINT = attrgetter("protocol", "workers", "queues", "concurrency", "job_ms", "rtt_ms", "regime")
+
+
+def _point(r: TableRow) -> TablePoint:
+    return (*_POINT(r.row), r.row.load or 0.0)
+
+
+def _heading(protocol: str, point: TablePoint, slept: Sequence[float]) -> str:
     """[bullmq: ]backlog, workers 4, rtt 1 ms*, 3 queues, 8 jobs in flight each, job 5 ms (slept
     1.07): the regime (open: at its share of the backlog capacity), the protocol when the run
     measured several, the last four when set."""
+    _, workers, queues, concurrency, job_ms, rtt, regime, load = point
     shown = f"open at {load:.0%} of the backlog capacity" if regime == "open" and load else regime
     text = f"{protocol + ': ' if protocol else ''}{shown}, workers {workers}, rtt {rtt:g} ms*"
     if queues != 1:
@@ -188,7 +176,7 @@ def table(
         body = render_table(header, rows, right=range(1, len(header)), width=inner)
         slept = [r.rtt_slept_ms for r in here if r.rtt_slept_ms]
         named = point[0] if len(protocols) > 1 else ""
-        blocks += [_heading(named, *point[1:], slept=slept), indent(body, "  ")]
+        blocks += [_heading(named, point, slept), indent(body, "  ")]
         if not inline and others:
             ratio_header = ["", *ratio_names]
             right = range(1, len(ratio_header))
@@ -225,15 +213,14 @@ def _clean(runs: Sequence[TableRow]) -> str:
 
 def mark_note(runs: Sequence[TableRow], width: int | None = None) -> str:
     """The note under the table for its marked cells: "" when no cell is marked."""
-    contended = any(judged(of)[1].startswith(CONTENDED_MARK) for of in _cells(runs))
-    saturated = any(SATURATED_MARK in judged(of)[1] for of in _cells(runs))
+    marks = "".join(judged(of)[1] for of in _cells(runs))
     parts = []
-    if contended:
+    if CONTENDED_MARK in marks:
         parts.append(
             f"{CONTENDED_MARK}: every window of the cell was contended (the re-measuring's budget spent): "
             "its figures are not comparable"
         )
-    if saturated:
+    if SATURATED_MARK in marks:
         parts.append(f"{SATURATED_MARK}: the load generator saturated in a window of the cell, not Redis")
     parts = parts and [*parts, "figures rest on a cell's uncontended windows when it has any"]
     return wrap_note("; ".join(parts), width) if parts else ""

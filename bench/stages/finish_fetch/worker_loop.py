@@ -74,13 +74,7 @@ class WorkerLoop:
     crashed worker's would; the audit counts them there) and raises, for run_steps to count.
     """
 
-    def __init__(
-        self,
-        queue: Queue,
-        trial: TrialSettings,
-        meter: Meter,
-        hooks: LoadHooks = NO_HOOKS,
-    ) -> None:
+    def __init__(self, queue: Queue, trial: TrialSettings, meter: Meter, hooks: LoadHooks = NO_HOOKS) -> None:
         self.pipe: AutoPipeline = hooks.pipe(queue, trial.rtt_ms, meter, "worker")
         self.sender: Sender = self.pipe
         self.on_call = hooks.on_call

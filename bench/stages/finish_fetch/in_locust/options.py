@@ -233,10 +233,9 @@ def summary_path(options: Any) -> Path | None:
     prefix = getattr(options, "csv_prefix", None)
     if prefix:
         return Path(f"{prefix}_summary.json")
-    return _default_summary[0] if _default_summary else None
+    return default_summary()
 
 
 def default_summary() -> Path | None:
-    """This test's summary path when it is the run folder of its own (None when the command line
-    named one)."""
+    """This test's summary path in the run folder of its own (None before a test begins)."""
     return _default_summary[0] if _default_summary else None

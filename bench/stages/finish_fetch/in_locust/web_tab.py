@@ -159,11 +159,7 @@ class LiveTab:
     def rows(self) -> list[dict[str, Any]]:
         live = self.live_rows()
         current = live[0]["strategy"] if live else None
-        rows = list(live)
-        for strategy, finished in self.finished.items():
-            if strategy != current or not live:
-                rows += finished
-        return rows
+        return live + [row for strategy, rows in self.finished.items() if strategy != current for row in rows]
 
     def record_finished(self, summary: TrialSummary) -> None:
         """A test ended: keep its window's figures, from its summary, as the strategy's last."""

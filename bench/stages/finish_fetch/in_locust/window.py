@@ -29,12 +29,7 @@ from bench.stages.finish_fetch.in_locust.options import summary_path
 from bench.stages.finish_fetch.in_locust.server_watch import ServerWatch
 from bench.stages.finish_fetch.in_locust.sleep import prompt_stop
 from bench.stages.finish_fetch.in_locust.trial_queues import TrialQueues
-from bench.stages.finish_fetch.loadstats import (
-    Aggregate,
-    Recorder,
-    error_kind,
-    server_figures,
-)
+from bench.stages.finish_fetch.loadstats import Aggregate, Recorder, error_kind, server_figures
 from bench.stages.finish_fetch.seats import started
 from bench.stages.finish_fetch.summary import (
     ServerFigures,
@@ -256,14 +251,8 @@ class Controller:
         self.window_clock = (self.window_clock[0], clock())
         figures = self._server_figures()
         self.stats_after = figures[0] if figures else None
-        if self.redis_cpu is not None and figures is not None:
-            self.redis_cpu = (self.redis_cpu[0], figures[1])
-        else:
-            self.redis_cpu = None
-        if self.used_memory is not None and figures is not None:
-            self.used_memory = (self.used_memory[0], figures[2])
-        else:
-            self.used_memory = None
+        self.redis_cpu = (self.redis_cpu[0], figures[1]) if self.redis_cpu and figures else None
+        self.used_memory = (self.used_memory[0], figures[2]) if self.used_memory and figures else None
         self.own.freeze()
         runner = environment.runner
         assert runner is not None
