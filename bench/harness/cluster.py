@@ -122,10 +122,8 @@ class EmbeddedCluster:
                 # Distinct config epochs before MEET, as redis-cli --cluster create sets them:
                 # no epoch collision for the nodes to resolve first.
                 client.execute_command("CLUSTER", "SET-CONFIG-EPOCH", epoch)
-                if ranged:
-                    client.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)
-                else:
-                    client.execute_command("CLUSTER", "ADDSLOTS", *range(first, last + 1))
+                slots = ("ADDSLOTSRANGE", first, last) if ranged else ("ADDSLOTS", *range(first, last + 1))
+                client.execute_command("CLUSTER", *slots)
             for node in self.nodes[1:]:
                 clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", node.port)
             self._wait_ok(clients)

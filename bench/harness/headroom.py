@@ -61,16 +61,13 @@ def _finish_fetch_jobs(profile: Profile) -> int:
 
 def jobs_held(profile: Profile, stages: Sequence[str]) -> int:
     """The most jobs any one step of ``stages`` holds on the server at once."""
-    held = [0]
-    if "finish_fetch" in stages:
-        held.append(_finish_fetch_jobs(profile))
-    if "bullmq_worker" in stages:
-        held.append(profile.bullmq_worker.bullmq_worker_jobs)
-    if "sweep" in stages:
-        held += [*profile.sweep.sweep_sizes, *profile.sweep.sweep_hazard_sizes]
-    if "race" in stages:
-        held.append(profile.race.race_jobs)
-    return max(held)
+    held = {
+        "finish_fetch": [_finish_fetch_jobs(profile)],
+        "bullmq_worker": [profile.bullmq_worker.bullmq_worker_jobs],
+        "sweep": [*profile.sweep.sweep_sizes, *profile.sweep.sweep_hazard_sizes],
+        "race": [profile.race.race_jobs],
+    }
+    return max((jobs for stage in stages for jobs in held.get(stage, ())), default=0)
 
 
 def bytes_per_job(client: Client, payload_bytes: int, protocol: str) -> float:

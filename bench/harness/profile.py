@@ -284,13 +284,10 @@ def resolved(profile: Profile) -> dict[str, Any]:
         "cluster": profile.cluster,
         "servers": list(profile.servers),
     }
-    for f in fields(Profile):
-        section = getattr(profile, f.name)
-        if isinstance(section, SECTIONS):
-            record[f.name] = {
-                option_key(k): list(v) if isinstance(v, tuple) else v
-                for k, v in dataclasses.asdict(section).items()
-            }
+    for section in SECTIONS:
+        name = section_field(section)
+        values = dataclasses.asdict(getattr(profile, name))
+        record[name] = {option_key(k): list(v) if isinstance(v, tuple) else v for k, v in values.items()}
     return record
 
 

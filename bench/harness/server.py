@@ -425,8 +425,7 @@ class EmbeddedRedis:
             try:
                 self.process.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
+                self.kill()
 
     def stop(self) -> None:
         self._kill()
