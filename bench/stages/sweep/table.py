@@ -88,18 +88,14 @@ def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
             if note
         ]
     if rows:
-        lines += [
-            "",
-            wrap_note(
-                "sweep ms: a whole sweep, the median of the timed sweeps; hold ms: the longest single "
-                "call over all the timed sweeps (a maximum, so it can exceed the median sweep), timed at "
-                "the client (a round trip and the client's pauses in it); in redis: the longest call's "
-                "time inside Redis over the same sweeps (SLOWLOG; ≤: none "
-                "was over the server's slowlog threshold; -: SLOWLOG could not tell)",
-                width,
-                "  ",
-            ),
-        ]
+        note = (
+            "sweep ms: a whole sweep, the median of the timed sweeps; hold ms: the longest single "
+            "call over all the timed sweeps (a maximum, so it can exceed the median sweep), timed at "
+            "the client (a round trip and the client's pauses in it); in redis: the longest call's "
+            "time inside Redis over the same sweeps (SLOWLOG; ≤: none "
+            "was over the server's slowlog threshold; -: SLOWLOG could not tell)"
+        )
+        lines += ["", wrap_note(note, width, "  ")]
     contended = [r for r in rows if r.contended]
     if contended:
         foreign, steal = [r.foreign_cpu_pct for r in contended], [r.steal_pct for r in contended]
