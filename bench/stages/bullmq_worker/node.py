@@ -37,18 +37,14 @@ class NodePeer:
         return {name: self.scripts.get(name, "not one of the package's scripts") for name in sorted(files)}
 
 
-def pinned_version(folder: Path, package: str) -> str | None:
-    """The version the peer's package-lock.json pins for ``package``."""
+def json_value(path: Path, *keys: str) -> str | None:
+    """The value at ``keys`` in the JSON file at ``path``, as a string; None when any is missing:
+    a package's version as package-lock.json pins it, or as its package.json says it is installed."""
     try:
-        lock = json.loads((folder / "package-lock.json").read_text())
-        return str(lock["packages"][f"node_modules/{package}"]["version"])
-    except (OSError, ValueError, KeyError):
-        return None
-
-
-def installed_version(folder: Path, package: str) -> str | None:
-    try:
-        return str(json.loads((folder / "node_modules" / package / "package.json").read_text())["version"])
+        found = json.loads(path.read_text())
+        for key in keys:
+            found = found[key]
+        return str(found)
     except (OSError, ValueError, KeyError):
         return None
 
@@ -74,7 +70,8 @@ def find_peer(folder: Path | None = None, path: str | None = None) -> NodePeer |
         return f"node {version or '(no version)'} is older than {MIN_NODE_MAJOR}: install a newer Node.js"
     where = folder.relative_to(REPO) if folder.is_relative_to(REPO) else folder
     for name in ("bullmq", "ioredis"):
-        want, have = pinned_version(folder, name), installed_version(folder, name)
+        want = json_value(folder / "package-lock.json", "packages", f"node_modules/{name}", "version")
+        have = json_value(folder / "node_modules" / name / "package.json", "version")
         if want is None:
             return f"{where}/package-lock.json pins no {name}: restore it from the repository"
         if have is None:

@@ -76,16 +76,9 @@ def count_anomalies(
     """The four counts of race.csv from what the threads saw and what the queue holds: ``reclaims``,
     times each id came back from a sweep (moved or failed); ``finishes``, successful worker finishes
     per id; ``fetched_finished``, fetches of a job that already had ``finishedOn``."""
-    wait: Counter[str] = Counter()
-    failed: set[str] = set()
-    completed: set[str] = set()
-    for (place, job_id), times in state.places.items():
-        if place == "wait":
-            wait[job_id] += times
-        elif place == "failed":
-            failed.add(job_id)
-        elif place == "completed":
-            completed.add(job_id)
+    wait = Counter({job_id: times for (place, job_id), times in state.places.items() if place == "wait"})
+    failed = {job_id for place, job_id in state.places if place == "failed"}
+    completed = {job_id for place, job_id in state.places if place == "completed"}
 
     def state_doubles(job_id: str) -> int:
         return max(0, wait[job_id] + (job_id in failed) - 1)

@@ -19,17 +19,15 @@ ALL = "all"
 
 def variant_names(requested: Iterable[str]) -> tuple[str, ...]:
     """The requested variants, checked against the sweep registry; ``all`` is every one in it."""
-    names: list[str] = []
-    for name in requested:
-        if name == ALL:
-            names.extend(v for v in SWEEPERS if v not in names)
-        elif name not in SWEEPERS:
-            raise BenchError(f"unknown race variant {name!r}; choose from {ALL}, {', '.join(SWEEPERS)}")
-        elif name not in names:
-            names.append(name)
+    requested = tuple(requested)
+    choose = f"choose from {ALL}, {', '.join(SWEEPERS)}"
+    unknown = [name for name in requested if name != ALL and name not in SWEEPERS]
+    if unknown:
+        raise BenchError(f"unknown race variant {unknown[0]!r}; {choose}")
+    names = tuple(dict.fromkeys(v for name in requested for v in (SWEEPERS if name == ALL else (name,))))
     if not names:
-        raise BenchError(f"no race variant given; choose from {ALL}, {', '.join(SWEEPERS)}")
-    return tuple(names)
+        raise BenchError(f"no race variant given; {choose}")
+    return names
 
 
 def extra_scripts(variants: Iterable[str]) -> tuple[str, ...]:

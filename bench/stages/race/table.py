@@ -49,17 +49,14 @@ def table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | None = N
             "its stalls count in stc, finishes in atm."
         )
     lines += [wrap_note(note, width) for note in notes]
-    mismatched = [o for o in outcomes if o.counts.double_by_returns != o.counts.double_by_state]
-    for outcome in mismatched:
+    for outcome in outcomes:
         c = outcome.counts
-        lines.append(
-            wrap_note(
+        if c.double_by_returns != c.double_by_state:
+            note = (
                 f"  {outcome.setting.label()}: double by returns {c.double_by_returns}, "
-                f"by final state {c.double_by_state} (workers finished some copies)",
-                width,
-                "    ",
+                f"by final state {c.double_by_state} (workers finished some copies)"
             )
-        )
+            lines.append(wrap_note(note, width, "    "))
     samples = [m for o in outcomes for m in o.machine if m.contended]
     if samples:
         foreign, steal = [m.foreign_cpu_pct for m in samples], [m.steal_pct for m in samples]

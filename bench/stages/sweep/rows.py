@@ -75,10 +75,8 @@ def _max_known(values: list[Any]) -> Any:
 def side_summary(run_dir: Path, point: SweepCase) -> SideSummary:
     side = load_side(run_dir, point)
     probe = empty_window()
-    for record in side:
-        window = ProbeWindow(decode(record["probe_hdr"]), record["probe_busy"], record["probe_errors"])
-        window.sent = record["probe_sent"]
-        probe.add(window)
+    for r in side:
+        probe.add(ProbeWindow(decode(r["probe_hdr"]), r["probe_busy"], r["probe_errors"], r["probe_sent"]))
     hold_us = _max_known([r.get("redis_hold_us") for r in side])  # the longest call inside Redis
     return SideSummary(
         values=len(side),

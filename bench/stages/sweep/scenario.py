@@ -18,8 +18,10 @@ from bench.errors import BenchError
 from bench.protocol.queue import Producer, Queue, Worker, WorkerOptions, _text, now_ms
 from bench.protocol.sweep import SLICED_PASS_KEYS, AtomicSweeper, SweepResult
 
-SCENARIOS = ("healthy", "all_stalled", "mixed")
 MIXED_EVERY = 10  # mixed: every 10th job of active, 10%, has lost its lock
+# Each scenario's stalled ids, as a slice of active's: none, all, or every 10th
+SHARES = {"healthy": slice(0), "all_stalled": slice(None), "mixed": slice(None, None, MIXED_EVERY)}
+SCENARIOS = tuple(SHARES)
 LOCK_MS = 24 * 3600 * 1000  # no lock lapses during a run by itself
 LOCK_TOKEN = "sweep-bench"
 BUILD_CHUNK = 10_000  # jobs a pipeline while building
@@ -31,12 +33,8 @@ BENCH_MAX_STALLED = 1_000_000_000
 
 def stalled_share(ids: Sequence[str], scenario: str) -> list[str]:
     """The ids whose lock is gone in ``scenario``: none, all, or every 10th."""
-    if scenario == "healthy":
-        return []
-    if scenario == "all_stalled":
-        return list(ids)
-    if scenario == "mixed":
-        return list(ids[::MIXED_EVERY])
+    if scenario in SHARES:
+        return list(ids[SHARES[scenario]])
     raise BenchError(f"unknown sweep scenario {scenario!r}; use one of {', '.join(SCENARIOS)}")
 
 

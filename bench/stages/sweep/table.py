@@ -88,18 +88,14 @@ def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
             if note
         ]
     if rows:
-        lines += [
-            "",
-            wrap_note(
-                "sweep ms: a whole sweep, the median of the timed sweeps; hold ms: the longest single "
-                "call over all the timed sweeps (a maximum, so it can exceed the median sweep), timed at "
-                "the client (a round trip and the client's pauses in it); in redis: the longest call's "
-                "time inside Redis over the same sweeps (SLOWLOG; ≤: none "
-                "was over the server's slowlog threshold; -: SLOWLOG could not tell)",
-                width,
-                "  ",
-            ),
-        ]
+        note = (
+            "sweep ms: a whole sweep, the median of the timed sweeps; hold ms: the longest single "
+            "call over all the timed sweeps (a maximum, so it can exceed the median sweep), timed at "
+            "the client (a round trip and the client's pauses in it); in redis: the longest call's "
+            "time inside Redis over the same sweeps (SLOWLOG; ≤: none "
+            "was over the server's slowlog threshold; -: SLOWLOG could not tell)"
+        )
+        lines += ["", wrap_note(note, width, "  ")]
     contended = [r for r in rows if r.contended]
     if contended:
         foreign, steal = [r.foreign_cpu_pct for r in contended], [r.steal_pct for r in contended]
@@ -146,17 +142,12 @@ def slopes(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
     """Least-squares slope of log(sweep time) on log(size) (1 linear, 2 quadratic), over all sizes
     and over the two largest, keyed ``<variant label>/<scenario>``."""
     fits: dict[str, dict[str, float]] = {}
-
-    def label(row: Mapping[str, Any]) -> str:
-        return variant_label(row.get("protocol") or ECHOMQ, row["variant"])
-
-    pairs = sorted({(label(r), r["scenario"]) for r in rows})
-    for variant, scenario in pairs:
-        fit = loglog_fit(
-            (r["active_size"], r["sweep_ms_median"])
-            for r in rows
-            if label(r) == variant and r["scenario"] == scenario
-        )
+    by_pair: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for r in rows:
+        label = variant_label(r.get("protocol") or ECHOMQ, r["variant"])
+        by_pair.setdefault((label, r["scenario"]), []).append((r["active_size"], r["sweep_ms_median"]))
+    for (variant, scenario), points in sorted(by_pair.items()):
+        fit = loglog_fit(points)
         if fit is not None:
             fits[f"{variant}/{scenario}"] = {
                 "slope": round(fit.slope, 3),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import KW_ONLY, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,34 +82,27 @@ class Connected:
     slowlog: SlowlogWatch
 
 
+@dataclass
 class PointBench:
     """The time function pyperf calls, for any point of one size."""
 
-    def __init__(
-        self,
-        settings: RedisSettings,
-        queue_name: str,
-        side_dir: Path,
-        *,
-        slice_size: int = DEFAULT_SLICE,
-        slice_budget_us: int = DEFAULT_SLICE_BUDGET_US,
-        probe_rate_hz: float = DEFAULT_RATE_HZ,
-        warmups: int = 0,
-        protocol: str = "echomq",
-    ) -> None:
-        self.settings = replace(settings, socket_timeout_s=SWEEP_TIMEOUT_S)
-        self.queue_name = queue_name
-        self.protocol = protocol
-        self.side_dir = side_dir
-        self.slice_size = slice_size
-        self.slice_budget_us = slice_budget_us
-        self.probe_rate_hz = probe_rate_hz
-        self.warmups = warmups  # pyperf's warm-up values: timed, but not side-recorded
-        self.connected: Connected | None = None
-        self.sweepers: dict[str, Sweeper] = {}
-        self.current: SweepCase | None = None  # the point whose locks are in place
-        self.calls: Counter[SweepCase] = Counter()
-        self.records: dict[SweepCase, list[dict[str, Any]]] = {}
+    settings: RedisSettings  # its socket timeout raised to SWEEP_TIMEOUT_S (__post_init__)
+    queue_name: str
+    side_dir: Path
+    _: KW_ONLY
+    slice_size: int = DEFAULT_SLICE
+    slice_budget_us: int = DEFAULT_SLICE_BUDGET_US
+    probe_rate_hz: float = DEFAULT_RATE_HZ
+    warmups: int = 0  # pyperf's warm-up values: timed, but not side-recorded
+    protocol: str = "echomq"
+    connected: Connected | None = field(default=None, init=False)
+    sweepers: dict[str, Sweeper] = field(default_factory=dict, init=False)
+    current: SweepCase | None = field(default=None, init=False)  # the point whose locks are in place
+    calls: Counter[SweepCase] = field(default_factory=Counter, init=False)
+    records: dict[SweepCase, list[dict[str, Any]]] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.settings = replace(self.settings, socket_timeout_s=SWEEP_TIMEOUT_S)
 
     def _connect(self) -> Connected:
         if self.connected is None:
