@@ -159,10 +159,8 @@ def redis_work_saved(data: RunData) -> dict[str, float]:
 
 def unstable(runs: Sequence[RunData]) -> list[tuple[str, int, float, float]]:
     """The cells (protocol, in flight, rtt, job ms) where two runs' fused / two_call ranges part."""
-    by: dict[tuple[str, int, float, float], list[Cell]] = {}
-    for run in runs:
-        for c in quoted(fusing_cells(run, True)):
-            by.setdefault(c.key, []).append(c)
+    every = [c for run in runs for c in quoted(fusing_cells(run, True))]
+    by = {key: [c for c in every if c.key == key] for key in dict.fromkeys(c.key for c in every)}
     return [key for key, cells in by.items() if max(c.lo for c in cells) > min(c.hi for c in cells)]
 
 
@@ -316,10 +314,7 @@ def sweep_table(found: Sequence[Hold]) -> pd.DataFrame:
 
 def _by_name(found: Sequence[Hold]) -> dict[str, list[Hold]]:
     """The holds of each variant, by its name, in the order first measured."""
-    by: dict[str, list[Hold]] = {}
-    for h in found:
-        by.setdefault(h.name, []).append(h)
-    return by
+    return {name: [h for h in found if h.name == name] for name in dict.fromkeys(h.name for h in found)}
 
 
 def race_rates(data: RunData, by_delay: bool = False) -> pd.DataFrame:

@@ -58,8 +58,7 @@ def _flagged(frame: pd.DataFrame) -> str:
 def worker_table(frame: pd.DataFrame) -> pd.DataFrame:
     """A row a concurrency and driver: jobs/s median [min-max], per-job medians, fused ÷ two-call."""
     rows: list[dict[str, Any]] = []
-    for concurrency in sorted(set(frame["concurrency"].astype(int))):
-        at = frame[frame["concurrency"] == concurrency]
+    for concurrency, at in frame.groupby(frame["concurrency"].astype(int)):
         for driver in driver_order(at["driver"]):
             mine = at[at["driver"] == driver]
             rows.append(

@@ -246,7 +246,6 @@ def _driver_section(frame: pd.DataFrame, every: pd.DataFrame) -> list[str]:
     """Locust, the raw driver and the reference side by side, and the goals over ``every`` window."""
     if "reference_cpu_us_per_job" not in frame.columns or frame["reference_cpu_us_per_job"].isna().all():
         return []
-    rows = _by_point(frame, DRIVER_COLUMNS, "median")
     goals = goal_lines(records(every))
     return [
         "### Locust, the raw driver and the reference",
@@ -261,17 +260,16 @@ def _driver_section(frame: pd.DataFrame, every: pd.DataFrame) -> list[str]:
         "",
         *[f"- {line}" for line in goals],
         "",
-        markdown_table(pd.DataFrame(rows)),
-        "",
-        *mark_notes(str(r.get("marks", "")) for r in rows),
+        *_point_table(frame, DRIVER_COLUMNS, "median"),
     ]
 
 
 LIMIT_SHARE = "limit's share"
 
 
-def _by_point(frame: pd.DataFrame, columns: dict[str, str], how: str) -> list[dict[str, object]]:
-    """A row a strategy and point: each column's ``how`` over the repetitions, the limit most named."""
+def _point_table(frame: pd.DataFrame, columns: dict[str, str], how: str) -> list[str]:
+    """A row a strategy and point: each column's ``how`` over the repetitions, the limit most named;
+    the table, then its marks' notes."""
     shown = ["strategy", *shown_point_columns(frame)]
     rows, groups = [], []
     for key, group in frame.groupby(shown, sort=True):
@@ -286,14 +284,14 @@ def _by_point(frame: pd.DataFrame, columns: dict[str, str], how: str) -> list[di
             # one meaning: the share of the limit shown, over the repetitions that named it
             row[LIMIT_SHARE] = group.loc[named[named == row["limit"]].index, "limit_share"].mean()
         rows.append(row)
-    return with_marks(rows, groups)
+    rows = with_marks(rows, groups)
+    return [markdown_table(pd.DataFrame(rows)), "", *mark_notes(str(r.get("marks", "")) for r in rows)]
 
 
 def _pace_section(frame: pd.DataFrame) -> list[str]:
     """Per point and strategy: what Redis could do, what was done, and which side set the pace."""
     if "limit" not in frame.columns or not (frame["limit"].fillna("") != "").any():
         return []
-    rows = _by_point(frame, PACE_COLUMNS, "mean")
     return [
         "### Which side set the pace",
         "",
@@ -311,9 +309,7 @@ def _pace_section(frame: pd.DataFrame) -> list[str]:
         "Round trips per job fall below 1 when one flush of a connection carries several jobs' calls. "
         "Locust/raw compares Locust's jobs/s with the same loops run without Locust (the raw driver).",
         "",
-        markdown_table(pd.DataFrame(rows)),
-        "",
-        *mark_notes(str(r.get("marks", "")) for r in rows),
+        *_point_table(frame, PACE_COLUMNS, "mean"),
     ]
 
 
