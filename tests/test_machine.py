@@ -168,7 +168,9 @@ def test_a_process_that_ends_uncounted_by_its_parent_is_not_taken_off_own_cpu(ho
         parent.wait()
     sample = watch.sample
     assert sample is not None and grandchild in sample.own_pids
-    assert sample.foreign_cpu_pct < FOREIGN_LIMIT_PCT, sample
+    # Taken off own CPU, the grandchild's second would be foreign: judged against half of it, not
+    # against the 10% limit, which short-lived processes of a busy machine alone can pass (11.8%).
+    assert cpu_seconds(sample.foreign_cpu_pct, sample) < 0.5, sample
 
 
 @pytest.mark.slow
