@@ -27,7 +27,7 @@ from bench.results.rows import columns_of
 from bench.stages.finish_fetch.in_locust.sleep import prompt_stop
 from bench.stages.finish_fetch.loadstats import Aggregate, Recorder, server_figures
 from bench.stages.finish_fetch.locust_trial import run_trial
-from bench.stages.finish_fetch.plan import Point
+from bench.stages.finish_fetch.plan import Point, regime_options
 from bench.stages.finish_fetch.raw import run_raw
 from bench.stages.finish_fetch.reference import reference_jobs
 from bench.stages.finish_fetch.stage import run_stage
@@ -86,10 +86,12 @@ def test_the_stage_runs_every_strategy_and_writes_every_file(
     assert 1.95 <= float(rows["two_call"]["round_trips_per_job"]) <= 2.3
     # two_call_pipelined: one exchange a job at concurrency 1, carrying two commands
     assert 0.95 <= float(rows["two_call_pipelined"]["round_trips_per_job"]) <= 1.2
+    backlog = Point(workers=2, rtt_ms=0.0, concurrency=1)  # the stage's one point
     for strategy, commands in (("fused", 1), ("two_call", 2), ("two_call_pipelined", 2)):
         assert abs(float(rows[strategy]["commands_per_job"]) - commands) <= 0.02, rows[strategy]
         assert abs(float(rows[strategy]["raw_commands_per_job"]) - commands) <= 0.02, rows[strategy]
-        edges = server_edges(int(rows[strategy]["jobs"]), commands, in_flight=2)  # 2 workers, 1 job each
+        trial = TrialSettings.at(regime_options(QUICK, backlog), strategy, backlog, "")
+        edges = server_edges(trial, int(rows[strategy]["jobs"]), commands)
         assert abs(float(rows[strategy]["server_commands_per_job"]) - commands) <= edges, rows[strategy]
     for suffix in ("fused-w2-rtt0", "two_call-w2-rtt0", "two_call_pipelined-w2-rtt0"):
         assert (tmp_path / RAW_DIR / f"{suffix}_summary.json").is_file()
@@ -133,15 +135,17 @@ def _raw_settings(opts: FinishFetchOptions, strategy: str, point: Point) -> Tria
     )  # fmt: skip
 
 
-def server_edges(jobs: int, per_job: int, in_flight: int) -> float:
+def server_edges(trial: TrialSettings, jobs: int, per_job: int) -> float:
     """How far commandstats's commands a job may be from the client's, by structure, not timing.
 
     commandstats is read next to the counters (server_figures), but at each edge what each
     connection had in flight, and one more exchange woken before INFO's reply had its turn, falls
-    between the two. The producer's batch counts too (its calls are taken off the server's). A
-    fused job sent as two calls would be off by a whole one.
+    between the two. The producers' batches count too (their calls are taken off the server's): in
+    the backlog regime, 3 producers of 200 jobs a batch. A fused job sent as two calls would still
+    be off by a whole one over the thousands of jobs a window holds.
     """
-    return 2 * 2 * (QUICK.batch_size + in_flight * per_job) / jobs
+    in_flight = trial.producers * trial.batch_size + trial.workers * trial.concurrency * per_job
+    return 2 * 2 * in_flight / jobs
 
 
 def _check_counts(summary: TrialSummary, strategy: str, point: Point) -> None:
@@ -151,7 +155,7 @@ def _check_counts(summary: TrialSummary, strategy: str, point: Point) -> None:
     jobs = d.jobs
     # At each edge of the window at most one exchange of each connection straddles it.
     client_edges = 2 * point.concurrency * per_job / jobs
-    edges = server_edges(jobs, per_job, in_flight=point.concurrency)
+    edges = server_edges(summary.settings, jobs, per_job)
     assert abs(d.commands_per_job - per_job) <= client_edges, d
     assert d.server_commands_per_job is not None
     assert abs(d.server_commands_per_job - per_job) <= edges, d
