@@ -16,13 +16,12 @@ from typing import Any
 import redis
 
 from bench.protocol.audit import audit_queues, master_run_ids
-from bench.protocol.commandstats import read_per_master, redis_cpu_seconds
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Queue
 from bench.protocol.refusal import LOADING_WAIT_S, ServerRefused, refusal, refusal_line
 from bench.protocol.spread import homes, queue_names
-from bench.stages.finish_fetch.loadstats import Aggregate, Recorder, issued_job_ids, redis_used_memory
+from bench.stages.finish_fetch.loadstats import Aggregate, Recorder, issued_job_ids, server_figures
 from bench.stages.finish_fetch.producer_loop import ProducerLoop
 from bench.stages.finish_fetch.summary import ServerFigures, SummaryAudit, TrialSummary, build_summary
 from bench.stages.finish_fetch.timed import run_steps
@@ -185,8 +184,7 @@ class RawRun:
             sampler.start()
             self._sleep(self.run.warmup_s)
             with self.edge.held(workers):
-                before = read_per_master(control.client), redis_cpu_seconds(control.client.info("cpu"))
-                memory_before = redis_used_memory(control.client)
+                before = server_figures(control.client)
                 self.recorder.reset(1)
                 self.sampling.set()
                 started = time.perf_counter()
@@ -195,8 +193,7 @@ class RawRun:
                 self.sampling.clear()
                 self.recorder.freeze()
                 window_s = time.perf_counter() - started
-                after = read_per_master(control.client), redis_cpu_seconds(control.client.info("cpu"))
-                memory_growth = redis_used_memory(control.client) - memory_before
+                after = server_figures(control.client)
         finally:
             self._stop()
         aggregate = Aggregate()
@@ -205,7 +202,7 @@ class RawRun:
         queues = [Queue.open(control.client, n, protocol=self.run.protocol) for n in self.names]
         checked = audit_queues(queues, issued_job_ids, run_ids, home)
         by_master = {m: now.since(before[0][m]) for m, now in after[0].items() if m in before[0]}
-        server = ServerFigures(by_master, after[1] - before[1], memory_growth, home)
+        server = ServerFigures(by_master, after[1] - before[1], after[2] - before[2], home)
         audited = SummaryAudit(checked.ok, checked.verdict, checked.counts)
         return build_summary(self.run, aggregate, window_s, "raw", server, audit=audited, wait=self.wait)
 
