@@ -26,9 +26,13 @@ from bench.protocol.base import EchoMQ
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.counted import COMPLETED, QueueState
 from bench.protocol.phases import Inputs, run_phases
-from bench.report.compare.metrics import INSTRUCTIONS_LEAST, compare_runs
-from bench.report.verdict import INSTRUCTIONS_BEYOND, INSTRUCTIONS_UNPINNED_BEYOND
-from bench.results.instructions import InstructionsCompletedRow
+from bench.report.compare.metrics import compare_runs
+from bench.results.instructions import (
+    INSTRUCTIONS_BEYOND,
+    INSTRUCTIONS_LEAST,
+    INSTRUCTIONS_UNPINNED_BEYOND,
+    InstructionsCompletedRow,
+)
 from bench.stages.instructions import parts
 from bench.stages.instructions.parts import parts_of
 from bench.stages.instructions.rows import LEAD_CALLS, fresh

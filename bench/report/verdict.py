@@ -26,13 +26,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-CLAIM_BEYOND = 0.05  # a deterministic count this far apart is a change the code made
-# Instructions counted under callgrind on pinned seeds and clock (harness.callgrind): three counts
-# of one commit's default steps, two side by side beside a CPU hog on each core, put all 76 figures
-# of each pair within 0.44% (median 0.02%). On a random seed a count with many key lookups moves by
-# up to 0.75% from server to server (a healthy sweep of 100: 856,852 and 852,418, 0.52%).
-INSTRUCTIONS_BEYOND = 0.005
-INSTRUCTIONS_UNPINNED_BEYOND = 0.01
+from bench.results.rows import CLAIM_BEYOND
+
 # A timed metric no A/A pair has measured yet is judged beyond this (and says so).
 BETWEEN_RUNS = 0.15
 CLEAN_WINDOWS_MIN = 3  # the fewest clean windows a side a timed figure is judged on

@@ -15,6 +15,10 @@ class BullmqWorkerRow(rows.Row):
 
     FILE: ClassVar[str] = "bullmq_worker.csv"
     KEYS: ClassVar[tuple[str, ...]] = ("protocol", "driver", "concurrency", "job_ms")
+    METRICS: ClassVar[tuple[rows.Metric, ...]] = (
+        rows.Metric("jobs_per_s", higher_is_better=True),
+        *map(rows.Metric, ("client_cpu_us_per_job", "redis_calls_per_job", "redis_us_per_job")),
+    )
     protocol: str
     # "node_worker", "node_manual_fused", "node_manual_two_call" (BullMQ's Node package),
     # "bullmq_worker" (its Python port's asyncio Worker), or the suite's "fused" / "two_call" loop

@@ -50,6 +50,20 @@ class FinishFetchRow(rows.RunRow):
         "loadgen_processes": 1, **rows.Row.IMPLIED,
     }  # fmt: skip
     RENAMED: ClassVar[Mapping[str, str]] = {"variant": "strategy"}
+    # The raw driver's own columns are left out: it runs once a point, every repetition carries its
+    # one value. A window's slowest cycle is one event (a pause, steal), not a spread, so shown: an A/A
+    # pair of smoke runs (20261205-131625-smoke, -140855-smoke) moved one by x1.54, another by x3.35.
+    METRICS: ClassVar[tuple[rows.Metric, ...]] = (
+        rows.Metric("jobs_per_s", higher_is_better=True),
+        *map(rows.Metric, (
+            "round_trips_per_job", "server_calls_per_job", "server_us_per_job", "cycle_p50_us",
+            "cycle_p90_us", "cycle_p99_us", "cycle_p999_us", "e2e_p50_us", "e2e_p99_us",
+            "server_commands_per_job", "loadgen_cpu_us_per_job",
+        )),
+        rows.Metric("cycle_max_us", maximum=True),
+        rows.Metric("locust_raw_jobs_ratio", higher_is_better=True),
+        rows.Metric("commands_per_job", exact=True),  # the strategy fixes it: 1 fused, 2 two-call
+    )  # fmt: skip
 
     strategy: str
     rep: int
@@ -145,6 +159,10 @@ class FinishFetchServerRow(rows.RunRow):
 
     FILE: ClassVar[str] = "finish_fetch_servers.csv"
     KEYS: ClassVar[tuple[str, ...]] = ("protocol", "server", "strategy", "workers", "concurrency", "rtt_ms")
+    METRICS: ClassVar[tuple[rows.Metric, ...]] = (
+        rows.Metric("jobs_per_s", higher_is_better=True),
+        *map(rows.Metric, ("round_trips_per_job", "server_us_per_job")),
+    )
     server: str  # from the server's own INFO: "valkey 8.0.1"
     strategy: str
     rep: int

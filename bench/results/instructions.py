@@ -4,10 +4,23 @@ step, and its meta.json section."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from bench.results import rows
+
+# Instructions counted under callgrind on pinned seeds and clock (harness.callgrind): three counts
+# of one commit's default steps, two side by side beside a CPU hog on each core, put all 76 figures
+# of each pair within 0.44% (median 0.02%). So a change beyond 0.5% is one the code made. On a
+# random seed (unshare refused) a count with many key lookups moves by up to 0.75% from server to
+# server (a healthy sweep of 100: 856,852 and 852,418, 0.52%): judged beyond 1%. Nor is a change
+# under 1,000 instructions a call claimed; one more redis.call costs about 5,000.
+INSTRUCTIONS_BEYOND = 0.005
+INSTRUCTIONS_UNPINNED_BEYOND = 0.01
+INSTRUCTIONS_LEAST = 1000.0
+COUNTED = rows.Metric(
+    "instructions_per_call", exact=True, exact_beyond=INSTRUCTIONS_BEYOND, least=INSTRUCTIONS_LEAST
+)
 
 
 @dataclass(frozen=True)
@@ -20,6 +33,10 @@ class InstructionsRow(rows.RunRow):
     KEYS: ClassVar[tuple[str, ...]] = ("protocol", "server", "step", "active_size", "completed_size")
     # a run before the column: the run's own server; every queue began empty
     IMPLIED: ClassVar[Mapping[str, object]] = {**rows.Row.IMPLIED, "server": "", "completed_size": 0}
+    METRICS: ClassVar[tuple[rows.Metric, ...]] = (
+        COUNTED,
+        replace(COUNTED, column="server_instructions_per_call"),
+    )
     # protocol "none": a baseline of no queue protocol (PING, EVALSHA of return 1)
     step: str  # a phase ("moveToActive"), a cycle ("fused cycle"), a baseline or a sweep ("sweep atomic")
     active_size: int  # the sweep's active list, every id stalled (0: not a sweep)
@@ -66,6 +83,7 @@ class InstructionsCompletedRow(rows.RunRow):
 
     FILE: ClassVar[str] = "instructions_completed.csv"
     KEYS: ClassVar[tuple[str, ...]] = ("protocol", "server", "step", "completed_size")
+    METRICS: ClassVar[tuple[rows.Metric, ...]] = (COUNTED,)
     IMPLIED: ClassVar[Mapping[str, object]] = {**rows.Row.IMPLIED, "server": ""}
     step: str  # "fused cycle" or "two-call cycle"
     completed_size: int

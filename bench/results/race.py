@@ -12,6 +12,12 @@ from bench.results import rows
 class RaceRow(rows.RunRow):
     FILE: ClassVar[str] = "race.csv"
     KEYS: ClassVar[tuple[str, ...]] = ("protocol", "variant", "sweepers", "stalled_jobs", "delay_ms")
+    METRICS: ClassVar[tuple[rows.Metric, ...]] = tuple(
+        map(
+            rows.Metric,
+            ("double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations"),
+        )
+    )
 
     variant: str
     sweepers: int

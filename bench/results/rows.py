@@ -14,6 +14,19 @@ from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
 PROTOCOL = "echomq"
 
 JsonObject = dict[str, object]  # a nested JSON object meta.json keeps as the stage wrote it
+CLAIM_BEYOND = 0.05  # a deterministic count this far apart is a change the code made
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A column `bench compare` judges run against run, and how (lower is better unless said)."""
+
+    column: str
+    higher_is_better: bool = False
+    exact: bool = False  # a count the code fixes, not a measurement: no noise to test against
+    maximum: bool = False  # a window's largest value: one event, shown and never judged
+    least: float = 0.0  # the least change claimed in the column's own unit (0: any)
+    exact_beyond: float = CLAIM_BEYOND  # an exact count's least change claimed
 
 
 @dataclass(frozen=True)
@@ -40,6 +53,7 @@ class Row:
     # what a file from before a column implies for it (before the protocol column: echomq's)
     IMPLIED: ClassVar[Mapping[str, object]] = {"protocol": PROTOCOL}
     RENAMED: ClassVar[Mapping[str, str]] = {}  # an older run's name for a column -> its name now
+    METRICS: ClassVar[tuple[Metric, ...]] = ()  # what compare judges of a keyed file's points
 
 
 @dataclass(frozen=True)

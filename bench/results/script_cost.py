@@ -15,6 +15,11 @@ class ScriptCostRow(rows.RunRow):
 
     FILE: ClassVar[str] = "script_cost.csv"
     KEYS: ClassVar[tuple[str, ...]] = ("protocol", "step")
+    # the scripts fix the commands a call: no noise to test against
+    METRICS: ClassVar[tuple[rows.Metric, ...]] = (
+        rows.Metric("server_us_per_call"),
+        rows.Metric("commands_per_call", exact=True),
+    )
     step: str  # "fused cycle", "two-call cycle", "extendLock", "healthy sweep (100 active)"
     rep: int
     calls: int  # times the step ran

@@ -25,8 +25,6 @@ from bench.report.verdict import (
     BETWEEN_RUNS,
     CLAIM_BEYOND,
     CLEAN_WINDOWS_MIN,
-    INSTRUCTIONS_BEYOND,
-    INSTRUCTIONS_UNPINNED_BEYOND,
     NOT_JUDGED,
     SHOWN,
     Sample,
@@ -35,6 +33,8 @@ from bench.report.verdict import (
     verdict,
 )
 from bench.results.finish_fetch import FinishFetchRow
+from bench.results.instructions import INSTRUCTIONS_BEYOND, INSTRUCTIONS_LEAST, INSTRUCTIONS_UNPINNED_BEYOND
+from bench.results.rows import Metric
 
 # frame -> its row type's key columns, for the frames that have them, in the order the loader reads
 STAGE_KEYS: dict[str, tuple[str, ...]] = {f: r.KEYS for f, r in FRAMES.items() if r.KEYS}
@@ -43,77 +43,11 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {f: r.KEYS for f, r in FRAMES.items() i
 LABEL_DEFAULTS: dict[str, str | int] = {"protocol": "echomq", "server": "", "completed_size": 0}
 
 
-@dataclass(frozen=True)
-class Metric:
-    column: str
-    higher_is_better: bool = False
-    exact: bool = False  # a count the code fixes, not a measurement: no noise to test against
-    maximum: bool = False  # a window's largest value: one event, shown and never judged
-    least: float = 0.0  # the least change claimed in the column's own unit (0: any)
-    exact_beyond: float = CLAIM_BEYOND  # an exact count's least change claimed
-
-
 # A key at this value is left out of a point's name (a run from before the key ran at it).
 KEY_DEFAULTS: dict[str, object] = {**FinishFetchRow.IMPLIED, "active_size": 0}
 
-# Lower is better for every metric but jobs/s, the Redis ceiling and the Locust/raw ratio. The raw
-# driver's own columns are left out: it runs once a point, every repetition carries its one value.
-FINISH_FETCH_LOWER = (
-    "round_trips_per_job", "server_calls_per_job", "server_us_per_job", "cycle_p50_us", "cycle_p90_us",
-    "cycle_p99_us", "cycle_p999_us", "e2e_p50_us", "e2e_p99_us",
-    "server_commands_per_job", "loadgen_cpu_us_per_job",
-)  # fmt: skip
-# Nor is a change of a sweep's time under 2 ms claimed: an A/A pair of smoke runs on a quiet 2-core
-# VM (20261203-082252-smoke, -082349-smoke) moved sweeps of 0.2-4 ms by up to 1.8 ms (x0.5-x2),
-# and the same run's control loop stalls a call of plain Lua by 5-6 ms. A slower sweep shows
-# at the sizes whose sweeps take tens of milliseconds.
-SWEEP_TIME_LEAST_MS = 2.0
-RACE_LOWER = ("double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations")
-# Instructions Redis executed, counted under callgrind: fixed inputs and a pinned seed give the
-# same count run after run, a busy machine or not, so a change beyond 0.5% is one the code made.
-# A run whose seed stayed random (unshare refused) is judged beyond 1%: the seed moves a key's
-# lookup chain, and two such servers put a healthy sweep 0.52% apart, extendLock 0.8%. Nor is a
-# change under 1,000 instructions a call claimed; one more redis.call costs about 5,000.
-INSTRUCTIONS_LEAST = 1000.0
-COUNTED = Metric(
-    "instructions_per_call", exact=True, exact_beyond=INSTRUCTIONS_BEYOND, least=INSTRUCTIONS_LEAST
-)
-
-STAGE_METRICS: dict[str, tuple[Metric, ...]] = {
-    "finish_fetch": (
-        Metric("jobs_per_s", higher_is_better=True),
-        *map(Metric, FINISH_FETCH_LOWER),
-        # A window's slowest cycle is one event (a pause, steal), not a spread, so shown: an A/A pair
-        # of smoke runs (20261205-131625-smoke, -140855-smoke) moved one by x1.54, another by x3.35.
-        Metric("cycle_max_us", maximum=True),
-        Metric("locust_raw_jobs_ratio", higher_is_better=True),
-        Metric("commands_per_job", exact=True),  # the strategy fixes it: 1 fused, 2 two-call
-    ),
-    "sweep": (
-        Metric("sweep_ms_median", least=SWEEP_TIME_LEAST_MS),
-        # round_trips is measured: atomic_sliced's calls end with its time budget, not a fixed count.
-        *map(Metric, ("round_trips", "server_us", "probe_p99_us", "probe_busy")),
-        Metric("hold_ms_max", maximum=True),
-        Metric("probe_max_us", maximum=True),
-    ),
-    # each server's bound point (the servers profile): compared server by server
-    "finish_fetch_servers": (
-        Metric("jobs_per_s", higher_is_better=True),
-        *map(Metric, ("round_trips_per_job", "server_us_per_job")),
-    ),
-    "race": tuple(map(Metric, RACE_LOWER)),
-    "bullmq_worker": (
-        Metric("jobs_per_s", higher_is_better=True),
-        *map(Metric, ("client_cpu_us_per_job", "redis_calls_per_job", "redis_us_per_job")),
-    ),
-    "sweep_hazard": tuple(
-        map(Metric, ("server_executions", "server_rejected", "probe_busy", "probe_max_us"))
-    ),
-    # the scripts fix the commands a call: no noise to test against
-    "script_cost": (Metric("server_us_per_call"), Metric("commands_per_call", exact=True)),
-    "instructions": (COUNTED, replace(COUNTED, column="server_instructions_per_call")),
-    "instructions_completed": (COUNTED,),
-}
+# frame -> what compare judges of its points, from its row type
+STAGE_METRICS: dict[str, tuple[Metric, ...]] = {f: r.METRICS for f, r in FRAMES.items() if r.METRICS}
 
 
 def norm_key(value: object) -> object:
