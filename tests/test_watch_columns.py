@@ -13,7 +13,8 @@ import pytest
 
 from bench.harness.machine import SATURATED_CPU_PCT, MachineFields
 from bench.paths import REPO
-from bench.report.compare.metrics import clean_mask, compare_runs
+from bench.report.columns import clean
+from bench.report.compare.metrics import compare_runs
 from bench.report.findings import hazard as hazard_finding
 from bench.report.load import load_run
 from bench.report.sections.bullmq_worker import worker_table
@@ -89,14 +90,14 @@ def test_a_run_from_before_the_columns_loads_and_compare_and_the_report_read_the
     assert set(before.missing_columns["bullmq_worker"]) == {"saturated", "redis_cpu_pct"}
     assert set(before.missing_columns["sweep_hazard"]) == set(WATCH)
     for frame in ("bullmq_worker", "sweep_hazard"):  # unrecorded: nothing marks a row not clean
-        assert clean_mask(before.frames[frame]).all(), frame
+        assert clean(before.frames[frame]).all(), frame
     now = tmp_path / BEFORE.name
     shutil.copytree(BEFORE, now)
     _with_new_columns(now)
     after = load_run(now)
     assert not after.missing_columns.get("bullmq_worker") and not after.missing_columns.get("sweep_hazard")
-    assert (~clean_mask(after.frames["bullmq_worker"])).sum() == 1
-    assert list(clean_mask(after.frames["sweep_hazard"])) == [False, True]
+    assert (~clean(after.frames["bullmq_worker"])).sum() == 1
+    assert list(clean(after.frames["sweep_hazard"])) == [False, True]
     # compare reads the flags: the saturated repetition and the contended call are named
     read = ("bullmq_worker", "sweep_hazard")
     compared = compare_runs({f: before.frames[f] for f in read}, {f: after.frames[f] for f in read})

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.report.columns import rtt_missed_rows
+from bench.report.columns import clean, rtt_missed_rows
 from bench.report.compare.learnt import TIMED, Learnt, family, read_learnt, threshold
 from bench.report.load import FRAMES
 from bench.report.ratios import BASE, POINT_COLUMNS, POINT_DEFAULTS, values_by_rep
@@ -213,8 +213,8 @@ def compare_runs(
             if only:
                 labels = "; ".join(point_label(keys, k) for k in sorted(only, key=key_order))
                 notes.append(f"{stage}: only in run {side}: {labels}")
-        clean_a = samples(stage, frame_a[clean_mask(frame_a)])
-        clean_b = samples(stage, frame_b[clean_mask(frame_b)])
+        clean_a = samples(stage, frame_a[clean(frame_a)])
+        clean_b = samples(stage, frame_b[clean(frame_b)])
         windows_a, windows_b = window_counts(stage, frame_a), window_counts(stage, frame_b)
         metrics = _stage_metrics(stage, frame_a, frame_b, notes)
         for key in sorted(points_a.keys() & points_b.keys(), key=key_order):
@@ -263,7 +263,7 @@ def pair_ratios(frame: pd.DataFrame) -> dict[tuple[tuple[object, ...], str], tup
     frame = frame.assign(**{c: v for c, v in POINT_DEFAULTS.items() if c not in frame.columns})
     if frame.empty or not {"strategy", "rep", "jobs_per_s", *POINT_COLUMNS} <= set(frame.columns):
         return {}
-    frame = frame.assign(clean=clean_mask(frame) & ~rtt_missed_rows(frame))  # over two networks: not clean
+    frame = frame.assign(clean=clean(frame) & ~rtt_missed_rows(frame))  # over two networks: not clean
     out: dict[tuple[tuple[object, ...], str], tuple[list[float], list[float]]] = {}
     for raw_key, group in frame.groupby(list(POINT_COLUMNS), dropna=False, sort=True):
         point = tuple(norm_key(v) for v in raw_key)
@@ -274,9 +274,9 @@ def pair_ratios(frame: pd.DataFrame) -> dict[tuple[tuple[object, ...], str], tup
             against, other_clean = values_by_rep(group[group["strategy"] == other]), _clean_reps(group, other)
             reps = sorted(base.keys() & against.keys())
             every = [base[r] / against[r] for r in reps if against[r]]
-            clean = [base[r] / against[r] for r in reps if against[r] and r in base_clean & other_clean]
+            paired = [base[r] / against[r] for r in reps if against[r] and r in base_clean & other_clean]
             if every:
-                out[(point, str(other))] = (clean, every)
+                out[(point, str(other))] = (paired, every)
     return out
 
 
@@ -307,23 +307,14 @@ def ratio_rows(frame_a: pd.DataFrame, frame_b: pd.DataFrame, learnt: Learnt) -> 
     return rows
 
 
-def clean_mask(frame: pd.DataFrame) -> pd.Series:
-    """The rows whose window was neither contended nor saturated (no such flags: every row)."""
-    mask = pd.Series(True, index=frame.index)
-    for column in ("contended", "saturated"):
-        if column in frame.columns:
-            mask &= ~frame[column].map(_truthy)
-    return mask
-
-
 def window_counts(stage: str, frame: pd.DataFrame) -> dict[tuple[object, ...], tuple[int, int]]:
     """Per point: its windows (rows) and how many were clean."""
     keys = list(STAGE_KEYS[stage])
     if frame.empty or any(k not in frame.columns for k in keys):
         return {}
-    clean = clean_mask(frame)
+    clean_rows = clean(frame)
     return {
-        tuple(norm_key(v) for v in raw_key): (len(group), int(clean[group.index].sum()))
+        tuple(norm_key(v) for v in raw_key): (len(group), int(clean_rows[group.index].sum()))
         for raw_key, group in frame.groupby(keys, sort=True, dropna=False)
     }
 
