@@ -105,7 +105,8 @@ def run_locust(settings: RedisSettings, trial: TrialSettings, processes: int, pr
     summary_path = Path(f"{prefix}_summary.json")
     log_path = Path(f"{prefix}.log")
     summary_path.unlink(missing_ok=True)
-    env = {**os.environ, "REDIS_URL": settings.url, "PYTHONPATH": _pythonpath()}
+    pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "REDIS_URL": settings.url, "PYTHONPATH": pythonpath}
     timeout = trial.warmup_s + trial.measure_s + STARTUP_ALLOWANCE_S
     interrupted = False
     with log_path.open("w") as log:
@@ -152,11 +153,6 @@ def run_locust(settings: RedisSettings, trial: TrialSettings, processes: int, pr
         summary.aborted = INTERRUPTED
         summary.complete = False
     return summary
-
-
-def _pythonpath() -> str:
-    existing = os.environ.get("PYTHONPATH", "")
-    return f"{REPO}{os.pathsep}{existing}" if existing else str(REPO)
 
 
 def _last_error(log_path: Path) -> str:

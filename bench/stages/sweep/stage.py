@@ -34,7 +34,7 @@ from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Queue
 from bench.protocol.refusal import ServerRefused
 from bench.protocol.scripts import script_source
-from bench.protocol.sweep import SWEEPERS
+from bench.protocol.sweep import SWEEPERS, variants_of
 from bench.results.files import PYPERF_DIR, Ledger, read_json
 from bench.results.meta import read_meta
 from bench.results.rows import RunIds, row_dict
@@ -50,7 +50,6 @@ from bench.stages.sweep.plan import (
     pyperf_options,
     run_order,
     variant_label,
-    variants_of,
 )
 from bench.stages.sweep.pyperf_program import REFUSED_FILE, URL_ENV, ProgramSettings
 from bench.stages.sweep.rows import SIDE_DIR, SizeOutcome, merge_pyperf, row_of, side_summary
@@ -162,7 +161,6 @@ def script_shas(variants: Sequence[str], protocols: Sequence[str] = (ECHOMQ,)) -
 def measure_size(
     ctx: RunContext, scenario: ScenarioQueue, size: int, points: list[SweepCase], tell: Callable[[str], None]
 ) -> SizeOutcome:
-    """Grow the snapshot to ``size`` jobs and run pyperf over ``points``."""
     ctx.progress(f"building {size:,} active jobs through the protocol")
     scenario.grow(size)
     by_name = {p.name: p for p in points}
@@ -290,7 +288,6 @@ def control_row(ids: RunIds, times: list[int], calls: int, iterations: int, mixe
 
 
 def control_line(row: SweepControlRow) -> str:
-    """The control's figures in one line, as the stage prints them."""
     if row.redis_us_max is None:
         return f"control: none of {row.calls:,} calls could be timed alone (other script calls overlapped)"
     note = "; CONTENDED" if row.contended else ""
@@ -376,9 +373,6 @@ def run_stage(ctx: RunContext) -> None:
         errors=len(errors),
         pyperf={str(size): pyperf_options(size, options.sweep_reps) for size in options.sweep_sizes},
     )
-
-
-# ---------------------------------------------------------------- `python -m bench sweep`
 
 
 FLAGS = SectionFlags(SweepOptions, prefix="sweep-")
