@@ -195,7 +195,11 @@ def run_trial(
             if summary.refused:  # the server refused the run's calls: nothing to audit
                 result = AuditResult(0, {}, refused=refused_verdict(summary.refused))
             else:  # Locust has exited: nothing moves the queues now, so the audit is exact.
-                result = _audit_after(queues, run_ids, home, settings.where)
+                try:
+                    result = audit_queues(queues, issued_job_ids, run_ids, home)
+                except redis.RedisError as exc:
+                    unreachable = f"Redis at {settings.where} unreachable ({first_line(exc)})"
+                    result = AuditResult(0, {}, server_unreachable=unreachable)
         finally:
             for queue in queues:
                 with contextlib.suppress(redis.RedisError):  # a server gone has nothing left to delete
@@ -203,15 +207,6 @@ def run_trial(
     finally:
         client.close()
     return TrialResult(strategy, point, rep, summary, result, prefix, protocol, machine)
-
-
-def _audit_after(
-    queues: list[Queue], run_ids: dict[str, str], home: dict[str, str], where: str
-) -> AuditResult:
-    try:
-        return audit_queues(queues, issued_job_ids, run_ids, home)
-    except redis.RedisError as exc:
-        return AuditResult(0, {}, server_unreachable=f"Redis at {where} unreachable ({first_line(exc)})")
 
 
 # The probe run of the latency-fidelity check: short, one user, no load to warm up.

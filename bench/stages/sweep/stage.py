@@ -129,17 +129,6 @@ def run_pyperf(
     return outcome
 
 
-def point_line(run_dir: Path, point: SweepCase, pyperf_line: str) -> str:
-    """The progress line for a point pyperf has finished."""
-    side = side_summary(run_dir, point)
-    note = f"; ERROR {'; '.join(side.errors)}" if side.errors else ""
-    return (
-        f"{point.label} {point.scenario} {point.size:,}: {pyperf_line}; "
-        f"hold {fmt(side.hold_ms_max, 3)} ms, probe max {fmt(side.probe_us('max'))} µs, "
-        f"{side.probe.busy} BUSY{note}"
-    )
-
-
 def script_shas(variants: Sequence[str], protocols: Sequence[str] = (ECHOMQ,)) -> dict[str, str]:
     """The SHA1 (as Redis names it) of each atomic variant's script, by point label: a
     protocol's own sweep is its sweep step; the others are scripts of lua/."""
@@ -165,9 +154,17 @@ def measure_size(
     scenario.grow(size)
     by_name = {p.name: p for p in points}
 
-    def finished(name: str, line: str) -> None:
-        if name in by_name:
-            tell(point_line(ctx.run_dir, by_name[name], line))
+    def finished(name: str, pyperf_line: str) -> None:
+        """The progress line for a point pyperf has finished."""
+        point = by_name.get(name)
+        if point is not None:
+            side = side_summary(ctx.run_dir, point)
+            note = f"; ERROR {'; '.join(side.errors)}" if side.errors else ""
+            tell(
+                f"{point.label} {point.scenario} {point.size:,}: {pyperf_line}; "
+                f"hold {fmt(side.hold_ms_max, 3)} ms, probe max {fmt(side.probe_us('max'))} µs, "
+                f"{side.probe.busy} BUSY{note}"
+            )
 
     return run_pyperf(
         ctx.settings, scenario.queue.keys.name, size, points, ctx.profile.sweep, ctx.run_dir, finished,

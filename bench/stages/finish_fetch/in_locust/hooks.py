@@ -4,6 +4,7 @@ bench/locustfile.py calls ``install()``; only Locust's own (gevent-patched) proc
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import signal
@@ -19,7 +20,6 @@ from locust.env import Environment
 
 from bench.errors import BenchError
 from bench.harness.provenance import code_record
-from bench.harness.run_folder import now
 from bench.harness.server import check_server, server_identity
 from bench.protocol.connection import redact_url
 from bench.results.files import read_json, write_meta
@@ -94,7 +94,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
         trial = prepare()
         if role != "worker":
             begin_test(trial.strategy)
-            _started[:] = [now()]
+            _started[:] = [_now()]
 
     # Added first, so the settings are read before the Controller's test_start listener runs.
     environment.events.test_start.add_listener(on_test_start)
@@ -137,6 +137,10 @@ def _on_init(environment: Environment, **_: Any) -> None:
 _started: list[str] = []  # when the current test started
 
 
+def _now() -> str:
+    return dt.datetime.now().isoformat(timespec="seconds")
+
+
 def _read_summary(path: Path | None) -> TrialSummary | None:
     try:
         return TrialSummary.from_json(read_json(path)) if path is not None and path.is_file() else None
@@ -161,7 +165,7 @@ def _write_run_meta(folder: Path, summary: TrialSummary, environment: Environmen
         profile="locust",
         source=f"locust -f bench/locustfile.py ({'headless' if headless else 'web UI'})",
         started=_started[0] if _started else None,
-        finished=now(),
+        finished=_now(),
         complete=summary.complete,
         reason=summary.aborted,
         stages_planned=["finish_fetch"],
