@@ -20,8 +20,6 @@ PIPELINE_CHUNK = 10_000
 
 @dataclass
 class SweepResult:
-    """Ids a sweep moved to failed and to wait, and the round trips it took."""
-
     failed: list[str] = field(default_factory=list)
     moved: list[str] = field(default_factory=list)
     round_trips: int = 0

@@ -34,8 +34,6 @@ _BEGIN, _END, _QUIT = "begin", "end", "quit"
 
 @dataclass
 class ProbeWindow:
-    """What the probe saw in one window."""
-
     histogram: HdrHistogram = field(default_factory=new_histogram)
     busy: int = 0  # BUSY replies
     errors: int = 0  # timeouts, connection errors, other error replies
