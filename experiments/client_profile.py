@@ -27,7 +27,7 @@ from bench.stages.finish_fetch.trial_settings import TrialSettings
 
 TOP = 15
 # The protocol's call builders and the fetch reply's reader: their CPU with what they call.
-STEPS = ("add_job", "move_to_active", "move_to_finished", "job_reply")
+STEPS = ("add_job", "move_to_active", "move_to_finished", "read_fetched")
 PROFILED = ("producer-", "worker-")  # the raw driver's thread names: the client's own work
 # Where a function's file lies, for the shares by place (first match wins).
 PLACES = (

@@ -50,19 +50,15 @@ class MemoryNeed:
         return None if self.limit_bytes is None else self.limit_bytes - self.used_bytes
 
 
-def _finish_fetch_jobs(profile: Profile) -> int:
-    """One finish_fetch run's jobs: its producers' pace over warm-up, window and stop, and the
-    backlog regime's pre-fill, which stays in the wait list."""
+def jobs_held(profile: Profile, stages: Sequence[str]) -> int:
+    """The most jobs any one step of ``stages`` holds on the server at once. A finish_fetch run's:
+    its producers' pace over warm-up, window and stop, and the backlog regime's pre-fill, which
+    stays in the wait list."""
     opts = profile.finish_fetch
     rate = opts.target_rate if opts.target_rate > 0 else CLOSED_LOOP_JOBS_PER_S
     prefill = opts.backlog_jobs if opts.regime == "backlog" and opts.target_rate <= 0 else 0
-    return int(rate * (opts.warmup_s + opts.measure_s + STOP_ALLOWANCE_S)) + prefill
-
-
-def jobs_held(profile: Profile, stages: Sequence[str]) -> int:
-    """The most jobs any one step of ``stages`` holds on the server at once."""
     held = {
-        "finish_fetch": [_finish_fetch_jobs(profile)],
+        "finish_fetch": [int(rate * (opts.warmup_s + opts.measure_s + STOP_ALLOWANCE_S)) + prefill],
         "bullmq_worker": [profile.bullmq_worker.bullmq_worker_jobs],
         "sweep": [*profile.sweep.sweep_sizes, *profile.sweep.sweep_hazard_sizes],
         "race": [profile.race.race_jobs],

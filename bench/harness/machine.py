@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypedDict
 
@@ -248,7 +248,6 @@ class _Mark:
 
 
 def _between(a: _Mark, b: _Mark) -> MachineSample:
-    """The window from mark ``a`` to mark ``b``."""
     elapsed = max(b.t - a.t, 1e-6)
     busy_pct = 100.0 * (b.busy_s - a.busy_s) / elapsed
     steal_pct = max(100.0 * (b.steal_s - a.steal_s) / elapsed, 0.0)
@@ -289,8 +288,15 @@ class MachineWatch:
         return self
 
     def _scan(self) -> None:
-        t, (busy, steal) = _around(self._tracker.scan)
-        self._marks.append(_Mark(t, busy, steal, self._tracker.own_cpu_s(), self._tracker.pids()))
+        """A scan, marked with the clock and the machine's counters at its midpoint: a scan reads
+        one process after another and can take tens of ms on a busy machine; on average a process
+        is read halfway through, so the machine is read as of then too."""
+        t_a, cpu_a = clock(), machine_cpu_s()
+        self._tracker.scan()
+        t_b, cpu_b = clock(), machine_cpu_s()
+        busy, steal = (cpu_a[0] + cpu_b[0]) / 2, (cpu_a[1] + cpu_b[1]) / 2
+        own, pids = self._tracker.own_cpu_s(), self._tracker.pids()
+        self._marks.append(_Mark((t_a + t_b) / 2, busy, steal, own, pids))
 
     def _rescan(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -349,17 +355,6 @@ class MachineWatch:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _around(scan: Callable[[], None]) -> tuple[float, tuple[float, float]]:
-    """Run a scan; the clock and the machine's counters at its midpoint.
-
-    A scan reads one process after another and can take tens of ms on a busy machine; on
-    average a process is read halfway through, so the machine is read as of then too."""
-    t_a, cpu_a = clock(), machine_cpu_s()
-    scan()
-    t_b, cpu_b = clock(), machine_cpu_s()
-    return (t_a + t_b) / 2, ((cpu_a[0] + cpu_b[0]) / 2, (cpu_a[1] + cpu_b[1]) / 2)
 
 
 def watch_run(extra_pids: Iterable[int] = ()) -> MachineWatch:

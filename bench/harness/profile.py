@@ -23,6 +23,7 @@ def _min(value: float) -> dict[str, float]:
 
 
 GRID_REGIMES = tuple(Regime)
+STAGES = (*RUN_ORDER, "report")  # the report last, after what it reports
 
 
 def parse_point(text: str) -> tuple[str, int, float] | None:
@@ -230,7 +231,7 @@ SECTIONS = (FinishFetchOptions, SweepOptions, RaceOptions, BullmqWorkerOptions, 
 @dataclass(frozen=True)
 class Profile:
     name: str
-    stages: tuple[str, ...] = (*RUN_ORDER, "report")
+    stages: tuple[str, ...] = STAGES
     # the queue protocols every stage measures, side by side (bench/protocol/base.py PROTOCOLS)
     protocols: tuple[str, ...] = ("echomq",)
     # With no REDIS_URL: start an embedded 3-master Redis Cluster instead of one server.
@@ -243,9 +244,6 @@ class Profile:
     race: RaceOptions = RaceOptions()
     bullmq_worker: BullmqWorkerOptions = BullmqWorkerOptions()
     instructions: InstructionsOptions = InstructionsOptions()
-
-
-STAGES = (*RUN_ORDER, "report")  # the report last, after what it reports
 
 
 def finish_fetch_protocols(profile: Profile) -> tuple[str, ...]:
@@ -292,7 +290,6 @@ def resolved(profile: Profile) -> dict[str, Any]:
 
 
 def section_field(section: type) -> str:
-    """The Profile field that holds ``section``."""
     hints = get_type_hints(Profile)
     return next(f.name for f in fields(Profile) if hints[f.name] is section)
 

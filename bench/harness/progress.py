@@ -67,8 +67,6 @@ class Progress:
         if stage:
             self.stage = stage
 
-    # -- the stage ------------------------------------------------------------------------
-
     @property
     def stage(self) -> str:
         return self._stage
@@ -88,8 +86,6 @@ class Progress:
     def _current(self) -> tuple[int, StagePlan] | None:
         """The current stage's place in the plan, and its plan; None when it has none."""
         return next(((i, p) for i, p in enumerate(self.plan) if p.name == self._stage), None)
-
-    # -- what is shown --------------------------------------------------------------------
 
     def __call__(self, message: str) -> None:
         self._show(message)

@@ -149,9 +149,6 @@ def earlier_left(results_root: Path, settings: RedisSettings) -> str | None:
     )
 
 
-# ------------------------------------------------------------------------- `echomq-bench clean`
-
-
 def _settings_for(record: KeyRecord, env_url: str) -> RedisSettings:
     """The recorded server; its password from REDIS_URL when that names the same server."""
     if env_url and redact_url(env_url) == record["url"]:

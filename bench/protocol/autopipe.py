@@ -187,7 +187,6 @@ class AutoPipeline:
                 waiting = [i for i in waiting if isinstance(replies[i], TryAgainError)]
 
     def _resend(self, calls: list[Call], replies: list[Any], indices: list[int]) -> None:
-        """The calls at ``indices`` sent once more, their replies put in place."""
         again = self._exchange([calls[i] for i in indices], resent=True)
         for i, reply in zip(indices, again, strict=True):
             replies[i] = reply
@@ -217,7 +216,6 @@ class AutoPipeline:
         return replies
 
     def close(self) -> None:
-        """Give the held connection back to the pool it came from."""
         if self._held is not None:
             self._held_pool.release(self._held)
             self._held = None

@@ -92,14 +92,6 @@ class Added:
     code: int = 0
 
 
-def job_reply(reply: Any) -> tuple[str, dict[str, str]] | None:
-    """A fetch-step reply ``{fields, id, 0, 0}`` as (id, fields); None for ``{0, 0, ...}``, 0 or a code."""
-    if not isinstance(reply, Sequence) or len(reply) < 2 or not isinstance(reply[0], list):
-        return None
-    flat = [text(v) for v in reply[0]]
-    return text(reply[1]), dict(zip(flat[::2], flat[1::2], strict=True))
-
-
 class QueueProtocol(ABC):
     """One protocol's scripts, keys, argument builders and reply readers."""
 
@@ -164,8 +156,12 @@ class QueueProtocol(ABC):
     ) -> ScriptCall: ...
 
     def read_fetched(self, reply: Any) -> tuple[str, dict[str, str]] | None:
-        """A fetch-step reply as (id, job fields); None when no job was taken."""
-        return job_reply(reply)
+        """A fetch-step reply ``{fields, id, 0, 0}`` as (id, job fields); None when no job was taken
+        (``{0, 0, ...}``, 0 or a code)."""
+        if not isinstance(reply, Sequence) or len(reply) < 2 or not isinstance(reply[0], list):
+            return None
+        flat = [text(v) for v in reply[0]]
+        return text(reply[1]), dict(zip(flat[::2], flat[1::2], strict=True))
 
     @abstractmethod
     def extend_lock(

@@ -95,8 +95,6 @@ def keep_jobs(keep: int) -> bool | int:
 
 
 class BullMQ(QueueProtocol):
-    """The bullmq package's scripts, keys and argument builders."""
-
     name = "bullmq"
     attempts_field = "stc"  # the sweep counts stalls in stc; a finish counts attempts in atm
     finish_attempts_field = "atm"
@@ -213,7 +211,6 @@ class BullMQ(QueueProtocol):
         return self._kept(key, derive(build, sentinels(0), sentinels(1), what="BullMQ's addStandardJob"))
 
     def fetch_template(self, keys: QueueKeys, options: WorkerOptions) -> CallTemplate:
-        """moveToActive's template under ``options``."""
         key = ("fetch", keys.prefix, options.lock_ms, options.limiter_max, options.limiter_ms)
         found = self._templates.get(key)
         if found is not None:

@@ -88,16 +88,6 @@ LAST_ID = 1_000_000  # the id counter and the last event's sequence: every id th
 FILLER_TTL_MS = LOCK_MS  # the other keys' TTL, past any count (the counted server's clock stands still)
 
 
-def _filled(keys_needed: int) -> int:
-    """Keys to add beside a queue so that ``keys_needed`` more fit in Redis's key tables (the
-    keyspace's and the expiry times') without their doubling: a power of two at least twice as
-    many, and one: the last of them doubles the tables once, before the count."""
-    size = 1
-    while size < 2 * keys_needed:
-        size *= 2
-    return size + 1
-
-
 @dataclass(frozen=True)
 class QueueState:
     """What a queue holds as its counted phases begin: nothing waiting or active (each phase brings
@@ -113,8 +103,13 @@ class QueueState:
     @classmethod
     def for_phases(cls, calls: int, lead: int) -> QueueState:
         """The state for phases of up to ``calls`` calls after ``lead`` unmetered ones: the other
-        keys size the key tables for every key those phases hold at once."""
-        return cls(other_keys=_filled(keys_added(calls, lead)))
+        keys size Redis's key tables (the keyspace's and the expiry times') for every key those
+        phases hold at once without their doubling: a power of two at least twice as many, and
+        one: the last of them doubles the tables once, before the count."""
+        size = 1
+        while size < 2 * keys_added(calls, lead):
+            size *= 2
+        return cls(other_keys=size + 1)
 
     def sizes(self) -> dict[str, int]:
         """The state's sizes, by name: meta.json's record of it."""

@@ -81,7 +81,6 @@ class QueueKeys:
     # Built once a queue: a load generator asks for them on every call it builds.
     @cached_property
     def tag(self) -> str:
-        """The queue name as its hash tag: ``{name}``."""
         return f"{{{self.name}}}"
 
     @cached_property

@@ -95,7 +95,6 @@ class Queue:
         pipe.execute_command("EVALSHA", sha, len(call.keys), *call.keys, *call.args)
 
     def queue_on(self, pipe: Any, call: Call) -> None:
-        """Queue a script call or a plain command on a pipeline."""
         if isinstance(call, Command):
             pipe.execute_command(*call.args)
         else:
@@ -139,7 +138,7 @@ def job_payload(payload_bytes: int = 0, enqueued_us: int | None = None) -> str:
     return json.dumps({"t_us": t_us, "pad": "x" * max(0, payload_bytes)})
 
 
-def _raised(reply: Any) -> Any:
+def raised(reply: Any) -> Any:
     """A reply, or the exception of a call Redis refused, raised."""
     if isinstance(reply, Exception):
         raise reply
@@ -194,7 +193,7 @@ class Producer:
 
     def read_ids(self, replies: Sequence[Any]) -> list[str]:
         """The ids of a batch's addJob replies (a refused call raises)."""
-        return [self.queue.protocol.read_added(_raised(r), "").job_id for r in replies]
+        return [self.queue.protocol.read_added(raised(r), "").job_id for r in replies]
 
 
 @dataclass
@@ -254,7 +253,6 @@ class Worker:
         return f"{self.worker_id}:{self._fetches}"
 
     def fetch_call(self, token: str) -> ScriptCall:
-        """moveToActive under ``token`` as its protocol builds it."""
         return self.queue.protocol.move_to_active(
             self.queue.keys, token=token, options=self.options, now_ms=self.queue.clock()
         )
@@ -268,7 +266,7 @@ class Worker:
         """moveToActive: take the next job and lock it; None when there is none."""
         token = self.new_token()
         (reply,) = self._send([self.fetch_call(token)], LABEL_FETCH)
-        return self.read_job(_raised(reply), token)
+        return self.read_job(raised(reply), token)
 
     def fetch_batch(self, count: int) -> list[Job]:
         """moveToActive ``count`` times in one exchange (one round trip); the jobs taken,
@@ -277,13 +275,12 @@ class Worker:
             return []
         tokens = [self.new_token() for _ in range(count)]
         replies = self._send([self.fetch_call(token) for token in tokens], f"{LABEL_FETCH} x{count}")
-        jobs = (self.read_job(_raised(reply), token) for reply, token in zip(replies, tokens, strict=True))
+        jobs = (self.read_job(raised(reply), token) for reply, token in zip(replies, tokens, strict=True))
         return [job for job in jobs if job is not None]
 
     def finish_call(
         self, job: Job, *, fetch_next: bool, failed: bool = False, value: str = "ok"
     ) -> ScriptCall:
-        """moveToFinished of ``job`` as its protocol builds it."""
         return self.queue.protocol.move_to_finished(
             self.queue.keys,
             job,
@@ -304,7 +301,7 @@ class Worker:
         """moveToFinished. With ``fetch_next`` the next job comes back locked with the same token."""
         call = self.finish_call(job, fetch_next=fetch_next, failed=failed, value=value)
         (reply,) = self._send([call], LABEL_FUSED if fetch_next else LABEL_FINISH)
-        return self.read_finish(_raised(reply), job)
+        return self.read_finish(raised(reply), job)
 
     def _finished(self, job: Job, fetch_next: bool) -> Job | None:
         outcome = self.finish(job, fetch_next=fetch_next)
@@ -332,20 +329,20 @@ class Worker:
         outcome = self.read_finish(finished, job)
         if outcome.code < 0:
             raise FinishRefused(outcome.code, job.id, next_job)
-        _raised(fetched)
+        raised(fetched)
         return next_job
 
     def wait_for_work(self, timeout_s: float) -> bool:
         """Block on the marker (BZPOPMIN) instead of spinning; True when woken by it."""
         (reply,) = self._send([Command(("BZPOPMIN", self.queue.keys.marker, timeout_s))], LABEL_IDLE)
-        return _raised(reply) is not None
+        return raised(reply) is not None
 
     def extend_lock(self, job: Job) -> bool:
         call = self.queue.protocol.extend_lock(
             self.queue.keys, job, options=self.options, now_ms=self.queue.clock()
         )
         (reply,) = self._send([call], "extendLock")
-        return int(_raised(reply)) == 1
+        return int(raised(reply)) == 1
 
     def run(self, max_jobs: int, idle_timeout_s: float = 0.2) -> int:
         """Process up to ``max_jobs``; stops when the queue stays empty. Returns jobs finished."""

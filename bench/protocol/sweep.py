@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from bench.errors import BenchError
-from bench.protocol.base import ScriptCall, SweepSlice
+from bench.protocol.base import ScriptCall, SweepSlice, protocol_named
 from bench.protocol.queue import Queue, _text
 from bench.protocol.scripts import SCRIPT_FILES, script_source
 
@@ -20,8 +20,6 @@ PIPELINE_CHUNK = 10_000
 
 @dataclass
 class SweepResult:
-    """Ids a sweep moved to failed and to wait, and the round trips it took."""
-
     failed: list[str] = field(default_factory=list)
     moved: list[str] = field(default_factory=list)
     round_trips: int = 0
@@ -39,7 +37,6 @@ class Sweeper(ABC):
         self.max_stalled = max_stalled
 
     def sweep(self) -> SweepResult:
-        """One sweep. Returns what it reclaimed, and the round trips it took."""
         before = self.queue.client.round_trips
         result = SweepResult()
         self._sweep(result)
@@ -276,6 +273,12 @@ def has_gap(variant: str) -> bool:
 def is_sliced(variant: str) -> bool:
     """True when the sweep's pass is spread over calls of a bounded slice."""
     return issubclass(sweeper_class(variant), AtomicSlicedSweeper)
+
+
+def variants_of(protocol: str, variants: Sequence[str]) -> tuple[str, ...]:
+    """The variants that are sweeps of ``protocol`` (BullMQ has one: its own atomic sweep)."""
+    proto = protocol_named(protocol)
+    return tuple(v for v in variants if proto.supports_sweep(v))
 
 
 def sweeper_class(variant: str) -> type[Sweeper]:

@@ -252,8 +252,5 @@ def run_stage(ctx: RunContext) -> None:
     print(fold(table(ledger.rows(BullmqWorkerRow), None if peer else str(found))))
 
 
-# --- python -m bench bullmq-worker ---------------------------------------------------------------
-
-
 FLAGS = SectionFlags(BullmqWorkerOptions, prefix="bullmq-worker-")
 ABOUT = "BullMQ's own workers alone, beside the suite's loops. Settings default to the profile's keys."

@@ -172,15 +172,11 @@ def issued_job_ids(queue: Queue) -> list[str]:
     return [str(i) for i in range(1, last + 1)]
 
 
-def redis_used_memory(client: Client) -> int:
-    """used_memory from INFO memory: on a cluster, its masters' sum (the run's queues spread)."""
-    return sum(int(node.info("memory")["used_memory"]) for _, node in primaries(client))
-
-
 def server_figures(client: Client) -> tuple[dict[str, CommandStats], float, int]:
     """Each master's commandstats, Redis's CPU seconds and used memory. commandstats is read last,
     next to the counters' reset or freeze that follows it: a call then falls between the two only
     when it was in flight, not whenever it was sent while another INFO waited on a busy machine."""
     cpu = redis_cpu_seconds(client.info("cpu"))
-    memory = redis_used_memory(client)
+    # used_memory: on a cluster, its masters' sum (the run's queues spread)
+    memory = sum(int(node.info("memory")["used_memory"]) for _, node in primaries(client))
     return read_per_master(client), cpu, memory

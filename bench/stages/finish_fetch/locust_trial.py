@@ -105,7 +105,8 @@ def run_locust(settings: RedisSettings, trial: TrialSettings, processes: int, pr
     summary_path = Path(f"{prefix}_summary.json")
     log_path = Path(f"{prefix}.log")
     summary_path.unlink(missing_ok=True)
-    env = {**os.environ, "REDIS_URL": settings.url, "PYTHONPATH": _pythonpath()}
+    pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "REDIS_URL": settings.url, "PYTHONPATH": pythonpath}
     timeout = trial.warmup_s + trial.measure_s + STARTUP_ALLOWANCE_S
     interrupted = False
     with log_path.open("w") as log:
@@ -154,11 +155,6 @@ def run_locust(settings: RedisSettings, trial: TrialSettings, processes: int, pr
     return summary
 
 
-def _pythonpath() -> str:
-    existing = os.environ.get("PYTHONPATH", "")
-    return f"{REPO}{os.pathsep}{existing}" if existing else str(REPO)
-
-
 def _last_error(log_path: Path) -> str:
     """A crashed run wrote no summary: the last line of its log that names an error."""
     lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
@@ -199,7 +195,11 @@ def run_trial(
             if summary.refused:  # the server refused the run's calls: nothing to audit
                 result = AuditResult(0, {}, refused=refused_verdict(summary.refused))
             else:  # Locust has exited: nothing moves the queues now, so the audit is exact.
-                result = _audit_after(queues, run_ids, home, settings.where)
+                try:
+                    result = audit_queues(queues, issued_job_ids, run_ids, home)
+                except redis.RedisError as exc:
+                    unreachable = f"Redis at {settings.where} unreachable ({first_line(exc)})"
+                    result = AuditResult(0, {}, server_unreachable=unreachable)
         finally:
             for queue in queues:
                 with contextlib.suppress(redis.RedisError):  # a server gone has nothing left to delete
@@ -207,15 +207,6 @@ def run_trial(
     finally:
         client.close()
     return TrialResult(strategy, point, rep, summary, result, prefix, protocol, machine)
-
-
-def _audit_after(
-    queues: list[Queue], run_ids: dict[str, str], home: dict[str, str], where: str
-) -> AuditResult:
-    try:
-        return audit_queues(queues, issued_job_ids, run_ids, home)
-    except redis.RedisError as exc:
-        return AuditResult(0, {}, server_unreachable=f"Redis at {where} unreachable ({first_line(exc)})")
 
 
 # The probe run of the latency-fidelity check: short, one user, no load to warm up.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 
-from bench.protocol.queue import Call, Command, Producer, Queue, now_us
+from bench.protocol.queue import Call, Command, Producer, Queue, now_us, raised
 from bench.results.finish_fetch import Regime
 from bench.stages.finish_fetch.summary import PRODUCER_WAIT_US
 from bench.stages.finish_fetch.timed import NO_HOOKS, LoadHooks, Meter
@@ -70,7 +70,7 @@ class ProducerLoop:
                 waited = time.perf_counter()
                 time.sleep(self.poll_s)  # full: look again a little later (run_steps sees a stop)
                 self.poll_s = min(2 * self.poll_s, self.poll_max_s)
-                self.backlog = self._raised(self.timer.send(self.check, "backlog check")[0])
+                self.backlog = int(raised(self.timer.send(self.check, "backlog check")[0]))
                 self.meter.count(PRODUCER_WAIT_US, int((time.perf_counter() - waited) * 1e6))
                 return
             self.poll_s = BACKLOG_POLL_S
@@ -85,7 +85,7 @@ class ProducerLoop:
         replies = self.timer.send(calls + self.check if closed else calls, f"addJob x{n}")
         ids = self.producer.read_ids(replies[:n])
         if closed:
-            self.backlog = self._raised(replies[n])
+            self.backlog = int(raised(replies[n]))
         self.meter.record("enqueue", (time.perf_counter() - slot) * 1e6)
         self.meter.count("jobs_added", len(ids))
         self.meter.count("producer_calls", n)
@@ -98,9 +98,3 @@ class ProducerLoop:
         if delay > 0:
             time.sleep(delay)
         return slot
-
-    @staticmethod
-    def _raised(reply: object) -> int:
-        if isinstance(reply, Exception):
-            raise reply
-        return int(reply)  # type: ignore[call-overload]

@@ -18,11 +18,10 @@ from bench.protocol.audit import audit_queues, master_run_ids
 from bench.protocol.commandstats import redis_cpu_seconds
 from bench.protocol.connection import Client, RedisSettings
 from bench.protocol.keys import fresh_queue_name
-from bench.protocol.queue import FinishRefused, Job, Producer, Queue, Worker
+from bench.protocol.queue import FinishRefused, Job, Producer, Queue, Worker, raised
 from bench.protocol.spread import homes
 from bench.stages.finish_fetch.loadstats import issued_job_ids
 from bench.stages.finish_fetch.trial_settings import TrialSettings
-from bench.stages.finish_fetch.worker_loop import raised
 
 # Jobs a reference point adds, a second of measure-s: a fast point drains them within the window,
 # a slow one stops at its end. Adding and auditing cost time too, so a short window adds fewer.

@@ -94,15 +94,12 @@ def row_of(run: TrialResult, opts: FinishFetchOptions, ids: RunIds) -> FinishFet
     return dataclasses.replace(row, **run.machine.row_fields()) if run.machine else row
 
 
-def _metric_file_name(metric: str) -> str:
-    # "call:moveToFinished+fetch" -> "call-moveToFinished-fetch": safe in a file name, no "__"
-    return "".join(ch if ch.isalnum() else "-" for ch in metric).strip("-")
-
-
 def write_histograms(run_dir: Path, run: TrialResult) -> None:
     """Each merged histogram of the run as hdr/finish_fetch__<variant id>__r<rep>__<metric>.hdr."""
     for metric, encoded in run.summary.histograms.items():
-        name = hdr_name(STAGE, run.variant_id, run.rep, _metric_file_name(metric))
+        # "call:moveToFinished+fetch" -> "call-moveToFinished-fetch": safe in a file name, no "__"
+        safe = "".join(ch if ch.isalnum() else "-" for ch in metric).strip("-")
+        name = hdr_name(STAGE, run.variant_id, run.rep, safe)
         hdr.write_hdr(run_dir / HDR_DIR / name, hdr.decode(encoded))
 
 

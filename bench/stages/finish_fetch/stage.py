@@ -359,9 +359,6 @@ def _wait_words(row: FinishFetchRow) -> str:
     return f"backlog wait p50 {row.e2e_p50_us} µs{dry}"
 
 
-# --- python -m bench finish-fetch ---------------------------------------------------------------
-
-
 FLAGS = SectionFlags(FinishFetchOptions)
 ABOUT = (
     "Finish-then-fetch alone: each strategy under Locust, then the raw driver. "

@@ -294,16 +294,12 @@ def _per_or_none(numerator: float, denominator: float) -> float | None:
 
 
 class QueueFigures(TypedDict):
-    """One queue's part of a trial."""
-
     master: str  # host:port of the master that holds the queue's slot
     jobs: int
     jobs_per_s: float | None
 
 
 class MasterFigures(TypedDict):
-    """One master's part of a trial."""
-
     queues: list[str]  # the queues whose slot it holds
     jobs: int
     jobs_per_s: float | None

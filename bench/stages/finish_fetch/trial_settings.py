@@ -13,8 +13,6 @@ from bench.stages.finish_fetch.plan import Point
 
 @dataclass(frozen=True)
 class TrialSettings:
-    """One run's load, as the locustfile ran it (single values, not a profile's lists)."""
-
     strategy: str
     workers: int
     producers: int

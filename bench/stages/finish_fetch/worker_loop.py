@@ -28,6 +28,7 @@ from bench.protocol.queue import (
     Sender,
     Worker,
     now_us,
+    raised,
 )
 from bench.stages.finish_fetch.seats import for_queue
 from bench.stages.finish_fetch.timed import NO_HOOKS, LoadHooks, Meter, count_error
@@ -264,10 +265,3 @@ class WorkerLoop:
         enqueued = job.enqueued_us
         if enqueued is not None:
             meter.record("e2e", finished_us - enqueued)
-
-
-def raised(reply: Any) -> Any:
-    """A reply, or the refusal of a call Redis refused, raised."""
-    if isinstance(reply, Exception):
-        raise reply
-    return reply

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from bench.protocol.base import protocol_named
+from bench.protocol.sweep import variants_of
 
 NO_PROTOCOL = "none"  # the baselines belong to no queue protocol
 
@@ -31,10 +31,8 @@ def points_of(protocols: Sequence[str], variants: Sequence[str], sizes: Sequence
     points = [Point(NO_PROTOCOL, "baselines")]
     for protocol in protocols:
         points.append(Point(protocol, "phases"))
-        own = protocol_named(protocol)
-        for variant in variants:
-            if own.supports_sweep(variant):
-                points += [Point(protocol, "sweep", variant, size) for size in sorted(sizes)]
+        for variant in variants_of(protocol, variants):
+            points += [Point(protocol, "sweep", variant, size) for size in sorted(sizes)]
     return points
 
 

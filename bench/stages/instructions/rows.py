@@ -52,11 +52,6 @@ class Counted:
     completed_size: int = 0  # the completed set as the phases began (QueueState); 0 for the others
 
 
-def _warm(action: Callable[[], object], calls: int) -> None:
-    for _ in range(calls):
-        action()
-
-
 def _paired(step: str, unit: str, once: Count, twice: Count, calls: int, completed: int = 0) -> Counted:
     """A step's figure from its 2N batch, beside its N batch's, split by part as the 2N batch was."""
     parts = tuple(parts_of(twice.functions, twice.total, 2 * calls))
@@ -94,31 +89,6 @@ def _at_state(
     )
 
 
-def count_phases(
-    server: CallgrindRedis, client: Client, protocol: str, calls: int, staging: QueueStaging
-) -> dict[str, tuple[Count, Count]]:
-    """Each phase of ``protocol`` run 2 x ``calls`` times at ``staging``'s state, counted in halves."""
-
-    def halves(action: Callable[[], object], twice: int) -> tuple[Count, Count]:
-        return server.measure(action, twice // 2), server.measure(action, twice - twice // 2)
-
-    return _at_state(server, client, protocol, 2 * calls, staging, halves)
-
-
-def count_cycles(
-    server: CallgrindRedis, client: Client, protocol: str, calls: int, staging: QueueStaging
-) -> list[Counted]:
-    """A fused and a two-call job of ``protocol``, each counted over ``calls`` jobs at ``staging``'s
-    state (the phases up to the fused one)."""
-    found = _at_state(server, client, protocol, calls, staging, server.measure, until=LAST_CYCLE_PHASE)
-    totals = {cycle: sum((found[p] for p in CYCLES[cycle]), Count(0)).total for cycle in JOB_CYCLES}
-    completed = staging.state.completed
-    return [
-        Counted(cycle, "job", 0, calls, total / calls, completed_size=completed)
-        for cycle, total in totals.items()
-    ]
-
-
 def count_point(
     server: CallgrindRedis, client: Client, point: Point, calls: int, staging: QueueStaging
 ) -> list[Counted]:
@@ -127,13 +97,23 @@ def count_point(
     counter = server.measure  # (action, calls) -> instructions
     fresh(client)
     if point.kind == "baselines":
-        baselines(client, WARMUP_CALLS, _warm)
+        baselines(client, WARMUP_CALLS, lambda action, n: [action() for _ in range(n)])
         once, twice = baselines(client, calls, counter), baselines(client, 2 * calls, counter)
         return [_paired(step, "call", n, n2, calls) for (step, n), (_, n2) in zip(once, twice, strict=True)]
-    if point.kind == "cycles":
-        return count_cycles(server, client, point.protocol, calls, staging.at(point.completed_size))
-    if point.kind == "phases":
-        halves = count_phases(server, client, point.protocol, calls, staging)
+    if point.kind == "cycles":  # a fused and a two-call job, N each (the phases up to the fused one)
+        at = staging.at(point.completed_size)
+        phases = _at_state(server, client, point.protocol, calls, at, counter, until=LAST_CYCLE_PHASE)
+        totals = {cycle: sum((phases[p] for p in CYCLES[cycle]), Count(0)).total for cycle in JOB_CYCLES}
+        return [
+            Counted(cycle, "job", 0, calls, total / calls, completed_size=at.state.completed)
+            for cycle, total in totals.items()
+        ]
+    if point.kind == "phases":  # each phase run 2N times, counted in halves
+
+        def in_halves(action: Callable[[], object], twice: int) -> tuple[Count, Count]:
+            return server.measure(action, twice // 2), server.measure(action, twice - twice // 2)
+
+        halves = _at_state(server, client, point.protocol, 2 * calls, staging, in_halves)
         completed = staging.state.completed
         counted = [_paired(step, "call", n, n + rest, calls, completed) for step, (n, rest) in halves.items()]
         for cycle in JOB_CYCLES:  # a worker's cycle is a job: the sum of its phases, each once

@@ -235,8 +235,5 @@ def run_stage(ctx: RunContext) -> None:
     print(fold(completed_table(ledger.rows(InstructionsCompletedRow))))
 
 
-# --- python -m bench instructions ---------------------------------------------------------------
-
-
 FLAGS = SectionFlags(InstructionsOptions, prefix="instructions-")
 ABOUT = (__doc__ or "").split("\n\n")[0]

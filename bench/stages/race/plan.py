@@ -9,7 +9,7 @@ from bench.errors import BenchError
 from bench.harness.profile import RaceOptions
 from bench.protocol.base import check_protocol_names, protocol_named
 from bench.protocol.scripts import SCRIPT_FILES
-from bench.protocol.sweep import SWEEPERS, has_gap, is_sliced
+from bench.protocol.sweep import SWEEPERS, has_gap, is_sliced, variants_of
 
 # The profile's defaults are the plan's: one place for each.
 _DEFAULTS = RaceOptions()
@@ -118,16 +118,11 @@ class RacePlan:
             raise BenchError(f"race deadline {self.deadline_s:g} s must be above 0")
         check_protocol_names(self.protocols)
         for protocol in self.protocols:
-            if not self.variants_of(protocol):
+            if not variants_of(protocol, self.variants):
                 raise BenchError(
                     f"no race variant of {', '.join(self.variants)} is a {protocol} sweep; "
                     f"add one of {', '.join(protocol_named(protocol).sweep_variants or SWEEPERS)}"
                 )
-
-    def variants_of(self, protocol: str) -> tuple[str, ...]:
-        """The plan's variants that are sweeps of ``protocol`` (BullMQ has one: its atomic sweep)."""
-        proto = protocol_named(protocol)
-        return tuple(v for v in self.variants if proto.supports_sweep(v))
 
 
 def points_of(plan: RacePlan) -> list[Point]:
@@ -140,5 +135,5 @@ def points_of(plan: RacePlan) -> list[Point]:
         for variant in plan.variants
         for delay in dict.fromkeys(plan.delays_ms if has_gap(variant) else (0.0,))
         for protocol in plan.protocols
-        if variant in plan.variants_of(protocol)
+        if variant in variants_of(protocol, plan.variants)
     ]  # fmt: skip

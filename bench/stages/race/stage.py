@@ -104,9 +104,6 @@ def run_stage(ctx: RunContext) -> None:
     print(fold(table(outcomes, plan)))
 
 
-# --- python -m bench race ---------------------------------------------------------------
-
-
 FLAGS = SectionFlags(
     RaceOptions,
     prefix="race-",

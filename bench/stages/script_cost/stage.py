@@ -38,8 +38,5 @@ def run_stage(ctx: RunContext) -> None:
     print(fold(commands_table(phases)))
 
 
-# --- python -m bench script-cost ---------------------------------------------------------------
-
-
 FLAGS = SectionFlags(FinishFetchOptions, only=("repetitions",))  # the one key of another's it reads
 ABOUT = "Redis's own µs a call of each script alone, on a small queue. Settings default to the profile's."

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from bench.errors import BenchError
 from bench.harness.profile import SweepOptions
 from bench.protocol.base import check_protocol_names, protocol_named
-from bench.protocol.sweep import SWEEPERS
+from bench.protocol.sweep import SWEEPERS, variants_of
 from bench.stages.sweep.scenario import SCENARIOS
 
 ECHOMQ = "echomq"
@@ -51,7 +51,6 @@ class SweepCase:
 
     @property
     def slug(self) -> str:
-        """A file-name-safe name."""
         return f"{self.label}.{self.scenario}.{self.size}"
 
 
@@ -100,12 +99,6 @@ def over_cap(caps: dict[CapKey, tuple[int, str]], point: SweepCase) -> str | Non
     if not entry or point.size <= limit:
         return None
     return f"over the cap {entry}: {SLOW_BECAUSE.get(point.label, 'capped by the profile')}"
-
-
-def variants_of(protocol: str, variants: Sequence[str]) -> list[str]:
-    """The variants that are sweeps of ``protocol`` (BullMQ has one: its own atomic sweep)."""
-    proto = protocol_named(protocol)
-    return [v for v in variants if proto.supports_sweep(v)]
 
 
 def points_of(options: SweepOptions, protocols: Sequence[str] = (ECHOMQ,)) -> list[Point]:

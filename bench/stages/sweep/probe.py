@@ -15,7 +15,7 @@ import multiprocessing
 import sys
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection as Pipe
 from types import TracebackType
 from typing import Any
@@ -34,9 +34,7 @@ _BEGIN, _END, _QUIT = "begin", "end", "quit"
 
 @dataclass
 class ProbeWindow:
-    """What the probe saw in one window."""
-
-    histogram: HdrHistogram
+    histogram: HdrHistogram = field(default_factory=new_histogram)
     busy: int = 0  # BUSY replies
     errors: int = 0  # timeouts, connection errors, other error replies
     sent: int = 0
@@ -46,10 +44,6 @@ class ProbeWindow:
         self.busy += other.busy
         self.errors += other.errors
         self.sent += other.sent
-
-
-def empty_window() -> ProbeWindow:
-    return ProbeWindow(new_histogram())
 
 
 class _OpenLoopPinger:
@@ -63,7 +57,7 @@ class _OpenLoopPinger:
         self.conn.connect()
         self.due: collections.deque[float] = collections.deque()  # due times of PINGs in flight
         self.in_flight = threading.Semaphore(0)
-        self.window = empty_window()
+        self.window = ProbeWindow()
         self.drained = threading.Condition()
         self.broken = False
         threading.Thread(target=self._read_replies, daemon=True).start()
@@ -107,7 +101,7 @@ class _OpenLoopPinger:
         with self.drained:
             while self.due and time.monotonic() < deadline:
                 self.drained.wait(0.05)
-        window, self.window = self.window, empty_window()
+        window, self.window = self.window, ProbeWindow()
         if self.broken and not self.due:  # the reader has failed every PING owed: reconnect
             with contextlib.suppress(redis.RedisError, OSError):
                 self.conn.disconnect()

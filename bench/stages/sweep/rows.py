@@ -20,7 +20,7 @@ from bench.results.hdr import decode, summary, write_hdr
 from bench.results.rows import RunIds
 from bench.results.sweep import SweepCostRow
 from bench.stages.sweep.plan import Point, SweepCase
-from bench.stages.sweep.probe import ProbeWindow, empty_window
+from bench.stages.sweep.probe import ProbeWindow
 
 PYPERF_JSON = f"{PYPERF_DIR}/sweep_pyperf.json"  # every size's, merged (one a size beside it)
 SIDE_DIR = f"{PYPERF_DIR}/side"  # what each timed value saw besides its time
@@ -74,7 +74,7 @@ def _max_known(values: list[Any]) -> Any:
 
 def side_summary(run_dir: Path, point: SweepCase) -> SideSummary:
     side = load_side(run_dir, point)
-    probe = empty_window()
+    probe = ProbeWindow()
     for r in side:
         probe.add(ProbeWindow(decode(r["probe_hdr"]), r["probe_busy"], r["probe_errors"], r["probe_sent"]))
     hold_us = _max_known([r.get("redis_hold_us") for r in side])  # the longest call inside Redis

@@ -34,7 +34,7 @@ from bench.protocol.keys import fresh_queue_name
 from bench.protocol.queue import Queue
 from bench.protocol.refusal import ServerRefused
 from bench.protocol.scripts import script_source
-from bench.protocol.sweep import SWEEPERS
+from bench.protocol.sweep import SWEEPERS, variants_of
 from bench.results.files import PYPERF_DIR, Ledger, read_json
 from bench.results.meta import read_meta
 from bench.results.rows import RunIds, row_dict
@@ -50,7 +50,6 @@ from bench.stages.sweep.plan import (
     pyperf_options,
     run_order,
     variant_label,
-    variants_of,
 )
 from bench.stages.sweep.pyperf_program import REFUSED_FILE, URL_ENV, ProgramSettings
 from bench.stages.sweep.rows import SIDE_DIR, SizeOutcome, merge_pyperf, row_of, side_summary
@@ -130,17 +129,6 @@ def run_pyperf(
     return outcome
 
 
-def point_line(run_dir: Path, point: SweepCase, pyperf_line: str) -> str:
-    """The progress line for a point pyperf has finished."""
-    side = side_summary(run_dir, point)
-    note = f"; ERROR {'; '.join(side.errors)}" if side.errors else ""
-    return (
-        f"{point.label} {point.scenario} {point.size:,}: {pyperf_line}; "
-        f"hold {fmt(side.hold_ms_max, 3)} ms, probe max {fmt(side.probe_us('max'))} µs, "
-        f"{side.probe.busy} BUSY{note}"
-    )
-
-
 def script_shas(variants: Sequence[str], protocols: Sequence[str] = (ECHOMQ,)) -> dict[str, str]:
     """The SHA1 (as Redis names it) of each atomic variant's script, by point label: a
     protocol's own sweep is its sweep step; the others are scripts of lua/."""
@@ -162,14 +150,21 @@ def script_shas(variants: Sequence[str], protocols: Sequence[str] = (ECHOMQ,)) -
 def measure_size(
     ctx: RunContext, scenario: ScenarioQueue, size: int, points: list[SweepCase], tell: Callable[[str], None]
 ) -> SizeOutcome:
-    """Grow the snapshot to ``size`` jobs and run pyperf over ``points``."""
     ctx.progress(f"building {size:,} active jobs through the protocol")
     scenario.grow(size)
     by_name = {p.name: p for p in points}
 
-    def finished(name: str, line: str) -> None:
-        if name in by_name:
-            tell(point_line(ctx.run_dir, by_name[name], line))
+    def finished(name: str, pyperf_line: str) -> None:
+        """The progress line for a point pyperf has finished."""
+        point = by_name.get(name)
+        if point is not None:
+            side = side_summary(ctx.run_dir, point)
+            note = f"; ERROR {'; '.join(side.errors)}" if side.errors else ""
+            tell(
+                f"{point.label} {point.scenario} {point.size:,}: {pyperf_line}; "
+                f"hold {fmt(side.hold_ms_max, 3)} ms, probe max {fmt(side.probe_us('max'))} µs, "
+                f"{side.probe.busy} BUSY{note}"
+            )
 
     return run_pyperf(
         ctx.settings, scenario.queue.keys.name, size, points, ctx.profile.sweep, ctx.run_dir, finished,
@@ -290,7 +285,6 @@ def control_row(ids: RunIds, times: list[int], calls: int, iterations: int, mixe
 
 
 def control_line(row: SweepControlRow) -> str:
-    """The control's figures in one line, as the stage prints them."""
     if row.redis_us_max is None:
         return f"control: none of {row.calls:,} calls could be timed alone (other script calls overlapped)"
     note = "; CONTENDED" if row.contended else ""
@@ -376,9 +370,6 @@ def run_stage(ctx: RunContext) -> None:
         errors=len(errors),
         pyperf={str(size): pyperf_options(size, options.sweep_reps) for size in options.sweep_sizes},
     )
-
-
-# ---------------------------------------------------------------- `python -m bench sweep`
 
 
 FLAGS = SectionFlags(SweepOptions, prefix="sweep-")

@@ -25,7 +25,7 @@ from bench.protocol.sweep import DEFAULT_SLICE, DEFAULT_SLICE_BUDGET_US, Sweeper
 from bench.results.files import write_json
 from bench.results.hdr import encode
 from bench.stages.sweep.plan import SweepCase
-from bench.stages.sweep.probe import DEFAULT_RATE_HZ, Probe, ProbeWindow, empty_window
+from bench.stages.sweep.probe import DEFAULT_RATE_HZ, Probe, ProbeWindow
 from bench.stages.sweep.scenario import BENCH_MAX_STALLED, ScenarioQueue, stalled_share
 
 # No sweep call may time out and so be cut short; the client never re-sends one.
@@ -57,7 +57,7 @@ class ValueRecord:
     redis_hold_us: int | None = 0
     # each sweep's calls over the slowlog threshold (None: SLOWLOG could not tell)
     redis_slow_calls: list[int | None] = field(default_factory=list)
-    probe: ProbeWindow = field(default_factory=empty_window)
+    probe: ProbeWindow = field(default_factory=ProbeWindow)
     errors: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:

@@ -211,8 +211,6 @@ def redis_settings(options: Any, host: str, socket_timeout_s: float = 30.0) -> R
     return dataclasses.replace(settings, socket_timeout_s=socket_timeout_s)
 
 
-# -- the summary's place ------------------------------------------------------------------
-
 _default_summary: list[Path] = []  # this test's, when neither --summary-json nor --csv says
 
 
