@@ -1,9 +1,13 @@
 """Redis's cost in instructions (valgrind's callgrind): a count steal cannot move.
 
-Each test starts its own redis-server under callgrind (bench.harness.callgrind). Two servers
+The tests count on redis-servers under callgrind (bench.harness.callgrind). Two servers
 take the same seeds and wall clock, the counts of the same calls agree within 0.5% with a busy process
 beside the second server, and a script with one more redis.call costs more (and compare calls it
-worse). The stage itself, its state and its rows: tests/test_instructions_stage.py.
+worse). The servers serve the module: the quiet one (quiet_server) and the busy one (busy_server)
+each read their seeds and clock as they start, the seeds test compares them, the hog test counts the
+same calls on each, and the changed script is counted on the quiet one, against its counts
+(quiet_counts). A third, started as it comes (unpinned_server), never counts. The stage itself, its
+state and its rows: tests/test_instructions_stage.py.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -85,9 +90,12 @@ def two_command_counts(server: CallgrindRedis, client: Client) -> tuple[float, f
 def phase_measures(
     server: CallgrindRedis, client: Client, protocol: str | EchoMQ = "echomq"
 ) -> dict[str, Count]:
-    """Each phase of the script cost's count over 50 calls, by function, fixed inputs."""
+    """Each phase of the script cost's count over 50 calls, by function, fixed inputs, after 50
+    uncounted calls of each phase up to extendLock (the healthy sweep's warm-up, 50 sweeps of 100
+    jobs, would cost as much as the rest of it)."""
     fresh(client)
-    run_phases(client, 50, protocol, lambda action, n: [action() for _ in range(n)], Inputs.fixed("instr-w"))
+    uncounted = lambda action, n: [action() for _ in range(n)]  # noqa: E731
+    run_phases(client, 50, protocol, uncounted, Inputs.fixed("instr-w"), until="extendLock")
     return dict(run_phases(client, 50, protocol, server.measure, Inputs.fixed("instr-a")))
 
 
@@ -128,23 +136,103 @@ def pinned_inputs(server: CallgrindRedis) -> tuple[object, ...]:
         client.close()
 
 
+@dataclass(frozen=True)
+class Started:
+    """One of the module's counting servers (whole-server scope), and what it took from outside as
+    it started: pinned_inputs, read before anything else ran on it."""
+
+    server: CallgrindRedis
+    client: Client
+    pinned: tuple[object, ...]
+
+
+def skip_without_valgrind() -> None:
+    if valgrind_missing() is not None:
+        pytest.skip(f"cannot count instructions: {valgrind_missing()}")
+
+
+@contextmanager
+def started() -> Iterator[Started]:
+    skip_without_valgrind()
+    with counting("server") as (server, client):
+        yield Started(server, client, pinned_inputs(server))
+
+
+@pytest.fixture(scope="module")
+def quiet_server() -> Iterator[Started]:
+    with started() as quiet:
+        yield quiet
+
+
+@pytest.fixture(scope="module")
+def busy_server() -> Iterator[Started]:
+    """The second server: nothing runs on it but its inputs' reading, until the hog test counts on it."""
+    with started() as busy:
+        yield busy
+
+
+@pytest.fixture(scope="module")
+def unpinned_server() -> Iterator[CallgrindRedis]:
+    """A server started as it comes (its seeds and clock not pinned), never counted."""
+    skip_without_valgrind()
+    server = CallgrindRedis("command")
+    server.seed_pinned = False
+    with server:
+        yield server
+
+
+@dataclass(frozen=True)
+class QuietCounts:
+    """The quiet server's counts: TWO_COMMANDS a call over N and 2N, and echomq's phases."""
+
+    script: float
+    script_2n: float
+    measured: dict[str, Count]
+
+
+@pytest.fixture(scope="module")
+def quiet_counts(quiet_server: Started) -> QuietCounts:
+    script, script_2n = two_command_counts(quiet_server.server, quiet_server.client)
+    return QuietCounts(script, script_2n, phase_measures(quiet_server.server, quiet_server.client))
+
+
 @needs_valgrind
 @pytest.mark.skipif(seed_refused() is not None, reason=f"the seed cannot be pinned: {seed_refused()}")
 @pytest.mark.timeout(120)
 def test_two_servers_take_the_same_seeds_and_clock_and_an_unpinned_one_does_not(
-    monkeypatch: pytest.MonkeyPatch,
+    quiet_server: Started, busy_server: Started, unpinned_server: CallgrindRedis
 ) -> None:
-    with CallgrindRedis("command") as first, CallgrindRedis("command") as second:
-        assert first.seed_pinned
-        pinned = pinned_inputs(first)
-        assert pinned_inputs(second) == pinned
-        seconds, ms = divmod(PINNED_MS, 1000)
-        assert pinned[1] == (seconds, ms * 1000)  # the clock stands still
-        assert pinned[2] == (f"{PINNED_MS}-0".encode(), f"{PINNED_MS}-1".encode())
-        monkeypatch.setattr(second, "seed_pinned", False)
-        second.restart()  # the same server, started again as it comes: its own seed and clock
-        run_id, clock, ids, _ = pinned_inputs(second)
-        assert run_id != pinned[0] and clock != pinned[1] and ids != pinned[2]
+    first, second = quiet_server, busy_server  # each one's inputs read as it started, before any count
+    assert first.server.seed_pinned and second.server.seed_pinned
+    pinned = first.pinned
+    assert second.pinned == pinned
+    seconds, ms = divmod(PINNED_MS, 1000)
+    assert pinned[1] == (seconds, ms * 1000)  # the clock stands still
+    assert pinned[2] == (f"{PINNED_MS}-0".encode(), f"{PINNED_MS}-1".encode())
+    # a server started as it comes: its own seed and clock
+    assert not unpinned_server.seed_pinned
+    run_id, clock, ids, _ = pinned_inputs(unpinned_server)
+    assert run_id != pinned[0] and clock != pinned[1] and ids != pinned[2]
+
+
+@needs_valgrind
+@pytest.mark.timeout(120)
+def test_the_counted_server_allocates_by_its_calls_alone_not_by_the_clock(
+    unpinned_server: CallgrindRedis,
+) -> None:
+    """A counted server's allocators, pinned or not (shown by the unpinned one: the quiet and the
+    busy servers run nothing but the same calls)."""
+    # jemalloc's background thread and its time-based purging moved extendLock 0.27% a server
+    client = RedisSettings.from_url(unpinned_server.url).connect()
+    try:
+        assert client.config_get("jemalloc-bg-thread") == {"jemalloc-bg-thread": "no"}
+        stats = client.execute_command("MEMORY", "MALLOC-STATS")
+        text = stats.decode() if isinstance(stats, bytes) else str(stats)
+        if "jemalloc" in str(client.info("memory").get("mem_allocator", "")):
+            assert "opt.background_thread: false" in text
+            assert "opt.dirty_decay_ms: -1" in text and "opt.muzzy_decay_ms: -1" in text
+    finally:
+        client.close()
 
 
 def test_without_a_c_compiler_the_inputs_are_not_pinned_and_the_reason_says_so(
@@ -173,12 +261,14 @@ def test_a_pin_that_does_not_build_stops_the_server_with_the_compilers_line(
 
 @needs_valgrind
 @pytest.mark.timeout(120)
-def test_two_servers_count_the_same_calls_alike_with_a_cpu_hog_beside_the_second() -> None:
+def test_two_servers_count_the_same_calls_alike_with_a_cpu_hog_beside_the_second(
+    quiet_counts: QuietCounts, busy_server: Started
+) -> None:
     # the whole server's count: its parts are what the breakdown splits (instructions_parts.csv)
-    with counting("server") as (server, client):
-        quiet_script, quiet_script_2n = two_command_counts(server, client)
-        quiet_measured = phase_measures(server, client)
-    with counting("server") as (server, client), cpu_hog():  # the hog beside the counts, not the start
+    quiet_script, quiet_script_2n = quiet_counts.script, quiet_counts.script_2n
+    quiet_measured = quiet_counts.measured
+    server, client = busy_server.server, busy_server.client  # what the quiet one ran before its counts
+    with cpu_hog():  # the hog beside the counts, not the start
         busy_script, busy_script_2n = two_command_counts(server, client)
         busy_measured = phase_measures(server, client)
     quiet_phases, busy_phases = phase_counts(quiet_measured), phase_counts(busy_measured)
@@ -238,10 +328,11 @@ def test_compare_claims_a_change_beyond_half_a_percent_on_pinned_seeds_and_beyon
 
 @needs_valgrind
 @pytest.mark.timeout(120)
-def test_one_more_redis_call_in_move_to_finished_costs_more_and_compare_says_worse() -> None:
-    with counting("server") as (server, client):
-        base_measured = phase_measures(server, client)
-        changed_measured = phase_measures(server, client, OneCallMore())
+def test_one_more_redis_call_in_move_to_finished_costs_more_and_compare_says_worse(
+    quiet_server: Started, quiet_counts: QuietCounts
+) -> None:
+    base_measured = quiet_counts.measured  # echomq's phases on this server, as the changed ones next
+    changed_measured = phase_measures(quiet_server.server, quiet_server.client, OneCallMore())
     base, changed = phase_counts(base_measured), phase_counts(changed_measured)
     finishes = ("moveToFinished (fetch next = 0)", "moveToFinished (fetch next = 1)")
     for step in finishes:

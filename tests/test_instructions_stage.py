@@ -2,10 +2,10 @@
 queue brought to the stated state, a protocol's phases counted over N and 2N calls alike, the rows
 of the two scopes, and a tiny profile's every step written, or one line and nothing without valgrind.
 
-The counted servers here start once for the module where a test does not need a fresh one (a point
-of phases restarts its server anyway), and the stated state's completed set and events stream are
-built on a plain server of the same binary, not under callgrind: a counted server only RESTOREs them,
-as the stage's second scope does the first's dumps.
+The stage runs once for the module on a tiny profile (tiny_run): the test of its every step and the
+test of its counts over N and 2N read the same run folder. The stated state's completed set and
+events stream are built on a plain server of the same binary, not under callgrind: a counted server
+only RESTOREs them, as the stage's second scope does the first's dumps.
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ from __future__ import annotations
 import json
 import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from bench.harness.callgrind import CallgrindRedis, valgrind_missing
+from bench.harness.callgrind import valgrind_missing
 from bench.harness.context import RunContext
 from bench.harness.profile import InstructionsOptions, Profile
 from bench.harness.server import EmbeddedRedis, ServerInfo, find_binary
@@ -31,19 +30,10 @@ from bench.results.instructions import InstructionsCompletedRow, InstructionsPar
 from bench.stages.instructions import stage
 from bench.stages.instructions.parts import PARTS
 from bench.stages.instructions.plan import Point
-from bench.stages.instructions.rows import LEAD_CALLS, PHASES_QUEUE, Counted, count_point, rows_of
-from tests.test_instructions import counting, needs_valgrind
+from bench.stages.instructions.rows import LEAD_CALLS, PHASES_QUEUE, Counted, rows_of
+from tests.test_instructions import needs_valgrind
 
 pytestmark = [pytest.mark.valgrind]
-
-
-@pytest.fixture(scope="module")
-def counted_server() -> Iterator[tuple[CallgrindRedis, Client]]:
-    """One server counting inside command execution, for the tests that need no fresh one."""
-    if valgrind_missing() is not None:
-        pytest.skip(f"cannot count instructions: {valgrind_missing()}")
-    with counting() as pair:
-        yield pair
 
 
 def prebuilt(state: QueueState, binary: str) -> QueueStaging:
@@ -58,21 +48,6 @@ def prebuilt(state: QueueState, binary: str) -> QueueStaging:
         finally:
             client.close()
     return staging
-
-
-@needs_valgrind
-@pytest.mark.timeout(120)
-def test_the_counted_server_allocates_by_its_calls_alone_not_by_the_clock(
-    counted_server: tuple[CallgrindRedis, Client],
-) -> None:
-    # jemalloc's background thread and its time-based purging moved extendLock 0.27% a server
-    _, client = counted_server
-    assert client.config_get("jemalloc-bg-thread") == {"jemalloc-bg-thread": "no"}
-    stats = client.execute_command("MEMORY", "MALLOC-STATS")
-    text = stats.decode() if isinstance(stats, bytes) else str(stats)
-    if "jemalloc" in str(client.info("memory").get("mem_allocator", "")):
-        assert "opt.background_thread: false" in text
-        assert "opt.dirty_decay_ms: -1" in text and "opt.muzzy_decay_ms: -1" in text
 
 
 def test_a_queue_is_brought_to_the_stated_state_with_room_in_its_tables(client: Client) -> None:
@@ -100,30 +75,12 @@ def test_a_queue_is_brought_to_the_stated_state_with_room_in_its_tables(client: 
         assert (other - 1) & (other - 2) == 0 and other + keys_added(calls, LEAD_CALLS) < table
 
 
-@needs_valgrind
-@pytest.mark.timeout(180)
-def test_the_instruction_count_at_a_fixed_state_is_the_same_a_call_over_n_and_2n(
-    counted_server: tuple[CallgrindRedis, Client],
-) -> None:
-    """Every step of a protocol's phases, counted over 2N calls at the stated state and over their
-    first N, costs the same a call within 0.5%. On a queue that began empty a fused job's count over
-    N was 5.3% above its count over 2N (the completed set a listpack until 128, each insert a scan
-    of it). echomq-deadline: echomq's steps and a sorted set of the jobs in flight, its sweep cheap."""
-    calls = 50
-    server, client = counted_server
-    staging = prebuilt(stage.phases_state(calls), server.binary)
-    counted = count_point(server, client, Point("echomq-deadline", "phases"), calls, staging)
-    assert {"fused cycle", "two-call cycle", "extendLock"} <= {step.step for step in counted}
-    for step in counted:
-        print(f"{step.step}: {step.per_unit:.1f} over 2N, {step.per_unit_n:.1f} over N")
-    for step in counted:
-        assert step.per_unit_n is not None and step.completed_size == COMPLETED and step.calls == 2 * calls
-        assert abs(step.per_unit / step.per_unit_n - 1) <= 0.005, step
-
-
+# echomq-deadline: echomq's steps and a sorted set of the jobs in flight (its sweeps: atomic and sliced)
+TINY_PROTOCOL = "echomq-deadline"
+TINY_CALLS = 50
 TINY = InstructionsOptions(
-    instructions_calls=50,
-    instructions_sweep_variants=("atomic", "app_side"),
+    instructions_calls=TINY_CALLS,
+    instructions_sweep_variants=("atomic", "atomic_sliced"),
     instructions_sweep_sizes=(10,),
     instructions_completed_sizes=(0, COMPLETED),
 )
@@ -132,7 +89,22 @@ TINY = InstructionsOptions(
 def context(tmp_path: Path, servers: tuple[str, ...] = ()) -> RunContext:
     settings = RedisSettings.from_url("redis://127.0.0.1:1/0")  # the stage starts servers of its own
     server = ServerInfo(settings.url, "PATH", None, "7.0")
-    return RunContext(Profile("tiny", servers=servers, instructions=TINY), settings, server, tmp_path)
+    profile = Profile("tiny", protocols=(TINY_PROTOCOL,), servers=servers, instructions=TINY)
+    return RunContext(profile, settings, server, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The stage run once on a tiny profile, on the server binary it names (servers): its run
+    folder and the binary. The tests below read what it wrote."""
+    if valgrind_missing() is not None:
+        pytest.skip(f"cannot count instructions: {valgrind_missing()}")
+    binary, _ = find_binary()
+    folder = tmp_path_factory.mktemp("tiny-instructions")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(stage, "QueueStaging", lambda state: prebuilt(state, binary))
+        stage.run_stage(context(folder, servers=(binary,)))
+    return folder, binary
 
 
 def test_without_valgrind_the_stage_says_so_and_writes_no_rows(
@@ -167,13 +139,9 @@ def test_a_row_pairs_the_two_scopes_counts_and_says_how_linear_they_are() -> Non
 @needs_valgrind
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_the_stage_writes_every_step_of_a_tiny_profile(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_stage_writes_every_step_of_a_tiny_profile(tiny_run: tuple[Path, str]) -> None:
     """On the server binary a profile names (servers), named from its own INFO."""
-    binary, _ = find_binary()
-    monkeypatch.setattr(stage, "QueueStaging", lambda state: prebuilt(state, binary))
-    stage.run_stage(context(tmp_path, servers=(binary,)))
+    tmp_path, binary = tiny_run
     frame = pd.read_csv(tmp_path / InstructionsRow.FILE)
     said = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout
     version = next(part[2:] for part in said.split() if part.startswith("v="))
@@ -182,7 +150,7 @@ def test_the_stage_writes_every_step_of_a_tiny_profile(
     assert about["servers"] == {f"redis {version}": binary}
     # a protocol's steps are of one stated queue state, said in meta.json and on each row
     assert about["state"]["completed"] == COMPLETED and about["state"]["lead_calls"] == LEAD_CALLS
-    phases = frame["protocol"] == "echomq"
+    phases = frame["protocol"] == TINY_PROTOCOL
     assert set(frame.loc[phases & (frame["active_size"] == 0), "completed_size"]) == {COMPLETED}
     assert set(frame.loc[~phases | (frame["active_size"] > 0), "completed_size"]) == {0}
     # a job against the completed set's size: the stated state's is the phases' own count
@@ -193,12 +161,13 @@ def test_the_stage_writes_every_step_of_a_tiny_profile(
     stated = frame[phases & (frame["step"] == "fused cycle")].iloc[0]
     assert jobs.loc[("fused cycle", COMPLETED), "instructions_per_call"] == stated["instructions_per_call"]
     assert (
-        jobs.loc[("fused cycle", 0), "calls"] == 50 and jobs.loc[("fused cycle", COMPLETED), "calls"] == 100
+        jobs.loc[("fused cycle", 0), "calls"] == TINY_CALLS
+        and jobs.loc[("fused cycle", COMPLETED), "calls"] == 2 * TINY_CALLS
     )
     steps = set(zip(frame["protocol"], frame["step"], frame["active_size"], strict=True))
     assert ("none", "PING", 0) in steps and ("none", "EVALSHA return 1", 0) in steps
-    assert {("echomq", "fused cycle", 0), ("echomq", "two-call cycle", 0)} <= steps
-    assert {("echomq", "sweep atomic", 10), ("echomq", "sweep app_side", 10)} <= steps
+    assert {(TINY_PROTOCOL, "fused cycle", 0), (TINY_PROTOCOL, "two-call cycle", 0)} <= steps
+    assert {(TINY_PROTOCOL, "sweep atomic", 10), (TINY_PROTOCOL, "sweep atomic_sliced", 10)} <= steps
     assert (frame["instructions_per_call"] > 0).all()
     # the whole request holds the command, and more: its read and its reply
     assert (frame["server_instructions_per_call"] > frame["instructions_per_call"]).all()
@@ -218,3 +187,24 @@ def test_the_stage_writes_every_step_of_a_tiny_profile(
     whole = frame.set_index(["protocol", "step", "active_size"])["server_instructions_per_call"]
     assert set(summed.index) == set(whole.index)
     assert ((summed / whole.loc[summed.index] - 1).abs() <= 0.001).all()
+
+
+@needs_valgrind
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_the_instruction_count_at_a_fixed_state_is_the_same_a_call_over_n_and_2n(
+    tiny_run: tuple[Path, str],
+) -> None:
+    """Every step of a protocol's phases, counted over 2N calls at the stated state and over their
+    first N, costs the same a call within 0.5% (inside command execution: the tiny run's
+    instructions_2n_diff_pct). On a queue that began empty a fused job's count over N was 5.3%
+    above its count over 2N (the completed set a listpack until 128, each insert a scan of it).
+    echomq-deadline: echomq's steps and a sorted set of the jobs in flight, its sweep cheap."""
+    frame = pd.read_csv(tiny_run[0] / InstructionsRow.FILE)
+    counted = frame[(frame["protocol"] == TINY_PROTOCOL) & (frame["active_size"] == 0)]
+    assert {"fused cycle", "two-call cycle", "extendLock"} <= set(counted["step"])
+    for step in counted.itertuples():
+        print(f"{step.step}: {step.instructions_2n_diff_pct:+.3f}% over 2N against N")
+    for step in counted.itertuples():
+        assert step.completed_size == COMPLETED and step.calls == 2 * TINY_CALLS, step
+        assert pd.notna(step.instructions_2n_diff_pct) and abs(step.instructions_2n_diff_pct) <= 0.5, step

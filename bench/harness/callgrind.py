@@ -1,8 +1,9 @@
 """A redis-server under valgrind's callgrind: the instructions Redis executes, counted (what is
 counted and why it holds still: docs/results-reference.md, instructions.csv).
 
-Collection is on only inside the functions of the server's ``Scope``; ``callgrind_control`` zeroes
-the counters before a batch of calls and dumps them after it, and the dump's ``summary:`` line is
+Collection is on only inside the functions of the server's ``Scope``; callgrind's ``zero`` and
+``dump`` monitor commands, sent by ``vgdb`` (as ``callgrind_control -z`` and ``-d`` send them), zero
+the counters before a batch of calls and dump them after it, and the dump's ``summary:`` line is
 the batch's count. Two scopes, each its own server (callgrind cannot count two regions at once):
 
 - ``command``: Redis's ``call()`` (a script's own ``redis.call`` commands run nested in it): what a
@@ -45,7 +46,7 @@ SCOPES: dict[Scope, tuple[str, ...]] = {
 }
 # valgrind starts a redis-server in a second or two on a quiet machine; a loaded one takes longer.
 VALGRIND_START_S = 90.0
-CONTROL_TIMEOUT_S = 60.0  # callgrind_control waits for the server to take its command
+CONTROL_TIMEOUT_S = 60.0  # vgdb waits for the server to take its command
 _SUMMARY = re.compile(r"^(?:summary|totals):\s*(\d+)", re.MULTILINE)
 OUT_FILE = "callgrind.out"
 SEED_FILE = "urandom.fixed"
@@ -58,8 +59,8 @@ _PIN = 'mount --bind "$0" /dev/urandom && exec "$@"'
 
 
 def valgrind_missing() -> str | None:
-    """Why instructions cannot be counted here, or None when valgrind and callgrind_control are on PATH."""
-    for tool in ("valgrind", "callgrind_control"):
+    """Why instructions cannot be counted here, or None when valgrind and vgdb are on PATH."""
+    for tool in ("valgrind", "vgdb"):
         if shutil.which(tool) is None:
             return f"{tool} is not on PATH (install valgrind: apt-get install valgrind)"
     return None
@@ -240,21 +241,23 @@ class CallgrindRedis(EmbeddedRedis):
         _run([*build, "-o", str(library), str(PIN_SOURCE)], f"cc could not build {PIN_SOURCE.name}")
         return library
 
-    def _control(self, flag: str) -> None:
+    def _control(self, command: Literal["zero", "dump"]) -> None:
+        """Callgrind's monitor command, sent by vgdb itself: what callgrind_control sends, without
+        its Perl and its listing of every valgrind process first."""
         assert self.process is not None
-        _run(["callgrind_control", flag, str(self.process.pid)], f"callgrind_control {flag} failed")
+        _run(["vgdb", f"--pid={self.process.pid}", command], f"vgdb {command} failed")
 
     def measure(self, action: Callable[[], object], calls: int) -> Count:
         """Instructions of ``calls`` runs of ``action``, in this server's scope, and by function:
         the counters zeroed before, dumped after (each dump read, then removed)."""
-        self._control("-z")
+        self._control("zero")
         for _ in range(calls):
             action()
         before = set(self.folder.glob(f"{OUT_FILE}.*"))
-        self._control("-d")
+        self._control("dump")
         new = set(self.folder.glob(f"{OUT_FILE}.*")) - before
         if not new:
-            raise BenchError(f"callgrind_control -d wrote no dump in {self.folder}")
+            raise BenchError(f"callgrind's dump wrote no file in {self.folder}")
         counted = Count(0)
         for path in sorted(new, key=lambda p: int(p.suffix.lstrip(".") or 0)):
             counted += Count(instructions_in(path), function_costs(path))
