@@ -44,7 +44,7 @@ from bench.stages.finish_fetch.summary import (
 )
 from bench.stages.finish_fetch.table import TableRow, table
 from bench.stages.finish_fetch.trial_settings import TrialSettings
-from tests.helpers import finish_fetch_row
+from tests.helpers import LOCUST_LOADS, ForkedCommands, finish_fetch_row
 
 # Short runs: long enough for a few thousand jobs, short enough for the suite.
 QUICK = FinishFetchOptions(
@@ -357,70 +357,17 @@ BAD_OPTIONS = [
 PROFILE_CONFS = sorted(PROFILES_DIR.glob("*.conf"))
 
 
-# `python -m locust <args>` for each of a list of argument lists, as forks of one process that has
-# loaded Locust (and gevent, and the locustfile's imports) once: each fork runs Locust's own main()
-# under its sys.argv, its stdout and stderr to files, and exits with main()'s code as Python would.
-LOCUST_FORKS = """
-import importlib.util, json, os, sys
-import locust.main  # most of a `python -m locust` start, paid once
-from bench.stages.finish_fetch.in_locust import hooks  # the locustfile's imports; it loads in each fork
-from bench.stages.finish_fetch.in_locust import user  # noqa: F401
-
-program = importlib.util.find_spec("locust.__main__").origin  # sys.argv[0] under `python -m locust`
-started = {}
-for n, args in enumerate(json.loads(sys.stdin.read())):
-    out, err = f"{sys.argv[1]}/{n}.out", f"{sys.argv[1]}/{n}.err"
-    pid = os.fork()
-    if pid == 0:
-        for fd, path in ((1, out), (2, err)):
-            os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
-        sys.argv = [program, *args]
-        try:
-            locust.main.main()
-            code = 0
-        except SystemExit as exit:
-            code = exit.code if isinstance(exit.code, int) else 0 if exit.code is None else 1
-            if not isinstance(exit.code, int | None):
-                print(exit.code, file=sys.stderr)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    started[n] = pid
-codes = {n: os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for n, pid in started.items()}
-print(json.dumps(codes))
-"""
-
-
-def locust_runs(argvs: list[list[str]], folder: Path) -> list[subprocess.CompletedProcess[str]]:
-    """`python -m locust <argv>` for each of ``argvs``, forked from one process that loaded Locust
-    once (LOCUST_FORKS); each as subprocess.run would give it."""
-    done = subprocess.run(
-        [sys.executable, "-c", LOCUST_FORKS, str(folder)],
-        cwd=REPO, input=json.dumps(argvs), capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    codes = {int(n): code for n, code in json.loads(done.stdout).items()}
-    return [
-        subprocess.CompletedProcess(
-            [sys.executable, "-m", "locust", *argv],
-            codes[n],
-            (folder / f"{n}.out").read_text(),
-            (folder / f"{n}.err").read_text(),
-        )
-        for n, argv in enumerate(argvs)
-    ]
-
-
 @pytest.fixture(scope="module")
 def locust_lists(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[tuple[str, ...], subprocess.CompletedProcess[str]]:
-    """`locust -f bench/locustfile.py <options> --list` for each bad option and each profile, all
-    at once, forked from one Locust process: each alone is seconds of Python and Locust imports."""
+    """`locust -f bench/locustfile.py <options> --list` for each bad option and each profile, each
+    forked from one process that loaded Locust once: each alone is a second of Python and Locust
+    imports."""
     options = [(option, value) for option, value, _ in BAD_OPTIONS]
     options += [("--config", str(conf)) for conf in PROFILE_CONFS]
-    argvs = [["-f", str(LOCUSTFILE), *extra, "--list"] for extra in options]
-    done = locust_runs(argvs, tmp_path_factory.mktemp("locust-lists"))
+    with ForkedCommands("locust", LOCUST_LOADS, tmp_path_factory.mktemp("locust-lists"), REPO) as locust:
+        done = [locust.run(["-f", str(LOCUSTFILE), *extra, "--list"]) for extra in options]
     return dict(zip(options, done, strict=True))
 
 
