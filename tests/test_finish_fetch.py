@@ -231,7 +231,8 @@ def test_job_ms_is_held_without_blocking_the_other_jobs_in_flight(tmp_path: Path
 @pytest.mark.slow
 def test_the_simulated_rtt_is_paid_once_an_exchange(tmp_path: Path, settings: RedisSettings):
     point = Point(workers=1, rtt_ms=2.0, concurrency=8)
-    run = run_trial(settings, QUICK, "fused", point, 1, tmp_path)
+    half = dataclasses.replace(QUICK, measure_s=0.5)  # exact counts, no rate: half a window
+    run = run_trial(settings, half, "fused", point, 1, tmp_path)
     assert run.audit.ok, run.audit.verdict
     c = run.summary.counters
     assert c["rtt_sleeps"] == c["worker_round_trips"] + c["producer_round_trips"]
@@ -283,7 +284,7 @@ def test_the_master_stops_promptly_but_counts_heartbeats_as_locust_does():
 @pytest.mark.locust
 @pytest.mark.slow
 def test_open_loop_at_an_unreachable_rate_is_marked_saturated(tmp_path: Path, settings: RedisSettings):
-    opts = dataclasses.replace(QUICK, target_rate=10_000_000.0)
+    opts = dataclasses.replace(QUICK, target_rate=10_000_000.0, measure_s=0.5)  # a flag, not a rate
     run = run_trial(settings, opts, "two_call", Point(workers=1, rtt_ms=0.0), 1, tmp_path)
     derived = run.summary.figures
     assert derived.saturated, derived
