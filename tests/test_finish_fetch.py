@@ -8,6 +8,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -296,13 +297,13 @@ def test_open_loop_at_an_unreachable_rate_is_marked_saturated(tmp_path: Path, se
 @pytest.mark.locust
 @pytest.mark.slow
 def test_a_run_that_ends_during_warm_up_writes_a_summary_that_says_so(
-    tmp_path: Path, settings: RedisSettings, queue: Queue
+    tmp_path: Path, settings: RedisSettings, queue: Queue, locust_forks: ForkedCommands
 ):
     summary_path = tmp_path / "summary.json"
-    command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary"]
+    command = ["-f", str(LOCUSTFILE), "--headless", "--only-summary"]
     command += ["--warmup-s", "60", "--run-time", "1s", "--summary-json", str(summary_path)]
     command += ["--queue", queue.keys.name, "--redis-url", settings.url]  # the fixture deletes its keys
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+    done = locust_forks.run(command)
     assert done.returncode == 0, done.stderr
     summary = json.loads(summary_path.read_text())
     assert summary["measured"] is False and summary["complete"] is False, summary
@@ -359,16 +360,19 @@ PROFILE_CONFS = sorted(PROFILES_DIR.glob("*.conf"))
 
 
 @pytest.fixture(scope="module")
-def locust_lists(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> dict[tuple[str, ...], subprocess.CompletedProcess[str]]:
-    """`locust -f bench/locustfile.py <options> --list` for each bad option and each profile, each
-    forked from one process that loaded Locust once: each alone is a second of Python and Locust
-    imports."""
+def locust_forks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkedCommands]:
+    """`python -m locust`, each command a fork of one process that loaded Locust once: each alone is
+    a second of Python and Locust imports."""
+    with ForkedCommands("locust", LOCUST_LOADS, tmp_path_factory.mktemp("locust-forks"), REPO) as locust:
+        yield locust
+
+
+@pytest.fixture(scope="module")
+def locust_lists(locust_forks: ForkedCommands) -> dict[tuple[str, ...], subprocess.CompletedProcess[str]]:
+    """`locust -f bench/locustfile.py <options> --list` for each bad option and each profile."""
     options = [(option, value) for option, value, _ in BAD_OPTIONS]
     options += [("--config", str(conf)) for conf in PROFILE_CONFS]
-    with ForkedCommands("locust", LOCUST_LOADS, tmp_path_factory.mktemp("locust-lists"), REPO) as locust:
-        done = [locust.run(["-f", str(LOCUSTFILE), *extra, "--list"]) for extra in options]
+    done = [locust_forks.run(["-f", str(LOCUSTFILE), *extra, "--list"]) for extra in options]
     return dict(zip(options, done, strict=True))
 
 
