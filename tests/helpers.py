@@ -222,13 +222,20 @@ class ForkedCommands:
     """`python -m <module> <args>`, each run as a fork of one process that loaded ``preload`` once:
     a command that ends at once (a bad option, a refused input) costs a fork, not Python's and the
     module's imports again. Each gives what subprocess.run(..., capture_output=True, text=True)
-    would. Close it (or use it as a context manager) to end the process."""
+    would. Close it (or use it as a context manager) to end the process.
+
+    A fork's environment may differ from the one the process started in only in variables read when
+    a command runs (READ_WHEN_RUN): a preloaded module that read one at import (bench/results/files.py
+    reads EMQ_RESULTS_DIR) would keep the process's value, and a fork would not run as `python -m`."""
+
+    READ_WHEN_RUN = frozenset({"REDIS_URL", "PYTEST_CURRENT_TEST"})  # and pytest's: read by none
 
     def __init__(self, module: str, preload: Iterable[str], folder: Path, cwd: Path) -> None:
         self.module, self.folder, self.cwd, self.count = module, folder, cwd, 0
+        self.env = dict(os.environ)  # the process's, as its modules load
         self.process = subprocess.Popen(
             [sys.executable, "-c", FORK_SERVER, module, *preload],
-            cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            cwd=cwd, env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
 
     def run(
@@ -238,6 +245,8 @@ class ForkedCommands:
         self.count += 1
         out, err = self.folder / f"{self.count}.out", self.folder / f"{self.count}.err"
         env = dict(os.environ) if env is None else env
+        changed = {k for k in env.keys() | self.env.keys() if env.get(k) != self.env.get(k)}
+        assert changed <= self.READ_WHEN_RUN, f"a fork cannot change {sorted(changed - self.READ_WHEN_RUN)}"
         ask = {"args": args, "env": env, "cwd": str(cwd or self.cwd), "out": str(out), "err": str(err)}
         self.process.stdin.write(json.dumps(ask) + "\n")
         self.process.stdin.flush()
