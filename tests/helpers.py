@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -155,3 +159,124 @@ def run_copy(run: Path, into: Path) -> Path:
     copy = into / run.name
     shutil.copytree(run, copy)
     return copy
+
+
+# The process ForkedCommands starts: it loads the modules named after the first (what every
+# `python -m <module>` run of it would load), then for each request (a JSON line on stdin) forks a
+# child that runs the module as `python -m` does, in the request's folder and environment, with
+# stdin from /dev/null and stdout and stderr to the request's files; it replies with the child's
+# pid, then the exit code the interpreter would have given it.
+FORK_SERVER = """
+import importlib, importlib.util, json, os, runpy, sys, traceback
+module, preload = sys.argv[1], sys.argv[2:]
+for name in preload:
+    importlib.import_module(name)
+program = importlib.util.find_spec(module + ".__main__").origin  # sys.argv[0] under -m
+replies = os.fdopen(os.dup(1), "w")
+for line in sys.stdin:
+    ask = json.loads(line)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.chdir(ask["cwd"])
+        os.environ.clear()
+        os.environ.update(ask["env"])
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        for fd, path in ((1, ask["out"]), (2, ask["err"])):
+            os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+        sys.argv = [program, *ask["args"]]
+        code = 0
+        try:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+            if not isinstance(exc.code, int | None):
+                print(exc.code, file=sys.stderr)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    replies.write(f"{pid}\\n")
+    replies.flush()
+    replies.write(f"{os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])}\\n")
+    replies.flush()
+"""
+
+
+# What `python -m locust -f bench/locustfile.py` loads before it reads its options: Locust (with
+# gevent) and the locustfile's own imports (the locustfile itself loads in each fork, as Locust
+# loads it, and installs its hooks there).
+LOCUST_LOADS = (
+    "locust.main",
+    "bench.stages.finish_fetch.in_locust.hooks",
+    "bench.stages.finish_fetch.in_locust.user",
+)
+# What `python -m bench <command>` loads for the commands the tests run to a refusal.
+BENCH_LOADS = ("bench.run", "bench.harness.run_keys", "bench.harness.run_folder")
+
+
+class ForkedCommands:
+    """`python -m <module> <args>`, each run as a fork of one process that loaded ``preload`` once:
+    a command that ends at once (a bad option, a refused input) costs a fork, not Python's and the
+    module's imports again. Each gives what subprocess.run(..., capture_output=True, text=True)
+    would. Close it (or use it as a context manager) to end the process.
+
+    A fork's environment may differ from the one the process started in only in variables read when
+    a command runs (READ_WHEN_RUN): a preloaded module that read one at import (bench/results/files.py
+    reads EMQ_RESULTS_DIR) would keep the process's value, and a fork would not run as `python -m`."""
+
+    READ_WHEN_RUN = frozenset({"REDIS_URL", "PYTEST_CURRENT_TEST"})  # and pytest's: read by none
+
+    def __init__(self, module: str, preload: Iterable[str], folder: Path, cwd: Path) -> None:
+        self.module, self.folder, self.cwd, self.count = module, folder, cwd, 0
+        self.env = dict(os.environ)  # the process's, as its modules load
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", FORK_SERVER, module, *preload],
+            cwd=cwd, env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    def run(
+        self, args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.count += 1
+        out, err = self.folder / f"{self.count}.out", self.folder / f"{self.count}.err"
+        env = dict(os.environ) if env is None else env
+        changed = {k for k in env.keys() | self.env.keys() if env.get(k) != self.env.get(k)}
+        assert changed <= self.READ_WHEN_RUN, f"a fork cannot change {sorted(changed - self.READ_WHEN_RUN)}"
+        ask = {"args": args, "env": env, "cwd": str(cwd or self.cwd), "out": str(out), "err": str(err)}
+        self.process.stdin.write(json.dumps(ask) + "\n")
+        self.process.stdin.flush()
+        pid = int(self.process.stdout.readline())
+        command = [sys.executable, "-m", self.module, *args]
+        killed = threading.Event()
+
+        def kill() -> None:  # as subprocess.run's timeout does
+            killed.set()
+            os.kill(pid, signal.SIGKILL)
+
+        late = threading.Timer(timeout, kill)
+        late.start()
+        try:
+            code = int(self.process.stdout.readline())
+        finally:
+            late.cancel()
+        if killed.is_set():
+            raise subprocess.TimeoutExpired(command, timeout)
+        return subprocess.CompletedProcess(command, code, out.read_text(), err.read_text())
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(timeout=30)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+    def __enter__(self) -> ForkedCommands:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

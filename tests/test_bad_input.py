@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from bench.harness.server import EmbeddedRedis
+from tests.helpers import BENCH_LOADS, ForkedCommands
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -32,11 +33,15 @@ def server() -> Iterator[EmbeddedRedis]:
         yield own
 
 
-def bench(args: list[str], redis_url: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "REDIS_URL": redis_url}
-    return subprocess.run(
-        [sys.executable, "-m", "bench", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
-    )
+@pytest.fixture(scope="module")
+def forks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkedCommands]:
+    """`python -m bench`, each command a fork of one process that loaded bench once."""
+    with ForkedCommands("bench", BENCH_LOADS, tmp_path_factory.mktemp("bench-forks"), REPO) as bench:
+        yield bench
+
+
+def bench(forks: ForkedCommands, args: list[str], redis_url: str) -> subprocess.CompletedProcess[str]:
+    return forks.run(args, env={**os.environ, "REDIS_URL": redis_url})
 
 
 def assert_one_line(result: subprocess.CompletedProcess[str], *words: str) -> str:
@@ -66,20 +71,24 @@ def keys_of(server: EmbeddedRedis) -> list[bytes]:
     ],
 )
 def test_a_bad_profile_value_stops_the_run_before_anything_is_written(
-    tmp_path: Path, server: EmbeddedRedis, line: str, words: tuple[str, ...]
+    tmp_path: Path, server: EmbeddedRedis, forks: ForkedCommands, line: str, words: tuple[str, ...]
 ):
     conf = tmp_path / "bad.conf"
     conf.write_text(f"stages = race\n{line}\n")
     results = tmp_path / "results"
-    assert_one_line(bench(["run", "--profile", str(conf), "--results", str(results)], server.url), *words)
+    assert_one_line(
+        bench(forks, ["run", "--profile", str(conf), "--results", str(results)], server.url), *words
+    )
     assert not results.exists()
     assert keys_of(server) == [b"user:key"]
 
 
-def test_a_profile_that_does_not_exist_names_those_that_do(tmp_path: Path, server: EmbeddedRedis):
+def test_a_profile_that_does_not_exist_names_those_that_do(
+    tmp_path: Path, server: EmbeddedRedis, forks: ForkedCommands
+):
     results = tmp_path / "results"
     missing = tmp_path / "nowhere.conf"
-    result = bench(["run", "--profile", str(missing), "--results", str(results)], server.url)
+    result = bench(forks, ["run", "--profile", str(missing), "--results", str(results)], server.url)
     assert_one_line(result, str(missing), "not found", "available:", "smoke")
     assert not results.exists()
     assert keys_of(server) == [b"user:key"]
@@ -87,25 +96,27 @@ def test_a_profile_that_does_not_exist_names_those_that_do(tmp_path: Path, serve
 
 @pytest.mark.parametrize("command", ["run", "sweep", "race"])
 def test_a_results_folder_that_cannot_be_written_is_one_line(
-    tmp_path: Path, server: EmbeddedRedis, command: str
+    tmp_path: Path, server: EmbeddedRedis, forks: ForkedCommands, command: str
 ):
     # Under a regular file: not even root can make a folder there (chmod would not stop root).
     blocker = tmp_path / "afile"
     blocker.write_text("not a folder\n")
     target = blocker / "sub"
     args = [command, "--profile", "smoke", "--results", str(target)]
-    assert_one_line(bench(args, server.url), f"cannot write results to {target}", "--results")
+    assert_one_line(bench(forks, args, server.url), f"cannot write results to {target}", "--results")
     assert blocker.read_text() == "not a folder\n"
     assert keys_of(server) == [b"user:key"]
 
 
 @pytest.mark.slow
-def test_a_tls_url_at_a_plain_server_says_so_in_one_line(tmp_path: Path, server: EmbeddedRedis):
+def test_a_tls_url_at_a_plain_server_says_so_in_one_line(
+    tmp_path: Path, server: EmbeddedRedis, forks: ForkedCommands
+):
     # The embedded server has no TLS: the handshake fails (after the 5 s connect timeout).
     url = f"rediss://:tls-secret@127.0.0.1:{server.port}/0"
     results = tmp_path / "results"
     line = assert_one_line(
-        bench(["run", "--profile", "smoke", "--results", str(results)], url),
+        bench(forks, ["run", "--profile", "smoke", "--results", str(results)], url),
         f"cannot reach Redis at 127.0.0.1:{server.port} over TLS (rediss://)",
         "use redis://",
     )
@@ -127,10 +138,12 @@ def test_a_tls_url_at_a_plain_server_says_so_in_one_line(tmp_path: Path, server:
     ],
 )
 def test_an_unknown_variant_or_stage_is_one_line_before_any_server_or_folder(
-    tmp_path: Path, server: EmbeddedRedis, args: list[str], words: tuple[str, ...]
+    tmp_path: Path, server: EmbeddedRedis, forks: ForkedCommands, args: list[str], words: tuple[str, ...]
 ):
     results = tmp_path / "results"
-    assert_one_line(bench([*args, "--profile", "smoke", "--results", str(results)], server.url), *words)
+    assert_one_line(
+        bench(forks, [*args, "--profile", "smoke", "--results", str(results)], server.url), *words
+    )
     assert not results.exists()
     assert keys_of(server) == [b"user:key"]
 

@@ -73,24 +73,26 @@ def pid_alive(pid: int) -> bool:
     return state != "Z"
 
 
-def children_of(pid: int) -> list[int]:
-    found = []
+def children_by_parent() -> dict[int, list[int]]:
+    """Every process's children, by the parent's pid: one look at /proc."""
+    children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
             except OSError:
                 continue
-            if int(fields[1]) == pid:
-                found.append(int(entry.name))
-    return found
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    return children
 
 
 def descendants(pid: int) -> set[int]:
+    """``pid``'s children, theirs and so on, from one look at /proc (the tests poll it)."""
+    children = children_by_parent()
     found: set[int] = set()
     todo = [pid]
     while todo:
-        for child in children_of(todo.pop()):
+        for child in children.get(todo.pop(), ()):
             if child not in found:
                 found.add(child)
                 todo.append(child)

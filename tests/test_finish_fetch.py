@@ -8,6 +8,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -44,7 +45,7 @@ from bench.stages.finish_fetch.summary import (
 )
 from bench.stages.finish_fetch.table import TableRow, table
 from bench.stages.finish_fetch.trial_settings import TrialSettings
-from tests.helpers import finish_fetch_row
+from tests.helpers import LOCUST_LOADS, ForkedCommands, finish_fetch_row
 
 # Short runs: long enough for a few thousand jobs, short enough for the suite.
 QUICK = FinishFetchOptions(
@@ -231,7 +232,8 @@ def test_job_ms_is_held_without_blocking_the_other_jobs_in_flight(tmp_path: Path
 @pytest.mark.slow
 def test_the_simulated_rtt_is_paid_once_an_exchange(tmp_path: Path, settings: RedisSettings):
     point = Point(workers=1, rtt_ms=2.0, concurrency=8)
-    run = run_trial(settings, QUICK, "fused", point, 1, tmp_path)
+    half = dataclasses.replace(QUICK, measure_s=0.5)  # exact counts, no rate: half a window
+    run = run_trial(settings, half, "fused", point, 1, tmp_path)
     assert run.audit.ok, run.audit.verdict
     c = run.summary.counters
     assert c["rtt_sleeps"] == c["worker_round_trips"] + c["producer_round_trips"]
@@ -283,7 +285,7 @@ def test_the_master_stops_promptly_but_counts_heartbeats_as_locust_does():
 @pytest.mark.locust
 @pytest.mark.slow
 def test_open_loop_at_an_unreachable_rate_is_marked_saturated(tmp_path: Path, settings: RedisSettings):
-    opts = dataclasses.replace(QUICK, target_rate=10_000_000.0)
+    opts = dataclasses.replace(QUICK, target_rate=10_000_000.0, measure_s=0.5)  # a flag, not a rate
     run = run_trial(settings, opts, "two_call", Point(workers=1, rtt_ms=0.0), 1, tmp_path)
     derived = run.summary.figures
     assert derived.saturated, derived
@@ -295,13 +297,13 @@ def test_open_loop_at_an_unreachable_rate_is_marked_saturated(tmp_path: Path, se
 @pytest.mark.locust
 @pytest.mark.slow
 def test_a_run_that_ends_during_warm_up_writes_a_summary_that_says_so(
-    tmp_path: Path, settings: RedisSettings, queue: Queue
+    tmp_path: Path, settings: RedisSettings, queue: Queue, locust_forks: ForkedCommands
 ):
     summary_path = tmp_path / "summary.json"
-    command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary"]
+    command = ["-f", str(LOCUSTFILE), "--headless", "--only-summary"]
     command += ["--warmup-s", "60", "--run-time", "1s", "--summary-json", str(summary_path)]
     command += ["--queue", queue.keys.name, "--redis-url", settings.url]  # the fixture deletes its keys
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+    done = locust_forks.run(command)
     assert done.returncode == 0, done.stderr
     summary = json.loads(summary_path.read_text())
     assert summary["measured"] is False and summary["complete"] is False, summary
@@ -358,28 +360,20 @@ PROFILE_CONFS = sorted(PROFILES_DIR.glob("*.conf"))
 
 
 @pytest.fixture(scope="module")
-def locust_lists() -> dict[tuple[str, ...], subprocess.CompletedProcess[str]]:
-    """`locust -f bench/locustfile.py <options> --list` for each bad option and each profile, all
-    started at once: each is seconds of Python and Locust imports, and none waits on another."""
+def locust_forks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkedCommands]:
+    """`python -m locust`, each command a fork of one process that loaded Locust once: each alone is
+    a second of Python and Locust imports."""
+    with ForkedCommands("locust", LOCUST_LOADS, tmp_path_factory.mktemp("locust-forks"), REPO) as locust:
+        yield locust
+
+
+@pytest.fixture(scope="module")
+def locust_lists(locust_forks: ForkedCommands) -> dict[tuple[str, ...], subprocess.CompletedProcess[str]]:
+    """`locust -f bench/locustfile.py <options> --list` for each bad option and each profile."""
     options = [(option, value) for option, value, _ in BAD_OPTIONS]
     options += [("--config", str(conf)) for conf in PROFILE_CONFS]
-    base = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
-    started = {
-        extra: subprocess.Popen(
-            [*base, *extra, "--list"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        for extra in options
-    }
-    done: dict[tuple[str, ...], subprocess.CompletedProcess[str]] = {}
-    try:
-        for extra, child in started.items():
-            out, err = child.communicate(timeout=60)
-            done[extra] = subprocess.CompletedProcess(child.args, child.returncode, out, err)
-    finally:
-        for child in started.values():
-            child.kill()
-            child.wait()
-    return done
+    done = [locust_forks.run(["-f", str(LOCUSTFILE), *extra, "--list"]) for extra in options]
+    return dict(zip(options, done, strict=True))
 
 
 @pytest.mark.locust

@@ -218,7 +218,12 @@ RTT_MS = 1.0  # the point an rtt judge is handed at: rtt 0 is never judged
 
 class Remeasured(Protocol):
     def __call__(
-        self, repetitions: int, guard: Guard | None, judge: LoadJudge | None, rtt: RttJudge | None = None
+        self,
+        repetitions: int,
+        guard: Guard | None,
+        judge: LoadJudge | None,
+        rtt: RttJudge | None = None,
+        measure_s: float = BASE.measure_s,
     ) -> list[dict[str, str]]: ...
 
 
@@ -228,11 +233,16 @@ def remeasured(
 ) -> Remeasured:
     """The stage at one fused point, allowed one window more, on a machine of two cores whatever
     runs it, with a guard, a load judge and an rtt judge injected (None: never contended, never
-    saturated, at rtt 0; an rtt judge: at RTT_MS): its rows, given the repetitions."""
+    saturated, at rtt 0; an rtt judge: at RTT_MS): its rows, given the repetitions (and the window,
+    for a test that counts tries on one load process only)."""
     monkeypatch.setattr(remeasure.os, "cpu_count", lambda: 2)
 
     def run(
-        repetitions: int, guard: Guard | None, judge: LoadJudge | None, rtt: RttJudge | None = None
+        repetitions: int,
+        guard: Guard | None,
+        judge: LoadJudge | None,
+        rtt: RttJudge | None = None,
+        measure_s: float = BASE.measure_s,
     ) -> list[dict[str, str]]:
         # what is not injected is judged clean: the machine running the tests is busy
         monkeypatch.setattr(stage, "GUARD", guard or (lambda sample: contended_sample(False)))
@@ -240,7 +250,7 @@ def remeasured(
         monkeypatch.setattr(stage, "RTT_JUDGE", rtt or (lambda paid: paid))
         opts = dataclasses.replace(
             BASE, strategies=("fused",), repetitions=repetitions, remeasure_windows=1, remeasure_share=1.0,
-            rtt_ms=(RTT_MS,) if rtt else BASE.rtt_ms,
+            rtt_ms=(RTT_MS,) if rtt else BASE.rtt_ms, measure_s=measure_s,
         )  # fmt: skip
         return _stage(tmp_path, settings, redis_server, opts)
 
@@ -260,7 +270,8 @@ def test_a_contended_window_is_measured_again_and_the_row_says_how_many_tries(
     remeasured: Remeasured, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
     first = _first_call()
-    (row,) = remeasured(1, lambda sample: contended_sample(first(sample)), None)
+    # half a window: the tries are counted, never a rate
+    (row,) = remeasured(1, lambda sample: contended_sample(first(sample)), None, measure_s=0.5)
     assert (row["tries"], row["contended"], row["remeasure_stopped"]) == ("2", "False", "no")
     meta = json.loads((tmp_path / "meta.json").read_text())["finish_fetch"]
     assert meta["clean"] == {"fused-w2-c8-rtt0": "clean 1 of 1"}
@@ -277,7 +288,7 @@ def test_a_contended_window_is_measured_again_and_the_row_says_how_many_tries(
 def test_the_budget_stops_measuring_again_and_the_row_and_table_say_so(
     remeasured: Remeasured, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
-    (row,) = remeasured(1, lambda sample: contended_sample(True), None)
+    (row,) = remeasured(1, lambda sample: contended_sample(True), None, measure_s=0.5)  # tries, no rate
     assert (row["tries"], row["contended"], row["remeasure_stopped"]) == ("2", "True", POINT_BUDGET)
     meta = json.loads((tmp_path / "meta.json").read_text())["finish_fetch"]
     assert meta["clean"] == {"fused-w2-c8-rtt0": "clean 0 of 1"}

@@ -26,7 +26,7 @@ from bench.protocol.connection import RedisSettings
 from bench.protocol.keys import KEY_SCOPE_ENV, fresh_queue_name, new_scope, scope_prefixes
 from bench.results.files import write_meta
 from bench.results.meta import RunMeta
-from tests.helpers import wait_until
+from tests.helpers import BENCH_LOADS, ForkedCommands, wait_until
 from tests.test_faults import (
     REPO,
     START_DEADLINE_S,
@@ -75,18 +75,16 @@ def run_keys(client: redis.Redis | redis.RedisCluster, prefixes: list[str]) -> s
     return left
 
 
-def clean(*args: str, redis_url: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
-    if redis_url:
-        env["REDIS_URL"] = redis_url
-    return subprocess.run(
-        [sys.executable, "-m", "bench", "clean", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+@pytest.fixture(scope="module")
+def forks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkedCommands]:
+    """`python -m bench`, each command a fork of one process that loaded bench once."""
+    with ForkedCommands("bench", BENCH_LOADS, tmp_path_factory.mktemp("bench-forks"), REPO) as bench:
+        yield bench
+
+
+def clean(forks: ForkedCommands, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m bench clean <args>`, without REDIS_URL."""
+    return forks.run(["clean", *args], env={k: v for k, v in os.environ.items() if k != "REDIS_URL"})
 
 
 def keys_line(run: BenchRun) -> str:
@@ -101,15 +99,17 @@ def meta_of(run_dir: Path) -> dict[str, Any]:
     return data
 
 
-def assert_clean_removes_exactly(run_dir: Path, client: redis.Redis | redis.RedisCluster) -> None:
+def assert_clean_removes_exactly(
+    forks: ForkedCommands, run_dir: Path, client: redis.Redis | redis.RedisCluster
+) -> None:
     """`clean` removes every key the run left and nothing else; again, it removes 0."""
     left = run_keys(client, meta_of(run_dir)["keys"]["prefixes"])
     assert left, "the fault should have left keys of the run"
-    first = clean(str(run_dir))
+    first = clean(forks, str(run_dir))
     assert first.returncode == 0, first.stderr
     assert f"removed {len(left):,} keys under " in first.stdout, first.stdout
     user_keys_intact(client)
-    again = clean(str(run_dir))
+    again = clean(forks, str(run_dir))
     assert again.returncode == 0 and "removed 0 keys" in again.stdout, again.stdout + again.stderr
     assert meta_of(run_dir)["keys_left"]["keys"] == 0
 
@@ -165,18 +165,20 @@ def test_clean_removes_only_the_recorded_prefixes_and_says_how_many(
     assert "no incomplete run" in capsys.readouterr().out
 
 
-def test_a_folder_without_a_record_is_refused_with_one_line(tmp_path: Path) -> None:
+def test_a_folder_without_a_record_is_refused_with_one_line(tmp_path: Path, forks: ForkedCommands) -> None:
     (tmp_path / "old-run").mkdir()
-    out = clean(str(tmp_path / "old-run"))
+    out = clean(forks, str(tmp_path / "old-run"))
     assert out.returncode == 2 and out.stdout == ""
     (line,) = out.stderr.strip().splitlines()
     assert line.startswith("echomq-bench: error: ") and "holds no record of its keys" in line, line
 
 
-def test_a_recorded_password_is_never_kept_and_clean_asks_for_it(tmp_path: Path) -> None:
+def test_a_recorded_password_is_never_kept_and_clean_asks_for_it(
+    tmp_path: Path, forks: ForkedCommands
+) -> None:
     run_dir = tmp_path / "20260101-000000-tiny"
     _record(run_dir, "redis://app:***@127.0.0.1:1/0", scope_prefixes("r1234abcd."))
-    out = clean(str(run_dir))
+    out = clean(forks, str(run_dir))
     assert out.returncode == 2
     (line,) = out.stderr.strip().splitlines()
     assert "needs its password" in line and "REDIS_URL" in line, line
@@ -189,7 +191,7 @@ def test_a_recorded_password_is_never_kept_and_clean_asks_for_it(tmp_path: Path)
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_redis_killed_then_back_from_its_aof_the_run_names_its_keys_and_clean_removes_them(
-    tmp_path: Path,
+    tmp_path: Path, forks: ForkedCommands
 ) -> None:
     """Redis dies (SIGKILL) in a finish_fetch trial: the run ends with what it measured, one line,
     exit 2. Redis comes back from its AOF once the run has given up, with the run's keys: the
@@ -214,14 +216,14 @@ def test_redis_killed_then_back_from_its_aof_the_run_names_its_keys_and_clean_re
         assert f"may remain on {server.url}" in line, line
         meta = run.meta()
         assert meta["keys"]["url"] == server.url and meta["keys_left"]["line"] == line
-        assert_clean_removes_exactly(run.run_dir, client)
+        assert_clean_removes_exactly(forks, run.run_dir, client)
 
 
 @pytest.mark.locust
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_run_killed_with_sigkill_is_named_by_the_next_run_and_clean_removes_its_keys(
-    tmp_path: Path, server: EmbeddedRedis
+    tmp_path: Path, server: EmbeddedRedis, forks: ForkedCommands
 ) -> None:
     client = redis.Redis(port=server.port)
     seed(client)
@@ -236,22 +238,23 @@ def test_a_run_killed_with_sigkill_is_named_by_the_next_run_and_clean_removes_it
     run_keys(client, meta["keys"]["prefixes"])
     # The next run against the same server says so, and names the command.
     profile = str(tiny_profile(tmp_path, measure_s=0.5))
-    after = subprocess.run(  # a short stage: the warning comes before any
-        [sys.executable, "-m", "bench", "run", "--profile", profile, "--stages", "script_cost",
-         "--results", str(run.results)],
-        cwd=REPO, env={**os.environ, "REDIS_URL": server.url}, capture_output=True, text=True, timeout=90,
+    after = forks.run(  # a short stage: the warning comes before any
+        ["run", "--profile", profile, "--stages", "script_cost", "--results", str(run.results)],
+        env={**os.environ, "REDIS_URL": server.url}, timeout=90,
     )  # fmt: skip
     assert after.returncode == 0, after.stderr
     said = f"warning: run {run_dir.name} left keys on this server; echomq-bench clean {run_dir}"
     assert said in after.stderr, after.stderr
-    assert_clean_removes_exactly(run_dir, client)
+    assert_clean_removes_exactly(forks, run_dir, client)
 
 
 @pytest.mark.cluster
 @pytest.mark.locust
 @pytest.mark.slow
 @pytest.mark.timeout(150)
-def test_a_cluster_master_failing_over_to_its_replica_leaves_keys_clean_removes(tmp_path: Path) -> None:
+def test_a_cluster_master_failing_over_to_its_replica_leaves_keys_clean_removes(
+    tmp_path: Path, forks: ForkedCommands
+) -> None:
     with EmbeddedCluster(replicas=True) as cluster:
         client = redis.RedisCluster.from_url(cluster.url)
         seed(client)
@@ -268,7 +271,7 @@ def test_a_cluster_master_failing_over_to_its_replica_leaves_keys_clean_removes(
             return
         assert code == 2, run.stderr
         keys_line(run)
-        assert_clean_removes_exactly(run.run_dir, client)
+        assert_clean_removes_exactly(forks, run.run_dir, client)
 
 
 def _failed_over(cluster: EmbeddedCluster) -> bool:
@@ -365,7 +368,7 @@ def test_every_key_a_run_writes_is_under_the_prefixes_it_recorded(
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_direct_locust_run_records_its_queues_before_their_first_key(
-    tmp_path: Path, server: EmbeddedRedis
+    tmp_path: Path, server: EmbeddedRedis, forks: ForkedCommands
 ) -> None:
     """`locust -f bench/locustfile.py --headless`, its folder its own: the queue's prefix is in its
     meta.json once the window opens; killed with SIGKILL, its keys are removed by `clean`."""
@@ -389,4 +392,4 @@ def test_a_direct_locust_run_records_its_queues_before_their_first_key(
     meta = meta_of(run_dir)
     assert meta["keys"] == {"url": server.url, "own_server": False, "prefixes": ["emq:{mine}:"]}
     assert meta["complete"] is False
-    assert_clean_removes_exactly(run_dir, client)
+    assert_clean_removes_exactly(forks, run_dir, client)

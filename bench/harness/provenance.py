@@ -8,6 +8,8 @@ import os
 import platform
 import subprocess
 from collections.abc import Iterable, Sequence
+from email.message import Message
+from email.parser import Parser
 from importlib import metadata
 from pathlib import Path
 from typing import Any, TypedDict
@@ -37,10 +39,17 @@ def _git(*args: str) -> str:
         return ""
 
 
+def _headers(dist: metadata.Distribution) -> Message:
+    """The headers of a distribution's metadata (what ``dist.metadata`` parses, read the same way),
+    without its long description: parsing that twice a distribution was most of a run's start."""
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or dist.read_text("")
+    return Parser().parsestr(text or "", headersonly=True)
+
+
 def installed_packages() -> dict[str, str]:
     """Every distribution installed beside the suite, name (lower case) -> version."""
-    named = (d for d in metadata.distributions() if d.metadata["Name"])
-    found = {str(d.metadata["Name"]).lower().replace("_", "-"): d.version for d in named}
+    headers = (_headers(d) for d in metadata.distributions())
+    found = {str(h["Name"]).lower().replace("_", "-"): h["Version"] for h in headers if h["Name"]}
     return dict(sorted(found.items()))
 
 
