@@ -95,9 +95,11 @@ def test_an_open_trial_adds_at_its_rate_and_times_every_finished_job(settings: R
     summary = run_raw(settings, run)
     d, counters = summary.figures, summary.counters
     # Never ahead of the schedule's batches in the window (one at each edge). A producer the
-    # machine starves falls behind and catches up later (the test below, on a given clock).
-    scheduled = rate * summary.window_s
-    assert 0 < counters["jobs_added"] <= scheduled + 2 * opts.batch_size, (counters, scheduled)
+    # machine starves falls behind and catches up later (the test below, on a given clock): in
+    # the window it may send what was due up to its latest batch's lateness before the window.
+    late_s = summary.percentiles_us["enqueue"]["max"] / 1e6
+    scheduled = rate * (summary.window_s + late_s)
+    assert 0 < counters["jobs_added"] <= scheduled + 2 * opts.batch_size, (counters, scheduled, late_s)
     # 400 jobs/s never saturates a load process; a producer the machine starved (352 of 400 added
     # beside other tests) is the one saturation the machine may bring, and it is named as such
     assert all("offered" in why for why in d.saturated_because), d.saturated_because
