@@ -66,8 +66,9 @@ def texts(figure: Figure) -> list[tuple[str, Artist]]:
 
 
 def outside(figure: Figure) -> list[str]:
-    """What sticks out of the figure: each artist's name and how far, in pixels."""
-    figure.canvas.draw()
+    """What sticks out of the figure: each artist's name and how far, in pixels. Laid out and drawn
+    with the renderer's drawing calls left out: each artist's place as a full draw leaves it."""
+    figure.draw_without_rendering()
     renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
     box = figure.bbox
     out = []

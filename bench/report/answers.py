@@ -5,8 +5,10 @@ from clean cells and says what it counts; an answer the data do not support says
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -70,22 +72,30 @@ def fusing_cells(data: RunData, pooled: bool = False) -> list[Cell]:
     """Every point's fused / two_call jobs/s of the run, from clean pairs, with its pace and rtt
     paid; a cell whose rtt missed is kept, marked, and never quoted (``quoted``). ``pooled``: for
     figures across runs, the backlog regime's cells only (a run from before it has none)."""
+    if (key := ("fusing_cells", pooled)) not in data.derived:  # a page asks for a run's cells often
+        data.derived[key] = _fusing_cells(data, pooled)
+    return list(data.derived[key])
+
+
+def _fusing_cells(data: RunData, pooled: bool) -> list[Cell]:
     if (frame := data.frame("finish_fetch")) is None or "strategy" not in frame.columns:
         return []
     frame = _backlog(filled(frame, concurrency=1), pooled)
     ok = frame[clean(frame)]
-    pairs, paid, bound = paired_ratios(ok), rtt_paid_ms(ok), redis_bound_ratio(data)
-    at = dict(list(ok.groupby(["protocol", "concurrency", "rtt_ms", "job_ms"])))
+    pairs, bound = paired_ratios(ok), redis_bound_ratio(data)
+    point = [ok[c] for c in ("protocol", "concurrency", "rtt_ms", "job_ms")]  # a point's rtts paid, and
+    paid = rtt_paid_ms(ok).groupby(point).agg(list).to_dict()  # each strategy's limits there
+    limits = ok.get("limit", pd.Series("", ok.index)).groupby([*point, ok["strategy"]]).agg(list).to_dict()
     cells = []
     for r in pairs[pairs["other"] == "two_call"].itertuples():
-        here = at.get((r.protocol, r.concurrency, r.rtt_ms, r.job_ms), ok.iloc[:0])
-        paces = [_pace(here[here["strategy"] == strategy]) for strategy in ("fused", "two_call")]
+        key = (r.protocol, r.concurrency, r.rtt_ms, r.job_ms)
+        paces = [_pace(limits.get((*key, strategy), [])) for strategy in ("fused", "two_call")]
         pace = paces[0] if paces[0] == paces[1] else "/".join(p or "?" for p in paces)
-        slept = paid[here.index].dropna()
+        slept = [v for v in paid.get(key, []) if not pd.isna(v)]
         cells.append(Cell(
             str(r.protocol), int(float(r.concurrency)), float(r.rtt_ms), float(r.job_ms),  # type: ignore[arg-type]
             float(r.median), float(r.lo), float(r.hi), int(r.pairs), pace,  # type: ignore[arg-type]
-            float(slept.median()) if not slept.empty else None, bool(r.rtt_missed),
+            float(pd.Series(slept, dtype=float).median()) if slept else None, bool(r.rtt_missed),
             bound.get(str(r.protocol)) if pace == REDIS else None,
         ))  # fmt: skip
     return cells
@@ -118,10 +128,11 @@ def redis_bound_ratio(data: RunData) -> dict[str, float]:
     }
 
 
-def _pace(rows: pd.DataFrame) -> str:
-    """The side most of these rows named as setting their pace ("" where none was judged)."""
-    named = rows["limit"].replace("", pd.NA).dropna() if "limit" in rows else pd.Series(dtype=str)
-    return str(named.mode().iloc[0]) if not named.empty else ""
+def _pace(limits: list[Any]) -> str:
+    """The side most of these rows named as setting their pace ("" where none was judged): the
+    first in order of the most named."""
+    named = Counter(v for v in limits if not pd.isna(v) and v != "")
+    return str(min(v for v, n in named.items() if n == max(named.values()))) if named else ""
 
 
 def fusing_table(cells: Sequence[Cell]) -> pd.DataFrame:

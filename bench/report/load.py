@@ -48,6 +48,8 @@ class RunData:
     missing_columns: dict[str, list[str]] = field(default_factory=dict)
     absent: list[str] = field(default_factory=list)  # one line each: what the report cannot show
     hdr_files: dict[tuple[str, str, str], list[Path]] = field(default_factory=dict)
+    # what the report derives from the frames, by what and how: worked out once a load of the folder
+    derived: dict[tuple[object, ...], Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def run_id(self) -> str:

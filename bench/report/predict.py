@@ -73,24 +73,25 @@ def _cells(frame: pd.DataFrame, machine: Machine) -> pd.DataFrame:
     return pd.DataFrame(cells)
 
 
-def _log_distance(values: pd.Series, to: float) -> pd.Series:
-    return (values.astype(float).clip(lower=1).map(math.log) - math.log(max(to, 1.0))).abs()
+def _log_distance(value: float, to: float) -> float:
+    return abs(math.log(max(float(value), 1)) - math.log(max(to, 1.0)))
 
 
 def _nearest(cells: pd.DataFrame, point: Point) -> pd.Series | None:
     """The cell nearest in jobs in flight (log scale), then in payload (log scale), then in job
-    time; one with an rtt when the point has one."""
+    time (the first of equals); one with an rtt when the point has one."""
     if cells.empty:
         return None
     with_rtt = cells[(cells["rtt_ms"] > 0) == (point.rtt_ms > 0)]
     pool = with_rtt if not with_rtt.empty else cells
     payload = point.payload_bytes
-    distance = pd.DataFrame({
-        "concurrency": _log_distance(pool["concurrency"], point.concurrency),
-        "payload": _log_distance(pool["payload_bytes"], payload) if payload is not None else 0.0,
-        "job": (pool["job_ms"].astype(float) - point.job_ms).abs(),
-    })  # fmt: skip
-    return pool.loc[distance.sort_values(["concurrency", "payload", "job"], kind="stable").index[0]]
+    distance = {
+        at: (_log_distance(concurrency, point.concurrency),
+             _log_distance(size, payload) if payload is not None else 0.0, abs(float(job) - point.job_ms))
+        for at, concurrency, size, job in zip(pool.index, pool["concurrency"], pool["payload_bytes"],
+                                              pool["job_ms"], strict=True)
+    }  # fmt: skip
+    return pool.loc[min(distance, key=distance.__getitem__)]
 
 
 def guess(cells: pd.DataFrame, protocol: str, strategy: str, point: Point, machine: Machine) -> Guess | None:

@@ -5,6 +5,8 @@ them). A ratio whose rtt missed compares two networks: RTT_MISSED stands in its 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from bench.report.columns import rtt_missed_rows, rtt_paid_ms
@@ -48,26 +50,27 @@ def paired_ratios(frame: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=list(RATIO_COLUMNS))
     others = [v for v in dict.fromkeys(frame["strategy"]) if v != BASE]
     frame = frame.assign(rtt_missed=rtt_missed_rows(frame), rtt_paid=rtt_paid_ms(frame))
+    sides = ["strategy", "rep", "jobs_per_s", "rtt_paid", "rtt_missed"]
     rows = []
     for point, group in frame.groupby(list(POINT_COLUMNS), dropna=False, sort=True):
         at = dict(zip(POINT_COLUMNS, point, strict=True))
         rtt = float(group["rtt_ms"].iloc[0])
-        base = group[group["strategy"] == BASE]
+        by: dict[object, list[list[Any]]] = {}  # a strategy's rows: rep, jobs/s, rtt paid, missed
+        for strategy, *row in zip(*(group[c].tolist() for c in sides), strict=True):
+            by.setdefault(strategy, []).append(row)
+        reps = {s: {int(r[0]): float(r[1]) for r in mine if not pd.isna(r[0])} for s, mine in by.items()}
         for other in others:
-            against = group[group["strategy"] == other]
-            a, b = values_by_rep(base), values_by_rep(against)
+            a, b = reps.get(BASE, {}), reps.get(other, {})  # jobs/s by repetition, as values_by_rep
             ratio = headline_ratio(a, b)  # paired by repetition
             if ratio is None:
                 continue
             # the rows the pairs rest on: a row of either side missed, or the two sides paid two networks
-            sides = [side[side["rep"].isin(a.keys() & b.keys())] for side in (base, against)]
-            paid = [side["rtt_paid"].median() for side in sides]
-            missed = bool(
-                any(side["rtt_missed"].any() for side in sides) or rtt_missed(rtt, max(paid), min(paid))
-            )
+            used = [[row for row in by.get(s, []) if row[0] in a.keys() & b.keys()] for s in (BASE, other)]
+            paid = [pd.Series([row[2] for row in side], dtype=float).median() for side in used]
+            missed = any(row[3] for side in used for row in side) or rtt_missed(rtt, max(paid), min(paid))
             rows.append(
                 {**at, "other": other, "median": ratio.median, "lo": ratio.lo, "hi": ratio.hi,
-                 "pairs": ratio.pairs, "rtt_missed": missed}
+                 "pairs": ratio.pairs, "rtt_missed": bool(missed)}
             )  # fmt: skip
     return pd.DataFrame(rows, columns=list(RATIO_COLUMNS))
 
