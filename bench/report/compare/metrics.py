@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.report.columns import clean, rtt_missed_rows
+from bench.report.columns import clean, flag, rtt_missed_rows
 from bench.report.compare.learnt import TIMED, Learnt, family, read_learnt, threshold
 from bench.report.load import FRAMES
 from bench.report.ratios import BASE, POINT_COLUMNS, POINT_DEFAULTS, values_by_rep
@@ -149,19 +149,14 @@ def _flags(frame: pd.DataFrame, stage: str, key: tuple[object, ...]) -> list[str
     for k, v in zip(keys, key, strict=True):
         mask &= frame[k].map(norm_key) == v
     rows = frame[mask]
-    flags = [c for c in ("contended", "saturated") if c in rows.columns and any(map(_truthy, rows[c]))]
-    if "audit_ok" in rows.columns and not all(_truthy(v, missing=True) for v in rows["audit_ok"]):
+    flags = [c for c in ("contended", "saturated") if flag(rows, c).any()]
+    if "audit_ok" in rows.columns and not rows["audit_ok"].astype("boolean").fillna(True).all():
         flags.append("audit failed")
     return flags
 
 
-def _truthy(value: object, missing: bool = False) -> bool:
-    """A CSV flag as pandas may read it: bool, "True"/"False", 1/0; an empty cell is ``missing``."""
-    return missing if is_missing(value) else str(value).strip().lower() in ("true", "1", "1.0", "yes")
-
-
 def _seed_pinned(frame: pd.DataFrame) -> bool:
-    return "seed_pinned" in frame and bool(frame["seed_pinned"].map(_truthy).all())
+    return "seed_pinned" in frame and bool(flag(frame, "seed_pinned").all())
 
 
 def _stage_metrics(stage: str, a: pd.DataFrame, b: pd.DataFrame, notes: list[str]) -> tuple[Metric, ...]:
