@@ -75,9 +75,7 @@ def _slope_guides(ax: Axes, rows: pd.DataFrame, column: str, first: bool) -> Non
         return
     low, high = ax.get_ylim()
     for power, dashes in ((1, (4, 3)), (2, (1, 2))):
-        end = x1
-        if y0 * (end / x0) ** power > high:  # stop where the guide leaves the panel
-            end = x0 * (high / y0) ** (1 / power)
+        end = min(x1, x0 * (high / y0) ** (1 / power))  # stop where the guide leaves the panel
         ys = [y0, y0 * (end / x0) ** power]
         label = f"slope {power} ({'linear' if power == 1 else 'quadratic'})" if first else None
         ax.plot([x0, end], ys, color="black", linewidth=0.9, dashes=dashes, alpha=0.6, label=label, zorder=1)
