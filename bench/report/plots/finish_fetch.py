@@ -195,19 +195,15 @@ def ratio_against_concurrency(ratios: pd.DataFrame, out_dir: Path) -> Plot | Non
     return saved(figure, out_dir, "finish_fetch_ratio_concurrency.png", title, caption, headed=True)
 
 
-def _clean_or_all(frame: pd.DataFrame) -> pd.DataFrame:
-    """The clean rows of each cell, or all its rows when none is clean (drawn hollow)."""
-    marked = frame.assign(clean=clean(frame))
-    keep = marked.groupby(["protocol", "strategy", "concurrency", "rtt_ms"])["clean"].transform("any")
-    return marked[marked["clean"] | ~keep]
-
-
 def jobs_against_concurrency(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     """jobs/s against jobs in flight, a panel a protocol, a line a paid rtt; hollow: no clean rep."""
     needed = {"protocol", "strategy", "concurrency", "rtt_ms", "jobs_per_s"}
     if frame.empty or not needed <= set(frame.columns):
         return None
-    rows = _clean_or_all(frame.assign(paid=rtt_paid_ms(frame)))
+    # the clean rows of each cell, or all its rows when none is clean (drawn hollow)
+    rows = frame.assign(paid=rtt_paid_ms(frame), clean=clean(frame))
+    some_clean = rows.groupby(["protocol", "strategy", "concurrency", "rtt_ms"])["clean"].transform("any")
+    rows = rows[rows["clean"] | ~some_clean]
     protocols = sorted(rows["protocol"].unique(), key=lambda name: (name != HOME_PROTOCOL, name))
     figure = Figure(figsize=(4.2 * len(protocols) + 0.6, 4.4), layout="constrained")
     axes = figure.subplots(1, len(protocols), squeeze=False, sharey=True)[0]
