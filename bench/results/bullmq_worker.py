@@ -44,8 +44,6 @@ class BullmqWorkerRow(rows.Row):
 
 @dataclass(frozen=True)
 class BullmqWorkerMeta:
-    """The bullmq_worker stage's section."""
-
     window_from: int | None = None
     """The completion a window starts at."""
     jobs: int | None = None

@@ -111,11 +111,9 @@ def write_csv(path: Path, columns: Iterable[str], rows: Iterable[Mapping[str, An
     write_atomic(path, buffer.getvalue())
 
 
-def write_rows(folder: Path, row_type: type[Row], rows: Iterable[Row]) -> Path:
+def write_rows(folder: Path, row_type: type[Row], rows: Iterable[Row]) -> None:
     """The rows as ``folder``/``row_type.FILE`` (every column, in order), atomically."""
-    path = folder / row_type.FILE
-    write_csv(path, columns_of(row_type), map(row_dict, rows))
-    return path
+    write_csv(folder / row_type.FILE, columns_of(row_type), map(row_dict, rows))
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:

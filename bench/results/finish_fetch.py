@@ -231,9 +231,6 @@ class FinishFetchQueueRow(FinishFetchPart):
     contended: bool = False
 
 
-# ---------------------------------------------------------------- its meta.json section
-
-
 @dataclass(frozen=True)
 class Fidelity:
     """The latency-fidelity check: the p50 (µs) of one trivial EVALSHA at one client, four ways;
@@ -269,8 +266,6 @@ class Fidelity:
 
 @dataclass(frozen=True)
 class FinishFetchMeta:
-    """The finish_fetch stage's section."""
-
     rtt_ms: str | None = None
     """How the rtt_ms column's round trip is made (simulated, once an exchange)."""
     hdr_variant: str | None = None
@@ -289,8 +284,6 @@ class FinishFetchMeta:
     left_out: dict[str, dict[str, str]] = field(default_factory=dict)
     """The protocols a server refused at the Redis-bound point: server -> protocol -> its reason."""
 
-
-# ---------------------------------------------------------------- its goals
 
 MET, MISSED, NOT_MEASURED = "met", "missed", "not measured"
 RAW_REFERENCE_CPU_MAX = 1.25

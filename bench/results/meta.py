@@ -71,9 +71,6 @@ class KeysLeft(TypedDict):
     line: str  # the line the run ended with, naming the command that removes them
 
 
-# ---------------------------------------------------------------- the run
-
-
 @dataclass(frozen=True)
 class RunMeta:
     """meta.json: one run folder's record. Every field is optional: a run that stopped early, a

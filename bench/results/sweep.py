@@ -122,13 +122,8 @@ class SweepHazardRow(rows.Row):
     contended: bool = False
 
 
-# ---------------------------------------------------------------- its meta.json section
-
-
 @dataclass(frozen=True)
 class SweepMeta:
-    """The sweep stage's section."""
-
     errors: int | None = None
     """Sweep points that failed (their rows say why)."""
     pyperf: dict[str, list[str]] = field(default_factory=dict)
@@ -140,8 +135,6 @@ class SweepMeta:
     hazard: rows.JsonObject | None = None
     """How the hazard rows were made: the sweep interval, the clients, their socket timeout."""
 
-
-# ---------------------------------------------------------------- its goals
 
 GOAL_SIZE = 1_000_000  # the active-list size the goals name (the stress profile's largest)
 MET, MISSED, NOT_MEASURED = "met", "missed", "not measured"
@@ -340,24 +333,20 @@ def _verdict(
     goal: SweepGoal, figure: float, size: int, row: Mapping[str, Any], control: Control | None, aside: str
 ) -> GoalResult:
     """Met or missed (by how much, and what the control showed) at one point."""
+    shown = "no control in this run" if control is None else control.text()
     if goal.limit_is_control and (control is None or control.contended):
-        why = "no control in this run" if control is None else control.text() + ": not evidence"
+        why = shown if control is None else shown + ": not evidence"
         return GoalResult(goal, NOT_MEASURED, figure, size, _note(why, aside))
     limit = control.max_ms if goal.limit_is_control and control else goal.limit
     logged_none = finite_number(row.get("redis_slow_calls_max")) == 0
     if goal.limit_is_control and logged_none and figure > limit:
         # SLOWLOG logged no call: the figure is its threshold, a bound above the control's worst
         note = f"no call logged: SLOWLOG bounds the longest at {figure:,.3f} ms only"
-        return GoalResult(goal, NOT_MEASURED, figure, size, _note(note, control_text(control), aside))
+        return GoalResult(goal, NOT_MEASURED, figure, size, _note(note, shown, aside))
     if goal.meets(figure, limit):
-        shown = control_text(control) if goal.limit_is_control else ""
-        return GoalResult(goal, MET, figure, size, _note(shown, aside))
+        return GoalResult(goal, MET, figure, size, _note(shown if goal.limit_is_control else "", aside))
     by = f"missed by {figure - limit:,.3f} {goal.unit}" + (f" ({figure / limit:,.1f}x)" if limit > 0 else "")
-    return GoalResult(goal, MISSED, figure, size, _note(by, _slow_calls(row), control_text(control), aside))
-
-
-def control_text(control: Control | None) -> str:
-    return control.text() if control is not None else "no control in this run"
+    return GoalResult(goal, MISSED, figure, size, _note(by, _slow_calls(row), shown, aside))
 
 
 def _slow_calls(row: Mapping[str, Any]) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.report.columns import clean, rtt_missed_rows
+from bench.report.columns import clean, flag, rtt_missed_rows
 from bench.report.compare.learnt import TIMED, Learnt, family, read_learnt, threshold
 from bench.report.load import FRAMES
 from bench.report.ratios import BASE, POINT_COLUMNS, POINT_DEFAULTS, values_by_rep
@@ -41,10 +41,8 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {f: r.KEYS for f, r in FRAMES.items() i
 # A key value left out of a point's label: echomq's points read as they did before protocols; and
 # what a frame without the key implies (a count of a queue that began empty, before its state).
 LABEL_DEFAULTS: dict[str, str | int] = {"protocol": "echomq", "server": "", "completed_size": 0}
-
-
 # A key at this value is left out of a point's name (a run from before the key ran at it).
-KEY_DEFAULTS: dict[str, object] = {**FinishFetchRow.IMPLIED, "active_size": 0}
+KEY_DEFAULTS: dict[str, object] = {**FinishFetchRow.IMPLIED, "active_size": 0, **LABEL_DEFAULTS}
 
 # frame -> what compare judges of its points, from its row type
 STAGE_METRICS: dict[str, tuple[Metric, ...]] = {f: r.METRICS for f, r in FRAMES.items() if r.METRICS}
@@ -66,9 +64,8 @@ def key_order(key: tuple[object, ...]) -> tuple[tuple[int, object], ...]:
 
 def point_label(keys: Sequence[str], values: Sequence[object]) -> str:
     """``strategy=fused workers=4 rtt_ms=1``: a key at its default left out (echomq goes unnamed)."""
-    defaults = {**KEY_DEFAULTS, **LABEL_DEFAULTS}
     return " ".join(
-        f"{k}={v}" for k, v in zip(keys, values, strict=True) if k not in defaults or v != defaults[k]
+        f"{k}={v}" for k, v in zip(keys, values, strict=True) if k not in KEY_DEFAULTS or v != KEY_DEFAULTS[k]
     )
 
 
@@ -149,19 +146,14 @@ def _flags(frame: pd.DataFrame, stage: str, key: tuple[object, ...]) -> list[str
     for k, v in zip(keys, key, strict=True):
         mask &= frame[k].map(norm_key) == v
     rows = frame[mask]
-    flags = [c for c in ("contended", "saturated") if c in rows.columns and any(map(_truthy, rows[c]))]
-    if "audit_ok" in rows.columns and not all(_truthy(v, missing=True) for v in rows["audit_ok"]):
+    flags = [c for c in ("contended", "saturated") if flag(rows, c).any()]
+    if "audit_ok" in rows.columns and not rows["audit_ok"].astype("boolean").fillna(True).all():
         flags.append("audit failed")
     return flags
 
 
-def _truthy(value: object, missing: bool = False) -> bool:
-    """A CSV flag as pandas may read it: bool, "True"/"False", 1/0; an empty cell is ``missing``."""
-    return missing if is_missing(value) else str(value).strip().lower() in ("true", "1", "1.0", "yes")
-
-
 def _seed_pinned(frame: pd.DataFrame) -> bool:
-    return "seed_pinned" in frame and bool(frame["seed_pinned"].map(_truthy).all())
+    return "seed_pinned" in frame and bool(flag(frame, "seed_pinned").all())
 
 
 def _stage_metrics(stage: str, a: pd.DataFrame, b: pd.DataFrame, notes: list[str]) -> tuple[Metric, ...]:
@@ -267,22 +259,19 @@ def pair_ratios(frame: pd.DataFrame) -> dict[tuple[tuple[object, ...], str], tup
     out: dict[tuple[tuple[object, ...], str], tuple[list[float], list[float]]] = {}
     for raw_key, group in frame.groupby(list(POINT_COLUMNS), dropna=False, sort=True):
         point = tuple(norm_key(v) for v in raw_key)
-        base, base_clean = values_by_rep(group[group["strategy"] == BASE]), _clean_reps(group, BASE)
-        for other in dict.fromkeys(group["strategy"]):
+        jobs = {s: values_by_rep(rows) for s, rows in group.groupby("strategy")}
+        clean_reps = {s: values_by_rep(rows).keys() for s, rows in group[group["clean"]].groupby("strategy")}
+        base = jobs.get(BASE, {})
+        for other, against in jobs.items():
             if other == BASE:
                 continue
-            against, other_clean = values_by_rep(group[group["strategy"] == other]), _clean_reps(group, other)
             reps = sorted(base.keys() & against.keys())
+            both = clean_reps.get(BASE, set()) & clean_reps.get(other, set())
             every = [base[r] / against[r] for r in reps if against[r]]
-            paired = [base[r] / against[r] for r in reps if against[r] and r in base_clean & other_clean]
+            paired = [base[r] / against[r] for r in reps if against[r] and r in both]
             if every:
                 out[(point, str(other))] = (paired, every)
     return out
-
-
-def _clean_reps(group: pd.DataFrame, strategy: str) -> set[int]:
-    rows = group[(group["strategy"] == strategy) & group["clean"] & group["rep"].notna()]
-    return {int(rep) for rep in rows["rep"]}
 
 
 def ratio_rows(frame_a: pd.DataFrame, frame_b: pd.DataFrame, learnt: Learnt) -> list[dict[str, object]]:

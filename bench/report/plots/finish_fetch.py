@@ -195,22 +195,15 @@ def ratio_against_concurrency(ratios: pd.DataFrame, out_dir: Path) -> Plot | Non
     return saved(figure, out_dir, "finish_fetch_ratio_concurrency.png", title, caption, headed=True)
 
 
-STRATEGY_LINES = {"fused": "-", "two_call": "--", "two_call_pipelined": ":"}
-
-
-def _clean_or_all(frame: pd.DataFrame) -> pd.DataFrame:
-    """The clean rows of each cell, or all its rows when none is clean (drawn hollow)."""
-    marked = frame.assign(clean=clean(frame))
-    keep = marked.groupby(["protocol", "strategy", "concurrency", "rtt_ms"])["clean"].transform("any")
-    return marked[marked["clean"] | ~keep]
-
-
 def jobs_against_concurrency(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
     """jobs/s against jobs in flight, a panel a protocol, a line a paid rtt; hollow: no clean rep."""
     needed = {"protocol", "strategy", "concurrency", "rtt_ms", "jobs_per_s"}
     if frame.empty or not needed <= set(frame.columns):
         return None
-    rows = _clean_or_all(frame.assign(paid=rtt_paid_ms(frame)))
+    # the clean rows of each cell, or all its rows when none is clean (drawn hollow)
+    rows = frame.assign(paid=rtt_paid_ms(frame), clean=clean(frame))
+    some_clean = rows.groupby(["protocol", "strategy", "concurrency", "rtt_ms"])["clean"].transform("any")
+    rows = rows[rows["clean"] | ~some_clean]
     protocols = sorted(rows["protocol"].unique(), key=lambda name: (name != HOME_PROTOCOL, name))
     figure = Figure(figsize=(4.2 * len(protocols) + 0.6, 4.4), layout="constrained")
     axes = figure.subplots(1, len(protocols), squeeze=False, sharey=True)[0]
@@ -226,8 +219,9 @@ def jobs_against_concurrency(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
             colour_ = PALETTE[rtts.index(rtt) % len(PALETTE)]
             label = f"{strategy}, rtt {rtt:g} ms (paid {paid:.2f})" if rtt else f"{strategy}, rtt 0"
             yerr = [cells["jobs"] - cells["lo"], cells["hi"] - cells["jobs"]]
+            style = {"fused": "-", "two_call": "--", "two_call_pipelined": ":"}.get(str(strategy), "-.")
             ax.errorbar(cells.index, cells["jobs"], yerr=yerr,
-                        color=colour_, linestyle=STRATEGY_LINES.get(str(strategy), "-."), marker="o",
+                        color=colour_, linestyle=style, marker="o",
                         markerfacecolor=colour_, capsize=3, label=label)  # fmt: skip
             hollow = cells[~cells["clean"]]
             ax.scatter(hollow.index, hollow["jobs"], s=60, facecolors="white", edgecolors=colour_, zorder=3)
@@ -283,9 +277,6 @@ def ratio_against_rtt(ratios: pd.DataFrame, guesses: pd.DataFrame, out_dir: Path
     return saved(figure, out_dir, "finish_fetch_ratio_rtt.png", title, caption, headed=True)
 
 
-MARKERS = {"echomq": "o", "bullmq": "s"}
-
-
 def measured_against_predicted(table: pd.DataFrame, out_dir: Path) -> Plot | None:
     """Each row's measured jobs/s against the model's; the ±20% band; unclean rows hollow."""
     rows = table.dropna(subset=["predicted_jobs_per_s", "jobs_per_s"])
@@ -298,7 +289,7 @@ def measured_against_predicted(table: pd.DataFrame, out_dir: Path) -> Plot | Non
     ax.fill_between([0, top], [0, top * (1 - MISS)], [0, top * (1 + MISS)], color="grey", alpha=0.12,
                     label=f"within {MISS:.0%}")  # fmt: skip
     for (protocol, strategy), group in rows.groupby(["protocol", "strategy"], sort=True):
-        marker = MARKERS.get(str(protocol), "^")
+        marker = {"echomq": "o", "bullmq": "s"}.get(str(protocol), "^")
         for is_clean, part in group.groupby("clean"):
             ax.scatter(part["predicted_jobs_per_s"], part["jobs_per_s"], marker=marker, s=28,
                        color=colour(str(strategy)) if is_clean else "none",

@@ -25,7 +25,7 @@ def _at(percentiles: Iterable[float]) -> list[float]:
     return [1 / (1 - p / 100) for p in percentiles]
 
 
-def _latency_axes(ax: Axes, title: str, legend: bool = True) -> None:
+def _latency_axes(ax: Axes, title: str) -> None:
     """Percentiles across, µs up on a log scale; call after plotting the curves."""
     ax.set_xscale("log")
     ax.set_xticks(_at(MARKED_PERCENTILES), [f"p{p:g}" for p in MARKED_PERCENTILES])
@@ -36,12 +36,9 @@ def _latency_axes(ax: Axes, title: str, legend: bool = True) -> None:
     ax.set_ylabel("latency (µs, log scale)")
     ax.set_title(title)
     ax.grid(which="both", alpha=0.3)
-    if legend:
-        ax.legend(loc="upper left")
 
 
 LINE_STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1)), (0, (1, 3)))
-E2E_NAME = "end to end (enqueue to finish)"
 # an optional "<protocol>." leads another protocol's strategy: "bullmq.fused-w4-c8-rtt1"
 POINT = re.compile(
     r"^(?P<strategy>(?:[a-z][a-z_-]*\.)?[a-z_]+)-w(?P<workers>\d+)(?:-c(?P<conc>\d+))?(?:-j(?P<job>[\d.]+))?"
@@ -69,7 +66,7 @@ def values_at(histogram: HdrHistogram, percentiles: Sequence[float]) -> list[int
 def latency_percentiles(
     histograms: Mapping[tuple[str, str], HdrHistogram],
     out_dir: Path,
-    e2e_name: str = E2E_NAME,
+    e2e_name: str,
     with_e2e: bool = True,
 ) -> Plot | None:
     """Cycle (and, ``with_e2e``, end-to-end) percentile curves a variant, from (metric, variant) merges."""
@@ -96,7 +93,7 @@ def latency_percentiles(
             ax.plot(_at(CURVE_PERCENTILES), ys, color=colour(strategy), linestyle=style[point], label=label)
             marks = values_at(histogram, MARKED_PERCENTILES)
             ax.scatter(_at(MARKED_PERCENTILES), marks, color=colour(strategy), s=18)
-        _latency_axes(ax, f"Latency percentiles: {names.get(metric, metric)}", legend=False)
+        _latency_axes(ax, f"Latency percentiles: {names.get(metric, metric)}")
     # one legend for both panels, below them: off the data; colour = strategy, line style = point
     handles, labels = axes[0].get_legend_handles_labels()
     size = 9 if len(labels) <= 8 else 8
@@ -154,6 +151,7 @@ def latency_from_columns(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
         ys = [float(rows[c].median()) for c in present.values()]
         ax.plot(_at(present), ys, marker="o", color=colour(variant), label=variant)
     _latency_axes(ax, "Cycle latency percentiles (median over repetitions of the CSV's columns)")
+    ax.legend(loc="upper left")
     caption = (
         "Lower is better. This run has no HDR files, so each point is the median of the "
         "repetitions' own percentiles (not an exact merge); read it for the shape only."

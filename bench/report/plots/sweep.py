@@ -51,7 +51,7 @@ def _variant_lines(rows: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
         yield variant, rows[rows["variant"] == variant].sort_values("active_size")
 
 
-def _finish_panels(panels: list[tuple[Axes, pd.DataFrame]]) -> None:
+def _finish_panels(figure: Figure, panels: list[tuple[Axes, pd.DataFrame]]) -> None:
     for ax, _ in panels:
         plain_log_ticks(ax, "x")
         plain_log_ticks(ax, "y")
@@ -60,8 +60,6 @@ def _finish_panels(panels: list[tuple[Axes, pd.DataFrame]]) -> None:
     for ax, _ in panels:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             seen.setdefault(label, handle)
-    figure = panels[0][0].get_figure()
-    assert isinstance(figure, Figure)
     ncol = legend_columns(list(seen), figure, 8, most=4)
     figure.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=ncol, fontsize=8)
 
@@ -77,9 +75,7 @@ def _slope_guides(ax: Axes, rows: pd.DataFrame, column: str, first: bool) -> Non
         return
     low, high = ax.get_ylim()
     for power, dashes in ((1, (4, 3)), (2, (1, 2))):
-        end = x1
-        if y0 * (end / x0) ** power > high:  # stop where the guide leaves the panel
-            end = x0 * (high / y0) ** (1 / power)
+        end = min(x1, x0 * (high / y0) ** (1 / power))  # stop where the guide leaves the panel
         ys = [y0, y0 * (end / x0) ** power]
         label = f"slope {power} ({'linear' if power == 1 else 'quadratic'})" if first else None
         ax.plot([x0, end], ys, color="black", linewidth=0.9, dashes=dashes, alpha=0.6, label=label, zorder=1)
@@ -103,7 +99,7 @@ def sweep_time(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
                         label=variant)  # fmt: skip
     for i, (ax, rows) in enumerate(panels):
         _slope_guides(ax, rows, "sweep_ms_median", first=i == 0)
-    _finish_panels(panels)
+    _finish_panels(figure, panels)
     caption = (
         "Lower is better. On log-log axes a slope of 1 is linear in the list size and 2 is quadratic; "
         "the dashed guides have those slopes: a line parallel to the steeper one grows with the "
@@ -134,7 +130,7 @@ def probe_max(frame: pd.DataFrame, out_dir: Path) -> Plot | None:
                     ax.scatter(busy["active_size"], busy["probe_max_us"], s=120, facecolors="none",
                                edgecolors="red", label=None if busy_shown else "probe got BUSY")  # fmt: skip
                     busy_shown = True
-    _finish_panels(panels)
+    _finish_panels(figure, panels)
     caption = (
         "Lower is better. This is how long another client waited at worst while the sweep ran. "
         "An atomic sweep holds Redis for its whole call, so its line rises with size. "
