@@ -17,11 +17,6 @@ from bench.results.files import RESULTS_DIR
 from bench.results.stages import BY_ID
 
 
-def stage_module(stage: str) -> Stage:
-    """The stage's module, imported on demand: pyperf, Locust and the rest load only when needed."""
-    return cast(Stage, importlib.import_module(BY_ID[stage].module))
-
-
 def report_stage(ctx: RunContext) -> None:
     """The run's last stage: report.md. The run is marked complete first, so the report says so
     (a report that fails marks it incomplete again); here, so the report never imports the harness."""
@@ -68,7 +63,8 @@ def execute(
     # Everything is checked before the server starts and the folder is made.
     # In the suite's order, whatever the order given: the report comes last, after what it reports.
     ordered = sorted(dict.fromkeys(stages), key=STAGES.index)
-    modules = {stage: stage_module(stage) for stage in ordered if stage != "report"}
+    # each stage's module, imported on demand: pyperf, Locust and the rest load only when needed
+    modules = {s: cast(Stage, importlib.import_module(BY_ID[s].module)) for s in ordered if s != "report"}
     for module in modules.values():  # every stage, so a bad key of the last fails the run at once
         module.check_profile(profile)
     runners = {s: modules[s].run_stage if s in modules else report_stage for s in ordered}

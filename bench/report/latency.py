@@ -24,12 +24,8 @@ E2E_COLUMNS = ("e2e_p50_us", "e2e_p99_us", "e2e_p999_us")
 class E2EMeaning:
     """How the report names the end-to-end figure of one run, its merged histogram's too."""
 
-    name: str  # BACKLOG_WAIT, QUEUE_LATENCY or ENQUEUE_TO_FINISH
+    name: str  # BACKLOG_WAIT, QUEUE_LATENCY or ENQUEUE_TO_FINISH; its merged histogram's metric
     panel: str  # the latency plot's panel title
-
-    @property
-    def hdr_metric(self) -> str:
-        return self.name
 
     def column(self, column: str) -> str:
         """e2e_p50_us -> backlog_wait_p50_us or queue_latency_p50_us."""

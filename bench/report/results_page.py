@@ -19,6 +19,7 @@ from bench.report.columns import flag
 from bench.report.findings import findings_lines
 from bench.report.load import RunData, load_run
 from bench.report.markdown import fmt, markdown_table
+from bench.report.plots.race import ANOMALIES
 from bench.report.publish import PUBLISHED_DIR, published_runs
 from bench.report.ratios import POINT_COLUMNS, paired_ratios, ratio_text, rtt_note, shown_point_columns
 from bench.report.sections.instructions import SCRIPT_COST_STEPS, servers, servers_table
@@ -192,8 +193,8 @@ def sweep_table(data: RunData, column: str) -> pd.DataFrame | None:
 def race_table(data: RunData) -> pd.DataFrame | None:
     if (frame := data.frame("race")) is None:
         return None
-    counts = ["double_recoveries", "lost_attempt_updates", "requeued_after_finish", "audit_violations"]
-    return frame.groupby(["protocol", "variant", "sweepers"], as_index=False, sort=False)[counts].sum()
+    by = frame.groupby(["protocol", "variant", "sweepers"], as_index=False, sort=False)
+    return by[list(ANOMALIES)].sum()
 
 
 def worker_table(data: RunData) -> pd.DataFrame | None:
@@ -201,13 +202,6 @@ def worker_table(data: RunData) -> pd.DataFrame | None:
         return None
     columns = ["jobs_per_s", "client_cpu_us_per_job", "redis_calls_per_job"]
     return frame.groupby(["driver", "concurrency"], as_index=False, sort=False)[columns].median()
-
-
-def _section(title: str, note: str, table: pd.DataFrame | None) -> list[str]:
-    if table is None:
-        return []
-    notes = [*mark_notes(table.attrs.get("marks", [])), *table.attrs.get("notes", [])]
-    return [f"### {title}", "", note, "", markdown_table(table), "", *notes]
 
 
 SERVERS_NOTE = (
@@ -240,7 +234,9 @@ def run_section(data: RunData) -> list[str]:
     ]
     sections += [(name, "The experiment's rows.", table) for name, table in experiment_tables(data).items()]
     for title, note, table in sections:
-        lines += _section(title, note, table)
+        if table is not None:
+            notes = [*mark_notes(table.attrs.get("marks", [])), *table.attrs.get("notes", [])]
+            lines += [f"### {title}", "", note, "", markdown_table(table), "", *notes]
     return lines
 
 

@@ -129,7 +129,7 @@ def finish_fetch_section(data: RunData) -> list[str]:
         # backlog wait measures the harness: only the open regime's end to end is drawn
         plot = latency_percentiles(histograms, data.path, e2e.panel, with_e2e=e2e is latency.OPEN)
         table = [
-            {"metric": e2e.hdr_metric if m == "e2e" else m, "strategy": v, **summary(h)}
+            {"metric": e2e.name if m == "e2e" else m, "strategy": v, **summary(h)}
             for (m, v), h in histograms.items()
         ]
         lines += figure(plot, "no histograms")
