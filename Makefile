@@ -62,8 +62,9 @@ bench-micro: $(STAMP) ## pytest-benchmark micro benchmarks of each script and cy
 
 # Five pytest workers on two cores: much of a test is waiting (a run's start, a 1 s machine
 # check, a fault's window), so more workers than cores keep the cores busy, and beside a CPU hog
-# on each core they still get most of the CPU. On this 2-core VM, quiet: 3:02 with five, 3:26
-# with three. Beside two hogs: 3:43 with five, 4:08 with four, 4:45 with three. The budget is 4.
+# on each core they still get most of the CPU. The suite is CPU-bound (about 420 CPU-s), so its
+# time follows the VM's speed: on 2026-12-06, quiet, 3:56 at a Python loop of 75 ns and 4:50 in
+# CI later; beside a `yes` on each core, 4:29 at 117 ns and 5:58 at 166 ns. The budget is 4.
 test: $(STAMP) $(NODE_STAMP) ## run the tests against a real redis-server
 	$(PY) -m pytest -n 5 --dist loadfile
 
