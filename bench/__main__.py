@@ -59,8 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     except (BenchError, Interrupted, KeyboardInterrupt) as exc:
         # Our line goes on a line of its own, after a progress line the terminal may still hold
         # (and the ^C it echoed there); only a command that showed progress loaded the module.
-        progress = sys.modules.get("bench.harness.progress")
-        if progress is not None:
+        if (progress := sys.modules.get("bench.harness.progress")) is not None:
             progress.end_open_line()
         said = f"error: {exc}" if isinstance(exc, BenchError) else str(exc) or "interrupted"
         print(f"echomq-bench: {said}", file=sys.stderr)

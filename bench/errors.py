@@ -24,7 +24,6 @@ class Interrupted(Exception):
 def first_line(exc: BaseException, when_empty: str | None = None) -> str:
     """An error's first line without its full stop, for a one-line reason; ``when_empty`` (by
     default the error type's name) when it says nothing."""
-    text = str(exc).strip()
-    if text:
+    if text := str(exc).strip():
         return text.splitlines()[0].rstrip(".")
     return type(exc).__name__ if when_empty is None else when_empty

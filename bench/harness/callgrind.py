@@ -107,8 +107,7 @@ def _run(command: list[str], failure: str) -> None:
 
 def instructions_in(dump: Path) -> int:
     """The instructions a callgrind output file counted (its summary line)."""
-    found = _SUMMARY.search(dump.read_text(errors="replace"))
-    if found is None:
+    if (found := _SUMMARY.search(dump.read_text(errors="replace"))) is None:
         raise BenchError(f"callgrind's dump {dump.name} has no summary line")
     return int(found.group(1))
 
@@ -196,8 +195,7 @@ class CallgrindRedis(EmbeddedRedis):
     start_deadline_s = VALGRIND_START_S
 
     def __init__(self, scope: Scope, source: Source = "auto", binary: str | None = None) -> None:
-        missing = valgrind_missing()
-        if missing:
+        if missing := valgrind_missing():
             raise BenchError(f"cannot count instructions: {missing}")
         # No slowlog: under valgrind every call is slow, and logging one copies its arguments,
         # so the count would follow the clock. No rehashing by the clock: a table's rehash steps

@@ -95,8 +95,7 @@ class MachineSample:
 def worst_of(samples: Iterable[MachineSample]) -> MachineSample | None:
     """One figure for a row made of several windows (a race setting's repetitions): the worst
     window's foreign CPU and steal, contended when any window was. None for no window."""
-    found = list(samples)
-    if not found:
+    if not (found := list(samples)):
         return None
     return MachineSample(
         foreign_cpu_pct=max(s.foreign_cpu_pct for s in found),

@@ -340,8 +340,7 @@ def parse_value(
     )
     if get_origin(kind) is tuple:
         item = get_args(kind)[0]
-        items = [p for p in raw.strip().strip("[]").split(",") if p.strip()]
-        if not items:
+        if not (items := [p for p in raw.strip().strip("[]").split(",") if p.strip()]):
             raise BenchError(f"{where[0]} is empty; give at least one value")
         return tuple(_scalar(item, p, where, minimum) for p in items)
     if get_origin(kind) in (Union, types.UnionType):

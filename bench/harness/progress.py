@@ -134,8 +134,7 @@ class Progress:
         corrected by what the run's points took: the current stage's points left at its own pace
         (the run's before its first), less the time the point under way has run, then every later
         stage at the run's pace so far (seconds taken over seconds estimated). None without a plan."""
-        current = self._current()
-        if current is None:
+        if (current := self._current()) is None:
             return None
         index, plan = current
         done = min(self._done, len(plan.point_seconds))

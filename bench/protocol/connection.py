@@ -90,8 +90,7 @@ class RedisSettings:
     def is_cluster(self) -> bool:
         if self.cluster is not None:
             return self.cluster
-        known = _CLUSTER_URLS.get(self.url)
-        if known is None:
+        if (known := _CLUSTER_URLS.get(self.url)) is None:
             client = self.connect_single()
             try:
                 known = str(client.info("cluster").get("cluster_enabled", 0)) == "1"

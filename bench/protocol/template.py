@@ -31,8 +31,7 @@ _packers = threading.local()  # msgpack.packb makes a Packer a call; one a threa
 
 def packed(value: Any) -> bytes:
     """One value as the builders pack it (msgpack, str as str and bytes as bin)."""
-    packer = getattr(_packers, "packer", None)
-    if packer is None:
+    if (packer := getattr(_packers, "packer", None)) is None:
         packer = _packers.packer = msgpack.Packer(use_bin_type=True)
     result: bytes = packer.pack(value)
     return result

@@ -290,10 +290,8 @@ def crossing(points: Sequence[Hold], limit: float) -> tuple[float, str]:
     interpolated log-log between the measured sizes, extrapolated (and said so) past the largest,
     or a bound. An interpolated size claims two significant figures, no more."""
     measured = sorted((h.size, h.ms) for h in points if not h.bounded)
-    above = [s for s, ms in measured if ms >= limit]
-    if above:
-        below = [(s, ms) for s, ms in measured if s < above[0] and ms < limit]
-        if not below:
+    if above := [s for s, ms in measured if ms >= limit]:
+        if not (below := [(s, ms) for s, ms in measured if s < above[0] and ms < limit]):
             return above[0], f"≤ {above[0]:,}"
         (s0, h0), (s1, h1) = below[-1], next((s, ms) for s, ms in measured if s == above[0])
         size = float(f"{s0 * (limit / h0) ** (math.log(s1 / s0) / math.log(h1 / h0)):.2g}")
@@ -405,8 +403,7 @@ def sweep_answer(data: RunData, also: Sequence[RunData] = (), runs: Sequence[Run
     if short:
         held, of = short_held(list(short), runs)
         said = [f"all {of} runs" if held == of else f"{held} of {of} runs"] if of > 1 else []
-        slow = [h for h in elsewhere if not h.bounded and h.name in short]
-        if slow:
+        if slow := [h for h in elsewhere if not h.bounded and h.name in short]:
             worst = max(slow, key=lambda h: h.ms)
             which = f", {worst.name}" if len(short) > 1 else ""
             said.append(f"stress: {worst.text()} ms at {worst.size:,}{which}")
@@ -425,8 +422,7 @@ def sweep_answer(data: RunData, also: Sequence[RunData] = (), runs: Sequence[Run
         text = min(passes)[1]
         size, guessed = text.removesuffix(EXTRAPOLATED), text.endswith(EXTRAPOLATED)
         parts.append(f"All-stalled atomic sweeps pass 5 s from {size} jobs{EXTRAPOLATED * guessed}.")
-    bull = [h for h in found if h.of("bullmq", "atomic", "healthy")]
-    if bull:
+    if bull := [h for h in found if h.of("bullmq", "atomic", "healthy")]:
         biggest = max(bull, key=lambda h: h.size)
         spread = _over_runs(routine_holds(biggest.size, runs), 0)
         at = f"{biggest.size:,} healthy jobs{spread}"

@@ -73,8 +73,7 @@ def memory_rows(meta: RunMeta) -> list[tuple[str, str]]:
         for around in meta.redis_memory.values()
         for sample in _mapping(around).values()
     ]
-    peaks = [float(str(p)) for p in samples if p is not None]
-    if peaks:
+    if peaks := [float(str(p)) for p in samples if p is not None]:
         since = " (since the server started)" if meta.redis_source == "REDIS_URL" else ""
         maxmemory = _mapping(need).get("maxmemory_bytes")
         limit = f"of maxmemory {_mb(maxmemory)}" if maxmemory else "(no maxmemory set)"

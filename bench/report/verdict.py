@@ -49,8 +49,7 @@ class Sample:
 
     @classmethod
     def of(cls, values: Sequence[float]) -> Sample:
-        clean = [float(v) for v in values if not is_missing(v)]
-        if not clean:
+        if not (clean := [float(v) for v in values if not is_missing(v)]):
             return cls(math.nan, math.nan, math.nan, None, 0)
         mean = sum(clean) / len(clean)
         cv = sd = None

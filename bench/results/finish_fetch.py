@@ -489,8 +489,7 @@ def _grid_goal(rows: list[Row]) -> DriverGoal:
     two_call in a window no other work shared (uncontended; a saturated window counts: the load
     generator set that point's pace, which measuring again does not change)."""
     name = "every (concurrency, rtt) pair of the backlog grid uncontended, fused and two_call"
-    grid = [r for r in rows if regime(r) == Regime.BACKLOG]
-    if not grid:
+    if not (grid := [r for r in rows if regime(r) == Regime.BACKLOG]):
         return DriverGoal(name, NOT_MEASURED)
     pairs = sorted({(_concurrency(r), _rtt(r)) for r in grid})
     clean = {
@@ -543,8 +542,7 @@ def _point_limit(group: list[Row]) -> str:
 def _bound_goal(rows: list[Row]) -> DriverGoal:
     """At the Redis-bound point, the limit most repetitions named is Redis."""
     name = f"limit redis at c{BOUND_CONCURRENCY} rtt0 (fused, two_call; echomq, bullmq)"
-    points = _by_point(rows, _bound_rows(rows))
-    if not points:
+    if not (points := _by_point(rows, _bound_rows(rows))):
         return DriverGoal(name, NOT_MEASURED)
     named = {point: _point_limit(group) for point, group in points.items()}
     missed = [p for p, limit in named.items() if limit != "redis"]

@@ -90,8 +90,7 @@ def row_dict(row: Row) -> dict[str, Any]:
     floats = typed_columns(type(row), float)
     out: dict[str, Any] = {}
     for f in fields(row):
-        value = getattr(row, f.name)
-        if value is None:
+        if (value := getattr(row, f.name)) is None:
             value = ""
         elif f.name in floats and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)

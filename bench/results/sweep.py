@@ -292,8 +292,7 @@ def _measured(
             continue
         if str(row.get("skipped") or "") not in ("", NOT_SKIPPED):
             continue  # skipped, or an error: no figure to hold against the goal
-        figure = goal.figure(row)
-        if figure is not None:
+        if (figure := goal.figure(row)) is not None:
             # pandas may hold the flag as a bool, numpy's bool or its text
             found.append((int(float(row["active_size"])), figure, str(row.get("contended")) == "True", row))
     return found

@@ -161,8 +161,7 @@ def _stage_metrics(stage: str, a: pd.DataFrame, b: pd.DataFrame, notes: list[str
     metrics = STAGE_METRICS[stage]
     if not stage.startswith("instructions"):
         return metrics
-    random = [name for name, frame in (("A", a), ("B", b)) if not _seed_pinned(frame)]
-    if not random:
+    if not (random := [name for name, frame in (("A", a), ("B", b)) if not _seed_pinned(frame)]):
         return metrics
     notes.append(
         f"instructions: Redis's seed was random in run {' and '.join(random)};"

@@ -71,8 +71,7 @@ def latency_percentiles(
 ) -> Plot | None:
     """Cycle (and, ``with_e2e``, end-to-end) percentile curves a variant, from (metric, variant) merges."""
     wanted = ("cycle", "e2e") if with_e2e else ("cycle",)
-    metrics = [m for m in wanted if any(k[0] == m for k in histograms)]
-    if not metrics:
+    if not (metrics := [m for m in wanted if any(k[0] == m for k in histograms)]):
         return None
     figure = Figure(figsize=(6.0 * len(metrics), 4.4), layout="constrained")
     axes = figure.subplots(1, len(metrics), squeeze=False)[0]

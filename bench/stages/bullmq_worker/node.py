@@ -57,8 +57,7 @@ def find_peer(folder: Path | None = None, path: str | None = None) -> NodePeer |
     """The peer ready to run, or one line saying why BullMQ's Node rows are absent.
     ``path`` is the PATH to look for node in (the process's own by default)."""
     folder = PEER if folder is None else folder
-    node = shutil.which("node", path=path)
-    if node is None:
+    if (node := shutil.which("node", path=path)) is None:
         return "node is not on PATH: install Node.js 18 or newer, then run make venv"
     try:
         version = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=10).stdout

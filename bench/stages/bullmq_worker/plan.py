@@ -49,8 +49,7 @@ def expected_rate(rates: dict[Point, float], point: Point) -> float | None:
     if point in rates:
         return rates[point]
     for same in (lambda p: p.concurrency == point.concurrency, lambda p: p.driver == point.driver):
-        known = [rate for p, rate in rates.items() if same(p)]
-        if known:
+        if known := [rate for p, rate in rates.items() if same(p)]:
             return max(known)
     return None
 

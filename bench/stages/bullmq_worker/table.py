@@ -43,8 +43,7 @@ def ratio_lines(rows: Sequence[BullmqWorkerRow]) -> list[str]:
             )
     base = _by_rep(rows, Point("bullmq_worker", 1))
     for loop in ("fused", "two_call"):
-        ratio = headline_ratio(_by_rep(rows, Point(loop, 1)), base)
-        if ratio:
+        if ratio := headline_ratio(_by_rep(rows, Point(loop, 1)), base):
             lines.append(f"  suite {loop} loop / Python Worker at concurrency 1, jobs/s: {ratio.text()}")
     return lines
 
@@ -74,14 +73,12 @@ def table(rows: Sequence[BullmqWorkerRow], node_absent: str | None = None) -> st
     lines += ratio_lines(rows)
     if node_absent:
         lines.append(f"  No Node rows: {node_absent}")
-    saturated = sum(r.saturated for r in rows)
-    if saturated:
+    if saturated := sum(r.saturated for r in rows):
         lines.append(
             f"  SATURATED: in {saturated} of {len(rows)} runs the driver used {SATURATED_CPU_PCT:g}% of a "
             "core or more: it, not Redis, set the pace"
         )
-    contended = [r for r in rows if r.contended]
-    if contended:
+    if contended := [r for r in rows if r.contended]:
         foreign, steal = [r.foreign_cpu_pct for r in contended], [r.steal_pct for r in contended]
         note = contended_note(len(contended), len(rows), "runs", foreign, steal, width=table_width() - 2)
         lines += [f"  {line}" for line in note.splitlines()]

@@ -138,8 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--job-ms", type=float, default=0.0)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    url = os.environ.get(URL_ENV)
-    if not url:
+    if not (url := os.environ.get(URL_ENV)):
         raise BenchError(f"{URL_ENV} is not set; the bullmq_worker stage runs this driver")
     settings = RedisSettings.from_url(url)
     client = settings.connect()

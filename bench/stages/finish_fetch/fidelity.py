@@ -58,8 +58,7 @@ def redis_benchmark_p50(
     settings: RedisSettings, sha: str, calls: int, server_binary: str | None
 ) -> tuple[float | None, str]:
     """(p50 µs, note): None and why when redis-benchmark is absent or cannot run."""
-    binary = find_redis_benchmark(server_binary)
-    if binary is None:
+    if (binary := find_redis_benchmark(server_binary)) is None:
         return None, "skipped: redis-benchmark not found (Debian: apt-get install redis-tools)"
     command = benchmark_command(binary, settings, sha, calls)
     if isinstance(command, str):

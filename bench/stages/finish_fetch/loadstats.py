@@ -29,8 +29,7 @@ FOLLOWED_PREFIX = "followed:"  # a counter a kind of cluster redirect followed: 
 
 def error_kind(exc: BaseException) -> str:
     """The kind a failed call is counted under in the summary's ``errors_by_kind``."""
-    found = refusal(exc)
-    if found is not None:
+    if (found := refusal(exc)) is not None:
         return found.kind  # oom, readonly, noperm, ...: the run stops on it (protocol/refusal.py)
     if isinstance(exc, redis.TimeoutError):
         return "timeout"  # the reply did not come within the socket timeout; the call is not re-sent
@@ -81,8 +80,7 @@ class Recorder:
 
     def record(self, metric: str, value_us: float, count: int = 1) -> None:
         if self.measuring:
-            histogram = self._histograms.get(metric)
-            if histogram is None:
+            if (histogram := self._histograms.get(metric)) is None:
                 histogram = self._histograms[metric] = hdr.new_histogram()
             hdr.record_us(histogram, value_us, count)
 
@@ -153,8 +151,7 @@ class Aggregate:
         for name, encoded in delta.get("histograms", {}).items():
             part = hdr.decode(encoded)
             totals.counts[name] += part.get_total_count()
-            merged = self.histograms.get(name)
-            if merged is None:
+            if (merged := self.histograms.get(name)) is None:
                 merged = self.histograms[name] = hdr.new_histogram()
             merged.add(part)
         counters = Counter({k: int(v) for k, v in delta.get("counters", {}).items()})

@@ -160,8 +160,7 @@ def capacity(rows: Iterable[FinishFetchRow], protocol: str, point: Point) -> flo
     for strategy in BOUND_STRATEGIES:
         trials = [r for r in here if r.strategy == strategy]
         clean = [r for r in trials if not r.contended] or trials
-        values = [r.jobs_per_s for r in clean if r.jobs_per_s]
-        if values:
+        if values := [r.jobs_per_s for r in clean if r.jobs_per_s]:
             medians.append(statistics.median(values))
     return min(medians) if medians else None
 

@@ -168,8 +168,7 @@ def run_stage(ctx: RunContext) -> None:
     ctx.progress.done()
     notes = goal_lines(map(row_dict, ledger.rows)) + notes
     print(fold(table(ledger.shown, strategies, notes=notes)))
-    per_master = shard_table(ledger.out.rows(FinishFetchShardRow))
-    if per_master:
+    if per_master := shard_table(ledger.out.rows(FinishFetchShardRow)):
         print(fold(per_master))
     if ledger.errors:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(ledger.errors.items()))
@@ -212,8 +211,7 @@ def _trial(
         more = more_processes(processes) if saturated or late else processes
         if run.stopped or (not contended and more == processes):
             return run, tries, "", processes
-        why = budget.take(point.at_rate(0.0), trial_seconds(opts))
-        if why:
+        if why := budget.take(point.at_rate(0.0), trial_seconds(opts)):
             return run, tries, why, processes
         tries += 1
         which = f"{protocol} {strategy} {point.label} rep {rep}"
@@ -304,8 +302,7 @@ def fidelity_lines(f: Fidelity) -> list[str]:
 
 def _stop_if_stopped(run: TrialResult, run_dir: Path) -> None:
     """End the stage when a run stopped early: its row is written already, marked audit_ok false."""
-    reason = run.stopped
-    if reason is None:
+    if (reason := run.stopped) is None:
         return
     if reason == INTERRUPTED:
         raise KeyboardInterrupt
@@ -326,8 +323,7 @@ def _progress_line(run: TrialResult, row: FinishFetchRow) -> str:
         notes.append(f"STOPPED EARLY: {run.stopped}")
     if not row.audit_ok:
         notes.append(f"AUDIT FAILED: {run.audit.verdict}")
-    errors = run.summary.figures.errors
-    if errors:
+    if errors := run.summary.figures.errors:
         kinds = ", ".join(f"{n} {k}" for k, n in run.summary.figures.errors_by_kind.items())
         notes.append(f"{errors} failed calls: {kinds or 'kinds not recorded'} (see {run.files}.log)")
     followed = run.summary.figures.followed_by_kind

@@ -43,8 +43,7 @@ class TableRow:
 
 
 def _median_spread(given: Sequence[float | None], form: str, spread: bool = True) -> str:
-    values = [v for v in given if v is not None]
-    if not values:
+    if not (values := [v for v in given if v is not None]):
         return "-"
     middle = form.format(statistics.median(values))
     if len(values) == 1 or not spread:
@@ -193,11 +192,9 @@ def table(
         )
     )
     blocks += [wrap_note(note, width) for note in notes]
-    marks = mark_note(runs, width)
-    if marks:
+    if marks := mark_note(runs, width):
         blocks.append(marks)
-    contended = [r.row for r in runs if r.row.contended]
-    if contended:
+    if contended := [r.row for r in runs if r.row.contended]:
         foreign, steal = [r.foreign_cpu_pct for r in contended], [r.steal_pct for r in contended]
         blocks.append(contended_note(len(contended), len(runs), "runs", foreign, steal, width=width))
     return "\n".join(blocks)

@@ -262,6 +262,5 @@ class WorkerLoop:
         meter = self.meter
         meter.record("cycle", (back - slot.taken_at) * 1e6)
         self.done += 1  # counted once a round (_round)
-        enqueued = job.enqueued_us
-        if enqueued is not None:
+        if (enqueued := job.enqueued_us) is not None:
             meter.record("e2e", finished_us - enqueued)

@@ -174,16 +174,14 @@ def count_all(
 def run_stage(ctx: RunContext) -> None:
     """Every point's counts into instructions.csv; one line and nothing else without valgrind."""
     ledger = Ledger(ctx.run_dir, InstructionsMeta)  # what the stage writes: its rows and section
-    missing = valgrind_missing()
-    if missing:
+    if missing := valgrind_missing():
         ctx.progress.step(f"instructions: skipped, {missing}")
         ledger.meta(skipped=missing)
         return
     options: InstructionsOptions = ctx.profile.instructions
     points = _points(ctx.profile)
     ctx.progress("instructions: each step under callgrind, inside command execution, then the whole server")
-    refused = seed_refused()
-    if refused:
+    if refused := seed_refused():
         ctx.progress.step(f"instructions: seeds and clock not pinned ({refused}); counts may move 0.75%")
 
     servers: tuple[str | None, ...] = ctx.profile.servers or (None,)

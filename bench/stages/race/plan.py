@@ -21,8 +21,7 @@ def variant_names(requested: Iterable[str]) -> tuple[str, ...]:
     """The requested variants, checked against the sweep registry; ``all`` is every one in it."""
     requested = tuple(requested)
     choose = f"choose from {ALL}, {', '.join(SWEEPERS)}"
-    unknown = [name for name in requested if name != ALL and name not in SWEEPERS]
-    if unknown:
+    if unknown := [name for name in requested if name != ALL and name not in SWEEPERS]:
         raise BenchError(f"unknown race variant {unknown[0]!r}; {choose}")
     names = tuple(dict.fromkeys(v for name in requested for v in (SWEEPERS if name == ALL else (name,))))
     if not names:

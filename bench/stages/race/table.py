@@ -57,8 +57,7 @@ def table(outcomes: Sequence[RaceOutcome], plan: RacePlan, width: int | None = N
                 f"by final state {c.double_by_state} (workers finished some copies)"
             )
             lines.append(wrap_note(note, width, "    "))
-    samples = [m for o in outcomes for m in o.machine if m.contended]
-    if samples:
+    if samples := [m for o in outcomes for m in o.machine if m.contended]:
         foreign, steal = [m.foreign_cpu_pct for m in samples], [m.steal_pct for m in samples]
         why = "their interleavings are not the quiet machine's"
         total = sum(o.reps for o in outcomes)

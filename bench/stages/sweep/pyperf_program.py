@@ -98,8 +98,7 @@ def main() -> None:
     ProgramSettings.add_arguments(runner.argparser)
     args = runner.parse_args()
     settings = ProgramSettings.from_args(args)
-    url = os.environ.get(URL_ENV)
-    if not url:
+    if not (url := os.environ.get(URL_ENV)):
         raise BenchError(f"{URL_ENV} is not set; run the sweep through `python -m bench sweep`")
     bench = PointBench(
         RedisSettings.from_url(url),
@@ -126,8 +125,7 @@ def main() -> None:
             }
             runner.bench_time_func(point.name, bench.time_point, point, metadata=metadata)
     except redis.RedisError as exc:
-        said = refused(exc, bench.settings.where)
-        if said is None:
+        if (said := refused(exc, bench.settings.where)) is None:
             raise
         # the stage reads it after pyperf ends: one line, not a worker's traceback
         write_json(settings.side_dir / REFUSED_FILE, {"line": str(said), "kind": said.kind})

@@ -104,8 +104,7 @@ def run_pyperf(
             for line in process.stdout:
                 log.write(line)
                 log.flush()
-                match = _RESULT_LINE.match(line.strip())
-                if match:
+                if match := _RESULT_LINE.match(line.strip()):
                     closed = clock()
                     spans[match.group(1)], opened = (opened, closed), closed
                     on_result(match.group(1), match.group(2))
@@ -156,8 +155,7 @@ def measure_size(
 
     def finished(name: str, pyperf_line: str) -> None:
         """The progress line for a point pyperf has finished."""
-        point = by_name.get(name)
-        if point is not None:
+        if (point := by_name.get(name)) is not None:
             side = side_summary(ctx.run_dir, point)
             note = f"; ERROR {'; '.join(side.errors)}" if side.errors else ""
             tell(
@@ -352,8 +350,7 @@ def run_stage(ctx: RunContext) -> None:
     print(fold(slope_text(fits)))
     if control:
         print("\n" + wrap_note(control_line(control[0]), None, "  "))
-    goals = goal_text(rows, [row_dict(r) for r in control])
-    if goals:
+    if goals := goal_text(rows, [row_dict(r) for r in control]):
         print(fold(goals))
     for row in ledger.rows(SweepHazardRow):
         print(fold(hazard_line(row)))

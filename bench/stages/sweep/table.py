@@ -96,8 +96,7 @@ def table(rows: Sequence[SweepCostRow], width: int | None = None) -> str:
             "was over the server's slowlog threshold; -: SLOWLOG could not tell)"
         )
         lines += ["", wrap_note(note, width, "  ")]
-    contended = [r for r in rows if r.contended]
-    if contended:
+    if contended := [r for r in rows if r.contended]:
         foreign, steal = [r.foreign_cpu_pct for r in contended], [r.steal_pct for r in contended]
         lines += ["", contended_note(len(contended), len(rows), "points", foreign, steal, width=width)]
     return "\n".join(lines)
@@ -147,8 +146,7 @@ def slopes(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
         label = variant_label(r.get("protocol") or ECHOMQ, r["variant"])
         by_pair.setdefault((label, r["scenario"]), []).append((r["active_size"], r["sweep_ms_median"]))
     for (variant, scenario), points in sorted(by_pair.items()):
-        fit = loglog_fit(points)
-        if fit is not None:
+        if (fit := loglog_fit(points)) is not None:
             fits[f"{variant}/{scenario}"] = {
                 "slope": round(fit.slope, 3),
                 "slope_top_two": round(fit.slope_top_two, 3),

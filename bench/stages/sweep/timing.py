@@ -180,8 +180,7 @@ class PointBench:
         record.redis_hold_us = (
             None if bound is None or record.redis_hold_us is None else max(record.redis_hold_us, bound)
         )
-        problem = connected.scenario.check(stalled, result)
-        if problem:
+        if problem := connected.scenario.check(stalled, result):
             record.errors.append(f"check failed: {problem}")
         return elapsed
 

@@ -110,8 +110,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
             from bench.stages.finish_fetch.in_locust import web_ui  # Flask and the UI's pieces only with a UI
 
             tab = web_ui.install(environment, controller, prepare)
-            problem = web_ui.unreachable_line(environment)
-            if problem:
+            if problem := web_ui.unreachable_line(environment):
                 log.error("echomq: %s; Start is refused until it answers", problem)
 
         def after_test(environment: Environment, **_: Any) -> None:

@@ -225,11 +225,9 @@ def begin_test(strategy: str) -> Path:
 def summary_path(options: Any) -> Path | None:
     """Where the run's summary goes: --summary-json, else beside the --csv files, else the run
     folder of its own that ``begin_test`` named."""
-    explicit = getattr(options, "summary_json", "")
-    if explicit:
+    if explicit := getattr(options, "summary_json", ""):
         return Path(explicit)
-    prefix = getattr(options, "csv_prefix", None)
-    if prefix:
+    if prefix := getattr(options, "csv_prefix", None):
         return Path(f"{prefix}_summary.json")
     return default_summary()
 

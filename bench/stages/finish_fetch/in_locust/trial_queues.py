@@ -73,8 +73,7 @@ class TrialQueues:
         """A direct Locust test records its queues' key prefixes in its own run folder before the
         first key is written, so `echomq-bench clean` finds them if they outlive it. Under
         `echomq-bench run` the run recorded its scope, which every queue name here starts with."""
-        folder = _own_folder(self.environment.parsed_options)
-        if folder is not None:
+        if (folder := _own_folder(self.environment.parsed_options)) is not None:
             prefixes = [queue.keys.prefix for queue in self.queues]
             record = KeyRecord(url=redact_url(Current.redis.url), own_server=False, prefixes=prefixes)
             write_meta(folder, RunMeta, run_id=folder.name, profile="locust", complete=False, keys=record)
@@ -95,8 +94,7 @@ class TrialQueues:
             )
             trial = dataclasses.replace(trial, queue=name)
             Current.trial = trial
-            options = self.environment.parsed_options
-            if options is not None:
+            if (options := self.environment.parsed_options) is not None:
                 options.Queue = name
         return trial
 

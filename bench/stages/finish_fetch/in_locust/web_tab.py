@@ -118,8 +118,7 @@ class LiveTab:
 
     def _server_commands(self) -> int | None:
         """Redis commands the clients sent since the window opened (INFO commandstats), if it answers."""
-        before = self.controller.stats_before
-        if before is None:
+        if (before := self.controller.stats_before) is None:
             return None
         settings = Current.redis
         try:

@@ -230,8 +230,7 @@ class Controller:
                 into.add(wait_length(self.trial.queues), len(self.trial.queues))
 
     def on_worker_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
-        delta = data.get("emq")
-        if delta is not None:
+        if (delta := data.get("emq")) is not None:
             self.aggregate.absorb(client_id, "worker", delta)
 
     def on_final_report(self, environment: Environment, msg: Any, **_: Any) -> None:
