@@ -63,8 +63,8 @@ bench-micro: $(STAMP) ## pytest-benchmark micro benchmarks of each script and cy
 # Five pytest workers on two cores: much of a test is waiting (a run's start, a 1 s machine
 # check, a fault's window), so more workers than cores keep the cores busy, and beside a CPU hog
 # on each core they still get most of the CPU. The suite is CPU-bound (about 420 CPU-s), so its
-# time follows the VM's speed: on 2026-12-06, quiet, 3:56 at a Python loop of 75 ns and 4:50 in
-# CI later; beside a `yes` on each core, 4:29 at 117 ns and 5:58 at 166 ns. The budget is 4.
+# time moves with the VM's speed: on 2026-12-06, quiet, 3:56 to 4:50; beside a `yes` on each
+# core, 4:29 to 5:58 over four runs (4:50 at the last commit). The budget is 4.
 test: $(STAMP) $(NODE_STAMP) ## run the tests against a real redis-server
 	$(PY) -m pytest -n 5 --dist loadfile
 
