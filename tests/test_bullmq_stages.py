@@ -172,7 +172,7 @@ def test_finish_fetch_alternates_the_protocols_and_audits_bullmqs_queue(
         rtt_ms=(0.0,),
         batch_size=20,
         payload_bytes=20,
-        warmup_s=0.3,
+        warmup_s=0.1,
         measure_s=0.5,  # counts: hundreds of jobs a window, round trips a job well within their bounds
         fidelity_calls=0,  # the fidelity check is no protocol's: tests/test_finish_fetch.py runs it
         raw_driver=False,  # the raw driver and reference loops: tests/test_finish_fetch.py runs them

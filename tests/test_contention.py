@@ -174,7 +174,7 @@ def test_race_runs_with_the_whole_machine_as_own_leave_no_foreign_cpu(settings: 
 # ---- finish_fetch: Locust's processes are children, the window is the summary's --------------
 
 QUICK = FinishFetchOptions(
-    repetitions=1, workers=(1,), rtt_ms=(0.0,), batch_size=20, payload_bytes=20, warmup_s=0.3, measure_s=0.5
+    repetitions=1, workers=(1,), rtt_ms=(0.0,), batch_size=20, payload_bytes=20, warmup_s=0.1, measure_s=0.5
 )
 
 

@@ -48,7 +48,7 @@ def tiny_profile(folder: Path, measure_s: float, **keys: Any) -> Path:
         "producers": 1,
         "batch-size": 20,
         "payload-bytes": 20,
-        "warmup-s": 0.3,
+        "warmup-s": 0.1,
         "measure-s": measure_s,
         "rtt-ms": 0,
         "raw-driver": "false",  # no calibration runs after it: the fault is in the Locust run

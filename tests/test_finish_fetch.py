@@ -49,7 +49,7 @@ from tests.helpers import LOCUST_LOADS, ForkedCommands, finish_fetch_row
 
 # Short runs: hundreds of jobs a window at least, on a loaded machine; the tests count, never time.
 QUICK = FinishFetchOptions(
-    repetitions=1, workers=(2,), rtt_ms=(0.0,), batch_size=20, payload_bytes=20, warmup_s=0.3, measure_s=0.5,
+    repetitions=1, workers=(2,), rtt_ms=(0.0,), batch_size=20, payload_bytes=20, warmup_s=0.1, measure_s=0.5,
     fidelity_calls=200,
 )  # fmt: skip
 

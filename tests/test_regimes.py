@@ -43,7 +43,7 @@ from tests.helpers import csv_rows, finish_fetch_row
 
 BASE = FinishFetchOptions(
     strategies=("fused", "two_call"), repetitions=1, workers=(2,), concurrency=(8,), rtt_ms=(0.0,),
-    payload_bytes=20, warmup_s=0.3, measure_s=0.5, fidelity_calls=0, raw_driver=False,
+    payload_bytes=20, warmup_s=0.1, measure_s=0.5, fidelity_calls=0, raw_driver=False,
 )  # fmt: skip
 
 
