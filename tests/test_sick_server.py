@@ -201,13 +201,13 @@ def test_a_run_records_redis_memory_and_the_report_shows_its_peak(
     tmp_path: Path, figures_undrawn: None
 ) -> None:
     with EmbeddedRedis(extra_args=("--maxmemory", "500mb")) as server:
-        keys = {"target_rate": 500, "raw_driver": "true"}  # estimated: (0.3 + 1 + 1) s x 500 jobs/s
+        keys = {"target_rate": 500, "raw_driver": "true"}  # estimated: (0.1 + 1 + 1) s x 500 jobs/s
         run = BenchRun(tmp_path, tiny_profile(tmp_path, measure_s=1, **keys), server.url)
         code = run.finish()
     assert code == 0, run.stderr
     meta = run.meta()
     need = meta["memory_need"]
-    assert need["jobs"] == 1150 and need["limit"] == "maxmemory" and need["maxmemory_bytes"] == 500 * 2**20
+    assert need["jobs"] == 1050 and need["limit"] == "maxmemory" and need["maxmemory_bytes"] == 500 * 2**20
     assert need["need_bytes"] == int(need["jobs"] * need["bytes_per_job"] * 2)
     around = meta["redis_memory"]["finish_fetch"]
     assert set(around) == {"before", "after"}
