@@ -62,9 +62,10 @@ bench-micro: $(STAMP) ## pytest-benchmark micro benchmarks of each script and cy
 
 # Five pytest workers on two cores: much of a test is waiting (a run's start, a 1 s machine
 # check, a fault's window), so more workers than cores keep the cores busy, and beside a CPU hog
-# on each core they still get most of the CPU. The suite is CPU-bound (about 420 CPU-s), so its
-# time moves with the VM's speed: on 2026-12-06, quiet, 3:56 to 4:50; beside a `yes` on each
-# core, 4:29 to 5:58 over four runs (4:50 at the last commit). The budget is 4.
+# on each core they still get most of the CPU. The suite is CPU-bound (410 to 500 busy CPU-s by
+# the VM's phase), so its time moves with the VM's speed. On the evening of 2026-12-06, quiet:
+# 3:07 to 4:06. Beside a `yes` on each core: 3:55 (the hogs in make's session) and 4:09 (in a
+# session of their own) at python_loop_ns 72-76; 4:48 at 106. The budget is 4.
 # Bytecode is written even where the environment says not to: each pytest worker would rewrite
 # every test module's asserts again, and each Locust and bench child compile bench anew.
 test: $(STAMP) $(NODE_STAMP) ## run the tests against a real redis-server
