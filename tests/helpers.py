@@ -112,6 +112,35 @@ print(subprocess.Popen(hog, start_new_session=True, stdin=quiet, stdout=quiet, s
 """
 
 
+# A busy loop that takes only what the machine leaves. nice alone does not do it: with autogroup
+# scheduling (Linux's default on a desktop) a niced process competes inside its session's group, and
+# that group weighs as much as any other whenever the test beside it waits. So the loop takes a
+# session of its own and nices that session's group too (where the kernel has none, nice stands).
+IDLE_HOG = """
+import os
+os.nice(19)
+try:
+    with open("/proc/self/autogroup", "w") as group:
+        group.write("19")
+except OSError:
+    pass
+while True:
+    pass
+"""
+
+
+@contextmanager
+def idle_hog() -> Iterator[None]:
+    """A process that wants a whole core and takes only what the machine leaves: a core of a quiet
+    one, little from the suite's other tests."""
+    hog = subprocess.Popen([sys.executable, "-c", IDLE_HOG], start_new_session=True)
+    try:
+        yield
+    finally:
+        hog.kill()
+        hog.wait()
+
+
 def all_but(process: psutil.Process) -> list[int]:
     """Every process on the machine but ``process`` and its ancestors: as a watch's roots, they make
     ``process`` the one foreign process that ran before the window, however busy the machine is

@@ -49,7 +49,7 @@ from bench.report.load import FRAMES, load_run
 from bench.report.publish import AA_DIR
 from bench.report.verdict import NOT_JUDGED, SHOWN, Sample, verdict
 from bench.results.meta import RunMeta
-from tests.helpers import finish_fetch_row, steady
+from tests.helpers import finish_fetch_row, idle_hog, steady
 
 STAGES = "finish_fetch,script_cost,sweep,race"  # the report stage adds nothing to compare
 FIXTURES = Path(__file__).parent / "data"
@@ -251,17 +251,12 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     results = tmp_path_factory.mktemp("aa")
     profile = results.parent / "aa-tiny.conf"
     profile.write_text(TINY)
-    # niced: it takes the CPU the run leaves (so the run is contended) and none from the other tests
-    hog = subprocess.Popen([sys.executable, "-c", "import os; os.nice(19)\nwhile True: pass"])
-    try:
+    with idle_hog():  # it takes the CPU the run leaves (so the run is contended), little of the others'
         out = subprocess.run(
             [sys.executable, "-m", "bench", "run", "--profile", str(profile), "--stages", STAGES,
              "--results", str(results)],
             cwd=REPO, capture_output=True, text=True, timeout=150, env={**os.environ, "COLUMNS": "80"},
         )  # fmt: skip
-    finally:
-        hog.kill()
-        hog.wait()
     assert out.returncode == 0, out.stderr
     (results.parent / "printed.txt").write_text(out.stdout + out.stderr)
     (run,) = [p for p in results.iterdir() if p.is_dir()]

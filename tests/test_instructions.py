@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -41,6 +39,7 @@ from bench.results.instructions import (
 from bench.stages.instructions import parts
 from bench.stages.instructions.parts import parts_of
 from bench.stages.instructions.rows import LEAD_CALLS, fresh
+from tests.helpers import idle_hog
 
 needs_valgrind = pytest.mark.skipif(
     valgrind_missing() is not None, reason=f"cannot count instructions: {valgrind_missing()}"
@@ -61,18 +60,6 @@ def counting(scope: str = "command") -> Iterator[tuple[CallgrindRedis, Client]]:
             yield server, client
         finally:
             client.close()
-
-
-@contextmanager
-def cpu_hog() -> Iterator[None]:
-    """A process beside the server that wants a whole core: niced, it takes what the machine leaves
-    (a core of a quiet one) and none from the suite's other tests."""
-    hog = subprocess.Popen([sys.executable, "-c", "import os; os.nice(19)\nwhile True: pass"])
-    try:
-        yield
-    finally:
-        hog.kill()
-        hog.wait()
 
 
 def two_command_counts(server: CallgrindRedis, client: Client) -> tuple[float, float]:
@@ -268,7 +255,7 @@ def test_two_servers_count_the_same_calls_alike_with_a_cpu_hog_beside_the_second
     with counting("server") as (server, client):
         quiet_script, quiet_script_2n = two_command_counts(server, client)
         quiet_measured = phase_measures(server, client)
-    with counting("server") as (server, client), cpu_hog():  # the hog beside the counts, not the start
+    with counting("server") as (server, client), idle_hog():  # the hog beside the counts, not the start
         busy_script, busy_script_2n = two_command_counts(server, client)
         busy_measured = phase_measures(server, client)
     quiet_phases, busy_phases = phase_counts(quiet_measured), phase_counts(busy_measured)
