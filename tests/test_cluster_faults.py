@@ -13,7 +13,7 @@ import redis
 from redis.crc import key_slot
 
 from bench.harness.cluster import EmbeddedCluster
-from tests.test_faults import BenchRun, tiny_profile
+from tests.test_faults import TRICKLE, BenchRun, tiny_profile
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.cluster, pytest.mark.locust]
 
@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.cluster, pytest.mark.locust]
 @pytest.mark.slow
 def test_a_master_killed_during_the_load_ends_the_run_and_the_audit_names_its_shard(tmp_path: Path):
     with EmbeddedCluster() as cluster:
-        profile = tiny_profile(tmp_path, measure_s=30, workers=3, producers=3, queues=3)
+        profile = tiny_profile(tmp_path, measure_s=30, workers=3, producers=3, queues=3, target_rate=TRICKLE)
         run = BenchRun(tmp_path, profile, cluster.url)
         run.wait_for_window()  # counted on the URL's node: its queue is one of the three
         victim = f"127.0.0.1:{cluster.ports[2]}"
@@ -82,7 +82,7 @@ def test_a_queue_slot_moved_to_another_master_during_the_load_is_followed_and_ev
     tmp_path: Path,
 ):
     with EmbeddedCluster() as cluster:
-        profile = tiny_profile(tmp_path, measure_s=8, workers=3, producers=3, queues=3)
+        profile = tiny_profile(tmp_path, measure_s=8, workers=3, producers=3, queues=3, target_rate=TRICKLE)
         run = BenchRun(tmp_path, profile, cluster.url)
         run.wait_for_window()
         masters = [redis.Redis(port=p) for p in cluster.ports]

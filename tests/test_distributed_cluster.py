@@ -33,7 +33,7 @@ def test_a_master_and_two_workers_count_every_job_on_the_cluster(tmp_path: Path)
         port, base = str(_free_port()), f"dist-{uuid.uuid4().hex[:8]}"
         masters = {f"127.0.0.1:{p}" for p in cluster.ports}
         load = ["--queue", base, "--queues", "3", "--workers", "4", "--producers", "3",
-                "--strategy", "fused", "--warmup-s", "1.5", "--measure-s", "1", "--rtt-ms", "0",
+                "--strategy", "fused", "--warmup-s", "0.3", "--measure-s", "1", "--rtt-ms", "0",
                 "--keep-queue"]  # fmt: skip
         locust = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--loglevel", "INFO"]
         env = {**os.environ, "REDIS_URL": cluster.url}  # every process on the same REDIS_URL

@@ -35,8 +35,9 @@ WINDOW_OPEN = "window 1 opened"  # Locust's log line once warm-up is over and me
 START_DEADLINE_S = 30.0  # python + Locust start on a busy 2-core machine
 END_DEADLINE_S = 40.0  # the run ends, or finishes its window, within this after the fault
 
-# An open-loop trickle (5 batches of 20 a second) for the faults a run carries on through: jobs go
-# on being added and done after the fault, and the 3 s window costs a fraction of a backlog's CPU.
+# An open-loop trickle (5 batches of 20 a second) where a fault needs the load running, not a
+# backlog's full speed: jobs go on being added and done around the fault, and the window costs a
+# fraction of a backlog's CPU.
 TRICKLE = 100
 
 pytestmark = pytest.mark.timeout(90)  # past START_DEADLINE_S + END_DEADLINE_S: their message, not ours

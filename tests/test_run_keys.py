@@ -30,6 +30,7 @@ from tests.helpers import BENCH_LOADS, ForkedCommands, wait_until
 from tests.test_faults import (
     REPO,
     START_DEADLINE_S,
+    TRICKLE,
     WINDOW_OPEN,
     BenchRun,
     assert_stopped,
@@ -258,7 +259,7 @@ def test_a_cluster_master_failing_over_to_its_replica_leaves_keys_clean_removes(
     with EmbeddedCluster(replicas=True) as cluster:
         client = redis.RedisCluster.from_url(cluster.url)
         seed(client)
-        profile = tiny_profile(tmp_path, measure_s=30, workers=3, producers=3, queues=3)
+        profile = tiny_profile(tmp_path, measure_s=30, workers=3, producers=3, queues=3, target_rate=TRICKLE)
         run = BenchRun(tmp_path, profile, cluster.url)
         run.wait_for_window()
         cluster.allow_failover()
