@@ -81,13 +81,14 @@ def samples(stage: str, frame: pd.DataFrame) -> dict[tuple[object, ...], dict[st
     frame = with_known_keys(stage, frame)
     if frame.empty or any(k not in frame.columns for k in keys):
         return {}
+    columns = [m.column for m in STAGE_METRICS[stage] if m.column in frame.columns]
+    by_point = frame.groupby(list(keys), sort=True, dropna=False)
+    measured = frame[columns].notna().groupby(by_point.ngroup()).any()  # every point's, in one look
     return {
         tuple(norm_key(v) for v in raw_key): {
-            m.column: _sample(stage, m.column, group)
-            for m in STAGE_METRICS[stage]
-            if m.column in group.columns and not group[m.column].isna().all()
+            column: _sample(stage, column, group) for column in columns if measured.at[number, column]
         }
-        for raw_key, group in frame.groupby(list(keys), sort=True, dropna=False)
+        for number, (raw_key, group) in enumerate(by_point)
     }
 
 
@@ -139,17 +140,26 @@ COMPARISON_COLUMNS = (
 COUNT, MAXIMUM, ONCE = "count", "maximum", "once"
 
 
-def _flags(frame: pd.DataFrame, stage: str, key: tuple[object, ...]) -> list[str]:
-    """Why a point's numbers may not be valid: contended or saturated windows, failed audits."""
-    keys = STAGE_KEYS[stage]
-    mask = pd.Series(True, index=frame.index)
-    for k, v in zip(keys, key, strict=True):
-        mask &= frame[k].map(norm_key) == v
-    rows = frame[mask]
-    flags = [c for c in ("contended", "saturated") if flag(rows, c).any()]
-    if "audit_ok" in rows.columns and not rows["audit_ok"].astype("boolean").fillna(True).all():
-        flags.append("audit failed")
-    return flags
+def point_flags(stage: str, frame: pd.DataFrame) -> dict[tuple[object, ...], list[str]]:
+    """Per point: why its numbers may not be valid (contended or saturated windows, failed audits)."""
+    keys = list(STAGE_KEYS[stage])
+    if frame.empty or any(k not in frame.columns for k in keys):
+        return {}
+    audited = frame["audit_ok"] if "audit_ok" in frame.columns else pd.Series(True, index=frame.index)
+    marks = pd.DataFrame(
+        {
+            "contended": flag(frame, "contended"),
+            "saturated": flag(frame, "saturated"),
+            "audit failed": ~audited.astype("boolean").fillna(True).astype(bool),
+        }
+    )
+    by_point = marks.groupby([frame[k] for k in keys], sort=False, dropna=False).any()
+    return {
+        tuple(norm_key(v) for v in (raw_key if isinstance(raw_key, tuple) else (raw_key,))): [
+            str(name) for name, marked in row.items() if marked
+        ]
+        for raw_key, row in by_point.iterrows()
+    }
 
 
 def _seed_pinned(frame: pd.DataFrame) -> bool:
@@ -207,10 +217,10 @@ def compare_runs(
         clean_a = samples(stage, frame_a[clean(frame_a)])
         clean_b = samples(stage, frame_b[clean(frame_b)])
         windows_a, windows_b = window_counts(stage, frame_a), window_counts(stage, frame_b)
+        marked_a, marked_b = point_flags(stage, frame_a), point_flags(stage, frame_b)
         metrics = _stage_metrics(stage, frame_a, frame_b, notes)
         for key in sorted(points_a.keys() & points_b.keys(), key=key_order):
-            flags_a, flags_b = _flags(frame_a, stage, key), _flags(frame_b, stage, key)
-            flags = [f"{f} in A" for f in flags_a] + [f"{f} in B" for f in flags_b]
+            flags = [f"{f} in A" for f in marked_a[key]] + [f"{f} in B" for f in marked_b[key]]
             (n_a, clean_n_a), (n_b, clean_n_b) = windows_a[key], windows_b[key]
             windows = (
                 f"clean windows {clean_n_a} of {n_a} in A, {clean_n_b} of {n_b} in B"
@@ -300,10 +310,10 @@ def window_counts(stage: str, frame: pd.DataFrame) -> dict[tuple[object, ...], t
     keys = list(STAGE_KEYS[stage])
     if frame.empty or any(k not in frame.columns for k in keys):
         return {}
-    clean_rows = clean(frame)
+    counted = clean(frame).groupby([frame[k] for k in keys], sort=False, dropna=False).agg(["size", "sum"])
     return {
-        tuple(norm_key(v) for v in raw_key): (len(group), int(clean_rows[group.index].sum()))
-        for raw_key, group in frame.groupby(keys, sort=True, dropna=False)
+        tuple(norm_key(v) for v in (raw_key if isinstance(raw_key, tuple) else (raw_key,))): (int(n), int(c))
+        for raw_key, n, c in zip(counted.index, counted["size"], counted["sum"], strict=True)
     }
 
 
