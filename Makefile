@@ -64,11 +64,10 @@ bench-micro: $(STAMP) ## pytest-benchmark micro benchmarks of each script and cy
 		--benchmark-json="$$dir/micro.json" && echo "results: $$dir/micro.json"
 
 # Five pytest workers on two cores: much of a test is waiting (a run's start, a 1 s machine
-# check, a fault's window), so more workers than cores keep the cores busy, and beside a CPU hog
-# on each core they still get most of the CPU. The suite is CPU-bound (410 to 500 busy CPU-s by
-# the VM's phase), so its time moves with the VM's speed. On the evening of 2026-12-06, quiet:
-# 3:07 to 4:06. Beside a `yes` on each core, at python_loop_ns 64-76: 3:34 and 3:55 with the
-# hogs in make's session, 4:09 and 4:12 with them in a session of their own; 4:48 at 106. The
+# check, a fault's window), so more workers than cores keep the cores busy. The suite is CPU-bound
+# (290 to 500 busy CPU-s by the VM's phase), so its time moves with the VM's speed. Late on
+# 2026-12-06, at python_loop_ns 66-88, quiet: 2:56 to 3:41 in seven runs. Beside a `yes` on each
+# core in a session of its own: 4:18 at 77, the hogs taking about 150 of the 518 busy CPU-s. The
 # budget is 4.
 test: $(STAMP) $(NODE_STAMP) ## run the tests against a real redis-server
 	$(PY) -m pytest -n 5 --dist loadfile
