@@ -66,9 +66,9 @@ bench-micro: $(STAMP) ## pytest-benchmark micro benchmarks of each script and cy
 # Five pytest workers on two cores: much of a test is waiting (a run's start, a 1 s machine
 # check, a fault's window), so more workers than cores keep the cores busy. The suite is CPU-bound
 # (290 to 500 busy CPU-s by the VM's phase), so its time moves with the VM's speed. Late on
-# 2026-12-06, at python_loop_ns 66-88, quiet: 2:56 to 3:41 in seven runs. Beside a `yes` on each
-# core in a session of its own: 4:18 at 77, the hogs taking about 150 of the 518 busy CPU-s. The
-# budget is 4.
+# 2026-12-06, at python_loop_ns 66-88, quiet: 2:53 to 3:41 in eleven runs. Beside a `yes` on each
+# core at 77-82: 4:18 and 4:48 with the hogs in a session of their own (they took about a third of
+# the CPU), 4:07 with them in make's session. The budget is 4: not met beside the hogs.
 test: $(STAMP) $(NODE_STAMP) ## run the tests against a real redis-server
 	$(PY) -m pytest -n 5 --dist loadfile
 
