@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from bench.errors import BenchError
+from bench.harness import server as embedded
 from bench.harness.run_folder import redis_for_run
 from bench.harness.server import EmbeddedRedis, check_server, require_version
 from bench.protocol.connection import RedisSettings, redact_url
@@ -144,3 +145,19 @@ def test_embedded_ports_leave_room_for_the_cluster_bus():
     from bench.harness.server import HIGHEST_PORT, _free_port
 
     assert all(_free_port() <= HIGHEST_PORT for _ in range(50))
+
+
+def test_a_server_that_finds_its_port_taken_tries_another_and_never_takes_the_other_for_its_own(
+    redis_server: EmbeddedRedis, monkeypatch: pytest.MonkeyPatch
+):
+    # Two pytest workers picked one free port at once: the second's redis-server lost the bind,
+    # but the first answered its PING, and both workers counted commands on one server.
+    real, picked = embedded._free_port, iter([redis_server.port])
+    monkeypatch.setattr(embedded, "_free_port", lambda: next(picked, None) or real())
+    with EmbeddedRedis() as second:
+        assert second.port != redis_server.port and second.process is not None
+        own = redis.Redis(port=second.port)
+        try:
+            assert int(own.info("server")["process_id"]) == second.process.pid
+        finally:
+            own.close()

@@ -401,12 +401,16 @@ class EmbeddedRedis:
                 if self.process is None or self.process.poll() is not None:
                     return False
                 try:
-                    if client.ping():
+                    # Ours, not a server that took the port first: ours then fails its bind and
+                    # exits, and the port is tried again. Two pytest workers starting at once
+                    # shared one server this way, each counting the other's commands.
+                    if int(client.info("server")["process_id"]) == self.process.pid:
                         return True
                 except (redis.AuthenticationError, redis.ResponseError):
                     return True  # it answered: asking for a password is being ready
                 except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
-                    time.sleep(0.02)
+                    pass
+                time.sleep(0.02)
             return False
         finally:
             client.close()
