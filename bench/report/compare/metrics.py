@@ -57,6 +57,11 @@ def norm_key(value: object) -> object:
     return int(number) if number.is_integer() else number
 
 
+def point_of(raw_key: object) -> tuple[object, ...]:
+    """A point's key from a groupby's: each value normalized (a single key may come bare)."""
+    return tuple(norm_key(v) for v in (raw_key if isinstance(raw_key, tuple) else (raw_key,)))
+
+
 def key_order(key: tuple[object, ...]) -> tuple[tuple[int, object], ...]:
     """Sort keys with numbers as numbers (size 200 before 1000)."""
     return tuple((0, v) if isinstance(v, int | float) else (1, str(v)) for v in key)
@@ -85,7 +90,7 @@ def samples(stage: str, frame: pd.DataFrame) -> dict[tuple[object, ...], dict[st
     by_point = frame.groupby(list(keys), sort=True, dropna=False)
     measured = frame[columns].notna().groupby(by_point.ngroup()).any()  # every point's, in one look
     return {
-        tuple(norm_key(v) for v in raw_key): {
+        point_of(raw_key): {
             column: _sample(stage, column, group) for column in columns if measured.at[number, column]
         }
         for number, (raw_key, group) in enumerate(by_point)
@@ -155,9 +160,7 @@ def point_flags(stage: str, frame: pd.DataFrame) -> dict[tuple[object, ...], lis
     )
     by_point = marks.groupby([frame[k] for k in keys], sort=False, dropna=False).any()
     return {
-        tuple(norm_key(v) for v in (raw_key if isinstance(raw_key, tuple) else (raw_key,))): [
-            str(name) for name, marked in row.items() if marked
-        ]
+        point_of(raw_key): [str(name) for name, marked in row.items() if marked]
         for raw_key, row in by_point.iterrows()
     }
 
@@ -267,7 +270,7 @@ def pair_ratios(frame: pd.DataFrame) -> dict[tuple[tuple[object, ...], str], tup
     frame = frame.assign(clean=clean(frame) & ~rtt_missed_rows(frame))  # over two networks: not clean
     out: dict[tuple[tuple[object, ...], str], tuple[list[float], list[float]]] = {}
     for raw_key, group in frame.groupby(list(POINT_COLUMNS), dropna=False, sort=True):
-        point = tuple(norm_key(v) for v in raw_key)
+        point = point_of(raw_key)
         jobs = {s: values_by_rep(rows) for s, rows in group.groupby("strategy")}
         clean_reps = {s: values_by_rep(rows).keys() for s, rows in group[group["clean"]].groupby("strategy")}
         base = jobs.get(BASE, {})
@@ -312,7 +315,7 @@ def window_counts(stage: str, frame: pd.DataFrame) -> dict[tuple[object, ...], t
         return {}
     counted = clean(frame).groupby([frame[k] for k in keys], sort=False, dropna=False).agg(["size", "sum"])
     return {
-        tuple(norm_key(v) for v in (raw_key if isinstance(raw_key, tuple) else (raw_key,))): (int(n), int(c))
+        point_of(raw_key): (int(n), int(c))
         for raw_key, n, c in zip(counted.index, counted["size"], counted["sum"], strict=True)
     }
 
