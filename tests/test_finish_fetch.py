@@ -218,10 +218,14 @@ def test_job_ms_is_held_without_blocking_the_other_jobs_in_flight(tmp_path: Path
     # Four slots each hold a job: counted as each starts, the others are holding theirs.
     assert d.jobs_in_flight_mean >= 3, d
     # Overlap shows in the rate too, however slow the machine makes each cycle: by Little's law the
-    # rate times the mean cycle is the jobs held at once, past one slot's, never past four.
-    held_at_once = d.jobs_per_s * cycle.get_mean_value() / 1e6
-    assert 1.4 < held_at_once <= 4 * 1.1, (held_at_once, d)  # the window's edges cut a few cycles
-    assert d.jobs_per_s <= 200 * 1.05, d  # never past four slots' 200 jobs/s
+    # cycles recorded, over the span the process recorded them in, are the jobs held at once: past
+    # one slot's, never past four. A slot's cycles follow one another, so those ending in the span
+    # cover it and at most one cycle begun before it: the edge is the longest cycle, not a guess.
+    span_us = run.summary.counters["window_us"]
+    held_at_once = d.jobs * cycle.get_mean_value() / span_us
+    edge = cycle.get_max_value() / span_us
+    # (With every cycle at least its 20 ms, this also holds the rate to four slots' 200 jobs/s.)
+    assert 1.4 < held_at_once <= 4 * (1 + edge) * 1.01, (held_at_once, edge, d)  # 1%: hdr's buckets
     # Job time is the largest share; whether it reaches 70% is the machine's doing (65% on a slow
     # VM: 129 of 200 jobs/s), so the verdict is held to the rule on the measured shares.
     assert max(d.pace_shares, key=d.pace_shares.__getitem__) == "job time", d.pace_shares

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import csv
 import json
+import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,9 +18,10 @@ from bench.harness.server import EmbeddedRedis
 from bench.protocol.audit import audit
 from bench.protocol.connection import RedisSettings
 from bench.protocol.queue import Producer, Queue
-from bench.protocol.sweep import SWEEPERS, has_gap
+from bench.protocol.sweep import SWEEPERS, AppSideSweeper, Sweeper, has_gap
 from bench.results.race import RaceRow
 from bench.results.rows import RunIds, columns_of, row_dict
+from bench.stages.race import trial
 from bench.stages.race.count import Anomalies, count_anomalies, read_state
 from bench.stages.race.plan import Point, RacePlan, points_of, variant_names
 from bench.stages.race.rows import RaceOutcome, row_of
@@ -137,12 +140,38 @@ def test_the_deadline_sweeps_limited_passes_race_clean(settings: RedisSettings, 
         assert race_anomalies(found) == (0, 0, 0, 0)
 
 
+def checks_before_acts(sweepers: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each app-side sweeper's first gap, between reading a job and writing it back, held until
+    every sweeper has read: the overlap the race needs, injected rather than left to the
+    scheduler (on a busy machine one sweeper's thread can wait past another's whole sweep)."""
+    all_read = threading.Barrier(sweepers, timeout=30)
+    make = trial.make_sweeper
+
+    def held(*args: Any, **kwargs: Any) -> Sweeper:
+        sweeper = make(*args, **kwargs)
+        assert isinstance(sweeper, AppSideSweeper)
+        delay, first = sweeper.act_delay, [True]
+
+        def act_delay() -> None:
+            if first:
+                first.clear()
+                all_read.wait()
+            delay()
+
+        sweeper.act_delay = act_delay
+        return sweeper
+
+    monkeypatch.setattr(trial, "make_sweeper", held)
+
+
 @pytest.mark.parametrize("variant", WITH_GAP)
-def test_app_side_sweeps_with_a_delay_recover_twice_and_lose_updates(settings: RedisSettings, variant: str):
-    # Sweeps that start together all snapshot every stalled job: each reclaims it. The
-    # 5 ms between reading atm and writing it back lets another read the same value;
-    # two sweepers can drift out of step (past the delay), three keep a pair in step.
+def test_app_side_sweeps_with_a_delay_recover_twice_and_lose_updates(
+    settings: RedisSettings, variant: str, monkeypatch: pytest.MonkeyPatch
+):
+    # Three sweeps that have all read a stalled job before any writes it back each reclaim it
+    # (a double recovery), and each writes the attempt count it read plus one (lost updates).
     setting = Point(variant, sweepers=3, stalled_jobs=60, delay_ms=5.0, workers=0, deadline_s=20)
+    checks_before_acts(setting.sweepers, monkeypatch)
     found = run_trial(settings, setting)
     assert (found.errors, found.unrecovered) == (0, 0)
     assert found.double_recoveries > 0
