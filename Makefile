@@ -66,10 +66,12 @@ bench-micro: $(STAMP) ## pytest-benchmark micro benchmarks of each script and cy
 # Seven pytest workers on two cores: much of a test is waiting (a run's start, a 1 s machine
 # check, a fault's window), so more workers than cores keep the cores busy. The suite is CPU-bound
 # (220 to 500 busy CPU-s by the VM's phase), so its time moves with the VM's speed. Beside a `yes`
-# on each core, in a session of their own, on 2026-12-06 (22:00-22:25, four pairs in turn):
+# on each core, in a session of their own, on 2026-12-06 (21:39-22:25, four pairs in turn):
 # 7 workers took 3:57, 3:36, 3:34 and 2:55; 5 workers took 4:21, 3:40, 4:15 and 3:02; 9 workers
-# took 4:15 once. In the last pair the hogs took 32% (7) and 39% (5) of the CPU. Quiet, 7 workers:
-# 2:55 (and 3:04 in a run whose two failures, timing-bound tests, are now fixed).
+# took 4:15 once. In the last pair the hogs took 32% (7) and 39% (5) of the CPU. Then, 7 workers,
+# 22:23-22:50: beside the hogs 2:49, 3:22, 3:45; quiet 2:07, 2:44, 2:30, 2:48, 3:03 (a fresh clone's
+# CI), all green. The one quiet run that failed (3:04, two timing-bound tests) came before
+# 57cb1a4 fixed them.
 TEST_WORKERS ?= 7
 test: $(STAMP) $(NODE_STAMP) ## run the tests against a real redis-server
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
