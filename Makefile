@@ -63,15 +63,11 @@ bench-micro: $(STAMP) ## pytest-benchmark micro benchmarks of each script and cy
 	$(PY) -m pytest tests/micro -q -p no:cacheprovider --benchmark-enable \
 		--benchmark-json="$$dir/micro.json" && echo "results: $$dir/micro.json"
 
-# Seven pytest workers on two cores: much of a test is waiting (a run's start, a 1 s machine
-# check, a fault's window), so more workers than cores keep the cores busy. The suite is CPU-bound
-# (220 to 500 busy CPU-s by the VM's phase), so its time moves with the VM's speed. Beside a `yes`
-# on each core, in a session of their own, on 2026-12-06 (21:39-22:25, four pairs in turn):
-# 7 workers took 3:57, 3:36, 3:34 and 2:55; 5 workers took 4:21, 3:40, 4:15 and 3:02; 9 workers
-# took 4:15 once. In the last pair the hogs took 32% (7) and 39% (5) of the CPU. Then, 7 workers,
-# 22:23-22:50: beside the hogs 2:49, 3:22, 3:45; quiet 2:07, 2:44, 2:30, 2:48, 3:03 (a fresh clone's
-# CI), all green. The one quiet run that failed (3:04, two timing-bound tests) came before
-# 57cb1a4 fixed them.
+# Seven pytest workers on two cores: much of a test waits (a run's start, a 1 s machine check, a
+# fault's window), so more workers than cores keep the cores busy. The suite is CPU-bound (220 to
+# 500 busy CPU-s by the VM's phase), so its time moves with the VM's speed. Beside a `yes` on each
+# core, on 2026-12-06, 7 workers beat 5 in four pairs of runs (3:57, 3:36, 3:34, 2:55 against 4:21,
+# 3:40, 4:15, 3:02) and took 2:49 to 3:45 in four more; 9 took 4:15 once. Quiet: 2:07 to 3:03.
 TEST_WORKERS ?= 7
 test: $(STAMP) $(NODE_STAMP) ## run the tests against a real redis-server
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
